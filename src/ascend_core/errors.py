@@ -1,0 +1,53 @@
+"""The core's typed errors: each says what is wrong, where it came from, and the fix."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class AscendError(Exception):
+    """Base of every error the core raises on purpose.
+
+    `what` says what is wrong (naming the key, variable or file), `hint` what
+    to do about it. str() gives both, so a log line is complete on its own.
+    """
+
+    def __init__(self, what: str, hint: str = "") -> None:
+        self.what = what
+        self.hint = hint
+        super().__init__(f"{what} Fix: {hint}" if hint else what)
+
+
+class ConfigError(AscendError):
+    """An `additional_config` key or a deployment setting is invalid."""
+
+
+class EnvironmentVariableError(AscendError):
+    """A VLLM_ASCEND_* variable has a value its type does not accept."""
+
+
+class BackendSelectionError(AscendError):
+    """No attention backend serves the requested combination."""
+
+
+class QuantizationError(AscendError):
+    """A quantization description is inconsistent or unsupported."""
+
+
+class CompatibilityError(AscendError):
+    """Installed versions do not match a supported set."""
+
+
+class DeviceUnavailableError(AscendError):
+    """The requested device cannot serve on this machine."""
+
+
+class PlanErrors(AscendError):
+    """Several errors found together, so the operator fixes them in one pass."""
+
+    def __init__(self, errors: Sequence[AscendError]) -> None:
+        self.errors = tuple(errors)
+        lines = [str(e) for e in self.errors]
+        super().__init__(
+            f"{len(lines)} problem(s) in the configuration:\n- " + "\n- ".join(lines)
+        )

@@ -1,0 +1,69 @@
+"""Device runtime: what a worker needs of a device (memory, sync, streams, seeds)."""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING, Any
+
+from attrs import frozen
+
+if TYPE_CHECKING:
+    import torch
+
+
+@frozen
+class MemoryInfo:
+    """Device memory in bytes: free and total now, and the peak the process allocated."""
+
+    free_bytes: int
+    total_bytes: int
+    peak_allocated_bytes: int = 0
+
+
+class DeviceRuntime(abc.ABC):
+    """One device's runtime as a worker sees it."""
+
+    @property
+    @abc.abstractmethod
+    def device_type(self) -> str:
+        """The torch device type string: `npu` or `cpu`."""
+
+    @abc.abstractmethod
+    def device(self, index: int) -> torch.device:
+        """The torch device for a local index."""
+
+    @abc.abstractmethod
+    def set_device(self, index: int) -> None:
+        """Make `index` the current device of this process."""
+
+    @abc.abstractmethod
+    def device_count(self) -> int:
+        """How many devices this process can see."""
+
+    @abc.abstractmethod
+    def device_name(self, index: int = 0) -> str:
+        """A human-readable device name."""
+
+    @abc.abstractmethod
+    def memory_info(self) -> MemoryInfo:
+        """Free, total and peak memory of the current device."""
+
+    @abc.abstractmethod
+    def reset_peak_memory(self) -> None:
+        """Start a new peak-memory measurement."""
+
+    @abc.abstractmethod
+    def synchronize(self) -> None:
+        """Wait for all queued work on the current device."""
+
+    @abc.abstractmethod
+    def empty_cache(self) -> None:
+        """Return cached, unused memory to the device."""
+
+    @abc.abstractmethod
+    def seed(self, seed: int) -> None:
+        """Seed the device's random generators."""
+
+    @abc.abstractmethod
+    def current_stream(self) -> Any:
+        """The current stream (an opaque handle on devices without streams)."""
