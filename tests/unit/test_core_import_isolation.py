@@ -1,0 +1,21 @@
+"""Importing the core (every module of ascend_core and ports) loads neither torch nor vllm."""
+
+import subprocess
+import sys
+
+PROBE = """
+import importlib, pkgutil, sys
+import ascend_core, ports
+for pkg in (ascend_core, ports):
+    for mod in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+        importlib.import_module(mod.name)
+heavy = sorted(m for m in ("torch", "torch_npu", "vllm", "adapters") if m in sys.modules)
+print(",".join(heavy))
+"""
+
+
+def test_core_and_ports_import_without_torch_vllm_or_adapters():
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == "", f"importing the core loaded: {out}"
