@@ -1,0 +1,180 @@
+"""Attention backend selection: a decision table from the model's attention and the device."""
+
+from __future__ import annotations
+
+import enum
+
+from attrs import frozen
+
+from ascend_core.errors import BackendSelectionError
+from ports.device import ChipFamily, DeviceKind
+
+
+class AttentionBackendKind(enum.Enum):
+    """The attention backends the plugin has; the vLLM adapter maps each to a class path."""
+
+    STANDARD = "standard"  # MHA/GQA on A2/A3/A5
+    MLA = "mla"  # multi-head latent attention
+    SPARSE_MLA = "sparse_mla"  # DSA: MLA plus an indexer keeping the top-k tokens
+    COMPRESSED_MLA = "compressed_mla"  # compressed latent KV plus an indexer (DeepSeek-V4)
+    P310 = "310p"  # MHA/GQA on the 310P inference cards
+    BATCH_INVARIANT = "batch_invariant"  # MHA/GQA whose results do not depend on the batch
+    HOST = "host"  # MHA/GQA in plain torch on the host device
+
+
+class AttentionShape(enum.Enum):
+    """The model's kind of attention, from the request's flags."""
+
+    STANDARD = "MHA/GQA"
+    MLA = "MLA"
+    SPARSE_MLA = "sparse MLA (DSA)"
+    COMPRESSED_MLA = "compressed MLA with an indexer"
+
+
+class Platform(enum.Enum):
+    """Where attention runs, as far as backend choice cares."""
+
+    NPU = "an Ascend NPU (A2/A3/A5)"
+    P310 = "a 310P card"
+    HOST = "the host device (CPU)"
+
+
+@frozen
+class AttentionRequest:
+    """What vLLM asks for (`AttentionSelectorConfig` flags) and where it will run."""
+
+    use_mla: bool
+    use_sparse: bool  # DSA (DeepSeek sparse attention: indexer + top-k)
+    chip_family: ChipFamily
+    device_kind: DeviceKind
+    use_compressed: bool = False  # compressed latent KV with an indexer
+    training_consistency: bool = False  # VLLM_ASCEND_TRAINING_CONSISTENCY=1
+    model: str = ""  # architecture name, for messages only
+
+    def describe(self) -> str:
+        return (
+            f"use_mla={self.use_mla}, use_sparse={self.use_sparse}, "
+            f"use_compressed={self.use_compressed}, chip_family={self.chip_family.value}, "
+            f"device_kind={self.device_kind.value}, "
+            f"training_consistency={self.training_consistency}"
+        )
+
+
+@frozen
+class BackendChoice:
+    """The backend picked and why."""
+
+    kind: AttentionBackendKind
+    reason: str
+
+
+@frozen
+class _Use:
+    kind: AttentionBackendKind
+    reason: str
+
+
+@frozen
+class _Refuse:
+    what: str  # completed with the model and the request's inputs
+    hint: str
+
+
+@frozen
+class _Row:
+    platform: Platform | None  # None: any
+    shape: AttentionShape | None  # None: any
+    consistency: bool | None  # training_consistency; None: any
+    outcome: _Use | _Refuse
+
+
+_N, _P, _H = Platform.NPU, Platform.P310, Platform.HOST
+_STD, _MLA = AttentionShape.STANDARD, AttentionShape.MLA
+_DSA, _CMP = AttentionShape.SPARSE_MLA, AttentionShape.COMPRESSED_MLA
+_K = AttentionBackendKind
+_ON_NPU = "Serve on an Atlas A2/A3 or Ascend 950 NPU."
+_NOT_CONSISTENT = "Unset VLLM_ASCEND_TRAINING_CONSISTENCY"
+
+_BATCH_INVARIANT = (
+    "MHA/GQA with VLLM_ASCEND_TRAINING_CONSISTENCY=1: results must not depend on the batch"
+)
+_INVARIANT_NPU_ONLY = "the batch-invariant backend exists on A2/A3/A5 NPUs only."
+_INVARIANT_GQA_ONLY = "the batch-invariant backend runs MHA/GQA only."
+
+# First matching row wins; the refusals come first, then the choices.
+# fmt: off
+DECISION_TABLE: tuple[_Row, ...] = (
+    # platform  shape  training_consistency  outcome
+    _Row(_P, _MLA, None, _Refuse("MLA has no backend on 310P.", _ON_NPU)),
+    _Row(_P, _DSA, None, _Refuse("sparse MLA (DSA) has no backend on 310P.", _ON_NPU)),
+    _Row(_P, _CMP, None, _Refuse("compressed MLA has no backend on 310P.", _ON_NPU)),
+    _Row(_H, _MLA, None, _Refuse("the host backend runs MHA/GQA only, not MLA.", _ON_NPU)),
+    _Row(_H, _DSA, None, _Refuse("the host backend runs MHA/GQA only, not DSA.", _ON_NPU)),
+    _Row(_H, _CMP, None, _Refuse("the host backend runs MHA/GQA only.", _ON_NPU)),
+    _Row(_N, _STD, True, _Use(_K.BATCH_INVARIANT, _BATCH_INVARIANT)),
+    _Row(None, _STD, True, _Refuse(_INVARIANT_NPU_ONLY, f"{_NOT_CONSISTENT} or serve on an NPU.")),
+    _Row(None, None, True, _Refuse(_INVARIANT_GQA_ONLY, f"{_NOT_CONSISTENT} for this model.")),
+    _Row(_N, _STD, False, _Use(_K.STANDARD, "MHA/GQA on an Ascend NPU")),
+    _Row(_N, _MLA, False, _Use(_K.MLA, "the model uses multi-head latent attention")),
+    _Row(_N, _DSA, False, _Use(_K.SPARSE_MLA, "the model uses MLA with a sparse indexer (DSA)")),
+    _Row(_N, _CMP, False, _Use(_K.COMPRESSED_MLA, "the model compresses its latent KV cache")),
+    _Row(_P, _STD, False, _Use(_K.P310, "MHA/GQA on a 310P card, which has its own kernels")),
+    _Row(_H, _STD, False, _Use(_K.HOST, "the host device serves; plain-torch MHA/GQA")),
+)
+# fmt: on
+
+# (use_mla, use_sparse, use_compressed) -> shape; None: no model has that combination.
+SHAPES: dict[tuple[bool, bool, bool], AttentionShape | None] = {
+    (False, False, False): _STD,
+    (True, False, False): _MLA,
+    (True, True, False): _DSA,
+    (True, False, True): _CMP,
+    (True, True, True): _CMP,  # the compressed path has its own indexer
+    (False, True, False): None,  # DSA indexes MLA's latent cache
+    (False, False, True): None,
+    (False, True, True): None,
+}
+
+
+def select_attention_backend(request: AttentionRequest) -> BackendChoice:
+    """The backend for this request, or BackendSelectionError naming its inputs."""
+    model = request.model or "the model"
+    shape = SHAPES.get((request.use_mla, request.use_sparse, request.use_compressed))
+    if shape is None:
+        raise BackendSelectionError(
+            f"{model} asks for sparse or compressed attention without MLA ({request.describe()})"
+            "; these index the MLA latent cache, so no backend serves the combination.",
+            "Check the model's config (kv_lora_rank, index_topk) and VLLM_MLA_DISABLE.",
+        )
+    platform = _platform(request)
+    for row in DECISION_TABLE:
+        if (
+            row.platform in (None, platform)
+            and row.shape in (None, shape)
+            and row.consistency in (None, request.training_consistency)
+        ):
+            if isinstance(row.outcome, _Refuse):
+                raise BackendSelectionError(
+                    f"{model} uses {shape.value} attention on {platform.value}: "
+                    f"{row.outcome.what} ({request.describe()})",
+                    row.outcome.hint,
+                )
+            return BackendChoice(row.outcome.kind, row.outcome.reason)
+    raise BackendSelectionError(  # the table covers every case; this guards edits to it
+        f"no attention backend for {model} ({request.describe()}).",
+        "Report this combination; it is missing from the attention decision table.",
+    )
+
+
+def _platform(request: AttentionRequest) -> Platform:
+    if request.device_kind is DeviceKind.CPU:
+        return Platform.HOST
+    if request.chip_family is ChipFamily.P310:
+        return Platform.P310
+    if request.chip_family is ChipFamily.HOST:
+        raise BackendSelectionError(
+            f"device_kind=npu with chip_family=host ({request.describe()}): no Ascend chip "
+            "was found for the NPU backends.",
+            "Check the NPU driver (npu-smi info), or set VLLM_ASCEND_DEVICE=cpu.",
+        )
+    return Platform.NPU

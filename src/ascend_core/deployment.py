@@ -1,0 +1,185 @@
+"""What is being deployed, as plain data: the input of the config plan.
+
+The vLLM adapter fills one `Deployment` from `VllmConfig` (plus the device probe, the
+environment and quantization detection); nothing here knows vLLM types.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from attrs import field, frozen, validators
+
+from ports.device import ChipFamily, DeviceKind
+
+_positive = validators.ge(1)
+
+
+def _frozen_mapping(raw: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    # A read-only copy: the plan must not be able to mutate the user's additional_config.
+    return MappingProxyType(dict(raw or {}))
+
+
+def _int_tuple(raw: Any) -> tuple[int, ...]:
+    return tuple(int(v) for v in raw)
+
+
+def _optional_int_tuple(raw: Any) -> tuple[int, ...] | None:
+    return None if raw is None else _int_tuple(raw)
+
+
+def _sizes_positive(_: object, attribute: Any, value: tuple[int, ...] | None) -> None:
+    if value is not None and any(v < 1 for v in value):
+        raise ValueError(f"{attribute.name} must hold positive sizes, got {list(value)}")
+
+
+def _str_tuple(raw: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in raw)
+
+
+class CompileMode(enum.Enum):
+    """How the model is compiled; mirrors vLLM's `CompilationMode` member names."""
+
+    NONE = "NONE"  # eager PyTorch, nothing compiled
+    STOCK_TORCH_COMPILE = "STOCK_TORCH_COMPILE"
+    DYNAMO_TRACE_ONCE = "DYNAMO_TRACE_ONCE"
+    VLLM_COMPILE = "VLLM_COMPILE"  # vLLM's piecewise compiler, needed by piecewise graphs
+
+
+class GraphMode(enum.Enum):
+    """Which graphs are captured; vLLM calls this `cudagraph_mode`, on Ascend it is the
+    NPU (ACL) graph. Member names mirror vLLM's `CUDAGraphMode`."""
+
+    NONE = "NONE"
+    PIECEWISE = "PIECEWISE"
+    FULL = "FULL"
+    FULL_DECODE_ONLY = "FULL_DECODE_ONLY"
+    FULL_AND_PIECEWISE = "FULL_AND_PIECEWISE"
+
+    @property
+    def needs_piecewise_compile(self) -> bool:
+        """Piecewise graphs are cut at the splitting ops by vLLM's own compiler."""
+        return self in (GraphMode.PIECEWISE, GraphMode.FULL_AND_PIECEWISE)
+
+
+class KvTransferRole(enum.Enum):
+    """This instance's side in prefill/decode disaggregation (vLLM's `kv_role`)."""
+
+    PRODUCER = "kv_producer"  # prefill node: writes KV for others
+    CONSUMER = "kv_consumer"  # decode node: reads KV written elsewhere
+    BOTH = "kv_both"
+
+
+@frozen
+class MlaShape:
+    """Multi-head latent attention: one compressed latent KV per token shared by all heads."""
+
+    kv_lora_rank: int = field(validator=_positive)
+    qk_rope_head_dim: int = field(default=64, validator=validators.ge(0))
+
+
+@frozen
+class ModelFacts:
+    """What the model is (from `model_config` / `hf_config`)."""
+
+    architecture: str  # first entry of hf_config.architectures, e.g. "Qwen3ForCausalLM"
+    model_type: str  # hf_config.model_type, e.g. "qwen3"
+    hidden_size: int = field(validator=_positive)
+    num_layers: int = field(validator=_positive)
+    num_attention_heads: int = field(validator=_positive)
+    num_kv_heads: int = field(validator=_positive)  # total, before TP sharding
+    head_size: int = field(validator=_positive)
+    dtype: str = "bfloat16"  # model_config.dtype without the "torch." prefix
+    max_model_len: int = field(default=4096, validator=_positive)
+    mla: MlaShape | None = None  # set when model_config.use_mla
+    index_topk: int | None = None  # DSA (sparse attention): tokens the indexer keeps
+    compressed_attention: bool = False  # compressed KV with an indexer (DeepSeek-V4 style)
+    hybrid: bool = False  # attention plus mamba/linear-attention layers
+    is_moe: bool = False
+
+    @property
+    def use_mla(self) -> bool:
+        return self.mla is not None
+
+    @property
+    def use_sparse(self) -> bool:
+        return self.index_topk is not None
+
+
+@frozen
+class ParallelSettings:
+    """Parallel sizes (`parallel_config`) and the switches that go with them."""
+
+    tp: int = field(default=1, validator=_positive)  # tensor_parallel_size
+    pp: int = field(default=1, validator=_positive)  # pipeline_parallel_size
+    dp: int = field(default=1, validator=_positive)  # data_parallel_size
+    pcp: int = field(default=1, validator=_positive)  # prefill_context_parallel_size
+    dcp: int = field(default=1, validator=_positive)  # decode_context_parallel_size
+    expert_parallel: bool = False  # enable_expert_parallel
+    sequence_parallel: bool = False  # sequence parallelism of the residual stream over TP
+    disable_custom_all_reduce: bool = False  # parallel_config.disable_custom_all_reduce
+
+
+@frozen
+class SpeculativeSettings:
+    """Speculative decoding (`speculative_config`); method None means off."""
+
+    method: str | None = None  # vLLM's method name as given: "mtp", "eagle3", "ngram", ...
+    num_speculative_tokens: int = field(default=0, validator=validators.ge(0))
+
+
+@frozen
+class CompilationSettings:
+    """Compilation and graph capture (`compilation_config`, `model_config.enforce_eager`)."""
+
+    enforce_eager: bool = False
+    mode: CompileMode | None = None  # None: vLLM has not resolved it yet
+    graph_mode: GraphMode | None = None  # compilation_config.cudagraph_mode
+    capture_sizes: tuple[int, ...] | None = field(  # compilation_config.cudagraph_capture_sizes
+        default=None,
+        converter=_optional_int_tuple,
+        validator=_sizes_positive,
+    )
+    custom_ops: tuple[str, ...] = field(default=(), converter=_str_tuple)
+
+
+@frozen
+class CacheSettings:
+    """KV cache (`cache_config`) and sleep mode (`model_config.enable_sleep_mode`)."""
+
+    block_size: int | None = field(  # None: the user did not choose one
+        default=None, validator=validators.optional(_positive)
+    )
+    enable_prefix_caching: bool = True
+    kv_cache_dtype: str = "auto"  # cache_config.cache_dtype
+    enable_sleep_mode: bool = False
+
+
+@frozen
+class Deployment:
+    """Everything the config plan looks at, filled once by the vLLM adapter.
+
+    The sub-records group fields by the vLLM config they come from; the top-level
+    fields come from the device probe, the environment and the model files.
+    """
+
+    model: ModelFacts
+    chip_family: ChipFamily
+    device_kind: DeviceKind
+    parallel: ParallelSettings = ParallelSettings()
+    speculative: SpeculativeSettings = SpeculativeSettings()
+    compilation: CompilationSettings = CompilationSettings()
+    cache: CacheSettings = CacheSettings()
+    kv_transfer_role: KvTransferRole | None = None  # None: no KV transfer configured
+    # vLLM's additional_config, untouched: the plan parses and validates it.
+    additional_config: Mapping[str, Any] = field(
+        factory=dict, converter=_frozen_mapping, eq=False, hash=False
+    )
+    user_quantization: str | None = None  # model_config.quantization as the user gave it
+    # What the model files say (ascend_core.quantization), as the method's value string.
+    detected_quantization: str | None = None
+    launch_blocking: bool = False  # ASCEND_LAUNCH_BLOCKING=1 (synchronous kernel launch)
+    npu_alloc_conf: str | None = None  # current PYTORCH_NPU_ALLOC_CONF, None when unset

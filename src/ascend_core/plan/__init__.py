@@ -1,0 +1,8 @@
+"""The config plan: what vLLM's settings must become on Ascend, and why."""
+
+from __future__ import annotations
+
+from ascend_core.plan.pipeline import STEPS, Step, plan_config
+from ascend_core.plan.result import Change, ConfigPlan, Decisions, WorkerKind
+
+__all__ = ["STEPS", "Change", "ConfigPlan", "Decisions", "Step", "WorkerKind", "plan_config"]

@@ -1,0 +1,63 @@
+"""Step: NPU caching-allocator settings (PYTORCH_NPU_ALLOC_CONF) for the worker processes."""
+
+from __future__ import annotations
+
+from ascend_core.deployment import Deployment
+from ascend_core.errors import ConfigError
+from ascend_core.plan import fields
+from ascend_core.plan.result import Draft
+from ports.device import DeviceKind
+
+EXPANDABLE = "expandable_segments"
+
+
+def plan_allocator(deployment: Deployment, draft: Draft) -> Draft:
+    """Add expandable_segments:True unless sleep mode is on or the user already chose."""
+    current = deployment.npu_alloc_conf
+    draft = draft.decide(npu_alloc_conf=current)
+    if deployment.device_kind is not DeviceKind.NPU:
+        return draft  # only torch_npu reads the variable
+    options = _parse(current)
+    if options is None:
+        return draft.warn(
+            f"PYTORCH_NPU_ALLOC_CONF={current!r} is not a list of key:value pairs; "
+            "left as is, without expandable_segments."
+        )
+    sleep = deployment.cache.enable_sleep_mode
+    if EXPANDABLE in options:
+        if sleep and options[EXPANDABLE].lower() == "true":
+            # Sleep mode offloads and restores weights through its own memory pool, which
+            # maps fixed physical handles; segments that grow in place break that mapping.
+            draft = draft.fail(
+                ConfigError(
+                    f"PYTORCH_NPU_ALLOC_CONF={current!r} sets expandable_segments:True and "
+                    "sleep mode (enable_sleep_mode) is on; the sleep-mode memory pool cannot "
+                    "work with expandable segments.",
+                    "Remove expandable_segments from PYTORCH_NPU_ALLOC_CONF or turn sleep "
+                    "mode off.",
+                )
+            )
+        return draft  # the user's own choice stands
+    if sleep:
+        return draft  # same pool conflict: do not add what would break sleep mode
+    new = f"{current},{EXPANDABLE}:True" if current else f"{EXPANDABLE}:True"
+    return draft.change(
+        fields.NPU_ALLOC_CONF,
+        current,
+        new,
+        "expandable segments grow allocations in place, so the KV cache and activations "
+        "fragment NPU memory less",
+    ).decide(npu_alloc_conf=new)
+
+
+def _parse(conf: str | None) -> dict[str, str] | None:
+    """`a:1,b:2` as a dict; None when malformed (then the plan leaves it alone)."""
+    if not conf or not conf.strip():
+        return {}
+    result: dict[str, str] = {}
+    for item in conf.split(","):
+        key, sep, value = item.partition(":")
+        if not sep or not key.strip():
+            return None
+        result[key.strip()] = value.strip()
+    return result

@@ -1,0 +1,70 @@
+"""Step: the KV cache block size (tokens per block), with the model-specific exceptions.
+
+- NPU default 128: Ascend's paged-attention kernels are tuned for 128-token blocks.
+- A user-set size on the NPU must be a multiple of 16: the cube unit works on 16x16
+  fractal tiles and the KV cache is laid out in them.
+- Compressed-attention models (DeepSeek-V4 style) take only 32, 64 or 128: the sizes
+  their compressor and indexer kernels are built for on Ascend.
+- Hybrid attention + mamba models: left unset, vLLM sizes the attention block so that
+  its page matches the mamba state page; a fixed 128 would break that match.
+- MLA, DSA and 310P take the NPU default (no exception): their kernels read 128-token blocks.
+- Host device: 128 as well, so the host (the reference the NPU is compared against)
+  schedules, pages and prefix-caches exactly as the NPU does.
+"""
+
+from __future__ import annotations
+
+from ascend_core.deployment import Deployment
+from ascend_core.errors import ConfigError
+from ascend_core.plan import fields
+from ascend_core.plan.result import Draft
+from ports.device import DeviceKind
+
+DEFAULT_BLOCK_SIZE = 128
+NPU_BLOCK_ALIGNMENT = 16
+COMPRESSED_ATTENTION_BLOCK_SIZES = (32, 64, 128)
+
+
+def decide_block_size(deployment: Deployment, draft: Draft) -> Draft:
+    """Keep a valid user choice, refuse an invalid one with a hint, else pick the default."""
+    chosen = deployment.cache.block_size
+    model = deployment.model
+    on_npu = deployment.device_kind is DeviceKind.NPU
+    if chosen is not None:
+        if (
+            on_npu
+            and model.compressed_attention
+            and chosen not in (COMPRESSED_ATTENTION_BLOCK_SIZES)
+        ):
+            return draft.fail(
+                ConfigError(
+                    f"cache_config.block_size={chosen} (--block-size): {model.architecture} "
+                    "uses compressed attention, whose Ascend kernels take only "
+                    f"{list(COMPRESSED_ATTENTION_BLOCK_SIZES)}.",
+                    f"Use --block-size {DEFAULT_BLOCK_SIZE} or omit it.",
+                )
+            ).decide(block_size=chosen)
+        if on_npu and chosen % NPU_BLOCK_ALIGNMENT:
+            return draft.fail(
+                ConfigError(
+                    f"cache_config.block_size={chosen} (--block-size) is not a multiple of "
+                    f"{NPU_BLOCK_ALIGNMENT}: the NPU lays the KV cache out in 16x16 tiles.",
+                    f"Use --block-size {DEFAULT_BLOCK_SIZE} (the tuned default) or another "
+                    f"multiple of {NPU_BLOCK_ALIGNMENT}, or omit it.",
+                )
+            ).decide(block_size=chosen)
+        return draft.decide(block_size=chosen)
+    if model.hybrid:
+        return draft.warn(
+            "cache_config.block_size left unset: vLLM sizes the attention block of hybrid "
+            "attention + mamba models to match the mamba state page."
+        ).decide(block_size=None)
+    reason = (
+        "unset; Ascend's paged-attention kernels are tuned for 128-token blocks"
+        if on_npu
+        else "unset; the host uses the NPU's block size so it pages and prefix-caches "
+        "like the NPU it is the reference for"
+    )
+    return draft.change(fields.BLOCK_SIZE, None, DEFAULT_BLOCK_SIZE, reason).decide(
+        block_size=DEFAULT_BLOCK_SIZE
+    )

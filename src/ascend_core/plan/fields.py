@@ -1,0 +1,33 @@
+"""The dotted paths a plan's Change may name; the vLLM adapter maps each one back.
+
+Paths under `env.` are environment variables for the worker processes; paths under
+`additional_config.` are keys of vLLM's additional_config; the rest are VllmConfig paths.
+"""
+
+from __future__ import annotations
+
+CUSTOM_ALL_REDUCE = "parallel_config.disable_custom_all_reduce"
+SEQUENCE_PARALLEL = "parallel_config.sequence_parallel"  # see Deployment.parallel
+COMPILE_MODE = "compilation_config.mode"
+GRAPH_MODE = "compilation_config.cudagraph_mode"
+CAPTURE_SIZES = "compilation_config.cudagraph_capture_sizes"
+CUSTOM_OPS = "compilation_config.custom_ops"
+BLOCK_SIZE = "cache_config.block_size"
+KV_CACHE_DTYPE = "cache_config.cache_dtype"
+QUANTIZATION = "model_config.quantization"
+NPU_ALLOC_CONF = "env.PYTORCH_NPU_ALLOC_CONF"
+
+ALL = frozenset(
+    {
+        CUSTOM_ALL_REDUCE,
+        SEQUENCE_PARALLEL,
+        COMPILE_MODE,
+        GRAPH_MODE,
+        CAPTURE_SIZES,
+        CUSTOM_OPS,
+        BLOCK_SIZE,
+        KV_CACHE_DTYPE,
+        QUANTIZATION,
+        NPU_ALLOC_CONF,
+    }
+)

@@ -1,0 +1,49 @@
+"""The config plan: one pure pass of the steps, in order, over a deployment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ascend_core.deployment import Deployment
+from ascend_core.plan.allocator import plan_allocator
+from ascend_core.plan.block_size import decide_block_size
+from ascend_core.plan.gpu_settings import fix_gpu_only_settings
+from ascend_core.plan.graph import decide_graph_mode
+from ascend_core.plan.kv_transfer import check_kv_transfer
+from ascend_core.plan.parallel import validate_parallel
+from ascend_core.plan.quantization import resolve_quantization
+from ascend_core.plan.result import ConfigPlan, Decisions, Draft
+from ascend_core.plan.worker import pick_worker
+
+Step = Callable[[Deployment, Draft], Draft]
+
+# Order matters where a step reads an earlier decision: graph sizes read the
+# sequence-parallel decision of validate_parallel. Every step runs even after errors,
+# so the operator sees every problem in one pass.
+STEPS: tuple[Step, ...] = (
+    validate_parallel,
+    resolve_quantization,
+    fix_gpu_only_settings,
+    decide_graph_mode,
+    pick_worker,
+    decide_block_size,
+    plan_allocator,
+    check_kv_transfer,
+)
+
+
+def plan_config(deployment: Deployment, steps: tuple[Step, ...] = STEPS) -> ConfigPlan:
+    """Every change the deployment needs, with reasons, and every error, with hints."""
+    draft = Draft(
+        Decisions(
+            sequence_parallel=deployment.parallel.sequence_parallel,
+            custom_ops=deployment.compilation.custom_ops,
+            compile_mode=deployment.compilation.mode,
+            capture_sizes=deployment.compilation.capture_sizes,
+            block_size=deployment.cache.block_size,
+            npu_alloc_conf=deployment.npu_alloc_conf,
+        )
+    )
+    for step in steps:
+        draft = step(deployment, draft)
+    return draft.finish()
