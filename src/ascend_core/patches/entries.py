@@ -1,0 +1,117 @@
+"""Every upstream (vLLM) patch the plugin may apply, one paragraph each.
+
+How to add a patch
+------------------
+1. Find the vLLM symbol to replace and write it as `vllm.module:Attr.sub`. If other
+   modules copied it with `from module import name`, list those copies in
+   `also_rebind` (grep vLLM for the name), or the patch misses them.
+2. Write the range of vLLM versions the patch was checked against (`>=0.33.0,<0.34`);
+   a new vLLM release then shows up as "skipped: version" until someone looks again.
+3. Say when it is needed with a `Condition` (device kinds, chip families, features
+   required or excluded). No condition means every deployment.
+4. Give the reason in one sentence: what breaks without the patch.
+5. Point `apply` at the function in `adapters/vllm/patches/` that does it. The
+   adapter calls it as `apply(spec)` with this `PatchSpec`, once per process, only
+   when the plan lists the patch. Nothing is patched at import.
+6. Append the entry at the end of `ENTRIES` and run
+   `pytest tests/unit/core/test_patches_entries.py tests/integration/test_patch_targets.py`:
+   the first checks the entry's shape, the second that its symbols exist in the
+   installed vLLM.
+"""
+
+from __future__ import annotations
+
+from ascend_core.patches.spec import Condition, Feature, PatchRegistry, PatchSpec
+from ports.device import DeviceKind
+
+HOST = DeviceKind.CPU
+
+ENTRIES = (
+    PatchSpec(
+        id="host-slot-mapping-kernel",
+        target="vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel",
+        versions=">=0.33.0,<0.34",
+        when=Condition(device_kinds={HOST}, excludes={Feature.TRITON}),
+        reason=(
+            "BlockTable.compute_slot_mapping launches this Triton kernel every step, and "
+            "without Triton on the host it is a placeholder that raises, so the host "
+            "registers a torch implementation through vLLM's kernel-override registry."
+        ),
+        apply="adapters.vllm.patches.host_kernels:override",
+    ),
+    PatchSpec(
+        id="host-shutdown-accelerator-cache",
+        target="vllm.distributed.parallel_state:cleanup_dist_env_and_memory",
+        versions=">=0.33.0,<0.34",
+        when=Condition(device_kinds={HOST}),
+        reason=(
+            "At shutdown vLLM calls torch.accelerator.empty_cache() and empty_host_cache() "
+            "on every platform but its own CPU one, and on a host with no accelerator both "
+            "raise RuntimeError, so engine teardown fails unless they are skipped."
+        ),
+        apply="adapters.vllm.patches.shutdown:skip_accelerator_cache_release",
+        also_rebind=("vllm.v1.engine.core:cleanup_dist_env_and_memory",),
+    ),
+    PatchSpec(
+        id="host-rejection-greedy-sample-kernel",
+        target="vllm.v1.sample.rejection_sampler:rejection_greedy_sample_kernel",
+        versions=">=0.33.0,<0.34",
+        when=Condition(
+            device_kinds={HOST},
+            requires={Feature.SPECULATIVE_DECODING},
+            excludes={Feature.TRITON},
+        ),
+        reason=(
+            "Greedy verification of draft tokens runs this Triton kernel, a raising "
+            "placeholder on a host without Triton."
+        ),
+        apply="adapters.vllm.patches.host_kernels:override",
+    ),
+    PatchSpec(
+        id="host-rejection-random-sample-kernel",
+        target="vllm.v1.sample.rejection_sampler:rejection_random_sample_kernel",
+        versions=">=0.33.0,<0.34",
+        when=Condition(
+            device_kinds={HOST},
+            requires={Feature.SPECULATIVE_DECODING},
+            excludes={Feature.TRITON},
+        ),
+        reason=(
+            "Sampled verification of draft tokens runs this Triton kernel, a raising "
+            "placeholder on a host without Triton."
+        ),
+        apply="adapters.vllm.patches.host_kernels:override",
+    ),
+    PatchSpec(
+        id="host-rejection-expand-kernel",
+        target="vllm.v1.sample.rejection_sampler:expand_kernel",
+        versions=">=0.33.0,<0.34",
+        when=Condition(
+            device_kinds={HOST},
+            requires={Feature.SPECULATIVE_DECODING},
+            excludes={Feature.TRITON},
+        ),
+        reason=(
+            "The rejection sampler expands per-request values to per-draft-token values "
+            "with this Triton kernel, a raising placeholder on a host without Triton."
+        ),
+        apply="adapters.vllm.patches.host_kernels:override",
+    ),
+    PatchSpec(
+        id="host-rejection-recovered-tokens-kernel",
+        target="vllm.v1.sample.rejection_sampler:sample_recovered_tokens_kernel",
+        versions=">=0.33.0,<0.34",
+        when=Condition(
+            device_kinds={HOST},
+            requires={Feature.SPECULATIVE_DECODING},
+            excludes={Feature.TRITON},
+        ),
+        reason=(
+            "Sampled verification draws replacement tokens for rejected drafts with this "
+            "Triton kernel, a raising placeholder on a host without Triton."
+        ),
+        apply="adapters.vllm.patches.host_kernels:override",
+    ),
+)
+
+REGISTRY = PatchRegistry(ENTRIES)
