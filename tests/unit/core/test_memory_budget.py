@@ -1,0 +1,274 @@
+"""The memory budget against hand-computed numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from ascend_core.deployment import MlaShape, ModelFacts
+from ascend_core.errors import ConfigError
+from ascend_core.memory_budget import (
+    GIB,
+    MIB,
+    FixKind,
+    KvCacheTooSmallError,
+    KvLayout,
+    MemoryDemand,
+    Scaling,
+    dtype_bytes,
+    estimate_reserve,
+    format_bytes,
+    kv_bytes_per_token,
+    kv_cache_shortfall,
+    plan_budget,
+    weights_size,
+)
+from ports.model_files import TensorHeader
+
+LLAMA_70B = ModelFacts(
+    architecture="LlamaForCausalLM",
+    model_type="llama",
+    hidden_size=8192,
+    num_layers=80,
+    num_attention_heads=64,
+    num_kv_heads=8,
+    head_size=128,
+    max_model_len=131072,
+)
+DEEPSEEK_V3 = ModelFacts(
+    architecture="DeepseekV3ForCausalLM",
+    model_type="deepseek_v3",
+    hidden_size=7168,
+    num_layers=61,
+    num_attention_heads=128,
+    num_kv_heads=128,
+    head_size=576,
+    mla=MlaShape(kv_lora_rank=512, qk_rope_head_dim=64),
+    is_moe=True,
+)
+
+
+def test_dtype_bytes_resolves_auto_to_the_model_dtype() -> None:
+    assert dtype_bytes("auto", "bfloat16") == 2
+    assert dtype_bytes("auto", "torch.float32") == 4
+    assert dtype_bytes("fp8_e4m3") == 1
+    assert dtype_bytes("int8") == 1
+
+
+def test_dtype_bytes_rejects_an_unknown_name() -> None:
+    with pytest.raises(ConfigError, match="'fp3'"):
+        dtype_bytes("fp3")
+
+
+def test_weights_count_floats_at_the_model_dtype_and_integers_as_stored() -> None:
+    headers = (
+        TensorHeader("embed", "F32", (1000, 64)),  # cast to bf16: 128,000 B
+        TensorHeader("q_proj.weight", "I8", (64, 64)),  # 4,096 B
+        TensorHeader("q_proj.scale", "F32", (64,)),  # cast to bf16: 128 B
+        TensorHeader("packed", "I4", (3,)),  # 12 bits -> 2 B
+    )
+    size = weights_size(headers, "bfloat16")
+    assert size.total_bytes == 128_000 + 4_096 + 128 + 2
+    assert size.tensors == 4
+    assert size.quantized  # an 8-bit matrix is there
+
+
+def test_weights_of_a_bf16_checkpoint_are_not_quantized() -> None:
+    size = weights_size((TensorHeader("w", "BF16", (8, 8)),))
+    assert (size.total_bytes, size.quantized) == (128, False)
+
+
+def test_weights_reject_an_unknown_dtype() -> None:
+    with pytest.raises(ConfigError, match="X9"):
+        weights_size((TensorHeader("w", "X9", (2,)),))
+
+
+def test_gqa_kv_per_token_splits_kv_heads_over_tp() -> None:
+    # 2 (K and V) * 80 layers * 8 heads * 128 dims * 2 bytes = 327,680 B = 320 KiB.
+    assert kv_bytes_per_token(LLAMA_70B, 2).bytes == 327_680
+    # tp=4: 2 KV heads per device.
+    four = kv_bytes_per_token(LLAMA_70B, 2, tp=4)
+    assert four.bytes == 2 * 80 * 2 * 128 * 2 == 81_920
+    assert four.layout is KvLayout.STANDARD
+    assert "2 KV heads/device" in four.formula
+
+
+def test_kv_heads_are_replicated_when_fewer_than_tp_ranks() -> None:
+    # tp=16 > 8 KV heads: each device still holds one whole head.
+    sixteen = kv_bytes_per_token(LLAMA_70B, 2, tp=16)
+    assert sixteen.bytes == 2 * 80 * 1 * 128 * 2 == 40_960
+    assert "replicated" in sixteen.formula
+
+
+def test_pipeline_parallel_splits_layers() -> None:
+    assert kv_bytes_per_token(LLAMA_70B, 2, pp=3).bytes == 2 * 27 * 8 * 128 * 2
+
+
+def test_mla_caches_one_latent_not_split_by_tp() -> None:
+    # 61 layers * (512 + 64) * 2 bytes = 70,272 B per token, on every TP rank.
+    one = kv_bytes_per_token(DEEPSEEK_V3, 2)
+    assert one.bytes == 61 * 576 * 2 == 70_272
+    assert one.layout is KvLayout.MLA
+    assert kv_bytes_per_token(DEEPSEEK_V3, 2, tp=16).bytes == 70_272
+
+
+def test_reserve_estimate_states_its_parts() -> None:
+    reserve = estimate_reserve(LLAMA_70B, max_num_batched_tokens=8192, activation_dtype_bytes=2)
+    # 8192 tokens * 12 * 8192 hidden * 2 bytes = 1.5 GiB, plus the 2 GiB runtime reserve.
+    assert reserve.activation_bytes == 8192 * 12 * 8192 * 2 == 3 * GIB // 2
+    assert reserve.total_bytes == 2 * GIB + 3 * GIB // 2
+    assert "runtime" in reserve.describe()
+
+
+def _short_demand() -> MemoryDemand:
+    # 100 GiB * 0.5 = 50 GiB usable; 50 - 40 - 2 = 8 GiB for KV. One block is
+    # 128 tokens * 320 KiB = 40 MiB, so 8 GiB holds 204 blocks = 26,112 tokens,
+    # short of one 32,768-token sequence (256 blocks = 10 GiB).
+    return MemoryDemand(
+        device_memory_bytes=100 * GIB,
+        memory_utilization=0.5,
+        weights_bytes=40 * GIB,
+        reserve_bytes=2 * GIB,
+        kv_bytes_per_token=327_680,
+        max_model_len=32_768,
+        block_size=128,
+    )
+
+
+def test_a_short_budget_counts_blocks_and_tokens() -> None:
+    demand = _short_demand()
+    assert demand.kv_bytes_available == 8 * GIB
+    assert demand.num_blocks == 204
+    assert demand.tokens == 26_112
+    assert demand.sequence_bytes == 10 * GIB
+    assert not demand.fits
+
+
+def test_every_single_fix_comes_with_its_numbers() -> None:
+    budget = plan_budget(_short_demand(), Scaling(LLAMA_70B, kv_dtype_bytes=2, tp=1))
+    by_kind = {fix.kind: fix for fix in budget.fixes}
+    # 40 + 2 + 10 GiB needed of 100 GiB: 0.52.
+    assert by_kind[FixKind.MEMORY_UTILIZATION].value == 0.52
+    assert by_kind[FixKind.MEMORY_UTILIZATION].argument == "--gpu-memory-utilization 0.52"
+    assert by_kind[FixKind.MAX_MODEL_LEN].value == 26_112
+    # tp=2: 20 GiB weights and 160 KiB/token leave 28 GiB: 28 GiB / 20 MiB per block.
+    assert by_kind[FixKind.TENSOR_PARALLEL].value == 2
+    assert f"{28 * GIB // (20 * MIB) * 128} tokens" in by_kind[FixKind.TENSOR_PARALLEL].detail
+    # W8A8 halves 40 GiB to 20 GiB.
+    assert "20.00 GiB" in by_kind[FixKind.QUANTIZATION].detail
+    # Preferred order: utilization, length, TP, quantization.
+    assert [f.kind for f in budget.fixes] == list(FixKind)
+
+
+def test_utilization_above_the_cap_is_not_suggested() -> None:
+    demand = MemoryDemand(
+        device_memory_bytes=64 * GIB,
+        memory_utilization=0.9,
+        weights_bytes=55 * GIB,
+        reserve_bytes=2 * GIB,
+        kv_bytes_per_token=327_680,
+        max_model_len=32_768,
+    )
+    kinds = {fix.kind for fix in plan_budget(demand).fixes}
+    assert FixKind.MEMORY_UTILIZATION not in kinds  # (55 + 2 + 10) / 64 = 1.05
+
+
+def _heads(attention: int) -> ModelFacts:
+    return ModelFacts(
+        architecture="X",
+        model_type="x",
+        hidden_size=1536,
+        num_layers=10,
+        num_attention_heads=attention,
+        num_kv_heads=2,
+        head_size=128,
+    )
+
+
+def test_tp_fix_skips_sizes_that_do_not_divide_the_heads() -> None:
+    # 9 GiB usable. At tp=4: 32/4 = 8 GiB weights + 0.5 GiB reserve leave 0.5 GiB, short
+    # of one 131,072-token sequence at 2*10*1*128*2 = 5 KiB/token (640 MiB). tp=8 fits
+    # (4 GiB weights), but only when 8 divides the attention heads.
+    demand = MemoryDemand(
+        device_memory_bytes=10 * GIB,
+        memory_utilization=0.9,
+        weights_bytes=32 * GIB,
+        reserve_bytes=GIB // 2,
+        kv_bytes_per_token=2 * 10 * 2 * 128 * 2,
+        max_model_len=131_072,
+    )
+    twelve = plan_budget(demand, Scaling(_heads(12), kv_dtype_bytes=2, tp=1))
+    assert FixKind.TENSOR_PARALLEL not in {f.kind for f in twelve.fixes}
+    sixteen = plan_budget(demand, Scaling(_heads(16), kv_dtype_bytes=2, tp=1))
+    tp_fix = next(f for f in sixteen.fixes if f.kind is FixKind.TENSOR_PARALLEL)
+    assert tp_fix.value == 8
+    assert "needs 8 devices" in tp_fix.detail
+
+
+def test_a_quantized_checkpoint_gets_no_quantization_fix() -> None:
+    scaling = Scaling(LLAMA_70B, kv_dtype_bytes=2, tp=1, weights_quantized=True)
+    kinds = {fix.kind for fix in plan_budget(_short_demand(), scaling).fixes}
+    assert FixKind.QUANTIZATION not in kinds
+
+
+def test_when_it_fits_there_are_no_fixes_and_sequences_are_counted() -> None:
+    demand = MemoryDemand(
+        device_memory_bytes=64 * GIB,
+        memory_utilization=0.5,
+        weights_bytes=10 * GIB,
+        reserve_bytes=2 * GIB,
+        kv_bytes_per_token=327_680,
+        max_model_len=8192,
+    )
+    budget = plan_budget(demand)
+    # 32 - 12 = 20 GiB; 20 GiB / 40 MiB per block = 512 blocks = 65,536 tokens = 8 x 8192.
+    assert budget.fits
+    assert (budget.tokens, budget.sequences, budget.fixes) == (65_536, 8, ())
+    assert "8 sequence(s)" in budget.what()
+    assert budget.hint() == ""
+
+
+def test_weights_alone_overflowing_says_so() -> None:
+    demand = MemoryDemand(
+        device_memory_bytes=64 * GIB,
+        memory_utilization=0.9,
+        weights_bytes=131 * GIB,
+        reserve_bytes=2 * GIB,
+        kv_bytes_per_token=327_680,
+        max_model_len=8192,
+    )
+    budget = plan_budget(demand, Scaling(LLAMA_70B, kv_dtype_bytes=2))
+    assert "leave no memory for the KV cache" in budget.what()
+    assert FixKind.MAX_MODEL_LEN not in {f.kind for f in budget.fixes}
+    assert budget.fixes[0].kind is FixKind.TENSOR_PARALLEL
+    assert budget.fixes[0].value == 4  # 131/2 = 65.5 GiB still too big; /4 = 32.75 fits
+
+
+def test_kv_cache_shortfall_is_the_worker_message() -> None:
+    error = kv_cache_shortfall(_short_demand())
+    assert isinstance(error, KvCacheTooSmallError)
+    assert error.what.startswith("KV cache cannot hold one sequence of max_model_len=32768")
+    assert "10.00 GiB" in error.what and "26112 tokens" in error.what
+    assert error.hint.startswith("--gpu-memory-utilization 0.52")
+    assert "--max-model-len 26112" in error.hint
+    assert kv_cache_shortfall(MemoryDemand(64 * GIB, 0.9, 0, 0, 1024, 4096)) is None
+
+
+def test_nothing_fits_says_to_combine_changes() -> None:
+    demand = MemoryDemand(
+        device_memory_bytes=GIB,
+        memory_utilization=0.9,
+        weights_bytes=10 * GIB,
+        reserve_bytes=0,
+        kv_bytes_per_token=1024,
+        max_model_len=4096,
+    )
+    budget = plan_budget(demand)
+    assert budget.fixes == ()
+    assert "no single change fits" in budget.hint()
+
+
+def test_format_bytes() -> None:
+    assert format_bytes(3 * GIB // 2) == "1.50 GiB"
+    assert format_bytes(320 * 1024) == "320.0 KiB"
+    assert format_bytes(-2 * GIB) == "-2.00 GiB"
+    assert format_bytes(12) == "12 B"
