@@ -136,11 +136,12 @@ def _star_names(wheel: zipfile.ZipFile, path: str) -> set[str]:
     """What `from module import *` binds: __all__ when the module has one."""
     tree = ast.parse(wheel.read(path).decode("utf-8"))
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            and isinstance(node.value, (ast.List, ast.Tuple))
         ):
-            if isinstance(node.value, (ast.List, ast.Tuple)):
-                return {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+            return {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
     return _exported_names(wheel, path)
 
 
@@ -195,8 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     version = data["provenance"]["torch_npu_version"].split("+")[0] or "unknown"
     out = args.out_dir / f"torch_npu_{version}.json"
     out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"{out}: {len(data['ops'])} ops, {len(data['python_api']['torch_npu.npu'])} "
-          f"torch_npu.npu names, {len(data['atb_ops'])} ATB signatures")
+    print(
+        f"{out}: {len(data['ops'])} ops, {len(data['python_api']['torch_npu.npu'])} "
+        f"torch_npu.npu names, {len(data['atb_ops'])} ATB signatures"
+    )
     return 0
 
 

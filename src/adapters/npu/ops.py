@@ -1,0 +1,226 @@
+"""The ops port on torch_npu's fused operators, with the host adapter's semantics.
+
+Every torch_npu call goes through `self._torch_npu`, the module handed in by the
+composition root (or the emulator in tests); tests/unit/npu reads this file to check
+each call against the torch_npu 2.14.0 schemas. Facts relied on are from the op
+docs shipped in the wheel (torch_npu/_op_plugin_docs.py).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+from adapters.npu.attention_plan import AttentionGroup, plan_groups
+from ascend_core.errors import ConfigError
+from ports.ops import Ops, PagedAttentionMeta
+
+# sparse_mode 3 is "rightDownCausal": query row i of a sequence with q new tokens and
+# kv context sees keys 0 .. kv - q + i, which is exactly the ops port's rule for
+# prefill, chunked prefill and prefix-cache hits. It takes a compressed 2048x2048
+# mask, True above the diagonal (True = masked out).
+RIGHT_DOWN_CAUSAL = 3
+NO_MASK = 0
+COMPRESSED_MASK_SIZE = 2048
+# Paged KV with more than one query token per sequence needs block_size a multiple
+# of 128 in [128, 512]; with one query token, a multiple of 16 up to 512.
+PREFILL_BLOCK_MULTIPLE = 128
+DECODE_BLOCK_MULTIPLE = 16
+MAX_BLOCK_SIZE = 512
+
+
+class NpuOps(Ops):
+    """Ops on NPU tensors through torch_npu; `torch_npu` is the module, injected."""
+
+    def __init__(self, torch_npu: ModuleType) -> None:
+        self._torch_npu = torch_npu
+        self._masks: dict[torch.device, torch.Tensor] = {}
+        # The plan of the last attention batch: every layer of one forward passes the
+        # same meta, so the host copy of its lengths is made once per step.
+        self._last_meta: PagedAttentionMeta | None = None
+        self._last_plan: tuple[AttentionGroup, ...] = ()
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        # gamma must have x's dtype; the second output is 1/rms, kept for backward.
+        y, _ = self._torch_npu.npu_rms_norm(x, weight.to(x.dtype), epsilon=eps)
+        return y
+
+    def add_rms_norm(
+        self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        # Outputs are (y, 1/rms, x1 + x2): torch_npu's own graph patterns unpack them so.
+        y, _, summed = self._torch_npu.npu_add_rms_norm(
+            x, residual, weight.to(x.dtype), epsilon=eps
+        )
+        return y, summed
+
+    def silu_and_mul(self, x: torch.Tensor) -> torch.Tensor:
+        # swiglu(x) = silu(A) * B with A, B the halves of x along dim: A is the first.
+        out: torch.Tensor = self._torch_npu.npu_swiglu(x, dim=-1)
+        return out
+
+    def rotary_embedding(
+        self,
+        positions: torch.Tensor,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        cos_sin_cache: torch.Tensor,
+        head_size: int,
+        rotary_dim: int,
+        is_neox_style: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """npu_rotary_mul on [1, T, H, rotary_dim] (BSND) with cos/sin as [1, T, 1, rotary_dim].
+
+        The op computes r1 * x + r2 * rot(x), rot(x) = cat(-x2, x1) in "half" mode
+        (neox) and the pairwise (-x_odd, x_even) interleave in "interleave" mode
+        (GPT-J); so r1/r2 are cos/sin spread over the full rotary width the same way.
+        Channels past rotary_dim pass through.
+        """
+        cos_sin = cos_sin_cache.index_select(0, positions.reshape(-1).long())
+        cos, sin = cos_sin.chunk(2, dim=-1)
+        if is_neox_style:
+            mode = "half"
+            r1, r2 = torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+        else:
+            mode = "interleave"
+            r1, r2 = cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)
+        tokens = cos_sin.shape[0]
+        r1 = r1.to(query.dtype).view(1, tokens, 1, rotary_dim)
+        r2 = r2.to(query.dtype).view(1, tokens, 1, rotary_dim)
+        return (
+            self._rotate(query, r1, r2, mode, head_size, rotary_dim),
+            self._rotate(key, r1, r2, mode, head_size, rotary_dim),
+        )
+
+    def _rotate(
+        self,
+        x: torch.Tensor,
+        r1: torch.Tensor,
+        r2: torch.Tensor,
+        mode: str,
+        head_size: int,
+        rotary_dim: int,
+    ) -> torch.Tensor:
+        tokens = r1.shape[1]
+        heads = x.view(tokens, -1, head_size)
+        part = heads[..., :rotary_dim].contiguous().unsqueeze(0)
+        rotated = self._torch_npu.npu_rotary_mul(part, r1, r2, rotary_mode=mode).squeeze(0)
+        if rotary_dim < head_size:
+            rotated = torch.cat((rotated, heads[..., rotary_dim:]), dim=-1)
+        return rotated.reshape(x.shape)
+
+    def write_kv_cache(
+        self,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+        slot_mapping: torch.Tensor,
+    ) -> None:
+        """npu_scatter_nd_update_ with (block, offset) index pairs into [blocks, size, H, D].
+
+        Indices must be in range (the op does not check), so slots of -1 are dropped
+        first; key/value rows past len(slot_mapping) are padding and ignored.
+        """
+        block_size = key_cache.shape[1]
+        slots = slot_mapping.reshape(-1).long()
+        count = slots.shape[0]
+        key, value = key[:count], value[:count]
+        keep = slots >= 0
+        if not bool(keep.all()):
+            rows = keep.nonzero().squeeze(1)
+            slots, key, value = slots[rows], key[rows], value[rows]
+        if slots.numel() == 0:
+            return
+        blocks = torch.div(slots, block_size, rounding_mode="floor")
+        indices = torch.stack((blocks, slots - blocks * block_size), dim=1)
+        self._torch_npu.npu_scatter_nd_update_(key_cache, indices, key.to(key_cache.dtype))
+        self._torch_npu.npu_scatter_nd_update_(value_cache, indices, value.to(value_cache.dtype))
+
+    def paged_attention(
+        self,
+        query: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+        meta: PagedAttentionMeta,
+        scale: float,
+        out: torch.Tensor,
+    ) -> torch.Tensor:
+        """npu_fused_infer_attention_score, BSH layout, paged KV via block_table.
+
+        Decodes go as one call with S = 1 (no mask; sparse_mode does not apply there);
+        sequences with more new tokens as another, padded to their longest, with
+        sparse_mode 3 and the compressed causal mask. The caches are viewed as
+        [num_blocks, block_size, Hk*D], the only paged KV layout BSH accepts.
+        """
+        num_tokens = meta.num_actual_tokens
+        if num_tokens == 0:
+            return out
+        num_blocks, block_size, kv_heads, head_size = key_cache.shape
+        q_heads = query.shape[1]
+        packed = torch.cat((query[:num_tokens], query.new_zeros(1, q_heads, head_size)))
+        packed = packed.reshape(num_tokens + 1, q_heads * head_size)
+        key = key_cache.view(num_blocks, block_size, kv_heads * head_size)
+        value = value_cache.view(num_blocks, block_size, kv_heads * head_size)
+        for group in self._plan(meta, pad_row=num_tokens):
+            _check_block_size(block_size, group.is_decode)
+            device = query.device
+            width = group.max_q_len
+            batch = len(group.seq_ids)
+            q = packed.index_select(0, _index(group.gather, device)).view(batch, width, -1)
+            block_table = meta.block_table.index_select(0, _index(group.seq_ids, device))
+            attn, _ = self._torch_npu.npu_fused_infer_attention_score(
+                q,
+                key,
+                value,
+                atten_mask=None if group.is_decode else self._causal_mask(device),
+                actual_seq_lengths=list(group.q_lens),
+                actual_seq_lengths_kv=list(group.kv_lens),
+                block_table=block_table.to(torch.int32),
+                num_heads=q_heads,
+                scale=float(scale),
+                input_layout="BSH",
+                num_key_value_heads=kv_heads,
+                sparse_mode=NO_MASK if group.is_decode else RIGHT_DOWN_CAUSAL,
+                block_size=block_size,
+            )
+            rows = attn.reshape(batch * width, q_heads, head_size)
+            rows = rows.index_select(0, _index(group.valid_rows, device))
+            out.index_copy_(0, _index(group.tokens, device), rows.to(out.dtype))
+        return out
+
+    def _plan(self, meta: PagedAttentionMeta, pad_row: int) -> tuple[AttentionGroup, ...]:
+        if meta is not self._last_meta:
+            num_seqs = meta.seq_lens.shape[0]
+            self._last_plan = plan_groups(
+                [int(v) for v in meta.query_start_loc[: num_seqs + 1].tolist()],
+                [int(v) for v in meta.seq_lens.tolist()],
+                pad_row,
+            )
+            self._last_meta = meta
+        return self._last_plan
+
+    def _causal_mask(self, device: torch.device) -> torch.Tensor:
+        mask = self._masks.get(device)
+        if mask is None:
+            size = COMPRESSED_MASK_SIZE
+            mask = torch.ones(size, size, dtype=torch.bool, device=device).triu_(diagonal=1)
+            self._masks[device] = mask
+        return mask
+
+
+def _index(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.long, device=device)
+
+
+def _check_block_size(block_size: int, decode_only: bool) -> None:
+    multiple = DECODE_BLOCK_MULTIPLE if decode_only else PREFILL_BLOCK_MULTIPLE
+    if block_size % multiple or not multiple <= block_size <= MAX_BLOCK_SIZE:
+        raise ConfigError(
+            f"KV cache block_size {block_size} is not accepted by "
+            f"npu_fused_infer_attention_score with a paged cache "
+            f"({'decode' if decode_only else 'prefill'} needs a multiple of {multiple} "
+            f"up to {MAX_BLOCK_SIZE}).",
+            "serve with --block-size 128 (the plugin's default)",
+        )

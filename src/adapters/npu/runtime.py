@@ -1,0 +1,93 @@
+"""The device-runtime port on torch_npu.npu: devices, memory, sync, streams, seeds."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from adapters.npu.chip import chip_family_from_soc
+from ascend_core.errors import DeviceUnavailableError
+from ports.device import ChipFamily, DeviceFacts, DeviceKind
+from ports.runtime import DeviceRuntime, MemoryInfo
+
+
+class NpuRuntime(DeviceRuntime):
+    """One NPU as a worker sees it.
+
+    `torch_npu` is the module itself, handed in by the composition root (or the
+    emulator in tests); every call goes through it so the contract test can read them.
+    `device_type` is "npu" on a real host; the emulator passes "cpu" so that
+    tensors stay on the host.
+    """
+
+    def __init__(self, torch_npu: ModuleType, device_type: str = "npu") -> None:
+        self._torch_npu = torch_npu
+        self._device_type = device_type
+
+    @property
+    def device_type(self) -> str:
+        return self._device_type
+
+    def device(self, index: int) -> torch.device:
+        return torch.device(self._device_type, index)
+
+    def set_device(self, index: int) -> None:
+        self._torch_npu.npu.set_device(index)
+
+    def device_count(self) -> int:
+        return int(self._torch_npu.npu.device_count())
+
+    def device_name(self, index: int = 0) -> str:
+        return str(self._torch_npu.npu.get_device_name(index))
+
+    def chip_family(self, index: int = 0) -> ChipFamily | None:
+        """From the SoC name; None when the chip is not one this plugin serves."""
+        return chip_family_from_soc(self.device_name(index))
+
+    def memory_info(self) -> MemoryInfo:
+        free, total = self._torch_npu.npu.mem_get_info()
+        peak = self._torch_npu.npu.max_memory_allocated()
+        return MemoryInfo(
+            free_bytes=int(free), total_bytes=int(total), peak_allocated_bytes=int(peak)
+        )
+
+    def reset_peak_memory(self) -> None:
+        self._torch_npu.npu.reset_peak_memory_stats()
+
+    def synchronize(self) -> None:
+        self._torch_npu.npu.synchronize()
+
+    def empty_cache(self) -> None:
+        self._torch_npu.npu.empty_cache()
+
+    def seed(self, seed: int) -> None:
+        self._torch_npu.npu.manual_seed_all(seed)
+
+    def current_stream(self) -> Any:
+        return self._torch_npu.npu.current_stream()
+
+    def new_stream(self) -> Any:
+        return self._torch_npu.npu.Stream()
+
+    def new_event(self, enable_timing: bool = False) -> Any:
+        return self._torch_npu.npu.Event(enable_timing=enable_timing)
+
+    def facts(self) -> DeviceFacts:
+        """What the core asks of the devices, read from the initialised runtime."""
+        name = self.device_name(0)
+        family = chip_family_from_soc(name)
+        if family is None:
+            raise DeviceUnavailableError(
+                f"NPU {name!r} is not of a chip family this plugin serves (A2, A3, A5, 310P).",
+                "serve on an Atlas A2/A3/A5 or 300I (310P) device, or set VLLM_ASCEND_DEVICE=cpu",
+            )
+        _, total = self._torch_npu.npu.mem_get_info()
+        return DeviceFacts(
+            kind=DeviceKind.NPU,
+            chip_family=family,
+            device_count=self.device_count(),
+            memory_bytes_per_device=int(total),
+            device_name=name,
+        )
