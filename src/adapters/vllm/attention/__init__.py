@@ -1,0 +1,1 @@
+"""The paged attention backend vLLM runs on our devices; the math goes through the ops port."""

@@ -1,0 +1,73 @@
+"""The attention computation of one layer: write this step's K/V, attend over the cache."""
+
+from __future__ import annotations
+
+import torch
+from vllm.v1.attention.backend import AttentionImpl, AttentionLayer, AttentionType
+
+from adapters.vllm import wiring
+from adapters.vllm.attention.metadata import PagedMetadata
+from ascend_core.errors import BackendSelectionError
+
+
+class PagedAttentionImpl(AttentionImpl[PagedMetadata]):
+    """Causal self-attention of a decoder layer through the device's ops port."""
+
+    def __init__(
+        self,
+        num_heads: int,
+        head_size: int,
+        scale: float,
+        num_kv_heads: int | None = None,
+        alibi_slopes: list[float] | None = None,
+        sliding_window: int | None = None,
+        kv_cache_dtype: str = "auto",
+        logits_soft_cap: float | None = None,
+        attn_type: str = AttentionType.DECODER,
+        kv_sharing_target_layer_name: str | None = None,
+        **_: object,
+    ) -> None:
+        unsupported = {
+            "alibi_slopes": alibi_slopes is not None,
+            "sliding_window": sliding_window is not None,
+            "logits_soft_cap": bool(logits_soft_cap),
+            f"attn_type={attn_type}": attn_type != AttentionType.DECODER,
+            f"kv_cache_dtype={kv_cache_dtype}": kv_cache_dtype != "auto",
+        }
+        if any(unsupported.values()):
+            names = ", ".join(k for k, v in unsupported.items() if v)
+            raise BackendSelectionError(
+                f"The Ascend paged attention backend does not support: {names}.",
+                "serve a standard decoder (MHA/GQA) model without these features",
+            )
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.scale = float(scale)
+        self.num_kv_heads = num_kv_heads or num_heads
+        self.kv_cache_dtype = kv_cache_dtype
+        self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
+        self.ops = wiring.device_ops(wiring.active_device_kind())
+
+    def forward(
+        self,
+        layer: AttentionLayer,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        kv_cache: torch.Tensor,
+        attn_metadata: PagedMetadata,
+        output: torch.Tensor,
+        output_scale: torch.Tensor | None = None,
+        output_block_scale: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if attn_metadata is None:
+            # Profiling run: vLLM only measures memory, there is no cache yet.
+            return output.fill_(0)
+        # The layer cache is [block, head, token, K|V] logically, stored block/token/head
+        # major (LBNHC); viewed as the port's [num_blocks, block_size, Hk, D] pair.
+        key_cache, value_cache = kv_cache.transpose(1, 2).split(self.head_size, dim=-1)
+        if self.kv_sharing_target_layer_name is None and key is not None:
+            self.ops.write_kv_cache(key, value, key_cache, value_cache, attn_metadata.slot_mapping)
+        return self.ops.paged_attention(
+            query, key_cache, value_cache, attn_metadata.paged, self.scale, output
+        )

@@ -1,0 +1,32 @@
+"""Resolving and rebinding `package.module:Attr.sub` symbols named by the patch registry."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+def holder_and_attr(symbol: str) -> tuple[Any, str]:
+    """The object that holds the symbol's last attribute, and that attribute's name."""
+    module_name, _, attr_path = symbol.partition(":")
+    holder: Any = importlib.import_module(module_name)
+    *parents, attr = attr_path.split(".")
+    for part in parents:
+        holder = getattr(holder, part)
+    return holder, attr
+
+
+def resolve(symbol: str) -> Any:
+    holder, attr = holder_and_attr(symbol)
+    return getattr(holder, attr)
+
+
+def rebind(symbols: tuple[str, ...], value: Any) -> None:
+    for symbol in symbols:
+        holder, attr = holder_and_attr(symbol)
+        setattr(holder, attr, value)
+
+
+def dotted(symbol: str) -> str:
+    """`a.b:C.d` as vLLM's kernel-override registry spells it: `a.b.C.d`."""
+    return symbol.replace(":", ".")

@@ -1,0 +1,26 @@
+"""Asking the core for the config plan of a Deployment."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ascend_core.deployment import Deployment
+    from ascend_core.plan.result import ConfigPlan
+
+logger = logging.getLogger("vllm_ascend")
+
+
+def plan_for(deployment: Deployment | None) -> ConfigPlan | None:
+    """The core's plan (raising its errors together), or None before the model is known."""
+    if deployment is None:
+        return None
+    try:
+        from ascend_core.plan import plan_config
+    except ImportError:
+        return None  # the core's planner is not in this tree yet
+    plan = plan_config(deployment)
+    for warning in plan.warnings:
+        logger.warning("Ascend plan: %s", warning)
+    return plan.require_ok()

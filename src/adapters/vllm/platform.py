@@ -1,0 +1,182 @@
+"""vLLM's Platform for Ascend: one base with the hooks, one subclass per device kind.
+
+Each hook translates vLLM's question for the core or a port and the answer back;
+the decisions live in ascend_core.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import torch
+from vllm.platforms.interface import Platform, PlatformEnum
+
+from adapters.vllm import translate, wiring
+from ports.device import ChipFamily, DeviceKind
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+    from vllm.v1.attention.selector import AttentionSelectorConfig
+
+logger = logging.getLogger("vllm_ascend")
+
+WORKER_PATHS = {
+    DeviceKind.CPU: "adapters.vllm.worker.HostWorker",
+}
+
+
+class AscendPlatformBase(Platform):
+    """The hooks both device kinds share; class attributes come from the subclasses."""
+
+    _enum = PlatformEnum.OOT
+    device_kind: DeviceKind
+
+    @classmethod
+    def chip_family(cls) -> ChipFamily:
+        return ChipFamily.HOST
+
+    @classmethod
+    def runtime(cls) -> Any:
+        return wiring.device_runtime(cls.device_kind)
+
+    # -- configuration -------------------------------------------------------------
+
+    @classmethod
+    def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
+        """Translate VllmConfig into a Deployment, ask the core for the plan, apply it."""
+        from adapters.vllm.planning import plan_for
+
+        plan = plan_for(translate.deployment(vllm_config, cls.device_kind, cls.chip_family()))
+        if plan is not None:
+            translate.apply_changes(vllm_config, plan.changes)
+        parallel = vllm_config.parallel_config
+        if parallel.worker_cls == "auto":
+            parallel.worker_cls = cls.worker_path()
+        cls.update_device_settings(vllm_config)
+
+    @classmethod
+    def worker_path(cls) -> str:
+        from ascend_core.errors import DeviceUnavailableError
+
+        path = WORKER_PATHS.get(cls.device_kind)
+        if path is None:
+            raise DeviceUnavailableError(
+                f"No worker for the {cls.device_kind.value} device in this build.",
+                "serve with VLLM_ASCEND_DEVICE=cpu, or install the NPU adapter",
+            )
+        return path
+
+    @classmethod
+    def update_device_settings(cls, vllm_config: VllmConfig) -> None:
+        """Settings that follow from the device itself rather than from a plan decision."""
+
+    # -- attention -----------------------------------------------------------------
+
+    @classmethod
+    def get_attn_backend_cls(
+        cls,
+        selected_backend: AttentionBackendEnum,
+        attn_selector_config: AttentionSelectorConfig,
+        num_heads: int | None = None,
+    ) -> str:
+        from adapters.vllm.attention.selection import backend_path
+
+        return backend_path(attn_selector_config, cls.device_kind)
+
+    @classmethod
+    def register_triton_kernel_overrides(cls) -> None:
+        # vLLM calls this in each worker before any kernel launch; the kernel overrides
+        # are patches of the core's registry, applied here if register_general has not.
+        from adapters.vllm.patches import apply_patch_plan
+
+        apply_patch_plan(cls.device_kind)
+
+    @classmethod
+    def import_kernels(cls) -> None:
+        """vLLM's compiled ops target CUDA/CPU builds; our ops come through the ops port."""
+
+    # -- device --------------------------------------------------------------------
+
+    @classmethod
+    def get_device_name(cls, device_id: int = 0) -> str:
+        return str(cls.runtime().device_name(device_id))
+
+    @classmethod
+    def get_device_total_memory(cls, device_id: int = 0) -> int:
+        return int(cls.runtime().memory_info().total_bytes)
+
+    @classmethod
+    def get_current_memory_usage(cls, device: torch.types.Device | None = None) -> float:
+        info = cls.runtime().memory_info()
+        return float(info.total_bytes - info.free_bytes)
+
+    @classmethod
+    def set_device(cls, device: torch.device) -> None:
+        cls.runtime().set_device(device.index or 0)
+
+    @classmethod
+    def manual_seed_all(cls, seed: int) -> None:
+        cls.runtime().seed(seed)
+
+    @classmethod
+    def check_if_supports_dtype(cls, dtype: torch.dtype) -> None:
+        return None
+
+    @classmethod
+    def support_hybrid_kv_cache(cls) -> bool:
+        return False
+
+    @classmethod
+    def check_runner_kv_caches_multi_layer(cls) -> None:
+        return None
+
+
+class AscendHostPlatform(AscendPlatformBase):
+    """No NPU: the host serves through adapters.cpu (asked for with VLLM_ASCEND_DEVICE=cpu)."""
+
+    device_kind = DeviceKind.CPU
+    device_name = "cpu"
+    device_type = "cpu"
+    dispatch_key = "CPU"
+    ray_device_key = ""
+    dist_backend = "gloo"
+    simple_compile_backend = "inductor"
+
+    @property
+    def supported_dtypes(self) -> list[torch.dtype]:
+        return [torch.bfloat16, torch.float16, torch.float32]
+
+    @classmethod
+    def update_device_settings(cls, vllm_config: VllmConfig) -> None:
+        # The host runs one step at a time and captures no graphs.
+        vllm_config.scheduler_config.async_scheduling = False
+        vllm_config.compilation_config.cudagraph_capture_sizes = []
+        vllm_config.parallel_config.disable_custom_all_reduce = True
+
+    @classmethod
+    def is_pin_memory_available(cls) -> bool:
+        return False
+
+    @classmethod
+    def inference_mode(cls) -> Any:
+        return torch.no_grad()
+
+
+class AscendNpuPlatform(AscendPlatformBase):
+    """Ascend NPUs through adapters.npu (torch_npu, HCCL)."""
+
+    device_kind = DeviceKind.NPU
+    device_name = "npu"
+    device_type = "npu"
+    dispatch_key = "PrivateUse1"
+    ray_device_key = "NPU"
+    device_control_env_var = "ASCEND_RT_VISIBLE_DEVICES"
+    dist_backend = "hccl"
+    simple_compile_backend = "eager"
+
+    @classmethod
+    def chip_family(cls) -> ChipFamily:
+        facts = wiring.npu_probe().probe().facts
+        return facts.chip_family if facts is not None else ChipFamily.A2

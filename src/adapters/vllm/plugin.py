@@ -1,0 +1,52 @@
+"""vLLM entry points: `register` (vllm.platform_plugins) and `register_general` (vllm.general_plugins)."""
+
+from __future__ import annotations
+
+import logging
+
+from adapters.vllm import wiring
+from ascend_core.device_selection import DeviceDecision, select_device
+from ascend_core.env_registry import read_env
+from ports.device import DeviceKind
+
+logger = logging.getLogger("vllm_ascend")
+
+PLATFORM_PATHS = {
+    DeviceKind.NPU: "adapters.vllm.platform.AscendNpuPlatform",
+    DeviceKind.CPU: "adapters.vllm.platform.AscendHostPlatform",
+}
+
+
+def decide_device() -> DeviceDecision:
+    """The serving device from VLLM_ASCEND_DEVICE and the NPU probe (raises on npu without NPU)."""
+    settings = read_env(wiring.environment())
+    return select_device(settings.device, wiring.npu_probe().probe())
+
+
+def register() -> str | None:
+    """The platform class path, or None (with the reason logged) when the plugin declines.
+
+    A DeviceUnavailableError propagates: vLLM would log it and carry on without the
+    plugin, so the caller that asked for an NPU explicitly would only find out late.
+    """
+    try:
+        decision = decide_device()
+    except Exception as exc:
+        # vLLM swallows exceptions from platform plugins and falls back to another
+        # platform; an explicit request for a missing device must stop startup instead.
+        logger.error("%s", exc)
+        raise SystemExit(f"vllm-plugin-ascend: {exc}") from exc
+    if decision.kind is None:
+        logger.info("%s", decision.reason)
+        return None
+    return PLATFORM_PATHS[decision.kind]
+
+
+def register_general() -> None:
+    """Run in every vLLM process: custom ops, the attention backend name, the patch plan.
+
+    Re-entrant: each registration checks whether it is already in place.
+    """
+    from adapters.vllm import registration
+
+    registration.register_all()

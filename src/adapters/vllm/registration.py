@@ -1,0 +1,39 @@
+"""What `register_general` puts in place in every vLLM process; each step is re-entrant."""
+
+from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger("vllm_ascend")
+
+
+def register_custom_ops() -> None:
+    from vllm.model_executor.custom_op import op_registry_oot
+
+    from adapters.vllm.custom_ops import REPLACEMENTS
+
+    for upstream, ours in REPLACEMENTS:
+        if op_registry_oot.get(upstream.__name__) is not ours:
+            upstream.register_oot(ours)
+
+
+def register_attention_backend() -> None:
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    from adapters.vllm.attention.backend import BACKEND_NAME, BACKEND_PATH
+
+    if BACKEND_NAME not in AttentionBackendEnum.__members__:
+        AttentionBackendEnum.register(BACKEND_NAME, BACKEND_PATH)
+
+
+def register_all() -> None:
+    from adapters.vllm.plugin import decide_device
+
+    kind = decide_device().kind
+    if kind is None:
+        return  # another platform serves: leave vLLM's layers alone
+    register_custom_ops()
+    register_attention_backend()
+    from adapters.vllm.patches import apply_patch_plan
+
+    apply_patch_plan(kind)

@@ -1,0 +1,172 @@
+"""VllmConfig -> the core's Deployment, and a ConfigPlan's changes -> back into VllmConfig."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from ascend_core.deployment import (
+    CacheSettings,
+    CompilationSettings,
+    CompileMode,
+    Deployment,
+    GraphMode,
+    MlaShape,
+    ModelFacts,
+    ParallelSettings,
+    SpeculativeSettings,
+)
+from ports.device import ChipFamily, DeviceKind
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+
+    from ascend_core.plan.result import Change
+
+logger = logging.getLogger("vllm_ascend")
+
+_ENV_PREFIX = "env."
+_ADDITIONAL_PREFIX = "additional_config."
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def model_facts(vllm_config: VllmConfig) -> ModelFacts | None:
+    mc = vllm_config.model_config
+    if mc is None:
+        return None
+    hf = mc.hf_text_config
+    archs = getattr(mc.hf_config, "architectures", None) or [mc.architecture]
+    mla = None
+    if mc.use_mla:
+        mla = MlaShape(
+            kv_lora_rank=int(getattr(hf, "kv_lora_rank", 1) or 1),
+            qk_rope_head_dim=int(getattr(hf, "qk_rope_head_dim", 64) or 0),
+        )
+    return ModelFacts(
+        architecture=str(archs[0]),
+        model_type=str(getattr(hf, "model_type", "")),
+        hidden_size=int(mc.get_hidden_size()),
+        num_layers=max(1, int(getattr(hf, "num_hidden_layers", 1) or 1)),
+        num_attention_heads=max(1, int(getattr(hf, "num_attention_heads", 1) or 1)),
+        num_kv_heads=max(1, int(mc.get_total_num_kv_heads())),
+        head_size=max(1, int(mc.get_head_size())),
+        dtype=_dtype_name(mc.dtype),
+        max_model_len=max(1, int(mc.max_model_len)),
+        mla=mla,
+        index_topk=getattr(hf, "index_topk", None),
+        hybrid=bool(getattr(mc, "is_hybrid", False)),
+        is_moe=bool(getattr(hf, "num_experts", 0) or getattr(hf, "n_routed_experts", 0)),
+    )
+
+
+def _enum_by_name(enum_cls: type[enum.Enum], value: Any) -> Any:
+    if value is None:
+        return None
+    name = getattr(value, "name", None)
+    return enum_cls[name] if name in enum_cls.__members__ else None
+
+
+def deployment(
+    vllm_config: VllmConfig, kind: DeviceKind, chip_family: ChipFamily
+) -> Deployment | None:
+    """The Deployment the core plans for; None before vLLM knows the model."""
+    model = model_facts(vllm_config)
+    if model is None:
+        return None
+    pc = vllm_config.parallel_config
+    cc = vllm_config.compilation_config
+    cache = vllm_config.cache_config
+    spec = vllm_config.speculative_config
+    kv = vllm_config.kv_transfer_config
+    from ascend_core.deployment import KvTransferRole
+
+    role = None
+    if kv is not None and getattr(kv, "kv_role", None):
+        role = KvTransferRole(kv.kv_role)
+    return Deployment(
+        model=model,
+        chip_family=chip_family,
+        device_kind=kind,
+        parallel=ParallelSettings(
+            tp=pc.tensor_parallel_size,
+            pp=pc.pipeline_parallel_size,
+            dp=pc.data_parallel_size,
+            pcp=getattr(pc, "prefill_context_parallel_size", 1),
+            dcp=getattr(pc, "decode_context_parallel_size", 1),
+            expert_parallel=bool(pc.enable_expert_parallel),
+            disable_custom_all_reduce=bool(pc.disable_custom_all_reduce),
+        ),
+        speculative=SpeculativeSettings(
+            method=getattr(spec, "method", None) if spec else None,
+            num_speculative_tokens=int(getattr(spec, "num_speculative_tokens", 0) or 0)
+            if spec
+            else 0,
+        ),
+        compilation=CompilationSettings(
+            enforce_eager=bool(vllm_config.model_config.enforce_eager),
+            mode=_enum_by_name(CompileMode, cc.mode),
+            graph_mode=_enum_by_name(GraphMode, cc.cudagraph_mode),
+            capture_sizes=cc.cudagraph_capture_sizes,
+            custom_ops=tuple(cc.custom_ops),
+        ),
+        cache=CacheSettings(
+            block_size=cache.block_size if cache.user_specified_block_size else None,
+            enable_prefix_caching=bool(cache.enable_prefix_caching),
+            kv_cache_dtype=str(cache.cache_dtype),
+            enable_sleep_mode=bool(vllm_config.model_config.enable_sleep_mode),
+        ),
+        kv_transfer_role=role,
+        additional_config=dict(vllm_config.additional_config or {}),
+        user_quantization=vllm_config.model_config.quantization,
+        npu_alloc_conf=os.environ.get("PYTORCH_NPU_ALLOC_CONF"),
+    )
+
+
+def _to_vllm(field_path: str, value: Any) -> Any:
+    """Core values -> the types vLLM's config fields hold."""
+    from vllm.config import CompilationMode, CUDAGraphMode
+
+    if isinstance(value, CompileMode):
+        return CompilationMode[value.name]
+    if isinstance(value, GraphMode):
+        return CUDAGraphMode[value.name]
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def apply_change(vllm_config: VllmConfig, change: Change) -> None:
+    """Set the field a Change names; env.* go to os.environ, additional_config.* to that dict."""
+    path = change.field
+    if path.startswith(_ENV_PREFIX):
+        name = path.removeprefix(_ENV_PREFIX)
+        if change.new is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = str(change.new)
+        return
+    if path.startswith(_ADDITIONAL_PREFIX):
+        vllm_config.additional_config[path.removeprefix(_ADDITIONAL_PREFIX)] = change.new
+        return
+    section, _, attr = path.partition(".")
+    setattr(getattr(vllm_config, section), attr, _to_vllm(path, change.new))
+
+
+_logged: set[str] = set()
+
+
+def apply_changes(vllm_config: VllmConfig, changes: tuple[Change, ...]) -> None:
+    """Apply each change, logging it once per process with its reason."""
+    for change in changes:
+        apply_change(vllm_config, change)
+        line = change.describe()
+        if line not in _logged:
+            _logged.add(line)
+            logger.info("Ascend plan: %s", line)

@@ -1,0 +1,76 @@
+"""The host worker: vLLM's GPU worker with device setup and KV-cache sizing through our ports."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import torch
+from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
+from vllm.v1.worker.worker_base import CompilationTimes
+
+from adapters.vllm import wiring
+from adapters.vllm.memory import kv_cache_budget
+from adapters.vllm.model_runner import HostModelRunner
+from ports.device import DeviceKind
+
+logger = logging.getLogger("vllm_ascend")
+
+
+class HostWorker(Worker):
+    """Serves on the host: no streams, no graphs, no CuMem pool; memory from the runtime port."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.runtime = wiring.device_runtime(DeviceKind.CPU)
+
+    def init_device(self) -> None:
+        from vllm.platforms import current_platform
+        from vllm.utils.torch_utils import set_random_seed
+
+        self.device = self.runtime.device(0)
+        init_worker_distributed_environment(
+            self.vllm_config,
+            self.rank,
+            self.distributed_init_method,
+            self.local_rank,
+            current_platform.dist_backend,
+        )
+        set_random_seed(self.model_config.seed)
+        self.model_runner = HostModelRunner(self.vllm_config, self.device)
+
+    def _maybe_get_memory_pool_context(self, tag: str) -> contextlib.AbstractContextManager[None]:
+        # vLLM skips its CuMem pool only for built-in platforms; the host has none.
+        return contextlib.nullcontext()
+
+    @torch.inference_mode()
+    def determine_available_memory(self) -> int:
+        budget = kv_cache_budget(
+            self.runtime.memory_info(),
+            self.cache_config.gpu_memory_utilization,
+            self.cache_config.kv_cache_memory_bytes,
+            self._one_sequence_bytes(),
+            self.model_config.max_model_len,
+        )
+        logger.info("%s", budget.reason)
+        return budget.kv_cache_bytes
+
+    def _one_sequence_bytes(self) -> int:
+        specs = self.model_runner.get_kv_cache_spec()
+        return sum(spec.max_memory_usage_bytes(self.vllm_config) for spec in specs.values())
+
+    def compile_or_warm_up_model(self) -> CompilationTimes:
+        from vllm.utils.torch_utils import set_random_seed
+
+        set_random_seed(self.model_config.seed)
+        return CompilationTimes(
+            language_model=self.compilation_config.compilation_time,
+            encoder=self.compilation_config.encoder_compilation_time,
+        )
+
+    def sleep(self, level: int = 1) -> None:
+        logger.warning("Sleep mode is not supported on the host device; ignored.")
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        logger.warning("Sleep mode is not supported on the host device; ignored.")
