@@ -6,6 +6,8 @@ silu_and_mul computes in the input dtype, as the models' own PyTorch code does.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ports.ops import Ops, PagedAttentionMeta
@@ -14,7 +16,10 @@ _F32 = torch.float32
 
 
 class CpuOps(Ops):
-    """Ops on host tensors. Stateless; one instance serves any number of callers."""
+    """Ops on host tensors. Holds only scratch buffers that paged_attention reuses."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[str, torch.Tensor] = {}
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         """Normalise in float32, cast back to x's dtype, then scale by weight.
@@ -106,10 +111,12 @@ class CpuOps(Ops):
     ) -> torch.Tensor:
         """Batched over sequences (no per-sequence Python loop); computes in float32.
 
-        Sequences with one new token take a gather + batched-matmul path that shares
-        each kv head across its query group without copying; the others take one
-        masked scaled_dot_product_attention over a padded batch. Query rows past
-        num_actual_tokens are left untouched in `out`.
+        Sequences with one new token go through a gather and batched matmuls that
+        share each kv head with its query group without copying it; the others
+        through one scaled_dot_product_attention over a padded batch (causal flag
+        for fresh prefills, an explicit mask when earlier context is cached). Rows
+        of `out` past num_actual_tokens are left untouched. Not safe for concurrent
+        calls on one instance: gathered context lands in reused scratch buffers.
         """
         qsl = meta.query_start_loc.long()
         seq_lens = meta.seq_lens.long()
@@ -118,46 +125,158 @@ class CpuOps(Ops):
         if num_seqs == 0 or n_tok == 0:
             return out
         q_lens = qsl[1 : num_seqs + 1] - qsl[:num_seqs]
-        block_table = meta.block_table[:num_seqs]
+        block_table = meta.block_table[:num_seqs].long()
         query = query[:n_tok]
+        caches = (key_cache, value_cache)
 
         if meta.max_query_len <= 1 and n_tok == num_seqs:
-            result = _decode(query, key_cache, value_cache, block_table, seq_lens, scale)
-            out[:n_tok] = result.to(out.dtype)
+            result = self._decode(query, caches, block_table, seq_lens, scale)
+            out[:n_tok].copy_(result)
             return out
 
         is_decode = q_lens == 1
-        n_decode = int(is_decode.sum())
-        if n_decode == 0:
-            result = _prefill(
-                query, key_cache, value_cache, block_table, qsl[: num_seqs + 1], seq_lens,
-                q_lens, meta.max_query_len, scale,
-            )
-            out[:n_tok] = result.to(out.dtype)
+        if not bool(is_decode.any()):
+            result = self._prefill(query, caches, block_table, qsl, seq_lens, q_lens, scale)
+            out[:n_tok].copy_(result)
             return out
 
         # Mixed batch: decodes and prefills go their own ways, then meet in `out`.
         dec_seqs = is_decode.nonzero().squeeze(1)
         dec_tokens = qsl.index_select(0, dec_seqs)
-        dec = _decode(
-            query.index_select(0, dec_tokens), key_cache, value_cache,
-            block_table.index_select(0, dec_seqs), seq_lens.index_select(0, dec_seqs), scale,
+        dec = self._decode(
+            query.index_select(0, dec_tokens),
+            caches,
+            block_table.index_select(0, dec_seqs),
+            seq_lens.index_select(0, dec_seqs),
+            scale,
         )
         out.index_copy_(0, dec_tokens, dec.to(out.dtype))
         pre_seqs = (q_lens > 1).nonzero().squeeze(1)
         if pre_seqs.numel() > 0:
             pre_q_lens = q_lens.index_select(0, pre_seqs)
-            starts = qsl.index_select(0, pre_seqs)
-            pre_tokens = _token_index(starts, pre_q_lens)
+            pre_tokens = _token_index(qsl.index_select(0, pre_seqs), pre_q_lens)
             pre_qsl = torch.zeros(pre_seqs.numel() + 1, dtype=torch.long)
             torch.cumsum(pre_q_lens, 0, out=pre_qsl[1:])
-            pre = _prefill(
-                query.index_select(0, pre_tokens), key_cache, value_cache,
-                block_table.index_select(0, pre_seqs), pre_qsl,
-                seq_lens.index_select(0, pre_seqs), pre_q_lens, int(pre_q_lens.max()), scale,
+            pre = self._prefill(
+                query.index_select(0, pre_tokens),
+                caches,
+                block_table.index_select(0, pre_seqs),
+                pre_qsl,
+                seq_lens.index_select(0, pre_seqs),
+                pre_q_lens,
+                scale,
             )
             out.index_copy_(0, pre_tokens, pre.to(out.dtype))
         return out
+
+    def _decode(
+        self,
+        query: torch.Tensor,
+        caches: tuple[torch.Tensor, torch.Tensor],
+        block_table: torch.Tensor,
+        seq_lens: torch.Tensor,
+        scale: float,
+    ) -> torch.Tensor:
+        """One new token per sequence: query [B, Hq, D] -> [B, Hq, D] in float32."""
+        num_seqs, num_q_heads, head_size = query.shape
+        num_kv_heads = caches[0].shape[2]
+        group = num_q_heads // num_kv_heads
+        slots, valid = _context_slots(block_table, seq_lens, caches[0].shape[1])
+        ctx_len = valid.shape[1]
+        keys = self._gather(caches[0], slots, "key").view(num_seqs, ctx_len, num_kv_heads, -1)
+        values = self._gather(caches[1], slots, "value").view(num_seqs, ctx_len, num_kv_heads, -1)
+        q = (query.to(_F32) * scale).view(num_seqs, num_kv_heads, group, head_size)
+        # Per kv head, one batched matmul over sequences reads that head's strided
+        # [L, D] rows in place: no copy of the context per query head.
+        scores = torch.empty(num_kv_heads, num_seqs, group, ctx_len)
+        for h in range(num_kv_heads):
+            torch.matmul(q[:, h], keys[:, :, h].transpose(1, 2), out=scores[h])
+        scores.masked_fill_(~valid[None, :, None, :], float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        result = torch.empty(num_kv_heads, num_seqs, group, head_size)
+        for h in range(num_kv_heads):
+            torch.matmul(probs[h], values[:, :, h], out=result[h])
+        return result.permute(1, 0, 2, 3).reshape(num_seqs, num_q_heads, head_size)
+
+    def _prefill(
+        self,
+        query: torch.Tensor,
+        caches: tuple[torch.Tensor, torch.Tensor],
+        block_table: torch.Tensor,
+        query_start_loc: torch.Tensor,
+        seq_lens: torch.Tensor,
+        q_lens: torch.Tensor,
+        scale: float,
+    ) -> torch.Tensor:
+        """Any query lengths: pad to [B, Hq, max_q, D], one SDPA, unpad. Float32."""
+        n_tok, num_q_heads, head_size = query.shape
+        num_seqs = seq_lens.shape[0]
+        num_kv_heads = caches[0].shape[2]
+        max_q = int(q_lens.max())
+        slots, valid = _context_slots(block_table, seq_lens, caches[0].shape[1])
+        ctx_len = valid.shape[1]
+        keys = self._gather(caches[0], slots, "key").view(num_seqs, ctx_len, num_kv_heads, -1)
+        values = self._gather(caches[1], slots, "value").view(num_seqs, ctx_len, num_kv_heads, -1)
+
+        seq_of = torch.repeat_interleave(torch.arange(num_seqs), q_lens, output_size=n_tok)
+        flat_pos = seq_of * max_q + torch.arange(n_tok) - query_start_loc.index_select(0, seq_of)
+        q_pad = torch.zeros(num_seqs * max_q, num_q_heads, head_size)
+        q_pad.index_copy_(0, flat_pos, query.to(_F32))
+        q_pad = q_pad.view(num_seqs, max_q, num_q_heads, head_size).transpose(1, 2)
+
+        mask = None
+        fresh = bool(torch.equal(q_lens, seq_lens))
+        if not fresh:
+            # Row i sees positions <= seq_len - q_len + i and never past seq_len, so
+            # padded rows stay finite (they are dropped below).
+            last = (seq_lens - q_lens).unsqueeze(1) + torch.arange(max_q).unsqueeze(0)
+            mask = torch.arange(ctx_len)[None, None, :] <= last[:, :, None]
+            mask = (mask & valid[:, None, :]).unsqueeze(1)  # [B, 1, max_q, L]
+        # A fresh prefill is plain causal attention over its own tokens (ctx_len ==
+        # max_q); the causal flag lets the kernel skip the upper triangle.
+        attn = torch.nn.functional.scaled_dot_product_attention(
+            q_pad,
+            keys.transpose(1, 2),
+            values.transpose(1, 2),
+            attn_mask=mask,
+            is_causal=fresh,
+            scale=scale,
+            enable_gqa=num_q_heads != num_kv_heads,
+        )  # [B, Hq, max_q, D]
+        attn = attn.transpose(1, 2).reshape(num_seqs * max_q, num_q_heads, head_size)
+        return attn.index_select(0, flat_pos)
+
+    def _gather(self, cache: torch.Tensor, slots: torch.Tensor, name: str) -> torch.Tensor:
+        """Cache rows at flat `slots` as [N, Hk, D] float32, in a reused scratch buffer.
+
+        Reuse matters on the host: a fresh multi-megabyte tensor per call costs more
+        in page faults than the copy itself.
+        """
+        num_blocks, block_size, num_kv_heads, head_size = cache.shape
+        shape = (slots.shape[0], num_kv_heads, head_size)
+        try:
+            flat = cache.view(num_blocks * block_size, num_kv_heads, head_size)
+        except RuntimeError:  # a strided view whose block rows cannot merge
+            flat = None
+        if flat is None:
+            blocks = torch.div(slots, block_size, rounding_mode="floor")
+            rows = cache[blocks, slots - blocks * block_size]
+        else:
+            rows = self._scratch(name, shape, cache.dtype)
+            torch.index_select(flat, 0, slots, out=rows)
+        if rows.dtype == _F32:
+            return rows
+        rows32 = self._scratch(name + "32", shape, _F32)
+        rows32.copy_(rows)
+        return rows32
+
+    def _scratch(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        numel = math.prod(shape)
+        buf = self._buffers.get(name)
+        if buf is None or buf.dtype != dtype or buf.numel() < numel:
+            buf = torch.empty(numel, dtype=dtype)
+            self._buffers[name] = buf
+        return buf[:numel].view(shape)
 
 
 def _rotate(
@@ -190,88 +309,18 @@ def _token_index(starts: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
     return starts.index_select(0, seq_of) + torch.arange(total) - firsts.index_select(0, seq_of)
 
 
-def _gather_context(
-    cache: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor
+def _context_slots(
+    block_table: torch.Tensor, seq_lens: torch.Tensor, block_size: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each sequence's cached rows as [B, L, Hk, D] in float32, and the [B, L] validity mask.
+    """Flat cache slots of positions 0 .. max(seq_lens) - 1 of each sequence, and validity.
 
-    Rows past a sequence's length are zeroed: stale or never-written cache memory
-    (possibly NaN) must not leak into the result through a zero attention weight.
+    Positions past a sequence's length point at its position 0, a row that was
+    written: unused cache memory may hold NaN, and NaN times a zero attention
+    weight is still NaN.
     """
-    block_size = cache.shape[1]
-    max_len = int(seq_lens.max())
-    num_blocks = -(-max_len // block_size)
-    blocks = block_table[:, :num_blocks].long()
-    ctx = cache.index_select(0, blocks.reshape(-1))
-    ctx = ctx.reshape(blocks.shape[0], num_blocks * block_size, *cache.shape[2:])
-    valid = torch.arange(num_blocks * block_size).unsqueeze(0) < seq_lens.unsqueeze(1)
-    ctx = torch.where(valid[:, :, None, None], ctx.to(_F32), 0.0)
-    return ctx, valid
-
-
-def _decode(
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-) -> torch.Tensor:
-    """One new token per sequence: query [B, Hq, D] -> [B, Hq, D] in float32."""
-    num_seqs, num_q_heads, head_size = query.shape
-    num_kv_heads = key_cache.shape[2]
-    group = num_q_heads // num_kv_heads
-    keys, valid = _gather_context(key_cache, block_table, seq_lens)
-    values, _ = _gather_context(value_cache, block_table, seq_lens)
-    # [B, Hk, G, D] @ [B, Hk, D, L]: each kv head serves its query group with no copy.
-    q = query.to(_F32).reshape(num_seqs, num_kv_heads, group, head_size)
-    scores = torch.matmul(q, keys.permute(0, 2, 3, 1)) * scale
-    scores.masked_fill_(~valid[:, None, None, :], float("-inf"))
-    probs = torch.softmax(scores, dim=-1)
-    result = torch.matmul(probs, values.permute(0, 2, 1, 3))  # [B, Hk, G, D]
-    return result.reshape(num_seqs, num_q_heads, head_size)
-
-
-def _prefill(
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    query_start_loc: torch.Tensor,
-    seq_lens: torch.Tensor,
-    q_lens: torch.Tensor,
-    max_query_len: int,
-    scale: float,
-) -> torch.Tensor:
-    """Any query lengths: pad to [B, Hq, max_q, D], one masked SDPA, unpad. Float32."""
-    n_tok, num_q_heads, head_size = query.shape
-    num_seqs = seq_lens.shape[0]
-    num_kv_heads = key_cache.shape[2]
-    group = num_q_heads // num_kv_heads
-    keys, valid = _gather_context(key_cache, block_table, seq_lens)
-    values, _ = _gather_context(value_cache, block_table, seq_lens)
-    ctx_len = keys.shape[1]
-
-    seq_of = torch.repeat_interleave(torch.arange(num_seqs), q_lens, output_size=n_tok)
-    row_of = torch.arange(n_tok) - query_start_loc.index_select(0, seq_of)
-    flat_pos = seq_of * max_query_len + row_of
-    q_pad = query.new_zeros((num_seqs * max_query_len, num_q_heads, head_size), dtype=_F32)
-    q_pad.index_copy_(0, flat_pos, query.to(_F32))
-    q_pad = q_pad.reshape(num_seqs, max_query_len, num_q_heads, head_size).transpose(1, 2)
-
-    # Row i of a sequence sees positions <= seq_len - q_len + i, and never past seq_len,
-    # so the padded rows stay finite (they are dropped below).
-    last_visible = (seq_lens - q_lens).unsqueeze(1) + torch.arange(max_query_len).unsqueeze(0)
-    mask = torch.arange(ctx_len)[None, None, :] <= last_visible[:, :, None]
-    mask = (mask & valid[:, None, :]).unsqueeze(1)  # [B, 1, max_q, L]
-
-    k = keys.transpose(1, 2)
-    v = values.transpose(1, 2)
-    if group > 1:
-        k = k.repeat_interleave(group, dim=1)
-        v = v.repeat_interleave(group, dim=1)
-    attn = torch.nn.functional.scaled_dot_product_attention(
-        q_pad, k, v, attn_mask=mask, scale=scale
-    )  # [B, Hq, max_q, D]
-    attn = attn.transpose(1, 2).reshape(num_seqs * max_query_len, num_q_heads, head_size)
-    return attn.index_select(0, flat_pos)
+    ctx_len = int(seq_lens.max())
+    pos = torch.arange(ctx_len)
+    slots = block_table.index_select(1, pos // block_size) * block_size + pos % block_size
+    valid = pos.unsqueeze(0) < seq_lens.unsqueeze(1)
+    slots = torch.where(valid, slots, block_table[:, :1] * block_size)
+    return slots.reshape(-1), valid

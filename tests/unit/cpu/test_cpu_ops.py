@@ -106,7 +106,9 @@ def test_rotary_accepts_three_dimensional_heads(gen: torch.Generator) -> None:
     pos = torch.tensor([3, 4, 5])
     cache = _cos_sin_cache(8, 32)
     q_out, k_out = OPS.rotary_embedding(pos, q, k, cache, 32, 32, True)
-    q_flat, k_flat = OPS.rotary_embedding(pos, q.reshape(3, -1), k.reshape(3, -1), cache, 32, 32, True)
+    q_flat, k_flat = OPS.rotary_embedding(
+        pos, q.reshape(3, -1), k.reshape(3, -1), cache, 32, 32, True
+    )
     assert q_out.shape == (3, 4, 32) and k_out.shape == (3, 2, 32)
     torch.testing.assert_close(q_out.reshape(3, -1), q_flat)
     torch.testing.assert_close(k_out.reshape(3, -1), k_flat)
@@ -214,8 +216,13 @@ def _check_attention(
     result = OPS.paged_attention(query, kc, vc, meta, scale, out)
     assert result is out
     expected = ref.paged_attention(
-        query, kc, vc, meta.query_start_loc.tolist(), seq_lens,
-        meta.block_table.tolist(), scale,
+        query,
+        kc,
+        vc,
+        meta.query_start_loc.tolist(),
+        seq_lens,
+        meta.block_table.tolist(),
+        scale,
     )
     n = meta.num_actual_tokens
     assert torch.isfinite(out[:n].float()).all()
@@ -270,7 +277,9 @@ def test_attention_skips_sequences_without_new_tokens() -> None:
         num_actual_tokens=4,
     )
     out = OPS.paged_attention(query, kc, vc, padded, 0.25, torch.empty_like(query))
-    expected = ref.paged_attention(query, kc, vc, [0, 1, 4], [6, 3], meta.block_table.tolist(), 0.25)
+    expected = ref.paged_attention(
+        query, kc, vc, [0, 1, 4], [6, 3], meta.block_table.tolist(), 0.25
+    )
     torch.testing.assert_close(out.double(), expected, **TOL[torch.float32])
 
 
@@ -297,12 +306,19 @@ def test_write_then_attend_round_trip(gen: torch.Generator) -> None:
     slots = torch.tensor([8, 9, 10, 11, 4, 5])  # blocks 2 then 1
     OPS.write_kv_cache(k, v, kc, vc, slots)
     meta = PagedAttentionMeta(
-        query_start_loc=torch.tensor([0, t]), seq_lens=torch.tensor([t]),
-        block_table=torch.tensor([[2, 1]]), max_query_len=t, max_seq_len=t, num_actual_tokens=t,
+        query_start_loc=torch.tensor([0, t]),
+        seq_lens=torch.tensor([t]),
+        block_table=torch.tensor([[2, 1]]),
+        max_query_len=t,
+        max_seq_len=t,
+        num_actual_tokens=t,
     )
     out = OPS.paged_attention(q, kc, vc, meta, 0.5, torch.empty_like(q))
     expected = torch.nn.functional.scaled_dot_product_attention(
-        q.transpose(0, 1), k.repeat_interleave(2, 1).transpose(0, 1),
-        v.repeat_interleave(2, 1).transpose(0, 1), is_causal=True, scale=0.5,
+        q.transpose(0, 1),
+        k.repeat_interleave(2, 1).transpose(0, 1),
+        v.repeat_interleave(2, 1).transpose(0, 1),
+        is_causal=True,
+        scale=0.5,
     ).transpose(0, 1)
     torch.testing.assert_close(out, expected, atol=2e-5, rtol=1e-5)
