@@ -81,7 +81,9 @@ class _Refuse:
 
 
 @frozen
-class _Row:
+class DecisionRow:
+    """One line of the table: where, which attention, whether batch-invariant; then what."""
+
     platform: Platform | None  # None: any
     shape: AttentionShape | None  # None: any
     consistency: bool | None  # training_consistency; None: any
@@ -92,8 +94,10 @@ _N, _P, _H = Platform.NPU, Platform.P310, Platform.HOST
 _STD, _MLA = AttentionShape.STANDARD, AttentionShape.MLA
 _DSA, _CMP = AttentionShape.SPARSE_MLA, AttentionShape.COMPRESSED_MLA
 _K = AttentionBackendKind
+_R = DecisionRow
 _ON_NPU = "Serve on an Atlas A2/A3 or Ascend 950 NPU."
-_NOT_CONSISTENT = "Unset VLLM_ASCEND_TRAINING_CONSISTENCY"
+_INVARIANT_HINT_NPU = "Unset VLLM_ASCEND_TRAINING_CONSISTENCY or serve on an A2/A3/A5 NPU."
+_INVARIANT_HINT_MODEL = "Unset VLLM_ASCEND_TRAINING_CONSISTENCY for this model."
 
 _BATCH_INVARIANT = (
     "MHA/GQA with VLLM_ASCEND_TRAINING_CONSISTENCY=1: results must not depend on the batch"
@@ -103,23 +107,23 @@ _INVARIANT_GQA_ONLY = "the batch-invariant backend runs MHA/GQA only."
 
 # First matching row wins; the refusals come first, then the choices.
 # fmt: off
-DECISION_TABLE: tuple[_Row, ...] = (
+DECISION_TABLE: tuple[DecisionRow, ...] = (
     # platform  shape  training_consistency  outcome
-    _Row(_P, _MLA, None, _Refuse("MLA has no backend on 310P.", _ON_NPU)),
-    _Row(_P, _DSA, None, _Refuse("sparse MLA (DSA) has no backend on 310P.", _ON_NPU)),
-    _Row(_P, _CMP, None, _Refuse("compressed MLA has no backend on 310P.", _ON_NPU)),
-    _Row(_H, _MLA, None, _Refuse("the host backend runs MHA/GQA only, not MLA.", _ON_NPU)),
-    _Row(_H, _DSA, None, _Refuse("the host backend runs MHA/GQA only, not DSA.", _ON_NPU)),
-    _Row(_H, _CMP, None, _Refuse("the host backend runs MHA/GQA only.", _ON_NPU)),
-    _Row(_N, _STD, True, _Use(_K.BATCH_INVARIANT, _BATCH_INVARIANT)),
-    _Row(None, _STD, True, _Refuse(_INVARIANT_NPU_ONLY, f"{_NOT_CONSISTENT} or serve on an NPU.")),
-    _Row(None, None, True, _Refuse(_INVARIANT_GQA_ONLY, f"{_NOT_CONSISTENT} for this model.")),
-    _Row(_N, _STD, False, _Use(_K.STANDARD, "MHA/GQA on an Ascend NPU")),
-    _Row(_N, _MLA, False, _Use(_K.MLA, "the model uses multi-head latent attention")),
-    _Row(_N, _DSA, False, _Use(_K.SPARSE_MLA, "the model uses MLA with a sparse indexer (DSA)")),
-    _Row(_N, _CMP, False, _Use(_K.COMPRESSED_MLA, "the model compresses its latent KV cache")),
-    _Row(_P, _STD, False, _Use(_K.P310, "MHA/GQA on a 310P card, which has its own kernels")),
-    _Row(_H, _STD, False, _Use(_K.HOST, "the host device serves; plain-torch MHA/GQA")),
+    _R(_P, _MLA, None, _Refuse("MLA has no backend on 310P.", _ON_NPU)),
+    _R(_P, _DSA, None, _Refuse("sparse MLA (DSA) has no backend on 310P.", _ON_NPU)),
+    _R(_P, _CMP, None, _Refuse("compressed MLA has no backend on 310P.", _ON_NPU)),
+    _R(_H, _MLA, None, _Refuse("the host backend runs MHA/GQA only, not MLA.", _ON_NPU)),
+    _R(_H, _DSA, None, _Refuse("the host backend runs MHA/GQA only, not DSA.", _ON_NPU)),
+    _R(_H, _CMP, None, _Refuse("the host backend runs MHA/GQA only.", _ON_NPU)),
+    _R(_N, _STD, True, _Use(_K.BATCH_INVARIANT, _BATCH_INVARIANT)),
+    _R(None, _STD, True, _Refuse(_INVARIANT_NPU_ONLY, _INVARIANT_HINT_NPU)),
+    _R(None, None, True, _Refuse(_INVARIANT_GQA_ONLY, _INVARIANT_HINT_MODEL)),
+    _R(_N, _STD, False, _Use(_K.STANDARD, "MHA/GQA on an Ascend NPU")),
+    _R(_N, _MLA, False, _Use(_K.MLA, "the model uses multi-head latent attention")),
+    _R(_N, _DSA, False, _Use(_K.SPARSE_MLA, "the model uses MLA with a sparse indexer (DSA)")),
+    _R(_N, _CMP, False, _Use(_K.COMPRESSED_MLA, "the model compresses its latent KV cache")),
+    _R(_P, _STD, False, _Use(_K.P310, "MHA/GQA on a 310P card, which has its own kernels")),
+    _R(_H, _STD, False, _Use(_K.HOST, "the host device serves; plain-torch MHA/GQA")),
 )
 # fmt: on
 
@@ -138,6 +142,18 @@ SHAPES: dict[tuple[bool, bool, bool], AttentionShape | None] = {
 
 def select_attention_backend(request: AttentionRequest) -> BackendChoice:
     """The backend for this request, or BackendSelectionError naming its inputs."""
+    row, shape, platform = find_row(request)
+    if isinstance(row.outcome, _Refuse):
+        raise BackendSelectionError(
+            f"{request.model or 'the model'} uses {shape.value} attention on "
+            f"{platform.value}: {row.outcome.what} ({request.describe()})",
+            row.outcome.hint,
+        )
+    return BackendChoice(row.outcome.kind, row.outcome.reason)
+
+
+def find_row(request: AttentionRequest) -> tuple[DecisionRow, AttentionShape, Platform]:
+    """The first table row matching the request, with the shape and platform it matched on."""
     model = request.model or "the model"
     shape = SHAPES.get((request.use_mla, request.use_sparse, request.use_compressed))
     if shape is None:
@@ -153,13 +169,7 @@ def select_attention_backend(request: AttentionRequest) -> BackendChoice:
             and row.shape in (None, shape)
             and row.consistency in (None, request.training_consistency)
         ):
-            if isinstance(row.outcome, _Refuse):
-                raise BackendSelectionError(
-                    f"{model} uses {shape.value} attention on {platform.value}: "
-                    f"{row.outcome.what} ({request.describe()})",
-                    row.outcome.hint,
-                )
-            return BackendChoice(row.outcome.kind, row.outcome.reason)
+            return row, shape, platform
     raise BackendSelectionError(  # the table covers every case; this guards edits to it
         f"no attention backend for {model} ({request.describe()}).",
         "Report this combination; it is missing from the attention decision table.",

@@ -13,6 +13,7 @@ from typing import Any
 
 from attrs import field, frozen, validators
 
+from ascend_core.quantization.methods import QuantMethod
 from ports.device import ChipFamily, DeviceKind
 
 _positive = validators.ge(1)
@@ -179,7 +180,7 @@ class Deployment:
         factory=dict, converter=_frozen_mapping, eq=False, hash=False
     )
     user_quantization: str | None = None  # model_config.quantization as the user gave it
-    # What the model files say (ascend_core.quantization), as the method's value string.
-    detected_quantization: str | None = None
+    # What the model files say: QuantDetection.files_say from detect_quantization.
+    detected_quantization: QuantMethod = QuantMethod.NONE
     launch_blocking: bool = False  # ASCEND_LAUNCH_BLOCKING=1 (synchronous kernel launch)
     npu_alloc_conf: str | None = None  # current PYTORCH_NPU_ALLOC_CONF, None when unset

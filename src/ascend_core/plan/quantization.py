@@ -3,31 +3,58 @@
 from __future__ import annotations
 
 from ascend_core.deployment import Deployment
+from ascend_core.errors import QuantizationError
 from ascend_core.plan import fields
 from ascend_core.plan.result import Draft
+from ascend_core.quantization import SELECTABLE, UNSUPPORTED, QuantMethod
+from ascend_core.quantization.methods import UNSUPPORTED_HINT, selectable_names
+from ascend_core.suggest import did_you_mean
 
 
 def resolve_quantization(deployment: Deployment, draft: Draft) -> Draft:
-    """The user's choice wins over detection; a disagreement is a warning, never silent."""
-    user = deployment.user_quantization
-    detected = deployment.detected_quantization
-    if user is None and detected is None:
-        return draft.decide(quantization=None)
-    if user is None:
+    """The user's choice wins over the files; a disagreement is a warning, never silent."""
+    user = (deployment.user_quantization or "").strip()
+    files_say = deployment.detected_quantization
+    if not user:
+        if files_say is QuantMethod.NONE:
+            return draft.decide(quantization=QuantMethod.NONE)
         return draft.change(
             fields.QUANTIZATION,
-            None,
-            detected,
-            f"unset; the model files describe {detected} quantization",
-        ).decide(quantization=detected)
-    if detected is not None and detected != user:
-        draft = draft.warn(
-            f"model_config.quantization={user!r} (--quantization) differs from what the model "
-            f"files describe ({detected!r}); using {user!r} as asked."
+            deployment.user_quantization,
+            files_say,
+            f"unset; the model files describe {files_say.value} quantization",
+        ).decide(quantization=files_say)
+    chosen = _selectable(user)
+    if chosen is None:
+        return draft.fail(_refusal(user)).decide(quantization=files_say)
+    if chosen is not files_say:
+        said = (
+            "no quantization"
+            if files_say is QuantMethod.NONE
+            else f"{files_say.value} quantization"
         )
-    elif detected is None:
         draft = draft.warn(
-            f"model_config.quantization={user!r} (--quantization) is set but the model files "
-            "describe no quantization; using it as asked."
+            f"model_config.quantization={user!r} (--quantization) differs from the model "
+            f"files, which describe {said}; using {chosen.value} as asked."
         )
-    return draft.decide(quantization=user)
+    return draft.decide(quantization=chosen)
+
+
+def _selectable(name: str) -> QuantMethod | None:
+    label = name.lower()
+    return next((m for m in SELECTABLE if m.value == label), None)
+
+
+def _refusal(name: str) -> QuantizationError:
+    label = name.lower()
+    if label in UNSUPPORTED:
+        return QuantizationError(
+            f"model_config.quantization={name!r} (--quantization): vLLM's {label} kernels "
+            "exist only for CUDA/ROCm, not for Ascend.",
+            UNSUPPORTED_HINT,
+        )
+    return QuantizationError(
+        f"model_config.quantization={name!r} (--quantization) is not a method this plugin serves.",
+        f"Use one of {', '.join(selectable_names())}, or leave it unset to detect it from "
+        f"the model files.{did_you_mean(label, selectable_names())}",
+    )

@@ -11,6 +11,7 @@ from attrs import frozen, validators
 from ascend_core.deployment import CompileMode, GraphMode
 from ascend_core.errors import AscendError, PlanErrors
 from ascend_core.plan import fields
+from ascend_core.quantization.methods import QuantMethod
 
 
 class WorkerKind(enum.Enum):
@@ -41,7 +42,7 @@ def _render(value: object) -> str:
     if value is None:
         return "unset"
     if isinstance(value, enum.Enum):
-        return value.name
+        return value.value if isinstance(value.value, str) else value.name
     if isinstance(value, tuple):
         return "[" + ", ".join(_render(v) for v in value) + "]"
     return str(value)
@@ -58,7 +59,7 @@ class Decisions:
     capture_sizes: tuple[int, ...] | None = None
     custom_ops: tuple[str, ...] = ()
     sequence_parallel: bool = False
-    quantization: str | None = None  # the vLLM quantization name that will be used
+    quantization: QuantMethod = QuantMethod.NONE  # the method that will be used
     ascend_config: Any = None  # the parsed AscendConfig; None when it failed to parse
     npu_alloc_conf: str | None = None
 

@@ -1,0 +1,58 @@
+"""Plan step: PYTORCH_NPU_ALLOC_CONF for the worker processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from ascend_core.errors import ConfigError
+from ascend_core.plan import fields, plan_config
+from unit.core.plan_fixtures import host, npu
+
+
+def test_unset_gains_expandable_segments_with_a_reason() -> None:
+    plan = plan_config(npu())
+    (change,) = plan.changes_to(fields.NPU_ALLOC_CONF)
+    assert (change.old, change.new) == (None, "expandable_segments:True")
+    assert "fragment" in change.reason
+    assert plan.decisions.npu_alloc_conf == "expandable_segments:True"
+
+
+def test_other_user_options_are_kept_and_extended() -> None:
+    plan = plan_config(npu(npu_alloc_conf="max_split_size_mb:64"))
+    (change,) = plan.changes_to(fields.NPU_ALLOC_CONF)
+    assert change.new == "max_split_size_mb:64,expandable_segments:True"
+
+
+@pytest.mark.parametrize("value", ["expandable_segments:False", "a:1, expandable_segments:True"])
+def test_a_users_expandable_segments_choice_stands(value: str) -> None:
+    plan = plan_config(npu(npu_alloc_conf=value))
+    assert plan.ok
+    assert not plan.changes_to(fields.NPU_ALLOC_CONF)
+    assert plan.decisions.npu_alloc_conf == value
+
+
+def test_sleep_mode_gets_no_expandable_segments() -> None:
+    plan = plan_config(npu(cache={"enable_sleep_mode": True}))
+    assert plan.ok
+    assert not plan.changes_to(fields.NPU_ALLOC_CONF)
+
+
+def test_sleep_mode_with_the_users_expandable_segments_is_an_error() -> None:
+    plan = plan_config(
+        npu(cache={"enable_sleep_mode": True}, npu_alloc_conf="expandable_segments:True")
+    )
+    (error,) = plan.errors
+    assert isinstance(error, ConfigError)
+    assert "PYTORCH_NPU_ALLOC_CONF" in error.what
+    assert "enable_sleep_mode" in error.what
+    assert "Remove expandable_segments" in error.hint
+
+
+def test_a_malformed_value_is_left_alone_with_a_warning() -> None:
+    plan = plan_config(npu(npu_alloc_conf="garbage"))
+    assert not plan.changes_to(fields.NPU_ALLOC_CONF)
+    assert any("PYTORCH_NPU_ALLOC_CONF='garbage'" in w for w in plan.warnings)
+
+
+def test_the_host_does_not_touch_the_npu_allocator() -> None:
+    assert not plan_config(host()).changes_to(fields.NPU_ALLOC_CONF)

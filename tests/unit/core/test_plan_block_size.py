@@ -1,0 +1,66 @@
+"""Plan step: KV cache block size and its documented exceptions."""
+
+from __future__ import annotations
+
+import pytest
+
+from ascend_core.errors import ConfigError
+from ascend_core.plan import fields, plan_config
+from ports.device import ChipFamily
+from unit.core.plan_fixtures import dense_model, dsa_model, host, mla_model, npu
+
+
+@pytest.mark.parametrize("model", [dense_model(), mla_model(), dsa_model()])
+@pytest.mark.parametrize("chip", [ChipFamily.A2, ChipFamily.A3, ChipFamily.P310])
+def test_npu_default_is_128_with_a_reason(model: object, chip: ChipFamily) -> None:
+    plan = plan_config(npu(model, chip=chip))  # type: ignore[arg-type]
+    assert plan.block_size == 128
+    (change,) = plan.changes_to(fields.BLOCK_SIZE)
+    assert (change.old, change.new) == (None, 128)
+    assert "128-token" in change.reason
+
+
+def test_host_uses_128_too_and_says_why() -> None:
+    plan = plan_config(host())
+    assert plan.block_size == 128
+    (change,) = plan.changes_to(fields.BLOCK_SIZE)
+    assert "reference" in change.reason
+
+
+@pytest.mark.parametrize("size", [16, 64, 256])
+def test_a_users_multiple_of_16_is_kept(size: int) -> None:
+    plan = plan_config(npu(cache={"block_size": size}))
+    assert plan.ok
+    assert plan.block_size == size
+    assert not plan.changes_to(fields.BLOCK_SIZE)
+
+
+@pytest.mark.parametrize("size", [8, 24, 100])
+def test_a_users_non_multiple_of_16_on_npu_is_an_error_with_a_hint(size: int) -> None:
+    (error,) = plan_config(npu(cache={"block_size": size})).errors
+    assert isinstance(error, ConfigError)
+    assert f"cache_config.block_size={size}" in error.what
+    assert "--block-size 128" in error.hint
+
+
+def test_the_host_accepts_any_block_size() -> None:
+    plan = plan_config(host(cache={"block_size": 24}))
+    assert plan.ok
+    assert plan.block_size == 24
+
+
+def test_compressed_attention_takes_only_its_kernel_sizes() -> None:
+    model = mla_model(architecture="DeepseekV4ForCausalLM", compressed_attention=True)
+    assert plan_config(npu(model, cache={"block_size": 64})).ok
+    (error,) = plan_config(npu(model, cache={"block_size": 256})).errors
+    assert "cache_config.block_size=256" in error.what
+    assert "DeepseekV4ForCausalLM" in error.what
+    assert "[32, 64, 128]" in error.what
+    assert "--block-size 128" in error.hint
+
+
+def test_hybrid_models_leave_the_block_size_to_vllm_and_say_so() -> None:
+    plan = plan_config(npu(dense_model(hybrid=True)))
+    assert plan.block_size is None
+    assert not plan.changes_to(fields.BLOCK_SIZE)
+    assert any("hybrid" in w for w in plan.warnings)

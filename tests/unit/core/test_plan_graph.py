@@ -1,0 +1,137 @@
+"""Plan step: eager vs NPU graphs, graph mode and capture sizes."""
+
+from __future__ import annotations
+
+import pytest
+
+from ascend_core.deployment import CompileMode, GraphMode
+from ascend_core.plan import fields, plan_config
+from unit.core.plan_fixtures import host, npu
+
+
+def test_npu_default_is_piecewise_with_a_reason() -> None:
+    plan = plan_config(npu())
+    assert plan.graph_mode is GraphMode.PIECEWISE
+    (change,) = plan.changes_to(fields.GRAPH_MODE)
+    assert (change.old, change.new) == (None, GraphMode.PIECEWISE)
+
+
+@pytest.mark.parametrize("mode", [GraphMode.FULL, GraphMode.FULL_AND_PIECEWISE, GraphMode.NONE])
+def test_a_users_graph_mode_on_npu_is_kept(mode: GraphMode) -> None:
+    plan = plan_config(npu(compilation={"graph_mode": mode, "mode": CompileMode.VLLM_COMPILE}))
+    assert plan.graph_mode is mode
+    assert not plan.changes_to(fields.GRAPH_MODE)
+
+
+def test_host_is_always_eager_and_says_why() -> None:
+    plan = plan_config(
+        host(compilation={"graph_mode": GraphMode.FULL, "mode": CompileMode.VLLM_COMPILE})
+    )
+    assert plan.graph_mode is GraphMode.NONE
+    assert plan.compile_mode is CompileMode.NONE
+    (graph,) = plan.changes_to(fields.GRAPH_MODE)
+    (compile_,) = plan.changes_to(fields.COMPILE_MODE)
+    assert "host device" in graph.reason
+    assert (compile_.old, compile_.new) == (CompileMode.VLLM_COMPILE, CompileMode.NONE)
+
+
+def test_enforce_eager_turns_graphs_and_compilation_off() -> None:
+    plan = plan_config(
+        npu(
+            compilation={
+                "enforce_eager": True,
+                "graph_mode": GraphMode.PIECEWISE,
+                "mode": CompileMode.VLLM_COMPILE,
+            }
+        )
+    )
+    assert plan.graph_mode is GraphMode.NONE
+    assert plan.compile_mode is CompileMode.NONE
+    assert all("enforce_eager" in c.reason for c in plan.changes_to(fields.GRAPH_MODE))
+
+
+def test_enforce_eager_already_eager_needs_no_change() -> None:
+    plan = plan_config(
+        npu(
+            compilation={
+                "enforce_eager": True,
+                "graph_mode": GraphMode.NONE,
+                "mode": CompileMode.NONE,
+            }
+        )
+    )
+    assert not plan.changes_to(fields.GRAPH_MODE)
+    assert not plan.changes_to(fields.COMPILE_MODE)
+
+
+def test_launch_blocking_drops_graphs_but_keeps_compilation_with_a_reason() -> None:
+    plan = plan_config(
+        npu(
+            compilation={"graph_mode": GraphMode.FULL, "mode": CompileMode.VLLM_COMPILE},
+            launch_blocking=True,
+        )
+    )
+    assert plan.ok
+    assert plan.graph_mode is GraphMode.NONE
+    assert plan.compile_mode is CompileMode.VLLM_COMPILE
+    (change,) = plan.changes_to(fields.GRAPH_MODE)
+    assert "ASCEND_LAUNCH_BLOCKING=1" in change.reason
+    assert not plan.changes_to(fields.COMPILE_MODE)
+
+
+def test_piecewise_without_the_piecewise_compiler_becomes_none_with_a_reason() -> None:
+    plan = plan_config(
+        npu(compilation={"graph_mode": GraphMode.PIECEWISE, "mode": CompileMode.NONE})
+    )
+    assert plan.graph_mode is GraphMode.NONE
+    (change,) = plan.changes_to(fields.GRAPH_MODE)
+    assert "VLLM_COMPILE" in change.reason
+
+
+def test_unset_graph_mode_under_a_non_piecewise_compiler_is_none() -> None:
+    plan = plan_config(npu(compilation={"mode": CompileMode.STOCK_TORCH_COMPILE}))
+    assert plan.graph_mode is GraphMode.NONE
+    (change,) = plan.changes_to(fields.GRAPH_MODE)
+    assert change.old is None
+    assert "VLLM_COMPILE" in change.reason
+
+
+def test_capture_sizes_are_filtered_to_multiples_of_tp_under_sequence_parallel() -> None:
+    plan = plan_config(
+        npu(
+            parallel={"tp": 4, "sequence_parallel": True},
+            compilation={"capture_sizes": [1, 2, 4, 8, 12, 16]},
+        )
+    )
+    (change,) = plan.changes_to(fields.CAPTURE_SIZES)
+    assert change.new == (4, 8, 12, 16)
+    assert "dropped [1, 2]" in change.reason
+    assert plan.decisions.capture_sizes == (4, 8, 12, 16)
+
+
+def test_capture_sizes_none_divisible_are_rounded_up_rather_than_lost() -> None:
+    plan = plan_config(
+        npu(
+            parallel={"tp": 4, "sequence_parallel": True},
+            compilation={"capture_sizes": [1, 2, 3, 5]},
+        )
+    )
+    (change,) = plan.changes_to(fields.CAPTURE_SIZES)
+    assert change.new == (4, 8)
+    assert "rounded" in change.reason
+
+
+@pytest.mark.parametrize(
+    ("parallel", "graph_mode"),
+    [
+        ({"tp": 4}, GraphMode.PIECEWISE),  # no sequence parallel
+        ({"tp": 4, "sequence_parallel": True}, GraphMode.NONE),  # no graphs to capture
+    ],
+)
+def test_capture_sizes_are_untouched_when_sequence_parallel_or_graphs_are_off(
+    parallel: dict[str, object], graph_mode: GraphMode
+) -> None:
+    plan = plan_config(
+        npu(parallel=parallel, compilation={"capture_sizes": [1, 3], "graph_mode": graph_mode})
+    )
+    assert not plan.changes_to(fields.CAPTURE_SIZES)
