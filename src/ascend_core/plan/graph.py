@@ -10,6 +10,21 @@ from ports.device import DeviceKind
 
 def decide_graph_mode(deployment: Deployment, draft: Draft) -> Draft:
     """Eager on the host, with enforce_eager, or with launch blocking; otherwise NPU graphs."""
+    draft = _decide(deployment, draft)
+    config = draft.decisions.ascend_config
+    if (
+        config is not None
+        and config.ascend_compilation_config.enable_npugraph_ex
+        and draft.decisions.graph_mode is GraphMode.NONE
+    ):
+        draft = draft.warn(
+            "additional_config.ascend_compilation_config.enable_npugraph_ex has no effect: "
+            "no NPU graphs are captured (graph mode NONE)."
+        )
+    return draft
+
+
+def _decide(deployment: Deployment, draft: Draft) -> Draft:
     comp = deployment.compilation
     draft = draft.decide(compile_mode=comp.mode, capture_sizes=comp.capture_sizes)
     graph_mode = comp.graph_mode

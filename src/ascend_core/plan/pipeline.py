@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ascend_core.deployment import Deployment
+from ascend_core.plan.additional_config import validate_additional_config
 from ascend_core.plan.allocator import plan_allocator
 from ascend_core.plan.block_size import decide_block_size
 from ascend_core.plan.gpu_settings import fix_gpu_only_settings
@@ -18,10 +19,12 @@ from ascend_core.plan.worker import pick_worker
 Step = Callable[[Deployment, Draft], Draft]
 
 # Order matters where a step reads an earlier decision: graph sizes read the
-# sequence-parallel decision of validate_parallel. Every step runs even after errors,
+# sequence-parallel decision of validate_parallel, the graph step reads the parsed
+# additional_config. Every step runs even after errors,
 # so the operator sees every problem in one pass.
 STEPS: tuple[Step, ...] = (
     validate_parallel,
+    validate_additional_config,
     resolve_quantization,
     fix_gpu_only_settings,
     decide_graph_mode,

@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 from attrs import frozen, validators
 
+from ascend_core.ascend_config import AscendConfig
 from ascend_core.deployment import CompileMode, GraphMode
 from ascend_core.errors import AscendError, PlanErrors
 from ascend_core.plan import fields
@@ -60,7 +61,7 @@ class Decisions:
     custom_ops: tuple[str, ...] = ()
     sequence_parallel: bool = False
     quantization: QuantMethod = QuantMethod.NONE  # the method that will be used
-    ascend_config: Any = None  # the parsed AscendConfig; None when it failed to parse
+    ascend_config: AscendConfig | None = None  # None when additional_config has errors
     npu_alloc_conf: str | None = None
 
 

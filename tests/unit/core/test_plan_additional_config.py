@@ -1,0 +1,75 @@
+"""Plan step: additional_config parsed through parse_ascend_config, checked against DP/TP."""
+
+from __future__ import annotations
+
+from ascend_core.ascend_config import AscendConfig
+from ascend_core.deployment import GraphMode
+from ascend_core.errors import ConfigError
+from ascend_core.plan import plan_config
+from unit.core.plan_fixtures import host, npu
+
+FINEGRAINED = "additional_config.finegrained_tp_config"
+
+
+def test_a_valid_config_is_parsed_into_the_decisions() -> None:
+    plan = plan_config(npu(additional_config={"enable_kv_nz": True}))
+    assert plan.ok
+    config = plan.decisions.ascend_config
+    assert isinstance(config, AscendConfig)
+    assert config.enable_kv_nz is True
+
+
+def test_an_empty_config_gives_the_defaults() -> None:
+    assert plan_config(npu()).decisions.ascend_config == AscendConfig()
+
+
+def test_an_unknown_key_is_an_error_naming_it_and_the_parse_fails_cleanly() -> None:
+    plan = plan_config(npu(additional_config={"enable_kv_nzz": True}))
+    (error,) = plan.errors
+    assert isinstance(error, ConfigError)
+    assert "additional_config.enable_kv_nzz" in error.what
+    assert "enable_kv_nz" in error.hint
+    assert plan.decisions.ascend_config is None
+
+
+def test_several_problems_are_all_reported() -> None:
+    plan = plan_config(npu(additional_config={"enable_kv_nz": "yes", "nonsense": 1}))
+    assert len(plan.errors) == 2
+
+
+def test_finegrained_tp_must_divide_dp() -> None:
+    raw = {"finegrained_tp_config": {"lmhead_tensor_parallel_size": 3}}
+    plan = plan_config(npu(parallel={"dp": 4}, additional_config=raw))
+    (error,) = plan.errors
+    assert f"{FINEGRAINED}.lmhead_tensor_parallel_size=3" in error.what
+    assert "data_parallel_size=4" in error.what
+    assert "1, 2, 4" in error.hint
+
+
+def test_finegrained_tp_needs_tp_1() -> None:
+    raw = {"finegrained_tp_config": {"oproj_tensor_parallel_size": 2}}
+    plan = plan_config(npu(parallel={"dp": 4, "tp": 2}, additional_config=raw))
+    (error,) = plan.errors
+    assert "tensor_parallel_size=2" in error.what
+    assert f"{FINEGRAINED}.oproj_tensor_parallel_size=2" in error.what
+
+
+def test_finegrained_tp_fitting_dp_is_accepted() -> None:
+    raw = {"finegrained_tp_config": {"oproj_tensor_parallel_size": 2}}
+    assert plan_config(npu(parallel={"dp": 4}, additional_config=raw)).ok
+
+
+def test_npugraph_ex_without_graphs_is_a_warning() -> None:
+    raw = {"ascend_compilation_config": {"enable_npugraph_ex": True}}
+    plan = plan_config(npu(compilation={"enforce_eager": True}, additional_config=raw))
+    assert plan.ok
+    assert plan.graph_mode is GraphMode.NONE
+    assert any("enable_npugraph_ex has no effect" in w for w in plan.warnings)
+    with_graphs = plan_config(npu(additional_config=raw))
+    assert not any("enable_npugraph_ex" in w for w in with_graphs.warnings)
+
+
+def test_kv_nz_on_the_host_is_a_warning() -> None:
+    plan = plan_config(host(additional_config={"enable_kv_nz": True}))
+    assert plan.ok
+    assert any("enable_kv_nz is ignored on the host" in w for w in plan.warnings)
