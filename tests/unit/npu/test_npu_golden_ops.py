@@ -1,0 +1,211 @@
+"""Golden tests: NpuOps on the emulated torch_npu against the host adapter's CpuOps.
+
+The emulator computes each NPU op from its documented formula, independently of
+CpuOps, after binding the call to the op's 2.14.0 schema; so these check the
+adapter's argument choices and layout conversions (BSH padding, block tables,
+cos/sin spreading, index pairs), not the NPU kernels themselves.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from adapters.cpu.ops import CpuOps
+from adapters.npu.ops import NpuOps
+from ascend_core.errors import ConfigError
+from ports.ops import PagedAttentionMeta
+from support.torch_npu_emulator import make_torch_npu
+
+HALF_TOL = {torch.bfloat16: 2e-2, torch.float16: 2e-3, torch.float32: 1e-5}
+
+
+@pytest.fixture
+def tnpu():
+    return make_torch_npu()
+
+
+@pytest.fixture
+def npu_ops(tnpu):
+    return NpuOps(tnpu)
+
+
+def close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
+    tol = HALF_TOL[dtype]
+    torch.testing.assert_close(actual.float(), expected.float(), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_rms_norm(npu_ops, tnpu, dtype):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(7, 64, generator=g).to(dtype)
+    w = (torch.rand(64, generator=g) + 0.5).to(dtype)
+    close(npu_ops.rms_norm(x, w, 1e-5), CpuOps().rms_norm(x, w, 1e-5), dtype)
+    assert tnpu.calls_of("npu_rms_norm")[0]["epsilon"] == 1e-5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_add_rms_norm(npu_ops, dtype):
+    g = torch.Generator().manual_seed(1)
+    x, r = (torch.randn(5, 32, generator=g).to(dtype) for _ in range(2))
+    w = torch.rand(32, generator=g).to(dtype)
+    y, s = npu_ops.add_rms_norm(x, r, w, 1e-6)
+    y_ref, s_ref = CpuOps().add_rms_norm(x, r, w, 1e-6)
+    close(y, y_ref, dtype)
+    assert torch.equal(s, s_ref)
+
+
+def test_weight_of_another_dtype_is_cast_as_the_op_requires(npu_ops):
+    x = torch.randn(3, 16, dtype=torch.bfloat16)
+    w = torch.rand(16, dtype=torch.float32)
+    close(npu_ops.rms_norm(x, w, 1e-6), CpuOps().rms_norm(x, w, 1e-6), torch.bfloat16)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_silu_and_mul(npu_ops, dtype):
+    x = torch.randn(4, 3, 2 * 48, generator=torch.Generator().manual_seed(2)).to(dtype)
+    close(npu_ops.silu_and_mul(x), CpuOps().silu_and_mul(x), dtype)
+
+
+@pytest.mark.parametrize("neox", [True, False])
+@pytest.mark.parametrize(
+    ("head_size", "rotary_dim", "hq", "hk", "dtype"),
+    [
+        (64, 64, 4, 4, torch.float32),
+        (64, 32, 8, 2, torch.float32),  # partial rotary, GQA
+        (128, 128, 4, 1, torch.bfloat16),
+    ],
+)
+def test_rotary_embedding(npu_ops, tnpu, neox, head_size, rotary_dim, hq, hk, dtype):
+    g = torch.Generator().manual_seed(3)
+    tokens, max_pos = 9, 64
+    positions = torch.randint(0, max_pos, (tokens,), generator=g)
+    q = torch.randn(tokens, hq * head_size, generator=g).to(dtype)
+    k = torch.randn(tokens, hk * head_size, generator=g).to(dtype)
+    inv = 1.0 / (10000 ** (torch.arange(0, rotary_dim, 2).float() / rotary_dim))
+    freqs = torch.outer(torch.arange(max_pos).float(), inv)
+    cache = torch.cat((freqs.cos(), freqs.sin()), dim=-1).to(dtype)
+    args = (positions, q, k, cache, head_size, rotary_dim, neox)
+    q_out, k_out = npu_ops.rotary_embedding(*args)
+    q_ref, k_ref = CpuOps().rotary_embedding(*args)
+    assert q_out.shape == q.shape and k_out.shape == k.shape
+    close(q_out, q_ref, dtype)
+    close(k_out, k_ref, dtype)
+    modes = {c["rotary_mode"] for c in tnpu.calls_of("npu_rotary_mul")}
+    assert modes == {"half" if neox else "interleave"}
+
+
+def test_write_kv_cache_skips_negative_slots_and_padding_rows(npu_ops, tnpu):
+    g = torch.Generator().manual_seed(4)
+    blocks, size, hk, d = 6, 16, 2, 8
+    key, value = torch.randn(7, hk, d, generator=g), torch.randn(7, hk, d, generator=g)
+    slots = torch.tensor([3, 40, -1, 95, 17])  # rows 5 and 6 are padding
+    caches = [torch.zeros(blocks, size, hk, d) for _ in range(4)]
+    npu_ops.write_kv_cache(key, value, caches[0], caches[1], slots)
+    CpuOps().write_kv_cache(key, value, caches[2], caches[3], slots)
+    assert torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
+    assert len(tnpu.calls_of("npu_scatter_nd_update_")) == 2
+
+
+def test_write_kv_cache_writes_through_a_strided_view(npu_ops):
+    kv = torch.zeros(4, 2, 16, 1, 4)  # [blocks, k/v, size, H, D]: each cache is a view
+    key, value = torch.ones(2, 1, 4), torch.full((2, 1, 4), 2.0)
+    npu_ops.write_kv_cache(key, value, kv[:, 0], kv[:, 1], torch.tensor([0, 33]))
+    assert kv[0, 0, 0].eq(1).all() and kv[2, 1, 1].eq(2).all() and kv.sum() == 8 * 1 + 8 * 2
+
+
+def paged_batch(q_lens, seq_lens, hq, hk, d, block_size, dtype, seed=0, pad_tokens=0):
+    """Random query and caches with shuffled block tables; tokens past the real ones pad."""
+    g = torch.Generator().manual_seed(seed)
+    per_seq = [math.ceil(s / block_size) for s in seq_lens]
+    num_blocks = sum(per_seq) + 3
+    order = torch.randperm(num_blocks, generator=g).tolist()
+    width = max(per_seq)
+    table = torch.zeros(len(seq_lens), width + 1, dtype=torch.int32)
+    start = 0
+    for i, n in enumerate(per_seq):
+        table[i, :n] = torch.tensor(order[start : start + n], dtype=torch.int32)
+        start += n
+    tokens = sum(q_lens)
+    query = torch.randn(tokens + pad_tokens, hq, d, generator=g).to(dtype)
+    kc = torch.randn(num_blocks, block_size, hk, d, generator=g).to(dtype)
+    vc = torch.randn(num_blocks, block_size, hk, d, generator=g).to(dtype)
+    qsl = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
+    meta = PagedAttentionMeta(
+        query_start_loc=qsl,
+        seq_lens=torch.tensor(seq_lens, dtype=torch.int32),
+        block_table=table,
+        max_query_len=max(q_lens),
+        max_seq_len=max(seq_lens),
+        num_actual_tokens=tokens,
+    )
+    return query, kc, vc, meta
+
+
+CASES = {
+    "prefill": ([5, 17, 1 + 128], [5, 17, 129]),
+    "decode": ([1, 1, 1, 1], [1, 130, 77, 300]),
+    "chunked_prefill_mixed": ([1, 40, 1, 3], [200, 300, 9, 131]),
+    "prefix_cache_hit": ([7, 130], [135, 390]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize(("hq", "hk"), [(4, 4), (8, 2)])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_paged_attention(npu_ops, tnpu, case, hq, hk, dtype):
+    q_lens, seq_lens = CASES[case]
+    d, block_size = 32, 128
+    query, kc, vc, meta = paged_batch(q_lens, seq_lens, hq, hk, d, block_size, dtype, pad_tokens=2)
+    scale = d**-0.5
+    out = torch.full_like(query, 7.0)
+    ref = torch.full_like(query, 7.0)
+    npu_ops.paged_attention(query, kc, vc, meta, scale, out)
+    CpuOps().paged_attention(query, kc, vc, meta, scale, ref)
+    n = meta.num_actual_tokens
+    assert not out[:n].isnan().any()
+    close(out[:n], ref[:n], dtype)
+    assert out[n:].eq(7.0).all()  # padding rows untouched
+    calls = tnpu.calls_of("npu_fused_infer_attention_score")
+    assert {c["input_layout"] for c in calls} == {"BSH"}
+    for c in calls:
+        decode = c["query"].shape[1] == 1
+        assert c["sparse_mode"] == (0 if decode else 3)
+        assert (c["atten_mask"] is None) == decode
+        assert c["num_heads"] == hq and c["num_key_value_heads"] == hk
+        assert c["block_size"] == block_size
+
+
+def test_one_host_copy_of_the_lengths_per_batch(npu_ops, monkeypatch):
+    query, kc, vc, meta = paged_batch([3, 1], [3, 5], 2, 2, 16, 128, torch.float16)
+    from adapters.npu import ops as ops_module
+
+    planned = []
+    real = ops_module.plan_groups
+    monkeypatch.setattr(ops_module, "plan_groups", lambda *a: planned.append(1) or real(*a))
+    for _ in range(3):  # three layers, one meta
+        npu_ops.paged_attention(query, kc, vc, meta, 0.25, torch.empty_like(query))
+    assert len(planned) == 1
+
+
+def test_prefill_with_a_block_size_the_op_refuses_is_a_config_error(npu_ops):
+    query, kc, vc, meta = paged_batch([4], [4], 2, 2, 16, 16, torch.float16)
+    with pytest.raises(ConfigError, match="block_size 16") as err:
+        npu_ops.paged_attention(query, kc, vc, meta, 0.25, torch.empty_like(query))
+    assert "--block-size 128" in err.value.hint
+
+
+def test_decode_accepts_block_size_16(npu_ops):
+    query, kc, vc, meta = paged_batch([1, 1], [20, 3], 2, 2, 16, 16, torch.float16)
+    out, ref = torch.empty_like(query), torch.empty_like(query)
+    npu_ops.paged_attention(query, kc, vc, meta, 0.25, out)
+    CpuOps().paged_attention(query, kc, vc, meta, 0.25, ref)
+    close(out, ref, torch.float16)
+
+
+def test_float32_query_is_refused_as_the_op_documents(npu_ops):
+    query, kc, vc, meta = paged_batch([2], [2], 2, 2, 16, 128, torch.float32)
+    with pytest.raises(ValueError, match="query dtype"):
+        npu_ops.paged_attention(query, kc, vc, meta, 0.25, torch.empty_like(query))
