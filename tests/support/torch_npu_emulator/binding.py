@@ -84,7 +84,10 @@ def bind_one(
 
 
 def bind(
-    name: str, overloads: Sequence[Mapping[str, Any]], args: Sequence[Any], kwargs: Mapping[str, Any]
+    name: str,
+    overloads: Sequence[Mapping[str, Any]],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
 ) -> tuple[str, dict[str, Any]]:
     """(overload name, bound arguments) for the first overload that accepts the call."""
     errors = []
