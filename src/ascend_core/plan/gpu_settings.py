@@ -39,20 +39,17 @@ def _enable_custom_ops(deployment: Deployment, draft: Draft) -> Draft:
     ops = deployment.compilation.custom_ops
     if "all" in ops:
         return draft.decide(custom_ops=ops)
-    if "none" in ops:
-        # An explicit user choice: honour it, but say what it costs.
-        return draft.decide(custom_ops=ops).warn(
-            "compilation_config.custom_ops contains 'none': the Ascend kernels registered as "
-            "vLLM custom ops are off and every layer runs its native PyTorch form."
-        )
-    # vLLM turns custom ops off by default when Inductor compiles, expecting Inductor to
-    # fuse the native ops into GPU kernels; there is no such code generation for the NPU,
-    # so our kernels must stay on. Per-op '+name'/'-name' entries of the user are kept.
-    new = ("all", *ops)
+    # vLLM writes 'none' into custom_ops itself (before the platform hook runs) when
+    # Inductor compiles, expecting Inductor to fuse the native ops into GPU kernels; there
+    # is no such code generation for the NPU, so our kernels must stay on. A 'none' here
+    # is indistinguishable from vLLM's default, so it is replaced too; per-op '+name' and
+    # '-name' entries are kept, and '-name' is how a user turns one kernel off.
+    new = ("all", *(op for op in ops if op != "none"))
     return draft.change(
         fields.CUSTOM_OPS,
         ops,
         new,
-        "the Ascend kernels are vLLM custom ops; vLLM's default leaves them off when "
-        "compiling with Inductor, which generates no NPU kernels",
+        "the Ascend kernels are vLLM custom ops; vLLM's default turns them off when "
+        "Inductor compiles, and Inductor generates no NPU kernels (use '-name' to turn "
+        "one off)",
     ).decide(custom_ops=new)

@@ -36,10 +36,12 @@ def test_custom_ops_already_all_are_unchanged() -> None:
     assert not plan.changes_to(fields.CUSTOM_OPS)
 
 
-def test_custom_ops_none_is_honoured_with_a_warning() -> None:
-    plan = plan_config(npu(compilation={"custom_ops": ["none"]}))
-    assert not plan.changes_to(fields.CUSTOM_OPS)
-    assert any("custom_ops contains 'none'" in w for w in plan.warnings)
+@pytest.mark.parametrize("ops", [["none"], ["none", "-rms_norm"]])
+def test_custom_ops_none_as_vllm_writes_it_by_default_becomes_all(ops: list[str]) -> None:
+    plan = plan_config(npu(compilation={"custom_ops": ops}))
+    (change,) = plan.changes_to(fields.CUSTOM_OPS)
+    assert change.new == ("all", *ops[1:])
+    assert "'-name'" in change.reason
 
 
 @pytest.mark.parametrize("dtype", ["auto", "bfloat16", "float16"])

@@ -11,7 +11,7 @@ from ascend_core.plan import fields as plan_fields
 from unit.core.plan_fixtures import deployments
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(deployments)
 def test_any_deployment_gives_a_plan(deployment: Deployment) -> None:
     plan = plan_config(deployment)
