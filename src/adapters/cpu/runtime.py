@@ -1,0 +1,114 @@
+"""The device-runtime port on the host: memory from the OS, no streams, torch's CPU seed."""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+from typing import Any
+
+import psutil
+import torch
+
+from ports.runtime import DeviceRuntime, MemoryInfo
+
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+class CpuRuntime(DeviceRuntime):
+    """The host as one device. Memory is the machine's: total is physical memory,
+    free is what the OS reports as available, peak is this process's resident peak.
+    """
+
+    def __init__(self) -> None:
+        self._peak_floor = 0
+
+    @property
+    def device_type(self) -> str:
+        return "cpu"
+
+    def device(self, index: int) -> torch.device:
+        """Always the one host device; every local index maps to it."""
+        return torch.device("cpu")
+
+    def set_device(self, index: int) -> None:
+        """Nothing to select on the host."""
+
+    def device_count(self) -> int:
+        return 1
+
+    def device_name(self, index: int = 0) -> str:
+        return host_cpu_name()
+
+    def memory_info(self) -> MemoryInfo:
+        vm = psutil.virtual_memory()
+        return MemoryInfo(
+            free_bytes=int(vm.available),
+            total_bytes=int(vm.total),
+            peak_allocated_bytes=self._peak_rss(),
+        )
+
+    def reset_peak_memory(self) -> None:
+        """Restart the resident-set peak (Linux clear_refs); elsewhere, start from now."""
+        try:
+            _CLEAR_REFS.write_text("5")
+            self._peak_floor = 0
+        except OSError:
+            self._peak_floor = int(psutil.Process().memory_info().rss)
+
+    def synchronize(self) -> None:
+        """Host ops complete before they return: nothing is queued."""
+
+    def empty_cache(self) -> None:
+        """The host allocator keeps no device cache to release."""
+
+    def seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def current_stream(self) -> Any:
+        """A HostStream: the host runs ops in order, so every stream call is a no-op."""
+        return _HOST_STREAM
+
+    def _peak_rss(self) -> int:
+        hwm = _read_vm_hwm()
+        if hwm is None:
+            return max(self._peak_floor, int(psutil.Process().memory_info().rss))
+        return hwm
+
+
+class HostStream:
+    """The stream handle of a device without streams; callers may wait on it freely."""
+
+    def synchronize(self) -> None:
+        """Host work is finished when the op returns."""
+
+    def wait_stream(self, stream: Any) -> None:
+        """One implicit stream: nothing to wait for."""
+
+    def query(self) -> bool:
+        return True
+
+
+_HOST_STREAM = HostStream()
+
+
+def host_cpu_name() -> str:
+    """The CPU model as the OS names it, or the architecture when it does not say."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def _read_vm_hwm() -> int | None:
+    """The process's peak resident set in bytes (Linux VmHWM), or None where unknown."""
+    try:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -1,0 +1,109 @@
+"""CpuRuntime, CpuProbe and GlooCommunicator: the host as a device."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import psutil
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from adapters.cpu.communicator import GlooCommunicator
+from adapters.cpu.probe import CpuProbe
+from adapters.cpu.runtime import CpuRuntime
+from ports.device import ChipFamily, DeviceKind
+from ports.runtime import DeviceRuntime
+
+
+def test_runtime_is_the_host_device() -> None:
+    rt = CpuRuntime()
+    assert isinstance(rt, DeviceRuntime)
+    assert rt.device_type == "cpu"
+    assert rt.device(0) == torch.device("cpu") == rt.device(3)
+    assert rt.device_count() == 1
+    assert rt.device_name()
+    rt.set_device(0)
+    rt.synchronize()
+    rt.empty_cache()
+    stream = rt.current_stream()
+    stream.synchronize()
+    stream.wait_stream(stream)
+    assert stream.query() and rt.current_stream() is stream
+
+
+def test_memory_info_is_host_memory() -> None:
+    info = CpuRuntime().memory_info()
+    assert info.total_bytes == psutil.virtual_memory().total
+    assert 0 < info.free_bytes <= info.total_bytes
+    assert info.peak_allocated_bytes >= psutil.Process().memory_info().rss // 2
+
+
+def test_peak_memory_grows_with_allocation_and_resets() -> None:
+    rt = CpuRuntime()
+    rt.reset_peak_memory()
+    before = rt.memory_info().peak_allocated_bytes
+    big = torch.ones(64 * 1024 * 1024 // 4)  # 64 MiB, touched
+    assert rt.memory_info().peak_allocated_bytes >= before + 48 * 1024 * 1024
+    del big
+    rt.reset_peak_memory()
+    assert rt.memory_info().peak_allocated_bytes < before + 48 * 1024 * 1024
+
+
+def test_seed_makes_torch_random_repeatable() -> None:
+    rt = CpuRuntime()
+    rt.seed(7)
+    a = torch.randn(4)
+    rt.seed(7)
+    assert torch.equal(a, torch.randn(4))
+
+
+def test_probe_always_offers_the_host() -> None:
+    result = CpuProbe().probe()
+    assert result.available and result.kind is DeviceKind.CPU
+    assert result.reason
+    assert result.facts is not None
+    assert result.facts.kind is DeviceKind.CPU
+    assert result.facts.chip_family is ChipFamily.HOST
+    assert result.facts.device_count == 1
+    assert result.facts.memory_bytes_per_device == psutil.virtual_memory().total
+
+
+def test_communicator_without_group_is_a_world_of_one() -> None:
+    comm = GlooCommunicator()
+    assert comm.backend == "gloo"
+    assert comm.visible_devices_variable() is None
+    t = torch.tensor([1.0, 2.0])
+    assert comm.all_reduce(t) is t
+    assert t.tolist() == [1.0, 2.0]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _worker(rank: int, world: int, port: int, results: Any) -> None:
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        t = torch.tensor([float(rank + 1), 10.0 * (rank + 1)])
+        out = GlooCommunicator().all_reduce(t)
+        results.put((rank, out is t, t.tolist()))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_communicator_sums_across_two_gloo_workers() -> None:
+    # fork, not spawn: the workers inherit the imported torch and start in well under a second.
+    ctx = mp.get_context("fork")
+    results = ctx.SimpleQueue()
+    mp.start_processes(
+        _worker, args=(2, _free_port(), results), nprocs=2, join=True, start_method="fork"
+    )
+    got = sorted(results.get() for _ in range(2))
+    assert got == [(0, True, [3.0, 30.0]), (1, True, [3.0, 30.0])]
