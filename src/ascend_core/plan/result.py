@@ -107,7 +107,7 @@ class ConfigPlan:
         """The plan for an operator's log: one line per change, warning and error."""
         lines = [
             f"Ascend config plan: worker={self.worker_kind.name}, "
-            f"block_size={_render(self.block_size)}, graph_mode={self.graph_mode.name}, "
+            f"block_size={_render(self.block_size)}, npu_graph_mode={self.graph_mode.name}, "
             f"compile_mode={_render(self.compile_mode)}"
         ]
         lines += [f"  change  {c.describe()}" for c in self.changes]
