@@ -1,0 +1,1 @@
+"""Hand-written fakes of the ports, shared by the unit tests."""
