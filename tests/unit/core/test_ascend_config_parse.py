@@ -9,6 +9,7 @@ from ascend_core.ascend_config import (
     AscendCompilationConfig,
     AscendConfig,
     EplbConfig,
+    describe_keys,
     parse_ascend_config,
 )
 from ascend_core.ascend_config.fields import SectionSpec, specs_of
@@ -289,3 +290,24 @@ def test_every_problem_is_collected_into_one_plan_errors():
         "additional_config.ascend_compilation_config.enable_static_kernel",
     ):
         assert path in text
+
+
+# --- key documentation ---------------------------------------------------------------------
+
+
+def test_every_key_is_documented_with_its_default():
+    rows = {row.path: row for row in describe_keys()}
+    assert rows["eplb_config.num_redundant_experts"].default == 0
+    assert rows["eplb_config.num_redundant_experts"].expected == "an integer >= 0"
+    assert rows["weight_nz_mode"].expected == "an integer from 0 to 2"
+    assert rows["pa_shape_list"].default == ()
+    assert "ascend_compilation_config.enable_npugraph_ex" in rows
+    assert "eplb_config" not in rows  # sections are expanded into their keys
+    for row in rows.values():
+        assert row.doc and "\n" not in row.doc, row.path
+        # the documented default parses back to itself
+        *parents, leaf = row.path.split(".")
+        raw: dict = {leaf: list(row.default) if isinstance(row.default, tuple) else row.default}
+        for parent in reversed(parents):
+            raw = {parent: raw}
+        assert parse_ascend_config(raw) == AscendConfig(), row.path
