@@ -1,0 +1,108 @@
+"""The NPU probe: each missing piece gives a structured reason and the fix."""
+
+from __future__ import annotations
+
+from adapters.npu.probe import CannLibraryFinder, DavinciDeviceLister, NpuProbe
+from ports.device import ChipFamily, DeviceFacts, DeviceKind
+from unit.fakes.environment import FakeEnvironment
+
+CANN = "/usr/local/Ascend/ascend-toolkit/latest"
+
+
+def spec_found(name):
+    return object() if name == "torch_npu" else None
+
+
+def libs(*present):
+    return lambda lib: f"{CANN}/lib64/{lib}" if lib in present else None
+
+
+BOTH_LIBS = libs("libascendcl.so", "libhccl.so")
+
+
+def make_probe(
+    env=None, find_spec=spec_found, find_library=BOTH_LIBS, devices=(0, 1), read_facts=None
+):
+    return NpuProbe(
+        FakeEnvironment(env or {}),
+        find_spec=find_spec,
+        find_library=find_library,
+        list_devices=lambda: list(devices),
+        read_facts=read_facts,
+    )
+
+
+def test_missing_torch_npu_names_the_package_and_the_pip_command():
+    result = make_probe(find_spec=lambda name: None).probe()
+    assert (result.kind, result.available) == (DeviceKind.NPU, False)
+    assert "torch_npu is not installed" in result.reason
+    assert "pip install torch-npu==2.14.0" in result.hint
+
+
+def test_missing_cann_library_names_it_and_set_env():
+    result = make_probe(find_library=libs("libascendcl.so")).probe()
+    assert not result.available
+    assert "libhccl.so" in result.reason and "libascendcl.so" not in result.reason
+    assert "set_env.sh" in result.hint
+
+
+def test_both_libraries_missing_are_both_named():
+    result = make_probe(find_library=libs()).probe()
+    assert "libascendcl.so, libhccl.so" in result.reason
+
+
+def test_no_device_node():
+    result = make_probe(devices=()).probe()
+    assert not result.available
+    assert "/dev/davinci" in result.reason and "npu-smi" in result.hint
+
+
+def test_visible_devices_variable_that_hides_every_device():
+    result = make_probe(env={"ASCEND_RT_VISIBLE_DEVICES": "4,5"}).probe()
+    assert not result.available
+    assert "ASCEND_RT_VISIBLE_DEVICES='4,5'" in result.reason
+    assert "[0, 1]" in result.hint
+
+
+def test_empty_visible_devices_hides_all():
+    assert not make_probe(env={"ASCEND_RT_VISIBLE_DEVICES": ""}).probe().available
+
+
+def test_available_with_the_visible_subset_and_facts_when_a_reader_is_wired():
+    facts = DeviceFacts(DeviceKind.NPU, ChipFamily.A3, 1, 64 * 2**30, "Ascend910_9391")
+    result = make_probe(env={"ASCEND_RT_VISIBLE_DEVICES": "1"}, read_facts=lambda: facts).probe()
+    assert result.available and result.facts == facts
+    assert "1 visible NPU(s) [1]" in result.reason and "libhccl.so" in result.reason
+
+
+def test_facts_are_not_read_when_a_check_fails():
+    def boom():
+        raise AssertionError("must not initialise the runtime")
+
+    assert not make_probe(devices=(), read_facts=boom).probe().available
+
+
+def test_library_finder_searches_ld_library_path_then_ascend_home():
+    files = {"/opt/b/libhccl.so", f"{CANN}/lib64/libascendcl.so"}
+    env = FakeEnvironment({"LD_LIBRARY_PATH": "/opt/a::/opt/b", "ASCEND_HOME_PATH": CANN})
+    finder = CannLibraryFinder(env, is_file=files.__contains__)
+    assert finder.search_path() == ["/opt/a", "/opt/b", f"{CANN}/lib64"]
+    assert finder("libhccl.so") == "/opt/b/libhccl.so"
+    assert finder("libascendcl.so") == f"{CANN}/lib64/libascendcl.so"
+    assert CannLibraryFinder(FakeEnvironment(), is_file=files.__contains__)("libhccl.so") is None
+
+
+def test_device_lister_reads_davinci_nodes_only():
+    names = ["davinci0", "davinci3", "davinci_manager", "devmm_svm", "davinci12", "null"]
+    assert DavinciDeviceLister(listdir=lambda d: names)() == [0, 3, 12]
+
+    def missing(d):
+        raise FileNotFoundError(d)
+
+    assert DavinciDeviceLister(listdir=missing)() == []
+
+
+def test_default_probe_here_reports_torch_npu_missing():
+    # This machine has no torch_npu (it must never be installed here).
+    result = NpuProbe(FakeEnvironment()).probe()
+    assert not result.available and "torch_npu" in result.reason

@@ -1,0 +1,87 @@
+"""NpuRuntime on the emulated torch_npu.npu, the chip families, and the HCCL communicator."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from adapters.npu import HcclCommunicator, NpuRuntime, chip_family_from_soc
+from ascend_core.errors import DeviceUnavailableError
+from ports.device import ChipFamily, DeviceKind
+from ports.runtime import MemoryInfo
+from support.torch_npu_emulator import make_torch_npu
+
+
+@pytest.mark.parametrize(
+    ("soc", "family"),
+    [
+        ("Ascend910B1", ChipFamily.A2),
+        ("Ascend910B4_1", ChipFamily.A2),
+        ("Ascend910_9362", ChipFamily.A3),
+        ("Ascend910_9392", ChipFamily.A3),
+        ("Ascend310P3", ChipFamily.P310),
+        ("Ascend950PR", ChipFamily.A5),
+        ("Ascend910_9591", ChipFamily.A5),
+        ("Ascend910A", None),
+        ("Ascend310B1", None),
+    ],
+)
+def test_chip_family_from_soc_name(soc, family):
+    assert chip_family_from_soc(soc) is family
+
+
+def test_runtime_calls_go_through_torch_npu_npu():
+    tnpu = make_torch_npu(soc_name="Ascend910_9391", device_count=2)
+    rt = NpuRuntime(tnpu, device_type="cpu")
+    rt.set_device(1)
+    assert tnpu.npu.current == 1
+    assert rt.device_count() == 2 and rt.device_name() == "Ascend910_9391"
+    assert rt.chip_family() is ChipFamily.A3
+    tnpu.npu.allocated_peak = 5
+    assert rt.memory_info() == MemoryInfo(64 * 2**30 - 5, 64 * 2**30, 5)
+    rt.reset_peak_memory()
+    assert rt.memory_info().peak_allocated_bytes == 0
+    rt.synchronize()
+    rt.empty_cache()
+    rt.seed(7)
+    assert tnpu.npu.seeded == 7
+    assert rt.current_stream() is rt.current_stream()
+    rt.new_stream()
+    rt.new_event()
+    assert {"synchronize", "empty_cache", "manual_seed_all", "Stream", "Event"} <= set(
+        tnpu.npu.calls
+    )
+    assert rt.device(1) == torch.device("cpu", 1) and rt.device_type == "cpu"
+
+
+def test_default_device_type_is_npu():
+    assert NpuRuntime(make_torch_npu()).device_type == "npu"
+
+
+def test_facts():
+    facts = NpuRuntime(make_torch_npu(soc_name="Ascend910B2", device_count=8)).facts()
+    assert (facts.kind, facts.chip_family, facts.device_count) == (DeviceKind.NPU, ChipFamily.A2, 8)
+    assert facts.memory_bytes_per_device == 64 * 2**30 and facts.device_name == "Ascend910B2"
+
+
+def test_facts_of_an_unserved_chip_name_it():
+    with pytest.raises(DeviceUnavailableError, match="Ascend910A"):
+        NpuRuntime(make_torch_npu(soc_name="Ascend910A")).facts()
+
+
+class FakeDist:
+    def __init__(self):
+        self.calls = []
+
+    def all_reduce(self, tensor, group=None):
+        self.calls.append(group)
+        tensor.mul_(2)  # as if two ranks held the same values
+
+
+def test_hccl_communicator():
+    dist = FakeDist()
+    comm = HcclCommunicator(dist=dist, group="tp")
+    t = torch.ones(3)
+    assert comm.all_reduce(t) is t and t.eq(2).all() and dist.calls == ["tp"]
+    assert comm.backend == "hccl"
+    assert comm.visible_devices_variable() == "ASCEND_RT_VISIBLE_DEVICES"
