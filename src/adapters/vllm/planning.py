@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from ascend_core.deployment import Deployment
     from ascend_core.plan.result import ConfigPlan
 
-logger = logging.getLogger("vllm_ascend")
+logger = logging.getLogger("vllm.plugins.ascend")
 
 
 def plan_for(deployment: Deployment | None) -> ConfigPlan | None:

@@ -13,6 +13,7 @@ import torch
 from vllm.platforms.interface import Platform, PlatformEnum
 
 from adapters.vllm import translate, wiring
+from ascend_core.plan import WorkerKind
 from ports.device import ChipFamily, DeviceKind
 
 if TYPE_CHECKING:
@@ -20,10 +21,11 @@ if TYPE_CHECKING:
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
-logger = logging.getLogger("vllm_ascend")
+logger = logging.getLogger("vllm.plugins.ascend")
 
-WORKER_PATHS = {
-    DeviceKind.CPU: "adapters.vllm.worker.HostWorker",
+# The core's worker decision -> the class vLLM instantiates in each worker process.
+WORKER_PATHS: dict[WorkerKind, str] = {
+    WorkerKind.HOST: "adapters.vllm.worker.HostWorker",
 }
 
 
@@ -49,28 +51,61 @@ class AscendPlatformBase(Platform):
         from adapters.vllm.planning import plan_for
 
         plan = plan_for(translate.deployment(vllm_config, cls.device_kind, cls.chip_family()))
-        if plan is not None:
-            translate.apply_changes(vllm_config, plan.changes)
-        parallel = vllm_config.parallel_config
-        if parallel.worker_cls == "auto":
-            parallel.worker_cls = cls.worker_path()
+        if plan is None:
+            return  # vLLM builds configs without a model too (e.g. in tests); nothing to plan
+        translate.apply_changes(vllm_config, plan.changes)
+        if vllm_config.parallel_config.worker_cls == "auto":
+            vllm_config.parallel_config.worker_cls = cls.worker_path(plan.worker_kind)
         cls.update_device_settings(vllm_config)
 
     @classmethod
-    def worker_path(cls) -> str:
+    def worker_path(cls, kind: WorkerKind) -> str:
         from ascend_core.errors import DeviceUnavailableError
 
-        path = WORKER_PATHS.get(cls.device_kind)
+        path = WORKER_PATHS.get(kind)
         if path is None:
             raise DeviceUnavailableError(
-                f"No worker for the {cls.device_kind.value} device in this build.",
-                "serve with VLLM_ASCEND_DEVICE=cpu, or install the NPU adapter",
+                f"The plan chose the {kind.value} worker, which this build does not have yet.",
+                "serve with VLLM_ASCEND_DEVICE=cpu until the NPU worker lands",
             )
         return path
 
     @classmethod
     def update_device_settings(cls, vllm_config: VllmConfig) -> None:
         """Settings that follow from the device itself rather than from a plan decision."""
+
+    @classmethod
+    def update_block_size_for_backend(cls, vllm_config: VllmConfig) -> None:
+        """Keep the block size the plan chose; vLLM would reset it to its own default."""
+        cache = vllm_config.cache_config
+        model = vllm_config.model_config
+        if model is None or model.is_hybrid or not cache.block_size:
+            super().update_block_size_for_backend(vllm_config)
+            return
+        backends = cls._find_non_ssm_backends(vllm_config)
+        if not all(b.supports_block_size(cache.block_size) for b in backends):
+            super().update_block_size_for_backend(vllm_config)
+
+    @classmethod
+    def validate_environ(cls, hard_fail: bool) -> None:
+        """vLLM's unknown-variable check, with VLLM_ASCEND_* left to the core's env registry."""
+        import os
+
+        from vllm import envs
+
+        from ascend_core.env_registry import unknown_variables
+
+        for unknown in unknown_variables(wiring.environment()):
+            logger.warning("%s Fix: %s", unknown.what, unknown.hint)
+        for name in os.environ:
+            if (
+                name.startswith("VLLM_")
+                and not name.startswith("VLLM_ASCEND_")
+                and name not in envs.environment_variables
+            ):
+                if hard_fail:
+                    raise ValueError(f"Unknown vLLM environment variable detected: {name}")
+                logger.warning("Unknown vLLM environment variable detected: %s", name)
 
     # -- attention -----------------------------------------------------------------
 
@@ -83,7 +118,7 @@ class AscendPlatformBase(Platform):
     ) -> str:
         from adapters.vllm.attention.selection import backend_path
 
-        return backend_path(attn_selector_config, cls.device_kind)
+        return backend_path(attn_selector_config, cls.device_kind, cls.chip_family())
 
     @classmethod
     def register_triton_kernel_overrides(cls) -> None:

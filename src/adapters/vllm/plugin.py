@@ -9,7 +9,7 @@ from ascend_core.device_selection import DeviceDecision, select_device
 from ascend_core.env_registry import read_env
 from ports.device import DeviceKind
 
-logger = logging.getLogger("vllm_ascend")
+logger = logging.getLogger("vllm.plugins.ascend")
 
 PLATFORM_PATHS = {
     DeviceKind.NPU: "adapters.vllm.platform.AscendNpuPlatform",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-logger = logging.getLogger("vllm_ascend")
+logger = logging.getLogger("vllm.plugins.ascend")
 
 
 def register_custom_ops() -> None:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from ascend_core.plan.result import Change
 
-logger = logging.getLogger("vllm_ascend")
+logger = logging.getLogger("vllm.plugins.ascend")
 
 _ENV_PREFIX = "env."
 _ADDITIONAL_PREFIX = "additional_config."

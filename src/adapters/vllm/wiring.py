@@ -7,53 +7,27 @@ adapter needs is in this one module, so the container replaces exactly this.
 from __future__ import annotations
 
 import functools
-import glob
-import importlib.util
-import os
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ports.device import ChipFamily, DeviceFacts, DeviceKind, DeviceProbe, ProbeResult
-from ports.environment import Environment
+from ports.device import DeviceKind
 
 if TYPE_CHECKING:
+    from ports.device import DeviceProbe
+    from ports.environment import Environment
     from ports.ops import Ops
     from ports.runtime import DeviceRuntime
 
 
-class _ProcessEnvironment(Environment):
-    def get(self, name: str) -> str | None:
-        return os.environ.get(name)
-
-    def names(self) -> Iterable[str]:
-        return tuple(os.environ)
-
-
-class _NpuPresenceProbe(DeviceProbe):
-    """Looks for the NPU driver's device nodes and the torch_npu package, importing nothing."""
-
-    def probe(self) -> ProbeResult:
-        nodes = glob.glob("/dev/davinci[0-9]*")
-        if not nodes:
-            return ProbeResult(
-                DeviceKind.NPU, False, "no Ascend NPU device node (/dev/davinci*) on this machine",
-                "run on a host with an Ascend NPU and its driver installed",
-            )
-        if importlib.util.find_spec("torch_npu") is None:
-            return ProbeResult(
-                DeviceKind.NPU, False, "the torch_npu package is not installed",
-                "pip install 'vllm-plugin-ascend[npu]' on a host with CANN installed",
-            )
-        facts = DeviceFacts(DeviceKind.NPU, ChipFamily.A2, len(nodes), 0)
-        return ProbeResult(DeviceKind.NPU, True, f"{len(nodes)} NPU device node(s)", facts=facts)
-
-
 def environment() -> Environment:
-    return _ProcessEnvironment()
+    from adapters.system.environment import OsEnvironment
+
+    return OsEnvironment()
 
 
 def npu_probe() -> DeviceProbe:
-    return _NpuPresenceProbe()
+    from adapters.npu.probe import NpuProbe
+
+    return NpuProbe(environment())
 
 
 @functools.cache

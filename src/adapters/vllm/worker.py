@@ -15,7 +15,7 @@ from adapters.vllm.memory import kv_cache_budget
 from adapters.vllm.model_runner import HostModelRunner
 from ports.device import DeviceKind
 
-logger = logging.getLogger("vllm_ascend")
+logger = logging.getLogger("vllm.plugins.ascend")
 
 
 class HostWorker(Worker):

@@ -2,30 +2,54 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from adapters.vllm.attention.backend import BACKEND_PATH
+from ascend_core.attention import AttentionBackendKind, AttentionRequest, select_attention_backend
 from ascend_core.errors import BackendSelectionError
-from ports.device import DeviceKind
+from ports.device import ChipFamily, DeviceKind
 
 if TYPE_CHECKING:
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
+logger = logging.getLogger("vllm.plugins.ascend")
 
-def backend_path(config: AttentionSelectorConfig, kind: DeviceKind) -> str:
-    unsupported = [
+# Backend kinds that have a vLLM backend class in this build.
+BACKEND_PATHS: dict[AttentionBackendKind, str] = {
+    AttentionBackendKind.HOST: BACKEND_PATH,
+}
+
+
+def backend_path(config: AttentionSelectorConfig, kind: DeviceKind, family: ChipFamily) -> str:
+    """Ask the core which backend kind serves, then refuse what our paged backend cannot do."""
+    choice = select_attention_backend(
+        AttentionRequest(
+            use_mla=bool(config.use_mla),
+            use_sparse=bool(config.use_sparse),
+            chip_family=family,
+            device_kind=kind,
+        )
+    )
+    path = BACKEND_PATHS.get(choice.kind)
+    if path is None:
+        raise BackendSelectionError(
+            f"The core chose the {choice.kind.value} attention backend ({choice.reason}), "
+            "which this build does not have yet.",
+            "serve a standard MHA/GQA model with VLLM_ASCEND_DEVICE=cpu",
+        )
+    extras = [
         name
         for name, present in (
-            ("MLA", config.use_mla),
-            ("sparse attention", config.use_sparse),
             ("attention sinks", config.has_sink),
             ("sliding window", getattr(config, "has_sliding_window", False)),
         )
         if present
     ]
-    if unsupported:
+    if extras:
         raise BackendSelectionError(
-            f"No Ascend attention backend for {', '.join(unsupported)} on {kind.value}.",
-            "serve a standard decoder (MHA/GQA) model",
+            f"The {choice.kind.value} attention backend does not support {', '.join(extras)}.",
+            "serve a model with full causal attention",
         )
-    return BACKEND_PATH
+    logger.debug("Attention backend %s: %s", choice.kind.value, choice.reason)
+    return path

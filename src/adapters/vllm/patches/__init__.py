@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ascend_core.patches import PatchPlan, PatchSpec
     from ports.device import DeviceKind
 
-logger = logging.getLogger("vllm_ascend")
+logger = logging.getLogger("vllm.plugins.ascend")
 
 _applied: set[str] = set()
 
