@@ -157,12 +157,11 @@ class NpuOps(Ops):
         num_tokens = meta.num_actual_tokens
         if num_tokens == 0:
             return out
-        num_blocks, block_size, kv_heads, head_size = key_cache.shape
+        _, block_size, kv_heads, head_size = key_cache.shape
         q_heads = query.shape[1]
         packed = torch.cat((query[:num_tokens], query.new_zeros(1, q_heads, head_size)))
         packed = packed.reshape(num_tokens + 1, q_heads * head_size)
-        key = key_cache.view(num_blocks, block_size, kv_heads * head_size)
-        value = value_cache.view(num_blocks, block_size, kv_heads * head_size)
+        key, value = _paged_view(key_cache), _paged_view(value_cache)
         for group in self._plan(meta, pad_row=num_tokens):
             _check_block_size(block_size, group.is_decode)
             device = query.device
@@ -208,6 +207,20 @@ class NpuOps(Ops):
             mask = torch.ones(size, size, dtype=torch.bool, device=device).triu_(diagonal=1)
             self._masks[device] = mask
         return mask
+
+
+def _paged_view(cache: torch.Tensor) -> torch.Tensor:
+    """The cache as [num_blocks, block_size, Hk*D]; the op takes no other strides."""
+    if not cache.is_contiguous():
+        raise ConfigError(
+            f"npu_fused_infer_attention_score needs each KV cache contiguous as "
+            f"[num_blocks, block_size, Hk*D]; got shape {tuple(cache.shape)} with strides "
+            f"{cache.stride()} (key and value interleaved in one allocation?).",
+            "allocate the key and value caches as separate contiguous "
+            "[num_blocks, block_size, Hk, D] tensors (e.g. one [2, num_blocks, ...] tensor)",
+        )
+    blocks, size, heads, dim = cache.shape
+    return cache.view(blocks, size, heads * dim)
 
 
 def _index(values: tuple[int, ...], device: torch.device) -> torch.Tensor:

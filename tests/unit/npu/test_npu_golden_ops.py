@@ -209,3 +209,12 @@ def test_float32_query_is_refused_as_the_op_documents(npu_ops):
     query, kc, vc, meta = paged_batch([2], [2], 2, 2, 16, 128, torch.float32)
     with pytest.raises(ValueError, match="query dtype"):
         npu_ops.paged_attention(query, kc, vc, meta, 0.25, torch.empty_like(query))
+
+
+def test_interleaved_kv_caches_are_refused_with_the_layout_the_op_needs(npu_ops):
+    query, kc, vc, meta = paged_batch([3], [3], 2, 2, 16, 128, torch.float16)
+    kv = torch.cat((kc, vc), dim=-1)  # [blocks, size, Hk, 2D]: K|V side by side
+    key_cache, value_cache = kv.split(16, dim=-1)
+    with pytest.raises(ConfigError, match="contiguous") as err:
+        npu_ops.paged_attention(query, key_cache, value_cache, meta, 0.25, torch.empty_like(query))
+    assert "separate contiguous" in err.value.hint

@@ -106,3 +106,14 @@ def test_default_probe_here_reports_torch_npu_missing():
     # This machine has no torch_npu (it must never be installed here).
     result = NpuProbe(FakeEnvironment()).probe()
     assert not result.available and "torch_npu" in result.reason
+
+
+def test_loader_names_the_fix_when_torch_npu_cannot_be_imported():
+    import pytest
+
+    from adapters.npu.loader import load_torch_npu
+    from ascend_core.errors import DeviceUnavailableError
+
+    with pytest.raises(DeviceUnavailableError, match="torch_npu could not be imported") as err:
+        load_torch_npu()
+    assert "torch-npu==2.14.0" in err.value.hint and "set_env.sh" in err.value.hint
