@@ -1,0 +1,300 @@
+"""Make small local Hugging Face models (random weights, real tokenizer) for tests and benchmarks.
+
+    python scripts/make_models.py --out models/tiny-llama --style llama --size tiny
+
+Same arguments, same files: weights come from a fixed seed and the tokenizer is trained
+on this Python's standard library sources. A finished directory carries a stamp; asking
+again for the same model does nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+STAMP_FILE = ".make_models.json"
+# Bump when the files this script writes change, so stale model dirs are rebuilt.
+SCRIPT_VERSION = 1
+STYLES = ("llama", "qwen3")
+DTYPES = ("float32", "bfloat16")
+
+BOS, EOS, PAD = "<s>", "</s>", "<pad>"
+IM_START, IM_END = "<|im_start|>", "<|im_end|>"
+SPECIAL_TOKENS = [BOS, EOS, PAD, IM_START, IM_END]
+
+# Shapes per size. GQA everywhere (2-4 query heads per kv head), head sizes the
+# common attention kernels accept.
+SIZES: dict[str, dict[str, int]] = {
+    "tiny": {
+        "vocab_size": 4096,
+        "hidden_size": 128,
+        "intermediate_size": 384,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+    },
+    "small": {
+        "vocab_size": 8192,
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+    },
+    "100m": {
+        "vocab_size": 32000,
+        "hidden_size": 768,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 8,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 4,
+        "head_dim": 64,
+    },
+}
+MAX_POSITIONS = 8192
+# Text for the tokenizer: enough for a 32k vocabulary, few enough bytes to train in seconds.
+CORPUS_BYTES = 6_000_000
+
+LLAMA_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+QWEN3_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def make_model(
+    out_dir: str | os.PathLike[str],
+    style: str = "llama",
+    size: str = "tiny",
+    seed: int = 0,
+    dtype: str = "float32",
+) -> Path:
+    """Write the model directory unless it already holds this exact model; return its path.
+
+    Safe to call from several processes at once: one builds (under a lock file next
+    to the directory) into a temporary directory that is renamed into place.
+    """
+    if style not in STYLES:
+        raise ValueError(f"style {style!r} is not one of {STYLES}")
+    if size not in SIZES:
+        raise ValueError(f"size {size!r} is not one of {tuple(SIZES)}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
+    out = Path(out_dir).resolve()
+    stamp = {"style": style, "size": size, "seed": seed, "dtype": dtype, "version": SCRIPT_VERSION}
+    if _has_stamp(out, stamp):
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(out.parent / f".{out.name}.lock"):
+        if _has_stamp(out, stamp):
+            return out
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        try:
+            _build(tmp, style, size, seed, dtype)
+            (tmp / STAMP_FILE).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
+            # mkdtemp and some writers create owner-only files; a model dir is for everyone.
+            tmp.chmod(0o755)
+            for path in tmp.iterdir():
+                path.chmod(0o644)
+            if out.exists():
+                shutil.rmtree(out)
+            tmp.rename(out)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp)
+    return out
+
+
+def _has_stamp(out: Path, stamp: dict[str, Any]) -> bool:
+    try:
+        return bool(json.loads((out / STAMP_FILE).read_text()) == stamp)
+    except (OSError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build(out: Path, style: str, size: str, seed: int, dtype: str) -> None:
+    import torch
+
+    shape = SIZES[size]
+    tokenizer = _train_tokenizer(shape["vocab_size"], style)
+    tokenizer.save_pretrained(str(out))
+    vocab = len(tokenizer)
+    ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in SPECIAL_TOKENS}
+    config = _config(style, shape, vocab, ids)
+
+    from transformers import AutoModelForCausalLM, GenerationConfig
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+    with _seeded(seed):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        _shape_weights(model, shape["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
+    if dtype == "bfloat16":
+        model = model.to(torch.bfloat16)
+    model.config.dtype = dtype
+    model.generation_config = GenerationConfig(
+        bos_token_id=ids[BOS],
+        eos_token_id=[ids[EOS], ids[IM_END]],
+        pad_token_id=ids[PAD],
+        do_sample=False,
+    )
+    model.save_pretrained(str(out))
+
+
+@contextlib.contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+def _config(style: str, shape: dict[str, int], vocab: int, ids: dict[str, int]) -> Any:
+    from transformers import LlamaConfig, Qwen3Config
+
+    common: dict[str, Any] = {
+        **shape,
+        "vocab_size": vocab,
+        "max_position_embeddings": MAX_POSITIONS,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": False,
+        "bos_token_id": ids[BOS],
+        "eos_token_id": ids[EOS] if style == "llama" else ids[IM_END],
+        "pad_token_id": ids[PAD],
+        "initializer_range": 0.02,
+    }
+    if style == "llama":
+        return LlamaConfig(
+            **common, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}
+        )
+    return Qwen3Config(
+        **common,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        use_sliding_window=False,
+    )
+
+
+def _shape_weights(model: Any, hidden: int, special_ids: list[int]) -> None:
+    """Rescale the random init so greedy decoding depends on the prompt and moves on.
+
+    With every matrix at std 0.02 the residual stream is dominated by the current
+    token's embedding and logits are nearly flat, so continuations collapse into one
+    repeated token. Unit-scale embeddings, layer outputs scaled to keep attention in
+    play, and an lm_head giving logits of std ~4 make continuations vary with the
+    prompt. Special tokens get zero output weights, so greedy decoding never emits
+    them and always runs to the requested length.
+    """
+    import torch
+
+    with torch.no_grad():
+        model.get_input_embeddings().weight.normal_(0.0, 1.0)
+        for name, param in model.named_parameters():
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                param.normal_(0.0, 1.0 / param.shape[1] ** 0.5)
+            elif name.endswith(("q_proj.weight", "k_proj.weight")):
+                param.normal_(0.0, 2.0 / param.shape[1] ** 0.5)
+        head = model.get_output_embeddings().weight
+        head.normal_(0.0, 4.0 / hidden**0.5)
+        head[special_ids] = 0.0
+
+
+def _corpus() -> list[str]:
+    """Stdlib module sources, in name order, up to CORPUS_BYTES characters."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    texts: list[str] = []
+    total = 0
+    for path in sorted(root.glob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        texts.append(text)
+        total += len(text)
+        if total >= CORPUS_BYTES:
+            break
+    if total < 100_000:
+        raise RuntimeError(f"too little text under {root} to train a tokenizer ({total} chars)")
+    return texts
+
+
+def _train_tokenizer(vocab_size: int, style: str) -> Any:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(), trainer)
+    if style == "llama":
+        # Llama tokenizers put BOS in front of every encoded text.
+        bos_id = tok.token_to_id(BOS)
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, bos_id)]
+        )
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=BOS,
+        eos_token=EOS if style == "llama" else IM_END,
+        pad_token=PAD,
+        additional_special_tokens=[IM_START, IM_END] if style == "llama" else [IM_START],
+        chat_template=LLAMA_CHAT_TEMPLATE if style == "llama" else QWEN3_CHAT_TEMPLATE,
+        model_max_length=MAX_POSITIONS,
+        padding_side="left",
+        add_bos_token=style == "llama",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="model directory to write")
+    parser.add_argument("--style", choices=STYLES, default="llama")
+    parser.add_argument("--size", choices=tuple(SIZES), default="tiny")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dtype", choices=DTYPES, default="float32")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    out = make_model(args.out, args.style, args.size, args.seed, args.dtype)
+    print(f"{out} ready in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
