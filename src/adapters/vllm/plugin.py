@@ -6,6 +6,7 @@ import logging
 
 from adapters.vllm import wiring
 from ascend_core.device_selection import DeviceDecision, select_device
+from ascend_core.errors import AscendError
 from ascend_core.env_registry import read_env
 from ports.device import DeviceKind
 
@@ -26,18 +27,17 @@ def decide_device() -> DeviceDecision:
 def register() -> str | None:
     """The platform class path, or None (with the reason logged) when the plugin declines.
 
-    A DeviceUnavailableError propagates: vLLM would log it and carry on without the
-    plugin, so the caller that asked for an NPU explicitly would only find out late.
+    An explicit request for a device that is not there (VLLM_ASCEND_DEVICE=npu without an
+    NPU) stops the process: vLLM catches a plugin's exceptions and falls back to another
+    platform, so only SystemExit ends startup at once, with the message naming what is missing.
     """
     try:
         decision = decide_device()
-    except Exception as exc:
-        # vLLM swallows exceptions from platform plugins and falls back to another
-        # platform; an explicit request for a missing device must stop startup instead.
-        logger.error("%s", exc)
+    except AscendError as exc:
         raise SystemExit(f"vllm-plugin-ascend: {exc}") from exc
     if decision.kind is None:
-        logger.info("%s", decision.reason)
+        # A warning, so it shows before vLLM has configured its logging (INFO would not).
+        logger.warning("%s", decision.reason)
         return None
     return PLATFORM_PATHS[decision.kind]
 
