@@ -257,6 +257,8 @@ def _visible_devices(env: Environment, device_count: int | None) -> CheckItem:
     name = "visible devices"
     count_text = f"{device_count} device(s)" if device_count is not None else "the devices"
     if raw is None:
+        if device_count == 0:
+            return CheckItem(name, CheckStatus.PASS, f"{VISIBLE_DEVICES} unset (no device here)")
         return CheckItem(name, CheckStatus.PASS, f"{VISIBLE_DEVICES} unset: all {count_text}")
     parts = [p.strip() for p in raw.split(",")]
     if not raw.strip():

@@ -1,0 +1,180 @@
+"""The `ascend-doctor` console command: `check` and `plan -- <vllm serve args>`.
+
+Exit status: 0 all good, 1 warnings only, 2 failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TextIO
+
+from attrs import frozen
+
+from adapters.doctor import host as host_facts
+from adapters.doctor.checking import check_report, probe_safely
+from adapters.doctor.planning import choose_target, plan_report
+from adapters.doctor.render_json import render_json
+from adapters.doctor.render_text import render_text, use_colour
+from adapters.doctor.report import EXIT_CODES, Report
+from adapters.doctor.serve_args import ParseServeArgs, ServeArgs, vllm_parser
+from ascend_core.errors import AscendError
+from ascend_core.memory_budget import GIB
+from ascend_core.preflight import CheckStatus, HostFacts
+from ports.device import ChipFamily, DeviceProbe, ProbeResult
+from ports.environment import Environment
+from ports.model_files import ModelFiles
+from ports.upstream import Upstream
+
+
+@frozen
+class Wiring:
+    """Where the doctor's ports come from; tests replace any of them."""
+
+    environment: Callable[[], Environment]
+    upstream: Callable[[Environment], Upstream]
+    probe: Callable[[Environment], ProbeResult]
+    host: Callable[[Environment], HostFacts]
+    parse_serve_args: Callable[[], ParseServeArgs]
+    model_files: Callable[[str], ModelFiles]
+
+
+def _environment() -> Environment:
+    from adapters.system.environment import OsEnvironment
+
+    return OsEnvironment()
+
+
+def _upstream(env: Environment) -> Upstream:
+    from adapters.system.upstream import MetadataUpstream
+
+    return MetadataUpstream(env)
+
+
+def _probe(env: Environment) -> ProbeResult:
+    def make() -> DeviceProbe:
+        from adapters.npu.probe import NpuProbe  # imports torch: may itself fail
+
+        return NpuProbe(env)
+
+    return probe_safely(make)
+
+
+def _model_files(location: str) -> ModelFiles:
+    from adapters.system.model_files import LocalModelFiles
+
+    return LocalModelFiles(location)
+
+
+DEFAULT_WIRING = Wiring(
+    environment=_environment,
+    upstream=_upstream,
+    probe=_probe,
+    host=host_facts.gather,
+    parse_serve_args=vllm_parser,
+    model_files=_model_files,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ascend-doctor",
+        description="Preflight for vLLM on Ascend: check the host, or explain the plan for "
+        "a `vllm serve` command before any weight is loaded. Exit status: 0 all good, "
+        "1 warnings only, 2 failures.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="versions, CANN, devices, variables, network")
+    check.add_argument("--json", action="store_true", help="print JSON for tools")
+    nodes = check.add_mutually_exclusive_group()
+    nodes.add_argument(
+        "--multi-node",
+        dest="multi_node",
+        action="store_const",
+        const=True,
+        help="check the multi-node network variables even if none is set",
+    )
+    nodes.add_argument("--single-node", dest="multi_node", action="store_const", const=False)
+    plan = sub.add_parser(
+        "plan",
+        help="what the plugin will do with `vllm serve` arguments",
+        usage="ascend-doctor plan [--json] [--chip CHIP] [--device-memory GIB] "
+        "-- <vllm serve args>",
+    )
+    plan.add_argument("--json", action="store_true", help="print JSON for tools")
+    plan.add_argument(
+        "--chip",
+        choices=[c.value for c in ChipFamily if c is not ChipFamily.HOST],
+        help="plan for this chip family (default: the probed NPU, else A2)",
+    )
+    plan.add_argument(
+        "--device-memory",
+        type=float,
+        metavar="GIB",
+        help="memory per device in GiB (default: probed, else the chip's nominal memory)",
+    )
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    wiring: Wiring = DEFAULT_WIRING,
+    stdout: TextIO | None = None,
+) -> int:
+    """Run one command; returns (and, as a console script, exits with) its status."""
+    out = stdout or sys.stdout
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    doctor_argv, serve_argv = _split(args_in)
+    options = build_parser().parse_args(doctor_argv)
+    env = wiring.environment()
+    if options.command == "check":
+        report = check_report(
+            env, wiring.upstream(env), wiring.probe(env), wiring.host(env), options.multi_node
+        )
+    else:
+        if not serve_argv:
+            print("ascend-doctor plan: give the vllm serve arguments after --", file=sys.stderr)
+            return EXIT_CODES[CheckStatus.FAIL]
+        try:
+            serve = ServeArgs.from_parsed(wiring.parse_serve_args()(serve_argv))
+        except AscendError as error:
+            print(f"ascend-doctor plan: {error}", file=sys.stderr)
+            return EXIT_CODES[CheckStatus.FAIL]
+        chip = ChipFamily(options.chip) if options.chip else None
+        memory = int(options.device_memory * GIB) if options.device_memory else None
+        target = choose_target(
+            wiring.probe(env), env, chip, memory, host_memory_bytes=_host_memory()
+        )
+        report = plan_report(
+            serve, wiring.model_files(serve.model), env, wiring.upstream(env), target
+        )
+    print(_render(report, options.json, out), file=out)
+    return report.exit_code
+
+
+def _split(argv: list[str]) -> tuple[list[str], list[str]]:
+    """The doctor's own options, and the `vllm serve` arguments after the first `--`."""
+    if "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1 :]
+    return argv, []
+
+
+def _render(report: Report, as_json: bool, out: TextIO) -> str:
+    if as_json:
+        return render_json(report)
+    is_tty = bool(getattr(out, "isatty", lambda: False)())
+    return render_text(report, colour=use_colour(is_tty, os.environ))
+
+
+def _host_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

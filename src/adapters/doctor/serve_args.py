@@ -1,0 +1,90 @@
+"""The `vllm serve` options the doctor plans with, as plain attrs data.
+
+They come from adapters.vllm.doctor_args, loaded by name: the doctor itself may not
+import vLLM, and the parse is slow, so tests pass a dict instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from attrs import field, frozen
+
+ParseServeArgs = Callable[[Sequence[str]], Mapping[str, Any]]
+PARSER_MODULE = "adapters.vllm.doctor_args"
+
+
+def vllm_parser() -> ParseServeArgs:
+    """vLLM's own parser of `vllm serve` arguments (imports vLLM: seconds)."""
+    module = importlib.import_module(PARSER_MODULE)
+    parse: ParseServeArgs = module.parse_serve_args
+    return parse
+
+
+def _mapping(raw: Any) -> Mapping[str, Any]:
+    return dict(raw) if isinstance(raw, Mapping) else {}
+
+
+@frozen
+class ServeArgs:
+    """The parsed options; None where the user left vLLM to decide."""
+
+    model: str
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    pcp: int = 1
+    dcp: int = 1
+    expert_parallel: bool = False
+    nnodes: int = 1
+    max_model_len: int | None = None
+    gpu_memory_utilization: float = 0.9
+    kv_cache_memory_bytes: int | None = None
+    quantization: str | None = None
+    dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
+    block_size: int | None = None
+    enable_prefix_caching: bool | None = None
+    enforce_eager: bool = False
+    enable_sleep_mode: bool = False
+    max_num_batched_tokens: int | None = None
+    compilation: Mapping[str, Any] = field(factory=dict, converter=_mapping)
+    speculative: Mapping[str, Any] = field(factory=dict, converter=_mapping)
+    kv_transfer: Mapping[str, Any] = field(factory=dict, converter=_mapping)
+    additional_config: Mapping[str, Any] = field(factory=dict, converter=_mapping)
+
+    @classmethod
+    def from_parsed(cls, d: Mapping[str, Any]) -> ServeArgs:
+        """From doctor_args' dict (vLLM's argparse names)."""
+
+        def get(name: str, default: Any) -> Any:
+            value = d.get(name)
+            return default if value is None else value
+
+        return cls(
+            model=str(d["model"]),
+            tp=int(get("tensor_parallel_size", 1)),
+            pp=int(get("pipeline_parallel_size", 1)),
+            dp=int(get("data_parallel_size", 1)),
+            pcp=int(get("prefill_context_parallel_size", 1)),
+            dcp=int(get("decode_context_parallel_size", 1)),
+            expert_parallel=bool(get("enable_expert_parallel", False)),
+            nnodes=int(get("nnodes", 1)),
+            max_model_len=d.get("max_model_len"),
+            gpu_memory_utilization=float(get("gpu_memory_utilization", 0.9)),
+            kv_cache_memory_bytes=d.get("kv_cache_memory_bytes"),
+            quantization=d.get("quantization"),
+            dtype=str(get("dtype", "auto")),
+            kv_cache_dtype=str(get("kv_cache_dtype", "auto")),
+            block_size=d.get("block_size"),
+            enable_prefix_caching=d.get("enable_prefix_caching"),
+            enforce_eager=bool(get("enforce_eager", False)),
+            enable_sleep_mode=bool(get("enable_sleep_mode", False)),
+            max_num_batched_tokens=d.get("max_num_batched_tokens"),
+            compilation=get("compilation_config", {}),
+            speculative=get("speculative_config", {}),
+            kv_transfer=get("kv_transfer_config", {}),
+            additional_config=get("additional_config", {}),
+        )
