@@ -103,6 +103,10 @@ def greedy_generate(
     for prompt in prompts:
         ids = prompt_ids(model_dir, prompt)
         config = copy.deepcopy(model.generation_config)
+        config.max_new_tokens = max_new_tokens
+        config.do_sample = False
+        config.output_logits = True
+        config.return_dict_in_generate = True
         if ignore_eos:
             # As vLLM's ignore_eos: EOS may be chosen, it just does not stop the run.
             config.eos_token_id = None
@@ -111,10 +115,6 @@ def greedy_generate(
                 torch.tensor([ids]),
                 attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                 generation_config=config,
-                max_new_tokens=max_new_tokens,
-                do_sample=False,
-                output_logits=True,
-                return_dict_in_generate=True,
             )
         new = out.sequences[0, len(ids) :].tolist()
         logprobs, tops = [], []
