@@ -36,3 +36,19 @@ test: venv lint
 
 clean-venv:
 	rm -rf $(VENV)
+
+# The demo: a small Llama-style model made locally (scripts/make_models.py, skipped when
+# already there), served on this machine's host device through the plugin.
+MODEL_STYLE ?= llama
+MODEL_SIZE ?= tiny
+MODEL_DIR ?= models/$(MODEL_SIZE)-$(MODEL_STYLE)
+PORT ?= 8000
+
+model: venv
+	$(BIN)/python scripts/make_models.py --out $(MODEL_DIR) --style $(MODEL_STYLE) --size $(MODEL_SIZE)
+
+serve: venv model
+	@echo "When the server says 'Application startup complete', try:"
+	@echo "  curl -s http://127.0.0.1:$(PORT)/v1/completions -H 'Content-Type: application/json' -d '{\"model\": \"$(MODEL_DIR)\", \"prompt\": \"The plugin\", \"max_tokens\": 16, \"temperature\": 0}'"
+	VLLM_ASCEND_DEVICE=cpu $(BIN)/vllm serve $(MODEL_DIR) --host 127.0.0.1 --port $(PORT) \
+		--dtype float32 --enforce-eager --max-model-len 2048 --shutdown-timeout 5
