@@ -39,7 +39,7 @@ def npu_rms_norm(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     _require(x.dtype in FLOAT_TYPES, f"npu_rms_norm: self dtype {x.dtype} unsupported")
     _require(gamma.dtype == x.dtype, "npu_rms_norm: gamma must have self's dtype")
     _require(2 <= x.dim() <= 8 or x.dim() == 1, "npu_rms_norm: self must be 1-8D")
-    _require(tuple(x.shape[-gamma.dim():]) == tuple(gamma.shape), "npu_rms_norm: gamma shape")
+    _require(tuple(x.shape[-gamma.dim() :]) == tuple(gamma.shape), "npu_rms_norm: gamma shape")
     return _rms(x, gamma, a["epsilon"])
 
 
@@ -116,11 +116,24 @@ def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, to
     """
     q, k, v = a["query"], a["key"], a["value"]
     layout = a["input_layout"]
-    for name in ("pse_shift", "dequant_scale1", "quant_scale1", "dequant_scale2",
-                 "quant_scale2", "quant_offset2", "antiquant_scale", "antiquant_offset",
-                 "key_antiquant_scale", "value_antiquant_scale", "query_padding_size",
-                 "kv_padding_size", "key_shared_prefix", "value_shared_prefix",
-                 "query_rope", "key_rope"):
+    for name in (
+        "pse_shift",
+        "dequant_scale1",
+        "quant_scale1",
+        "dequant_scale2",
+        "quant_scale2",
+        "quant_offset2",
+        "antiquant_scale",
+        "antiquant_offset",
+        "key_antiquant_scale",
+        "value_antiquant_scale",
+        "query_padding_size",
+        "kv_padding_size",
+        "key_shared_prefix",
+        "value_shared_prefix",
+        "query_rope",
+        "key_rope",
+    ):
         if a[name] is not None:
             raise NotImplementedError(f"fused_infer_attention_score: {name} is not modelled")
     if layout not in ("BSH", "BSND"):
@@ -152,21 +165,30 @@ def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, to
     _require(table.dtype == torch.int32, "block_table must be int32")
     _require(table.dim() == 2 and table.shape[0] == batch, "block_table must be [B, max_blocks]")
     if q_s > 1:
-        _require(block_size % 128 == 0 and 128 <= block_size <= 512,
-                 "paged prefill needs block_size a multiple of 128 in [128, 512]")
+        _require(
+            block_size % 128 == 0 and 128 <= block_size <= 512,
+            "paged prefill needs block_size a multiple of 128 in [128, 512]",
+        )
     else:
-        _require(block_size % 16 == 0 and 0 < block_size <= 512,
-                 "paged decode needs block_size a multiple of 16 up to 512")
+        _require(
+            block_size % 16 == 0 and 0 < block_size <= 512,
+            "paged decode needs block_size a multiple of 16 up to 512",
+        )
     kv_lens = _lengths(a["actual_seq_lengths_kv"], batch, None, "actual_seq_lengths_kv")
-    q_lens = [1] * batch if q_s == 1 else _lengths(a["actual_seq_lengths"], batch, q_s,
-                                                  "actual_seq_lengths")
+    q_lens = (
+        [1] * batch
+        if q_s == 1
+        else _lengths(a["actual_seq_lengths"], batch, q_s, "actual_seq_lengths")
+    )
     _require(max(kv_lens) <= table.shape[1] * block_size, "block_table too narrow for kv lens")
 
     causal = _mask_mode(a, q_s)
     out = torch.full((batch, q_s, n_q, d), float("nan"), dtype=F32)
     group = n_q // n_kv
-    kf, vf = k.to(F32).view(k.shape[0], block_size, n_kv, d), v.to(F32).view(
-        v.shape[0], block_size, n_kv, d)
+    kf, vf = (
+        k.to(F32).view(k.shape[0], block_size, n_kv, d),
+        v.to(F32).view(v.shape[0], block_size, n_kv, d),
+    )
     for b in range(batch):
         q_len, kv_len = q_lens[b], kv_lens[b]
         if q_len == 0:
@@ -214,11 +236,17 @@ def _mask_mode(a: dict[str, Any], q_s: int) -> bool:
         raise NotImplementedError(f"fused_infer_attention_score: sparse_mode {mode} not modelled")
     _require(mask is not None, "sparse_mode 3 needs the compressed 2048x2048 atten_mask")
     _require(mask.dtype in (torch.bool, torch.int8, torch.uint8), "atten_mask dtype")
-    _require(tuple(mask.shape[-2:]) == (MASK_SIZE, MASK_SIZE) and mask.dim() <= 4
-             and all(s == 1 for s in mask.shape[:-2]), "sparse_mode 3 mask must be 2048x2048")
+    _require(
+        tuple(mask.shape[-2:]) == (MASK_SIZE, MASK_SIZE)
+        and mask.dim() <= 4
+        and all(s == 1 for s in mask.shape[:-2]),
+        "sparse_mode 3 mask must be 2048x2048",
+    )
     expected = torch.ones(MASK_SIZE, MASK_SIZE, dtype=torch.bool).triu(diagonal=1)
-    _require(torch.equal(mask.reshape(MASK_SIZE, MASK_SIZE).bool().cpu(), expected),
-             "sparse_mode 3 mask must be True strictly above the diagonal")
+    _require(
+        torch.equal(mask.reshape(MASK_SIZE, MASK_SIZE).bool().cpu(), expected),
+        "sparse_mode 3 mask must be True strictly above the diagonal",
+    )
     return True
 
 
