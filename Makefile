@@ -43,6 +43,8 @@ MODEL_STYLE ?= llama
 MODEL_SIZE ?= tiny
 MODEL_DIR ?= models/$(MODEL_SIZE)-$(MODEL_STYLE)
 PORT ?= 8000
+# The host's KV cache; without it vLLM would take --gpu-memory-utilization (0.92) of RAM.
+KV_CACHE_BYTES ?= 1073741824
 
 model: venv
 	$(BIN)/python scripts/make_models.py --out $(MODEL_DIR) --style $(MODEL_STYLE) --size $(MODEL_SIZE)
@@ -51,4 +53,5 @@ serve: venv model
 	@echo "When the server says 'Application startup complete', try:"
 	@echo "  curl -s http://127.0.0.1:$(PORT)/v1/completions -H 'Content-Type: application/json' -d '{\"model\": \"$(MODEL_DIR)\", \"prompt\": \"The plugin\", \"max_tokens\": 16, \"temperature\": 0}'"
 	VLLM_ASCEND_DEVICE=cpu $(BIN)/vllm serve $(MODEL_DIR) --host 127.0.0.1 --port $(PORT) \
-		--dtype float32 --enforce-eager --max-model-len 2048 --shutdown-timeout 5
+		--dtype float32 --enforce-eager --max-model-len 2048 \
+		--kv-cache-memory-bytes $(KV_CACHE_BYTES) --shutdown-timeout 5
