@@ -1,4 +1,4 @@
-"""Which device adapter serves: the user's request (VLLM_ASCEND_DEVICE) against what the probe saw."""
+"""Which device adapter serves: VLLM_ASCEND_DEVICE against what the NPU probe saw."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""Ports: the interfaces the core and the adapters talk through, and the plain data crossing them."""
+"""Ports: the interfaces the core and adapters talk through, and the data crossing them."""

@@ -19,3 +19,24 @@ def test_core_and_ports_import_without_torch_vllm_or_adapters():
         [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == "", f"importing the core loaded: {out}"
+
+
+def test_core_source_names_no_heavy_module_even_for_type_checking():
+    import ast
+    from pathlib import Path
+
+    core = Path(__file__).resolve().parents[2] / "src" / "ascend_core"
+    found = []
+    for path in core.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            found += [
+                f"{path.name}: {n}"
+                for n in names
+                if n.split(".")[0] in ("torch", "torch_npu", "vllm", "adapters")
+            ]
+    assert found == []

@@ -38,7 +38,7 @@ def test_production_wiring_has_every_dependency():
 def test_auto_without_npu_declines_and_gives_no_device_adapter():
     c, _ = make({})
     assert c.device_decision().declined
-    with pytest.raises(RuntimeError, match="libascendcl.so not found"):
+    with pytest.raises(RuntimeError, match=r"libascendcl\.so not found"):
         c.ops()
 
 
@@ -53,7 +53,7 @@ def test_cpu_request_wires_host_adapters_once_per_container():
 
 def test_npu_request_without_npu_fails_with_the_probe_hint():
     c, _ = make({"VLLM_ASCEND_DEVICE": "npu"})
-    with pytest.raises(DeviceUnavailableError, match="source set_env.sh"):
+    with pytest.raises(DeviceUnavailableError, match=r"source set_env\.sh"):
         c.device_decision()
 
 
