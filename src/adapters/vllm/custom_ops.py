@@ -1,4 +1,4 @@
-"""Our layers for vLLM's RMSNorm, SiluAndMul and RotaryEmbedding: the math goes through the ops port.
+"""Our layers for vLLM's RMSNorm, SiluAndMul and RotaryEmbedding, computing through the ops port.
 
 Registered with `CustomOp.register_oot` (registration.py); vLLM then builds these
 classes wherever a model asks for the originals, and calls `forward_oot` on an

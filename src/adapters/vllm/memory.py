@@ -53,8 +53,8 @@ def kv_cache_budget(
         )
     if budget < one_sequence_bytes:
         raise ConfigError(
-            f"The KV cache gets {max(budget, 0)} bytes ({_gib(max(budget, 0))}) but one sequence of "
-            f"max_model_len={max_model_len} tokens needs {one_sequence_bytes} bytes "
+            f"The KV cache gets {max(budget, 0)} bytes ({_gib(max(budget, 0))}) but one "
+            f"sequence of max_model_len={max_model_len} tokens needs {one_sequence_bytes} bytes "
             f"({_gib(one_sequence_bytes)}).",
             f"raise {flag} (e.g. --kv-cache-memory-bytes={one_sequence_bytes}) "
             f"or lower --max-model-len",

@@ -1,4 +1,4 @@
-"""vLLM entry points: `register` (vllm.platform_plugins) and `register_general` (vllm.general_plugins)."""
+"""vLLM entry points: `register` (vllm.platform_plugins), `register_general` (general_plugins)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import logging
 
 from adapters.vllm import wiring
 from ascend_core.device_selection import DeviceDecision, select_device
-from ascend_core.errors import AscendError
 from ascend_core.env_registry import read_env
+from ascend_core.errors import AscendError
 from ports.device import DeviceKind
 
 logger = logging.getLogger("vllm.plugins.ascend")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from hf_reference import hf_greedy
 
 MAX_NEW = 12

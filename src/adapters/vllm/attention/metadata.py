@@ -1,4 +1,4 @@
-"""Per-step attention metadata: built once per step from vLLM's common metadata, no per-request loop."""
+"""Per-step attention metadata, built once per step from vLLM's common metadata (no loops)."""
 
 from __future__ import annotations
 

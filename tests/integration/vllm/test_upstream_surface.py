@@ -1,0 +1,129 @@
+"""Every vLLM internal the adapter leans on, checked against the installed vLLM.
+
+An upgrade that renames or removes one of these fails here, naming the symbol, before
+anything fails at serving time. Upstream patches are data in the core's registry
+(ascend_core.patches.entries); their targets are listed here too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+# (symbol "module:Attr.sub", how the adapter uses it)
+SURFACE: tuple[tuple[str, str], ...] = (
+    # Platform: subclassed; the hooks we override or call.
+    ("vllm.platforms.interface:Platform", "AscendPlatformBase subclasses it"),
+    ("vllm.platforms.interface:PlatformEnum.OOT", "our platform's _enum"),
+    ("vllm.platforms.interface:Platform.check_and_update_config", "hook: apply the plan"),
+    ("vllm.platforms.interface:Platform.get_attn_backend_cls", "hook: core's backend kind"),
+    ("vllm.platforms.interface:Platform.register_triton_kernel_overrides", "hook: patches"),
+    ("vllm.platforms.interface:Platform.import_kernels", "hook: no compiled vLLM ops"),
+    ("vllm.platforms.interface:Platform.update_block_size_for_backend", "keep plan's size"),
+    ("vllm.platforms.interface:Platform._find_non_ssm_backends", "private: backends in use"),
+    ("vllm.platforms.interface:Platform.validate_environ", "VLLM_ASCEND_* are ours"),
+    ("vllm.platforms.interface:Platform.get_device_total_memory", "runtime port"),
+    ("vllm.platforms.interface:Platform.get_current_memory_usage", "runtime port"),
+    ("vllm.platforms.interface:Platform.manual_seed_all", "runtime port"),
+    ("vllm.platforms.interface:Platform.check_runner_kv_caches_multi_layer", "host runner"),
+    ("vllm.envs:environment_variables", "validate_environ: vLLM's own names"),
+    # Worker and model runner: reused by subclassing.
+    ("vllm.v1.worker.gpu_worker:Worker", "HostWorker subclasses it"),
+    ("vllm.v1.worker.gpu_worker:Worker.init_device", "overridden: host device"),
+    ("vllm.v1.worker.gpu_worker:Worker._maybe_get_memory_pool_context",
+     "private, overridden: the CuMem pool is skipped only for built-in platforms"),
+    ("vllm.v1.worker.gpu_worker:Worker.determine_available_memory", "overridden: port"),
+    ("vllm.v1.worker.gpu_worker:Worker.compile_or_warm_up_model", "overridden: eager host"),
+    ("vllm.v1.worker.gpu_worker:init_worker_distributed_environment", "called: gloo"),
+    ("vllm.v1.worker.worker_base:CompilationTimes", "returned by warm-up"),
+    ("vllm.v1.worker.cpu_model_runner:CPUModelRunner", "HostModelRunner subclasses it"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.get_kv_cache_spec", "KV bytes/seq"),
+    ("vllm.v1.kv_cache_interface:KVCacheSpec.max_memory_usage_bytes", "KV bytes/seq"),
+    ("vllm.utils.torch_utils:set_random_seed", "worker seeding"),
+    # Attention backend interface.
+    ("vllm.v1.attention.backend:AttentionBackend", "PagedAttentionBackend"),
+    ("vllm.v1.attention.backend:AttentionBackend.supported_kv_cache_layouts",
+     "declares LBNHC so the layer cache is a plain [block, token, head, K|V] view"),
+    ("vllm.v1.attention.backend:AttentionImpl", "PagedAttentionImpl"),
+    ("vllm.v1.attention.backend:AttentionMetadata", "PagedMetadata"),
+    ("vllm.v1.attention.backend:AttentionMetadataBuilder", "PagedMetadataBuilder"),
+    ("vllm.v1.attention.backend:AttentionCGSupport.NEVER", "no graphs on the host"),
+    ("vllm.v1.attention.backend:AttentionType.DECODER", "the one type we serve"),
+    ("vllm.v1.attention.backend:CommonAttentionMetadata", "read in build()"),
+    ("vllm.v1.kv_cache_layout:KVCacheLayout.LBNHC", "the layout we declare"),
+    ("vllm.v1.attention.backends.registry:AttentionBackendEnum.register",
+     "Attention looks backends up by get_name() in this enum"),
+    ("vllm.v1.attention.selector:AttentionSelectorConfig", "fields read in selection"),
+    # Custom ops.
+    ("vllm.model_executor.custom_op:CustomOp.register_oot", "our layers replace vLLM's"),
+    ("vllm.model_executor.custom_op:CustomOp.forward_oot", "dispatch on OOT platforms"),
+    ("vllm.model_executor.custom_op:op_registry_oot", "re-entrant registration"),
+    ("vllm.model_executor.layers.layernorm:RMSNorm", "AscendRMSNorm"),
+    ("vllm.model_executor.layers.activation:SiluAndMul", "AscendSiluAndMul"),
+    ("vllm.model_executor.layers.rotary_embedding.base:RotaryEmbedding", "rope"),
+    ("vllm.model_executor.layers.rotary_embedding.base:"
+     "RotaryEmbeddingBase._match_cos_sin_cache_dtype", "private: cache in query dtype"),
+    # Kernel overrides and patches (targets of the core's patch registry).
+    ("vllm.triton_utils.dispatcher:register_kernels", "vLLM's kernel-override registry"),
+    ("vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel", "patch target"),
+    ("vllm.distributed.parallel_state:cleanup_dist_env_and_memory", "patch target"),
+    ("vllm.v1.engine.core:cleanup_dist_env_and_memory", "patch: rebound copy"),
+    # Config types translated to and from the core.
+    ("vllm.config:CompilationMode", "CompileMode mirrors its member names"),
+    ("vllm.config:CUDAGraphMode", "GraphMode mirrors its member names"),
+)
+
+
+def _resolve(symbol: str) -> object:
+    module_name, _, path = symbol.partition(":")
+    obj: object = importlib.import_module(module_name)
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+@pytest.mark.parametrize(("symbol", "use"), SURFACE, ids=[s for s, _ in SURFACE])
+def test_symbol_exists(symbol: str, use: str) -> None:
+    try:
+        _resolve(symbol)
+    except (ImportError, AttributeError) as exc:
+        pytest.fail(f"{symbol} ({use}) is gone from the installed vLLM: {exc}")
+
+
+def test_every_patch_target_is_listed() -> None:
+    from ascend_core.patches import REGISTRY
+
+    listed = {s for s, _ in SURFACE}
+    applied_here = {"adapters.vllm.patches.host_kernels:override",
+                    "adapters.vllm.patches.shutdown:skip_accelerator_cache_release"}
+    for spec in REGISTRY:
+        if spec.apply in applied_here and "rejection" not in spec.id:
+            assert set(spec.symbols()) <= listed, spec.id
+
+
+def test_slot_mapping_override_takes_the_kernel_arguments_by_name() -> None:
+    from adapters.vllm.kernels import compute_slot_mapping
+
+    kernel = _resolve("vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel")
+    names = getattr(kernel, "arg_names", None) or tuple(
+        inspect.signature(getattr(kernel, "fn", kernel)).parameters
+    )
+    assert tuple(inspect.signature(compute_slot_mapping).parameters) == tuple(names)
+
+
+def test_core_graph_and_compile_enums_mirror_vllm() -> None:
+    from vllm.config import CompilationMode, CUDAGraphMode
+
+    from ascend_core.deployment import CompileMode, GraphMode
+
+    assert set(CompileMode.__members__) <= set(CompilationMode.__members__)
+    assert set(GraphMode.__members__) <= set(CUDAGraphMode.__members__)
+
+
+def test_selector_config_has_the_fields_we_read() -> None:
+    from vllm.v1.attention.selector import AttentionSelectorConfig
+
+    fields = set(inspect.signature(AttentionSelectorConfig).parameters)
+    assert {"use_mla", "use_sparse", "has_sink", "has_sliding_window"} <= fields
