@@ -24,13 +24,13 @@ from ascend_core.device_selection import DeviceRequest
 from ascend_core.env_registry import DEVICE, ENV_VARS, read_env, unknown_variables
 from ascend_core.errors import AscendError, PlanErrors
 from ascend_core.patches.versions import Version, VersionRange
+from ascend_core.visible_devices import VISIBLE_DEVICES_VARIABLE, visible_devices
 from ports.device import DeviceKind, ProbeResult
 from ports.environment import Environment
 from ports.upstream import Upstream
 
 # vLLM 0.33.0's Requires-Python.
 SUPPORTED_PYTHON = VersionRange.parse(">=3.11,<3.15")
-VISIBLE_DEVICES = "ASCEND_RT_VISIBLE_DEVICES"
 SOURCE_CANN = "source /usr/local/Ascend/ascend-toolkit/set_env.sh (or your install's set_env.sh)"
 # CANN's documented range for HCCL_CONNECT_TIMEOUT, in seconds (default 120).
 HCCL_CONNECT_TIMEOUT_RANGE = (120, 7200)
@@ -253,51 +253,10 @@ def _cann_libraries(env: Environment, found: Mapping[str, str | None]) -> CheckI
 
 
 def _visible_devices(env: Environment, device_count: int | None) -> CheckItem:
-    raw = env.get(VISIBLE_DEVICES)
-    name = "visible devices"
-    count_text = f"{device_count} device(s)" if device_count is not None else "the devices"
-    if raw is None:
-        if device_count == 0:
-            return CheckItem(name, CheckStatus.PASS, f"{VISIBLE_DEVICES} unset (no device here)")
-        return CheckItem(name, CheckStatus.PASS, f"{VISIBLE_DEVICES} unset: all {count_text}")
-    parts = [p.strip() for p in raw.split(",")]
-    if not raw.strip():
-        return CheckItem(
-            name,
-            CheckStatus.FAIL,
-            f"{VISIBLE_DEVICES} is set but empty: no device is visible",
-            f"unset {VISIBLE_DEVICES} or list device ids, e.g. {VISIBLE_DEVICES}=0,1",
-        )
-    bad = [p for p in parts if not p.isdigit()]
-    if bad:
-        return CheckItem(
-            name,
-            CheckStatus.FAIL,
-            f"{VISIBLE_DEVICES}={raw!r}: {', '.join(repr(b) for b in bad)} is not a device id",
-            f"list non-negative integer ids separated by commas, e.g. {VISIBLE_DEVICES}=0,1",
-        )
-    ids = [int(p) for p in parts]
-    duplicates = sorted({i for i in ids if ids.count(i) > 1})
-    if duplicates:
-        return CheckItem(
-            name,
-            CheckStatus.FAIL,
-            f"{VISIBLE_DEVICES}={raw}: id(s) {duplicates} listed twice; two ranks would share "
-            "one device",
-            f"list each id once: {VISIBLE_DEVICES}={','.join(str(i) for i in dict.fromkeys(ids))}",
-        )
-    if device_count is not None:
-        # The ids are logical: 0 .. count-1 of the devices this host (or container) exposes.
-        out = [i for i in ids if i >= device_count]
-        if out:
-            return CheckItem(
-                name,
-                CheckStatus.FAIL,
-                f"{VISIBLE_DEVICES}={raw}: id(s) {out} out of range; {device_count} device(s) "
-                f"here (ids 0..{device_count - 1})",
-                f"use ids below {device_count}, or unset {VISIBLE_DEVICES}",
-            )
-    return CheckItem(name, CheckStatus.PASS, f"{VISIBLE_DEVICES}={raw}: {len(ids)} of {count_text}")
+    visible = visible_devices(env.get(VISIBLE_DEVICES_VARIABLE), device_count)
+    if visible.problem is not None:
+        return CheckItem("visible devices", CheckStatus.FAIL, visible.problem, visible.hint)
+    return CheckItem("visible devices", CheckStatus.PASS, visible.describe())
 
 
 def _registry_items(env: Environment) -> list[CheckItem]:

@@ -1,7 +1,7 @@
 """The NPU probe: is torch_npu installed, are CANN's libraries found, is a device visible.
 
-Nothing here imports torch_npu or touches a device: each fact comes through an
-injected function, so tests fabricate every case.
+Nothing here imports torch or torch_npu or touches a device (the probe must explain a
+host where `import torch` fails): each fact comes through an injected function.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 
-from adapters.npu.collective import VISIBLE_DEVICES_VARIABLE
+from ascend_core.visible_devices import VISIBLE_DEVICES_VARIABLE, visible_devices
 from ports.device import DeviceFacts, DeviceKind, DeviceProbe, ProbeResult
 from ports.environment import Environment
 
@@ -51,7 +51,10 @@ class CannLibraryFinder:
 
 
 class DavinciDeviceLister:
-    """NPU indices from the driver's device nodes (/dev/davinci<N>), without opening them."""
+    """Physical NPU ids from the driver's device nodes (/dev/davinci<N>), without opening them.
+
+    Their count is what ASCEND_RT_VISIBLE_DEVICES' logical ids 0..count-1 range over.
+    """
 
     def __init__(
         self, dev_dir: str = "/dev", listdir: Callable[[str], Sequence[str]] = os.listdir
@@ -73,7 +76,7 @@ class NpuProbe(DeviceProbe):
     env: the process environment (ASCEND_RT_VISIBLE_DEVICES, LD_LIBRARY_PATH, ...).
     find_spec: importlib.util.find_spec, to see torch_npu without importing it.
     find_library: library file name -> path or None (default CannLibraryFinder(env)).
-    list_devices: the NPU indices the driver exposes (default DavinciDeviceLister()).
+    list_devices: the NPUs the driver exposes (default DavinciDeviceLister()).
     read_facts: optional; reads DeviceFacts from the initialised runtime once the
         checks pass (the composition root wires NpuRuntime.facts on an NPU host).
     """
@@ -107,40 +110,27 @@ class NpuProbe(DeviceProbe):
                 f"install the CANN toolkit and {SET_ENV_HINT}",
             )
         devices = list(self._list_devices())
-        mask = self._env.get(VISIBLE_DEVICES_VARIABLE)
-        visible = _visible(devices, mask)
-        if not visible:
-            return _unavailable(*_no_device_reason(devices, mask))
+        if not devices:
+            return _unavailable(
+                "no NPU device visible: the driver exposes no /dev/davinci<N> node",
+                "install the Ascend driver and firmware (check with `npu-smi info`); in a "
+                "container, pass the /dev/davinci* devices and /dev/davinci_manager through",
+            )
+        # ASCEND_RT_VISIBLE_DEVICES holds logical ids: 0..count-1 of the nodes present.
+        visible = visible_devices(self._env.get(VISIBLE_DEVICES_VARIABLE), len(devices))
+        if visible.none_visible:
+            return _unavailable(f"no NPU device visible: {visible.problem}", visible.hint)
+        ids = list(visible.ids or ())
         reason = (
             f"torch_npu installed, CANN libraries at {', '.join(str(p) for p in found.values())}, "
-            f"{len(visible)} visible NPU(s) {visible}"
+            f"{len(ids)} visible NPU(s) {ids} "
+            f"(logical ids of the {len(devices)} /dev/davinci<N> nodes)"
         )
+        if visible.problem is not None:
+            reason += f"; but {visible.problem}"
         facts = self._read_facts() if self._read_facts is not None else None
         return ProbeResult(kind=DeviceKind.NPU, available=True, reason=reason, facts=facts)
 
 
 def _unavailable(reason: str, hint: str) -> ProbeResult:
     return ProbeResult(kind=DeviceKind.NPU, available=False, reason=reason, hint=hint)
-
-
-def _visible(devices: list[int], mask: str | None) -> list[int]:
-    """The devices ASCEND_RT_VISIBLE_DEVICES lets through (all of them when it is unset)."""
-    if mask is None:
-        return devices
-    wanted = [int(part) for part in mask.split(",") if part.strip().isdigit()]
-    # The variable lists physical ids; ids the driver lacks are simply not there.
-    return [d for d in wanted if d in devices]
-
-
-def _no_device_reason(devices: list[int], mask: str | None) -> tuple[str, str]:
-    if not devices:
-        return (
-            "no NPU device visible: the driver exposes no /dev/davinci<N> node",
-            "install the Ascend driver and firmware (check with `npu-smi info`); in a "
-            "container, pass the /dev/davinci* devices and /dev/davinci_manager through",
-        )
-    return (
-        f"no NPU device visible: {VISIBLE_DEVICES_VARIABLE}={mask!r} selects none of the "
-        f"devices {devices}",
-        f"set {VISIBLE_DEVICES_VARIABLE} to ids among {devices}, or unset it",
-    )

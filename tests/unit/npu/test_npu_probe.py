@@ -60,8 +60,23 @@ def test_no_device_node():
 def test_visible_devices_variable_that_hides_every_device():
     result = make_probe(env={"ASCEND_RT_VISIBLE_DEVICES": "4,5"}).probe()
     assert not result.available
-    assert "ASCEND_RT_VISIBLE_DEVICES='4,5'" in result.reason
-    assert "[0, 1]" in result.hint
+    assert "ASCEND_RT_VISIBLE_DEVICES=4,5: id(s) [4, 5] out of range" in result.reason
+    assert "use ids below 2" in result.hint
+
+
+def test_visible_devices_are_logical_ids_not_davinci_numbers():
+    # A container given /dev/davinci4 and /dev/davinci5: CANN numbers them 0 and 1.
+    result = make_probe(env={"ASCEND_RT_VISIBLE_DEVICES": "1"}, devices=(4, 5)).probe()
+    assert result.available
+    assert "1 visible NPU(s) [1] (logical ids of the 2 /dev/davinci<N> nodes)" in result.reason
+    assert not make_probe(env={"ASCEND_RT_VISIBLE_DEVICES": "4"}, devices=(4, 5)).probe().available
+
+
+def test_a_malformed_variable_still_serves_what_cann_reads_and_says_so():
+    result = make_probe(env={"ASCEND_RT_VISIBLE_DEVICES": "0, 1"}).probe()
+    assert result.available
+    assert "1 visible NPU(s) [0]" in result.reason
+    assert "' 1' is not a device id" in result.reason
 
 
 def test_empty_visible_devices_hides_all():
