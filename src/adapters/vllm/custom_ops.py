@@ -7,15 +7,20 @@ out-of-tree platform.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from vllm.model_executor.layers.activation import SiluAndMul
 from vllm.model_executor.layers.layernorm import RMSNorm
 from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding
 
 from adapters.vllm import wiring
+from ports.ops import Ops
 
 
-def _ops():  # type: ignore[no-untyped-def]
+@functools.cache
+def _ops() -> Ops:
+    # Resolved once per process: the serving device does not change after startup.
     return wiring.device_ops(wiring.active_device_kind())
 
 
