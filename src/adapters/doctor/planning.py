@@ -9,7 +9,6 @@ from typing import Any
 import attrs
 from attrs import frozen
 
-from adapters.doctor.model_config import model_facts
 from adapters.doctor.report import Report, Section
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core.attention import AttentionRequest, select_attention_backend
@@ -38,6 +37,7 @@ from ascend_core.memory_budget import (
     plan_budget,
     weights_size,
 )
+from ascend_core.model_facts import model_facts_from_config
 from ascend_core.patches import REGISTRY, Feature, PatchContext, plan_patches
 from ascend_core.plan import ConfigPlan, plan_config
 from ascend_core.preflight import CheckItem, CheckStatus
@@ -182,8 +182,18 @@ def plan_report(
             "--local-dir <dir>`)",
         )
         return Report("plan", [Section("model", [item])], data)
+    if not isinstance(config, Mapping):
+        item = CheckItem(
+            "config.json",
+            FAIL,
+            f"{files.location}/config.json holds a {type(config).__name__}, not a JSON object",
+            "use the config.json the model was published with",
+        )
+        return Report("plan", [Section("model", [item])], data)
     try:
-        model = model_facts(config, files.location, args.dtype, args.max_model_len)
+        model = model_facts_from_config(
+            config, f"{files.location}/config.json", args.dtype, args.max_model_len
+        )
     except AscendError as error:
         return Report("plan", [Section("model", _failed("config.json", error))], data)
     sections.append(Section("model", _model_items(model, args, target)))

@@ -217,3 +217,10 @@ def test_plan_text_output_is_readable() -> None:
     )
     assert code == 0
     assert "memory budget" in text and "KV cache holds 293120 tokens = 2 sequence(s)" in text
+
+
+def test_plan_of_a_config_that_is_not_an_object_fails() -> None:
+    files = {"/m/odd": FakeModelFiles({"config.json": [1, 2]}, (), "/m/odd")}
+    code, data = plan_json(["/m/odd"], files)
+    assert code == 2
+    assert "holds a list, not a JSON object" in data["sections"][0]["items"][0]["detail"]

@@ -1,0 +1,166 @@
+"""A model's config.json (a plain mapping) -> ModelFacts, read the way vLLM 0.33 reads it.
+
+For callers that have the file but not vLLM's ModelConfig (building one starts a
+subprocess and needs a platform): the doctor, and anything embedding the core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ascend_core.deployment import MlaShape, ModelFacts
+from ascend_core.errors import ConfigError
+
+# The keys vLLM's config aliases read, in its order of preference.
+KV_HEAD_KEYS = (
+    "n_head_kv",  # Falcon
+    "num_kv_heads",
+    "num_key_value_heads",  # Llama, Qwen, DeepSeek
+    "multi_query_group_num",  # ChatGLM
+    "num_attention_groups",
+)
+EXPERT_KEYS = ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
+# vLLM takes the smallest of these present; model_max_length, if set, wins outright.
+MAX_LEN_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+# vLLM's length when the config names none of MAX_LEN_KEYS.
+DEFAULT_MAX_LEN = 2048
+# RoPE types whose max_position_embeddings is already the stretched length (vLLM 0.33
+# applies no factor for them); any other type with a factor multiplies it.
+_PRESCALED_ROPE = frozenset(
+    {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"}
+)
+_DTYPE_ALIASES = {"half": "float16", "float": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The language model's settings: a multimodal config nests them under text_config
+    (its own keys win; the outer ones, e.g. architectures, stay visible)."""
+    text = config.get("text_config")
+    if isinstance(text, Mapping) and "num_hidden_layers" in text:
+        return {**config, **text}
+    return config
+
+
+def model_dtype(config: Mapping[str, Any], dtype_arg: str = "auto") -> str:
+    """vLLM's --dtype: auto serves the checkpoint's dtype, except float32 as bfloat16."""
+    if dtype_arg and dtype_arg != "auto":
+        return _DTYPE_ALIASES.get(dtype_arg, dtype_arg)
+    raw = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+    raw = raw.removeprefix("torch.")
+    return "bfloat16" if raw == "float32" else raw
+
+
+def derived_max_len(config: Mapping[str, Any]) -> int:
+    """The longest context the config allows, before --max-model-len."""
+    lengths = [v for k in MAX_LEN_KEYS if (v := _as_int(config.get(k))) is not None]
+    length = min(lengths, default=DEFAULT_MAX_LEN)
+    explicit = _as_int(config.get("model_max_length"))
+    if explicit is not None:
+        length = explicit  # Command-R style: the model's own statement of its length
+    scaling = config.get("rope_scaling") or config.get("rope_parameters")
+    if isinstance(scaling, Mapping) and "gemma3" not in str(config.get("model_type", "")):
+        kind = scaling.get("rope_type") or scaling.get("type")
+        factor = scaling.get("factor")
+        if kind not in _PRESCALED_ROPE and isinstance(factor, (int, float)) and factor > 0:
+            return int(length * factor)
+    return length
+
+
+def model_facts_from_config(
+    config: Mapping[str, Any],
+    source: str = "config.json",
+    dtype: str = "auto",
+    max_model_len: int | None = None,
+) -> ModelFacts:
+    """The facts the plan, the attention choice and the memory budget need.
+
+    source: where the config came from, named in errors (e.g. "/models/x/config.json").
+    dtype, max_model_len: the --dtype and --max-model-len given, if any.
+    Raises ConfigError naming the key when a required number is missing or not positive.
+    """
+    c = text_config(config)
+    hidden = _required(c, "hidden_size", source)
+    heads = _required(c, "num_attention_heads", source)
+    mla = _mla(c, source)
+    archs = c.get("architectures") or ["unknown"]
+    return ModelFacts(
+        architecture=str(archs[0]),
+        model_type=str(c.get("model_type", "")),
+        hidden_size=hidden,
+        num_layers=_required(c, "num_hidden_layers", source),
+        num_attention_heads=heads,
+        num_kv_heads=_first_positive(c, KV_HEAD_KEYS) or heads,
+        head_size=_head_size(c, hidden, heads, mla, source),
+        dtype=model_dtype(c, dtype),
+        max_model_len=max_model_len or derived_max_len(c),
+        mla=mla,
+        index_topk=_first_positive(c, ("index_topk",)),
+        is_moe=_first_positive(c, EXPERT_KEYS) is not None,
+    )
+
+
+def _mla(c: Mapping[str, Any], source: str) -> MlaShape | None:
+    # DeepSeek-style latent attention; the config names its latent rank.
+    if c.get("kv_lora_rank") is None:
+        return None
+    raw = c.get("qk_rope_head_dim") or 0
+    rope = _as_int(raw)
+    if rope is None or rope < 0:
+        raise ConfigError(
+            f"{source}: qk_rope_head_dim is {raw!r}, not a non-negative integer.",
+            "use the config.json the model was published with",
+        )
+    return MlaShape(_required(c, "kv_lora_rank", source), rope)
+
+
+def _head_size(
+    c: Mapping[str, Any], hidden: int, heads: int, mla: MlaShape | None, source: str
+) -> int:
+    if mla is not None:
+        return mla.kv_lora_rank + mla.qk_rope_head_dim  # what MLA caches per token and layer
+    explicit = _first_positive(c, ("head_dim", "hidden_size_per_head"))
+    if explicit is None and hidden < heads:
+        raise ConfigError(
+            f"{source}: hidden_size {hidden} is smaller than num_attention_heads {heads} "
+            "and no head_dim is given.",
+            "use the config.json the model was published with",
+        )
+    return explicit or hidden // heads
+
+
+def _as_int(value: Any) -> int | None:
+    """An integer from JSON (never a bool, which Python counts as one), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _first_positive(c: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        value = c.get(key)
+        if isinstance(value, list) and value:  # some configs list one value per layer
+            value = value[0]
+        number = _as_int(value)
+        if number is not None and number > 0:
+            return number
+    return None
+
+
+def _required(c: Mapping[str, Any], key: str, source: str) -> int:
+    value = c.get(key)
+    number = _as_int(value)
+    if number is None or number < 1:
+        raise ConfigError(
+            f"{source}: {key} is {value!r}, not a positive integer.",
+            "use the config.json the model was published with",
+        )
+    return number
