@@ -38,7 +38,7 @@ from ascend_core.memory_budget import (
     weights_size,
 )
 from ascend_core.model_facts import model_facts_from_config
-from ascend_core.patches import REGISTRY, Feature, PatchContext, plan_patches
+from ascend_core.patches import REGISTRY, context_for, plan_patches
 from ascend_core.plan import ConfigPlan, plan_config
 from ascend_core.preflight import CheckItem, CheckStatus
 from ascend_core.quantization import QuantDetection, QuantMethod, detect_quantization
@@ -333,14 +333,7 @@ def _patches(
     if version is None:
         item = CheckItem("patches", FAIL, "vLLM is not installed", "pip install vllm==0.33.0")
         return [item], {}
-    features = set()
-    if deployment.device_kind is DeviceKind.NPU:
-        features.add(Feature.TRITON)  # triton-ascend ships with the NPU stack
-    if deployment.speculative.method:
-        features.add(Feature.SPECULATIVE_DECODING)
-    if deployment.model.hybrid:
-        features.add(Feature.MAMBA_STATE)
-    context = PatchContext(deployment.device_kind, deployment.chip_family, frozenset(features))
+    context = context_for(deployment)
     try:
         patches = plan_patches(REGISTRY, context, version)
     except AscendError as error:

@@ -1,5 +1,6 @@
 """Upstream patches as data: the registry, the plan for a deployment, and the drift check."""
 
+from ascend_core.patches.context import context_for, device_context
 from ascend_core.patches.drift import Drift, check_drift
 from ascend_core.patches.entries import ENTRIES, REGISTRY
 from ascend_core.patches.plan import (
@@ -37,6 +38,8 @@ __all__ = [
     "Version",
     "VersionRange",
     "check_drift",
+    "context_for",
+    "device_context",
     "parse_vllm_version",
     "plan_patches",
 ]
