@@ -22,7 +22,8 @@ def device_context(
     features = set(extra)
     if device_kind is DeviceKind.NPU:
         features.add(Feature.TRITON)  # triton-ascend ships with the NPU software stack
-    return PatchContext(device_kind, chip_family, frozenset(features))
+    # mypy's attrs plugin cannot type PatchContext's `converter=frozenset` parameter.
+    return PatchContext(device_kind, chip_family, frozenset(features))  # type: ignore[arg-type]
 
 
 def context_for(deployment: Deployment, extra: Iterable[Feature] = ()) -> PatchContext:
