@@ -1,25 +1,24 @@
 """The composition root: which adapter serves each port, decided once per process.
 
 Tests override providers (`with container.environment.override(fake): ...`)
-instead of patching modules. Device adapters are built lazily: the host
-adapters import torch, the NPU ones need torch_npu, and neither is touched
-until a worker asks for its ops or runtime.
+instead of patching modules. Device adapters are named by path and imported only
+when first asked for: the host adapters import torch, the NPU ones need torch_npu,
+and the probe and the doctor must work where `import torch` itself fails.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from dependency_injector import containers, providers
 
-from adapters.cpu.communicator import GlooCommunicator
-from adapters.cpu.ops import CpuOps
-from adapters.cpu.probe import CpuProbe
-from adapters.cpu.runtime import CpuRuntime
-from adapters.npu.collective import HcclCommunicator
+from adapters.doctor.host import gather_host_facts
+from adapters.doctor.serve_args import vllm_parser
 from adapters.npu.loader import load_torch_npu
-from adapters.npu.ops import NpuOps
-from adapters.npu.probe import NpuProbe
-from adapters.npu.runtime import NpuRuntime
+from adapters.npu.probe import CannLibraryFinder, DavinciDeviceLister, NpuProbe
 from adapters.system.environment import OsEnvironment
+from adapters.system.model_files import LocalModelFiles
 from adapters.system.upstream import MetadataUpstream
 from ascend_core.device_selection import DeviceDecision, select_device
 from ascend_core.env_registry import EnvSettings, read_env
@@ -37,16 +36,29 @@ def _serving_kind(decision: DeviceDecision) -> str:
     return decision.kind.value
 
 
+def _lazy(target: str, *args: Any) -> Any:
+    """Build `module:Class`(*args), importing the module only now (it imports torch)."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)(*args)
+
+
 class Container(containers.DeclarativeContainer):
     """Production wiring; one instance per process (see `container()`)."""
 
     # Driven ports: the world outside, as the core sees it.
     environment = providers.Singleton(OsEnvironment)
-    upstream = providers.Singleton(MetadataUpstream)
+    upstream = providers.Singleton(MetadataUpstream, environment)
+    model_files = providers.Factory(LocalModelFiles)  # model_files(directory)
+
+    # What the host holds, looked up once for the probe and the doctor alike.
+    cann_library_finder = providers.Singleton(CannLibraryFinder, environment)
+    device_lister = providers.Singleton(DavinciDeviceLister)
 
     # Probes and the device decision (the core decides; probes only look).
-    npu_probe = providers.Singleton(NpuProbe, environment)
-    cpu_probe = providers.Singleton(CpuProbe)
+    npu_probe = providers.Singleton(
+        NpuProbe, environment, find_library=cann_library_finder, list_devices=device_lister
+    )
+    cpu_probe = providers.Singleton(_lazy, "adapters.cpu.probe:CpuProbe")
     env_settings = providers.Singleton(read_env, environment)
     device_decision = providers.Singleton(_decide, env_settings, npu_probe)
 
@@ -55,19 +67,23 @@ class Container(containers.DeclarativeContainer):
     serving_kind = providers.Callable(_serving_kind, device_decision)
     ops = providers.Selector(
         serving_kind,
-        npu=providers.Singleton(NpuOps, torch_npu),
-        cpu=providers.Singleton(CpuOps),
+        npu=providers.Singleton(_lazy, "adapters.npu.ops:NpuOps", torch_npu),
+        cpu=providers.Singleton(_lazy, "adapters.cpu.ops:CpuOps"),
     )
     runtime = providers.Selector(
         serving_kind,
-        npu=providers.Singleton(NpuRuntime, torch_npu),
-        cpu=providers.Singleton(CpuRuntime),
+        npu=providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu),
+        cpu=providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime"),
     )
     communicator = providers.Selector(
         serving_kind,
-        npu=providers.Singleton(HcclCommunicator),
-        cpu=providers.Singleton(GlooCommunicator),
+        npu=providers.Singleton(_lazy, "adapters.npu.collective:HcclCommunicator"),
+        cpu=providers.Singleton(_lazy, "adapters.cpu.communicator:GlooCommunicator"),
     )
+
+    # The doctor: host facts for `check`, vLLM's own `vllm serve` parser for `plan`.
+    host_facts = providers.Singleton(gather_host_facts, cann_library_finder, device_lister)
+    serve_args_parser = providers.Singleton(vllm_parser)
 
 
 _CONTAINER: Container | None = None
@@ -79,4 +95,3 @@ def container() -> Container:
     if _CONTAINER is None:
         _CONTAINER = Container()
     return _CONTAINER
-

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from adapters.doctor.report import Report, Section
 from ascend_core.preflight import CheckItem, HostFacts, run_preflight
-from ports.device import DeviceProbe, ProbeResult
+from ports.device import DeviceKind, DeviceProbe, ProbeResult
 from ports.environment import Environment
 from ports.upstream import Upstream
 
@@ -35,8 +35,6 @@ def _section(item: CheckItem) -> str:
 
 def probe_safely(make_probe: Callable[[], DeviceProbe]) -> ProbeResult:
     """The NPU probe's answer; a probe that cannot even be built is itself the finding."""
-    from ports.device import DeviceKind
-
     try:
         return make_probe().probe()
     except Exception as exc:  # e.g. `import torch` failing because torch_npu lacks CANN

@@ -8,74 +8,20 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TextIO
 
-from attrs import frozen
-
-from adapters.doctor import host as host_facts
+from adapters.container import Container, container
 from adapters.doctor.checking import check_report, probe_safely
 from adapters.doctor.planning import choose_target, plan_report
 from adapters.doctor.render_json import render_json
 from adapters.doctor.render_text import render_text, use_colour
 from adapters.doctor.report import EXIT_CODES, Report
-from adapters.doctor.serve_args import ParseServeArgs, ServeArgs, vllm_parser
+from adapters.doctor.serve_args import ServeArgs
 from ascend_core.errors import AscendError
 from ascend_core.memory_budget import GIB
-from ascend_core.preflight import CheckStatus, HostFacts
-from ports.device import ChipFamily, DeviceProbe, ProbeResult
-from ports.environment import Environment
-from ports.model_files import ModelFiles
-from ports.upstream import Upstream
-
-
-@frozen
-class Wiring:
-    """Where the doctor's ports come from; tests replace any of them."""
-
-    environment: Callable[[], Environment]
-    upstream: Callable[[Environment], Upstream]
-    probe: Callable[[Environment], ProbeResult]
-    host: Callable[[Environment], HostFacts]
-    parse_serve_args: Callable[[], ParseServeArgs]
-    model_files: Callable[[str], ModelFiles]
-
-
-def _environment() -> Environment:
-    from adapters.system.environment import OsEnvironment
-
-    return OsEnvironment()
-
-
-def _upstream(env: Environment) -> Upstream:
-    from adapters.system.upstream import MetadataUpstream
-
-    return MetadataUpstream(env)
-
-
-def _probe(env: Environment) -> ProbeResult:
-    def make() -> DeviceProbe:
-        from adapters.npu.probe import NpuProbe  # imports torch: may itself fail
-
-        return NpuProbe(env)
-
-    return probe_safely(make)
-
-
-def _model_files(location: str) -> ModelFiles:
-    from adapters.system.model_files import LocalModelFiles
-
-    return LocalModelFiles(location)
-
-
-DEFAULT_WIRING = Wiring(
-    environment=_environment,
-    upstream=_upstream,
-    probe=_probe,
-    host=host_facts.gather,
-    parse_serve_args=vllm_parser,
-    model_files=_model_files,
-)
+from ascend_core.preflight import CheckStatus
+from ports.device import ChipFamily
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,36 +66,38 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(
     argv: Sequence[str] | None = None,
-    wiring: Wiring = DEFAULT_WIRING,
+    root: Container | None = None,
     stdout: TextIO | None = None,
 ) -> int:
-    """Run one command; returns (and, as a console script, exits with) its status."""
+    """Run one command; returns (and, as a console script, exits with) its status.
+
+    root: where the ports come from (the process's container by default; tests pass one
+    with providers overridden).
+    """
+    c = root if root is not None else container()
     out = stdout or sys.stdout
     args_in = list(sys.argv[1:] if argv is None else argv)
     doctor_argv, serve_argv = _split(args_in)
     options = build_parser().parse_args(doctor_argv)
-    env = wiring.environment()
+    env = c.environment()
     if options.command == "check":
-        report = check_report(
-            env, wiring.upstream(env), wiring.probe(env), wiring.host(env), options.multi_node
-        )
+        probe = probe_safely(c.npu_probe)
+        report = check_report(env, c.upstream(), probe, c.host_facts(), options.multi_node)
     else:
         if not serve_argv:
             print("ascend-doctor plan: give the vllm serve arguments after --", file=sys.stderr)
             return EXIT_CODES[CheckStatus.FAIL]
         try:
-            serve = ServeArgs.from_parsed(wiring.parse_serve_args()(serve_argv))
+            serve = ServeArgs.from_parsed(c.serve_args_parser()(serve_argv))
         except AscendError as error:
             print(f"ascend-doctor plan: {error}", file=sys.stderr)
             return EXIT_CODES[CheckStatus.FAIL]
         chip = ChipFamily(options.chip) if options.chip else None
         memory = int(options.device_memory * GIB) if options.device_memory else None
         target = choose_target(
-            wiring.probe(env), env, chip, memory, host_memory_bytes=_host_memory()
+            probe_safely(c.npu_probe), env, chip, memory, host_memory_bytes=_host_memory()
         )
-        report = plan_report(
-            serve, wiring.model_files(serve.model), env, wiring.upstream(env), target
-        )
+        report = plan_report(serve, c.model_files(serve.model), env, c.upstream(), target)
     print(_render(report, options.json, out), file=out)
     return report.exit_code
 

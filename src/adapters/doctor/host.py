@@ -1,56 +1,21 @@
 """Host facts for `check`: Python, CANN libraries, NPU count and network interfaces.
 
-Reads files and sockets only; never imports torch or torch_npu, so it works where
-`import torch` itself is broken (torch_npu installed without CANN).
+Reads files and sockets only (CANN libraries and devices through the NPU probe's own
+finder and lister); never imports torch, so it works where `import torch` is broken.
 """
 
 from __future__ import annotations
 
 import fcntl
-import os
 import platform
 import socket
 import struct
 from collections.abc import Callable, Sequence
 
+from adapters.npu.probe import CANN_LIBRARIES
 from ascend_core.preflight import HostFacts
-from ports.environment import Environment
 
-# Same list as the NPU probe's: torch_npu fails to import without either.
-CANN_LIBRARIES = ("libascendcl.so", "libhccl.so")
 _SIOCGIFADDR = 0x8915
-
-
-def cann_search_path(env: Environment) -> list[str]:
-    """LD_LIBRARY_PATH, then $ASCEND_HOME_PATH/lib64 and $ASCEND_TOOLKIT_HOME/lib64."""
-    dirs = [d for d in (env.get("LD_LIBRARY_PATH") or "").split(":") if d]
-    for var in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
-        home = env.get(var)
-        if home:
-            dirs.append(os.path.join(home, "lib64"))
-    return dirs
-
-
-def find_libraries(
-    env: Environment,
-    libraries: Sequence[str] = CANN_LIBRARIES,
-    is_file: Callable[[str], bool] = os.path.isfile,
-) -> dict[str, str | None]:
-    found: dict[str, str | None] = {}
-    for lib in libraries:
-        found[lib] = next(
-            (p for d in cann_search_path(env) if is_file(p := os.path.join(d, lib))), None
-        )
-    return found
-
-
-def davinci_count(dev_dir: str = "/dev") -> int:
-    """NPUs the driver exposes, counted from its /dev/davinci<N> nodes."""
-    try:
-        names = os.listdir(dev_dir)
-    except OSError:
-        return 0
-    return sum(1 for n in names if n.startswith("davinci") and n[7:].isdigit())
 
 
 def interfaces() -> dict[str, tuple[str, ...]] | None:
@@ -91,10 +56,13 @@ def _ipv6() -> list[tuple[str, str]]:
     return out
 
 
-def gather(env: Environment) -> HostFacts:
+def gather_host_facts(
+    find_library: Callable[[str], str | None], list_devices: Callable[[], Sequence[int]]
+) -> HostFacts:
+    """The facts `check` needs, through the same CANN finder and device lister as the probe."""
     return HostFacts(
         python_version=platform.python_version(),
-        cann_libraries=find_libraries(env),
-        device_count=davinci_count(),
+        cann_libraries={lib: find_library(lib) for lib in CANN_LIBRARIES},
+        device_count=len(list_devices()),
         interfaces=interfaces(),
     )

@@ -8,11 +8,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import attrs
+from dependency_injector import providers
 
-from adapters.doctor.cli import DEFAULT_WIRING, Wiring, main
+from adapters.container import Container
+from adapters.doctor.cli import main
 from ascend_core.preflight import HostFacts
-from ports.device import DeviceKind, ProbeResult
+from ports.device import DeviceKind, DeviceProbe, ProbeResult
 from unit.doctor.large_models import (
     DEEPSEEK_V3_CONFIG,
     LLAMA_70B_CONFIG,
@@ -43,27 +44,33 @@ def fake_parse(argv: Sequence[str]) -> Mapping[str, Any]:
     return parsed
 
 
+class FakeProbe(DeviceProbe):
+    def __init__(self, result: ProbeResult) -> None:
+        self.result = result
+
+    def probe(self) -> ProbeResult:
+        return self.result
+
+
 def wiring(
     env: Mapping[str, str] | None = None,
     versions: Mapping[str, str] | None = None,
     files: Mapping[str, FakeModelFiles] | None = None,
-) -> Wiring:
-    environment = FakeEnvironment(env or {})
-    upstream = FakeUpstream(versions or {"vllm": "0.33.0", "torch": "2.13.0"})
-    return attrs.evolve(
-        DEFAULT_WIRING,
-        environment=lambda: environment,
-        upstream=lambda _env: upstream,
-        probe=lambda _env: NO_NPU,
-        host=lambda _env: HostFacts("3.11.7", {}, 0, {"lo": ("127.0.0.1",)}),
-        parse_serve_args=lambda: fake_parse,
-        model_files=lambda location: (files or {})[location],
-    )
+) -> Container:
+    """The production container with every port the doctor touches overridden."""
+    c = Container()
+    c.environment.override(FakeEnvironment(env or {}))
+    c.upstream.override(FakeUpstream(versions or {"vllm": "0.33.0", "torch": "2.13.0"}))
+    c.npu_probe.override(FakeProbe(NO_NPU))
+    c.host_facts.override(HostFacts("3.11.7", {}, 0, {"lo": ("127.0.0.1",)}))
+    c.serve_args_parser.override(fake_parse)
+    c.model_files.override(providers.Callable((files or {}).__getitem__))
+    return c
 
 
-def run(argv: list[str], w: Wiring) -> tuple[int, str]:
+def run(argv: list[str], c: Container) -> tuple[int, str]:
     out = io.StringIO()
-    code = main(argv, w, out)
+    code = main(argv, c, out)
     return code, out.getvalue()
 
 
@@ -224,3 +231,15 @@ def test_plan_of_a_config_that_is_not_an_object_fails() -> None:
     code, data = plan_json(["/m/odd"], files)
     assert code == 2
     assert "holds a list, not a JSON object" in data["sections"][0]["items"][0]["detail"]
+
+
+def test_check_reports_a_probe_that_cannot_be_built() -> None:
+    c = wiring()
+
+    def broken() -> DeviceProbe:
+        raise ImportError("libhccl.so: cannot open shared object file")
+
+    c.npu_probe.override(providers.Callable(broken))
+    code, text = run(["check"], c)
+    assert code == 2
+    assert "the NPU probe failed: ImportError: libhccl.so" in text
