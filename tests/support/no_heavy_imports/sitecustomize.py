@@ -9,7 +9,9 @@ BLOCKED = ("torch", "torch_npu", "vllm")
 class _Block(MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in BLOCKED:
-            raise ImportError(f"{name} is blocked in this interpreter (tests/support/no_heavy_imports)")
+            raise ImportError(
+                f"{name} is blocked in this interpreter (tests/support/no_heavy_imports)"
+            )
         return None
 
 
