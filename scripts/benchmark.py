@@ -63,7 +63,7 @@ def ensure_model(path: Path) -> Path:
         sys.path.insert(0, str(SCRIPTS))
         from make_models import make_model
 
-        print(f"making the ~100M Llama-style model in {path} ...", flush=True)
+        print(f"making the ~100M Llama-style model in {path} ...", file=sys.stderr, flush=True)
         make_model(str(path), style="llama", size="100m", seed=0)
     return path
 
@@ -100,7 +100,7 @@ def throughput(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
     results = []
     for dtype in args.dtypes:
         for side in ("plugin", "hf"):
-            print(f"  throughput: {side} {dtype} ...", flush=True)
+            print(f"  throughput: {side} {dtype} ...", file=sys.stderr, flush=True)
             load = os.getloadavg()[0]
             r = _run_worker(
                 "bench_throughput.py",
@@ -124,7 +124,8 @@ def startup(args: argparse.Namespace, log: Path) -> dict[str, list[dict[str, Any
     }
     for i in range(args.startup_repeats):
         for mode in ("vllm", "plugin"):  # alternate, so background load hits both alike
-            print(f"  startup: {mode} {i + 1}/{args.startup_repeats} ...", flush=True)
+            print(f"  startup: {mode} {i + 1}/{args.startup_repeats} ...", file=sys.stderr,
+                  flush=True)
             samples[mode].append(_run_worker(
                 "bench_startup.py", ["--mode", mode, "--model", str(args.model)],
                 envs[mode], log,
@@ -274,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
                      "output_len": args.output_len, "batches": args.batches,
                      "dtypes": args.dtypes},
     }
-    print(f"Benchmark (worker logs: {args.log})", flush=True)
+    print(f"Benchmark (worker logs: {args.log})", file=sys.stderr, flush=True)
     if not args.skip_throughput:
         raw = throughput(args, args.log)
         report["throughput"] = summarize_throughput(raw)
