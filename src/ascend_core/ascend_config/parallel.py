@@ -21,30 +21,22 @@ class ParallelSizes:
 def validate_against_parallel(config: AscendConfig, sizes: ParallelSizes) -> list[ConfigError]:
     """Every fine-grained TP size that does not fit the layout, naming both settings.
 
-    The fine-grained groups are carved out of the data-parallel ranks: a size
-    must divide data_parallel_size, and (as in the reference plugin) the groups
-    are only formed when plain tensor parallelism is off (tensor_parallel_size=1).
+    The fine-grained groups are carved out of the data-parallel ranks, so a size
+    must divide data_parallel_size (the reference plugin's feature guide states
+    this limit and no other on the layout). tensor_parallel_size is kept in
+    ParallelSizes for messages and for rules that need it.
     """
-    dp, tp = sizes.data_parallel_size, sizes.tensor_parallel_size
+    dp = sizes.data_parallel_size
     errors: list[ConfigError] = []
     for name, size in config.finegrained_tp_config.sizes().items():
-        if size == 0:
+        if size == 0 or (dp >= 1 and dp % size == 0):
             continue
-        key = f"{_FINEGRAINED}.{name}={size}"
-        if dp < 1 or dp % size:
-            divisors = [d for d in range(1, dp + 1) if dp % d == 0]
-            errors.append(
-                ConfigError(
-                    f"{key} does not divide data_parallel_size={dp}.",
-                    f"use a divisor of data_parallel_size ({', '.join(map(str, divisors))}), "
-                    "or 0 to turn it off",
-                )
+        divisors = [d for d in range(1, dp + 1) if dp % d == 0]
+        errors.append(
+            ConfigError(
+                f"{_FINEGRAINED}.{name}={size} does not divide data_parallel_size={dp}.",
+                f"use a divisor of data_parallel_size ({', '.join(map(str, divisors))}), "
+                "or 0 to turn it off",
             )
-        if tp != 1:
-            errors.append(
-                ConfigError(
-                    f"{key} needs tensor_parallel_size=1, got tensor_parallel_size={tp}.",
-                    f"serve with tensor_parallel_size=1 and data parallelism, or set {name} to 0",
-                )
-            )
+        )
     return errors

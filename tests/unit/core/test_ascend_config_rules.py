@@ -94,11 +94,9 @@ def test_size_not_dividing_dp_names_the_key_and_dp_and_lists_divisors():
     assert "0 to turn it off" in error.hint
 
 
-def test_finegrained_tp_needs_tp_1_naming_both():
-    (error,) = validate_against_parallel(fine(mlp_tensor_parallel_size=2), ParallelSizes(4, 2))
-    assert f"{FINE}.mlp_tensor_parallel_size=2" in error.what
-    assert "tensor_parallel_size=2" in error.what
-    assert "mlp_tensor_parallel_size to 0" in error.hint
+def test_finegrained_tp_alongside_plain_tp_is_accepted_when_it_divides_dp():
+    # The feature guide limits sizes only by DP; plain TP > 1 is not a conflict.
+    assert validate_against_parallel(fine(mlp_tensor_parallel_size=2), ParallelSizes(4, 2)) == []
 
 
 def test_every_bad_size_is_reported():

@@ -46,12 +46,9 @@ def test_finegrained_tp_must_divide_dp() -> None:
     assert "1, 2, 4" in error.hint
 
 
-def test_finegrained_tp_needs_tp_1() -> None:
+def test_finegrained_tp_with_plain_tp_is_accepted_when_it_divides_dp() -> None:
     raw = {"finegrained_tp_config": {"oproj_tensor_parallel_size": 2}}
-    plan = plan_config(npu(parallel={"dp": 4, "tp": 2}, additional_config=raw))
-    (error,) = plan.errors
-    assert "tensor_parallel_size=2" in error.what
-    assert f"{FINEGRAINED}.oproj_tensor_parallel_size=2" in error.what
+    assert plan_config(npu(parallel={"dp": 4, "tp": 2}, additional_config=raw)).ok
 
 
 def test_finegrained_tp_fitting_dp_is_accepted() -> None:
