@@ -10,7 +10,7 @@ from types import MappingProxyType
 from attrs import frozen
 
 from ascend_core.errors import AscendError, CompatibilityError, PlanErrors
-from ascend_core.patches.versions import Version, VersionRange
+from ascend_core.versions import Version, VersionRange
 from ports.device import DeviceKind
 from ports.upstream import Upstream
 

@@ -23,7 +23,7 @@ from ascend_core.compatibility import (
 from ascend_core.device_selection import DeviceRequest
 from ascend_core.env_registry import DEVICE, ENV_VARS, read_env, unknown_variables
 from ascend_core.errors import AscendError, PlanErrors
-from ascend_core.patches.versions import Version, VersionRange
+from ascend_core.versions import Version, VersionRange
 from ascend_core.visible_devices import VISIBLE_DEVICES_VARIABLE, visible_devices
 from ports.device import DeviceKind, ProbeResult
 from ports.environment import Environment

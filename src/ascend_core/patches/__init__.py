@@ -19,7 +19,7 @@ from ascend_core.patches.spec import (
     PatchRegistry,
     PatchSpec,
 )
-from ascend_core.patches.versions import Version, VersionRange
+from ascend_core.versions import Version, VersionRange
 
 __all__ = [
     "ALWAYS",

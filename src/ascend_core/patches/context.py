@@ -23,7 +23,7 @@ def device_context(
     if device_kind is DeviceKind.NPU:
         features.add(Feature.TRITON)  # triton-ascend ships with the NPU software stack
     # mypy's attrs plugin cannot type PatchContext's `converter=frozenset` parameter.
-    return PatchContext(device_kind, chip_family, frozenset(features))  # type: ignore[arg-type]
+    return PatchContext(device_kind, chip_family, frozenset(features))
 
 
 def context_for(deployment: Deployment, extra: Iterable[Feature] = ()) -> PatchContext:

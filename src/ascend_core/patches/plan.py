@@ -8,7 +8,7 @@ from attrs import frozen
 
 from ascend_core.errors import CompatibilityError
 from ascend_core.patches.spec import PatchContext, PatchRegistry, PatchSpec
-from ascend_core.patches.versions import Version
+from ascend_core.versions import Version
 
 
 class SkipCause(enum.Enum):

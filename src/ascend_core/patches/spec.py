@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 
 from attrs import field, frozen
 
-from ascend_core.patches.versions import VersionRange, to_range
+from ascend_core.versions import VersionRange, to_range
 from ports.device import ChipFamily, DeviceKind
 
 
@@ -20,13 +20,17 @@ class Feature(enum.Enum):
     MAMBA_STATE = "mamba_state"  # the model keeps Mamba/linear-attention state in the KV cache
 
 
+def _features(values: Iterable[Feature]) -> frozenset[Feature]:
+    return frozenset(values)
+
+
 @frozen
 class PatchContext:
     """What the planner knows about one deployment."""
 
     device_kind: DeviceKind
     chip_family: ChipFamily
-    features: frozenset[Feature] = field(default=frozenset(), converter=frozenset)
+    features: frozenset[Feature] = field(default=frozenset(), converter=_features)
 
 
 def _kinds(values: Iterable[DeviceKind]) -> frozenset[DeviceKind]:
@@ -34,10 +38,6 @@ def _kinds(values: Iterable[DeviceKind]) -> frozenset[DeviceKind]:
 
 
 def _families(values: Iterable[ChipFamily]) -> frozenset[ChipFamily]:
-    return frozenset(values)
-
-
-def _features(values: Iterable[Feature]) -> frozenset[Feature]:
     return frozenset(values)
 
 
