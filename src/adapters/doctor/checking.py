@@ -5,22 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from adapters.doctor.report import Report, Section
-from ascend_core.preflight import CheckItem, HostFacts, run_preflight
+from ascend_core.preflight import NETWORK_VARIABLES, CheckItem, HostFacts, run_preflight
 from ports.device import DeviceKind, DeviceProbe, ProbeResult
 from ports.environment import Environment
 from ports.upstream import Upstream
 
 _VERSIONS = {"python", "vllm", "torch", "torch_npu", "CANN"}
 _DEVICE = {"device", "CANN environment", "CANN libraries", "visible devices"}
-_NETWORK = {
-    "network",
-    "HCCL_IF_IP",
-    "HCCL_SOCKET_IFNAME",
-    "HCCL_CONNECT_TIMEOUT",
-    "GLOO_SOCKET_IFNAME",
-    "TP_SOCKET_IFNAME",
-    "VLLM_HOST_IP",
-}
+_NETWORK = {"network", *NETWORK_VARIABLES}
 
 
 def _section(item: CheckItem) -> str:

@@ -25,13 +25,19 @@ from ascend_core.patches.spec import Condition, Feature, PatchRegistry, PatchSpe
 from ports.device import DeviceKind
 
 HOST = DeviceKind.CPU
+# The ranges and conditions most entries share, named once.
+VLLM_0_33 = ">=0.33.0,<0.34"
+HOST_WITHOUT_TRITON = Condition(device_kinds={HOST}, excludes={Feature.TRITON})
+HOST_SPEC_DECODE_WITHOUT_TRITON = Condition(
+    device_kinds={HOST}, requires={Feature.SPECULATIVE_DECODING}, excludes={Feature.TRITON}
+)
 
 ENTRIES = (
     PatchSpec(
         id="host-slot-mapping-kernel",
         target="vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel",
-        versions=">=0.33.0,<0.34",
-        when=Condition(device_kinds={HOST}, excludes={Feature.TRITON}),
+        versions=VLLM_0_33,
+        when=HOST_WITHOUT_TRITON,
         reason=(
             "BlockTable.compute_slot_mapping launches this Triton kernel every step, and "
             "without Triton on the host it is a placeholder that raises, so the host "
@@ -42,7 +48,7 @@ ENTRIES = (
     PatchSpec(
         id="host-shutdown-accelerator-cache",
         target="vllm.distributed.parallel_state:cleanup_dist_env_and_memory",
-        versions=">=0.33.0,<0.34",
+        versions=VLLM_0_33,
         when=Condition(device_kinds={HOST}),
         reason=(
             "At shutdown vLLM calls torch.accelerator.empty_cache() and empty_host_cache() "
@@ -55,12 +61,8 @@ ENTRIES = (
     PatchSpec(
         id="host-rejection-greedy-sample-kernel",
         target="vllm.v1.sample.rejection_sampler:rejection_greedy_sample_kernel",
-        versions=">=0.33.0,<0.34",
-        when=Condition(
-            device_kinds={HOST},
-            requires={Feature.SPECULATIVE_DECODING},
-            excludes={Feature.TRITON},
-        ),
+        versions=VLLM_0_33,
+        when=HOST_SPEC_DECODE_WITHOUT_TRITON,
         reason=(
             "Greedy verification of draft tokens runs this Triton kernel, a raising "
             "placeholder on a host without Triton."
@@ -70,12 +72,8 @@ ENTRIES = (
     PatchSpec(
         id="host-rejection-random-sample-kernel",
         target="vllm.v1.sample.rejection_sampler:rejection_random_sample_kernel",
-        versions=">=0.33.0,<0.34",
-        when=Condition(
-            device_kinds={HOST},
-            requires={Feature.SPECULATIVE_DECODING},
-            excludes={Feature.TRITON},
-        ),
+        versions=VLLM_0_33,
+        when=HOST_SPEC_DECODE_WITHOUT_TRITON,
         reason=(
             "Sampled verification of draft tokens runs this Triton kernel, a raising "
             "placeholder on a host without Triton."
@@ -85,12 +83,8 @@ ENTRIES = (
     PatchSpec(
         id="host-rejection-expand-kernel",
         target="vllm.v1.sample.rejection_sampler:expand_kernel",
-        versions=">=0.33.0,<0.34",
-        when=Condition(
-            device_kinds={HOST},
-            requires={Feature.SPECULATIVE_DECODING},
-            excludes={Feature.TRITON},
-        ),
+        versions=VLLM_0_33,
+        when=HOST_SPEC_DECODE_WITHOUT_TRITON,
         reason=(
             "The rejection sampler expands per-request values to per-draft-token values "
             "with this Triton kernel, a raising placeholder on a host without Triton."
@@ -100,12 +94,8 @@ ENTRIES = (
     PatchSpec(
         id="host-rejection-recovered-tokens-kernel",
         target="vllm.v1.sample.rejection_sampler:sample_recovered_tokens_kernel",
-        versions=">=0.33.0,<0.34",
-        when=Condition(
-            device_kinds={HOST},
-            requires={Feature.SPECULATIVE_DECODING},
-            excludes={Feature.TRITON},
-        ),
+        versions=VLLM_0_33,
+        when=HOST_SPEC_DECODE_WITHOUT_TRITON,
         reason=(
             "Sampled verification draws replacement tokens for rejected drafts with this "
             "Triton kernel, a raising placeholder on a host without Triton."
