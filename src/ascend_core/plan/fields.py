@@ -16,6 +16,7 @@ BLOCK_SIZE = "cache_config.block_size"
 KV_CACHE_DTYPE = "cache_config.cache_dtype"
 QUANTIZATION = "model_config.quantization"
 NPU_ALLOC_CONF = "env.PYTORCH_NPU_ALLOC_CONF"
+OMP_NUM_THREADS = "env.OMP_NUM_THREADS"
 
 ALL = frozenset(
     {
@@ -29,5 +30,6 @@ ALL = frozenset(
         KV_CACHE_DTYPE,
         QUANTIZATION,
         NPU_ALLOC_CONF,
+        OMP_NUM_THREADS,
     }
 )

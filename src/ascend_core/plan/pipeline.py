@@ -10,6 +10,7 @@ from ascend_core.plan.allocator import plan_allocator
 from ascend_core.plan.block_size import decide_block_size
 from ascend_core.plan.gpu_settings import fix_gpu_only_settings
 from ascend_core.plan.graph import decide_graph_mode
+from ascend_core.plan.host_threads import decide_host_threads
 from ascend_core.plan.kv_transfer import check_kv_transfer
 from ascend_core.plan.parallel import validate_parallel
 from ascend_core.plan.quantization import resolve_quantization
@@ -31,6 +32,7 @@ STEPS: tuple[Step, ...] = (
     pick_worker,
     decide_block_size,
     plan_allocator,
+    decide_host_threads,
     check_kv_transfer,
 )
 
