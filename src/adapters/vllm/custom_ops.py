@@ -7,24 +7,28 @@ out-of-tree platform.
 
 from __future__ import annotations
 
-import functools
+from typing import Any
 
 import torch
 from vllm.model_executor.layers.activation import SiluAndMul
 from vllm.model_executor.layers.layernorm import RMSNorm
 from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding
 
-from adapters.vllm import wiring
+from adapters.container import container
 from ports.ops import Ops
 
 
-@functools.cache
-def _ops() -> Ops:
-    # Resolved once per process: the serving device does not change after startup.
-    return wiring.device_ops(wiring.active_device_kind())
+class _DeviceOps:
+    """Mixin: the layer's ops port, asked of the container once, when the layer is built."""
+
+    device_ops: Ops
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.device_ops = container().ops()
 
 
-class AscendRMSNorm(RMSNorm):
+class AscendRMSNorm(_DeviceOps, RMSNorm):
     """RMSNorm, with and without the fused residual add."""
 
     def forward_oot(
@@ -34,16 +38,16 @@ class AscendRMSNorm(RMSNorm):
             # Partial-variance and weightless norms are rare; vLLM's own code covers them.
             return self.forward_native(x, residual)
         if residual is None:
-            return _ops().rms_norm(x, self.weight.data, self.variance_epsilon)
-        return _ops().add_rms_norm(x, residual, self.weight.data, self.variance_epsilon)
+            return self.device_ops.rms_norm(x, self.weight.data, self.variance_epsilon)
+        return self.device_ops.add_rms_norm(x, residual, self.weight.data, self.variance_epsilon)
 
 
-class AscendSiluAndMul(SiluAndMul):
+class AscendSiluAndMul(_DeviceOps, SiluAndMul):
     def forward_oot(self, x: torch.Tensor) -> torch.Tensor:
-        return _ops().silu_and_mul(x)
+        return self.device_ops.silu_and_mul(x)
 
 
-class AscendRotaryEmbedding(RotaryEmbedding):
+class AscendRotaryEmbedding(_DeviceOps, RotaryEmbedding):
     def forward_oot(
         self,
         positions: torch.Tensor,
@@ -53,7 +57,7 @@ class AscendRotaryEmbedding(RotaryEmbedding):
         if key is None:
             return self.forward_native(positions, query, key)
         cos_sin_cache = self._match_cos_sin_cache_dtype(query)
-        return _ops().rotary_embedding(
+        return self.device_ops.rotary_embedding(
             positions, query, key, cos_sin_cache, self.head_size, self.rotary_dim,
             self.is_neox_style,
         )

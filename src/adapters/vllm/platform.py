@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from vllm.platforms.interface import Platform, PlatformEnum
 
-from adapters.vllm import translate, wiring
+from adapters.container import container
+from adapters.vllm import translate
 from ascend_core.plan import WorkerKind
 from ports.device import ChipFamily, DeviceKind
 
@@ -21,12 +22,18 @@ if TYPE_CHECKING:
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
+    from ports.runtime import DeviceRuntime
+
 logger = logging.getLogger("vllm.plugins.ascend")
 
 # The core's worker decision -> the class vLLM instantiates in each worker process.
 WORKER_PATHS: dict[WorkerKind, str] = {
     WorkerKind.HOST: "adapters.vllm.worker.HostWorker",
+    WorkerKind.NPU: "adapters.vllm.worker.NpuWorker",
 }
+# torch's dispatch key for tensors of each device type (vLLM registers its custom ops
+# under the platform's key, so it must match where the tensors live).
+DISPATCH_KEYS = {"cpu": "CPU", "npu": "PrivateUse1"}
 
 
 class AscendPlatformBase(Platform):
@@ -40,8 +47,14 @@ class AscendPlatformBase(Platform):
         return ChipFamily.HOST
 
     @classmethod
-    def runtime(cls) -> Any:
-        return wiring.device_runtime(cls.device_kind)
+    def runtime(cls) -> DeviceRuntime:
+        return container().runtime()  # type: ignore[no-any-return]
+
+    @classmethod
+    def tensors_on_host(cls) -> bool:
+        """Whether the runtime keeps tensors in host memory (the host device, or the
+        NPU adapter on an emulated torch_npu in tests)."""
+        return cls.runtime().device_type == "cpu"
 
     # -- configuration -------------------------------------------------------------
 
@@ -60,19 +73,16 @@ class AscendPlatformBase(Platform):
 
     @classmethod
     def worker_path(cls, kind: WorkerKind) -> str:
-        from ascend_core.errors import DeviceUnavailableError
-
-        path = WORKER_PATHS.get(kind)
-        if path is None:
-            raise DeviceUnavailableError(
-                f"The plan chose the {kind.value} worker, which this build does not have yet.",
-                "serve with VLLM_ASCEND_DEVICE=cpu until the NPU worker lands",
-            )
-        return path
+        return WORKER_PATHS[kind]
 
     @classmethod
     def update_device_settings(cls, vllm_config: VllmConfig) -> None:
-        """Settings that follow from the device itself rather than from a plan decision."""
+        """Settings that follow from where tensors live rather than from a plan decision."""
+        if cls.tensors_on_host():
+            # The host runs one step at a time and captures no graphs.
+            vllm_config.scheduler_config.async_scheduling = False
+            vllm_config.compilation_config.cudagraph_capture_sizes = []
+            vllm_config.parallel_config.disable_custom_all_reduce = True
 
     @classmethod
     def update_block_size_for_backend(cls, vllm_config: VllmConfig) -> None:
@@ -95,7 +105,7 @@ class AscendPlatformBase(Platform):
 
         from ascend_core.env_registry import unknown_variables
 
-        for unknown in unknown_variables(wiring.environment()):
+        for unknown in unknown_variables(container().environment()):
             logger.warning("%s Fix: %s", unknown.what, unknown.hint)
         for name in os.environ:
             if (
@@ -160,6 +170,15 @@ class AscendPlatformBase(Platform):
         return None
 
     @classmethod
+    def is_pin_memory_available(cls) -> bool:
+        # Pinning host memory needs an accelerator runtime; host tensors need none.
+        return not cls.tensors_on_host()
+
+    @classmethod
+    def inference_mode(cls) -> Any:
+        return torch.no_grad()
+
+    @classmethod
     def support_hybrid_kv_cache(cls) -> bool:
         return False
 
@@ -183,21 +202,6 @@ class AscendHostPlatform(AscendPlatformBase):
     def supported_dtypes(self) -> list[torch.dtype]:
         return [torch.bfloat16, torch.float16, torch.float32]
 
-    @classmethod
-    def update_device_settings(cls, vllm_config: VllmConfig) -> None:
-        # The host runs one step at a time and captures no graphs.
-        vllm_config.scheduler_config.async_scheduling = False
-        vllm_config.compilation_config.cudagraph_capture_sizes = []
-        vllm_config.parallel_config.disable_custom_all_reduce = True
-
-    @classmethod
-    def is_pin_memory_available(cls) -> bool:
-        return False
-
-    @classmethod
-    def inference_mode(cls) -> Any:
-        return torch.no_grad()
-
 
 class AscendNpuPlatform(AscendPlatformBase):
     """Ascend NPUs through adapters.npu (torch_npu, HCCL)."""
@@ -211,7 +215,22 @@ class AscendNpuPlatform(AscendPlatformBase):
     dist_backend = "hccl"
     simple_compile_backend = "eager"
 
+    def __init__(self) -> None:
+        # vLLM builds one instance (current_platform) and reads these from it. They
+        # follow the runtime and communicator the container wired: "npu"/HCCL on an NPU
+        # host; in tests, the NPU adapter on an emulated torch_npu keeps tensors on the
+        # host ("cpu") and reduces over gloo.
+        super().__init__()
+        self.device_type = self.runtime().device_type
+        self.dispatch_key = DISPATCH_KEYS[self.device_type]
+        self.dist_backend = container().communicator().backend
+
+    @property
+    def supported_dtypes(self) -> list[torch.dtype]:
+        # npu_fused_infer_attention_score takes fp16/bf16 queries only.
+        return [torch.bfloat16, torch.float16]
+
     @classmethod
     def chip_family(cls) -> ChipFamily:
-        facts = wiring.npu_probe().probe().facts
+        facts = container().npu_probe().probe().facts
         return facts.chip_family if facts is not None else ChipFamily.A2

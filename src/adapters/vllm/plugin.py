@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from adapters.vllm import wiring
-from ascend_core.device_selection import DeviceDecision, select_device
-from ascend_core.env_registry import read_env
+from adapters.container import container
+from ascend_core.device_selection import DeviceDecision
 from ascend_core.errors import AscendError
 from ports.device import DeviceKind
 
@@ -19,9 +18,13 @@ PLATFORM_PATHS = {
 
 
 def decide_device() -> DeviceDecision:
-    """The serving device from VLLM_ASCEND_DEVICE and the NPU probe (raises on npu without NPU)."""
-    settings = read_env(wiring.environment())
-    return select_device(settings.device, wiring.npu_probe().probe())
+    """The serving device from VLLM_ASCEND_DEVICE and the NPU probe (raises on npu without NPU).
+
+    The container decides once per process; tests choose the device by overriding its
+    environment and npu_probe providers.
+    """
+    decision: DeviceDecision = container().device_decision()
+    return decision
 
 
 def register() -> str | None:

@@ -1,4 +1,4 @@
-"""The host worker: vLLM's GPU worker with device setup and KV-cache sizing through our ports."""
+"""The workers: vLLM's GPU worker with device setup and KV-cache sizing through the runtime port."""
 
 from __future__ import annotations
 
@@ -10,26 +10,35 @@ import torch
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
 from vllm.v1.worker.worker_base import CompilationTimes
 
-from adapters.vllm import wiring
+from adapters.container import container
 from adapters.vllm.memory import kv_cache_budget
-from adapters.vllm.model_runner import HostModelRunner
-from ports.device import DeviceKind
+from adapters.vllm.model_runner import model_runner_for
+from ports.runtime import DeviceRuntime
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
 
-class HostWorker(Worker):
-    """Serves on the host: no streams, no graphs, no CuMem pool; memory from the runtime port."""
+class DeviceWorker(Worker):
+    """No graphs, no CuMem pool; device, memory and seeds from the container's runtime port.
+
+    The device kinds differ only in the runtime (and ops) the container wires, so the
+    worker of each kind is this class under the name the core's WorkerKind maps to.
+    """
+
+    runtime: DeviceRuntime
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.runtime = wiring.device_runtime(DeviceKind.CPU)
+        self.runtime = container().runtime()
 
     def init_device(self) -> None:
         from vllm.platforms import current_platform
         from vllm.utils.torch_utils import set_random_seed
 
-        self.device = self.runtime.device(0)
+        self.device = self.runtime.device(self.local_rank)
+        if self.device.type == "cpu":
+            self.device = torch.device("cpu")  # host memory has no device index
+        self.runtime.set_device(self.local_rank)
         init_worker_distributed_environment(
             self.vllm_config,
             self.rank,
@@ -38,7 +47,7 @@ class HostWorker(Worker):
             current_platform.dist_backend,
         )
         set_random_seed(self.model_config.seed)
-        self.model_runner = HostModelRunner(self.vllm_config, self.device)
+        self.model_runner = model_runner_for(self.runtime)(self.vllm_config, self.device)
 
     def _maybe_get_memory_pool_context(self, tag: str) -> contextlib.AbstractContextManager[None]:
         # vLLM skips its CuMem pool only for built-in platforms; the host has none.
@@ -70,7 +79,15 @@ class HostWorker(Worker):
         )
 
     def sleep(self, level: int = 1) -> None:
-        logger.warning("Sleep mode is not supported on the host device; ignored.")
+        logger.warning("Sleep mode is not supported by this worker; ignored.")
 
     def wake_up(self, tags: list[str] | None = None) -> None:
-        logger.warning("Sleep mode is not supported on the host device; ignored.")
+        logger.warning("Sleep mode is not supported by this worker; ignored.")
+
+
+class HostWorker(DeviceWorker):
+    """WorkerKind.HOST: the host device (adapters.cpu)."""
+
+
+class NpuWorker(DeviceWorker):
+    """WorkerKind.NPU: adapters.npu's runtime on torch_npu (in tests, an emulated torch_npu)."""

@@ -13,10 +13,13 @@ attention op contiguous copies of the two caches.
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 
 import pytest
 
+from adapters.container import container
 from adapters.npu.ops import NpuOps
 from ascend_core.errors import ConfigError
 from support.torch_npu_emulator import make_torch_npu
@@ -70,12 +73,10 @@ class ContiguousKvOps:
         )
 
 
-def _with_ops(monkeypatch: pytest.MonkeyPatch, ops: object) -> None:
-    # The vLLM adapter builds its ops in adapters.vllm.wiring (the container's stand-in);
-    # this is the one seam it offers until it asks the container.
-    import adapters.vllm.wiring as wiring
-
-    monkeypatch.setattr(wiring, "device_ops", lambda kind: ops)
+@contextlib.contextmanager
+def _with_ops(ops: object) -> Iterator[None]:
+    with container().ops.override(ops):
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -84,11 +85,11 @@ def host_ids(tiny_llama: str) -> tuple[list[list[int]], list[list[int]]]:
 
 
 def test_generate_matches_host_when_attention_gets_contiguous_caches(
-    tiny_llama: str, host_ids, monkeypatch: pytest.MonkeyPatch
+    tiny_llama: str, host_ids
 ) -> None:
     torch_npu = make_torch_npu()
-    _with_ops(monkeypatch, ContiguousKvOps(NpuOps(torch_npu)))
-    first, again = _generate_twice(tiny_llama)
+    with _with_ops(ContiguousKvOps(NpuOps(torch_npu))):
+        first, again = _generate_twice(tiny_llama)
     assert first == host_ids[0]
     assert again == host_ids[1] == first
     called = {name for name, _, _ in torch_npu.calls}
@@ -110,8 +111,6 @@ def test_generate_matches_host_when_attention_gets_contiguous_caches(
     reason="the vLLM adapter's KV cache interleaves K|V; the NPU attention op needs "
     "each cache contiguous (change needed in adapters/vllm/attention/backend.py)",
 )
-def test_generate_through_npu_ops_as_wired(
-    tiny_llama: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _with_ops(monkeypatch, NpuOps(make_torch_npu()))
-    _generate_twice(tiny_llama)
+def test_generate_through_npu_ops_as_wired(tiny_llama: str) -> None:
+    with _with_ops(NpuOps(make_torch_npu())):
+        _generate_twice(tiny_llama)

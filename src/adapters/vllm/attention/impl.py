@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from vllm.v1.attention.backend import AttentionImpl, AttentionLayer, AttentionType
 
-from adapters.vllm import wiring
+from adapters.container import container
 from adapters.vllm.attention.metadata import PagedMetadata
 from ascend_core.errors import BackendSelectionError
 
@@ -46,7 +46,7 @@ class PagedAttentionImpl(AttentionImpl[PagedMetadata]):
         self.num_kv_heads = num_kv_heads or num_heads
         self.kv_cache_dtype = kv_cache_dtype
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
-        self.ops = wiring.device_ops(wiring.active_device_kind())
+        self.ops = container().ops()
 
     def forward(
         self,
