@@ -4,11 +4,8 @@ bf16 (the NPU attention op takes no float32 query) and block size 128 (its paged
 prefill needs a multiple of 128). Prompts longer than max_num_batched_tokens run as
 chunked prefill; the second pass over the same prompts hits the prefix cache.
 
-The vLLM adapter's KV cache keeps K and V side by side in one [blocks, size, Hk, 2D]
-tensor, which npu_fused_infer_attention_score cannot read (it needs each cache
-contiguous). Until that layout changes, the plain NPU path is expected to stop with
-the adapter's ConfigError, and a second test runs everything else by handing the
-attention op contiguous copies of the two caches.
+The K and V caches reach the NPU attention op as they are allocated: it refuses
+non-contiguous caches, so this also checks the backend's KV layout needs no copy.
 """
 
 from __future__ import annotations
@@ -21,7 +18,6 @@ import pytest
 
 from adapters.container import container
 from adapters.npu.ops import NpuOps
-from ascend_core.errors import ConfigError
 from support.torch_npu_emulator import make_torch_npu
 
 LENGTHS = (5, 150, 40, 200, 1, 131)
@@ -58,21 +54,6 @@ def _generate_twice(model: str) -> tuple[list[list[int]], list[list[int]]]:
     return first, again
 
 
-class ContiguousKvOps:
-    """NpuOps, but attention gets contiguous copies of the K and V caches (test only)."""
-
-    def __init__(self, ops: NpuOps) -> None:
-        self._ops = ops
-
-    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
-        return getattr(self._ops, name)
-
-    def paged_attention(self, query, key_cache, value_cache, meta, scale, out):  # type: ignore[no-untyped-def]
-        return self._ops.paged_attention(
-            query, key_cache.contiguous(), value_cache.contiguous(), meta, scale, out
-        )
-
-
 @contextlib.contextmanager
 def _with_ops(ops: object) -> Iterator[None]:
     with container().ops.override(ops):
@@ -84,11 +65,11 @@ def host_ids(tiny_llama: str) -> tuple[list[list[int]], list[list[int]]]:
     return _generate_twice(tiny_llama)
 
 
-def test_generate_matches_host_when_attention_gets_contiguous_caches(
+def test_generate_through_npu_ops_matches_host(
     tiny_llama: str, host_ids
 ) -> None:
     torch_npu = make_torch_npu()
-    with _with_ops(ContiguousKvOps(NpuOps(torch_npu))):
+    with _with_ops(NpuOps(torch_npu)):
         first, again = _generate_twice(tiny_llama)
     assert first == host_ids[0]
     assert again == host_ids[1] == first
@@ -103,14 +84,3 @@ def test_generate_matches_host_when_attention_gets_contiguous_caches(
     }
     modes = {b["sparse_mode"] for b in torch_npu.calls_of("npu_fused_infer_attention_score")}
     assert modes == {0, 3}  # decode batches and (chunked) prefill batches both ran
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=ConfigError,
-    reason="the vLLM adapter's KV cache interleaves K|V; the NPU attention op needs "
-    "each cache contiguous (change needed in adapters/vllm/attention/backend.py)",
-)
-def test_generate_through_npu_ops_as_wired(tiny_llama: str) -> None:
-    with _with_ops(NpuOps(make_torch_npu())):
-        _generate_twice(tiny_llama)

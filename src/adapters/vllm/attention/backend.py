@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
+from vllm.utils.torch_utils import get_dtype_size
 from vllm.v1.attention.backend import AttentionBackend, AttentionType
 from vllm.v1.kv_cache_layout import KVCacheLayout
 
 if TYPE_CHECKING:
+    from vllm.v1.kv_cache_interface import AttentionSpec
+
     from adapters.vllm.attention.impl import PagedAttentionImpl
     from adapters.vllm.attention.metadata import PagedMetadataBuilder
 
@@ -16,10 +20,17 @@ if TYPE_CHECKING:
 # vLLM's Attention layer looks a backend up by its get_name() in that enum.
 BACKEND_NAME = "ASCEND_PAGED"
 BACKEND_PATH = "adapters.vllm.attention.backend.PagedAttentionBackend"
+KV_PLANES = 2  # head slot 0 holds K, slot 1 holds V
 
 
 class PagedAttentionBackend(AttentionBackend):
-    """Decoder self-attention (MHA/GQA) over a paged KV cache, one K|V page per block."""
+    """Decoder self-attention (MHA/GQA) over a paged KV cache, K and V in separate planes.
+
+    Each layer's cache is vLLM's logical [blocks, head slots, tokens, content] with two
+    head slots (K, V) of content Hk*D, stored slot-outermost (LHBNC): the K plane and
+    the V plane are then each a contiguous [num_blocks, block_size, Hk, D] tensor, the
+    layout the ops port takes and npu_fused_infer_attention_score reads, with no copy.
+    """
 
     supported_dtypes: ClassVar[list[torch.dtype]] = [torch.float32, torch.bfloat16, torch.float16]
     supported_kv_cache_dtypes: ClassVar[list] = ["auto"]  # type: ignore[type-arg]
@@ -42,10 +53,20 @@ class PagedAttentionBackend(AttentionBackend):
         return PagedMetadataBuilder
 
     @classmethod
+    def customize_spec(cls, spec: AttentionSpec) -> AttentionSpec:
+        """Two head slots, K then V, each holding all KV heads of a token (Hk*D)."""
+        if spec.state_content_bytes is not None:
+            return spec
+        return replace(
+            spec,
+            num_head_slots=KV_PLANES,
+            state_content_bytes=spec.num_kv_heads * spec.head_size * get_dtype_size(spec.dtype),
+        )
+
+    @classmethod
     def supported_kv_cache_layouts(cls) -> tuple[KVCacheLayout, ...]:
-        # [block, token, head, K|V] per layer: the ops port's [num_blocks, block_size, Hk, D]
-        # caches are then plain views (transpose + split), with no copy per step.
-        return (KVCacheLayout.LBNHC,)
+        # Head slot outermost within the layer: the K and V planes each span all blocks.
+        return (KVCacheLayout.LHBNC,)
 
     @classmethod
     def supports_attn_type(cls, attn_type: str) -> bool:

@@ -63,9 +63,13 @@ class PagedAttentionImpl(AttentionImpl[PagedMetadata]):
         if attn_metadata is None:
             # Profiling run: vLLM only measures memory, there is no cache yet.
             return output.fill_(0)
-        # The layer cache is [block, head, token, K|V] logically, stored block/token/head
-        # major (LBNHC); viewed as the port's [num_blocks, block_size, Hk, D] pair.
-        key_cache, value_cache = kv_cache.transpose(1, 2).split(self.head_size, dim=-1)
+        # [blocks, 2, block_size, Hk*D] with the K/V slot outermost in memory (backend.py):
+        # each plane is a contiguous [num_blocks, block_size, Hk, D] view, no copy.
+        blocks, _, block_size, _ = kv_cache.shape
+        key_cache, value_cache = (
+            plane.view(blocks, block_size, self.num_kv_heads, self.head_size)
+            for plane in kv_cache.unbind(1)
+        )
         if self.kv_sharing_target_layer_name is None and key is not None:
             self.ops.write_kv_cache(key, value, key_cache, value_cache, attn_metadata.slot_mapping)
         return self.ops.paged_attention(
