@@ -13,6 +13,7 @@ import torch
 from ports.ops import Ops, PagedAttentionMeta
 
 _F32 = torch.float32
+_Slots = tuple[torch.Tensor, torch.Tensor]  # flat context slots, and validity [B, L]
 
 
 class CpuOps(Ops):
@@ -20,6 +21,9 @@ class CpuOps(Ops):
 
     def __init__(self) -> None:
         self._buffers: dict[str, torch.Tensor] = {}
+        # The context slots of the last metadata seen: every layer of a step passes the
+        # same PagedAttentionMeta object, so they are computed once per step, not per layer.
+        self._slots_of: tuple[PagedAttentionMeta, dict[str, _Slots]] | None = None
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         """Normalise in float32, cast back to x's dtype, then scale by weight.
@@ -27,6 +31,10 @@ class CpuOps(Ops):
         The cast comes before the weight product, as in Hugging Face's and vLLM's
         PyTorch RMSNorm, so half-precision results match them bit for bit.
         """
+        if x.dtype == _F32 and weight.dtype == _F32:
+            # torch's fused kernel: the same float32 arithmetic in one pass (0.0 apart
+            # from the spelled-out form, measured), 1.5x faster at decode shapes.
+            return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)
         xf = x.to(_F32)
         variance = xf.pow(2).mean(dim=-1, keepdim=True)
         normed = (xf * torch.rsqrt(variance + eps)).to(x.dtype)
@@ -36,7 +44,10 @@ class CpuOps(Ops):
         self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The sum is taken in float32 and returned in x's dtype; the norm is of that sum."""
-        summed = (x.to(_F32) + residual.to(_F32)).to(x.dtype)
+        if x.dtype == _F32 and residual.dtype == _F32:
+            summed = x + residual
+        else:
+            summed = (x.to(_F32) + residual.to(_F32)).to(x.dtype)
         return self.rms_norm(summed, weight, eps), summed
 
     def silu_and_mul(self, x: torch.Tensor) -> torch.Tensor:
@@ -129,27 +140,35 @@ class CpuOps(Ops):
         query = query[:n_tok]
         caches = (key_cache, value_cache)
 
+        block_size = key_cache.shape[1]
+        if self._slots_of is None or self._slots_of[0] is not meta:
+            self._slots_of = (meta, {})
+        memo = self._slots_of[1]
+
+        def slots(part: str, table: torch.Tensor, lens: torch.Tensor) -> _Slots:
+            if part not in memo:
+                memo[part] = _context_slots(table, lens, block_size)
+            return memo[part]
+
         if meta.max_query_len <= 1 and n_tok == num_seqs:
-            result = self._decode(query, caches, block_table, seq_lens, scale)
+            result = self._decode(query, caches, slots("all", block_table, seq_lens), scale)
             out[:n_tok].copy_(result)
             return out
 
         is_decode = q_lens == 1
         if not bool(is_decode.any()):
-            result = self._prefill(query, caches, block_table, qsl, seq_lens, q_lens, scale)
+            ctx = slots("all", block_table, seq_lens)
+            result = self._prefill(query, caches, ctx, qsl, seq_lens, q_lens, scale)
             out[:n_tok].copy_(result)
             return out
 
         # Mixed batch: decodes and prefills go their own ways, then meet in `out`.
         dec_seqs = is_decode.nonzero().squeeze(1)
         dec_tokens = qsl.index_select(0, dec_seqs)
-        dec = self._decode(
-            query.index_select(0, dec_tokens),
-            caches,
-            block_table.index_select(0, dec_seqs),
-            seq_lens.index_select(0, dec_seqs),
-            scale,
+        dec_ctx = slots(
+            "decode", block_table.index_select(0, dec_seqs), seq_lens.index_select(0, dec_seqs)
         )
+        dec = self._decode(query.index_select(0, dec_tokens), caches, dec_ctx, scale)
         out.index_copy_(0, dec_tokens, dec.to(out.dtype))
         pre_seqs = (q_lens > 1).nonzero().squeeze(1)
         if pre_seqs.numel() > 0:
@@ -157,12 +176,14 @@ class CpuOps(Ops):
             pre_tokens = _token_index(qsl.index_select(0, pre_seqs), pre_q_lens)
             pre_qsl = torch.zeros(pre_seqs.numel() + 1, dtype=torch.long)
             torch.cumsum(pre_q_lens, 0, out=pre_qsl[1:])
+            pre_seq_lens = seq_lens.index_select(0, pre_seqs)
+            pre_ctx = slots("prefill", block_table.index_select(0, pre_seqs), pre_seq_lens)
             pre = self._prefill(
                 query.index_select(0, pre_tokens),
                 caches,
-                block_table.index_select(0, pre_seqs),
+                pre_ctx,
                 pre_qsl,
-                seq_lens.index_select(0, pre_seqs),
+                pre_seq_lens,
                 pre_q_lens,
                 scale,
             )
@@ -173,15 +194,14 @@ class CpuOps(Ops):
         self,
         query: torch.Tensor,
         caches: tuple[torch.Tensor, torch.Tensor],
-        block_table: torch.Tensor,
-        seq_lens: torch.Tensor,
+        context: _Slots,
         scale: float,
     ) -> torch.Tensor:
         """One new token per sequence: query [B, Hq, D] -> [B, Hq, D] in float32."""
         num_seqs, num_q_heads, head_size = query.shape
         num_kv_heads = caches[0].shape[2]
         group = num_q_heads // num_kv_heads
-        slots, valid = _context_slots(block_table, seq_lens, caches[0].shape[1])
+        slots, valid = context
         ctx_len = valid.shape[1]
         keys = self._gather(caches[0], slots, "key").view(num_seqs, ctx_len, num_kv_heads, -1)
         values = self._gather(caches[1], slots, "value").view(num_seqs, ctx_len, num_kv_heads, -1)
@@ -202,7 +222,7 @@ class CpuOps(Ops):
         self,
         query: torch.Tensor,
         caches: tuple[torch.Tensor, torch.Tensor],
-        block_table: torch.Tensor,
+        context: _Slots,
         query_start_loc: torch.Tensor,
         seq_lens: torch.Tensor,
         q_lens: torch.Tensor,
@@ -213,7 +233,7 @@ class CpuOps(Ops):
         num_seqs = seq_lens.shape[0]
         num_kv_heads = caches[0].shape[2]
         max_q = int(q_lens.max())
-        slots, valid = _context_slots(block_table, seq_lens, caches[0].shape[1])
+        slots, valid = context
         ctx_len = valid.shape[1]
         keys = self._gather(caches[0], slots, "key").view(num_seqs, ctx_len, num_kv_heads, -1)
         values = self._gather(caches[1], slots, "value").view(num_seqs, ctx_len, num_kv_heads, -1)
@@ -296,6 +316,8 @@ def _rotate(
     else:
         x1, x2 = rot[..., 0::2], rot[..., 1::2]
         rotated = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+    if rotary_dim == head_size:  # nothing passes through: no copy of the input
+        return rotated.to(x.dtype).reshape(shape)
     result = heads.clone()
     result[..., :rotary_dim] = rotated.to(x.dtype)
     return result.reshape(shape)
@@ -309,9 +331,7 @@ def _token_index(starts: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
     return starts.index_select(0, seq_of) + torch.arange(total) - firsts.index_select(0, seq_of)
 
 
-def _context_slots(
-    block_table: torch.Tensor, seq_lens: torch.Tensor, block_size: int
-) -> tuple[torch.Tensor, torch.Tensor]:
+def _context_slots(block_table: torch.Tensor, seq_lens: torch.Tensor, block_size: int) -> _Slots:
     """Flat cache slots of positions 0 .. max(seq_lens) - 1 of each sequence, and validity.
 
     Positions past a sequence's length point at its position 0, a row that was

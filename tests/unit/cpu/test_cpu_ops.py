@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import pytest
 import torch
 
@@ -322,3 +323,42 @@ def test_write_then_attend_round_trip(gen: torch.Generator) -> None:
         scale=0.5,
     ).transpose(0, 1)
     torch.testing.assert_close(out, expected, atol=2e-5, rtol=1e-5)
+
+
+def test_float32_rms_norms_equal_the_spelled_out_float32_formula(gen: torch.Generator) -> None:
+    # The fused kernel is taken for float32; greedy parity with HF needs the same numbers
+    # as the cast-and-scale form it replaced, not merely close ones.
+    x = torch.randn(16, 768, generator=gen)
+    r = torch.randn(16, 768, generator=gen)
+    w = 1 + 0.1 * torch.randn(768, generator=gen)
+    spelled = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+    torch.testing.assert_close(OPS.rms_norm(x, w, 1e-6), spelled, atol=1e-6, rtol=1e-6)
+    normed, summed = OPS.add_rms_norm(x, r, w, 1e-6)
+    assert torch.equal(summed, x + r)
+    torch.testing.assert_close(normed, OPS.rms_norm(x + r, w, 1e-6), atol=0, rtol=0)
+
+
+def test_full_width_rotary_returns_new_tensors(gen: torch.Generator) -> None:
+    q = torch.randn(3, 2 * 8, generator=gen)
+    k = torch.randn(3, 8, generator=gen)
+    before = q.clone(), k.clone()
+    cache = torch.randn(10, 8, generator=gen)
+    new_q, new_k = OPS.rotary_embedding(torch.tensor([1, 4, 9]), q, k, cache, 8, 8, True)
+    assert new_q.data_ptr() != q.data_ptr() and new_k.data_ptr() != k.data_ptr()
+    assert torch.equal(q, before[0]) and torch.equal(k, before[1])
+
+
+def test_context_slots_are_computed_once_per_metadata(mocker) -> None:  # type: ignore[no-untyped-def]
+    import adapters.cpu.ops as ops_module
+
+    gen = torch.Generator().manual_seed(9)
+    ops = CpuOps()
+    query, kc, vc, meta = _paged_batch([1, 4, 1], [9, 4, 6], 4, 2, 16, 4, torch.float32, gen)
+    spy = mocker.spy(ops_module, "_context_slots")
+    first = ops.paged_attention(query, kc, vc, meta, 0.25, torch.empty_like(query)).clone()
+    second = ops.paged_attention(query, kc, vc, meta, 0.25, torch.empty_like(query))
+    assert spy.call_count == 2  # the decode part and the prefill part, once each
+    assert torch.equal(first, second)
+    next_step = attrs.evolve(meta)  # equal contents, but another step's object
+    ops.paged_attention(query, kc, vc, next_step, 0.25, torch.empty_like(query))
+    assert spy.call_count == 4

@@ -52,9 +52,7 @@ def packed_weight(layer: torch.nn.Module, weight: torch.Tensor) -> torch.Tensor:
     return packed
 
 
-def make_host_gemm(
-    dtypes: tuple[torch.dtype, ...], fallback: Any
-) -> Any:
+def make_host_gemm(dtypes: tuple[torch.dtype, ...], fallback: Any) -> Any:
     """The GEMM vLLM's linear layers call: oneDNN for dense 2-D weights of `dtypes`."""
 
     def host_gemm(

@@ -1,0 +1,79 @@
+"""The host's packed oneDNN GEMM: same numbers as F.linear, and installed where vLLM looks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from adapters.vllm.patches import host_linear
+from ascend_core.patches import REGISTRY
+
+F = torch.nn.functional
+SPEC = next(s for s in REGISTRY if s.id == "host-onednn-linear")
+GEMM = host_linear.make_host_gemm(host_linear._supported_dtypes(), lambda *a: F.linear(*a[1:]))
+
+pytestmark = pytest.mark.skipif(
+    not torch.backends.mkldnn.is_available(), reason="this torch has no oneDNN"
+)
+
+
+def _layer_and_weight(dtype: torch.dtype, n: int = 96, k: int = 64):  # type: ignore[no-untyped-def]
+    gen = torch.Generator().manual_seed(0)
+    layer = torch.nn.Module()
+    weight = torch.nn.Parameter((torch.randn(n, k, generator=gen) * 0.05).to(dtype), False)
+    return layer, weight, torch.randn(5, k, generator=gen).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_equals_f_linear(dtype: torch.dtype) -> None:
+    if dtype not in host_linear._supported_dtypes():
+        pytest.skip("no bf16 oneDNN on this CPU")
+    layer, weight, x = _layer_and_weight(dtype)
+    bias = torch.randn(96).to(dtype)
+    expected = F.linear(x, weight, bias)
+    # float32: another kernel's summation order over 64 terms, so rounding-level apart;
+    # bfloat16: F.linear already runs on oneDNN, so identical.
+    tol = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 0, "rtol": 0}
+    torch.testing.assert_close(GEMM(layer, x, weight, bias), expected, **tol)
+    torch.testing.assert_close(GEMM(layer, x[None], weight)[0], F.linear(x, weight), **tol)
+
+
+def test_packs_once_and_again_after_the_weight_changes() -> None:
+    layer, weight, x = _layer_and_weight(torch.float32)
+    first = host_linear.packed_weight(layer, weight)
+    assert host_linear.packed_weight(layer, weight) is first
+    with torch.no_grad():
+        weight.mul_(2)  # an in-place reload bumps the version counter
+    assert host_linear.packed_weight(layer, weight) is not first
+    torch.testing.assert_close(GEMM(layer, x, weight), F.linear(x, weight), atol=1e-5, rtol=1e-5)
+    other = torch.nn.Parameter(weight.detach().clone(), False)  # rebinding the parameter
+    assert host_linear.packed_weight(layer, other) is not host_linear.packed_weight(layer, weight)
+
+
+def test_other_dtypes_and_shapes_fall_back() -> None:
+    calls = []
+    gemm = host_linear.make_host_gemm((torch.float32,), lambda *a: calls.append(a) or "fallback")
+    layer, weight, x = _layer_and_weight(torch.float32)
+    assert gemm(layer, x.half(), weight.half()) == "fallback"  # dtype not packed
+    assert gemm(layer, x.double(), weight) == "fallback"  # mixed dtypes
+    assert gemm(layer, x, weight[None]) == "fallback"  # not a 2-D weight
+    assert len(calls) == 3
+
+
+def test_the_patch_makes_vllms_dispatch_return_the_host_gemm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import vllm.model_executor.layers.utils as utils
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu() or current_platform.is_cuda_alike():
+        pytest.skip("vLLM picks its own GEMM on this platform")
+    original = utils.default_unquantized_gemm
+    monkeypatch.setattr(utils, "default_unquantized_gemm", original)  # restored afterwards
+    host_linear.use_onednn_gemm(SPEC)
+    gemm = utils.dispatch_unquantized_gemm()
+    assert gemm.__ascend_patch__ == SPEC.id
+    host_linear.use_onednn_gemm(SPEC)  # re-entrant: not wrapped twice
+    assert utils.dispatch_unquantized_gemm() is gemm
+    layer, weight, x = _layer_and_weight(torch.float32)
+    torch.testing.assert_close(gemm(layer, x, weight), F.linear(x, weight), atol=1e-5, rtol=1e-5)
