@@ -222,6 +222,7 @@ class AscendNpuPlatform(AscendPlatformBase):
         # host ("cpu") and reduces over gloo.
         super().__init__()
         self.device_type = self.runtime().device_type
+        self.device_name = self.device_type  # vLLM builds torch.device(device_name:index)
         self.dispatch_key = DISPATCH_KEYS[self.device_type]
         self.dist_backend = container().communicator().backend
 

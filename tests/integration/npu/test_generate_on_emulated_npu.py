@@ -1,80 +1,85 @@
-"""LLM.generate with NpuOps on the emulated torch_npu gives the host device's token ids.
+"""LLM.generate through the plugin's NPU path on the emulated torch_npu gives the host's ids.
+
+Each run is a fresh process (generate_run.py), since vLLM fixes its platform once per
+process: one on the host device, one with the container's providers overridden so that
+vLLM activates AscendNpuPlatform, which builds NpuWorker with NpuRuntime and computes
+through NpuOps, every torch_npu call bound against the torch_npu 2.14.0 schemas and
+executed with the host's reference semantics. Tensors stay in host memory: this is an
+emulator, not Ascend hardware.
 
 bf16 (the NPU attention op takes no float32 query) and block size 128 (its paged
 prefill needs a multiple of 128). Prompts longer than max_num_batched_tokens run as
-chunked prefill; the second pass over the same prompts hits the prefix cache.
-
-The K and V caches reach the NPU attention op as they are allocated: it refuses
-non-contiguous caches, so this also checks the backend's KV layout needs no copy.
+chunked prefill; the second pass over the same prompts hits the prefix cache. The K and
+V caches reach the attention op as allocated (it refuses non-contiguous caches), so the
+KV layout needs no copy.
 """
 
 from __future__ import annotations
 
-import contextlib
-import random
-from collections.abc import Iterator
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from adapters.container import container
-from adapters.npu.ops import NpuOps
-from support.torch_npu_emulator import make_torch_npu
-
-LENGTHS = (5, 150, 40, 200, 1, 131)
-MAX_NEW = 8
+RUNNER = Path(__file__).with_name("generate_run.py")
+STYLES = ("llama", "qwen3")
 
 
-def _prompts() -> list[list[int]]:
-    rng = random.Random(0)
-    return [[rng.randrange(2, 500) for _ in range(n)] for n in LENGTHS]
-
-
-def _generate_twice(model: str) -> tuple[list[list[int]], list[list[int]]]:
-    from vllm import LLM, SamplingParams, TokensPrompt
-
-    llm = LLM(
-        model=model,
-        dtype="bfloat16",
-        enforce_eager=True,
-        max_model_len=512,
-        block_size=128,
-        max_num_batched_tokens=64,
-        max_num_seqs=8,
-        kv_cache_memory_bytes=32 << 20,
-        enable_prefix_caching=True,
-        seed=0,
+def _start(device: str, model: str) -> subprocess.Popen[str]:
+    env = dict(os.environ)
+    env.pop("VLLM_ASCEND_DEVICE", None)
+    env["OMP_NUM_THREADS"] = "1"  # the runs go side by side on a small machine
+    return subprocess.Popen(
+        [sys.executable, str(RUNNER), device, model],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
     )
-    params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
-    batch = [TokensPrompt(prompt_token_ids=p) for p in _prompts()]
-    try:
-        first = [list(o.outputs[0].token_ids) for o in llm.generate(batch, params, use_tqdm=False)]
-        again = [list(o.outputs[0].token_ids) for o in llm.generate(batch, params, use_tqdm=False)]
-    finally:
-        del llm
-    return first, again
 
 
-@contextlib.contextmanager
-def _with_ops(ops: object) -> Iterator[None]:
-    with container().ops.override(ops):
-        yield
+def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    out, _ = proc.communicate(timeout=600)
+    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, out[-4000:]
+    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
+    return result
 
 
 @pytest.fixture(scope="module")
-def host_ids(tiny_llama: str) -> tuple[list[list[int]], list[list[int]]]:
-    return _generate_twice(tiny_llama)
+def runs(npu_model_dirs: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
+    procs = {
+        (device, style): _start(device, npu_model_dirs[style])
+        for style in STYLES
+        for device in ("host", "npu")
+    }
+    return {key: _result(proc) for key, proc in procs.items()}
 
 
-def test_generate_through_npu_ops_matches_host(
-    tiny_llama: str, host_ids
-) -> None:
-    torch_npu = make_torch_npu()
-    with _with_ops(NpuOps(torch_npu)):
-        first, again = _generate_twice(tiny_llama)
-    assert first == host_ids[0]
-    assert again == host_ids[1] == first
-    called = {name for name, _, _ in torch_npu.calls}
-    assert called == {
+@pytest.mark.parametrize("style", STYLES)
+def test_npu_path_gives_the_host_token_ids(runs, style: str) -> None:
+    host, npu = runs["host", style], runs["npu", style]
+    assert (host["platform"], host["worker"], host["ops"]) == (
+        "AscendHostPlatform", "HostWorker", "CpuOps"
+    )
+    assert (npu["platform"], npu["worker"], npu["ops"], npu["device_type"]) == (
+        "AscendNpuPlatform", "NpuWorker", "NpuOps", "cpu"
+    )
+    first, again = npu["runs"]
+    assert first == host["runs"][0]
+    assert again == host["runs"][1] == first
+    # Every prompt of at least one full block found it cached on the second pass.
+    assert npu["cached_tokens"] == [0, 128, 0, 128, 0, 128] == host["cached_tokens"]
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_npu_path_ran_every_op_through_torch_npu(runs, style: str) -> None:
+    npu = runs["npu", style]
+    assert set(npu["calls"]) == {
         "npu_rms_norm",
         "npu_add_rms_norm",
         "npu_swiglu",
@@ -82,5 +87,4 @@ def test_generate_through_npu_ops_matches_host(
         "npu_scatter_nd_update_",
         "npu_fused_infer_attention_score",
     }
-    modes = {b["sparse_mode"] for b in torch_npu.calls_of("npu_fused_infer_attention_score")}
-    assert modes == {0, 3}  # decode batches and (chunked) prefill batches both ran
+    assert npu["sparse_modes"] == [0, 3]  # decode batches and (chunked) prefill batches

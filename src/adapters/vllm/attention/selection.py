@@ -15,9 +15,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
-# Backend kinds that have a vLLM backend class in this build.
+# Backend kinds that have a vLLM backend class in this build. MHA/GQA on the host and on
+# an NPU are one backend: the device's ops port does the math.
 BACKEND_PATHS: dict[AttentionBackendKind, str] = {
     AttentionBackendKind.HOST: BACKEND_PATH,
+    AttentionBackendKind.STANDARD: BACKEND_PATH,
 }
 
 
@@ -36,7 +38,7 @@ def backend_path(config: AttentionSelectorConfig, kind: DeviceKind, family: Chip
         raise BackendSelectionError(
             f"The core chose the {choice.kind.value} attention backend ({choice.reason}), "
             "which this build does not have yet.",
-            "serve a standard MHA/GQA model with VLLM_ASCEND_DEVICE=cpu",
+            "serve a standard MHA/GQA model",
         )
     extras = [
         name
