@@ -101,7 +101,8 @@ class HfSide:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    torch.set_num_threads(args.threads)
+    if args.threads is not None:  # else the side picks its own (the plugin's config plan)
+        torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     side = PluginSide(args) if args.side == "plugin" else HfSide(args)
     load_s = time.perf_counter() - t0
@@ -125,6 +126,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "tokens_per_s": sum(lengths) / seconds,
             "all_lengths_equal_output_len": all(n == args.output_len for n in lengths),
             "torch_threads": threads,
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
             "token_ids": out,
         })
     return {"side": args.side, "dtype": args.dtype, "platform": side.platform,
@@ -139,7 +141,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batches", default="1,16", type=lambda s: [int(x) for x in s.split(",")])
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=128)
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads; default: leave them to the side (and OMP_NUM_THREADS)")
     p.add_argument("--kv-cache-mib", type=int, default=256)
     p.add_argument("--out", required=True)
     return p.parse_args(argv)

@@ -35,7 +35,7 @@ DEFAULT_MODEL = ROOT / "models" / "100m-llama"
 # -- machine -----------------------------------------------------------------------
 
 
-def machine_facts(threads: int) -> dict[str, Any]:
+def machine_facts(threads: int | None) -> dict[str, Any]:
     from importlib.metadata import version
 
     cpu = platform.processor() or "unknown"
@@ -49,7 +49,7 @@ def machine_facts(threads: int) -> dict[str, Any]:
     return {
         "nproc": os.cpu_count(),
         "cpu_model": cpu,
-        "torch_threads": threads,
+        "threads_forced": threads,
         "python": platform.python_version(),
         "torch": version("torch"),
         "vllm": version("vllm"),
@@ -71,7 +71,8 @@ def ensure_model(path: Path) -> Path:
 # -- subprocesses ------------------------------------------------------------------
 
 
-_WORKER_CONTROLLED = ("VLLM_PLUGINS", "VLLM_ASCEND_DEVICE", "OMP_NUM_THREADS")
+_WORKER_CONTROLLED = ("VLLM_PLUGINS", "VLLM_ASCEND_DEVICE", "OMP_NUM_THREADS",
+                      "VLLM_OMP_NUM_THREADS_SET_BY_VLLM")
 
 
 def _run_worker(script: str, args: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
@@ -94,24 +95,36 @@ def _run_worker(script: str, args: list[str], env: dict[str, str], log: Path) ->
 
 
 def throughput(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
-    # vLLM drops torch to 1 thread for serving unless OMP_NUM_THREADS is set, so both
-    # sides get it explicitly and each worker also calls torch.set_num_threads.
-    env = {"OMP_NUM_THREADS": str(args.threads)}
     results = []
     for dtype in args.dtypes:
+        threads = args.threads
         for side in ("plugin", "hf"):
-            print(f"  throughput: {side} {dtype} ...", file=sys.stderr, flush=True)
+            if args.threads is None and side == "plugin":
+                # What an operator gets: no OMP_NUM_THREADS, so the plugin's config plan
+                # decides (vLLM alone would drop the engine to 1 torch thread).
+                env: dict[str, str] = {}
+                thread_args: list[str] = []
+            else:
+                # HF runs on the thread count the plugin ended up with (or --threads).
+                env = {"OMP_NUM_THREADS": str(threads)}
+                thread_args = ["--threads", str(threads)]
+            print(f"  throughput: {side} {dtype} (threads: "
+                  f"{threads if thread_args else 'the plugin decides'}) ...",
+                  file=sys.stderr, flush=True)
             load = os.getloadavg()[0]
             r = _run_worker(
                 "bench_throughput.py",
                 ["--side", side, "--model", str(args.model), "--dtype", dtype,
                  "--batches", ",".join(map(str, args.batches)),
                  "--prompt-len", str(args.prompt_len), "--output-len", str(args.output_len),
-                 "--threads", str(args.threads)],
+                 *thread_args],
                 env, log,
             )
             r["load_avg_1m_before"] = load
+            r["threads_forced"] = bool(thread_args)
             results.append(r)
+            if side == "plugin":
+                threads = max(run["torch_threads"] for run in r["runs"])
     return results
 
 
@@ -190,7 +203,9 @@ def print_report(report: dict[str, Any]) -> None:
     m = report["machine"]
     s = report["settings"]
     print()
-    print(f"Machine: {m['cpu_model']}, nproc={m['nproc']}, torch threads={m['torch_threads']}; "
+    forced = m["threads_forced"]
+    how = f"forced to {forced} on both sides" if forced else "the plugin's plan decides, HF follows"
+    print(f"Machine: {m['cpu_model']}, nproc={m['nproc']}, threads: {how}; "
           f"torch {m['torch']}, vLLM {m['vllm']}, transformers {m['transformers']}")
     print(f"Load average (1m) at start {m['load_avg_start'][0]:.2f}, "
           f"at end {report['load_avg_end'][0]:.2f}")
@@ -204,7 +219,7 @@ def print_report(report: dict[str, Any]) -> None:
               f"included.")
         hdr = (f"{'dtype':<9} {'batch':>5} {'plugin tok/s':>13} {'HF tok/s':>9} "
                f"{'plugin/HF':>9} {'plugin s':>9} {'HF s':>7} {'tokens ok':>9} "
-               f"{'same ids':>8} {'load':>9}")
+               f"{'same ids':>8} {'threads':>7} {'load':>9}")
         print(hdr)
         print("-" * len(hdr))
         for r in report["throughput"]:
@@ -212,7 +227,8 @@ def print_report(report: dict[str, Any]) -> None:
             print(f"{r['dtype']:<9} {r['batch']:>5} {r['plugin_tok_s']:>13.1f} "
                   f"{r['hf_tok_s']:>9.1f} {r['ratio']:>9.2f} {r['plugin_s']:>9.2f} "
                   f"{r['hf_s']:>7.2f} {'yes' if r['lengths_ok'] else 'NO':>9} "
-                  f"{r['identical_sequences']:>8} {load:>9}")
+                  f"{r['identical_sequences']:>8} {'/'.join(map(str, r['threads'])):>7} "
+                  f"{load:>9}")
     if report.get("startup"):
         st = report["startup"]
         print()
@@ -253,7 +269,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batches", default="1,16", type=lambda s: [int(x) for x in s.split(",")])
     p.add_argument("--dtypes", default="float32", type=lambda s: s.split(","),
                    help="comma-separated: float32,bfloat16")
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--threads", type=int, default=None,
+                   help="force OMP_NUM_THREADS and torch threads on both sides; default: the "
+                   "plugin runs as an operator would (its config plan sets the threads) and "
+                   "HF gets the count the plugin ended up with")
     p.add_argument("--startup-repeats", type=int, default=5)
     p.add_argument("--skip-throughput", action="store_true")
     p.add_argument("--skip-startup", action="store_true")
