@@ -70,6 +70,20 @@ class AscendPlatformBase(Platform):
         if vllm_config.parallel_config.worker_cls == "auto":
             vllm_config.parallel_config.worker_cls = cls.worker_path(plan.worker_kind)
         cls.update_device_settings(vllm_config)
+        cls.apply_deployment_patches(vllm_config)
+
+    @classmethod
+    def apply_deployment_patches(cls, vllm_config: VllmConfig) -> None:
+        """The core's patch plan for this deployment, applied in the calling process.
+
+        check_and_update_config runs where the config is built; workers in other
+        processes call this again with the config they were given.
+        """
+        from adapters.vllm.patches import apply_plan, deployment_patch_plan
+
+        deployment = translate.deployment(vllm_config, cls.device_kind, cls.chip_family())
+        if deployment is not None:
+            apply_plan(deployment_patch_plan(deployment))
 
     @classmethod
     def worker_path(cls, kind: WorkerKind) -> str:
@@ -134,9 +148,9 @@ class AscendPlatformBase(Platform):
     def register_triton_kernel_overrides(cls) -> None:
         # vLLM calls this in each worker before any kernel launch; the kernel overrides
         # are patches of the core's registry, applied here if register_general has not.
-        from adapters.vllm.patches import apply_patch_plan
+        from adapters.vllm.patches import apply_plan, device_patch_plan
 
-        apply_patch_plan(cls.device_kind)
+        apply_plan(device_patch_plan(cls.device_kind, cls.chip_family()))
 
     @classmethod
     def import_kernels(cls) -> None:
@@ -233,5 +247,6 @@ class AscendNpuPlatform(AscendPlatformBase):
 
     @classmethod
     def chip_family(cls) -> ChipFamily:
-        facts = container().npu_probe().probe().facts
-        return facts.chip_family if facts is not None else ChipFamily.A2
+        from adapters.vllm.plugin import serving_device
+
+        return serving_device()[1]

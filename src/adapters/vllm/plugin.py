@@ -7,7 +7,7 @@ import logging
 from adapters.container import container
 from ascend_core.device_selection import DeviceDecision
 from ascend_core.errors import AscendError
-from ports.device import DeviceKind
+from ports.device import ChipFamily, DeviceKind
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
@@ -25,6 +25,16 @@ def decide_device() -> DeviceDecision:
     """
     decision: DeviceDecision = container().device_decision()
     return decision
+
+
+def serving_device() -> tuple[DeviceKind | None, ChipFamily]:
+    """The serving device kind (None: declined) and its chip family (from the NPU probe;
+    A2 when an NPU serves but the probe could not read the chip)."""
+    kind = decide_device().kind
+    if kind is not DeviceKind.NPU:
+        return kind, ChipFamily.HOST
+    facts = container().npu_probe().probe().facts
+    return kind, facts.chip_family if facts is not None else ChipFamily.A2
 
 
 def register() -> str | None:

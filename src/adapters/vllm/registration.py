@@ -26,14 +26,21 @@ def register_attention_backend() -> None:
         AttentionBackendEnum.register(BACKEND_NAME, BACKEND_PATH)
 
 
+def apply_device_patches() -> None:
+    """The patches the serving device alone calls for; the deployment's come later."""
+    from adapters.vllm.patches import apply_plan, device_patch_plan
+    from adapters.vllm.plugin import serving_device
+
+    kind, family = serving_device()
+    if kind is not None:
+        apply_plan(device_patch_plan(kind, family))
+
+
 def register_all() -> None:
     from adapters.vllm.plugin import decide_device
 
-    kind = decide_device().kind
-    if kind is None:
+    if decide_device().kind is None:
         return  # another platform serves: leave vLLM's layers alone
     register_custom_ops()
     register_attention_backend()
-    from adapters.vllm.patches import apply_patch_plan
-
-    apply_patch_plan(kind)
+    apply_device_patches()

@@ -7,6 +7,8 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from ascend_core.deployment import (
     CacheSettings,
     CompilationSettings,
@@ -18,6 +20,7 @@ from ascend_core.deployment import (
     ParallelSettings,
     SpeculativeSettings,
 )
+from ascend_core.model_facts import model_facts_from_config
 from ports.device import ChipFamily, DeviceKind
 
 if TYPE_CHECKING:
@@ -36,31 +39,33 @@ def _dtype_name(dtype: Any) -> str:
 
 
 def model_facts(vllm_config: VllmConfig) -> ModelFacts | None:
+    """The core's reading of config.json (as the doctor reads it), with what vLLM resolved
+    on top: sizes after its model-specific rules, MLA as enabled, hybrid layers."""
     mc = vllm_config.model_config
     if mc is None:
         return None
-    hf = mc.hf_text_config
-    archs = getattr(mc.hf_config, "architectures", None) or [mc.architecture]
-    mla = None
-    if mc.use_mla:
+    facts = model_facts_from_config(
+        mc.hf_config.to_dict(),
+        source=f"{mc.model}/config.json",
+        dtype=_dtype_name(mc.dtype),
+        max_model_len=int(mc.max_model_len),
+    )
+    mla = facts.mla
+    if not mc.use_mla:
+        mla = None  # e.g. VLLM_MLA_DISABLE: the latent cache is not used
+    elif mla is None:
+        hf = mc.hf_text_config
         mla = MlaShape(
             kv_lora_rank=int(getattr(hf, "kv_lora_rank", 1) or 1),
-            qk_rope_head_dim=int(getattr(hf, "qk_rope_head_dim", 64) or 0),
+            qk_rope_head_dim=int(getattr(hf, "qk_rope_head_dim", 0) or 0),
         )
-    return ModelFacts(
-        architecture=str(archs[0]),
-        model_type=str(getattr(hf, "model_type", "")),
+    return attrs.evolve(
+        facts,
         hidden_size=int(mc.get_hidden_size()),
-        num_layers=max(1, int(getattr(hf, "num_hidden_layers", 1) or 1)),
-        num_attention_heads=max(1, int(getattr(hf, "num_attention_heads", 1) or 1)),
         num_kv_heads=max(1, int(mc.get_total_num_kv_heads())),
         head_size=max(1, int(mc.get_head_size())),
-        dtype=_dtype_name(mc.dtype),
-        max_model_len=max(1, int(mc.max_model_len)),
         mla=mla,
-        index_topk=getattr(hf, "index_topk", None),
         hybrid=bool(getattr(mc, "is_hybrid", False)),
-        is_moe=bool(getattr(hf, "num_experts", 0) or getattr(hf, "n_routed_experts", 0)),
     )
 
 

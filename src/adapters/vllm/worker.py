@@ -30,6 +30,10 @@ class DeviceWorker(Worker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.runtime = container().runtime()
+        from vllm.platforms import current_platform
+
+        # This process may not have built the config; the deployment's patches apply here.
+        current_platform.apply_deployment_patches(self.vllm_config)
 
     def init_device(self) -> None:
         from vllm.platforms import current_platform
@@ -61,6 +65,7 @@ class DeviceWorker(Worker):
             self.cache_config.kv_cache_memory_bytes,
             self._one_sequence_bytes(),
             self.model_config.max_model_len,
+            self.cache_config.block_size,
         )
         logger.info("%s", budget.reason)
         return budget.kv_cache_bytes

@@ -1,36 +1,42 @@
 """The functions that apply the core registry's upstream patches, one small module each.
 
-`apply_patch_plan` asks the core which patches this deployment needs and calls each
-one's `apply` function (named in the registry) once per process.
+Two moments, both once per process and re-entrant:
+- registration (every vLLM process loads the general plugin): the patches the device
+  alone calls for, `device_patch_plan`;
+- once the deployment is known (check_and_update_config in the process that builds the
+  config, and the worker in its own process): the plan of the whole deployment
+  (speculative decoding, hybrid models, ...), `deployment_patch_plan`.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+from importlib.metadata import version
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ascend_core.deployment import Deployment
     from ascend_core.patches import PatchPlan, PatchSpec
-    from ports.device import DeviceKind
+    from ports.device import ChipFamily, DeviceKind
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
 _applied: set[str] = set()
 
 
-def patch_plan(kind: DeviceKind) -> PatchPlan:
-    """The core's patch plan for this device and the installed vLLM."""
-    from importlib.metadata import version
+def device_patch_plan(kind: DeviceKind, family: ChipFamily) -> PatchPlan:
+    """The core's plan for this device before the model is known."""
+    from ascend_core.patches import REGISTRY, device_context, plan_patches
 
-    from ascend_core.patches import REGISTRY, Feature, PatchContext, plan_patches
-    from ports.device import ChipFamily, DeviceKind
+    return plan_patches(REGISTRY, device_context(kind, family), version("vllm"))
 
-    features: set[Feature] = set()
-    if kind is DeviceKind.NPU:
-        features.add(Feature.TRITON)  # triton-ascend ships with the NPU stack
-    family = ChipFamily.HOST if kind is DeviceKind.CPU else ChipFamily.A2
-    return plan_patches(REGISTRY, PatchContext(kind, family, features), version("vllm"))
+
+def deployment_patch_plan(deployment: Deployment) -> PatchPlan:
+    """The core's plan for a known deployment (the doctor plans with the same context)."""
+    from ascend_core.patches import REGISTRY, context_for, plan_patches
+
+    return plan_patches(REGISTRY, context_for(deployment), version("vllm"))
 
 
 def apply_one(spec: PatchSpec) -> None:
@@ -42,7 +48,7 @@ def apply_one(spec: PatchSpec) -> None:
     logger.debug("Applied patch %s: %s", spec.id, spec.reason)
 
 
-def apply_patch_plan(kind: DeviceKind) -> None:
+def apply_plan(plan: PatchPlan) -> None:
     """Apply every patch the plan selects; re-entrant."""
-    for planned in patch_plan(kind).to_apply:
+    for planned in plan.to_apply:
         apply_one(planned.spec)
