@@ -30,3 +30,14 @@ def model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         style: str(make_model(str(root / style), style=style, size="tiny", seed=0))
         for style in ("llama", "qwen3")
     }
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_vllm_distributed_state_left():  # type: ignore[no-untyped-def]
+    """After each module, no process group of vLLM's is left for the next module (or a
+    forked child) to inherit, also when an engine failed half-way through its start."""
+    yield
+    if "vllm.distributed.parallel_state" in sys.modules:
+        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+        cleanup_dist_env_and_memory()

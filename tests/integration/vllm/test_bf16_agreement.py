@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from engine_teardown import shut_down
 
 TOLERANCE_NATS = 0.25
 MAX_NEW = 16
@@ -31,7 +32,7 @@ def test_bf16_tokens_are_hf_top1_within_tolerance(style: str, model_dirs: dict[s
     outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts],
                         SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True),
                         use_tqdm=False)
-    del llm
+    shut_down(llm)
 
     hf = AutoModelForCausalLM.from_pretrained(model_dirs[style], dtype=torch.bfloat16)
     worst = 0.0

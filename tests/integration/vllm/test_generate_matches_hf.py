@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from engine_teardown import shut_down
 from hf_reference import hf_greedy
 
 MAX_NEW = 12
@@ -39,7 +40,7 @@ def served(request: pytest.FixtureRequest, model_dirs: dict[str, str]):  # type:
         seed=0,
     )
     yield request.param, model_dir, llm
-    del llm
+    shut_down(llm)
 
 
 def _generate(llm, prompts: list[list[int]]):  # type: ignore[no-untyped-def]

@@ -99,11 +99,13 @@ def _worker(rank: int, world: int, port: int, results: Any) -> None:
 
 
 def test_communicator_sums_across_two_gloo_workers() -> None:
-    # fork, not spawn: the workers inherit the imported torch and start in well under a second.
-    ctx = mp.get_context("fork")
+    # spawn, not fork: a forked child would inherit any process group this process
+    # holds (e.g. from an in-process vLLM engine of an earlier test) and refuse to
+    # initialise its own.
+    ctx = mp.get_context("spawn")
     results = ctx.SimpleQueue()
     mp.start_processes(
-        _worker, args=(2, _free_port(), results), nprocs=2, join=True, start_method="fork"
+        _worker, args=(2, _free_port(), results), nprocs=2, join=True, start_method="spawn"
     )
     got = sorted(results.get() for _ in range(2))
     assert got == [(0, True, [3.0, 30.0]), (1, True, [3.0, 30.0])]
