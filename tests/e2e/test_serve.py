@@ -8,6 +8,7 @@ the server keeps serving, and SIGTERM stops it with no traceback.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -39,13 +40,33 @@ class Server:
         self.log_path = log_path
         env = {**os.environ, "VLLM_ASCEND_DEVICE": "cpu"}
         env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the real layout: engine subprocess
+        self.stop_seconds: float | None = None
         self.log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [str(_VENV_BIN / "vllm"), "serve", model_dir, "--host", "127.0.0.1",
-             "--port", str(self.port), "--dtype", "float32", "--enforce-eager",
-             "--max-model-len", "1024", "--kv-cache-memory-bytes", str(256 << 20),
-             "--max-num-seqs", "32", "--shutdown-timeout", "10"],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=_REPO,
+            [
+                str(_VENV_BIN / "vllm"),
+                "serve",
+                model_dir,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--dtype",
+                "float32",
+                "--enforce-eager",
+                "--max-model-len",
+                "1024",
+                "--kv-cache-memory-bytes",
+                str(256 << 20),
+                "--max-num-seqs",
+                "32",
+                "--shutdown-timeout",
+                "10",
+            ],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=_REPO,
         )
 
     def wait_ready(self, timeout: float = 240) -> None:
@@ -65,12 +86,14 @@ class Server:
 
     def stop(self) -> int:
         if self.proc.poll() is None:
+            start = time.monotonic()
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+            self.stop_seconds = time.monotonic() - start
         self.log.close()
         return int(self.proc.returncode)
 
@@ -151,10 +174,45 @@ def test_bad_requests_get_4xx_and_the_server_keeps_serving(server: Server, clien
         b'{"model": "no-such-model", "prompt": "x"}',
     ]
     for body in bad:
-        r = httpx.post(f"{server.url}/v1/completions", content=body,
-                       headers={"Content-Type": "application/json"}, timeout=30)
+        r = httpx.post(
+            f"{server.url}/v1/completions",
+            content=body,
+            headers={"Content-Type": "application/json"},
+            timeout=30,
+        )
         assert 400 <= r.status_code < 500, (body[:60], r.status_code, r.text[:200])
     assert _complete(client, server.model, "Still there?")
+
+
+# --shutdown-timeout 10 bounds the drain; the engine core's teardown takes a few seconds
+# more here (3-6 s measured on 2 busy cores).
+_STOP_WITHIN_S = 30
+_LOG_PREFIX = re.compile(r"^\(\S+ pid=\d+\) [A-Z]+ \S+ \S+ \[[^\]]+\] ")
+_FRAME = re.compile(r'File "([^"]+)", line \d+, in (\S+)')
+
+
+def _tracebacks(log: str) -> list[tuple[list[tuple[str, str]], str]]:
+    """Each traceback in the log: its frames as (file path, function), and the exception line."""
+    found: list[tuple[list[tuple[str, str]], str]] = []
+    frames: list[tuple[str, str]] | None = None
+    for raw in log.splitlines():
+        line = _LOG_PREFIX.sub("", raw)
+        if line.startswith("Traceback (most recent call last)"):
+            frames = []
+        elif frames is not None and line.startswith(" "):
+            if match := _FRAME.search(line):
+                frames.append((match[1], match[2]))
+        elif frames is not None:
+            found.append((frames, line))
+            frames = None
+    return found
+
+
+def _is_vllm_shutdown_race(frames: list[tuple[str, str]], exception: str) -> bool:
+    """The EngineDeadError vLLM's own output queue task queues when it is cancelled."""
+    return exception.startswith("vllm.v1.engine.exceptions.EngineDeadError") and [
+        (Path(path).name, function) for path, function in frames
+    ] == [("async_llm.py", "output_handler"), ("core_client.py", "get_output_async")]
 
 
 def test_sigterm_stops_the_server(server: Server) -> None:
@@ -162,13 +220,27 @@ def test_sigterm_stops_the_server(server: Server) -> None:
     code = server.stop()
     log = server.log_path.read_text()
     assert code == 0, log[-3000:]
+    assert server.stop_seconds is not None and server.stop_seconds < _STOP_WITHIN_S
     assert "Application shutdown complete" in log
+    # The engine core drained, tore down and exited by itself, not on an error.
+    assert "[shutdown] EngineCore: request processing complete" in log
+    assert "EngineCore encountered a fatal error" not in log
+    ours = str(_REPO / "src")
+    assert not [line for line in log.splitlines() if 'File "' in line and ours in line]
+    # Any traceback left is vLLM's shutdown race (the xfail below), nothing else.
+    for frames, exception in _tracebacks(log):
+        assert _is_vllm_shutdown_race(frames, exception), (frames, exception)
 
 
 @pytest.mark.xfail(
-    reason="vLLM's AsyncLLM output handler logs EngineDeadError with a traceback when the "
-    "engine-core process exits during a drain shutdown (seen after many requests); not "
-    "yet traced to the plugin or to vLLM",
+    reason="vLLM 0.33 race, also with built-in platforms (vllm-project/vllm#48745): the "
+    "API server calls AsyncLLM.shutdown in an executor thread (entrypoints/launchers/"
+    "launcher.py:278); it shuts the engine client down first, whose BackgroundResources "
+    "cancel the output queue task from that thread (v1/engine/core_client.py:554,560), "
+    "which queues an EngineDeadError when cancelled (core_client.py:1263-1264); the "
+    "output_handler is cancelled only afterwards (v1/engine/async_llm.py:313 then 317), "
+    "so when the loop runs it first it logs 'AsyncLLM output_handler failed.' with the "
+    "traceback (async_llm.py:943). Seen in 1 of 3 plain SIGTERMs here.",
     strict=False,
 )
 def test_sigterm_leaves_no_traceback(server: Server) -> None:
