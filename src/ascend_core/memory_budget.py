@@ -14,7 +14,7 @@ import attrs
 from attrs import field, frozen, validators
 
 from ascend_core.deployment import ModelFacts
-from ascend_core.errors import AscendError, ConfigError
+from ascend_core.errors import ConfigError
 from ports.device import ChipFamily
 from ports.model_files import TensorHeader
 
@@ -71,6 +71,11 @@ def format_bytes(n: int) -> str:
     if a >= 1024:
         return f"{sign}{a / 1024:.1f} KiB"
     return f"{sign}{a} B"
+
+
+def exact_bytes(n: int) -> str:
+    """The exact count, which a user may pass back as a flag, then the readable size."""
+    return f"{n} B ({format_bytes(n)})"
 
 
 def dtype_bytes(name: str, model_dtype: str = "bfloat16") -> int:
@@ -207,6 +212,40 @@ def estimate_reserve(
     return Reserve(RUNTIME_RESERVE_BYTES, activations)
 
 
+class BudgetFlag(enum.Enum):
+    """The `vllm serve` flag that set a device's KV-cache budget, the one to change."""
+
+    MEMORY_UTILIZATION = "--gpu-memory-utilization"
+    KV_CACHE_MEMORY_BYTES = "--kv-cache-memory-bytes"
+
+
+class Accounting(enum.Enum):
+    """Where a demand's weights_bytes and reserve_bytes come from, which names them."""
+
+    # The doctor: weights from safetensors headers, reserve from estimate_reserve.
+    ESTIMATED = "estimated"
+    # The worker: weights_bytes is the peak the process held when the KV cache is sized
+    # (weights plus its working memory: the allocator's peak on an NPU, the resident set
+    # on the host, so non-torch memory too), reserve_bytes the part of the utilization
+    # share the device lacks free.
+    MEASURED = "measured"
+
+
+# Per accounting: the names of weights_bytes and reserve_bytes in the arithmetic, and
+# the subject of "... no memory for the KV cache".
+_PART_NAMES: Mapping[Accounting, tuple[str, str, str]] = MappingProxyType(
+    {
+        Accounting.ESTIMATED: ("weights", "reserve", "Weights and reserve leave"),
+        Accounting.MEASURED: (
+            "held by this process at its peak (weights and working memory; on the host "
+            "non-torch memory too)",
+            "not free on the device",
+            "What this process holds leaves",
+        ),
+    }
+)
+
+
 @frozen
 class MemoryDemand:
     """The numbers of one device's budget, estimated (doctor) or measured (worker)."""
@@ -218,6 +257,25 @@ class MemoryDemand:
     kv_bytes_per_token: int = field(validator=validators.ge(1))  # on this device
     max_model_len: int = field(validator=validators.ge(1))
     block_size: int = field(default=128, validator=validators.ge(1))
+    budget_flag: BudgetFlag = BudgetFlag.MEMORY_UTILIZATION
+    accounting: Accounting = Accounting.ESTIMATED
+
+    @classmethod
+    def explicit(
+        cls, kv_cache_bytes: int, kv_bytes_per_token: int, max_model_len: int, block_size: int
+    ) -> MemoryDemand:
+        """--kv-cache-memory-bytes: the flag is the whole KV budget, nothing is taken off it."""
+        return cls(
+            device_memory_bytes=kv_cache_bytes,
+            memory_utilization=1.0,
+            weights_bytes=0,
+            reserve_bytes=0,
+            kv_bytes_per_token=kv_bytes_per_token,
+            max_model_len=max_model_len,
+            block_size=block_size,
+            budget_flag=BudgetFlag.KV_CACHE_MEMORY_BYTES,
+            accounting=Accounting.MEASURED,
+        )
 
     @property
     def usable_bytes(self) -> int:
@@ -247,12 +305,19 @@ class MemoryDemand:
         return self.tokens >= self.max_model_len
 
     def arithmetic(self) -> str:
-        """How the KV space is derived, with every number."""
+        """How the KV space is derived, with every number and the flag that set it."""
+        available = exact_bytes(self.kv_bytes_available)
+        if self.budget_flag is BudgetFlag.KV_CACHE_MEMORY_BYTES:
+            return f"{self.budget_flag.value}={self.device_memory_bytes} gives {available}"
+        weights, reserve, _ = _PART_NAMES[self.accounting]
+        # A measured shortage of free memory is shown only when there is one.
+        shown = self.reserve_bytes or self.accounting is Accounting.ESTIMATED
         return (
             f"{format_bytes(self.device_memory_bytes)} x {self.memory_utilization:.2f} "
-            f"- {format_bytes(self.weights_bytes)} weights "
-            f"- {format_bytes(self.reserve_bytes)} reserve "
-            f"= {format_bytes(self.kv_bytes_available)} for the KV cache"
+            f"({self.budget_flag.value}) "
+            f"- {format_bytes(self.weights_bytes)} {weights} "
+            + (f"- {format_bytes(self.reserve_bytes)} {reserve} " if shown else "")
+            + f"= {available} for the KV cache"
         )
 
 
@@ -272,6 +337,7 @@ class FixKind(enum.Enum):
     """The changes the budget suggests, in the order it prefers them."""
 
     MEMORY_UTILIZATION = "gpu_memory_utilization"
+    KV_CACHE_MEMORY_BYTES = "kv_cache_memory_bytes"
     MAX_MODEL_LEN = "max_model_len"
     TENSOR_PARALLEL = "tensor_parallel_size"
     QUANTIZATION = "quantization"
@@ -311,12 +377,13 @@ class MemoryBudget:
         """The verdict with its arithmetic; for a failure, why it fails."""
         d = self.demand
         if d.kv_bytes_available <= 0:
-            return f"Weights and reserve leave no memory for the KV cache: {d.arithmetic()}."
+            subject = _PART_NAMES[d.accounting][2]
+            return f"{subject} no memory for the KV cache: {d.arithmetic()}."
         if not d.fits:
             return (
                 f"KV cache cannot hold one sequence of max_model_len={d.max_model_len}: it "
-                f"needs {format_bytes(d.sequence_bytes)} "
-                f"({format_bytes(d.kv_bytes_per_token)} per token) but "
+                f"needs {exact_bytes(d.sequence_bytes)} at "
+                f"{format_bytes(d.kv_bytes_per_token)} per token, but "
                 f"{d.arithmetic()}, which holds {d.tokens} tokens."
             )
         return (
@@ -331,8 +398,9 @@ class MemoryBudget:
             return ""
         if not self.fixes:
             return (
-                "no single change fits: combine a shorter --max-model-len with a larger "
-                "--tensor-parallel-size or a quantized checkpoint"
+                f"no single change fits: free device memory or raise "
+                f"{self.demand.budget_flag.value}, and combine a shorter --max-model-len "
+                "with a larger --tensor-parallel-size or a quantized checkpoint"
             )
         first, *rest = self.fixes
         text = f"{first.argument} ({first.detail})"
@@ -341,7 +409,7 @@ class MemoryBudget:
         return text
 
 
-class KvCacheTooSmallError(AscendError):
+class KvCacheTooSmallError(ConfigError):
     """The KV cache cannot hold one sequence of max_model_len on a device."""
 
     def __init__(self, budget: MemoryBudget) -> None:
@@ -356,7 +424,12 @@ def plan_budget(demand: MemoryDemand, scaling: Scaling | None = None) -> MemoryB
     """
     if demand.fits:
         return MemoryBudget(demand, ())
-    fixes = [fix for fix in (_raise_utilization(demand), _shorten(demand)) if fix is not None]
+    first = (
+        _raise_kv_bytes(demand)
+        if demand.budget_flag is BudgetFlag.KV_CACHE_MEMORY_BYTES
+        else _raise_utilization(demand)
+    )
+    fixes = [fix for fix in (first, _shorten(demand)) if fix is not None]
     if scaling is not None:
         fixes += [f for f in (_widen_tp(demand, scaling), _quantize(demand, scaling)) if f]
     return MemoryBudget(demand, tuple(fixes))
@@ -367,14 +440,27 @@ def kv_cache_shortfall(
 ) -> KvCacheTooSmallError | None:
     """The error to raise at `vllm serve` when one sequence does not fit, else None.
 
-    The worker passes what it measured: weights_bytes as the loaded model's memory,
-    reserve_bytes as the profiled peak activations plus non-torch memory.
+    The worker passes what it measured (Accounting.MEASURED) and the flag that set the
+    budget, so the message names both.
     """
     budget = plan_budget(demand, scaling)
     return None if budget.fits else KvCacheTooSmallError(budget)
 
 
+def _raise_kv_bytes(d: MemoryDemand) -> MemoryFix:
+    return MemoryFix(
+        FixKind.KV_CACHE_MEMORY_BYTES,
+        f"{BudgetFlag.KV_CACHE_MEMORY_BYTES.value} {d.sequence_bytes}",
+        d.sequence_bytes,
+        f"one sequence of max_model_len={d.max_model_len}: {format_bytes(d.sequence_bytes)}",
+    )
+
+
 def _raise_utilization(d: MemoryDemand) -> MemoryFix | None:
+    if d.accounting is Accounting.MEASURED and d.reserve_bytes:
+        # The device lacks free memory for the current share already; a larger share
+        # of it would not be free either.
+        return None
     needed = d.weights_bytes + d.reserve_bytes + d.sequence_bytes
     # Round up to a hundredth, then step until the integer truncation in usable_bytes agrees.
     util = math.ceil(needed / d.device_memory_bytes * 100) / 100

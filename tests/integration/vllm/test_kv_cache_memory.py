@@ -7,6 +7,7 @@ import pytest
 
 from adapters.vllm.memory import kv_cache_budget
 from ascend_core.errors import ConfigError
+from ascend_core.memory_budget import KvCacheTooSmallError
 from ports.runtime import MemoryInfo
 
 GIB = 1 << 30
@@ -24,17 +25,33 @@ def test_utilization_is_a_fraction_of_host_memory_minus_what_the_process_holds()
     assert budget.kv_cache_bytes == 12 * GIB - 2 * GIB
 
 
-def test_too_small_for_one_sequence_names_numbers_and_flag() -> None:
-    with pytest.raises(ConfigError) as err:
+def test_too_small_for_one_sequence_is_the_core_message_with_numbers_and_flag() -> None:
+    with pytest.raises(KvCacheTooSmallError) as err:
         kv_cache_budget(HOST, 0.9, 4096, one_sequence_bytes=65536, max_model_len=512)
-    message = str(err.value)
-    assert "4096" in message and "65536" in message and "max_model_len=512" in message
-    assert "--kv-cache-memory-bytes" in message and "--max-model-len" in message
+    assert isinstance(err.value, ConfigError)
+    what, hint = err.value.what, err.value.hint
+    assert "max_model_len=512" in what and "needs 65536 B" in what
+    assert "--kv-cache-memory-bytes=4096 gives 4096 B" in what
+    assert hint.startswith("--kv-cache-memory-bytes 65536 ") and "--max-model-len 32 " in hint
+    # The same text the doctor renders: the core's budget, not an adapter's addition.
+    budget = err.value.budget
+    assert (budget.what(), budget.hint()) == (what, hint)
 
 
-def test_utilization_too_low_names_that_flag() -> None:
-    with pytest.raises(ConfigError, match="--gpu-memory-utilization"):
+def test_utilization_too_low_names_that_flag_and_what_the_process_holds() -> None:
+    with pytest.raises(KvCacheTooSmallError) as err:
         kv_cache_budget(HOST, 0.05, None, one_sequence_bytes=GIB, max_model_len=512)
+    what = err.value.what
+    assert "24.00 GiB x 0.05 (--gpu-memory-utilization)" in what
+    assert "2.00 GiB held by this process at its peak" in what
+    assert err.value.hint.startswith("--gpu-memory-utilization ")
+
+
+def test_the_share_beyond_free_memory_is_named_and_taken_off() -> None:
+    short = MemoryInfo(free_bytes=GIB, total_bytes=24 * GIB, peak_allocated_bytes=2 * GIB)
+    budget = kv_cache_budget(short, 0.5, None, one_sequence_bytes=1 << 20, max_model_len=512)
+    assert budget.kv_cache_bytes == GIB  # min(12 - 2 GiB, 1 GiB free)
+    assert "9.00 GiB not free on the device" in budget.reason
 
 
 def test_explicit_bytes_above_free_memory_are_refused() -> None:
@@ -47,7 +64,12 @@ def test_engine_start_fails_with_the_budget_error(model_dirs: dict[str, str]) ->
     from vllm import LLM
 
     with pytest.raises(Exception) as err:
-        LLM(model=model_dirs["llama"], dtype="float32", enforce_eager=True, max_model_len=512,
-            kv_cache_memory_bytes=8192)
+        LLM(
+            model=model_dirs["llama"],
+            dtype="float32",
+            enforce_eager=True,
+            max_model_len=512,
+            kv_cache_memory_bytes=8192,
+        )
     text = f"{err.value!r} {err.value.__cause__!r}"
     assert "max_model_len=512" in text and "--kv-cache-memory-bytes" in text

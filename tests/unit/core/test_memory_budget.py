@@ -9,6 +9,8 @@ from ascend_core.errors import ConfigError
 from ascend_core.memory_budget import (
     GIB,
     MIB,
+    Accounting,
+    BudgetFlag,
     FixKind,
     KvCacheTooSmallError,
     KvLayout,
@@ -155,8 +157,13 @@ def test_every_single_fix_comes_with_its_numbers() -> None:
     assert f"{28 * GIB // (20 * MIB) * 128} tokens" in by_kind[FixKind.TENSOR_PARALLEL].detail
     # W8A8 halves 40 GiB to 20 GiB.
     assert "20.00 GiB" in by_kind[FixKind.QUANTIZATION].detail
-    # Preferred order: utilization, length, TP, quantization.
-    assert [f.kind for f in budget.fixes] == list(FixKind)
+    # Preferred order: utilization, length, TP, quantization (explicit bytes not set here).
+    assert [f.kind for f in budget.fixes] == [
+        FixKind.MEMORY_UTILIZATION,
+        FixKind.MAX_MODEL_LEN,
+        FixKind.TENSOR_PARALLEL,
+        FixKind.QUANTIZATION,
+    ]
 
 
 def test_utilization_above_the_cap_is_not_suggested() -> None:
@@ -245,12 +252,69 @@ def test_weights_alone_overflowing_says_so() -> None:
 
 def test_kv_cache_shortfall_is_the_worker_message() -> None:
     error = kv_cache_shortfall(_short_demand())
-    assert isinstance(error, KvCacheTooSmallError)
+    assert isinstance(error, KvCacheTooSmallError) and isinstance(error, ConfigError)
     assert error.what.startswith("KV cache cannot hold one sequence of max_model_len=32768")
     assert "10.00 GiB" in error.what and "26112 tokens" in error.what
+    # The raw byte counts, and the flag that set the budget.
+    assert f"needs {10 * GIB} B" in error.what and f"= {8 * GIB} B" in error.what
+    assert "x 0.50 (--gpu-memory-utilization)" in error.what
+    assert "40.00 GiB weights - 2.00 GiB reserve" in error.what
     assert error.hint.startswith("--gpu-memory-utilization 0.52")
     assert "--max-model-len 26112" in error.hint
     assert kv_cache_shortfall(MemoryDemand(64 * GIB, 0.9, 0, 0, 1024, 4096)) is None
+
+
+def test_explicit_kv_bytes_name_their_flag_and_the_bytes_one_sequence_needs() -> None:
+    # 4 KiB at 128 B/token hold 32 tokens; one 512-token sequence needs 64 KiB.
+    demand = MemoryDemand.explicit(4096, kv_bytes_per_token=128, max_model_len=512, block_size=16)
+    assert demand.budget_flag is BudgetFlag.KV_CACHE_MEMORY_BYTES
+    assert (demand.kv_bytes_available, demand.tokens, demand.sequence_bytes) == (4096, 32, 65536)
+    error = kv_cache_shortfall(demand)
+    assert error is not None
+    assert "needs 65536 B (64.0 KiB)" in error.what
+    assert "--kv-cache-memory-bytes=4096 gives 4096 B" in error.what
+    assert "weights" not in error.what  # nothing is taken off an explicit budget
+    assert error.hint.startswith("--kv-cache-memory-bytes 65536 ")
+    assert "--max-model-len 32 " in error.hint
+    assert "--gpu-memory-utilization" not in error.hint
+    assert [f.kind for f in error.budget.fixes] == [
+        FixKind.KV_CACHE_MEMORY_BYTES,
+        FixKind.MAX_MODEL_LEN,
+    ]
+
+
+def _measured(held: int, not_free: int, utilization: float = 0.5) -> MemoryDemand:
+    return MemoryDemand(
+        device_memory_bytes=24 * GIB,
+        memory_utilization=utilization,
+        weights_bytes=held,
+        reserve_bytes=not_free,
+        kv_bytes_per_token=8 * MIB,
+        max_model_len=512,
+        block_size=16,
+        accounting=Accounting.MEASURED,
+    )
+
+
+def test_measured_parts_are_named_for_what_the_worker_measures() -> None:
+    # 12 GiB - 2 GiB held - 9 GiB not free = 1 GiB = 128 tokens at 8 MiB/token < 512.
+    error = kv_cache_shortfall(_measured(2 * GIB, 9 * GIB))
+    assert error is not None
+    assert "2.00 GiB held by this process at its peak (weights and working memory" in error.what
+    assert "9.00 GiB not free on the device" in error.what and "reserve" not in error.what
+    assert f"= {GIB} B (1.00 GiB) for the KV cache, which holds 128 tokens" in error.what
+    # A larger share of memory the device lacks would not be free either.
+    assert [f.kind for f in error.budget.fixes] == [FixKind.MAX_MODEL_LEN]
+
+
+def test_measured_with_enough_free_memory_suggests_the_utilization_and_hides_a_zero() -> None:
+    # 24 GiB x 0.05 = 1.2 GiB - 2 GiB held: nothing left. 2 GiB held + 4 GiB for 512
+    # tokens at 8 MiB = 6 GiB of 24 GiB: 0.25.
+    error = kv_cache_shortfall(_measured(2 * GIB, 0, utilization=0.05))
+    assert error is not None
+    assert error.what.startswith("What this process holds leaves no memory for the KV cache")
+    assert "not free" not in error.what
+    assert error.hint.startswith("--gpu-memory-utilization 0.25 (4.00 GiB for the KV cache")
 
 
 def test_nothing_fits_says_to_combine_changes() -> None:
@@ -265,6 +329,7 @@ def test_nothing_fits_says_to_combine_changes() -> None:
     budget = plan_budget(demand)
     assert budget.fixes == ()
     assert "no single change fits" in budget.hint()
+    assert "raise --gpu-memory-utilization" in budget.hint()
 
 
 def test_format_bytes() -> None:
