@@ -82,8 +82,7 @@ def install_timers(llm: Any) -> Timers:
     from vllm.model_executor.layers.linear import LinearBase
     from vllm.model_executor.layers.logits_processor import LogitsProcessor
 
-    from adapters.vllm import wiring
-    from ports.device import DeviceKind
+    from adapters.container import container
 
     t = Timers()
     core = llm.llm_engine.engine_core.engine_core
@@ -104,7 +103,7 @@ def install_timers(llm: Any) -> Timers:
         impl = getattr(module, "impl", None)
         if impl is not None and hasattr(impl, "forward"):
             t.wrap(impl, "forward", "attention impl.forward")
-    ops = wiring.device_ops(DeviceKind.CPU)
+    ops = container().ops()  # the one ops instance the layers and the backend were given
     for name in OPS_METHODS:
         t.wrap(ops, name, f"ops.{name}")
     return t
