@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
+import time
 from typing import Any
 
 import torch
+from vllm.config import set_current_vllm_config
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from adapters.container import container
 from adapters.vllm.memory import kv_cache_budget
 from adapters.vllm.model_runner import model_runner_for
-from ports.runtime import DeviceRuntime
+from ascend_core.memory_budget import format_bytes
+from ports.runtime import DeviceRuntime, MemoryInfo
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
@@ -59,8 +63,11 @@ class DeviceWorker(Worker):
 
     @torch.inference_mode()
     def determine_available_memory(self) -> int:
+        """The KV-cache bytes, sized after a profiling pass as vLLM's GPU worker does, so the
+        memory the process holds includes the activation peak of the largest batch."""
+        memory = self._profile_memory()
         budget = kv_cache_budget(
-            self.runtime.memory_info(),
+            memory,
             self.cache_config.gpu_memory_utilization,
             self.cache_config.kv_cache_memory_bytes,
             self._one_sequence_bytes(),
@@ -69,6 +76,37 @@ class DeviceWorker(Worker):
         )
         logger.info("%s", budget.reason)
         return budget.kv_cache_bytes
+
+    def _profile_memory(self) -> MemoryInfo:
+        """Device memory after vLLM's profile_run (a dummy batch of max_num_batched_tokens,
+        then the sampler), with the peak of that pass, read through the runtime port.
+
+        Run with --kv-cache-memory-bytes too, as vLLM does: an activation peak that does
+        not fit then fails at start instead of at the first full batch. No graph memory is
+        estimated: this worker captures no graphs.
+        """
+        gc.collect()
+        self.runtime.empty_cache()
+        self.runtime.reset_peak_memory()
+        start = time.perf_counter()
+        with set_current_vllm_config(self.vllm_config):
+            self.model_runner.profile_run(randomize_inputs=self.randomize_dummy_inputs)
+        self.runtime.synchronize()
+        # Freed activations go back to the device before free memory is read, so only
+        # what the process keeps counts as not free.
+        gc.collect()
+        self.runtime.empty_cache()
+        memory = self.runtime.memory_info()
+        logger.info(
+            "Profiling pass of %d tokens took %.2f s; peak held by this process %s, "
+            "free %s of %s.",
+            self.scheduler_config.max_num_batched_tokens,
+            time.perf_counter() - start,
+            format_bytes(memory.peak_allocated_bytes),
+            format_bytes(memory.free_bytes),
+            format_bytes(memory.total_bytes),
+        )
+        return memory
 
     def _one_sequence_bytes(self) -> int:
         specs = self.model_runner.get_kv_cache_spec()
