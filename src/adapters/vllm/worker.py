@@ -98,8 +98,7 @@ class DeviceWorker(Worker):
         self.runtime.empty_cache()
         memory = self.runtime.memory_info()
         logger.info(
-            "Profiling pass of %d tokens took %.2f s; peak held by this process %s, "
-            "free %s of %s.",
+            "Profiling pass of %d tokens took %.2f s; peak held by this process %s, free %s of %s.",
             self.scheduler_config.max_num_batched_tokens,
             time.perf_counter() - start,
             format_bytes(memory.peak_allocated_bytes),

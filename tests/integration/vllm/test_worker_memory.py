@@ -1,0 +1,137 @@
+"""The worker sizes the KV cache after vLLM's profiling pass: the peak is reset, a dummy
+batch of max_num_batched_tokens runs, and only then is memory read through the port."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from engine_teardown import shut_down
+
+from ports.runtime import DeviceRuntime, MemoryInfo
+
+EXPLICIT = 32 << 20
+
+
+class RecordingRuntime(DeviceRuntime):
+    """The worker's real runtime, with every memory call written to a shared event list."""
+
+    def __init__(self, inner: DeviceRuntime, events: list[str]) -> None:
+        self.inner = inner
+        self.events = events
+        self.readings: list[MemoryInfo] = []
+
+    @property
+    def device_type(self) -> str:
+        return self.inner.device_type
+
+    def device(self, index: int) -> torch.device:
+        return self.inner.device(index)
+
+    def set_device(self, index: int) -> None:
+        self.inner.set_device(index)
+
+    def device_count(self) -> int:
+        return self.inner.device_count()
+
+    def device_name(self, index: int = 0) -> str:
+        return self.inner.device_name(index)
+
+    def memory_info(self) -> MemoryInfo:
+        self.events.append("memory_info")
+        info = self.inner.memory_info()
+        self.readings.append(info)
+        return info
+
+    def reset_peak_memory(self) -> None:
+        self.events.append("reset_peak_memory")
+        self.inner.reset_peak_memory()
+
+    def synchronize(self) -> None:
+        self.events.append("synchronize")
+        self.inner.synchronize()
+
+    def empty_cache(self) -> None:
+        self.events.append("empty_cache")
+        self.inner.empty_cache()
+
+    def seed(self, seed: int) -> None:
+        self.inner.seed(seed)
+
+    def current_stream(self) -> Any:
+        return self.inner.current_stream()
+
+
+@pytest.fixture(scope="module")
+def llm(model_dirs: dict[str, str]):  # type: ignore[no-untyped-def]
+    from vllm import LLM
+
+    engine = LLM(
+        model=model_dirs["llama"],
+        dtype="float32",
+        enforce_eager=True,
+        max_model_len=512,
+        max_num_batched_tokens=8192,
+        kv_cache_memory_bytes=EXPLICIT,
+        seed=0,
+    )
+    yield engine
+    shut_down(engine)
+
+
+@pytest.fixture
+def recorded(llm, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """The live worker with its runtime recorded and forward passes of the model logged."""
+    worker = llm.llm_engine.model_executor.driver_worker.worker
+    events: list[str] = []
+    runtime = RecordingRuntime(worker.runtime, events)
+    monkeypatch.setattr(worker, "runtime", runtime)
+
+    def log_forward(module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        events.append(f"forward({ids.shape[0] if ids is not None else '?'})")
+
+    hook = worker.model_runner.model.register_forward_pre_hook(log_forward, with_kwargs=True)
+    yield worker, runtime, events
+    hook.remove()
+
+
+def test_the_profiling_pass_runs_between_the_peak_reset_and_the_memory_reading(
+    recorded,  # type: ignore[no-untyped-def]
+) -> None:
+    worker, _, events = recorded
+    # --kv-cache-memory-bytes still profiles (as vLLM does), and wins.
+    assert worker.determine_available_memory() == EXPLICIT
+    tokens = worker.scheduler_config.max_num_batched_tokens
+    assert events == [
+        "empty_cache",
+        "reset_peak_memory",
+        f"forward({tokens})",
+        "synchronize",
+        "empty_cache",
+        "memory_info",
+    ]
+
+
+def test_utilization_budget_is_positive_below_total_and_counts_the_activation_peak(
+    recorded,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    worker, runtime, _ = recorded
+    utilization = 0.3
+    monkeypatch.setattr(worker.cache_config, "kv_cache_memory_bytes", None)
+    monkeypatch.setattr(worker.cache_config, "gpu_memory_utilization", utilization)
+    runtime.inner.reset_peak_memory()
+    held_before = runtime.inner.memory_info().peak_allocated_bytes  # resident set now
+
+    kv_bytes = worker.determine_available_memory()
+
+    measured = runtime.readings[-1]
+    assert 0 < kv_bytes < measured.total_bytes
+    assert kv_bytes <= int(measured.total_bytes * utilization) - measured.peak_allocated_bytes
+    # The resident peak covers at least the MLP's gate/up output of the dummy batch, which
+    # only the profiling pass allocates (float32, max_num_batched_tokens rows).
+    hf = worker.model_config.hf_config
+    gate_up = worker.scheduler_config.max_num_batched_tokens * 2 * hf.intermediate_size * 4
+    assert measured.peak_allocated_bytes - held_before >= gate_up
