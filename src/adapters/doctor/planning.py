@@ -29,9 +29,11 @@ from ascend_core.memory_budget import (
     NOMINAL_DEVICE_MEMORY,
     MemoryBudget,
     MemoryDemand,
+    Reserve,
     Scaling,
     dtype_bytes,
     estimate_reserve,
+    exact_bytes,
     format_bytes,
     kv_bytes_per_token,
     plan_budget,
@@ -393,16 +395,23 @@ def _memory(
     quantized = weights.quantized or (
         detection is not None and detection.method is not QuantMethod.NONE
     )
-    demand = MemoryDemand(
-        device_memory_bytes=target.memory_bytes,
-        memory_utilization=args.gpu_memory_utilization,
-        weights_bytes=per_device,
-        reserve_bytes=reserve.total_bytes,
-        kv_bytes_per_token=kv.bytes,
-        max_model_len=model.max_model_len,
-        block_size=block,
-    )
-    budget = plan_budget(demand, Scaling(model, kv_dtype, args.tp, args.pp, quantized))
+    explicit = args.kv_cache_memory_bytes
+    if explicit:
+        # vllm serve's worker: the flag is the whole KV budget and its message, with only
+        # the two fixes that need no model facts, so the doctor prints what serve will.
+        demand = MemoryDemand.explicit(explicit, kv.bytes, model.max_model_len, block)
+        budget = plan_budget(demand)
+    else:
+        demand = MemoryDemand(
+            device_memory_bytes=target.memory_bytes,
+            memory_utilization=args.gpu_memory_utilization,
+            weights_bytes=per_device,
+            reserve_bytes=reserve.total_bytes,
+            kv_bytes_per_token=kv.bytes,
+            max_model_len=model.max_model_len,
+            block_size=block,
+        )
+        budget = plan_budget(demand, Scaling(model, kv_dtype, args.tp, args.pp, quantized))
     items = [
         CheckItem(
             "weights",
@@ -412,9 +421,34 @@ def _memory(
         ),
         CheckItem("KV per token", PASS, f"{kv.bytes} B = {kv.formula}"),
         CheckItem("reserve", PASS, f"{reserve.describe()} (estimate)"),
-        _budget_item(budget),
     ]
+    if explicit:
+        items.append(_explicit_room(explicit, target.memory_bytes, per_device, reserve))
+    items.append(_budget_item(budget))
     return items, _memory_data(budget, weights.total_bytes, kv.formula, reserve.describe())
+
+
+def _explicit_room(explicit: int, device_bytes: int, weights: int, reserve: Reserve) -> CheckItem:
+    """Whether --kv-cache-memory-bytes fits beside the weights and the estimated reserve:
+    vllm serve refuses a value above the free memory it measures after profiling."""
+    room = device_bytes - weights - reserve.total_bytes
+    told = f"--kv-cache-memory-bytes={explicit} ({format_bytes(explicit)})"
+    if explicit > room:
+        return CheckItem(
+            "free memory",
+            WARN,
+            f"{told} is more than the {exact_bytes(max(0, room))} a device keeps free after "
+            f"{format_bytes(weights)} weights and {format_bytes(reserve.total_bytes)} reserve "
+            "(estimate); vllm serve refuses a KV cache larger than the free memory it measures",
+            f"lower --kv-cache-memory-bytes to at most {max(0, room)}, or spread the weights "
+            "over more devices",
+        )
+    return CheckItem(
+        "free memory",
+        PASS,
+        f"{told} sets the KV cache instead of --gpu-memory-utilization; it fits in the "
+        f"{format_bytes(room)} a device keeps free after weights and reserve (estimate)",
+    )
 
 
 def _budget_item(budget: MemoryBudget) -> CheckItem:
@@ -428,6 +462,7 @@ def _memory_data(
 ) -> Mapping[str, Any]:
     d = budget.demand
     return {
+        "budget_flag": d.budget_flag.value,
         "device_memory_bytes": d.device_memory_bytes,
         "memory_utilization": d.memory_utilization,
         "weights_bytes_total": weights_total,
