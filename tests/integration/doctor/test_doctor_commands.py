@@ -73,6 +73,19 @@ def test_plan_llama_70b_from_disk_with_vllms_parser(tmp_path: Path) -> None:
     assert code == 0, data
 
 
+def test_plan_takes_kv_cache_memory_bytes_as_vllm_parses_it(tmp_path: Path) -> None:
+    model = write_model(tmp_path / "llama70b", LLAMA_70B_CONFIG, llama_70b_headers())
+    # "20G" is 20 GiB to vLLM's parser; the flag is the KV budget, utilization unused.
+    code, data = plan_json(str(model), "-tp", "4", "--max-model-len", "32k",
+                           "--kv-cache-memory-bytes", "20G")  # fmt: skip
+    memory = data["data"]["memory"]
+    assert memory["budget_flag"] == "--kv-cache-memory-bytes"
+    assert memory["kv_bytes_available"] == 20 * GIB
+    # 2,048 blocks of 128 tokens x 81,920 B = 262,144 tokens = 8 x 32,000.
+    assert (memory["tokens"], memory["sequences"]) == (262_144, 8)
+    assert code == 0, data
+
+
 def test_plan_deepseek_v3_w8a8_from_disk(tmp_path: Path) -> None:
     model = write_model(
         tmp_path / "dsv3",
