@@ -17,6 +17,15 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _plugin_loaded() -> None:
+    """The plugin's device patches, as in every vLLM process (the host's shutdown patch
+    lets the conftest's cleanup release vLLM's state on a host without an accelerator)."""
+    from vllm.plugins import load_general_plugins
+
+    load_general_plugins()
+
+
 def _layer_and_weight(dtype: torch.dtype, n: int = 96, k: int = 64):  # type: ignore[no-untyped-def]
     gen = torch.Generator().manual_seed(0)
     layer = torch.nn.Module()
@@ -68,11 +77,13 @@ def test_the_patch_makes_vllms_dispatch_return_the_host_gemm(
 
     if current_platform.is_cpu() or current_platform.is_cuda_alike():
         pytest.skip("vLLM picks its own GEMM on this platform")
-    original = utils.default_unquantized_gemm
+    current = utils.default_unquantized_gemm  # patched already when the plugin loaded
+    original = getattr(current, "__wrapped__", current)
     monkeypatch.setattr(utils, "default_unquantized_gemm", original)  # restored afterwards
     host_linear.use_onednn_gemm(SPEC)
     gemm = utils.dispatch_unquantized_gemm()
     assert gemm.__ascend_patch__ == SPEC.id
+    assert gemm.__wrapped__ is original
     host_linear.use_onednn_gemm(SPEC)  # re-entrant: not wrapped twice
     assert utils.dispatch_unquantized_gemm() is gemm
     layer, weight, x = _layer_and_weight(torch.float32)
