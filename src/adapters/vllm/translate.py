@@ -129,7 +129,19 @@ def deployment(
         additional_config=dict(vllm_config.additional_config or {}),
         user_quantization=vllm_config.model_config.quantization,
         npu_alloc_conf=os.environ.get("PYTORCH_NPU_ALLOC_CONF"),
+        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
+        host_cpus=_usable_cpus(),
     )
+
+
+def _usable_cpus() -> int | None:
+    """CPUs this process may use (affinity capped by the cgroup quota), as vLLM counts them."""
+    from vllm.utils.torch_utils import available_cpu_count
+
+    try:
+        return available_cpu_count()
+    except OSError:
+        return None
 
 
 def _to_vllm(field_path: str, value: Any) -> Any:
