@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from support.hf_reference import local_model
 from unit.doctor.large_models import (
     DEEPSEEK_V3_CONFIG,
     LLAMA_70B_CONFIG,
@@ -24,8 +25,6 @@ from unit.doctor.large_models import (
 pytestmark = pytest.mark.vllm
 
 DOCTOR = Path(sys.executable).with_name("ascend-doctor")
-REPO = Path(__file__).resolve().parents[3]
-TINY_LLAMA = REPO / "models" / "tiny-llama"
 GIB = 1 << 30
 
 
@@ -112,9 +111,9 @@ def test_plan_rejects_arguments_vllm_rejects() -> None:
     assert "vllm serve does not accept" in done.stderr
 
 
-@pytest.mark.skipif(not (TINY_LLAMA / "config.json").is_file(), reason="make model first")
 def test_plan_tiny_llama_in_text() -> None:
-    done = doctor("plan", "--", str(TINY_LLAMA), "--max-model-len", "2048", env={"NO_COLOR": "1"})
+    tiny_llama = local_model("llama", "tiny")  # built once, shared with the vLLM tests
+    done = doctor("plan", "--", str(tiny_llama), "--max-model-len", "2048", env={"NO_COLOR": "1"})
     assert done.returncode in (0, 1), done.stdout + done.stderr[-2000:]
     assert "LlamaForCausalLM (llama): 2 layers" in done.stdout
     assert "KV cache holds" in done.stdout
