@@ -1,0 +1,59 @@
+"""`ascend-doctor plan`: what the plugin will do with these `vllm serve` arguments, before
+any weight is loaded. Every decision is the core's; this module only gathers inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from adapters.doctor.plan.attention import attention_items
+from adapters.doctor.plan.config import build_deployment, config_plan_items
+from adapters.doctor.plan.memory import memory_items
+from adapters.doctor.plan.model import Target, model_items, read_model
+from adapters.doctor.plan.patches import patch_items
+from adapters.doctor.plan.quantization import quantization_items
+from adapters.doctor.report import Report, Section
+from adapters.doctor.serve_args import ServeArgs
+from ascend_core.quantization import QuantMethod
+from ports.environment import Environment
+from ports.model_files import ModelFiles
+from ports.upstream import Upstream
+
+
+def plan_report(
+    args: ServeArgs,
+    files: ModelFiles,
+    env: Environment,
+    upstream: Upstream,
+    target: Target,
+) -> Report:
+    """Every section of `plan`; a failing section does not stop the others."""
+    sections: list[Section] = []
+    data: dict[str, Any] = {"model": files.location, "target": attrs.asdict(target)}
+    model = read_model(files, args)
+    if isinstance(model, list):
+        return Report("plan", [Section("model", model)], data)
+    sections.append(Section("model", model_items(model, args, target)))
+
+    quant_items, detection = quantization_items(files, args)
+    detected = detection.files_say if detection is not None else QuantMethod.NONE
+    deployment = build_deployment(args, model, target, env, detected)
+    plan_items, plan = config_plan_items(deployment)
+    sections.append(Section("config plan", plan_items))
+    sections.append(Section("attention", attention_items(model, target, env)))
+    sections.append(Section("quantization", quant_items))
+    patches, patch_data = patch_items(deployment, upstream)
+    sections.append(Section("patches", patches))
+    block_size = (plan.block_size if plan is not None else None) or args.block_size
+    memory, memory_data = memory_items(args, files, model, target, block_size, detection)
+    sections.append(Section("memory budget", memory))
+    data.update(
+        {
+            "plan": plan.describe() if plan is not None else None,
+            "changes": [c.describe() for c in plan.changes] if plan is not None else [],
+            "patches": patch_data,
+            "memory": memory_data,
+        }
+    )
+    return Report("plan", sections, data)

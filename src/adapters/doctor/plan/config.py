@@ -1,0 +1,107 @@
+"""The `config plan` section: the Deployment from the arguments, and what the core plans."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.doctor.plan.items import FAIL, PASS, WARN, failed
+from adapters.doctor.plan.model import Target
+from adapters.doctor.serve_args import ServeArgs
+from ascend_core.deployment import (
+    CacheSettings,
+    CompilationSettings,
+    CompileMode,
+    Deployment,
+    GraphMode,
+    KvTransferRole,
+    ModelFacts,
+    ParallelSettings,
+    SpeculativeSettings,
+)
+from ascend_core.errors import AscendError
+from ascend_core.plan import ConfigPlan, plan_config
+from ascend_core.preflight import CheckItem
+from ascend_core.quantization import QuantMethod
+from ports.environment import Environment
+
+
+def _enum(cls: type[Any], value: Any) -> Any:
+    return cls[value] if isinstance(value, str) and value in cls.__members__ else None
+
+
+def build_deployment(
+    args: ServeArgs,
+    model: ModelFacts,
+    target: Target,
+    env: Environment,
+    detected: QuantMethod = QuantMethod.NONE,
+) -> Deployment:
+    """The Deployment the vLLM adapter would build, from the arguments as given."""
+    comp = args.compilation
+    role = args.kv_transfer.get("kv_role")
+    return Deployment(
+        model=model,
+        chip_family=target.chip_family,
+        device_kind=target.kind,
+        parallel=ParallelSettings(
+            tp=args.tp,
+            pp=args.pp,
+            dp=args.dp,
+            pcp=args.pcp,
+            dcp=args.dcp,
+            expert_parallel=args.expert_parallel,
+        ),
+        speculative=SpeculativeSettings(
+            method=args.speculative.get("method"),
+            num_speculative_tokens=int(args.speculative.get("num_speculative_tokens") or 0),
+        ),
+        compilation=CompilationSettings(
+            enforce_eager=args.enforce_eager,
+            mode=_enum(CompileMode, comp.get("mode")),
+            graph_mode=_enum(GraphMode, comp.get("cudagraph_mode")),
+            capture_sizes=comp.get("cudagraph_capture_sizes"),
+            custom_ops=tuple(comp.get("custom_ops") or ()),
+        ),
+        cache=CacheSettings(
+            block_size=args.block_size,
+            enable_prefix_caching=(
+                True if args.enable_prefix_caching is None else args.enable_prefix_caching
+            ),
+            kv_cache_dtype=args.kv_cache_dtype,
+            enable_sleep_mode=args.enable_sleep_mode,
+        ),
+        kv_transfer_role=KvTransferRole(role) if role else None,
+        additional_config=args.additional_config,
+        user_quantization=args.quantization,
+        detected_quantization=detected,
+        launch_blocking=env.get("ASCEND_LAUNCH_BLOCKING") == "1",
+        npu_alloc_conf=env.get("PYTORCH_NPU_ALLOC_CONF"),
+    )
+
+
+def config_plan_items(deployment: Deployment) -> tuple[list[CheckItem], ConfigPlan | None]:
+    """The core's decisions and changes for this deployment, or why it refused."""
+    try:
+        plan = plan_config(deployment)
+    except AscendError as error:
+        return failed("config plan", error), None
+    items = [
+        CheckItem(
+            "decisions",
+            PASS,
+            f"worker {plan.worker_kind.name}, block_size {plan.block_size}, graph "
+            f"{plan.graph_mode.name}, compile {_short(plan.compile_mode)}",
+        )
+    ]
+    items += [
+        CheckItem(c.field, PASS, f"{_short(c.old)} -> {_short(c.new)}: {c.reason}")
+        for c in plan.changes
+    ]
+    items += [CheckItem("warning", WARN, w) for w in plan.warnings]
+    items += [CheckItem("error", FAIL, e.what, e.hint) for e in plan.errors]
+    return items, plan
+
+
+def _short(value: object) -> str:
+    text = getattr(value, "name", None) or ("unset" if value is None else str(value))
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,163 @@
+"""The `memory budget` section: weights, KV cache per token and reserve against the
+device memory, as vllm serve will budget them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from adapters.doctor.plan.items import FAIL, PASS, WARN, failed
+from adapters.doctor.plan.model import Target
+from adapters.doctor.serve_args import ServeArgs
+from ascend_core.deployment import ModelFacts
+from ascend_core.errors import AscendError
+from ascend_core.memory_budget import (
+    MemoryBudget,
+    MemoryDemand,
+    Reserve,
+    Scaling,
+    dtype_bytes,
+    estimate_reserve,
+    exact_bytes,
+    format_bytes,
+    kv_bytes_per_token,
+    plan_budget,
+    weights_size,
+)
+from ascend_core.preflight import CheckItem
+from ascend_core.quantization import QuantDetection, QuantMethod
+from ports.model_files import ModelFiles
+
+# vLLM's chunked-prefill token budget when --max-num-batched-tokens is not given.
+DEFAULT_BATCHED_TOKENS = 8192
+# The block size the budget assumes when neither the user nor the plan sets one.
+DEFAULT_BLOCK_SIZE = 128
+
+
+def memory_items(
+    args: ServeArgs,
+    files: ModelFiles,
+    model: ModelFacts,
+    target: Target,
+    block_size: int | None,
+    detection: QuantDetection | None,
+) -> tuple[list[CheckItem], Mapping[str, Any]]:
+    """The budget's items and its numbers as report data; skipped when memory or weights
+    are unknown."""
+    if target.memory_bytes <= 0:
+        return [CheckItem("budget", WARN, "device memory unknown", "pass --device-memory")], {}
+    try:
+        headers = files.tensor_headers()
+        weights = weights_size(headers, model.dtype)
+        kv_dtype = dtype_bytes(args.kv_cache_dtype, model.dtype)
+    except AscendError as error:
+        return failed("budget", error), {}
+    if not headers:
+        return [
+            CheckItem(
+                "weights",
+                WARN,
+                f"{files.location} has no *.safetensors: weights unknown, budget skipped",
+                "download the safetensors files (their headers are enough)",
+            )
+        ], {}
+    shards = args.tp * args.pp
+    per_device = weights.total_bytes // shards
+    kv = kv_bytes_per_token(model, kv_dtype, args.tp, args.pp)
+    reserve = estimate_reserve(
+        model,
+        args.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS,
+        dtype_bytes(model.dtype),
+        args.tp,
+    )
+    block = block_size or DEFAULT_BLOCK_SIZE
+    quantized = weights.quantized or (
+        detection is not None and detection.method is not QuantMethod.NONE
+    )
+    explicit = args.kv_cache_memory_bytes
+    if explicit:
+        # vllm serve's worker: the flag is the whole KV budget and its message, with only
+        # the two fixes that need no model facts, so the doctor prints what serve will.
+        demand = MemoryDemand.explicit(explicit, kv.bytes, model.max_model_len, block)
+        budget = plan_budget(demand)
+    else:
+        demand = MemoryDemand(
+            device_memory_bytes=target.memory_bytes,
+            memory_utilization=args.gpu_memory_utilization,
+            weights_bytes=per_device,
+            reserve_bytes=reserve.total_bytes,
+            kv_bytes_per_token=kv.bytes,
+            max_model_len=model.max_model_len,
+            block_size=block,
+        )
+        budget = plan_budget(demand, Scaling(model, kv_dtype, args.tp, args.pp, quantized))
+    items = [
+        CheckItem(
+            "weights",
+            PASS,
+            f"{format_bytes(weights.total_bytes)} ({weights.detail}); "
+            f"{format_bytes(per_device)} per device (/ tp x pp = {shards})",
+        ),
+        CheckItem("KV per token", PASS, f"{kv.bytes} B = {kv.formula}"),
+        CheckItem("reserve", PASS, f"{reserve.describe()} (estimate)"),
+    ]
+    if explicit:
+        items.append(_explicit_room(explicit, target.memory_bytes, per_device, reserve))
+    items.append(_budget_item(budget))
+    return items, _memory_data(budget, weights.total_bytes, kv.formula, reserve.describe())
+
+
+def _explicit_room(explicit: int, device_bytes: int, weights: int, reserve: Reserve) -> CheckItem:
+    """Whether --kv-cache-memory-bytes fits beside the weights and the estimated reserve:
+    vllm serve refuses a value above the free memory it measures after profiling."""
+    room = device_bytes - weights - reserve.total_bytes
+    told = f"--kv-cache-memory-bytes={explicit} ({format_bytes(explicit)})"
+    if explicit > room:
+        return CheckItem(
+            "free memory",
+            WARN,
+            f"{told} is more than the {exact_bytes(max(0, room))} a device keeps free after "
+            f"{format_bytes(weights)} weights and {format_bytes(reserve.total_bytes)} reserve "
+            "(estimate); vllm serve refuses a KV cache larger than the free memory it measures",
+            f"lower --kv-cache-memory-bytes to at most {max(0, room)}, or spread the weights "
+            "over more devices",
+        )
+    return CheckItem(
+        "free memory",
+        PASS,
+        f"{told} sets the KV cache instead of --gpu-memory-utilization; it fits in the "
+        f"{format_bytes(room)} a device keeps free after weights and reserve (estimate)",
+    )
+
+
+def _budget_item(budget: MemoryBudget) -> CheckItem:
+    if budget.fits:
+        return CheckItem("KV cache", PASS, budget.what())
+    return CheckItem("KV cache", FAIL, budget.what(), budget.hint())
+
+
+def _memory_data(
+    budget: MemoryBudget, weights_total: int, formula: str, reserve: str
+) -> Mapping[str, Any]:
+    d = budget.demand
+    return {
+        "budget_flag": d.budget_flag.value,
+        "device_memory_bytes": d.device_memory_bytes,
+        "memory_utilization": d.memory_utilization,
+        "weights_bytes_total": weights_total,
+        "weights_bytes_per_device": d.weights_bytes,
+        "reserve_bytes": d.reserve_bytes,
+        "reserve": reserve,
+        "kv_bytes_per_token": d.kv_bytes_per_token,
+        "kv_formula": formula,
+        "kv_bytes_available": d.kv_bytes_available,
+        "block_size": d.block_size,
+        "max_model_len": d.max_model_len,
+        "tokens": budget.tokens,
+        "sequences": budget.sequences,
+        "fits": budget.fits,
+        "fixes": [
+            {"kind": f.kind.value, "argument": f.argument, "value": f.value, "detail": f.detail}
+            for f in budget.fixes
+        ],
+    }
