@@ -1,0 +1,63 @@
+"""Device memory budget: weights, KV cache per token, what fits, and the smallest fix when not.
+
+One source of the "KV cache cannot hold one sequence" message for the doctor and the worker.
+"""
+
+from __future__ import annotations
+
+from ascend_core.memory_budget.budget import MemoryBudget, plan_budget
+from ascend_core.memory_budget.demand import (
+    MAX_SUGGESTED_TP,
+    Accounting,
+    BudgetFlag,
+    MemoryDemand,
+    Scaling,
+)
+from ascend_core.memory_budget.fixes import MAX_SUGGESTED_UTILIZATION, FixKind, MemoryFix
+from ascend_core.memory_budget.reserve import (
+    ACTIVATION_FACTOR,
+    RUNTIME_RESERVE_BYTES,
+    Reserve,
+    estimate_reserve,
+)
+from ascend_core.memory_budget.shortfall import KvCacheTooSmallError, kv_cache_shortfall
+from ascend_core.memory_budget.sizes import (
+    NOMINAL_DEVICE_MEMORY,
+    KvLayout,
+    KvPerToken,
+    WeightsSize,
+    dtype_bytes,
+    kv_bytes_per_token,
+    weights_size,
+)
+from ascend_core.memory_budget.units import GIB, MIB, exact_bytes, format_bytes
+
+__all__ = [
+    "ACTIVATION_FACTOR",
+    "GIB",
+    "MAX_SUGGESTED_TP",
+    "MAX_SUGGESTED_UTILIZATION",
+    "MIB",
+    "NOMINAL_DEVICE_MEMORY",
+    "RUNTIME_RESERVE_BYTES",
+    "Accounting",
+    "BudgetFlag",
+    "FixKind",
+    "KvCacheTooSmallError",
+    "KvLayout",
+    "KvPerToken",
+    "MemoryBudget",
+    "MemoryDemand",
+    "MemoryFix",
+    "Reserve",
+    "Scaling",
+    "WeightsSize",
+    "dtype_bytes",
+    "estimate_reserve",
+    "exact_bytes",
+    "format_bytes",
+    "kv_bytes_per_token",
+    "kv_cache_shortfall",
+    "plan_budget",
+    "weights_size",
+]

@@ -1,0 +1,146 @@
+"""Sizes from model facts: bytes per dtype, the weights, and the KV cache per token."""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+
+from attrs import frozen
+
+from ascend_core.deployment import ModelFacts
+from ascend_core.errors import ConfigError
+from ascend_core.memory_budget.units import GIB
+from ports.device import ChipFamily
+from ports.model_files import TensorHeader
+
+# Memory per device of each chip family when no device is there to ask (the doctor
+# on a machine without an NPU). Public product data: Atlas 800I A2 (910B) 64 GB HBM
+# per NPU; A3 (910C) 128 GB per package, seen as two 64 GB devices; Atlas 300I Duo
+# 96 GB per card of two chips.
+NOMINAL_DEVICE_MEMORY: Mapping[ChipFamily, int] = MappingProxyType(
+    {
+        ChipFamily.A2: 64 * GIB,
+        ChipFamily.A3: 64 * GIB,
+        ChipFamily.P310: 48 * GIB,
+    }
+)
+
+# Bits per element of every safetensors dtype.
+_SAFETENSORS_BITS: Mapping[str, int] = MappingProxyType(
+    {
+        "F64": 64, "F32": 32, "F16": 16, "BF16": 16,
+        "I64": 64, "I32": 32, "I16": 16, "I8": 8,
+        "U64": 64, "U32": 32, "U16": 16, "U8": 8, "BOOL": 8,
+        "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
+        "F6_E2M3": 6, "F6_E3M2": 6, "F4": 4, "I4": 4, "U4": 4,
+    }
+)  # fmt: skip
+_FLOAT_HEADERS = frozenset({"F64", "F32", "F16", "BF16"})
+
+# Bytes per element of the dtype names vLLM takes for --dtype and --kv-cache-dtype.
+_DTYPE_BYTES: Mapping[str, int] = MappingProxyType(
+    {
+        "float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2,
+        "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1, "int8": 1,
+    }
+)  # fmt: skip
+
+
+def dtype_bytes(name: str, model_dtype: str = "bfloat16") -> int:
+    """Bytes per element of a --dtype or --kv-cache-dtype value; "auto" means `model_dtype`."""
+    key = name.strip().lower().removeprefix("torch.")
+    if key == "auto":
+        key = model_dtype.strip().lower().removeprefix("torch.")
+    if key not in _DTYPE_BYTES:
+        raise ConfigError(
+            f"dtype {name!r} has no known element size.",
+            "use one of " + ", ".join(sorted(_DTYPE_BYTES)) + " or auto",
+        )
+    return _DTYPE_BYTES[key]
+
+
+@frozen
+class WeightsSize:
+    """The weights of the whole model in device memory, read from safetensors headers."""
+
+    total_bytes: int
+    tensors: int
+    quantized: bool  # some weight matrices are stored as 8-bit or narrower integers/floats
+    detail: str
+
+
+def weights_size(headers: Iterable[TensorHeader], model_dtype: str = "bfloat16") -> WeightsSize:
+    """Sum of every tensor's bytes. Floating tensors count at `model_dtype` (vLLM casts
+    them on load); integer and 8-bit float tensors keep their stored width."""
+    float_bytes = dtype_bytes(model_dtype)
+    total = 0
+    count = 0
+    narrow = 0
+    for header in headers:
+        numel = math.prod(header.shape)
+        code = header.dtype.upper()
+        if code in _FLOAT_HEADERS:
+            total += numel * float_bytes
+        else:
+            bits = _SAFETENSORS_BITS.get(code)
+            if bits is None:
+                raise ConfigError(
+                    f"tensor {header.name!r} has safetensors dtype {header.dtype!r}, "
+                    "which the memory budget does not know.",
+                    "report the dtype; the budget needs its element size",
+                )
+            total += math.ceil(numel * bits / 8)
+            if bits <= 8 and len(header.shape) >= 2:
+                narrow += 1
+        count += 1
+    detail = f"{count} tensors, floating point at {model_dtype}"
+    if narrow:
+        detail += f", {narrow} matrices stored at 8 bits or fewer"
+    return WeightsSize(total, count, narrow > 0, detail)
+
+
+class KvLayout(enum.Enum):
+    """How attention caches a token: K and V per KV head, or one MLA latent."""
+
+    STANDARD = "standard"
+    MLA = "mla"
+
+
+@frozen
+class KvPerToken:
+    """KV-cache bytes one token takes on one device, with the formula that gave them."""
+
+    layout: KvLayout
+    bytes: int
+    formula: str
+
+
+def kv_bytes_per_token(
+    model: ModelFacts, kv_dtype_bytes: int, tp: int = 1, pp: int = 1
+) -> KvPerToken:
+    """Per device. Standard attention splits KV heads over TP (replicated when there are
+    fewer heads than ranks); MLA caches one latent per layer on every TP rank."""
+    layers = math.ceil(model.num_layers / pp)
+    layer_text = f"{layers} layers" + (f" (of {model.num_layers}, pp={pp})" if pp > 1 else "")
+    if model.mla is not None:
+        width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
+        return KvPerToken(
+            KvLayout.MLA,
+            layers * width * kv_dtype_bytes,
+            f"{layer_text} x ({model.mla.kv_lora_rank} kv_lora_rank + "
+            f"{model.mla.qk_rope_head_dim} qk_rope_head_dim) x {kv_dtype_bytes} B "
+            "(one latent, not split by TP)",
+        )
+    heads = max(1, model.num_kv_heads // tp)
+    heads_text = f"{heads} KV heads/device"
+    if model.num_kv_heads < tp:
+        heads_text += f" ({model.num_kv_heads} replicated over tp={tp})"
+    elif tp > 1:
+        heads_text += f" ({model.num_kv_heads}/tp={tp})"
+    return KvPerToken(
+        KvLayout.STANDARD,
+        2 * layers * heads * model.head_size * kv_dtype_bytes,
+        f"2 (K,V) x {layer_text} x {heads_text} x {model.head_size} head_dim x {kv_dtype_bytes} B",
+    )
