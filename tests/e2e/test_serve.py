@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from support.hf_reference import local_model
+
 pytestmark = [pytest.mark.e2e, pytest.mark.vllm]
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -100,10 +102,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    sys.path.insert(0, str(_REPO / "scripts"))
-    from make_models import make_model
-
-    model_dir = str(make_model(str(tmp_path_factory.mktemp("m") / "llama"), "llama", "tiny", 0))
+    model_dir = str(local_model("llama", "tiny"))
     srv = Server(model_dir, tmp_path_factory.mktemp("log") / "serve.log")
     try:
         srv.wait_ready()

@@ -132,9 +132,11 @@ def greedy_token_ids(
     prompts: Sequence[Prompt],
     max_new_tokens: int,
     dtype: torch.dtype = torch.float32,
+    ignore_eos: bool = False,
 ) -> list[list[int]]:
     """Just the new token ids of greedy_generate."""
-    return [g.token_ids for g in greedy_generate(model_dir, prompts, max_new_tokens, dtype)]
+    generations = greedy_generate(model_dir, prompts, max_new_tokens, dtype, ignore_eos=ignore_eos)
+    return [g.token_ids for g in generations]
 
 
 def next_token_logprobs(

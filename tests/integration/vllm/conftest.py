@@ -4,32 +4,23 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import pytest
+
+from support.hf_reference import local_model
 
 # Before vLLM is imported anywhere in this session: our platform on the host, the engine
 # in this process (no engine-core subprocess, so a module can share one LLM cheaply).
 os.environ["VLLM_ASCEND_DEVICE"] = "cpu"
 os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 
-_SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
-if str(_SCRIPTS) not in sys.path:
-    sys.path.insert(0, str(_SCRIPTS))
-
 pytestmark = pytest.mark.vllm
 
 
 @pytest.fixture(scope="session")
-def model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """One tiny fp32 model per style, made locally (scripts/make_models.py)."""
-    from make_models import make_model
-
-    root = tmp_path_factory.mktemp("models")
-    return {
-        style: str(make_model(str(root / style), style=style, size="tiny", seed=0))
-        for style in ("llama", "qwen3")
-    }
+def model_dirs() -> dict[str, str]:
+    """One tiny fp32 model per style, made once in models/ (scripts/make_models.py)."""
+    return {style: str(local_model(style, "tiny")) for style in ("llama", "qwen3")}
 
 
 @pytest.fixture(autouse=True, scope="module")

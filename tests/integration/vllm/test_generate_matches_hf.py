@@ -11,7 +11,8 @@ import random
 
 import pytest
 from engine_teardown import shut_down
-from hf_reference import hf_greedy
+
+from support.hf_reference import greedy_token_ids
 
 MAX_NEW = 12
 BLOCK = 16
@@ -70,13 +71,13 @@ def test_single_prompts_spanning_many_blocks(served) -> None:  # type: ignore[no
     _, model_dir, llm = served
     prompts = _prompts(1, [5, 70, 200])  # 200 tokens: 13 blocks, prefilled in 4 chunks
     got = [o.outputs[0].token_ids for o in _generate(llm, prompts)]
-    assert [list(g) for g in got] == hf_greedy(model_dir, prompts, MAX_NEW)
+    assert [list(g) for g in got] == greedy_token_ids(model_dir, prompts, MAX_NEW, ignore_eos=True)
 
 
 def test_batch_of_eight_mixed_lengths_then_prefix_cache_hits(served) -> None:  # type: ignore[no-untyped-def]
     _, model_dir, llm = served
     prompts = _prompts(2, [3, 17, 33, 48, 64, 90, 129, 150])
-    expected = hf_greedy(model_dir, prompts, MAX_NEW)
+    expected = greedy_token_ids(model_dir, prompts, MAX_NEW, ignore_eos=True)
 
     first = _generate(llm, prompts)
     assert [list(o.outputs[0].token_ids) for o in first] == expected
