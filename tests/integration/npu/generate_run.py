@@ -1,8 +1,9 @@
 """One LLM.generate run through the plugin, in a fresh process, printed as JSON.
 
 `host`: the host device (adapters.cpu). `npu`: the NPU platform, worker and adapter
-(NpuOps, NpuRuntime) on the emulated torch_npu, chosen by overriding the container's
-providers; tensors stay in host memory. An emulator, not Ascend hardware.
+(NpuOps, NpuRuntime) on the emulated torch_npu, wired into the container of this process
+and of every Python process vLLM starts (support.torch_npu_emulator.activate); tensors
+stay in host memory. An emulator, not Ascend hardware.
 
 Run as: python generate_run.py {host,npu} MODEL_DIR
 """
@@ -21,40 +22,16 @@ MAX_NEW = 8
 _TESTS = Path(__file__).resolve().parents[2]
 
 
-class AvailableNpuProbe:
-    """The NPU probe's answer on a host where the emulated torch_npu stands in."""
-
-    def __init__(self) -> None:
-        from ports.device import ChipFamily, DeviceFacts, DeviceKind, ProbeResult
-
-        self.result = ProbeResult(
-            DeviceKind.NPU,
-            True,
-            "emulated torch_npu (tests): one Ascend910B1, tensors in host memory",
-            facts=DeviceFacts(DeviceKind.NPU, ChipFamily.A2, 1, 64 << 30, "Ascend910B1"),
-        )
-
-    def probe(self):  # type: ignore[no-untyped-def]
-        return self.result
-
-
 def emulate_npu() -> object:
-    """Wire the container for the NPU path on the emulator; returns the emulated module."""
-    sys.path.insert(0, str(_TESTS))
-    from adapters.container import container
-    from adapters.cpu.communicator import GlooCommunicator
-    from adapters.npu.runtime import NpuRuntime
-    from support.torch_npu_emulator import make_torch_npu
+    """Wire the container for the NPU path on the emulator; returns the emulated module.
 
-    torch_npu = make_torch_npu()
-    c = container()
-    c.npu_probe.override(AvailableNpuProbe())
-    c.torch_npu.override(torch_npu)
-    # The emulator computes on host tensors, so the runtime says "cpu" and the
-    # process group is gloo (HCCL exists only with torch_npu and CANN).
-    c.runtime.override(NpuRuntime(torch_npu, device_type="cpu"))
-    c.communicator.override(GlooCommunicator())
-    return torch_npu
+    The test started this process with `child_env`, so the sitecustomize has already
+    done it (as in every Python process vLLM starts from here); this returns the module.
+    """
+    sys.path.insert(0, str(_TESTS))
+    from support.torch_npu_emulator.activate import activate
+
+    return activate()
 
 
 def stand_in_for_triton_ascend() -> None:

@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from support.torch_npu_emulator.activate import child_env
+
 RUNNER = Path(__file__).with_name("generate_run.py")
 STYLES = ("llama", "qwen3")
 
@@ -32,6 +34,10 @@ STYLES = ("llama", "qwen3")
 def _start(device: str, model: str) -> subprocess.Popen[str]:
     env = dict(os.environ)
     env.pop("VLLM_ASCEND_DEVICE", None)
+    if device == "npu":
+        # Every Python process vLLM starts must see the emulated NPU too (a cold
+        # model-info cache makes vLLM inspect the model in a subprocess).
+        env = child_env(env)
     env["OMP_NUM_THREADS"] = "1"  # the runs go side by side on a small machine
     return subprocess.Popen(
         [sys.executable, str(RUNNER), device, model],

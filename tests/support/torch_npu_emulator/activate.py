@@ -1,0 +1,92 @@
+"""Wire the emulated torch_npu into this process's container (test support, not product).
+
+One function for every process that must see the emulated NPU: the test's own process
+(generate_run.py) and every Python process vLLM starts from it, through the
+`sitecustomize` in tests/support/emulated_npu_site (put on PYTHONPATH by `child_env`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+SITE_DIR = Path(__file__).resolve().parents[1] / "emulated_npu_site"
+TESTS_DIR = Path(__file__).resolve().parents[2]
+# Test-support switches (not the plugin's: the plugin reads only VLLM_ASCEND_*).
+ACTIVE_VAR = "EMULATED_NPU"  # "1" in a process that must start with the emulator wired
+SOC_VAR = "EMULATED_NPU_SOC"
+DEVICES_VAR = "EMULATED_NPU_DEVICES"
+
+_ACTIVE: Any = None
+
+
+class AvailableNpuProbe:
+    """The NPU probe's answer on a host where the emulated torch_npu stands in."""
+
+    def __init__(self, soc_name: str, device_count: int) -> None:
+        from adapters.npu.chip import chip_family_from_soc
+        from ports.device import ChipFamily, DeviceFacts, DeviceKind, ProbeResult
+
+        family = chip_family_from_soc(soc_name) or ChipFamily.A2
+        self.result = ProbeResult(
+            DeviceKind.NPU,
+            True,
+            f"emulated torch_npu (tests): {device_count} x {soc_name}, tensors in host memory",
+            facts=DeviceFacts(DeviceKind.NPU, family, device_count, 64 << 30, soc_name),
+        )
+
+    def probe(self) -> Any:
+        return self.result
+
+
+def activate(soc_name: str = "Ascend910B1", device_count: int = 1) -> Any:
+    """Override the container's NPU providers with the emulator; returns the emulated module.
+
+    Idempotent per process. The emulator computes on host tensors, so the runtime says
+    "cpu" and the process group is gloo (HCCL exists only with torch_npu and CANN).
+    """
+    global _ACTIVE
+    if _ACTIVE is not None:
+        return _ACTIVE
+    from adapters.container import container
+    from adapters.cpu.communicator import GlooCommunicator
+    from adapters.npu.runtime import NpuRuntime
+    from support.torch_npu_emulator import make_torch_npu
+
+    torch_npu = make_torch_npu(soc_name=soc_name, device_count=device_count)
+    c = container()
+    c.npu_probe.override(AvailableNpuProbe(soc_name, device_count))
+    c.torch_npu.override(torch_npu)
+    c.runtime.override(NpuRuntime(torch_npu, device_type="cpu"))
+    c.communicator.override(GlooCommunicator())
+    _ACTIVE = torch_npu
+    return torch_npu
+
+
+def activate_from_env() -> Any:
+    """activate() with the options the parent process put in the environment."""
+    return activate(
+        soc_name=os.environ.get(SOC_VAR, "Ascend910B1"),
+        device_count=int(os.environ.get(DEVICES_VAR, "1")),
+    )
+
+
+def child_env(
+    env: dict[str, str] | None = None, soc_name: str = "Ascend910B1", device_count: int = 1
+) -> dict[str, str]:
+    """An environment in which every Python process starts with the emulator wired.
+
+    vLLM starts Python subprocesses (e.g. `python -m vllm.model_executor.models.registry`
+    to inspect a model when its model-info cache is cold); they load the plugin with
+    VLLM_ASCEND_DEVICE=npu and must find the same emulated NPU as their parent.
+    """
+    out = dict(os.environ if env is None else env)
+    paths = [str(SITE_DIR), str(TESTS_DIR)]
+    if out.get("PYTHONPATH"):
+        paths.append(out["PYTHONPATH"])
+    out["PYTHONPATH"] = os.pathsep.join(paths)
+    out[ACTIVE_VAR] = "1"
+    out[SOC_VAR] = soc_name
+    out[DEVICES_VAR] = str(device_count)
+    return out
