@@ -70,6 +70,11 @@ class Container(containers.DeclarativeContainer):
         npu=providers.Singleton(_lazy, "adapters.npu.ops:NpuOps", torch_npu),
         cpu=providers.Singleton(_lazy, "adapters.cpu.ops:CpuOps"),
     )
+    quant_ops = providers.Selector(
+        serving_kind,
+        npu=providers.Singleton(_lazy, "adapters.npu.quant:NpuQuantOps", torch_npu),
+        cpu=providers.Singleton(_lazy, "adapters.cpu.quant:CpuQuantOps"),
+    )
     runtime = providers.Selector(
         serving_kind,
         npu=providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu),
