@@ -66,11 +66,35 @@ class AscendPlatformBase(Platform):
         plan = plan_for(translate.deployment(vllm_config, cls.device_kind, cls.chip_family()))
         if plan is None:
             return  # vLLM builds configs without a model too (e.g. in tests); nothing to plan
+        quantization = vllm_config.model_config.quantization
         translate.apply_changes(vllm_config, plan.changes)
+        if vllm_config.model_config.quantization != quantization:
+            cls.rebuild_quant_config(vllm_config)
         if vllm_config.parallel_config.worker_cls == "auto":
             vllm_config.parallel_config.worker_cls = cls.worker_path(plan.worker_kind)
         cls.update_device_settings(vllm_config)
         cls.apply_deployment_patches(vllm_config)
+
+    @classmethod
+    def rebuild_quant_config(cls, vllm_config: VllmConfig) -> None:
+        """The plan chose a method from the model files (a ModelSlim description names no
+        method in config.json): vLLM built its quant config before asking us, so again."""
+        from vllm.config import VllmConfig as _VllmConfig
+
+        vllm_config.quant_config = _VllmConfig.get_quantization_config(
+            vllm_config.model_config, vllm_config.load_config
+        )
+
+    @classmethod
+    def pre_register_and_update(cls, parser: Any = None) -> None:
+        """`ascend` among vLLM's quantization methods (and the CLI's choices, if any)."""
+        from adapters.vllm.quantization.config import METHOD_NAME
+        from adapters.vllm.registration import register_quantization
+
+        register_quantization()
+        action = None if parser is None else parser._option_string_actions.get("--quantization")
+        if action is not None and action.choices is not None and METHOD_NAME not in action.choices:
+            action.choices = [*action.choices, METHOD_NAME]
 
     @classmethod
     def apply_deployment_patches(cls, vllm_config: VllmConfig) -> None:

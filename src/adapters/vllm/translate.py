@@ -21,6 +21,7 @@ from ascend_core.deployment import (
     SpeculativeSettings,
 )
 from ascend_core.model_facts import model_facts_from_config
+from ascend_core.quantization import QuantMethod
 from ports.device import ChipFamily, DeviceKind
 
 if TYPE_CHECKING:
@@ -128,10 +129,22 @@ def deployment(
         kv_transfer_role=role,
         additional_config=dict(vllm_config.additional_config or {}),
         user_quantization=vllm_config.model_config.quantization,
+        detected_quantization=detected_quantization(vllm_config.model_config.model),
         npu_alloc_conf=os.environ.get("PYTORCH_NPU_ALLOC_CONF"),
         omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
         host_cpus=_usable_cpus(),
     )
+
+
+def detected_quantization(model: str) -> QuantMethod:
+    """What a local model directory's files say (the core reads them); NONE for hub ids,
+    whose files vLLM fetches later."""
+    if not os.path.isdir(model):
+        return QuantMethod.NONE
+    from adapters.container import container
+    from ascend_core.quantization import detect_quantization
+
+    return detect_quantization(container().model_files(model), None).files_say
 
 
 def _usable_cpus() -> int | None:
