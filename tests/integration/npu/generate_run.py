@@ -85,6 +85,11 @@ def main(device: str, model: str) -> None:
         "worker": type(worker).__name__,
         "ops": type(worker.model_runner.model.model.layers[0].input_layernorm.device_ops).__name__,
         "runs": runs,
+        "quant_methods": sorted(
+            {type(m.quant_method).__name__ for m in worker.model_runner.model.modules()
+             if hasattr(m, "quant_method") and m.quant_method is not None}
+        ),
+        "quantization": llm.llm_engine.vllm_config.model_config.quantization,
         "cached_tokens": cached,
         "calls": sorted({name for name, _, _ in torch_npu.calls}) if torch_npu else [],
         "sparse_modes": sorted(
