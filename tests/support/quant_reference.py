@@ -170,3 +170,117 @@ def teacher_forced_gaps(
             chosen = rows[torch.arange(len(gen)), torch.tensor(list(gen))]
             worst = max(worst, float((rows.max(dim=-1).values - chosen).max()))
     return worst
+
+
+# -- compressed-tensors (llm-compressor) int8 W8A8 -----------------------------------------
+# Symmetric int8 activations: dynamic per token as W8A8_DYNAMIC above, or static per tensor
+# x_q = clamp(round(x * (1 / s)), -128, 127), y = float32(x_q @ W^T) * (s * weight_scale);
+# a fused layer (q/k/v, gate/up) quantizes its input once, with the largest shard scale,
+# as vLLM's int8 kernels do. The float bias is added last.
+FUSED_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+
+def local_ct_export(style: str = "llama", activations: str = "dynamic",
+                    size: str = "tiny") -> Path:
+    """<repo>/models/<size>-<style>-ct-<activations>, written by llm-compressor itself
+    (scripts/make_ct_exports.py in its own venv, made on first use)."""
+    import subprocess
+    import sys
+
+    script = REPO_ROOT / "scripts" / "make_ct_exports.py"
+    out = MODELS_DIR / f"{size}-{style}-ct-{activations}"
+    src = local_model(style, size)
+    module = _ct_module()
+    python = module.ensure_venv()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run([str(python), str(script), "--src", str(src), "--out", str(out),
+                    "--activations", activations], check=True, env=env,
+                   stdout=sys.stderr)
+    return out
+
+
+@functools.cache
+def _ct_module() -> Any:
+    import importlib.util
+
+    path = REPO_ROOT / "scripts" / "make_ct_exports.py"
+    spec = importlib.util.spec_from_file_location("make_ct_exports", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class CtFakeQuantLinear(torch.nn.Module):
+    def __init__(self, tensors: dict[str, torch.Tensor], input_scale: torch.Tensor | None
+                 ) -> None:
+        super().__init__()
+        self.w = tensors["weight"].to(torch.int64)
+        self.w_scale = tensors["weight_scale"].to(F32).reshape(-1)
+        self.bias = tensors.get("bias")
+        self.input_scale = input_scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.to(F32)
+        if self.input_scale is None:
+            s = xf.abs().amax(dim=-1, keepdim=True) / 127.0
+            x_q = torch.where(s > 0, torch.round(xf / torch.where(s > 0, s, 1.0)), 0.0)
+            acc = x_q.clamp(-128, 127).to(torch.int64) @ self.w.T
+            y = acc.to(F32) * self.w_scale * s
+        else:
+            x_q = torch.round(xf * (1.0 / self.input_scale)).clamp(-128, 127)
+            acc = x_q.to(torch.int64) @ self.w.T
+            y = acc.to(F32) * (self.input_scale * self.w_scale)
+        if self.bias is not None:
+            y = y + self.bias.to(F32)
+        return y.to(x.dtype)
+
+
+def _group_input_scale(name: str, tensors: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    parent, _, child = name.rpartition(".")
+    group = next((g for g in FUSED_GROUPS if child in g), (child,))
+    scales = [tensors.get(f"{parent}.{c}.input_scale") for c in group]
+    if any(s is None for s in scales):
+        return None
+    return torch.stack([s.to(F32).reshape(()) for s in scales]).max().reshape(1)
+
+
+@functools.cache
+def _load_ct(export_dir: str, dtype: torch.dtype) -> Any:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    root = Path(export_dir)
+    tensors = _export_tensors(root)
+    config = AutoConfig.from_pretrained(export_dir)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # built as the float model; linears replaced below
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    replaced = set()
+    for name, module in list(model.named_modules()):
+        if isinstance(module, torch.nn.Linear) and f"{name}.weight_scale" in tensors:
+            prefix = f"{name}."
+            own = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+            parent, _, child = name.rpartition(".")
+            layer = CtFakeQuantLinear(own, _group_input_scale(name, tensors))
+            setattr(model.get_submodule(parent), child, layer)
+            replaced.add(prefix)
+    floats = {k: v.to(dtype) for k, v in tensors.items()
+              if not any(k.startswith(p) for p in replaced)}
+    missing, unexpected = model.load_state_dict(floats, strict=False)
+    assert not unexpected and not missing, (missing, unexpected)
+    model.eval()
+    return model
+
+
+def ct_greedy_token_ids(export_dir: str | os.PathLike[str], prompts: Sequence[Sequence[int]],
+                        max_new_tokens: int, dtype: torch.dtype = F32) -> list[list[int]]:
+    model = _load_ct(str(Path(export_dir).resolve()), dtype)
+    out = []
+    with torch.no_grad():
+        for prompt in prompts:
+            ids = torch.tensor([list(prompt)])
+            for _ in range(max_new_tokens):
+                logits = model(ids).logits[0, -1]
+                ids = torch.cat([ids, logits.argmax().reshape(1, 1)], dim=1)
+            out.append(ids[0, len(prompt):].tolist())
+    return out

@@ -89,6 +89,14 @@ SURFACE: tuple[tuple[str, str], ...] = (
      "per-tensor input_scale per shard (param attr needs_scalar_to_array)"),
     ("vllm.model_executor.layers.fused_moe:RoutedExperts", "quantized experts refused"),
     ("vllm.model_executor.utils:set_weight_attrs", "loader attributes on our params"),
+    ("vllm.model_executor.kernels.linear:_POSSIBLE_INT8_KERNELS",
+     "patch target: our int8 ScaledMM kernel under PlatformEnum.OOT"),
+    ("vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel:"
+     "Int8ScaledMMLinearKernel", "AscendInt8ScaledMMLinearKernel subclasses it"),
+    ("vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel:"
+     "Int8ScaledMMLinearLayerConfig", "is_channelwise, is_static_input_scheme, symmetric"),
+    ("vllm.model_executor.layers.quantization.utils.w8a8_utils:convert_to_channelwise",
+     "per-tensor weight scales of fused layers"),
     # Config types translated to and from the core.
     ("vllm.config:CompilationMode", "CompileMode mirrors its member names"),
     ("vllm.config:CUDAGraphMode", "GraphMode mirrors its member names"),
