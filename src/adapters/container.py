@@ -17,6 +17,7 @@ from adapters.doctor.host import gather_host_facts
 from adapters.doctor.serve_args import vllm_parser
 from adapters.npu.loader import load_torch_npu
 from adapters.npu.probe import CannLibraryFinder, DavinciDeviceLister, NpuProbe
+from adapters.system.cpus import usable_cpus
 from adapters.system.environment import OsEnvironment
 from adapters.system.model_files import LocalModelFiles
 from adapters.system.upstream import MetadataUpstream
@@ -49,6 +50,7 @@ class Container(containers.DeclarativeContainer):
     environment = providers.Singleton(OsEnvironment)
     upstream = providers.Singleton(MetadataUpstream, environment)
     model_files = providers.Factory(LocalModelFiles)  # model_files(directory)
+    host_cpus = providers.Callable(usable_cpus)  # CPUs this process may use
 
     # What the host holds, looked up once for the probe and the doctor alike.
     cann_library_finder = providers.Singleton(CannLibraryFinder, environment)

@@ -107,7 +107,33 @@ def model_facts_from_config(
         mla=mla,
         index_topk=_first_positive(c, ("index_topk",)),
         is_moe=_first_positive(c, EXPERT_KEYS) is not None,
+        hybrid=_layer_kinds(c) & HYBRID_LAYER_KINDS != set(),
+        sliding_window=_sliding_window(c),
+        attention_sinks=str(archs[0]) in SINK_ARCHITECTURES,
+        encoder_decoder=bool(config.get("is_encoder_decoder") or c.get("is_encoder_decoder")),
+        multimodal=any(config.get(key) is not None for key in MULTIMODAL_KEYS),
     )
+
+
+# Layer kinds other than full attention that make a model hybrid (mamba, linear attention).
+HYBRID_LAYER_KINDS = frozenset({"mamba", "mamba2", "linear_attention", "hybrid"})
+# Architectures whose attention layers carry learned sink logits.
+SINK_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
+# Top-level config keys of a tower that feeds the language model.
+MULTIMODAL_KEYS = ("vision_config", "audio_config", "visual", "vision_tower")
+
+
+def _layer_kinds(c: Mapping[str, Any]) -> set[str]:
+    kinds = c.get("layer_types") or c.get("layers_block_type") or ()
+    return {str(k) for k in kinds} if isinstance(kinds, (list, tuple)) else set()
+
+
+def _sliding_window(c: Mapping[str, Any]) -> bool:
+    """Some layers attend over a window: a window size in use, or sliding layer kinds."""
+    if "sliding_attention" in _layer_kinds(c):
+        return True
+    window = _as_int(c.get("sliding_window"))
+    return window is not None and window > 0 and c.get("use_sliding_window", True) is not False
 
 
 def _mla(c: Mapping[str, Any], source: str) -> MlaShape | None:

@@ -95,9 +95,15 @@ def main(
         chip = ChipFamily(options.chip) if options.chip else None
         memory = int(options.device_memory * GIB) if options.device_memory else None
         target = choose_target(
-            probe_safely(c.npu_probe), env, chip, memory, host_memory_bytes=_host_memory()
+            probe_safely(c.npu_probe),
+            c.env_settings().device,
+            chip,
+            memory,
+            host_memory_bytes=_host_memory(),
         )
-        report = plan_report(serve, c.model_files(serve.model), env, c.upstream(), target)
+        report = plan_report(
+            serve, c.model_files(serve.model), env, c.upstream(), target, c.host_cpus()
+        )
     print(_render(report, options.json, out), file=out)
     return report.exit_code
 

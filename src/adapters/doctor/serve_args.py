@@ -38,6 +38,7 @@ class ServeArgs:
     pcp: int = 1
     dcp: int = 1
     expert_parallel: bool = False
+    enable_lora: bool = False
     nnodes: int = 1
     max_model_len: int | None = None
     gpu_memory_utilization: float = 0.9
@@ -71,6 +72,7 @@ class ServeArgs:
             pcp=int(get("prefill_context_parallel_size", 1)),
             dcp=int(get("decode_context_parallel_size", 1)),
             expert_parallel=bool(get("enable_expert_parallel", False)),
+            enable_lora=bool(get("enable_lora", False)),
             nnodes=int(get("nnodes", 1)),
             max_model_len=d.get("max_model_len"),
             gpu_memory_utilization=float(get("gpu_memory_utilization", 0.9)),

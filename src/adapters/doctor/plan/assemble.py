@@ -27,6 +27,7 @@ def plan_report(
     env: Environment,
     upstream: Upstream,
     target: Target,
+    host_cpus: int | None = None,
 ) -> Report:
     """Every section of `plan`; a failing section does not stop the others."""
     sections: list[Section] = []
@@ -38,7 +39,7 @@ def plan_report(
 
     quant_items, detection = quantization_items(files, args)
     detected = detection.files_say if detection is not None else QuantMethod.NONE
-    deployment = build_deployment(args, model, target, env, detected)
+    deployment = build_deployment(args, model, target, env, detected, host_cpus)
     plan_items, plan = config_plan_items(deployment)
     sections.append(Section("config plan", plan_items))
     sections.append(Section("attention", attention_items(model, target, env)))

@@ -9,12 +9,12 @@ from attrs import frozen
 from adapters.doctor.plan.items import FAIL, PASS, failed
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core.deployment import ModelFacts
+from ascend_core.device_selection import DeviceRequest
 from ascend_core.errors import AscendError
 from ascend_core.memory_budget import NOMINAL_DEVICE_MEMORY, format_bytes
 from ascend_core.model_facts import model_facts_from_config
 from ascend_core.preflight import CheckItem
 from ports.device import ChipFamily, DeviceKind, ProbeResult
-from ports.environment import Environment
 from ports.model_files import ModelFiles
 
 
@@ -31,13 +31,13 @@ class Target:
 
 def choose_target(
     probe: ProbeResult,
-    env: Environment,
+    device: DeviceRequest,
     chip: ChipFamily | None = None,
     memory_bytes: int | None = None,
     host_memory_bytes: int | None = None,
 ) -> Target:
     """The probed NPU when there is one; else the chip and memory asked for, or an A2."""
-    if (env.get("VLLM_ASCEND_DEVICE") or "").strip().lower() == "cpu":
+    if device is DeviceRequest.CPU:
         mem = memory_bytes or host_memory_bytes or 0
         return Target(DeviceKind.CPU, ChipFamily.HOST, mem, 1, "VLLM_ASCEND_DEVICE=cpu: host")
     facts = probe.facts if probe.available else None
