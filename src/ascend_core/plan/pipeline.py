@@ -16,14 +16,17 @@ from ascend_core.plan.parallel import validate_parallel
 from ascend_core.plan.quantization import resolve_quantization
 from ascend_core.plan.result import ConfigPlan, Decisions, Draft
 from ascend_core.plan.worker import pick_worker
+from ascend_core.support.check import check_support
 
 Step = Callable[[Deployment, Draft], Draft]
 
+# The support matrix comes first: a refused feature is the first thing an operator reads.
 # Order matters where a step reads an earlier decision: graph sizes read the
 # sequence-parallel decision of validate_parallel, the graph step reads the parsed
 # additional_config. Every step runs even after errors,
 # so the operator sees every problem in one pass.
 STEPS: tuple[Step, ...] = (
+    check_support,
     validate_parallel,
     validate_additional_config,
     resolve_quantization,

@@ -7,7 +7,7 @@ import pytest
 from ascend_core.errors import ConfigError
 from ascend_core.plan import fields, plan_config
 from ports.device import ChipFamily
-from unit.core.plan_fixtures import dense_model, dsa_model, host, mla_model, npu
+from unit.core.plan_fixtures import dense_model, dsa_model, host, mla_model, npu, step_errors
 
 
 @pytest.mark.parametrize("model", [dense_model(), mla_model(), dsa_model()])
@@ -51,8 +51,8 @@ def test_the_host_accepts_any_block_size() -> None:
 
 def test_compressed_attention_takes_only_its_kernel_sizes() -> None:
     model = mla_model(architecture="DeepseekV4ForCausalLM", compressed_attention=True)
-    assert plan_config(npu(model, cache={"block_size": 64})).ok
-    (error,) = plan_config(npu(model, cache={"block_size": 256})).errors
+    assert not step_errors(plan_config(npu(model, cache={"block_size": 64})))
+    (error,) = step_errors(plan_config(npu(model, cache={"block_size": 256})))
     assert "cache_config.block_size=256" in error.what
     assert "DeepseekV4ForCausalLM" in error.what
     assert "[32, 64, 128]" in error.what
