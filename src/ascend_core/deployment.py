@@ -193,3 +193,4 @@ class Deployment:
     # None when the adapter could not tell.
     host_cpus: int | None = field(default=None, validator=validators.optional(_positive))
     lora: bool = False  # --enable-lora
+    training_consistency: bool = False  # VLLM_ASCEND_TRAINING_CONSISTENCY=1

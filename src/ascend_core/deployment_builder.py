@@ -26,6 +26,7 @@ from ascend_core.deployment import (
     ParallelSettings,
     SpeculativeSettings,
 )
+from ascend_core.env_registry import read_env
 from ascend_core.quantization import QuantMethod, detect_quantization
 from ports.device import ChipFamily, DeviceKind
 from ports.environment import Environment
@@ -96,4 +97,5 @@ def build_deployment(
         omp_num_threads=env.get(OMP_NUM_THREADS),
         host_cpus=host_cpus,
         lora=requested.lora,
+        training_consistency=read_env(env).training_consistency,
     )

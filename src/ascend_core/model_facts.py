@@ -107,6 +107,7 @@ def model_facts_from_config(
         mla=mla,
         index_topk=_first_positive(c, ("index_topk",)),
         is_moe=_first_positive(c, EXPERT_KEYS) is not None,
+        compressed_attention=str(archs[0]) in COMPRESSED_MLA_ARCHITECTURES,
         hybrid=_layer_kinds(c) & HYBRID_LAYER_KINDS != set(),
         sliding_window=_sliding_window(c),
         attention_sinks=str(archs[0]) in SINK_ARCHITECTURES,
@@ -117,6 +118,8 @@ def model_facts_from_config(
 
 # Layer kinds other than full attention that make a model hybrid (mamba, linear attention).
 HYBRID_LAYER_KINDS = frozenset({"mamba", "mamba2", "linear_attention", "hybrid"})
+# Architectures that compress their latent KV cache behind an indexer.
+COMPRESSED_MLA_ARCHITECTURES = frozenset({"DeepseekV4ForCausalLM"})
 # Architectures whose attention layers carry learned sink logits.
 SINK_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
 # Top-level config keys of a tower that feeds the language model.

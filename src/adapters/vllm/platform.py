@@ -161,9 +161,18 @@ class AscendPlatformBase(Platform):
         attn_selector_config: AttentionSelectorConfig,
         num_heads: int | None = None,
     ) -> str:
+        from vllm.config import get_current_vllm_config
+
         from adapters.vllm.attention.selection import backend_path
 
-        return backend_path(attn_selector_config, cls.device_kind, cls.chip_family())
+        vllm_config = get_current_vllm_config()
+        return backend_path(
+            attn_selector_config,
+            cls.device_kind,
+            cls.chip_family(),
+            training_consistency=container().env_settings().training_consistency,
+            model=translate.model_facts(vllm_config),
+        )
 
     @classmethod
     def register_triton_kernel_overrides(cls) -> None:

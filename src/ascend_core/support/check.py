@@ -26,6 +26,7 @@ def features_of(deployment: Deployment) -> tuple[Feature, ...]:
         Feature.MULTIMODAL: m.multimodal,
         Feature.LORA: deployment.lora,
         Feature.SLEEP_MODE: deployment.cache.enable_sleep_mode,
+        Feature.BATCH_INVARIANT: deployment.training_consistency,
     }
     method = deployment.speculative.method
     found = [f for f, on in used.items() if on]

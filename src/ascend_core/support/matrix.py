@@ -84,6 +84,11 @@ _NO_SLEEP = Refused(
     "cache; this build has none (vLLM refuses it on this platform)",
     "drop --enable-sleep-mode",
 )
+_NO_INVARIANT = Refused(
+    "the core's attention table picks the batch-invariant backend for it, and this build "
+    "does not have that backend yet",
+    "unset VLLM_ASCEND_TRAINING_CONSISTENCY",
+)
 _NO_SPEC_HOST = Refused(
     "vLLM's rejection sampler runs Triton kernels, which have no host implementation here",
     "serve without --speculative-config on the host",
@@ -117,6 +122,7 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     **{(Feature.MULTIMODAL, d): _NO_MM for d in (_CPU, _NPU)},
     **{(Feature.LORA, d): _NO_LORA for d in (_CPU, _NPU)},
     **{(Feature.SLEEP_MODE, d): _NO_SLEEP for d in (_CPU, _NPU)},
+    **{(Feature.BATCH_INVARIANT, d): _NO_INVARIANT for d in (_CPU, _NPU)},
     **{(f, _CPU): _NO_SPEC_HOST for f in _SPEC},
     **{(f, _NPU): _NO_SPEC_NPU for f in _SPEC},
 }

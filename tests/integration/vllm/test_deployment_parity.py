@@ -45,7 +45,29 @@ CASES: list[tuple[list[str], dict[str, str]]] = [
     (["--additional-config", json.dumps({"enable_cpu_binding": False})], {}),
     ([], {"ASCEND_LAUNCH_BLOCKING": "1", "PYTORCH_NPU_ALLOC_CONF": "max_split_size_mb:64"}),
     ([], {"OMP_NUM_THREADS": "1"}),
+    ([], {"VLLM_ASCEND_TRAINING_CONSISTENCY": "1"}),
+    (["--model-files", "modelslim"], {}),  # the model with a ModelSlim description
 ]
+
+
+@pytest.fixture(scope="module")
+def modelslim_dir(model_dirs: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The tiny Qwen3's files plus a ModelSlim description (nothing is loaded)."""
+    import shutil
+
+    out = tmp_path_factory.mktemp("modelslim") / "tiny-qwen3-w8a8"
+    shutil.copytree(model_dirs["qwen3"], out)
+    names = [h.name for h in LocalModelFiles(str(out)).tensor_headers()]
+    description = {"model_quant_type": "W8A8", "version": "1.0.0"}
+    description.update({n: "FLOAT" for n in names})
+    (out / "quant_model_description.json").write_text(json.dumps(description))
+    return str(out)
+
+
+def _argv(extra: list[str], model_dirs: dict[str, str], modelslim: str) -> list[str]:
+    if extra[:2] == ["--model-files", "modelslim"]:
+        return [modelslim, *extra[2:]]
+    return [model_dirs["qwen3"], *extra]
 
 
 def _doctor_deployment(argv: list[str]) -> Deployment:
@@ -96,14 +118,14 @@ def _fields(d: Deployment) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("extra", "env"), CASES, ids=[" ".join(a) or "-" for a, _ in CASES])
 def test_doctor_and_serve_build_the_same_deployment(
-    model_dirs: dict[str, str], extra: list[str], env: dict[str, str],
+    model_dirs: dict[str, str], modelslim_dir: str, extra: list[str], env: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     saved = dict(os.environ)
     try:
         for name, value in env.items():
             os.environ[name] = value
-        argv = [model_dirs["qwen3"], *extra]
+        argv = _argv(extra, model_dirs, modelslim_dir)
         doctor = _fields(_doctor_deployment(argv))
         serve = _fields(_serve_deployment(argv, monkeypatch))
     finally:
@@ -113,7 +135,9 @@ def test_doctor_and_serve_build_the_same_deployment(
     assert not differing, differing
 
 
-def test_the_cases_vary_every_requested_input(model_dirs: dict[str, str]) -> None:
+def test_the_cases_vary_every_requested_input(
+    model_dirs: dict[str, str], modelslim_dir: str
+) -> None:
     """The converse: each field of the serving Deployment that comes from the arguments
     or the environment takes a non-default value in at least one case."""
     base = _fields(_doctor_deployment([model_dirs["qwen3"]]))
@@ -122,7 +146,7 @@ def test_the_cases_vary_every_requested_input(model_dirs: dict[str, str]) -> Non
         saved = dict(os.environ)
         try:
             os.environ.update(env)
-            row = _fields(_doctor_deployment([model_dirs["qwen3"], *extra]))
+            row = _fields(_doctor_deployment(_argv(extra, model_dirs, modelslim_dir)))
         finally:
             os.environ.clear()
             os.environ.update(saved)
@@ -133,6 +157,7 @@ def test_the_cases_vary_every_requested_input(model_dirs: dict[str, str]) -> Non
         "cache.enable_prefix_caching",
         "user_quantization", "lora",
         "additional_config", "launch_blocking", "npu_alloc_conf", "omp_num_threads",
+        "training_consistency", "detected_quantization",
         "model.max_model_len", "model.dtype",
     }
     assert expected <= varied, expected - varied
