@@ -15,6 +15,8 @@ from vllm.platforms.interface import Platform, PlatformEnum
 
 from adapters.container import container
 from adapters.vllm import translate
+from ascend_core.errors import ConfigError
+from ascend_core.op_limits import ATTENTION_DTYPES
 from ascend_core.plan import WorkerKind
 from ports.device import ChipFamily, DeviceKind
 
@@ -277,8 +279,19 @@ class AscendNpuPlatform(AscendPlatformBase):
 
     @property
     def supported_dtypes(self) -> list[torch.dtype]:
-        # npu_fused_infer_attention_score takes fp16/bf16 queries only.
-        return [torch.bfloat16, torch.float16]
+        # npu_fused_infer_attention_score takes fp16/bf16 queries only (the core's limits).
+        return [getattr(torch, name) for name in ATTENTION_DTYPES]
+
+    @classmethod
+    def check_if_supports_dtype(cls, dtype: torch.dtype) -> None:
+        """vLLM asks this before building the model; the same rule the plan applies."""
+        name = str(dtype).removeprefix("torch.")
+        if name not in ATTENTION_DTYPES:
+            raise ConfigError(
+                f"model_config.dtype={name} (--dtype): npu_fused_infer_attention_score "
+                "takes float16 or bfloat16 only.",
+                "Use --dtype bfloat16 (or float16).",
+            )
 
     @classmethod
     def chip_family(cls) -> ChipFamily:

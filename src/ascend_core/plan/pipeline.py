@@ -12,11 +12,11 @@ from ascend_core.plan.gpu_settings import fix_gpu_only_settings
 from ascend_core.plan.graph import decide_graph_mode
 from ascend_core.plan.host_threads import decide_host_threads
 from ascend_core.plan.kv_transfer import check_kv_transfer
+from ascend_core.plan.limits import check_op_limits, check_support
 from ascend_core.plan.parallel import validate_parallel
 from ascend_core.plan.quantization import resolve_quantization
 from ascend_core.plan.result import ConfigPlan, Decisions, Draft
 from ascend_core.plan.worker import pick_worker
-from ascend_core.support.check import check_support
 
 Step = Callable[[Deployment, Draft], Draft]
 
@@ -34,6 +34,7 @@ STEPS: tuple[Step, ...] = (
     decide_graph_mode,
     pick_worker,
     decide_block_size,
+    check_op_limits,
     plan_allocator,
     decide_host_threads,
     check_kv_transfer,

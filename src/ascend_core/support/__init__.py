@@ -1,6 +1,6 @@
 """What this build serves: model features x device -> supported, or refused with a reason."""
 
-from ascend_core.support.check import check_support, features_of, refusals
+from ascend_core.support.check import features_of, refusals
 from ascend_core.support.features import Feature
 from ascend_core.support.matrix import MATRIX, Refused, Supported, Verdict, verdict
 
@@ -10,7 +10,6 @@ __all__ = [
     "Refused",
     "Supported",
     "Verdict",
-    "check_support",
     "features_of",
     "refusals",
     "verdict",

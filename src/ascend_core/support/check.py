@@ -1,10 +1,9 @@
-"""Which features a deployment uses, and the matrix's refusals: a plan step, run first."""
+"""Which features a deployment uses, and the matrix's refusals for its device."""
 
 from __future__ import annotations
 
 from ascend_core.deployment import Deployment
 from ascend_core.errors import UnsupportedFeatureError
-from ascend_core.plan.result import Draft
 from ascend_core.support.features import Feature, speculative_feature
 from ascend_core.support.matrix import Refused, verdict
 
@@ -54,10 +53,3 @@ def refusals(deployment: Deployment) -> tuple[UnsupportedFeatureError, ...]:
                 )
             )
     return tuple(out)
-
-
-def check_support(deployment: Deployment, draft: Draft) -> Draft:
-    """Plan step: refuse, before any weight loads, every feature the device lacks."""
-    for error in refusals(deployment):
-        draft = draft.fail(error)
-    return draft
