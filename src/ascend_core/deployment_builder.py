@@ -76,6 +76,8 @@ def build_deployment(
 ) -> Deployment:
     """The Deployment the core plans for."""
     comp = requested.compilation
+    settings = read_env(env)
+    parallel = evolve(requested.parallel, sequence_parallel=settings.enable_flashcomm1)
     if comp.enforce_eager:
         # vLLM turns enforce_eager into "-cc.mode=none -cc.cudagraph_mode=none" before any
         # platform hook runs; stated here so both callers hand the plan the same values.
@@ -84,7 +86,7 @@ def build_deployment(
         model=model,
         chip_family=chip_family,
         device_kind=kind,
-        parallel=requested.parallel,
+        parallel=parallel,
         speculative=requested.speculative,
         compilation=comp,
         cache=requested.cache,
@@ -97,5 +99,5 @@ def build_deployment(
         omp_num_threads=env.get(OMP_NUM_THREADS),
         host_cpus=host_cpus,
         lora=requested.lora,
-        training_consistency=read_env(env).training_consistency,
+        training_consistency=settings.training_consistency,
     )

@@ -107,6 +107,8 @@ models = st.builds(
     compressed_attention=st.booleans(),
     hybrid=st.booleans(),
     is_moe=st.booleans(),
+    sliding_window=st.booleans(),
+    multimodal=st.booleans(),
 )
 
 parallels = st.builds(
@@ -180,6 +182,10 @@ deployments = st.builds(
     npu_alloc_conf=st.none()
     | st.sampled_from(["", "expandable_segments:True", "max_split_size_mb:64", "garbage"])
     | st.text(max_size=20),
+    omp_num_threads=st.none() | st.sampled_from(["1", "4", "", "x"]),
+    host_cpus=st.none() | st.integers(1, 256),
+    lora=st.booleans(),
+    training_consistency=st.booleans(),
 )
 
 
