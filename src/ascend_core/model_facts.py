@@ -77,6 +77,26 @@ def derived_max_len(config: Mapping[str, Any]) -> int:
     return length
 
 
+def max_model_len_error(
+    config: Mapping[str, Any], requested: int | None, allow_long: bool, source: str
+) -> ConfigError | None:
+    """vLLM's rule for --max-model-len beyond what the config allows (refused unless
+    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1), so the doctor refuses what `vllm serve` refuses."""
+    c = text_config(config)
+    derived = derived_max_len(c)
+    explicit = _as_int(c.get("model_max_length"))
+    if requested is None or requested <= derived or allow_long:
+        return None
+    if explicit is not None and requested <= explicit:
+        return None
+    return ConfigError(
+        f"--max-model-len {requested} is greater than the {derived} tokens {source} allows "
+        "(max_position_embeddings, rope scaling, model_max_length); vLLM refuses it.",
+        f"Use --max-model-len {derived} or less, or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 if the "
+        "model truly handles longer positions.",
+    )
+
+
 def model_facts_from_config(
     config: Mapping[str, Any],
     source: str = "config.json",

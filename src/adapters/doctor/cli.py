@@ -78,7 +78,17 @@ def main(
     out = stdout or sys.stdout
     args_in = list(sys.argv[1:] if argv is None else argv)
     doctor_argv, serve_argv = _split(args_in)
-    options = build_parser().parse_args(doctor_argv)
+    parser = build_parser()
+    options, extras = parser.parse_known_args(doctor_argv)
+    if extras and options.command == "plan" and not serve_argv:
+        print(
+            "ascend-doctor plan: the vllm serve arguments go after `--`: "
+            f"ascend-doctor plan -- {' '.join(extras)}",
+            file=sys.stderr,
+        )
+        return EXIT_CODES[CheckStatus.FAIL]
+    if extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
     env = c.environment()
     if options.command == "check":
         probe = probe_safely(c.npu_probe)

@@ -73,9 +73,9 @@ def _argv(extra: list[str], model_dirs: dict[str, str], modelslim: str) -> list[
 def _doctor_deployment(argv: list[str]) -> Deployment:
     args = ServeArgs.from_parsed(parse_serve_args(argv))
     files = LocalModelFiles(args.model)
-    model = read_model(files, args)
-    assert isinstance(model, ModelFacts), model
     c = container()
+    model = read_model(files, args, c.environment())
+    assert isinstance(model, ModelFacts), model
     return build_deployment(
         args, model, HOST, c.environment(), files_say(files), c.host_cpus()
     )

@@ -32,7 +32,7 @@ def plan_report(
     """Every section of `plan`; a failing section does not stop the others."""
     sections: list[Section] = []
     data: dict[str, Any] = {"model": files.location, "target": attrs.asdict(target)}
-    model = read_model(files, args)
+    model = read_model(files, args, env)
     if isinstance(model, list):
         return Report("plan", [Section("model", model)], data)
     sections.append(Section("model", model_items(model, args, target)))
