@@ -34,15 +34,16 @@ def served(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
 def test_vllms_compressed_tensors_config_runs_our_kernel(served) -> None:  # type: ignore[no-untyped-def]
     from vllm.model_executor.layers.linear import LinearBase
 
-    from adapters.vllm import translate
+    from adapters.container import container
     from adapters.vllm.quantization.scaled_mm import AscendInt8ScaledMMLinearKernel
+    from ascend_core.deployment_builder import files_say
     from ascend_core.quantization import QuantMethod
 
     activations, export, llm = served
     config = llm.llm_engine.vllm_config
     assert config.model_config.quantization == "compressed-tensors"
     # The core reads the method from config.json's quantization_config.quant_method.
-    assert translate.detected_quantization(export) is QuantMethod.COMPRESSED_TENSORS
+    assert files_say(container().model_files(export)) is QuantMethod.COMPRESSED_TENSORS
     model = llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
     kernels = {type(m.scheme.kernel) for m in model.modules()
                if isinstance(m, LinearBase) and getattr(m, "scheme", None) is not None}
