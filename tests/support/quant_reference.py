@@ -27,11 +27,11 @@ DESCRIPTION = "quant_model_description.json"
 
 
 @functools.cache
-def _exports_module() -> Any:
+def _script(name: str) -> Any:
+    """scripts/<name>.py as a module (scripts/ is not a package)."""
     import importlib.util
 
-    path = REPO_ROOT / "scripts" / "make_quant_exports.py"
-    spec = importlib.util.spec_from_file_location("make_quant_exports", path)
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -41,7 +41,8 @@ def _exports_module() -> Any:
 def local_export(style: str = "llama", scheme: str = "w8a8", size: str = "tiny") -> Path:
     """<repo>/models/<size>-<style>-<scheme>: scripts/make_quant_exports.py of the shared model."""
     src = local_model(style, size)
-    out: Path = _exports_module().make_export(src, MODELS_DIR / f"{size}-{style}-{scheme}", scheme)
+    target = MODELS_DIR / f"{size}-{style}-{scheme}"
+    out: Path = _script("make_quant_exports").make_export(src, target, scheme)
     return out
 
 
@@ -122,30 +123,37 @@ def greedy_token_ids(
     dtype: torch.dtype = F32,
 ) -> list[list[int]]:
     """Each prompt alone through the fake-quant model, greedy, EOS ignored."""
-    model = _load(str(Path(export_dir).resolve()), dtype)
+    return _greedy(_load(str(Path(export_dir).resolve()), dtype), prompts, max_new_tokens)
+
+
+def _greedy(model: Any, prompts: Sequence[Sequence[int]], max_new: int) -> list[list[int]]:
     out = []
     with torch.no_grad():
         for prompt in prompts:
             ids = torch.tensor([list(prompt)])
-            for _ in range(max_new_tokens):
+            for _ in range(max_new):
                 logits = model(ids).logits[0, -1]
                 ids = torch.cat([ids, logits.argmax().reshape(1, 1)], dim=1)
             out.append(ids[0, len(prompt):].tolist())
     return out
 
 
+def _logprob_rows(model: Any, prompt: Sequence[int], gen: Sequence[int]) -> torch.Tensor:
+    """log_softmax rows predicting each token of `gen` after `prompt` (teacher-forced)."""
+    seq = torch.tensor([list(prompt) + list(gen)])
+    logprobs = torch.log_softmax(model(seq).logits[0].float(), dim=-1)
+    return logprobs[len(prompt) - 1 : len(prompt) - 1 + len(gen)]
+
+
 def chosen_logprobs(
     model: Any, prompts: Sequence[Sequence[int]], generated: Sequence[Sequence[int]]
 ) -> list[list[float]]:
     """Teacher-forced logprob of each generated token under `model` (any HF causal LM)."""
-    out = []
     with torch.no_grad():
-        for prompt, gen in zip(prompts, generated, strict=True):
-            seq = torch.tensor([list(prompt) + list(gen)])
-            logprobs = torch.log_softmax(model(seq).logits[0].float(), dim=-1)
-            rows = logprobs[len(prompt) - 1 : len(prompt) - 1 + len(gen)]
-            out.append(rows[torch.arange(len(gen)), torch.tensor(list(gen))].tolist())
-    return out
+        return [
+            _logprob_rows(model, p, g)[torch.arange(len(g)), torch.tensor(list(g))].tolist()
+            for p, g in zip(prompts, generated, strict=True)
+        ]
 
 
 def fake_quant_model(export_dir: str | os.PathLike[str], dtype: torch.dtype = F32) -> Any:
@@ -160,15 +168,13 @@ def teacher_forced_gaps(
     dtype: torch.dtype,
 ) -> float:
     """The largest logprob gap between the reference's top-1 and the tokens given."""
-    model = _load(str(Path(export_dir).resolve()), dtype)
+    model = fake_quant_model(export_dir, dtype)
+    chosen = chosen_logprobs(model, prompts, generated)
     worst = 0.0
     with torch.no_grad():
-        for prompt, gen in zip(prompts, generated, strict=True):
-            seq = torch.tensor([list(prompt) + list(gen)])
-            logprobs = torch.log_softmax(model(seq).logits[0].float(), dim=-1)
-            rows = logprobs[len(prompt) - 1 : len(prompt) - 1 + len(gen)]
-            chosen = rows[torch.arange(len(gen)), torch.tensor(list(gen))]
-            worst = max(worst, float((rows.max(dim=-1).values - chosen).max()))
+        for p, g, c in zip(prompts, generated, chosen, strict=True):
+            best = _logprob_rows(model, p, g).max(dim=-1).values
+            worst = max(worst, float((best - torch.tensor(c)).max()))
     return worst
 
 
@@ -190,25 +196,12 @@ def local_ct_export(style: str = "llama", activations: str = "dynamic",
     script = REPO_ROOT / "scripts" / "make_ct_exports.py"
     out = MODELS_DIR / f"{size}-{style}-ct-{activations}"
     src = local_model(style, size)
-    module = _ct_module()
-    python = module.ensure_venv()
+    python = _script("make_ct_exports").ensure_venv()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([str(python), str(script), "--src", str(src), "--out", str(out),
                     "--activations", activations], check=True, env=env,
                    stdout=sys.stderr)
     return out
-
-
-@functools.cache
-def _ct_module() -> Any:
-    import importlib.util
-
-    path = REPO_ROOT / "scripts" / "make_ct_exports.py"
-    spec = importlib.util.spec_from_file_location("make_ct_exports", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class CtFakeQuantLinear(torch.nn.Module):
@@ -274,13 +267,5 @@ def _load_ct(export_dir: str, dtype: torch.dtype) -> Any:
 
 def ct_greedy_token_ids(export_dir: str | os.PathLike[str], prompts: Sequence[Sequence[int]],
                         max_new_tokens: int, dtype: torch.dtype = F32) -> list[list[int]]:
-    model = _load_ct(str(Path(export_dir).resolve()), dtype)
-    out = []
-    with torch.no_grad():
-        for prompt in prompts:
-            ids = torch.tensor([list(prompt)])
-            for _ in range(max_new_tokens):
-                logits = model(ids).logits[0, -1]
-                ids = torch.cat([ids, logits.argmax().reshape(1, 1)], dim=1)
-            out.append(ids[0, len(prompt):].tolist())
-    return out
+    """The compressed-tensors twin of greedy_token_ids."""
+    return _greedy(_load_ct(str(Path(export_dir).resolve()), dtype), prompts, max_new_tokens)
