@@ -36,6 +36,7 @@ SCRIPT_VERSION = 1
 DESCRIPTION_FILE = "quant_model_description.json"
 INDEX_FILE = "quant_model_weights.safetensors.index.json"
 SCHEMES = ("w8a8", "w8a8_dynamic", "mixed")
+DTYPES = ("float32", "bfloat16", "float16")
 W8A8, DYNAMIC, FLOAT = "W8A8", "W8A8_DYNAMIC", "FLOAT"
 COPIED = (
     "tokenizer.json",
@@ -68,19 +69,27 @@ def linear_scheme(scheme: str, layer: int, module: str) -> str:
     return plan["mlp.down_proj"]
 
 
-def make_export(src: str | Path, out: str | Path, scheme: str) -> Path:
-    """Write the export of the float model at `src` unless `out` already holds it."""
+def make_export(
+    src: str | Path, out: str | Path, scheme: str, dtype: str | None = None
+) -> Path:
+    """Write the export of the float model at `src` unless `out` already holds it.
+
+    dtype: the float dtype of the export (config.json's `dtype` and its float tensors);
+    None keeps the source's. A float16 export stores deq_scale as int64 (float32 bits).
+    """
     if scheme not in SCHEMES:
         raise ValueError(f"scheme {scheme!r} is not one of {SCHEMES}")
+    if dtype not in (None, *DTYPES):
+        raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
     src, out = Path(src).resolve(), Path(out).resolve()
-    stamp = {"src": str(src), "scheme": scheme, "version": SCRIPT_VERSION,
+    stamp = {"src": str(src), "scheme": scheme, "version": SCRIPT_VERSION, "dtype": dtype,
              "src_stamp": _read(src / ".make_models.json")}
     if _read(out / STAMP_FILE) == stamp:
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        _build(src, tmp, scheme)
+        _build(src, tmp, scheme, dtype)
         (tmp / STAMP_FILE).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
         tmp.chmod(0o755)
         if out.exists():
@@ -99,7 +108,7 @@ def _read(path: Path) -> Any:
         return None
 
 
-def _build(src: Path, out: Path, scheme: str) -> None:
+def _build(src: Path, out: Path, scheme: str, dtype_name: str | None) -> None:
     import torch
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -107,7 +116,7 @@ def _build(src: Path, out: Path, scheme: str) -> None:
     model = AutoModelForCausalLM.from_pretrained(str(src), dtype=torch.float32)
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(str(src))
-    dtype = _dtype(src)
+    dtype = getattr(torch, dtype_name) if dtype_name else _dtype(src)
     ranges = calibrate(model, tokenizer)
 
     tensors: dict[str, torch.Tensor] = {}
@@ -149,6 +158,7 @@ def _build(src: Path, out: Path, scheme: str) -> None:
 
     config = json.loads((src / "config.json").read_text())
     config.pop("quantization_config", None)  # ModelSlim removes it
+    config["dtype"] = str(dtype).removeprefix("torch.")
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     for name in COPIED:
         if (src / name).exists():
@@ -278,8 +288,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--src", required=True, help="float model directory (make_models.py)")
     parser.add_argument("--out", required=True, help="export directory to write")
     parser.add_argument("--scheme", choices=SCHEMES, default="w8a8")
+    parser.add_argument("--dtype", choices=DTYPES, default=None,
+                        help="float dtype of the export (default: the source's)")
     args = parser.parse_args(argv)
-    out = make_export(args.src, args.out, args.scheme)
+    out = make_export(args.src, args.out, args.scheme, args.dtype)
     print(f"{out} ready", file=sys.stderr)
     return 0
 

@@ -38,11 +38,14 @@ def _script(name: str) -> Any:
     return module
 
 
-def local_export(style: str = "llama", scheme: str = "w8a8", size: str = "tiny") -> Path:
-    """<repo>/models/<size>-<style>-<scheme>: scripts/make_quant_exports.py of the shared model."""
+def local_export(
+    style: str = "llama", scheme: str = "w8a8", size: str = "tiny", dtype: str | None = None
+) -> Path:
+    """<repo>/models/<size>-<style>-<scheme>[-<dtype>]: scripts/make_quant_exports.py of
+    the shared model (float dtype of the source unless `dtype` is given)."""
     src = local_model(style, size)
-    target = MODELS_DIR / f"{size}-{style}-{scheme}"
-    out: Path = _script("make_quant_exports").make_export(src, target, scheme)
+    target = MODELS_DIR / "-".join(filter(None, (size, style, scheme, dtype)))
+    out: Path = _script("make_quant_exports").make_export(src, target, scheme, dtype)
     return out
 
 

@@ -3,7 +3,7 @@ ids of the fake-quant reference (support.quant_reference): the float model in
 transformers with each quantized linear replaced by its scheme's integer math.
 
 fp32: ids equal, batched (8 mixed lengths), chunked (max_num_batched_tokens=64 is
-shorter than the long prompts) and prefix-cached (a second pass). bf16: the plugin and
+shorter than the long prompts) and prefix-cached (a second pass). bf16 and fp16: the plugin and
 transformers round in different places outside the quantized linears (as in
 test_bf16_agreement), and a nudged activation can move an int8 rounding, so each token
 must be the reference's top-1 within the same 0.25-nat tolerance.
@@ -127,14 +127,23 @@ def test_logprobs_follow_the_quantized_model_not_the_float_one(served) -> None: 
     assert to_float > 10 * max(to_quant, 1e-4), (to_quant, to_float)
 
 
-@pytest.mark.parametrize("scheme", ["w8a8", "w8a8_dynamic", "mixed"])
-def test_bf16_tokens_are_the_fake_quant_top1_within_tolerance(scheme: str) -> None:
-    export = str(local_export("llama", scheme))
+HALF_CASES = [("w8a8", "bfloat16", None), ("w8a8_dynamic", "bfloat16", None),
+              ("mixed", "bfloat16", None), ("mixed", "float16", "float16")]
+
+
+@pytest.mark.parametrize(("scheme", "dtype", "export_dtype"), HALF_CASES,
+                         ids=[f"{c[0]}-{c[1]}" for c in HALF_CASES])
+def test_half_precision_tokens_are_the_fake_quant_top1_within_tolerance(
+    scheme: str, dtype: str, export_dtype: str | None
+) -> None:
+    """bf16 from the fp32 export; fp16 from a float16 export, whose deq_scale is int64
+    (float32 bits) and is applied at FP19, as the NPU's int64 scale path takes it."""
+    export = str(local_export("llama", scheme, dtype=export_dtype))
     prompts = _prompts(3, [9, 40, 130])
-    llm = _llm(export, "bfloat16", quantization="ascend")  # the flag, as users pass it
+    llm = _llm(export, dtype, quantization="ascend")  # the flag, as users pass it
     try:
         generated = [list(o.outputs[0].token_ids) for o in _generate(llm, prompts)]
     finally:
         shut_down(llm)
-    worst = teacher_forced_gaps(export, prompts, generated, torch.bfloat16)
+    worst = teacher_forced_gaps(export, prompts, generated, getattr(torch, dtype))
     assert worst <= TOLERANCE_NATS, f"a token {worst:.3f} nats below the reference's top-1"
