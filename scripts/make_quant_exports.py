@@ -13,7 +13,7 @@ Per linear layer, with W the float weight [n, k]:
     weight = saturate_int8(round_half_even(W / weight_scale)).
   W8A8 (static): per-tensor asymmetric activations from the calibrated range [lo, hi]
     (widened to hold 0): input_scale = (hi - lo) / 255,
-    input_offset = round(-128 - lo / input_scale); deq_scale = input_scale * weight_scale
+    input_offset = round(-128 - lo / input_scale) (int8); deq_scale = input_scale * weight_scale
     (float32; int64 holding the float32 bits for a float16 model);
     quant_bias = round(bias / deq_scale) - input_offset * sum_k weight[n, k] (int32).
   W8A8_DYNAMIC: weight, weight_scale [n, 1], weight_offset [n, 1] (zeros).
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 STAMP_FILE = ".make_quant_exports.json"
-SCRIPT_VERSION = 1
+SCRIPT_VERSION = 2
 DESCRIPTION_FILE = "quant_model_description.json"
 INDEX_FILE = "quant_model_weights.safetensors.index.json"
 SCHEMES = ("w8a8", "w8a8_dynamic", "mixed")
@@ -268,7 +268,7 @@ def quantize_static(
     parts = {
         "weight": q,
         "input_scale": x_scale,
-        "input_offset": offset.to(dtype),
+        "input_offset": offset.to(torch.int8),  # int8, as vLLM-Ascend declares it
         "quant_bias": quant_bias.to(torch.int32),
         "deq_scale": deq if dtype != torch.float16 else _float_bits_as_int64(deq),
     }
