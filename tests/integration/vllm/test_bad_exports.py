@@ -94,3 +94,13 @@ def test_a_tensor_the_scheme_needs_is_missing(tmp_path: Path) -> None:
     message = _start(_broken(tmp_path, "w8a8", edit_tensors=drop))
     assert "Checkpoint has no tensor model.layers.0.mlp.gate_proj.deq_scale" in message
     assert "a W8A8 layer needs" in message
+
+
+def test_a_quantized_lm_head_is_refused(tmp_path: Path) -> None:
+    def quantize_head(d: dict[str, Any]) -> None:
+        d["lm_head.weight"] = "W8A8_DYNAMIC"
+
+    message = _start(_broken(tmp_path, "w8a8_dynamic", edit_description=quantize_head))
+    assert "Layer lm_head: quant_model_description.json says lm_head.weight is W8A8_DYNAMIC" in (
+        message
+    )

@@ -95,6 +95,8 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.model_executor.layers.linear:adjust_scalar_to_fused_array",
      "per-tensor input_scale per shard (param attr needs_scalar_to_array)"),
     ("vllm.model_executor.layers.fused_moe:RoutedExperts", "quantized experts refused"),
+    ("vllm.model_executor.layers.vocab_parallel_embedding:VocabParallelEmbedding",
+     "quantized embeddings / lm_head refused"),
     ("vllm.model_executor.utils:set_weight_attrs", "loader attributes on our params"),
     ("vllm.model_executor.kernels.linear:_POSSIBLE_INT8_KERNELS",
      "patch target: our int8 ScaledMM kernel under PlatformEnum.OOT"),

@@ -14,6 +14,7 @@ from vllm.model_executor.layers.quantization.base_config import (
     QuantizationConfig,
     QuantizeMethodBase,
 )
+from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 
 from ascend_core.errors import QuantizationError
 from ascend_core.quantization import (
@@ -72,6 +73,15 @@ class AscendQuantConfig(QuantizationConfig):
                 return UnquantizedLinearMethod()
             scheme_tensors(found.scheme)  # refuses schemes with no linear method
             return LINEAR_METHODS[found.scheme](found)
+        if isinstance(layer, VocabParallelEmbedding):
+            label = self.description.entries.get(f"{prefix}.weight", QuantScheme.FLOAT.value)
+            if label.strip().upper() != QuantScheme.FLOAT.value:
+                raise QuantizationError(
+                    f"Layer {prefix}: {DESCRIPTION_FILE} says {prefix}.weight is {label}, "
+                    "but embeddings and the LM head are served in float only.",
+                    "Re-export with ModelSlim keeping the embedding and lm_head FLOAT.",
+                )
+            return None
         if isinstance(layer, RoutedExperts):
             quantized = sorted(
                 k for k, v in self.description.entries.items()
