@@ -14,6 +14,7 @@ from vllm.platforms.interface import Platform, PlatformEnum
 
 from adapters.container import container
 from adapters.vllm import translate
+from adapters.vllm.startup import stop_on_our_errors
 from ascend_core.plan import WorkerKind
 from ports.device import ChipFamily, DeviceKind
 
@@ -60,10 +61,14 @@ class AscendPlatformBase(Platform):
 
     @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
-        """Translate VllmConfig into a Deployment, ask the core for the plan, apply it."""
+        """Translate VllmConfig into a Deployment, ask the core for the plan, apply it.
+
+        The plan's errors stop the start with their messages alone (StartupError).
+        """
         from adapters.vllm.planning import plan_for
 
-        plan = plan_for(translate.deployment(vllm_config, cls.device_kind, cls.chip_family()))
+        with stop_on_our_errors():
+            plan = plan_for(translate.deployment(vllm_config, cls.device_kind, cls.chip_family()))
         if plan is None:
             return  # vLLM builds configs without a model too (e.g. in tests); nothing to plan
         translate.apply_changes(vllm_config, plan.changes)
