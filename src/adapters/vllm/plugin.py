@@ -7,8 +7,8 @@ import logging
 import sys
 
 from adapters.container import container
-from ascend_core.device_selection import DeviceDecision
 from adapters.vllm.startup import stop_on_our_errors
+from ascend_core.device_selection import DeviceDecision
 from ports.device import ChipFamily, DeviceKind
 
 logger = logging.getLogger("vllm.plugins.ascend")

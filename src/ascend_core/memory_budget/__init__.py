@@ -13,6 +13,7 @@ from ascend_core.memory_budget.demand import (
     MemoryDemand,
     Scaling,
 )
+from ascend_core.memory_budget.fixes import MAX_SUGGESTED_UTILIZATION, FixKind, MemoryFix
 from ascend_core.memory_budget.host_default import (
     HOST_KV_CAP_BYTES,
     HOST_KV_SHARE,
@@ -23,7 +24,6 @@ from ascend_core.memory_budget.host_default import (
     host_flag_warning,
     host_kv_default,
 )
-from ascend_core.memory_budget.fixes import MAX_SUGGESTED_UTILIZATION, FixKind, MemoryFix
 from ascend_core.memory_budget.reserve import (
     ACTIVATION_FACTOR,
     RUNTIME_RESERVE_BYTES,

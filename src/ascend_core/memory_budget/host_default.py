@@ -30,11 +30,15 @@ HOST_KV_SHARE = 0.5
 MOST_OF_HOST_RAM = 0.5
 
 
+def _not_negative(value: int) -> int:
+    return max(0, int(value))
+
+
 @frozen
 class HostKvDefault:
     """The host default's inputs (memory numbers from the runtime port) and its result."""
 
-    available_bytes: int = field(converter=lambda v: max(0, int(v)))  # after the weights
+    available_bytes: int = field(converter=_not_negative)  # after the weights
     total_bytes: int = field(validator=validators.ge(1))
     workers: int = field(default=1, validator=validators.ge(1))  # local workers sharing it
     share: float = HOST_KV_SHARE
