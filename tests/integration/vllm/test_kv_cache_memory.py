@@ -59,22 +59,6 @@ def test_explicit_bytes_above_free_memory_are_refused() -> None:
         kv_cache_budget(HOST, 0.9, 30 * GIB, one_sequence_bytes=1, max_model_len=512)
 
 
-@pytest.mark.vllm
-def test_engine_start_fails_with_the_budget_error(model_dirs: dict[str, str]) -> None:
-    from vllm import LLM
-
-    with pytest.raises(Exception) as err:
-        LLM(
-            model=model_dirs["llama"],
-            dtype="float32",
-            enforce_eager=True,
-            max_model_len=512,
-            kv_cache_memory_bytes=8192,
-        )
-    text = f"{err.value!r} {err.value.__cause__!r}"
-    assert "max_model_len=512" in text and "--kv-cache-memory-bytes" in text
-
-
 def test_on_the_host_with_no_flag_the_core_default_sizes_the_cache() -> None:
     budget = kv_cache_budget(HOST, 0.92, None, 1 << 20, 512, host_workers=1)
     assert budget.kv_cache_bytes == 4 * GIB  # the cap: half of 20 GiB free is more
