@@ -145,9 +145,13 @@ class AscendPlatformBase(Platform):
         attn_selector_config: AttentionSelectorConfig,
         num_heads: int | None = None,
     ) -> str:
+        from vllm.config import get_current_vllm_config_or_none
+
         from adapters.vllm.attention.selection import backend_path
 
-        return backend_path(attn_selector_config, cls.device_kind, cls.chip_family())
+        config = get_current_vllm_config_or_none()
+        with stop_on_our_errors(config.parallel_config if config is not None else None):
+            return backend_path(attn_selector_config, cls.device_kind, cls.chip_family())
 
     @classmethod
     def register_triton_kernel_overrides(cls) -> None:

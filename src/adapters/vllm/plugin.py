@@ -59,12 +59,15 @@ def register() -> str | None:
 def repeat_if_nothing_served(reason: str) -> None:
     """At exit: our reason again, when no platform served this process after we declined.
 
-    Then vLLM ended in its "Failed to infer device type" traceback, which buries the one
+    Then vLLM ends in its "Failed to infer device type" traceback, which buries the one
     line that says why (logged at the top). Python runs atexit hooks after printing the
-    traceback, so the reason is the last thing the operator reads. A process where
-    another platform (built-in or plugin) served, or that never resolved one, prints
+    traceback of the error that ended the process (sys.last_value), so the reason is
+    the last thing the operator reads. A process where another platform (built-in or
+    plugin) served, that never resolved one, or that ended without an error prints
     nothing.
     """
+    if getattr(sys, "last_value", None) is None:
+        return
     platforms = sys.modules.get("vllm.platforms")
     current = getattr(platforms, "_current_platform", None)
     if current is None or not current.is_unspecified():

@@ -57,7 +57,9 @@ class DeviceWorker(Worker):
             current_platform.dist_backend,
         )
         set_random_seed(self.model_config.seed)
-        self.model_runner = model_runner_for(self.runtime)(self.vllm_config, self.device)
+        with stop_on_our_errors(self.parallel_config):
+            runner = model_runner_for(self.runtime)
+        self.model_runner = runner(self.vllm_config, self.device)
 
     def _maybe_get_memory_pool_context(self, tag: str) -> contextlib.AbstractContextManager[None]:
         # vLLM skips its CuMem pool only for built-in platforms; the host has none.

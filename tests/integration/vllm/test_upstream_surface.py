@@ -77,6 +77,7 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.platforms:_current_platform",
      "private: the declined plugin's exit hook reads which platform served"),
     ("vllm.platforms.interface:Platform.is_unspecified", "nothing served: repeat our reason"),
+    ("vllm.config:get_current_vllm_config_or_none", "backend errors: which executor runs us"),
     ("vllm.config:ParallelConfig.local_world_size", "host default: workers sharing the RAM"),
     ("vllm.config:CacheConfig.gpu_memory_utilization",
      "its default counts as not given (VLLM_DEFAULT_UTILIZATION)"),
