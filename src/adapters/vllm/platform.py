@@ -15,7 +15,7 @@ from vllm.platforms.interface import Platform, PlatformEnum
 from adapters.container import container
 from adapters.vllm import translate
 from adapters.vllm.startup import stop_on_our_errors
-from ascend_core.plan import WorkerKind
+from ascend_core.plan import WorkerKind, fields
 from ports.device import ChipFamily, DeviceKind
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
+    from ascend_core.plan.result import Change
     from ports.runtime import DeviceRuntime
 
 logger = logging.getLogger("vllm.plugins.ascend")
@@ -72,10 +73,24 @@ class AscendPlatformBase(Platform):
         if plan is None:
             return  # vLLM builds configs without a model too (e.g. in tests); nothing to plan
         translate.apply_changes(vllm_config, plan.changes)
+        cls.size_torch_threads(plan.changes_to(fields.OMP_NUM_THREADS))
         if vllm_config.parallel_config.worker_cls == "auto":
             vllm_config.parallel_config.worker_cls = cls.worker_path(plan.worker_kind)
         cls.update_device_settings(vllm_config)
         cls.apply_deployment_patches(vllm_config)
+
+    @classmethod
+    def size_torch_threads(cls, changes: tuple[Change, ...]) -> None:
+        """The plan's OMP_NUM_THREADS in this process's torch too, before vLLM starts any.
+
+        A spawned process reads the variable when it imports torch; a forked one (vLLM's
+        engine and workers by default) inherits torch's setting from this process, which
+        imported torch before the plan set the variable. vLLM sizes the pool the same
+        way before it forks workers, and skips that when OMP_NUM_THREADS is set.
+        """
+        for change in changes:
+            if change.new is not None:
+                torch.set_num_threads(int(change.new))
 
     @classmethod
     def apply_deployment_patches(cls, vllm_config: VllmConfig) -> None:
