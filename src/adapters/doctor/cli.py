@@ -18,6 +18,7 @@ from adapters.doctor.render_json import render_json
 from adapters.doctor.render_text import render_text, use_colour
 from adapters.doctor.report import EXIT_CODES, Report
 from adapters.doctor.serve_args import ServeArgs
+from ascend_core.device_selection import DeviceRequest
 from ascend_core.errors import AscendError
 from ascend_core.memory_budget import GIB
 from ascend_core.preflight import CheckStatus
@@ -79,7 +80,17 @@ def main(
     out = stdout or sys.stdout
     args_in = list(sys.argv[1:] if argv is None else argv)
     doctor_argv, serve_argv = _split(args_in)
-    options = build_parser().parse_args(doctor_argv)
+    parser = build_parser()
+    options, extras = parser.parse_known_args(doctor_argv)
+    if extras and options.command == "plan" and not serve_argv:
+        print(
+            "ascend-doctor plan: the vllm serve arguments go after `--`: "
+            f"ascend-doctor plan -- {' '.join(extras)}",
+            file=sys.stderr,
+        )
+        return EXIT_CODES[CheckStatus.FAIL]
+    if extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
     env = c.environment()
     if options.command == "check":
         probe = probe_safely(c.npu_probe)
@@ -95,8 +106,12 @@ def main(
             return EXIT_CODES[CheckStatus.FAIL]
         chip = ChipFamily(options.chip) if options.chip else None
         memory = int(options.device_memory * GIB) if options.device_memory else None
-        target = choose_target(probe_safely(c.npu_probe), env, chip, memory, _host_memory(c))
-        report = plan_report(serve, c.model_files(serve.model), env, c.upstream(), target)
+        target = choose_target(
+            probe_safely(c.npu_probe), c.env_settings().device, chip, memory, _host_memory(c)
+        )
+        report = plan_report(
+            serve, c.model_files(serve.model), env, c.upstream(), target, c.host_cpus()
+        )
     print(_render(report, options.json, out), file=out)
     return report.exit_code
 
@@ -119,7 +134,7 @@ def _render(report: Report, as_json: bool, out: TextIO) -> str:
 def _host_memory(c: Container) -> MemoryInfo | None:
     """The host's memory through the runtime port, the numbers the worker will read;
     None unless the host device serves (the runtime port is the serving device's)."""
-    if (c.environment().get("VLLM_ASCEND_DEVICE") or "").strip().lower() != "cpu":
+    if c.env_settings().device is not DeviceRequest.CPU:
         return None
     try:
         memory: MemoryInfo = c.runtime().memory_info()
