@@ -80,9 +80,9 @@ def host_flag_warning(flag: str, kv_share_bytes: int, total_bytes: int) -> str |
         return None
     return (
         f"{flag} gives vLLM {format_bytes(kv_share_bytes)}, "
-        f"{kv_share_bytes / total_bytes:.0%} of the host's {format_bytes(total_bytes)} RAM, "
-        "on the host device that is this machine's memory: other processes may be "
-        "swapped out or killed. Fix: leave out --gpu-memory-utilization and "
+        f"{kv_share_bytes / total_bytes:.0%} of the host's {format_bytes(total_bytes)} RAM "
+        "(the host device's memory is this machine's): other processes may be swapped "
+        "out or killed. Fix: leave out --gpu-memory-utilization and "
         "--kv-cache-memory-bytes for the host default (at most "
         f"{format_bytes(HOST_KV_CAP_BYTES)}, half the memory available after the weights), "
         "or lower the flag"
