@@ -15,7 +15,7 @@ from vllm.platforms.interface import Platform, PlatformEnum
 
 from adapters.container import container
 from adapters.vllm import translate
-from adapters.vllm.startup import stop_on_our_errors
+from adapters.vllm.startup import stop_on_our_errors, watch_engine_errors
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import ATTENTION_DTYPES
 from ascend_core.plan import WorkerKind, fields
@@ -89,6 +89,7 @@ class AscendPlatformBase(Platform):
         """
         from adapters.vllm.planning import plan_for
 
+        watch_engine_errors()
         with stop_on_our_errors():
             plan = plan_for(cls.deployment(vllm_config))
         if plan is None:

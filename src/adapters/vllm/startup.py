@@ -12,13 +12,19 @@ Exception` does not catch it; catch `StartupError` (or SystemExit) and read `.er
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import os
+import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from ascend_core.errors import AscendError
 
 PREFIX = "vllm-plugin-ascend: "
+_watching: list[Path] = []
 
 
 class StartupError(SystemExit):
@@ -44,4 +50,49 @@ def stop_on_our_errors(parallel_config: Any = None) -> Iterator[None]:
         backend = getattr(parallel_config, "distributed_executor_backend", "uni")
         if backend != "uni":
             raise
+        if parallel_config is not None:
+            _tell_parent(str(error))
         raise StartupError(error) from error
+
+
+def _note_path(pid: int) -> Path:
+    return Path(tempfile.gettempdir()) / f"vllm-plugin-ascend-{pid}.startup-error"
+
+
+def watch_engine_errors() -> None:
+    """In the process that builds the config (vllm serve's front end): repeat at exit the
+    StartupError an engine process it started stopped with.
+
+    The engine prints its message alone, but vLLM's front end then ends in its own
+    "Engine core initialization failed. See root cause above" traceback, which puts
+    that message out of sight. The engine leaves the message in a note named after
+    this process (its parent), which exists only while this process watches; the exit
+    hook prints it after the traceback of the error that ended this process
+    (sys.last_value), and removes the note either way.
+    """
+    if _watching:
+        return
+    note = _note_path(os.getpid())
+    try:
+        note.write_text("")
+    except OSError:
+        return
+    _watching.append(note)
+    atexit.register(_repeat_engine_error, note)
+
+
+def _tell_parent(message: str) -> None:
+    note = _note_path(os.getppid())
+    if note.exists():  # only a watching parent created it
+        with contextlib.suppress(OSError), note.open("a") as f:
+            f.write(message + "\n")
+
+
+def _repeat_engine_error(note: Path) -> None:
+    try:
+        text = note.read_text().strip()
+        note.unlink()
+    except OSError:
+        return
+    if text and getattr(sys, "last_value", None) is not None:
+        sys.stderr.write(f"{PREFIX}the engine process stopped at startup: {text}\n")

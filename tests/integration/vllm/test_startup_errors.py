@@ -61,6 +61,10 @@ def test_a_kv_budget_error_in_the_engine_is_its_message_with_no_frame_of_ours(
     # vLLM's front end then reports the engine's exit in its own words ("See root cause
     # above"): that traceback is vLLM's, and none of its frames is ours.
     assert not _OUR_FRAME.search(result.stderr), result.stderr[-3000:]
+    # After it, the front end repeats the engine's reason as the last line.
+    last = lines[-1]
+    assert last.startswith("vllm-plugin-ascend: the engine process stopped at startup: KV")
+    assert "Fix: --kv-cache-memory-bytes 262144" in last
 
 
 def test_in_process_llm_gets_a_startup_error_with_the_typed_error(
