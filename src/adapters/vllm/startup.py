@@ -74,7 +74,8 @@ def watch_engine_errors() -> None:
         return
     note = _note_path(os.getpid())
     try:
-        note.write_text("")
+        note.unlink(missing_ok=True)  # left by an earlier process of the same pid
+        os.close(os.open(note, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except OSError:
         return
     _watching.append(note)
