@@ -188,3 +188,14 @@ class Deployment:
     # CPUs this process may use (scheduling affinity capped by the cgroup quota);
     # None when the adapter could not tell.
     host_cpus: int | None = field(default=None, validator=validators.optional(_positive))
+    # The VLLM_ASCEND_* variables as set (name -> raw text); the plan parses them, so a
+    # bad value is one more error of the same pass.
+    ascend_env: Mapping[str, str] = field(
+        factory=dict, converter=_frozen_mapping, eq=False, hash=False
+    )
+    # Files additional_config names (e.g. eplb_config.expert_map_path) -> whether the
+    # adapter found them readable (ascend_config.files.probe_referenced_files); a path
+    # missing here was not checked.
+    readable_files: Mapping[str, bool] = field(
+        factory=dict, converter=_frozen_mapping, eq=False, hash=False
+    )

@@ -42,11 +42,6 @@ _RETIRED = (
         None,
         "expert parallelism follows vLLM's enable_expert_parallel",
     ),
-    RetiredKey(
-        "refresh",
-        None,
-        "the configuration is parsed once per deployment; there is no global copy to refresh",
-    ),
     RetiredKey("dynamic_eplb", "eplb_config.dynamic_eplb", "EPLB keys live in eplb_config"),
     RetiredKey("expert_map_path", "eplb_config.expert_map_path", "EPLB keys live in eplb_config"),
     RetiredKey(

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from ascend_core.ascend_config import AscendConfig
-from ascend_core.deployment import GraphMode
+from ascend_core.deployment import GraphMode, KvTransferRole
 from ascend_core.errors import ConfigError
 from ascend_core.plan import plan_config
-from unit.core.plan_fixtures import host, npu
+from unit.core.plan_fixtures import host, mla_model, npu
+
+CONSUMER = KvTransferRole.CONSUMER
+RECOMPUTE = {"recompute_scheduler_enable": True}
 
 FINEGRAINED = "additional_config.finegrained_tp_config"
 
 
 def test_a_valid_config_is_parsed_into_the_decisions() -> None:
-    plan = plan_config(npu(additional_config={"enable_kv_nz": True}))
+    deployment = npu(
+        mla_model(), kv_transfer_role=CONSUMER, additional_config={"enable_kv_nz": True}
+    )
+    plan = plan_config(deployment)
     assert plan.ok
     config = plan.decisions.ascend_config
     assert isinstance(config, AscendConfig)
@@ -47,13 +53,19 @@ def test_finegrained_tp_must_divide_dp() -> None:
 
 
 def test_finegrained_tp_with_plain_tp_is_accepted_when_it_divides_dp() -> None:
-    raw = {"finegrained_tp_config": {"oproj_tensor_parallel_size": 2}}
-    assert plan_config(npu(parallel={"dp": 4, "tp": 2}, additional_config=raw)).ok
+    raw = {"finegrained_tp_config": {"lmhead_tensor_parallel_size": 2}}
+    assert plan_config(npu(mla_model(), parallel={"dp": 4, "tp": 2}, additional_config=raw)).ok
 
 
 def test_finegrained_tp_fitting_dp_is_accepted() -> None:
-    raw = {"finegrained_tp_config": {"oproj_tensor_parallel_size": 2}}
-    assert plan_config(npu(parallel={"dp": 4}, additional_config=raw)).ok
+    raw = {
+        "finegrained_tp_config": {"oproj_tensor_parallel_size": 2},
+        "scheduler_config": RECOMPUTE,
+    }
+    deployment = npu(
+        mla_model(), parallel={"dp": 4}, kv_transfer_role=CONSUMER, additional_config=raw
+    )
+    assert plan_config(deployment).ok
 
 
 def test_npugraph_ex_without_graphs_is_a_warning() -> None:
@@ -67,6 +79,9 @@ def test_npugraph_ex_without_graphs_is_a_warning() -> None:
 
 
 def test_kv_nz_on_the_host_is_a_warning() -> None:
-    plan = plan_config(host(additional_config={"enable_kv_nz": True}))
+    deployment = host(
+        mla_model(), kv_transfer_role=CONSUMER, additional_config={"enable_kv_nz": True}
+    )
+    plan = plan_config(deployment)
     assert plan.ok
     assert any("enable_kv_nz is ignored on the host" in w for w in plan.warnings)
