@@ -2,7 +2,8 @@
 
 Each follows a check of vllm_ascend/ascend_config.py (AscendConfig.derive_and_validate,
 _check_mix_placement, _validate_mc2_comm_alg, _resolve_dump_config_path,
-_validate_sparse_c8_kv_offload_compatibility, DyntraLBConfig._validate_config); where the
+_validate_sparse_c8_kv_offload_compatibility, DyntraLBConfig._validate_config) and of
+vllm_ascend/platform.py (_check_ascend_config: scheduler extensions); where the
 reference quietly changes a value instead (fused MC2 turning multistream overlap off), this
 build refuses, so the operator sees the conflict.
 """
@@ -156,6 +157,36 @@ def _sparse_offload_c8(config: AscendConfig) -> ConfigError | None:
     return None
 
 
+def _scheduler_mutexes(config: AscendConfig) -> ConfigError | None:
+    sched = "scheduler_config"
+    on = {
+        name: bool(_section(config, f"{sched}.{name}").get("enabled"))
+        for name in (
+            "short_request_first_config",
+            "batch_job_sched_config",
+            "profiling_chunk_config",
+            "dyntra_lb_config",
+        )
+    }
+    on["enable_balance_scheduling"] = bool(
+        config.reference_value(f"{sched}.enable_balance_scheduling", False)
+    )
+    exclusive = (
+        ("short_request_first_config", "batch_job_sched_config"),
+        ("short_request_first_config", "profiling_chunk_config"),
+        ("dyntra_lb_config", "enable_balance_scheduling"),
+        ("dyntra_lb_config", "profiling_chunk_config"),
+    )
+    clashes = [f"{a} with {b}" for a, b in exclusive if on[a] and on[b]]
+    if clashes:
+        return ConfigError(
+            f"{_ROOT}.{sched}: these scheduler extensions cannot run together: "
+            f"{'; '.join(clashes)}.",
+            "keep one scheduler extension of each pair",
+        )
+    return None
+
+
 RULES: tuple[Callable[[AscendConfig], ConfigError | None], ...] = (
     _dump,
     _fused_mc2_multistream,
@@ -168,6 +199,7 @@ RULES: tuple[Callable[[AscendConfig], ConfigError | None], ...] = (
     _dyntra_steps,
     _ft_timeout,
     _sparse_offload_c8,
+    _scheduler_mutexes,
 )
 
 

@@ -5,7 +5,8 @@ Each rule follows vllm_ascend/ascend_config.py: FinegrainedTPConfig._validate_pr
 AscendConfig.derive_and_validate (enable_kv_nz, mlapo_keep_prefill_weights,
 enable_reduce_sample, enable_force_eplb, profiling_chunk_config), EplbConfig._validate_config
 (expert_map_path), XliteGraphConfig._validate_preconditions and
-SparseKVOffloadConfig._validate_preconditions. The reference raises bare AssertionError /
+SparseKVOffloadConfig._validate_preconditions, and vllm_ascend/platform.py _check_ascend_config
+(scheduler extensions against the KV-transfer role). The reference raises bare AssertionError /
 RuntimeError one at a time; here each is a ConfigError with a hint, all in one pass.
 """
 
@@ -222,6 +223,59 @@ def _sparse_offload(deployment: Deployment, config: AscendConfig) -> list[Config
     return [ConfigError(f"{where} {what} ({model.architecture}).", hint) for what, hint in problems]
 
 
+def _scheduler_roles(deployment: Deployment, config: AscendConfig) -> list[ConfigError]:
+    sched = "scheduler_config"
+    role = deployment.kv_transfer_role
+    shown = "no KV transfer" if role is None else f"kv_role={role.value}"
+    errors = []
+    balance = config.reference_value(f"{sched}.enable_balance_scheduling", False)
+    if balance and role not in (None, KvTransferRole.BOTH):
+        errors.append(
+            ConfigError(
+                f"{_ROOT}.{sched}.enable_balance_scheduling works only without prefill/decode "
+                f"disaggregation (kv_role=kv_both or no kv_transfer_config), got {shown}.",
+                "turn balance scheduling off on disaggregated instances",
+            )
+        )
+    if _section(config, f"{sched}.short_request_first_config").get("enabled") and (
+        role is KvTransferRole.CONSUMER
+    ):
+        errors.append(
+            ConfigError(
+                f"{_ROOT}.{sched}.short_request_first_config runs on prefill or mixed nodes, "
+                "not on a kv_consumer (decode) node.",
+                "turn it off on the decode instance",
+            )
+        )
+    if _section(config, f"{sched}.dyntra_lb_config").get("enabled"):
+        if role is not KvTransferRole.CONSUMER:
+            errors.append(
+                ConfigError(
+                    f"{_ROOT}.{sched}.dyntra_lb_config runs only on a kv_consumer (decode) "
+                    f"node, got {shown}.",
+                    "use it on the decode instance of a disaggregated deployment",
+                )
+            )
+        if deployment.parallel.dp <= 1:
+            errors.append(
+                ConfigError(
+                    f"{_ROOT}.{sched}.dyntra_lb_config balances data-parallel ranks and "
+                    f"data_parallel_size={deployment.parallel.dp}.",
+                    "use data_parallel_size > 1, or turn it off",
+                )
+            )
+    recompute = config.reference_value(f"{sched}.recompute_scheduler_enable", False)
+    if recompute and role not in (KvTransferRole.CONSUMER, KvTransferRole.PRODUCER):
+        errors.append(
+            ConfigError(
+                f"{_ROOT}.{sched}.recompute_scheduler_enable works only on a kv_consumer "
+                f"(decode) node, got {shown}.",
+                "turn it off outside prefill/decode disaggregation",
+            )
+        )
+    return errors
+
+
 RULES: tuple[Rule, ...] = (
     _finegrained_tp,
     _expert_map,
@@ -232,6 +286,7 @@ RULES: tuple[Rule, ...] = (
     _profiling_chunk,
     _xlite,
     _sparse_offload,
+    _scheduler_roles,
 )
 
 

@@ -5,22 +5,31 @@ from __future__ import annotations
 from ascend_core.deployment import CompileMode, Deployment, GraphMode
 from ascend_core.plan import fields
 from ascend_core.plan.result import Draft
-from ports.device import DeviceKind
+from ports.device import ChipFamily, DeviceKind
+
+_NPUGRAPH_EX = "ascend_compilation_config.enable_npugraph_ex"
+# vllm_ascend/platform.py MAX_REDUCED_CAPTURE_SIZES: graphs the A5 driver can capture per
+# piecewise model until its fix ships.
+A5_MAX_CAPTURE_SIZES = 4
 
 
 def decide_graph_mode(deployment: Deployment, draft: Draft) -> Draft:
     """Eager on the host, with enforce_eager, or with launch blocking; otherwise NPU graphs."""
     draft = _decide(deployment, draft)
     config = draft.decisions.ascend_config
-    if (
-        config is not None
-        and config.ascend_compilation_config.enable_npugraph_ex
-        and draft.decisions.graph_mode is GraphMode.NONE
-    ):
-        draft = draft.warn(
-            "additional_config.ascend_compilation_config.enable_npugraph_ex has no effect: "
-            "no NPU graphs are captured (graph mode NONE)."
-        )
+    # npugraph_ex is on by default (as in vllm-ascend); only a written true earns a warning.
+    if config is not None and config.given(_NPUGRAPH_EX):
+        compilation = config.ascend_compilation_config
+        if compilation.enable_npugraph_ex and draft.decisions.graph_mode is GraphMode.NONE:
+            draft = draft.warn(
+                f"additional_config.{_NPUGRAPH_EX} has no effect: no NPU graphs are "
+                "captured (graph mode NONE)."
+            )
+        elif compilation.enable_npugraph_ex and deployment.chip_family is ChipFamily.P310:
+            draft = draft.warn(
+                f"additional_config.{_NPUGRAPH_EX} has no effect on Atlas 300I (310P): "
+                "its driver has no npugraph_ex backend."
+            )
     return draft
 
 
@@ -75,7 +84,26 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
     draft = draft.decide(graph_mode=graph_mode)
     if graph_mode is not GraphMode.NONE:
         draft = _fit_capture_sizes(deployment, draft)
+    if graph_mode.needs_piecewise_compile and deployment.chip_family is ChipFamily.A5:
+        draft = _reduce_capture_sizes_for_a5(draft)
     return draft
+
+
+def _reduce_capture_sizes_for_a5(draft: Draft) -> Draft:
+    """Keep A5_MAX_CAPTURE_SIZES sizes spread evenly over the list, smallest and largest
+    included (vllm_ascend/platform.py _prune_reduced_capture_sizes)."""
+    sizes = draft.decisions.capture_sizes
+    if sizes is None or len(sizes) <= A5_MAX_CAPTURE_SIZES:
+        return draft
+    step = (len(sizes) - 1) / (A5_MAX_CAPTURE_SIZES - 1)
+    picked = [round(i * step) for i in range(A5_MAX_CAPTURE_SIZES)]
+    picked[0], picked[-1] = 0, len(sizes) - 1
+    kept = tuple(sizes[i] for i in picked)
+    reason = (
+        f"the Atlas A5 driver captures at most {A5_MAX_CAPTURE_SIZES} piecewise graph sizes; "
+        f"kept {len(kept)} of {len(sizes)}, spread from the smallest to the largest"
+    )
+    return draft.change(fields.CAPTURE_SIZES, sizes, kept, reason).decide(capture_sizes=kept)
 
 
 def _eager(

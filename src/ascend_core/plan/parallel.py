@@ -9,7 +9,8 @@ from ascend_core.plan.result import Draft
 
 
 def validate_parallel(deployment: Deployment, draft: Draft) -> Draft:
-    """Context-parallel shapes, sequence parallel without TP, expert parallel without MoE."""
+    """Context-parallel shapes, sequence parallel without TP or (on MoE) without expert
+    parallel, expert parallel without MoE."""
     p = deployment.parallel
     if p.pcp == 1:
         # Without PCP, DCP groups are carved out of the TP group: they must tile it.
@@ -43,6 +44,18 @@ def validate_parallel(deployment: Deployment, draft: Draft) -> Draft:
             "sequence parallelism splits activations across tensor-parallel ranks and "
             "tensor_parallel_size is 1",
         ).decide(sequence_parallel=False)
+    elif p.sequence_parallel and deployment.model.is_moe and not p.expert_parallel:
+        # vllm_ascend/platform.py _validate_sfa_dcp_kv_sp: the MoE layers of a
+        # sequence-parallel model take their tokens already split over the TP ranks,
+        # which only the expert-parallel dispatch accepts.
+        draft = draft.fail(
+            ConfigError(
+                f"Sequence parallelism on {deployment.model.architecture}, a MoE model, needs "
+                "enable_expert_parallel: its experts receive tokens split across the "
+                "tensor-parallel ranks.",
+                "Add --enable-expert-parallel, or turn sequence parallelism off.",
+            )
+        )
     if p.expert_parallel and not deployment.model.is_moe:
         draft = draft.warn(
             f"enable_expert_parallel has no effect: {deployment.model.architecture} has no experts."
