@@ -5,10 +5,13 @@ from __future__ import annotations
 import enum
 import logging
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from adapters.system.local_files import OsLocalFiles
+from ascend_core.ascend_config.files import probe_referenced_files
 from ascend_core.deployment import (
     CacheSettings,
     CompilationSettings,
@@ -131,7 +134,14 @@ def deployment(
         npu_alloc_conf=os.environ.get("PYTORCH_NPU_ALLOC_CONF"),
         omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
         host_cpus=_usable_cpus(),
+        ascend_env=ascend_variables(os.environ),
+        readable_files=probe_referenced_files(vllm_config.additional_config, OsLocalFiles()),
     )
+
+
+def ascend_variables(environ: Mapping[str, str]) -> dict[str, str]:
+    """The VLLM_ASCEND_* variables of `environ`, for Deployment.ascend_env."""
+    return {name: value for name, value in environ.items() if name.startswith("VLLM_ASCEND_")}
 
 
 def _usable_cpus() -> int | None:

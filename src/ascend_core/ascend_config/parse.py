@@ -37,6 +37,24 @@ def parse_ascend_config(
     defaults of keys `raw` leaves out, before the rules between keys run.
     One problem raises its ConfigError; several raise PlanErrors with all of them.
     """
+    config, problems = check_ascend_config(raw, parallel, fallbacks)
+    if len(problems) == 1:
+        raise problems[0]
+    if problems or config is None:
+        raise PlanErrors(problems)
+    return config
+
+
+def check_ascend_config(
+    raw: Mapping[str, Any] | None,
+    parallel: ParallelSizes | None = None,
+    fallbacks: Mapping[str, object] | None = None,
+) -> tuple[AscendConfig | None, list[AscendError]]:
+    """What parse_ascend_config reads, without raising: the config over the values that
+    parsed (None when `raw` is not a mapping) and every problem found.
+
+    The plan uses it to run its rules against the deployment in the same pass.
+    """
     problems: list[AscendError] = []
     seen = _Seen()
     config = _section(AscendConfig, raw, ROOT, problems, seen)
@@ -50,11 +68,7 @@ def parse_ascend_config(
         problems.extend(cross_field_errors(config))
         if parallel is not None:
             problems.extend(validate_against_parallel(config, parallel))
-    if len(problems) == 1:
-        raise problems[0]
-    if problems or config is None:
-        raise PlanErrors(problems)
-    return config
+    return config, problems
 
 
 @attrs.define

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ascend_core.ascend_config import ParallelSizes, parse_ascend_config
+from ascend_core.ascend_config import ParallelSizes
 from ascend_core.ascend_config.env_fallback import fallback_values, precedence_warnings
+from ascend_core.ascend_config.parse import check_ascend_config
 from ascend_core.deployment import Deployment
-from ascend_core.errors import AscendError, PlanErrors
 from ascend_core.plan.ascend_rules import deployment_rule_errors, reference_key_warnings
 from ascend_core.plan.result import Draft
 from ports.device import DeviceKind
@@ -19,16 +19,17 @@ def validate_additional_config(deployment: Deployment, draft: Draft) -> Draft:
         tensor_parallel_size=deployment.parallel.tp,
     )
     env = draft.decisions.env
-    try:
-        config = parse_ascend_config(deployment.additional_config, sizes, fallback_values(env))
-    except PlanErrors as problems:
-        for error in problems.errors:
-            draft = draft.fail(error)
+    config, problems = check_ascend_config(
+        deployment.additional_config, sizes, fallback_values(env)
+    )
+    # The deployment rules run over the values that parsed, so they come in the same pass
+    # as the key errors; only a clean config becomes the decision.
+    if config is not None:
+        problems.extend(deployment_rule_errors(deployment, config))
+    for error in problems:
+        draft = draft.fail(error)
+    if problems or config is None:
         return draft
-    except AscendError as error:
-        return draft.fail(error)
-    for rule_error in deployment_rule_errors(deployment, config):
-        draft = draft.fail(rule_error)
     for message in (*precedence_warnings(config, env), *reference_key_warnings(config)):
         draft = draft.warn(message)
     draft = draft.decide(ascend_config=config)

@@ -45,7 +45,7 @@ def test_several_problems_are_all_reported() -> None:
 
 def test_finegrained_tp_must_divide_dp() -> None:
     raw = {"finegrained_tp_config": {"lmhead_tensor_parallel_size": 3}}
-    plan = plan_config(npu(parallel={"dp": 4}, additional_config=raw))
+    plan = plan_config(npu(mla_model(), parallel={"dp": 4}, additional_config=raw))
     (error,) = plan.errors
     assert f"{FINEGRAINED}.lmhead_tensor_parallel_size=3" in error.what
     assert "data_parallel_size=4" in error.what

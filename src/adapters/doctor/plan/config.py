@@ -7,6 +7,8 @@ from typing import Any
 from adapters.doctor.plan.items import FAIL, PASS, WARN, failed
 from adapters.doctor.plan.model import Target
 from adapters.doctor.serve_args import ServeArgs
+from adapters.system.local_files import OsLocalFiles
+from ascend_core.ascend_config.files import probe_referenced_files
 from ascend_core.deployment import (
     CacheSettings,
     CompilationSettings,
@@ -23,6 +25,7 @@ from ascend_core.plan import ConfigPlan, plan_config
 from ascend_core.preflight import CheckItem
 from ascend_core.quantization import QuantMethod
 from ports.environment import Environment
+from ports.local_files import LocalFiles
 
 
 def _enum(cls: type[Any], value: Any) -> Any:
@@ -35,8 +38,12 @@ def build_deployment(
     target: Target,
     env: Environment,
     detected: QuantMethod = QuantMethod.NONE,
+    local_files: LocalFiles | None = None,
 ) -> Deployment:
-    """The Deployment the vLLM adapter would build, from the arguments as given."""
+    """The Deployment the vLLM adapter would build, from the arguments as given.
+
+    `local_files` answers whether files additional_config names exist (default: this
+    machine's file system)."""
     comp = args.compilation
     role = args.kv_transfer.get("kv_role")
     return Deployment(
@@ -76,6 +83,14 @@ def build_deployment(
         detected_quantization=detected,
         launch_blocking=env.get("ASCEND_LAUNCH_BLOCKING") == "1",
         npu_alloc_conf=env.get("PYTORCH_NPU_ALLOC_CONF"),
+        ascend_env={
+            name: value
+            for name in env.names()
+            if name.startswith("VLLM_ASCEND_") and (value := env.get(name)) is not None
+        },
+        readable_files=probe_referenced_files(
+            args.additional_config, local_files or OsLocalFiles()
+        ),
     )
 
 
