@@ -60,3 +60,16 @@ def test_expert_parallel_on_a_dense_model_is_a_warning() -> None:
 def test_expert_parallel_on_a_moe_model_is_silent() -> None:
     plan = plan_config(npu(dense_model(is_moe=True), parallel={"expert_parallel": True}))
     assert not any("enable_expert_parallel" in w for w in plan.warnings)
+
+
+def test_sequence_parallel_on_moe_needs_expert_parallel() -> None:
+    """vllm_ascend/platform.py _validate_sfa_dcp_kv_sp (and utils.enable_sp): sequence
+    parallelism on a MoE model requires enable_expert_parallel."""
+    from unit.core.plan_fixtures import mla_model
+
+    plan = plan_config(npu(mla_model(), parallel={"tp": 2, "sequence_parallel": True}))
+    (error,) = plan.errors
+    assert "enable_expert_parallel" in error.what and "--enable-expert-parallel" in error.hint
+    ok = npu(mla_model(), parallel={"tp": 2, "sequence_parallel": True, "expert_parallel": True})
+    assert plan_config(ok).ok
+    assert plan_config(npu(dense_model(), parallel={"tp": 2, "sequence_parallel": True})).ok
