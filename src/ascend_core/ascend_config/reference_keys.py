@@ -133,6 +133,11 @@ _KEYS: tuple[ReferenceKey, ...] = (
     ReferenceKey("enable_sparse_li_c8", _bool("C8 Lightning Indexer cache."), False),
     # Keys inside sections this build has.
     ReferenceKey(
+        "finegrained_tp_config.olora_tensor_parallel_size",
+        _int("Tensor-parallel size of the o_proj LoRA (some releases).", 0),
+        0,
+    ),
+    ReferenceKey(
         "ascend_compilation_config.fuse_muls_add", _bool("Fuse the muls-plus-add pattern."), True
     ),
     ReferenceKey(

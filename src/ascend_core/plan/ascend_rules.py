@@ -18,6 +18,7 @@ from ascend_core.ascend_config import AscendConfig
 from ascend_core.ascend_config.reference_keys import REFERENCE_KEYS
 from ascend_core.deployment import Deployment, KvTransferRole
 from ascend_core.errors import ConfigError
+from ports.device import ChipFamily, DeviceKind
 
 _ROOT = "additional_config"
 _TP = f"{_ROOT}.finegrained_tp_config"
@@ -276,6 +277,43 @@ def _scheduler_roles(deployment: Deployment, config: AscendConfig) -> list[Confi
     return errors
 
 
+def _mc2_comm_alg(deployment: Deployment, config: AscendConfig) -> list[ConfigError]:
+    """vllm_ascend/ascend_config.py _validate_mc2_comm_alg against the hardware profile
+    (device/hardware_profile.py: MC2_FULLMESH_V2_COMM on A3 only, MC2_HIERARCHY_COMM on the
+    standard A2/A3 profiles)."""
+    alg = config.reference_value("mc2_comm_alg", "")
+    if config.reference_value("enable_mc2_hierarchy_comm", False):
+        alg = "hierarchy"
+    chip = deployment.chip_family
+    if deployment.device_kind is DeviceKind.CPU or not alg:
+        return []
+    allowed = {"fullmesh_v2": (ChipFamily.A3,), "hierarchy": (ChipFamily.A2, ChipFamily.A3)}
+    families = allowed.get(str(alg))
+    if families is None or chip in families:
+        return []
+    return [
+        ConfigError(
+            f'{_ROOT}.mc2_comm_alg="{alg}" is not supported on {chip.value} (only on '
+            f"{', '.join(f.value for f in families)}).",
+            "choose another mc2_comm_alg for this chip, or remove the key",
+        )
+    ]
+
+
+def _sparse_offload_topk(deployment: Deployment, config: AscendConfig) -> list[ConfigError]:
+    offload = _section(config, "sparse_kv_offload_config")
+    topk, size = deployment.model.index_topk, offload.get("topk_buffer_size", 4096)
+    if offload.get("enabled") and topk is not None and isinstance(size, int) and size < topk:
+        return [
+            ConfigError(
+                f"{_ROOT}.sparse_kv_offload_config.topk_buffer_size={size} is smaller than "
+                f"the model's index_topk={topk}.",
+                f"set topk_buffer_size to {topk} or more",
+            )
+        ]
+    return []
+
+
 RULES: tuple[Rule, ...] = (
     _finegrained_tp,
     _expert_map,
@@ -287,6 +325,8 @@ RULES: tuple[Rule, ...] = (
     _xlite,
     _sparse_offload,
     _scheduler_roles,
+    _mc2_comm_alg,
+    _sparse_offload_topk,
 )
 
 

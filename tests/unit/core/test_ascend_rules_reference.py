@@ -11,6 +11,7 @@ from ascend_core.ascend_config import AscendConfig, parse_ascend_config
 from ascend_core.deployment import Deployment, KvTransferRole
 from ascend_core.errors import ConfigError, PlanErrors
 from ascend_core.plan import plan_config
+from ports.device import ChipFamily
 from unit.core.plan_fixtures import dense_model, dsa_model, mla_model, npu
 
 CONSUMER, PRODUCER = KvTransferRole.CONSUMER, KvTransferRole.PRODUCER
@@ -295,3 +296,44 @@ def test_defaults_match_the_reference():
     assert config.eplb_config.expert_heat_collection_interval == 600
     assert config.eplb_config.algorithm_execution_interval == 50
     assert config.weight_nz_mode == 1
+
+
+@pytest.mark.parametrize(
+    ("alg", "chip", "refused"),
+    [
+        ("fullmesh_v2", ChipFamily.A3, False),
+        ("fullmesh_v2", ChipFamily.A2, True),
+        ("hierarchy", ChipFamily.A2, False),
+        ("hierarchy", ChipFamily.A5, True),
+        ("fullmesh", ChipFamily.A5, False),
+    ],
+)
+def test_mc2_comm_alg_against_the_chip(alg, chip, refused):
+    """ascend_config.py _validate_mc2_comm_alg with device/hardware_profile.py: fullmesh_v2
+    needs MC2_FULLMESH_V2_COMM (A3), hierarchy needs MC2_HIERARCHY_COMM (A2/A3)."""
+    whats = plan_errors(npu(chip=chip, additional_config={"mc2_comm_alg": alg}))
+    assert bool(whats) is refused
+
+
+def test_sparse_offload_buffer_must_hold_the_models_topk():
+    """SparseKVOffloadConfig._validate_preconditions: topk_buffer_size >= index_topk."""
+    raw = {"sparse_kv_offload_config": {"enabled": True, "topk_buffer_size": 1024}}
+    (what,) = plan_errors(npu(dsa_model(), kv_transfer_role=CONSUMER, additional_config=raw))
+    assert "index_topk=2048" in what
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "enable_balance_scheduling",
+        "recompute_scheduler_enable",
+        "short_request_first_config",
+        "profiling_chunk_config",
+        "batch_job_sched_config",
+    ],
+)
+def test_top_level_scheduler_keys_point_at_scheduler_config(key):
+    """ascend_config.py SchedulerConfig.from_additional_config still reads these at the top
+    level with a deprecation warning; here they are refused with the key to move them to."""
+    (error,) = config_errors({key: True})
+    assert f"replaced by additional_config.scheduler_config.{key}" in error.what
