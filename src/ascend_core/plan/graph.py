@@ -7,29 +7,35 @@ from ascend_core.plan import fields
 from ascend_core.plan.result import Draft
 from ports.device import ChipFamily, DeviceKind
 
-_NPUGRAPH_EX = "ascend_compilation_config.enable_npugraph_ex"
-# vllm_ascend/platform.py MAX_REDUCED_CAPTURE_SIZES: graphs the A5 driver can capture per
-# piecewise model until its fix ships.
+_COMPILE = "ascend_compilation_config"
+# vllm_ascend/platform.py MAX_CAPTURE_SIZES_FOR_950 (later MAX_REDUCED_CAPTURE_SIZES):
+# graph sizes the A5 driver can capture in piecewise mode until its fix ships.
 A5_MAX_CAPTURE_SIZES = 4
+_FULL_GRAPHS = (GraphMode.FULL, GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE)
 
 
 def decide_graph_mode(deployment: Deployment, draft: Draft) -> Draft:
     """Eager on the host, with enforce_eager, or with launch blocking; otherwise NPU graphs."""
     draft = _decide(deployment, draft)
     config = draft.decisions.ascend_config
+    if config is None:
+        return draft
     # npugraph_ex is on by default (as in vllm-ascend); only a written true earns a warning.
-    if config is not None and config.given(_NPUGRAPH_EX):
-        compilation = config.ascend_compilation_config
-        if compilation.enable_npugraph_ex and draft.decisions.graph_mode is GraphMode.NONE:
-            draft = draft.warn(
-                f"additional_config.{_NPUGRAPH_EX} has no effect: no NPU graphs are "
-                "captured (graph mode NONE)."
-            )
-        elif compilation.enable_npugraph_ex and deployment.chip_family is ChipFamily.P310:
-            draft = draft.warn(
-                f"additional_config.{_NPUGRAPH_EX} has no effect on Atlas 300I (310P): "
-                "its driver has no npugraph_ex backend."
-            )
+    # vllm_ascend/platform.py _setup_compile_backend turns npugraph_ex and static kernels
+    # off unless a full graph is captured; AscendCompilationConfig turns them off on
+    # profiles without NPUGRAPH_EX (310P).
+    compilation = config.ascend_compilation_config
+    graph_mode = draft.decisions.graph_mode
+    for key in ("enable_npugraph_ex", "enable_static_kernel"):
+        if not (config.given(f"{_COMPILE}.{key}") and getattr(compilation, key)):
+            continue
+        if deployment.chip_family is ChipFamily.P310:
+            why = "Atlas 300I (310P) has no npugraph_ex backend"
+        elif graph_mode not in _FULL_GRAPHS:
+            why = f"npugraph_ex compiles full graphs only, and graph mode is {graph_mode.name}"
+        else:
+            continue
+        draft = draft.warn(f"additional_config.{_COMPILE}.{key} has no effect: {why}.")
     return draft
 
 
@@ -91,7 +97,8 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
 
 def _reduce_capture_sizes_for_a5(draft: Draft) -> Draft:
     """Keep A5_MAX_CAPTURE_SIZES sizes spread evenly over the list, smallest and largest
-    included (vllm_ascend/platform.py _prune_reduced_capture_sizes)."""
+    included (vllm_ascend/platform.py _prune_capture_sizes_for_950, in the piecewise branch
+    of its compile-backend setup, on A5 only)."""
     sizes = draft.decisions.capture_sizes
     if sizes is None or len(sizes) <= A5_MAX_CAPTURE_SIZES:
         return draft

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ascend_core.ascend_config import AscendConfig
-from ascend_core.deployment import GraphMode, KvTransferRole
+from ascend_core.deployment import CompileMode, GraphMode, KvTransferRole
 from ascend_core.errors import ConfigError
 from ascend_core.plan import plan_config
 from unit.core.plan_fixtures import host, mla_model, npu
@@ -74,8 +74,18 @@ def test_npugraph_ex_without_graphs_is_a_warning() -> None:
     assert plan.ok
     assert plan.graph_mode is GraphMode.NONE
     assert any("enable_npugraph_ex has no effect" in w for w in plan.warnings)
-    with_graphs = plan_config(npu(additional_config=raw))
+    full = {"graph_mode": GraphMode.FULL_DECODE_ONLY, "mode": CompileMode.VLLM_COMPILE}
+    with_graphs = plan_config(npu(compilation=full, additional_config=raw))
     assert not any("enable_npugraph_ex" in w for w in with_graphs.warnings)
+
+
+def test_npugraph_ex_with_piecewise_graphs_is_a_warning() -> None:
+    """vllm_ascend/platform.py _setup_compile_backend turns npugraph_ex and static kernels
+    off in the piecewise branch: they compile full graphs only."""
+    raw = {"ascend_compilation_config": {"enable_npugraph_ex": True, "enable_static_kernel": True}}
+    plan = plan_config(npu(additional_config=raw))
+    assert plan.graph_mode is GraphMode.PIECEWISE
+    assert sum("full graphs only" in w for w in plan.warnings) == 2
 
 
 def test_kv_nz_on_the_host_is_a_warning() -> None:

@@ -187,4 +187,4 @@ def test_npugraph_ex_written_on_310p_is_a_warning() -> None:
     off with a warning."""
     raw = {"ascend_compilation_config": {"enable_npugraph_ex": True}}
     plan = plan_config(npu(chip=ChipFamily.P310, additional_config=raw))
-    assert any("no effect on Atlas 300I" in w for w in plan.warnings)
+    assert any("Atlas 300I (310P) has no npugraph_ex" in w for w in plan.warnings)

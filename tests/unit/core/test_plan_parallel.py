@@ -73,3 +73,35 @@ def test_sequence_parallel_on_moe_needs_expert_parallel() -> None:
     ok = npu(mla_model(), parallel={"tp": 2, "sequence_parallel": True, "expert_parallel": True})
     assert plan_config(ok).ok
     assert plan_config(npu(dense_model(), parallel={"tp": 2, "sequence_parallel": True})).ok
+
+
+@pytest.mark.parametrize(
+    ("tp", "dcp", "chip", "errors"),
+    [
+        (4, 4, "A2", 0),
+        (4, 4, "A3", 0),
+        (4, 2, "A2", 1),  # dcp != tp
+        (4, 4, "A5", 1),  # no replicated-indexer kernels
+        (4, 2, "A5", 2),
+    ],
+)
+def test_dcp_on_sparse_mla_spans_tp_on_a2_a3_only(
+    tp: int, dcp: int, chip: str, errors: int
+) -> None:
+    """vllm_ascend/platform.py _validate_parallel_config (with utils.py
+    enable_sfa_dcp_replicated_indexer): sparse MLA with DCP needs dcp_size == tp_size and
+    the SFA_DCP_REPLICATED_INDEXER profiles (A2/A3)."""
+    from ports.device import ChipFamily
+    from unit.core.plan_fixtures import dsa_model
+
+    plan = plan_config(npu(dsa_model(), chip=ChipFamily(chip), parallel={"tp": tp, "dcp": dcp}))
+    assert len(plan.errors) == errors, plan.errors
+    for error in plan.errors:
+        assert "sparse MLA" in error.what
+
+
+def test_dcp_on_compressed_attention_is_not_the_sparse_mla_rule() -> None:
+    from unit.core.plan_fixtures import dsa_model
+
+    plan = plan_config(npu(dsa_model(compressed_attention=True), parallel={"tp": 4, "dcp": 2}))
+    assert not any("sparse MLA" in e.what for e in plan.errors)
