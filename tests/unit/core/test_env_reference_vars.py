@@ -197,3 +197,19 @@ def test_a_fallback_value_takes_part_in_the_rules_between_keys():
         )
     )
     assert any("enable_fused_mc2=1" in e.what for e in plan.errors)
+
+
+def test_the_readme_table_lists_every_registered_variable_with_its_default():
+    readme = (SRC.parent / "README.md").read_text(encoding="utf-8")
+    rows = {
+        line.split("|")[1].strip(" `"): line
+        for line in readme.splitlines()
+        if "| `VLLM_ASCEND_" in line
+    }
+    assert set(rows) == set(ENV_REGISTRY)
+    for var in ENV_VARS:
+        shown = (
+            ("true" if var.default else "false") if var.type is VarType.BOOL else var.default_text()
+        )
+        assert f"| {shown} |" in rows[var.name], var.name
+        assert ("no effect" in rows[var.name]) is (var.no_effect is not None), var.name
