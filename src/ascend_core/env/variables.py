@@ -52,6 +52,13 @@ class EnvVar(Generic[T]):
         """The default as an operator would write it."""
         return _as_text(self.default)
 
+    def no_effect_message(self) -> str | None:
+        """What to tell an operator who set this variable, when this build ignores it."""
+        if self.no_effect is None:
+            return None
+        instead = f" vllm-ascend deprecates it for {self.deprecated}." if self.deprecated else ""
+        return f"{self.name} is set but has no effect in this build: {self.no_effect}.{instead}"
+
 
 def _as_text(value: object) -> str:
     if isinstance(value, bool):
