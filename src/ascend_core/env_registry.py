@@ -49,7 +49,6 @@ LOG_PLAN = bool_var(
     "VLLM_ASCEND_LOG_PLAN",
     True,
     "Log each configuration change the plugin makes, with its reason.",
-    no_effect="the plan is logged whatever its value (nothing reads the switch yet)",
 )
 ENABLE_NZ = int_var(
     "VLLM_ASCEND_ENABLE_NZ",
@@ -72,7 +71,6 @@ ENABLE_FLASHCOMM1 = bool_var(
     "VLLM_ASCEND_ENABLE_FLASHCOMM1",
     False,
     "Sequence parallelism for dense models: reduce-scatter and all-gather replace all-reduce.",
-    no_effect="FlashComm1 is a vllm-ascend kernel path this build does not have",
     deprecated="vLLM's own sequence parallelism (compilation_config.pass_config.enable_sp)",
 )
 ENABLE_PREFETCH_MLP = bool_var(

@@ -59,6 +59,17 @@ class EnvVar(Generic[T]):
         instead = f" vllm-ascend deprecates it for {self.deprecated}." if self.deprecated else ""
         return f"{self.name} is set but has no effect in this build: {self.no_effect}.{instead}"
 
+    def notice(self) -> str | None:
+        """What to tell an operator who set this variable: that it does nothing here, or
+        that vllm-ascend deprecates it although this build still reads it."""
+        ignored = self.no_effect_message()
+        if ignored is not None or self.deprecated is None:
+            return ignored
+        return (
+            f"{self.name} is deprecated by vllm-ascend (use {self.deprecated}); "
+            "this build still reads it."
+        )
+
 
 def _as_text(value: object) -> str:
     if isinstance(value, bool):

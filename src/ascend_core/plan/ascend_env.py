@@ -11,7 +11,8 @@ from ascend_core.plan.result import Draft
 
 def check_ascend_env(deployment: Deployment, draft: Draft) -> Draft:
     """Typed values of the variables (bad ones are errors of this pass), and one warning for
-    each variable that is set although this build does not act on it."""
+    each variable that is set although this build does not act on it or vllm-ascend
+    deprecates it."""
     try:
         settings = read_env(MappingEnvironment(deployment.ascend_env))
     except PlanErrors as problems:
@@ -21,19 +22,15 @@ def check_ascend_env(deployment: Deployment, draft: Draft) -> Draft:
     except AscendError as error:
         return draft.fail(error)
     draft = draft.decide(env=settings)
-    for message in no_effect_warnings(settings):
+    for message in env_notices(settings):
         draft = draft.warn(message)
     return draft
 
 
-def no_effect_warnings(settings: EnvSettings) -> list[str]:
-    """One line per set variable this build registers but does not act on."""
-    warnings = []
-    for var in ENV_VARS:
-        if var.no_effect is None or not settings.is_set(var):
-            continue
-        instead = f" vllm-ascend deprecates it for {var.deprecated}." if var.deprecated else ""
-        warnings.append(
-            f"{var.name} is set but has no effect in this build: {var.no_effect}.{instead}"
-        )
-    return warnings
+def env_notices(settings: EnvSettings) -> list[str]:
+    """One line per set variable this build does not act on, or that vllm-ascend deprecates."""
+    return [
+        message
+        for var in ENV_VARS
+        if settings.is_set(var) and (message := var.notice()) is not None
+    ]

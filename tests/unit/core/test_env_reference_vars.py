@@ -75,11 +75,33 @@ def _constant_names() -> dict[str, str]:
     return names
 
 
+def _property_names() -> dict[str, str]:
+    """EnvSettings property -> the variable it returns (e.g. enable_flashcomm1)."""
+    constants = _constant_names()
+    return {
+        constant.lower(): name
+        for name, constant in constants.items()
+        if isinstance(getattr(registry_module.EnvSettings, constant.lower(), None), property)
+    }
+
+
+def _settings_property(node: ast.AST, by_property: dict[str, str]) -> bool:
+    """`<...settings...>.<property>`: an EnvSettings property read (AscendConfig has fields
+    of the same names, so the receiver must be the settings)."""
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr in by_property
+        and "settings" in ast.unparse(node.value)
+    )
+
+
 def read_in_src(root: Path = SRC) -> set[str]:
     """Registered names that code under `root` reads: by constant (imported from the
-    registry modules) or by the variable's name written as a string, outside the registry."""
+    registry modules), by EnvSettings property, or by the variable's name written as a
+    string, outside the registry."""
     constants = _constant_names()
     by_constant = {c: n for n, c in constants.items()}
+    by_property = _property_names()
     seen: set[str] = set()
     for path in sorted(root.rglob("*.py")):
         if path.relative_to(root).as_posix() in DEFINED_IN:
@@ -93,6 +115,9 @@ def read_in_src(root: Path = SRC) -> set[str]:
                 seen.update(by_constant[a.name] for a in node.names if a.name in by_constant)
             elif isinstance(node, ast.Constant) and node.value in constants:
                 seen.add(str(node.value))
+            elif _settings_property(node, by_property):
+                assert isinstance(node, ast.Attribute)
+                seen.add(by_property[node.attr])
     return seen
 
 
@@ -107,11 +132,37 @@ def test_the_read_scan_sees_a_reader(tmp_path):
     (tmp_path / "reader.py").write_text(
         "from ascend_core.env_registry import TRAINING_CONSISTENCY\n"
         "X = 'VLLM_ASCEND_SFA_SORT_TOPK'\n"
+        "def f(settings):\n"
+        "    return settings.enable_flashcomm1\n"
     )
     assert read_in_src(tmp_path) == {
         "VLLM_ASCEND_TRAINING_CONSISTENCY",
         "VLLM_ASCEND_SFA_SORT_TOPK",
+        "VLLM_ASCEND_ENABLE_FLASHCOMM1",
     }
+
+
+def read_through_properties(root: Path = SRC) -> set[str]:
+    """Registered names whose EnvSettings property code under `root` reads: acted on."""
+    by_property = _property_names()
+    seen = set()
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).as_posix() in DEFINED_IN:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if _settings_property(node, by_property):
+                assert isinstance(node, ast.Attribute)
+                seen.add(by_property[node.attr])
+    return seen
+
+
+def test_a_variable_the_code_acts_on_is_not_marked_no_effect():
+    """Reading a switch's typed value (its EnvSettings property) is acting on it; a
+    no-effect mark there would warn falsely."""
+    acted_on = read_through_properties()
+    assert {"VLLM_ASCEND_DEVICE", "VLLM_ASCEND_LOG_PLAN"} <= acted_on
+    marked = {v.name for v in ENV_VARS if v.no_effect is not None}
+    assert not acted_on & marked, acted_on & marked
 
 
 NO_EFFECT = [v for v in ENV_VARS if v.no_effect is not None]
@@ -213,3 +264,11 @@ def test_the_readme_table_lists_every_registered_variable_with_its_default():
         )
         assert f"| {shown} |" in rows[var.name], var.name
         assert ("no effect" in rows[var.name]) is (var.no_effect is not None), var.name
+
+
+def test_a_deprecated_variable_this_build_reads_is_warned_as_deprecated_not_ignored():
+    """vllm_ascend/ascend_config.py init_ascend_config warns whenever
+    VLLM_ASCEND_ENABLE_FLASHCOMM1 is set; here it still turns sequence parallelism on."""
+    plan = plan_config(npu(parallel={"tp": 2}, ascend_env={"VLLM_ASCEND_ENABLE_FLASHCOMM1": "1"}))
+    (notice,) = [w for w in plan.warnings if "VLLM_ASCEND_ENABLE_FLASHCOMM1" in w]
+    assert "deprecated by vllm-ascend" in notice and "still reads it" in notice

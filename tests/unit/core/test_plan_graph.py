@@ -188,3 +188,15 @@ def test_npugraph_ex_written_on_310p_is_a_warning() -> None:
     raw = {"ascend_compilation_config": {"enable_npugraph_ex": True}}
     plan = plan_config(npu(chip=ChipFamily.P310, additional_config=raw))
     assert any("Atlas 300I (310P) has no npugraph_ex" in w for w in plan.warnings)
+def test_host_with_compilation_unset_turns_vllms_default_compile_off() -> None:
+    # Unset means vLLM compiles (VLLM_COMPILE at its default level) after the plan.
+    plan = plan_config(host(compilation={}))
+    (compile_,) = plan.changes_to(fields.COMPILE_MODE)
+    assert (compile_.old, compile_.new) == (None, CompileMode.NONE)
+    assert plan.compile_mode is CompileMode.NONE
+
+
+def test_launch_blocking_drops_graphs_but_keeps_the_compiled_model() -> None:
+    plan = plan_config(npu(launch_blocking=True))
+    assert plan.graph_mode is GraphMode.NONE
+    assert not plan.changes_to(fields.COMPILE_MODE)
