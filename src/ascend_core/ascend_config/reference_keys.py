@@ -14,12 +14,10 @@ from types import MappingProxyType
 
 from attrs import frozen
 
-from ascend_core.ascend_config.fields import (
-    BoolSpec,
+from ascend_core.ascend_config.fields import BoolSpec, FieldSpec, IntSpec
+from ascend_core.ascend_config.value_specs import (
     ChoiceSpec,
-    FieldSpec,
     FloatSpec,
-    IntSpec,
     ObjectSpec,
     OptionalSpec,
     TextSpec,

@@ -10,20 +10,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ascend_core.ascend_config import RETIRED_KEYS, describe_keys, parse_ascend_config
-from ascend_core.ascend_config.fields import (
-    BoolSpec,
-    ChoiceSpec,
-    FieldSpec,
-    FloatSpec,
-    IntSpec,
-    ObjectSpec,
-    OptionalSpec,
-    TextSpec,
-)
+from ascend_core.ascend_config.fields import BoolSpec, FieldSpec, IntSpec
 from ascend_core.ascend_config.reference_keys import (
     REFERENCE_KEYS,
     ReferenceKey,
     ReferenceSection,
+)
+from ascend_core.ascend_config.value_specs import (
+    ChoiceSpec,
+    FloatSpec,
+    ObjectSpec,
+    OptionalSpec,
+    TextSpec,
 )
 from ascend_core.errors import ConfigError, PlanErrors
 from ascend_core.plan import plan_config
