@@ -10,17 +10,12 @@ build refuses, so the operator sees the conflict.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from ascend_core.ascend_config.schema import AscendConfig
 from ascend_core.errors import ConfigError
 
 _ROOT = "additional_config"
-
-
-def _section(config: AscendConfig, path: str) -> Mapping[str, object]:
-    value = config.reference_value(path, {})
-    return value if isinstance(value, Mapping) else {}
 
 
 def _dump(config: AscendConfig) -> ConfigError | None:
@@ -70,7 +65,7 @@ def _mix_placement(config: AscendConfig) -> ConfigError | None:
 
 
 def _profiling_chunk(config: AscendConfig) -> ConfigError | None:
-    chunk = _section(config, "scheduler_config.profiling_chunk_config")
+    chunk = config.reference_section("scheduler_config.profiling_chunk_config")
     balance = config.reference_value("scheduler_config.enable_balance_scheduling", False)
     if chunk.get("enabled") and balance:
         return ConfigError(
@@ -125,7 +120,7 @@ def _recompute_scheduler(config: AscendConfig) -> ConfigError | None:
 
 
 def _dyntra_steps(config: AscendConfig) -> ConfigError | None:
-    dyntra = _section(config, "scheduler_config.dyntra_lb_config")
+    dyntra = config.reference_section("scheduler_config.dyntra_lb_config")
     start, end = dyntra.get("start_step", 250), dyntra.get("end_step", -1)
     if isinstance(start, int) and isinstance(end, int) and end != -1 and end <= start:
         return ConfigError(
@@ -147,7 +142,7 @@ def _ft_timeout(config: AscendConfig) -> ConfigError | None:
 
 
 def _sparse_offload_c8(config: AscendConfig) -> ConfigError | None:
-    offload = _section(config, "sparse_kv_offload_config")
+    offload = config.reference_section("sparse_kv_offload_config")
     if offload.get("enabled") and config.reference_value("enable_sparse_sfa_c8", False):
         return ConfigError(
             f"{_ROOT}.sparse_kv_offload_config.enabled does not support "
@@ -160,7 +155,7 @@ def _sparse_offload_c8(config: AscendConfig) -> ConfigError | None:
 def _scheduler_mutexes(config: AscendConfig) -> ConfigError | None:
     sched = "scheduler_config"
     on = {
-        name: bool(_section(config, f"{sched}.{name}").get("enabled"))
+        name: bool(config.reference_section(f"{sched}.{name}").get("enabled"))
         for name in (
             "short_request_first_config",
             "batch_job_sched_config",

@@ -176,6 +176,11 @@ class AscendConfig:
         """The value given for a reference-only key at `path`, else `default`."""
         return self.reference.get(path, default)
 
+    def reference_section(self, path: str) -> Mapping[str, object]:
+        """The keys given in a reference-only section at `path` ({} when not given)."""
+        value = self.reference.get(path)
+        return value if isinstance(value, Mapping) else {}
+
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (lists, not tuples) of the keys, for logs and JSON."""
         data = attrs.asdict(

@@ -9,7 +9,7 @@ SparseKVOffloadConfig._validate_preconditions) or vllm_ascend/platform.py
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from ascend_core.ascend_config import AscendConfig
 from ascend_core.deployment import Deployment, KvTransferRole
@@ -21,13 +21,8 @@ _ROOT = "additional_config"
 Rule = Callable[[Deployment, AscendConfig], list[ConfigError]]
 
 
-def _section(config: AscendConfig, path: str) -> Mapping[str, object]:
-    value = config.reference_value(path, {})
-    return value if isinstance(value, Mapping) else {}
-
-
 def _profiling_chunk(deployment: Deployment, config: AscendConfig) -> list[ConfigError]:
-    chunk = _section(config, "scheduler_config.profiling_chunk_config")
+    chunk = config.reference_section("scheduler_config.profiling_chunk_config")
     if chunk.get("enabled") and deployment.parallel.pp <= 1:
         return [
             ConfigError(
@@ -40,7 +35,7 @@ def _profiling_chunk(deployment: Deployment, config: AscendConfig) -> list[Confi
 
 
 def _xlite(deployment: Deployment, config: AscendConfig) -> list[ConfigError]:
-    if not _section(config, "xlite_graph_config").get("enabled"):
+    if not config.reference_section("xlite_graph_config").get("enabled"):
         return []
     errors = []
     spec = deployment.speculative
@@ -64,7 +59,7 @@ def _xlite(deployment: Deployment, config: AscendConfig) -> list[ConfigError]:
 
 
 def _sparse_offload(deployment: Deployment, config: AscendConfig) -> list[ConfigError]:
-    offload = _section(config, "sparse_kv_offload_config")
+    offload = config.reference_section("sparse_kv_offload_config")
     if not offload.get("enabled"):
         return []
     where = f"{_ROOT}.sparse_kv_offload_config.enabled"
@@ -103,7 +98,7 @@ def _scheduler_roles(deployment: Deployment, config: AscendConfig) -> list[Confi
                 "turn balance scheduling off on disaggregated instances",
             )
         )
-    if _section(config, f"{sched}.short_request_first_config").get("enabled") and (
+    if config.reference_section(f"{sched}.short_request_first_config").get("enabled") and (
         role is KvTransferRole.CONSUMER
     ):
         errors.append(
@@ -113,7 +108,7 @@ def _scheduler_roles(deployment: Deployment, config: AscendConfig) -> list[Confi
                 "turn it off on the decode instance",
             )
         )
-    if _section(config, f"{sched}.dyntra_lb_config").get("enabled"):
+    if config.reference_section(f"{sched}.dyntra_lb_config").get("enabled"):
         if role is not KvTransferRole.CONSUMER:
             errors.append(
                 ConfigError(
@@ -166,7 +161,7 @@ def _mc2_comm_alg(deployment: Deployment, config: AscendConfig) -> list[ConfigEr
 
 
 def _sparse_offload_topk(deployment: Deployment, config: AscendConfig) -> list[ConfigError]:
-    offload = _section(config, "sparse_kv_offload_config")
+    offload = config.reference_section("sparse_kv_offload_config")
     topk, size = deployment.model.index_topk, offload.get("topk_buffer_size", 4096)
     if offload.get("enabled") and topk is not None and isinstance(size, int) and size < topk:
         return [
