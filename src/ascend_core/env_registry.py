@@ -14,7 +14,7 @@ from attrs import frozen
 
 from ascend_core.device_selection import DeviceRequest
 from ascend_core.env.reading import ResolvedVar, resolve
-from ascend_core.env.reference_vars import REFERENCE_ONLY_VARS
+from ascend_core.env.reference_vars import REFERENCE_ONLY_VARS, RETIRED_REFERENCE_VARS
 from ascend_core.env.unknown import RetiredVariable, UnknownVariable, find_unknown
 from ascend_core.env.variables import EnvVar, VarType, bool_var, choice_var, int_var
 from ports.environment import Environment
@@ -127,6 +127,10 @@ RETIRED_VARS: tuple[RetiredVariable, ...] = (
         None,
         "its parts are separate switches (VLLM_ASCEND_ENABLE_FLASHCOMM1, "
         "VLLM_ASCEND_ENABLE_PREFETCH_MLP)",
+    ),
+    *(
+        RetiredVariable(name, None, f"older vllm-ascend releases read it for {what}")
+        for name, what in RETIRED_REFERENCE_VARS
     ),
 )
 

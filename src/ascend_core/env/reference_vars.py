@@ -103,3 +103,18 @@ REFERENCE_ONLY_VARS: tuple[EnvVar[Any], ...] = (
     ENABLE_TOPK_TOPP_OPTIMIZATION,
     KV_CACHE_MEGABYTES_FLOATING_TOLERANCE,
 )
+
+# Names older vllm-ascend releases read (vllm_ascend/envs.py of those releases) that its
+# current envs.py no longer has: the doctor says so instead of "unknown".
+RETIRED_REFERENCE_VARS: tuple[tuple[str, str], ...] = (
+    ("VLLM_ASCEND_ENABLE_TOPK_OPTIMIZE", "the top-k sampling optimisation"),
+    ("VLLM_ASCEND_TRACE_RECOMPILES", "tracing torch recompilations"),
+    ("VLLM_ASCEND_ENABLE_DBO", "dual-batch overlap"),
+    ("VLLM_ASCEND_MODEL_EXECUTE_TIME_OBSERVE", "model execution timing"),
+    ("VLLM_ASCEND_MLA_PA", "the MLA paged-attention decode path"),
+    ("VLLM_ASCEND_ENABLE_MLP_OPTIMIZE", "the tensor-parallel MLP optimisation"),
+    ("VLLM_ASCEND_ENABLE_CHUNK_MC2", "chunked MC2 in prefill"),
+    ("VLLM_ASCEND_FUSED_MOE_MC2_CHUNK_SIZE", "the MC2 prefill chunk size"),
+    ("VLLM_ASCEND_LLMDD_RPC_IP", "the LLMDataDist connector's RPC address"),
+    ("VLLM_ASCEND_LLMDD_RPC_PORT", "the LLMDataDist connector's RPC port"),
+)

@@ -272,3 +272,14 @@ def test_a_deprecated_variable_this_build_reads_is_warned_as_deprecated_not_igno
     plan = plan_config(npu(parallel={"tp": 2}, ascend_env={"VLLM_ASCEND_ENABLE_FLASHCOMM1": "1"}))
     (notice,) = [w for w in plan.warnings if "VLLM_ASCEND_ENABLE_FLASHCOMM1" in w]
     assert "deprecated by vllm-ascend" in notice and "still reads it" in notice
+
+
+def test_names_older_reference_releases_read_are_reported_as_removed_not_unknown():
+    """vllm_ascend/envs.py of older releases (e.g. VLLM_ASCEND_MLA_PA, VLLM_ASCEND_ENABLE_DBO):
+    the operator learns the variable is gone rather than that it is misspelt."""
+    from ascend_core.env_registry import unknown_variables
+    from unit.fakes.environment import FakeEnvironment
+
+    (found,) = unknown_variables(FakeEnvironment({"VLLM_ASCEND_MLA_PA": "1"}))
+    assert "was removed" in found.what and "MLA paged-attention" in found.what
+    assert found.hint == "unset VLLM_ASCEND_MLA_PA"
