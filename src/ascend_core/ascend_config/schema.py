@@ -188,7 +188,12 @@ class AscendConfig:
             value_serializer=_lists,
             filter=lambda a, _v: a.name not in ("explicit", "reference"),
         )
-        data.update({path: _plain(v) for path, v in self.reference.items()})
+        for path, value in self.reference.items():
+            parent, _, name = path.rpartition(".")
+            section = data.get(parent) if parent else data
+            # Each reference key sits under a section of this schema or at the top.
+            assert isinstance(section, dict), path
+            section[name] = _plain(value)
         return data
 
 

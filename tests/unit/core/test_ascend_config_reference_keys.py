@@ -153,11 +153,18 @@ def test_refresh_is_accepted_as_in_the_reference():
     assert config.reference_value("refresh") is True
 
 
-def test_reference_values_appear_in_the_dump():
-    config = parse_ascend_config({"mc2_comm_alg": "hierarchy", "xlite_graph_config": None})
+def test_reference_values_appear_in_the_dump_where_they_were_written():
+    config = parse_ascend_config(
+        {
+            "mc2_comm_alg": "hierarchy",
+            "xlite_graph_config": None,
+            "eplb_config": {"eplb_policy_type": 3},
+        }
+    )
     dumped = config.to_dict()
     assert dumped["mc2_comm_alg"] == "hierarchy"
     assert dumped["xlite_graph_config"] == {}
+    assert dumped["eplb_config"]["eplb_policy_type"] == 3
 
 
 def valid_values(spec: FieldSpec | ReferenceSection) -> st.SearchStrategy[object]:
