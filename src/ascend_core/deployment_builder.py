@@ -27,8 +27,10 @@ from ascend_core.deployment import (
     ParallelSettings,
     SpeculativeSettings,
 )
+from ascend_core.env.mapping import MappingEnvironment
 from ascend_core.env.unknown import PREFIX as ASCEND_PREFIX
 from ascend_core.env_registry import read_env
+from ascend_core.errors import AscendError
 from ascend_core.quantization import QuantMethod, detect_quantization
 from ports.device import ChipFamily, DeviceKind
 from ports.environment import Environment
@@ -84,7 +86,13 @@ def build_deployment(
     expert map); without it those files are not checked.
     """
     comp = requested.compilation
-    settings = read_env(env)
+    try:
+        settings = read_env(env)
+    except AscendError:
+        # A bad VLLM_ASCEND_* value is reported by the plan (its env step parses
+        # Deployment.ascend_env) together with every other problem; the Deployment is
+        # built on the defaults meanwhile.
+        settings = read_env(MappingEnvironment({}))
     parallel = evolve(requested.parallel, sequence_parallel=settings.enable_flashcomm1)
     if comp.enforce_eager:
         # vLLM turns enforce_eager into "-cc.mode=none -cc.cudagraph_mode=none" before any
