@@ -174,6 +174,21 @@ def _sparse_offload_topk(deployment: Deployment, config: AscendConfig) -> list[C
     return []
 
 
+def _fused_mc2_minimax(deployment: Deployment, config: AscendConfig) -> list[ConfigError]:
+    """ascend_config.py derive_and_validate: MiniMax M3 does not support fused MC2 (the
+    reference reads 2 as 1 before this check)."""
+    fused = config.reference_value("enable_fused_mc2", 0)
+    if fused and deployment.model.architecture.startswith("MiniMaxM3"):
+        return [
+            ConfigError(
+                f"{_ROOT}.enable_fused_mc2={fused} is not supported by "
+                f"{deployment.model.architecture}.",
+                "set enable_fused_mc2 to 0",
+            )
+        ]
+    return []
+
+
 FEATURE_RULES: tuple[Rule, ...] = (
     _profiling_chunk,
     _xlite,
@@ -181,4 +196,5 @@ FEATURE_RULES: tuple[Rule, ...] = (
     _scheduler_roles,
     _mc2_comm_alg,
     _sparse_offload_topk,
+    _fused_mc2_minimax,
 )

@@ -92,7 +92,9 @@ def _kv_nz(deployment: Deployment, config: AscendConfig) -> list[ConfigError]:
         return []
     model = deployment.model
     errors = []
-    if not model.use_mla or model.use_sparse:
+    # vllm_ascend/utils.py model_uses_sfa_sparse: an indexer without compression.
+    sfa_sparse = model.use_sparse and not model.compressed_attention
+    if not model.use_mla or sfa_sparse:
         errors.append(
             ConfigError(
                 f"{_ROOT}.enable_kv_nz=true on {model.architecture}: the NZ KV cache exists "

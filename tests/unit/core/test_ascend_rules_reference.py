@@ -185,6 +185,7 @@ def test_oproj_tp_needs_tp_1_graph_mode_and_a_decode_node():
         (mla_model(), CONSUMER, []),
         (dense_model(), CONSUMER, ["dense MLA"]),
         (dsa_model(), CONSUMER, ["dense MLA"]),
+        (dsa_model(compressed_attention=True), CONSUMER, []),  # not SFA-sparse
         (mla_model(), PRODUCER, ["kv_role=kv_producer"]),
         (mla_model(), None, ["no KV transfer"]),
     ],
@@ -340,3 +341,11 @@ def test_top_level_scheduler_keys_point_at_scheduler_config(key):
     level with a deprecation warning; here they are refused with the key to move them to."""
     (error,) = config_errors({key: True})
     assert f"replaced by additional_config.scheduler_config.{key}" in error.what
+
+
+def test_fused_mc2_is_refused_on_minimax_m3():
+    raw = {"enable_fused_mc2": 2}
+    model = dense_model(architecture="MiniMaxM3SparseForCausalLM")
+    (what,) = plan_errors(npu(model, additional_config=raw))
+    assert "enable_fused_mc2=2" in what and "MiniMaxM3" in what
+    assert plan_errors(npu(dense_model(), additional_config=raw)) == []
