@@ -93,7 +93,11 @@ def build_deployment(
         # Deployment.ascend_env) together with every other problem; the Deployment is
         # built on the defaults meanwhile.
         settings = read_env(MappingEnvironment({}))
-    parallel = evolve(requested.parallel, sequence_parallel=settings.enable_flashcomm1)
+    # additional_config.enable_flashcomm1, when written, wins over the variable (the one
+    # precedence rule, ascend_config.env_fallback); a non-bool value is the plan's error.
+    written = requested.additional_config.get("enable_flashcomm1")
+    flashcomm = written if isinstance(written, bool) else settings.enable_flashcomm1
+    parallel = evolve(requested.parallel, sequence_parallel=flashcomm)
     if comp.enforce_eager:
         # vLLM turns enforce_eager into "-cc.mode=none -cc.cudagraph_mode=none" before any
         # platform hook runs; stated here so both callers hand the plan the same values.

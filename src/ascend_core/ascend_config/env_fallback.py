@@ -19,6 +19,7 @@ from ascend_core.env.reference_vars import ENABLE_FUSED_MC2, FUSION_OP_TRANSPOSE
 from ascend_core.env.variables import EnvVar
 from ascend_core.env_registry import (
     BALANCE_SCHEDULING,
+    ENABLE_FLASHCOMM1,
     ENABLE_MLAPO,
     ENABLE_NZ,
     EnvSettings,
@@ -28,6 +29,7 @@ from ascend_core.env_registry import (
 ENV_FALLBACKS: tuple[tuple[EnvVar[Any], str], ...] = (
     (ENABLE_NZ, "weight_nz_mode"),
     (ENABLE_MLAPO, "enable_mlapo"),
+    (ENABLE_FLASHCOMM1, "enable_flashcomm1"),
     (ENABLE_FUSED_MC2, "enable_fused_mc2"),
     (FUSION_OP_TRANSPOSE_KV_CACHE_BY_BLOCK, "enable_transpose_kv_cache_by_block"),
     (BALANCE_SCHEDULING, "scheduler_config.enable_balance_scheduling"),

@@ -66,13 +66,6 @@ _KEYS: tuple[ReferenceKey, ...] = (
     # Top-level switches of AscendConfig.
     ReferenceKey("refresh", _bool("Rebuild the reference's cached global config."), False),
     ReferenceKey(
-        "enable_flashcomm1",
-        _bool("FlashComm1 sequence parallelism of the reference."),
-        False,
-        deprecated="vLLM's own sequence parallelism; here VLLM_ASCEND_ENABLE_FLASHCOMM1=1 "
-        "turns sequence parallelism on",
-    ),
-    ReferenceKey(
         "multistream_dsv4_dsa_overlap", _bool("Overlap DSv4 DSA on a second stream."), True
     ),
     ReferenceKey(

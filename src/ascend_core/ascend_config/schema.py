@@ -148,6 +148,11 @@ class AscendConfig:
         False, "Use MC2 (fused dispatch/combine) MoE communication in prefill, not only decode."
     )
     enable_kv_nz: bool = bool_field(False, "Keep the KV cache in the NZ layout.")
+    enable_flashcomm1: bool = bool_field(
+        False,
+        "Sequence parallelism (FlashComm1); wins over VLLM_ASCEND_ENABLE_FLASHCOMM1. "
+        "vllm-ascend deprecates it for vLLM's own sequence parallelism.",
+    )
     eplb_config: EplbConfig = section_field(  # noqa: RUF009
         EplbConfig, "Expert load balancing."
     )

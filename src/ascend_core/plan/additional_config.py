@@ -30,6 +30,12 @@ def validate_additional_config(deployment: Deployment, draft: Draft) -> Draft:
         draft = draft.fail(error)
     if problems or config is None:
         return draft
+    if config.given("enable_flashcomm1"):
+        # vllm_ascend/ascend_config.py init_ascend_config warns whenever the key is written.
+        draft = draft.warn(
+            "additional_config.enable_flashcomm1 is deprecated by vllm-ascend (use vLLM's own "
+            "sequence parallelism); this build still reads it."
+        )
     for message in (*precedence_warnings(config, env), *reference_key_warnings(config)):
         draft = draft.warn(message)
     draft = draft.decide(ascend_config=config)

@@ -90,20 +90,29 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
         )
         graph_mode = GraphMode.NONE
     draft = draft.decide(graph_mode=graph_mode)
-    if graph_mode is not GraphMode.NONE:
-        draft = _fit_capture_sizes(deployment, draft)
+    sizes = draft.decisions.capture_sizes
+    if graph_mode is GraphMode.NONE or sizes is None:
+        return draft
+    # Each adjustment refines the last; one change carries them all (a field changes once).
+    kept, reasons = _fit_capture_sizes(
+        deployment.parallel.tp, draft.decisions.sequence_parallel, sizes
+    )
     if graph_mode.needs_piecewise_compile and deployment.chip_family is ChipFamily.A5:
-        draft = _reduce_capture_sizes_for_a5(draft)
-    return draft
+        kept, reason = _reduce_capture_sizes_for_a5(kept)
+        reasons += [reason] if reason else []
+    if kept == sizes:
+        return draft
+    return draft.change(fields.CAPTURE_SIZES, sizes, kept, "; ".join(reasons)).decide(
+        capture_sizes=kept
+    )
 
 
-def _reduce_capture_sizes_for_a5(draft: Draft) -> Draft:
+def _reduce_capture_sizes_for_a5(sizes: tuple[int, ...]) -> tuple[tuple[int, ...], str]:
     """Keep A5_MAX_CAPTURE_SIZES sizes spread evenly over the list, smallest and largest
     included (vllm_ascend/platform.py _prune_capture_sizes_for_950, in the piecewise branch
-    of its compile-backend setup, on A5 only)."""
-    sizes = draft.decisions.capture_sizes
-    if sizes is None or len(sizes) <= A5_MAX_CAPTURE_SIZES:
-        return draft
+    of its compile-backend setup, on A5 only); the reason is empty when nothing goes."""
+    if len(sizes) <= A5_MAX_CAPTURE_SIZES:
+        return sizes, ""
     step = (len(sizes) - 1) / (A5_MAX_CAPTURE_SIZES - 1)
     picked = [round(i * step) for i in range(A5_MAX_CAPTURE_SIZES)]
     picked[0], picked[-1] = 0, len(sizes) - 1
@@ -112,7 +121,7 @@ def _reduce_capture_sizes_for_a5(draft: Draft) -> Draft:
         f"the Atlas A5 driver captures at most {A5_MAX_CAPTURE_SIZES} piecewise graph sizes; "
         f"kept {len(kept)} of {len(sizes)}, spread from the smallest to the largest"
     )
-    return draft.change(fields.CAPTURE_SIZES, sizes, kept, reason).decide(capture_sizes=kept)
+    return kept, reason
 
 
 def _eager(
@@ -138,25 +147,23 @@ def _eager(
     return draft.decide(graph_mode=GraphMode.NONE)
 
 
-def _fit_capture_sizes(deployment: Deployment, draft: Draft) -> Draft:
-    """With sequence parallelism, every captured batch must split evenly over the TP ranks."""
-    tp = deployment.parallel.tp
-    sizes = draft.decisions.capture_sizes
-    if not draft.decisions.sequence_parallel or tp == 1 or sizes is None:
-        return draft
+def _fit_capture_sizes(
+    tp: int, sequence_parallel: bool, sizes: tuple[int, ...]
+) -> tuple[tuple[int, ...], list[str]]:
+    """With sequence parallelism, every captured batch must split evenly over the TP ranks;
+    the sizes that do, and why others went (nothing when all fit)."""
+    if not sequence_parallel or tp == 1:
+        return sizes, []
     kept = tuple(s for s in sizes if s % tp == 0)
     if kept == sizes:
-        return draft
+        return sizes, []
     if kept:
-        reason = (
+        return kept, [
             f"sequence parallelism splits each captured batch over tensor_parallel_size={tp} "
             f"ranks; dropped {[s for s in sizes if s % tp]}"
-        )
-    else:
-        # None divisible: round up rather than lose graphs altogether.
-        kept = tuple(sorted({-(-s // tp) * tp for s in sizes}))
-        reason = (
-            f"sequence parallelism splits each captured batch over tensor_parallel_size={tp} "
-            "ranks and no size was divisible; rounded each up to a multiple"
-        )
-    return draft.change(fields.CAPTURE_SIZES, sizes, kept, reason).decide(capture_sizes=kept)
+        ]
+    # None divisible: round up rather than lose graphs altogether.
+    return tuple(sorted({-(-s // tp) * tp for s in sizes})), [
+        f"sequence parallelism splits each captured batch over tensor_parallel_size={tp} "
+        "ranks and no size was divisible; rounded each up to a multiple"
+    ]

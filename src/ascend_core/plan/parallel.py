@@ -48,6 +48,14 @@ def validate_parallel(deployment: Deployment, draft: Draft) -> Draft:
             "sequence parallelism splits activations across tensor-parallel ranks and "
             "tensor_parallel_size is 1",
         ).decide(sequence_parallel=False)
+        if deployment.additional_config.get("enable_flashcomm1") is True:
+            # Written there it wins over the variable, so it is turned off there too.
+            draft = draft.change(
+                fields.SEQUENCE_PARALLEL_KEY,
+                True,
+                False,
+                "sequence parallelism needs tensor_parallel_size > 1",
+            )
     elif p.sequence_parallel and deployment.model.is_moe and not p.expert_parallel:
         # vllm_ascend/platform.py _validate_sfa_dcp_kv_sp: the MoE layers of a
         # sequence-parallel model take their tokens already split over the TP ranks,

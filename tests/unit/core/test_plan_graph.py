@@ -188,6 +188,8 @@ def test_npugraph_ex_written_on_310p_is_a_warning() -> None:
     raw = {"ascend_compilation_config": {"enable_npugraph_ex": True}}
     plan = plan_config(npu(chip=ChipFamily.P310, additional_config=raw))
     assert any("Atlas 300I (310P) has no npugraph_ex" in w for w in plan.warnings)
+
+
 def test_host_with_compilation_unset_turns_vllms_default_compile_off() -> None:
     # Unset means vLLM compiles (VLLM_COMPILE at its default level) after the plan.
     plan = plan_config(host(compilation={}))
@@ -200,3 +202,19 @@ def test_launch_blocking_drops_graphs_but_keeps_the_compiled_model() -> None:
     plan = plan_config(npu(launch_blocking=True))
     assert plan.graph_mode is GraphMode.NONE
     assert not plan.changes_to(fields.COMPILE_MODE)
+
+
+def test_sequence_parallel_fitting_and_a5_reduction_are_one_change() -> None:
+    """A field changes once: the TP fit, then the A5 reduction, in one change."""
+    sizes = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+    plan = plan_config(
+        npu(
+            chip=ChipFamily.A5,
+            parallel={"tp": 2, "sequence_parallel": True},
+            compilation={"capture_sizes": sizes},
+        )
+    )
+    (change,) = plan.changes_to(fields.CAPTURE_SIZES)
+    assert change.old == sizes
+    assert change.new == (2, 12, 24, 64)  # (2, 4, 8, 12, 16, 24, 32, 48, 64) reduced to 4
+    assert "sequence parallelism" in change.reason and "A5" in change.reason

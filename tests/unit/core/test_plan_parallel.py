@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ascend_core.deployment import ParallelSettings
 from ascend_core.errors import ConfigError
 from ascend_core.plan import fields, plan_config
 from unit.core.plan_fixtures import dense_model, npu
@@ -113,3 +114,39 @@ def own_errors(plan):  # type: ignore[no-untyped-def]
     from ascend_core.errors import UnsupportedFeatureError
 
     return [e for e in plan.errors if not isinstance(e, UnsupportedFeatureError)]
+
+
+def test_enable_flashcomm1_written_wins_over_the_variable_and_is_turned_off_with_tp_1() -> None:
+    """vllm_ascend/ascend_config.py derive_and_validate reads additional_config.enable_flashcomm1
+    as FlashComm1 (sequence parallelism); here the key, when written, wins over
+    VLLM_ASCEND_ENABLE_FLASHCOMM1 (the one precedence rule) and is switched off with TP 1."""
+    from ascend_core.deployment_builder import Requested, build_deployment
+    from ascend_core.quantization import QuantMethod
+    from ports.device import ChipFamily, DeviceKind
+    from unit.fakes.environment import FakeEnvironment
+
+    def built(tp: int, key: object, env: dict[str, str]):  # type: ignore[no-untyped-def]
+        requested = Requested(
+            parallel=ParallelSettings(tp=tp), additional_config={"enable_flashcomm1": key}
+        )
+        return build_deployment(
+            dense_model(),
+            DeviceKind.NPU,
+            ChipFamily.A2,
+            requested,
+            FakeEnvironment(env),
+            QuantMethod.NONE,
+            None,
+        )
+
+    on = {"VLLM_ASCEND_ENABLE_FLASHCOMM1": "1"}
+    assert built(2, True, {}).parallel.sequence_parallel is True
+    assert built(2, False, on).parallel.sequence_parallel is False  # the key wins
+    plan = plan_config(built(1, True, {}))
+    assert [c.field for c in plan.changes if "flashcomm1" in c.field.lower()] == [
+        fields.SEQUENCE_PARALLEL,
+        fields.SEQUENCE_PARALLEL_KEY,
+    ]
+    clash = plan_config(built(2, False, on))
+    assert any("disagree" in w and "enable_flashcomm1=false" in w for w in clash.warnings)
+    assert any("enable_flashcomm1 is deprecated" in w for w in clash.warnings)
