@@ -28,8 +28,9 @@ def validate_additional_config(deployment: Deployment, draft: Draft) -> Draft:
         problems.extend(deployment_rule_errors(deployment, config))
     for error in problems:
         draft = draft.fail(error)
-    if problems or config is None:
+    if config is None:
         return draft
+    # The warnings come with the errors, in the same pass; only a clean config is decided.
     if config.given("enable_flashcomm1"):
         # vllm_ascend/ascend_config.py init_ascend_config warns whenever the key is written.
         draft = draft.warn(
@@ -38,10 +39,9 @@ def validate_additional_config(deployment: Deployment, draft: Draft) -> Draft:
         )
     for message in (*precedence_warnings(config, env), *reference_key_warnings(config)):
         draft = draft.warn(message)
-    draft = draft.decide(ascend_config=config)
     if deployment.device_kind is DeviceKind.CPU and config.enable_kv_nz:
         draft = draft.warn(
             "additional_config.enable_kv_nz is ignored on the host device: the NZ layout "
             "is the NPU cube unit's fractal format."
         )
-    return draft
+    return draft if problems else draft.decide(ascend_config=config)

@@ -219,3 +219,10 @@ def test_any_well_typed_reference_values_fail_only_on_rules_between_keys(pairs):
         return
     # Type and range errors say "must be ..., got <value>"; rule errors never do.
     assert all(", got " not in e.what for e in errors), errors
+
+
+def test_no_effect_warnings_come_with_the_errors_in_one_pass():
+    plan = plan_config(npu(additional_config={"mc2_comm_alg": "fullmesh", "enable_kv_nzz": 1}))
+    assert len(plan.errors) == 1
+    assert any("additional_config.mc2_comm_alg " in w for w in plan.warnings)
+    assert plan.decisions.ascend_config is None
