@@ -25,6 +25,7 @@ from ascend_core.patches.spec import Condition, Feature, PatchRegistry, PatchSpe
 from ports.device import DeviceKind
 
 HOST = DeviceKind.CPU
+NPU = DeviceKind.NPU
 # The ranges and conditions most entries share, named once.
 VLLM_0_33 = ">=0.33.0,<0.34"
 HOST_WITHOUT_TRITON = Condition(device_kinds={HOST}, excludes={Feature.TRITON})
@@ -43,7 +44,7 @@ ENTRIES = (
             "without Triton on the host it is a placeholder that raises, so the host "
             "registers a torch implementation through vLLM's kernel-override registry."
         ),
-        apply="adapters.vllm.patches.host_kernels:override",
+        apply="adapters.vllm.patches.torch_kernels:override",
     ),
     PatchSpec(
         id="host-shutdown-accelerator-cache",
@@ -67,7 +68,7 @@ ENTRIES = (
             "Greedy verification of draft tokens runs this Triton kernel, a raising "
             "placeholder on a host without Triton."
         ),
-        apply="adapters.vllm.patches.host_kernels:override",
+        apply="adapters.vllm.patches.torch_kernels:override",
     ),
     PatchSpec(
         id="host-rejection-random-sample-kernel",
@@ -78,7 +79,7 @@ ENTRIES = (
             "Sampled verification of draft tokens runs this Triton kernel, a raising "
             "placeholder on a host without Triton."
         ),
-        apply="adapters.vllm.patches.host_kernels:override",
+        apply="adapters.vllm.patches.torch_kernels:override",
     ),
     PatchSpec(
         id="host-rejection-expand-kernel",
@@ -89,7 +90,7 @@ ENTRIES = (
             "The rejection sampler expands per-request values to per-draft-token values "
             "with this Triton kernel, a raising placeholder on a host without Triton."
         ),
-        apply="adapters.vllm.patches.host_kernels:override",
+        apply="adapters.vllm.patches.torch_kernels:override",
     ),
     PatchSpec(
         id="host-rejection-recovered-tokens-kernel",
@@ -100,7 +101,7 @@ ENTRIES = (
             "Sampled verification draws replacement tokens for rejected drafts with this "
             "Triton kernel, a raising placeholder on a host without Triton."
         ),
-        apply="adapters.vllm.patches.host_kernels:override",
+        apply="adapters.vllm.patches.torch_kernels:override",
     ),
     PatchSpec(
         id="host-onednn-linear",
@@ -115,6 +116,19 @@ ENTRIES = (
             "this name at call time, so no copies need rebinding)."
         ),
         apply="adapters.vllm.patches.host_linear:use_onednn_gemm",
+    ),
+    PatchSpec(
+        id="npu-slot-mapping-kernel",
+        target="vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel",
+        versions=VLLM_0_33,
+        when=Condition(device_kinds={NPU}),
+        reason=(
+            "BlockTable.compute_slot_mapping launches this Triton kernel every step; the "
+            "NPU runner computes the slots with torch ops on the device instead (no host "
+            "read-back), so serving does not depend on triton-ascend compiling vLLM's "
+            "CUDA-tuned kernel."
+        ),
+        apply="adapters.vllm.patches.torch_kernels:override",
     ),
 )
 

@@ -1,9 +1,10 @@
 """One LLM.generate run through the plugin, in a fresh process, printed as JSON.
 
-`host`: the host device (adapters.cpu). `npu`: the NPU platform, worker and adapter
-(NpuOps, NpuRuntime) on the emulated torch_npu, wired into the container of this process
-and of every Python process vLLM starts (support.torch_npu_emulator.activate); tensors
-stay in host memory. An emulator, not Ascend hardware.
+`host`: the host device (adapters.cpu). `npu`: the NPU platform, worker, runner and
+adapter (NpuOps, NpuRuntime) on the emulated torch_npu and the emulated `npu` device,
+wired into the container of this process and of every Python process vLLM starts
+(support.torch_npu_emulator.activate): weights, KV cache and activations are tensors of
+device type npu (in host memory). An emulator, not Ascend hardware.
 
 Run as: python generate_run.py {host,npu} MODEL_DIR
 """
@@ -16,8 +17,9 @@ import random
 import sys
 from pathlib import Path
 
-LENGTHS = (5, 150, 40, 200, 1, 131)  # 150, 200, 131 > max_num_batched_tokens: chunked
+LENGTHS = (5, 150, 40, 200, 1, 131, 77, 263)  # > max_num_batched_tokens: chunked
 MAX_NEW = 8
+DECODE_STEPS = 6  # extra decode steps measured for the per-step device costs
 
 _TESTS = Path(__file__).resolve().parents[2]
 
@@ -34,21 +36,35 @@ def emulate_npu() -> object:
     return activate()
 
 
-def stand_in_for_triton_ascend() -> None:
-    """On an NPU host triton-ascend compiles vLLM's Triton kernels and the runtime has an
-    accelerator cache; this host has neither, so the host device's two patches apply."""
-    from adapters.vllm.patches import apply_one
-    from ascend_core.patches import REGISTRY
-
-    for patch_id in ("host-slot-mapping-kernel", "host-shutdown-accelerator-cache"):
-        spec = REGISTRY.get(patch_id)
-        assert spec is not None, patch_id
-        apply_one(spec)
+def prompts(seed: int = 0, lengths: tuple[int, ...] = LENGTHS) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(2, 500) for _ in range(n)] for n in lengths]
 
 
-def prompts() -> list[list[int]]:
-    rng = random.Random(0)
-    return [[rng.randrange(2, 500) for _ in range(n)] for n in LENGTHS]
+def decode_step_costs(llm: object) -> dict[str, float]:
+    """The emulated device's counters per decode step of a batch of 8: a run of
+    1 + DECODE_STEPS tokens minus a run of 1 token, over fresh prompts of equal lengths
+    (so both prefill alike, with no prefix-cache hit), divided by DECODE_STEPS."""
+    from vllm import SamplingParams, TokensPrompt
+
+    from support.emulated_npu_device import counters, reset_counters
+
+    def run(seed: int, tokens: int) -> dict[str, int]:
+        batch = [TokensPrompt(prompt_token_ids=p) for p in prompts(seed, (20,) * 8)]
+        params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+        reset_counters()
+        llm.generate(batch, params, use_tqdm=False)  # type: ignore[attr-defined]
+        return counters()
+
+    one, more = run(101, 1), run(102, 1 + DECODE_STEPS)
+    return {k: (more[k] - one[k]) / DECODE_STEPS for k in one}
+
+
+def devices_of(worker: object) -> dict[str, list[str]]:
+    runner = worker.model_runner  # type: ignore[attr-defined]
+    params = sorted({p.device.type for p in runner.model.parameters()})
+    caches = sorted({t.device.type for t in runner.kv_caches})
+    return {"parameters": params, "kv_caches": caches}
 
 
 def main(device: str, model: str) -> None:
@@ -58,8 +74,6 @@ def main(device: str, model: str) -> None:
     from vllm import LLM, SamplingParams, TokensPrompt
     from vllm.platforms import current_platform
 
-    if torch_npu is not None:
-        stand_in_for_triton_ascend()
     llm = LLM(
         model=model,
         dtype="bfloat16",  # the NPU attention op takes fp16/bf16 queries only
@@ -85,6 +99,8 @@ def main(device: str, model: str) -> None:
         "worker": type(worker).__name__,
         "ops": type(worker.model_runner.model.model.layers[0].input_layernorm.device_ops).__name__,
         "runs": runs,
+        "devices": devices_of(worker),
+        "decode_step": decode_step_costs(llm) if torch_npu is not None else {},
         "cached_tokens": cached,
         "calls": sorted({name for name, _, _ in torch_npu.calls}) if torch_npu else [],
         "sparse_modes": sorted(

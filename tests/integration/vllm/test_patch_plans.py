@@ -30,6 +30,7 @@ def test_deployment_plan_adds_what_speculative_decoding_needs() -> None:
     assert set(deployment_patch_plan(speculative).ids) >= REJECTION
 
 
-def test_npu_plans_leave_the_host_kernels_to_triton_ascend() -> None:
+def test_npu_plans_compute_the_slot_mapping_with_torch() -> None:
     ids = set(device_patch_plan(DeviceKind.NPU, ChipFamily.A2).ids)
     assert "host-slot-mapping-kernel" not in ids
+    assert "npu-slot-mapping-kernel" in ids

@@ -32,7 +32,8 @@ class AvailableNpuProbe:
         self.result = ProbeResult(
             DeviceKind.NPU,
             True,
-            f"emulated torch_npu (tests): {device_count} x {soc_name}, tensors in host memory",
+            f"emulated torch_npu (tests): {device_count} x {soc_name} on the emulated npu "
+            "device (host memory)",
             facts=DeviceFacts(DeviceKind.NPU, family, device_count, 64 << 30, soc_name),
         )
 
@@ -41,24 +42,25 @@ class AvailableNpuProbe:
 
 
 def activate(soc_name: str = "Ascend910B1", device_count: int = 1) -> Any:
-    """Override the container's NPU providers with the emulator; returns the emulated module.
+    """Inject the emulated torch_npu into the container's NPU wiring; returns it.
 
-    Idempotent per process. The emulator computes on host tensors, so the runtime says
-    "cpu" and the process group is gloo (HCCL exists only with torch_npu and CANN).
+    Idempotent per process. The emulated `npu` device is installed (torch.npu, tensors
+    of device type npu in host memory); the NPU container's runtime and ops then run on
+    it unchanged. Only the communicator differs: HCCL exists only with torch_npu and
+    CANN, so ranks reduce over gloo through host memory.
     """
     global _ACTIVE
     if _ACTIVE is not None:
         return _ACTIVE
     from adapters.container import container
     from adapters.cpu.communicator import GlooCommunicator
-    from adapters.npu.runtime import NpuRuntime
     from support.torch_npu_emulator import make_torch_npu
 
     torch_npu = make_torch_npu(soc_name=soc_name, device_count=device_count)
+    torch_npu.npu.device()  # install the emulated device: `npu` tensors from here on
     c = container()
     c.npu_probe.override(AvailableNpuProbe(soc_name, device_count))
     c.torch_npu.override(torch_npu)
-    c.runtime.override(NpuRuntime(torch_npu, device_type="cpu"))
     c.communicator.override(GlooCommunicator())
     _ACTIVE = torch_npu
     return torch_npu

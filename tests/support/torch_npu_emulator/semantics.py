@@ -183,7 +183,7 @@ def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, to
     _require(max(kv_lens) <= table.shape[1] * block_size, "block_table too narrow for kv lens")
 
     causal = _mask_mode(a, q_s)
-    out = torch.full((batch, q_s, n_q, d), float("nan"), dtype=F32)
+    out = torch.full((batch, q_s, n_q, d), float("nan"), dtype=F32, device=q.device)
     group = n_q // n_kv
     kf, vf = (
         k.to(F32).view(k.shape[0], block_size, n_kv, d),
@@ -202,12 +202,12 @@ def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, to
         scores = torch.einsum("qhd,khd->hqk", qb, keys) * a["scale"]
         if causal:
             # rightDownCausal: row i sees keys up to kv_len - q_len + i
-            rows = torch.arange(q_len).unsqueeze(1)
-            cols = torch.arange(kv_len).unsqueeze(0)
+            rows = torch.arange(q_len, device=q.device).unsqueeze(1)
+            cols = torch.arange(kv_len, device=q.device).unsqueeze(0)
             scores = scores.masked_fill(cols > rows + (kv_len - q_len), float("-inf"))
         out[b, :q_len] = torch.einsum("hqk,khd->qhd", scores.softmax(dim=-1), values)
     result = out.to(q.dtype).reshape(q.shape)
-    return result, torch.zeros(1, dtype=F32)
+    return result, torch.zeros(1, dtype=F32, device=q.device)
 
 
 def _lengths(values: Any, batch: int, limit: int | None, name: str) -> list[int]:
