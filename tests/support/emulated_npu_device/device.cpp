@@ -499,6 +499,33 @@ at::Tensor to_device_output(const at::Tensor& out, const std::vector<Replaced>& 
   return fresh;
 }
 
+// Whether the op's output size depends on device data, so a device must report it to the
+// host before the op returns (nonzero, a boolean-mask index). The tag over-approximates:
+// repeat_interleave with output_size given, and integer indexing, need no wait.
+bool waits_for_host(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t start) {
+  if (!op.hasTag(at::Tag::dynamic_output_shape)) return false;
+  const auto& name = op.schema().operator_name().name;
+  const auto& args = op.schema().arguments();
+  if (name == "aten::repeat_interleave") {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i].name() == "output_size") return stack[start + i].isNone();
+    }
+  }
+  if (name == "aten::index") {
+    for (size_t i = start; i < stack.size(); ++i) {
+      if (!stack[i].isList()) continue;
+      for (const auto& e : stack[i].toListRef()) {
+        if (e.isTensor()) {
+          const auto kind = e.toTensor().scalar_type();
+          if (kind == at::kBool || kind == at::kByte) return true;
+        }
+      }
+    }
+    return false;
+  }
+  return true;
+}
+
 void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const auto num_args = schema.arguments().size();
@@ -506,7 +533,7 @@ void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!t_uncounted) {
     count_op(schema.operator_name().name +
              (schema.overload_name().empty() ? "" : "." + schema.overload_name()));
-    if (op.hasTag(at::Tag::dynamic_output_shape)) g_counters.dynamic_shape_ops.fetch_add(1);
+    if (waits_for_host(op, *stack, start)) g_counters.dynamic_shape_ops.fetch_add(1);
   }
 
   std::vector<at::Tensor> tensors;
