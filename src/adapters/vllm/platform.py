@@ -234,6 +234,12 @@ class AscendNpuPlatform(AscendPlatformBase):
         """The process-group backend of the communicator the container wired (HCCL)."""
         return str(container().communicator().backend)
 
+    @classmethod
+    def get_device_communicator_cls(cls) -> str:
+        from adapters.vllm.communicator import COMMUNICATOR_PATH
+
+        return COMMUNICATOR_PATH
+
     @property
     def supported_dtypes(self) -> list[torch.dtype]:
         # npu_fused_infer_attention_score takes fp16/bf16 queries only.

@@ -6,7 +6,8 @@ wired into the container of this process and of every Python process vLLM starts
 (support.torch_npu_emulator.activate): weights, KV cache and activations are tensors of
 device type npu (in host memory). An emulator, not Ascend hardware.
 
-Run as: python generate_run.py {host,npu} MODEL_DIR
+Run as: python generate_run.py {host,npu} MODEL_DIR [TENSOR_PARALLEL_SIZE [DTYPE]]
+(TP=2: one emulated device per rank, the ranks reducing through host gloo.)
 """
 
 from __future__ import annotations
@@ -60,14 +61,23 @@ def decode_step_costs(llm: object) -> dict[str, float]:
     return {k: (more[k] - one[k]) / DECODE_STEPS for k in one}
 
 
-def devices_of(worker: object) -> dict[str, list[str]]:
+def describe(wrapper: object) -> dict[str, object]:
+    """Run in each worker (collective_rpc): its classes and where its tensors live."""
+    worker = getattr(wrapper, "worker", wrapper)  # the multiprocess executor wraps it
     runner = worker.model_runner  # type: ignore[attr-defined]
-    params = sorted({p.device.type for p in runner.model.parameters()})
-    caches = sorted({t.device.type for t in runner.kv_caches})
-    return {"parameters": params, "kv_caches": caches}
+    layer = runner.model.model.layers[0]
+    return {
+        "worker": type(worker).__name__,
+        "ops": type(layer.input_layernorm.device_ops).__name__,
+        "device": str(runner.device),
+        "devices": {
+            "parameters": sorted({p.device.type for p in runner.model.parameters()}),
+            "kv_caches": sorted({t.device.type for t in runner.kv_caches}),
+        },
+    }
 
 
-def main(device: str, model: str) -> None:
+def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process
     os.environ["VLLM_ASCEND_DEVICE"] = "cpu" if device == "host" else "npu"
     torch_npu = emulate_npu() if device == "npu" else None
@@ -76,7 +86,7 @@ def main(device: str, model: str) -> None:
 
     llm = LLM(
         model=model,
-        dtype="bfloat16",  # the NPU attention op takes fp16/bf16 queries only
+        dtype=dtype,  # the NPU attention op takes fp16/bf16 queries only
         enforce_eager=True,
         max_model_len=512,
         block_size=128,  # the NPU op's paged prefill needs a multiple of 128
@@ -85,6 +95,7 @@ def main(device: str, model: str) -> None:
         kv_cache_memory_bytes=32 << 20,
         enable_prefix_caching=True,
         seed=0,
+        tensor_parallel_size=tp,
     )
     params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
     batch = [TokensPrompt(prompt_token_ids=p) for p in prompts()]
@@ -92,25 +103,27 @@ def main(device: str, model: str) -> None:
     runs = [[list(o.outputs[0].token_ids) for o in run] for run in outputs]
     # The second pass finds the prompts' full blocks in the prefix cache.
     cached = [int(o.num_cached_tokens or 0) for o in outputs[1]]
-    worker = llm.llm_engine.model_executor.driver_worker.worker
+    ranks = llm.collective_rpc(describe)
+    in_process = torch_npu is not None and tp == 1  # the worker's calls are counted here
     result = {
         "platform": type(current_platform).__name__,
         "device_type": current_platform.device_type,
-        "worker": type(worker).__name__,
-        "ops": type(worker.model_runner.model.model.layers[0].input_layernorm.device_ops).__name__,
+        "worker": ranks[0]["worker"],
+        "ops": ranks[0]["ops"],
         "runs": runs,
-        "devices": devices_of(worker),
-        "decode_step": decode_step_costs(llm) if torch_npu is not None else {},
+        "devices": ranks[0]["devices"],
+        "rank_devices": [r["device"] for r in ranks],
+        "decode_step": decode_step_costs(llm) if in_process else {},
         "cached_tokens": cached,
-        "calls": sorted({name for name, _, _ in torch_npu.calls}) if torch_npu else [],
+        "calls": sorted({name for name, _, _ in torch_npu.calls}) if in_process else [],
         "sparse_modes": sorted(
             {b["sparse_mode"] for b in torch_npu.calls_of("npu_fused_infer_attention_score")}
         )
-        if torch_npu
+        if in_process
         else [],
     }
     print("RESULT " + json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], *(int(sys.argv[3]), *sys.argv[4:5]) if len(sys.argv) > 3 else ())

@@ -72,10 +72,15 @@ def runs(npu_model_dirs: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]
 def test_npu_path_gives_the_host_token_ids(runs, style: str) -> None:
     host, npu = runs["host", style], runs["npu", style]
     assert (host["platform"], host["worker"], host["ops"]) == (
-        "AscendHostPlatform", "HostWorker", "CpuOps"
+        "AscendHostPlatform",
+        "HostWorker",
+        "CpuOps",
     )
     assert (npu["platform"], npu["worker"], npu["ops"], npu["device_type"]) == (
-        "AscendNpuPlatform", "NpuWorker", "NpuOps", "npu"
+        "AscendNpuPlatform",
+        "NpuWorker",
+        "NpuOps",
+        "npu",
     )
     # Weights and KV cache live on the device (no mixed-device op: the run would fail).
     assert npu["devices"] == {"parameters": ["npu"], "kv_caches": ["npu"]}
