@@ -67,6 +67,39 @@ class NpuOps(Ops):
         rotary_dim: int,
         is_neox_style: bool,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """npu_mrope in rope mode: query and key in one op, straight from vLLM's cache.
+
+        The op (CANN's RopeWithSinCosCache) takes q [T, Hq*D], k [T, Hk*D] and the cache
+        [max_pos, rotary_dim] whose rows are cos | sin, gathers the rows at `positions`,
+        rotates the first rotary_dim channels of each head ("half": neox, "interleave":
+        GPT-J) and passes the rest through. It needs rotary_dim a multiple of 32 for
+        fp16/bf16 (16 for fp32); other widths go through npu_rotary_mul per tensor.
+        """
+        multiple = 16 if query.dtype == torch.float32 else 32
+        if rotary_dim % multiple:
+            return self._rotary_mul(
+                positions, query, key, cos_sin_cache, head_size, rotary_dim, is_neox_style
+            )
+        q, k = self._torch_npu.npu_mrope(
+            positions.reshape(-1),
+            query.reshape(query.shape[0], -1),
+            key.reshape(key.shape[0], -1),
+            cos_sin_cache,
+            head_size,
+            rotary_mode="half" if is_neox_style else "interleave",
+        )
+        return q.reshape(query.shape), k.reshape(key.shape)
+
+    def _rotary_mul(
+        self,
+        positions: torch.Tensor,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        cos_sin_cache: torch.Tensor,
+        head_size: int,
+        rotary_dim: int,
+        is_neox_style: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """npu_rotary_mul on [1, T, H, rotary_dim] (BSND) with cos/sin as [1, T, 1, rotary_dim].
 
         The op computes r1 * x + r2 * rot(x), rot(x) = cat(-x2, x1) in "half" mode
@@ -115,23 +148,33 @@ class NpuOps(Ops):
         value_cache: torch.Tensor,
         slot_mapping: torch.Tensor,
     ) -> None:
-        """npu_scatter_nd_update_ with (block, offset) index pairs into [blocks, size, H, D].
+        """K and V in one launch: npu_scatter_pa_kv_cache (cache_mode "Norm": ND caches
+        [blocks, block_size, H, D], key/value [T, H, D], one slot per row).
 
-        Indices must be in range (the op does not check): the port's contract is that
-        every slot given is one (the backend cuts vLLM's -1 padding at num_actual_tokens),
-        so nothing is filtered and nothing is read back. Rows past len(slot_mapping) are
+        The op takes contiguous tensors only; caches that are strided views go through
+        npu_scatter_nd_update_ with (block, offset) index pairs, once for K and once for V.
+        Slot values must be in range (neither op checks): the port's contract is that every
+        slot given is one (the backend cuts vLLM's -1 padding at num_actual_tokens), so
+        nothing is filtered and nothing is read back. Rows past len(slot_mapping) are
         padding and ignored.
         """
-        block_size = key_cache.shape[1]
-        slots = slot_mapping.reshape(-1).long()
+        slots = slot_mapping.reshape(-1)
         count = slots.shape[0]
         if count == 0:
             return
-        key, value = key[:count], value[:count]
-        blocks = torch.div(slots, block_size, rounding_mode="floor")
-        indices = torch.stack((blocks, slots - blocks * block_size), dim=1)
-        self._torch_npu.npu_scatter_nd_update_(key_cache, indices, key.to(key_cache.dtype))
-        self._torch_npu.npu_scatter_nd_update_(value_cache, indices, value.to(value_cache.dtype))
+        key = key[:count].to(key_cache.dtype).contiguous()
+        value = value[:count].to(value_cache.dtype).contiguous()
+        if key_cache.is_contiguous() and value_cache.is_contiguous():
+            self._torch_npu.npu_scatter_pa_kv_cache(
+                key, value, key_cache, value_cache, slots, cache_mode="Norm"
+            )
+            return
+        block_size = key_cache.shape[1]
+        flat = slots.long()
+        blocks = torch.div(flat, block_size, rounding_mode="floor")
+        indices = torch.stack((blocks, flat - blocks * block_size), dim=1)
+        self._torch_npu.npu_scatter_nd_update_(key_cache, indices, key)
+        self._torch_npu.npu_scatter_nd_update_(value_cache, indices, value)
 
     def paged_attention(
         self,

@@ -106,8 +106,8 @@ def test_npu_path_ran_every_op_through_torch_npu(runs, style: str) -> None:
         "npu_rms_norm",
         "npu_add_rms_norm",
         "npu_swiglu",
-        "npu_rotary_mul",
-        "npu_scatter_nd_update_",
+        "npu_mrope",
+        "npu_scatter_pa_kv_cache",
         "npu_fused_infer_attention_score",
     }
     assert npu["sparse_modes"] == [0, 3]  # decode batches and (chunked) prefill batches

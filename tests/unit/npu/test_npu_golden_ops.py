@@ -77,6 +77,8 @@ def test_silu_and_mul(npu_ops, dtype):
         (64, 64, 4, 4, torch.float32),
         (64, 32, 8, 2, torch.float32),  # partial rotary, GQA
         (128, 128, 4, 1, torch.bfloat16),
+        (64, 32, 4, 2, torch.bfloat16),  # partial rotary at npu_mrope's bf16 minimum
+        (40, 24, 2, 2, torch.float16),  # 24 is no multiple of 32: npu_rotary_mul
     ],
 )
 def test_rotary_embedding(npu_ops, tnpu, neox, head_size, rotary_dim, hq, hk, dtype):
@@ -94,7 +96,12 @@ def test_rotary_embedding(npu_ops, tnpu, neox, head_size, rotary_dim, hq, hk, dt
     assert q_out.shape == q.shape and k_out.shape == k.shape
     close(q_out, q_ref, dtype)
     close(k_out, k_ref, dtype)
-    modes = {c["rotary_mode"] for c in tnpu.calls_of("npu_rotary_mul")}
+    # npu_mrope (q and k in one op) where rotary_dim fits it, else npu_rotary_mul per tensor.
+    fused = rotary_dim % (16 if dtype == torch.float32 else 32) == 0
+    used = "npu_mrope" if fused else "npu_rotary_mul"
+    assert len(tnpu.calls_of(used)) == (1 if fused else 2)
+    assert not tnpu.calls_of("npu_rotary_mul" if fused else "npu_mrope")
+    modes = {c["rotary_mode"] for c in tnpu.calls_of(used)}
     assert modes == {"half" if neox else "interleave"}
 
 
@@ -108,14 +115,19 @@ def test_write_kv_cache_ignores_padding_rows(npu_ops, tnpu):
     npu_ops.write_kv_cache(key, value, caches[0], caches[1], slots)
     CpuOps().write_kv_cache(key, value, caches[2], caches[3], slots)
     assert torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
-    assert len(tnpu.calls_of("npu_scatter_nd_update_")) == 2
+    # Contiguous caches: K and V in one launch.
+    assert [c["cache_mode"] for c in tnpu.calls_of("npu_scatter_pa_kv_cache")] == ["Norm"]
+    assert not tnpu.calls_of("npu_scatter_nd_update_")
 
 
-def test_write_kv_cache_writes_through_a_strided_view(npu_ops):
+def test_write_kv_cache_writes_through_a_strided_view(npu_ops, tnpu):
     kv = torch.zeros(4, 2, 16, 1, 4)  # [blocks, k/v, size, H, D]: each cache is a view
     key, value = torch.ones(2, 1, 4), torch.full((2, 1, 4), 2.0)
     npu_ops.write_kv_cache(key, value, kv[:, 0], kv[:, 1], torch.tensor([0, 33]))
     assert kv[0, 0, 0].eq(1).all() and kv[2, 1, 1].eq(2).all() and kv.sum() == 8 * 1 + 8 * 2
+    # npu_scatter_pa_kv_cache takes contiguous caches only: the per-plane update serves.
+    assert len(tnpu.calls_of("npu_scatter_nd_update_")) == 2
+    assert not tnpu.calls_of("npu_scatter_pa_kv_cache")
 
 
 def paged_batch(q_lens, seq_lens, hq, hk, d, block_size, dtype, seed=0, pad_tokens=0):
