@@ -42,6 +42,27 @@ def _lazy(target: str, *args: Any) -> Any:
     return getattr(importlib.import_module(module), name)(*args)
 
 
+class HostDevice(containers.DeclarativeContainer):
+    """The host device: adapters.cpu's ops, runtime and gloo communicator."""
+
+    ops = providers.Singleton(_lazy, "adapters.cpu.ops:CpuOps")
+    runtime = providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime")
+    communicator = providers.Singleton(_lazy, "adapters.cpu.communicator:GlooCommunicator")
+
+
+class NpuDevice(containers.DeclarativeContainer):
+    """An NPU: adapters.npu's ops and runtime on the torch_npu module injected, and HCCL.
+
+    A stand-in torch_npu (the emulated one in tests) is injected here and nothing else
+    changes; a host without CANN also has no HCCL, so it wires a gloo communicator.
+    """
+
+    torch_npu = providers.Dependency()
+    ops = providers.Singleton(_lazy, "adapters.npu.ops:NpuOps", torch_npu)
+    runtime = providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu)
+    communicator = providers.Singleton(_lazy, "adapters.npu.collective:HcclCommunicator")
+
+
 class Container(containers.DeclarativeContainer):
     """Production wiring; one instance per process (see `container()`)."""
 
@@ -62,23 +83,15 @@ class Container(containers.DeclarativeContainer):
     env_settings = providers.Singleton(read_env, environment)
     device_decision = providers.Singleton(_decide, env_settings, npu_probe)
 
-    # Device adapters, selected by the decision.
+    # One sub-container per device; the decision selects one, once per process.
     torch_npu = providers.Singleton(load_torch_npu)
+    host_device = providers.Container(HostDevice)
+    npu_device = providers.Container(NpuDevice, torch_npu=torch_npu)
     serving_kind = providers.Callable(_serving_kind, device_decision)
-    ops = providers.Selector(
-        serving_kind,
-        npu=providers.Singleton(_lazy, "adapters.npu.ops:NpuOps", torch_npu),
-        cpu=providers.Singleton(_lazy, "adapters.cpu.ops:CpuOps"),
-    )
-    runtime = providers.Selector(
-        serving_kind,
-        npu=providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu),
-        cpu=providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime"),
-    )
+    ops = providers.Selector(serving_kind, npu=npu_device.ops, cpu=host_device.ops)
+    runtime = providers.Selector(serving_kind, npu=npu_device.runtime, cpu=host_device.runtime)
     communicator = providers.Selector(
-        serving_kind,
-        npu=providers.Singleton(_lazy, "adapters.npu.collective:HcclCommunicator"),
-        cpu=providers.Singleton(_lazy, "adapters.cpu.communicator:GlooCommunicator"),
+        serving_kind, npu=npu_device.communicator, cpu=host_device.communicator
     )
 
     # The doctor: host facts for `check`, vLLM's own `vllm serve` parser for `plan`.

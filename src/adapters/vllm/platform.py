@@ -14,6 +14,7 @@ from vllm.platforms.interface import Platform, PlatformEnum
 
 from adapters.container import container
 from adapters.vllm import translate
+from adapters.vllm.device_classes import DEVICE_CLASSES
 from ascend_core.plan import WorkerKind
 from ports.device import ChipFamily, DeviceKind
 
@@ -27,10 +28,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("vllm.plugins.ascend")
 
 # The core's worker decision -> the class vLLM instantiates in each worker process.
-WORKER_PATHS: dict[WorkerKind, str] = {
-    WorkerKind.HOST: "adapters.vllm.worker.HostWorker",
-    WorkerKind.NPU: "adapters.vllm.worker.NpuWorker",
-}
+WORKER_PATHS: dict[WorkerKind, str] = {kind: c.worker for kind, c in DEVICE_CLASSES.items()}
 
 
 class AscendPlatformBase(Platform):

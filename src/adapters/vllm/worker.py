@@ -15,8 +15,10 @@ from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environmen
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from adapters.container import container
+from adapters.vllm.device_classes import DEVICE_CLASSES
 from adapters.vllm.memory import kv_cache_budget
 from ascend_core.memory_budget import format_bytes
+from ascend_core.plan import WorkerKind
 from ports.runtime import DeviceRuntime, MemoryInfo
 
 logger = logging.getLogger("vllm.plugins.ascend")
@@ -132,10 +134,10 @@ class DeviceWorker(Worker):
 class HostWorker(DeviceWorker):
     """WorkerKind.HOST: the host device (adapters.cpu), vLLM's CPU runner."""
 
-    runner_path = "adapters.vllm.model_runner:HostModelRunner"
+    runner_path = DEVICE_CLASSES[WorkerKind.HOST].runner
 
 
 class NpuWorker(DeviceWorker):
     """WorkerKind.NPU: adapters.npu's runtime on torch_npu, vLLM's GPU runner on it."""
 
-    runner_path = "adapters.vllm.npu_model_runner:NpuModelRunner"
+    runner_path = DEVICE_CLASSES[WorkerKind.NPU].runner

@@ -67,8 +67,8 @@ def activate(
     torch_npu.npu.device()  # install the emulated device: `npu` tensors from here on
     c = container()
     c.npu_probe.override(AvailableNpuProbe(soc_name, device_count, memory_bytes))
-    c.torch_npu.override(torch_npu)
-    c.communicator.override(GlooCommunicator())
+    c.torch_npu.override(torch_npu)  # the NPU sub-container, with this torch_npu
+    c.npu_device.communicator.override(GlooCommunicator())  # no HCCL without CANN
     _ACTIVE = torch_npu
     return torch_npu
 
