@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from test_serve import _STOP_WITHIN_S, Server, _complete
+
+# The host server's completion and chat tests, collected here against this module's
+# `server` and `client` (the emulated NPU's).
+from test_serve import (  # noqa: F401
+    _STOP_WITHIN_S,
+    Server,
+    test_chat_plain_and_streaming,
+    test_completion_and_its_stream_agree,
+)
 
 from support.hf_reference import local_model
 
@@ -39,29 +47,6 @@ def test_it_serves_on_the_npu_platform(server: Server) -> None:
     log = server.log_path.read_text()
     assert "NPU KV cache size" in log  # vLLM names the platform's device in the log
     assert "NpuWorker" in log or "npu" in log
-
-
-def test_completion_and_its_stream_agree(server: Server, client) -> None:  # type: ignore[no-untyped-def]
-    text = _complete(client, server.model, "The plugin serves")
-    assert text
-    stream = client.completions.create(
-        model=server.model, prompt="The plugin serves", max_tokens=12, temperature=0, stream=True
-    )
-    pieces = [c.choices[0].text for c in stream if c.choices]
-    assert len(pieces) > 1 and "".join(pieces) == text
-
-
-def test_chat_plain_and_streaming(server: Server, client) -> None:  # type: ignore[no-untyped-def]
-    messages = [{"role": "user", "content": "Say something about ports."}]
-    r = client.chat.completions.create(
-        model=server.model, messages=messages, max_tokens=10, temperature=0
-    )
-    content = r.choices[0].message.content
-    assert r.usage.completion_tokens == 10 and content
-    stream = client.chat.completions.create(
-        model=server.model, messages=messages, max_tokens=10, temperature=0, stream=True
-    )
-    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == content
 
 
 def test_sigterm_stops_the_server(server: Server) -> None:

@@ -19,6 +19,18 @@ if TYPE_CHECKING:
     from ports.runtime import DeviceRuntime
 
 
+def _in_scope(name: str) -> Any:
+    """GPUModelRunner.<name>, called inside the runtime's runner_scope."""
+
+    def call(self: NpuModelRunner, *args: Any, **kwargs: Any) -> Any:
+        with self._runtime.runner_scope():
+            return getattr(GPUModelRunner, name)(self, *args, **kwargs)
+
+    call.__name__ = name
+    call.__doc__ = f"GPUModelRunner.{name} with torch.cuda bound to the device's API."
+    return call
+
+
 class NpuModelRunner(GPUModelRunner):
     """GPUModelRunner on an NPU; only the entry points that issue torch.cuda calls are wrapped."""
 
@@ -29,22 +41,8 @@ class NpuModelRunner(GPUModelRunner):
 
     # Each of these creates or waits on streams and events (the async output copy, the
     # transfer event of the sampled ids, the dummy and profiling batches, graph capture).
-    def execute_model(self, *args: Any, **kwargs: Any) -> Any:
-        with self._runtime.runner_scope():
-            return super().execute_model(*args, **kwargs)
-
-    def sample_tokens(self, *args: Any, **kwargs: Any) -> Any:
-        with self._runtime.runner_scope():
-            return super().sample_tokens(*args, **kwargs)
-
-    def profile_run(self, *args: Any, **kwargs: Any) -> Any:
-        with self._runtime.runner_scope():
-            return super().profile_run(*args, **kwargs)
-
-    def capture_model(self, *args: Any, **kwargs: Any) -> Any:
-        with self._runtime.runner_scope():
-            return super().capture_model(*args, **kwargs)
-
-    def initialize_kv_cache(self, *args: Any, **kwargs: Any) -> Any:
-        with self._runtime.runner_scope():
-            return super().initialize_kv_cache(*args, **kwargs)
+    execute_model = _in_scope("execute_model")
+    sample_tokens = _in_scope("sample_tokens")
+    profile_run = _in_scope("profile_run")
+    capture_model = _in_scope("capture_model")
+    initialize_kv_cache = _in_scope("initialize_kv_cache")
