@@ -130,6 +130,24 @@ ENTRIES = (
         ),
         apply="adapters.vllm.patches.torch_kernels:override",
     ),
+    PatchSpec(
+        id="npu-top-k-top-p-torch",
+        target="vllm.v1.sample.ops.topk_topp_sampler:apply_top_k_top_p",
+        versions=VLLM_0_33,
+        when=Condition(device_kinds={NPU}),
+        reason=(
+            "The sampler masks top-k/top-p with a Triton kernel whenever Triton imports "
+            "(triton-ascend on an NPU host); the NPU path takes vLLM's torch "
+            "implementation without host syncs instead of a CUDA-tuned kernel."
+        ),
+        apply="adapters.vllm.patches.npu_sampler:use_torch_top_k_top_p",
+        also_rebind=(
+            "vllm.v1.sample.rejection_sampler:apply_top_k_top_p",
+            "vllm.v1.worker.gpu.sample.states:apply_top_k_top_p",
+            "vllm.v1.worker.gpu.sample.sampler:apply_top_k_top_p",
+            "vllm.v1.watermarking.gpu_sampler:apply_top_k_top_p",
+        ),
+    ),
 )
 
 REGISTRY = PatchRegistry(ENTRIES)

@@ -101,6 +101,12 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
     batch = [TokensPrompt(prompt_token_ids=p) for p in prompts()]
     outputs = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]
     runs = [[list(o.outputs[0].token_ids) for o in run] for run in outputs]
+    # Seeded top-k/top-p sampling: the NPU's declared torch path (npu-top-k-top-p-torch).
+    # Prompts that fit one step (5 + 40 + 1 tokens): a chunked prefill would make vLLM
+    # rewind a seeded generator's Philox offset, which the emulator's CPU generators lack.
+    sampling = SamplingParams(max_tokens=MAX_NEW, temperature=0.8, top_k=20, top_p=0.9, seed=7)
+    short = [batch[0], batch[2], batch[4]]
+    sampled = [list(o.outputs[0].token_ids) for o in llm.generate(short, sampling, use_tqdm=False)]
     # The second pass finds the prompts' full blocks in the prefix cache.
     cached = [int(o.num_cached_tokens or 0) for o in outputs[1]]
     ranks = llm.collective_rpc(describe)
@@ -111,6 +117,7 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
         "worker": ranks[0]["worker"],
         "ops": ranks[0]["ops"],
         "runs": runs,
+        "sampled": sampled,
         "devices": ranks[0]["devices"],
         "rank_devices": [r["device"] for r in ranks],
         "decode_step": decode_step_costs(llm) if in_process else {},

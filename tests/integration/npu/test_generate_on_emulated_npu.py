@@ -88,6 +88,8 @@ def test_npu_path_gives_the_host_token_ids(runs, style: str) -> None:
     first, again = npu["runs"]
     assert first == host["runs"][0]
     assert again == host["runs"][1] == first
+    # Seeded top-k/top-p sampling draws the same tokens (CPU generators on both devices).
+    assert npu["sampled"] == host["sampled"] and len(npu["sampled"]) == 3
     # Every prompt of at least one full block found it cached on the second pass.
     assert npu["cached_tokens"] == [0, 128, 0, 128, 0, 128, 0, 256] == host["cached_tokens"]
 

@@ -34,3 +34,4 @@ def test_npu_plans_compute_the_slot_mapping_with_torch() -> None:
     ids = set(device_patch_plan(DeviceKind.NPU, ChipFamily.A2).ids)
     assert "host-slot-mapping-kernel" not in ids
     assert "npu-slot-mapping-kernel" in ids
+    assert "npu-top-k-top-p-torch" in ids  # the sampler's torch path, not a Triton kernel

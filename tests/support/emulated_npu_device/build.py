@@ -35,7 +35,11 @@ def load() -> ModuleType:
         return _MODULE
     name, directory = build_dir()
     built = directory / f"{name}.so"
-    if built.exists():
+    # Written once a build has loaded: a process racing the first build (vLLM starts
+    # several) must not load a half-linked library, so without it torch's locked build
+    # path is taken (it waits for the builder, then loads).
+    marker = directory / "loaded.ok"
+    if built.exists() and marker.exists():
         spec = importlib.util.spec_from_file_location(name, built)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
@@ -52,5 +56,6 @@ def load() -> ModuleType:
             extra_cflags=["-O2"],
             verbose=False,
         )
+        marker.touch()
     _MODULE = module
     return module
