@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--devices", type=int, default=1, help="emulated NPUs (default 1)")
     parser.add_argument("--soc", default="Ascend910B1", help="SoC name the NPUs report")
     parser.add_argument(
-        "--memory", type=int, default=64 << 30, help="bytes per emulated NPU (default 64 GiB)"
+        "--memory", type=int, default=4 << 30, help="bytes per emulated NPU (default 4 GiB)"
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = parser.parse_args(argv)

@@ -260,17 +260,19 @@ def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, to
     causal = _mask_mode(a, q_s)
     out = torch.full((batch, q_s, n_q, d), float("nan"), dtype=F32, device=q.device)
     group = n_q // n_kv
+    # Only the blocks each sequence reads are converted: a real kernel allocates nothing
+    # the size of the cache, and on the emulated device temporaries count as device memory.
     kf, vf = (
-        k.to(F32).view(k.shape[0], block_size, n_kv, d),
-        v.to(F32).view(v.shape[0], block_size, n_kv, d),
+        k.view(k.shape[0], block_size, n_kv, d),
+        v.view(v.shape[0], block_size, n_kv, d),
     )
     for b in range(batch):
         q_len, kv_len = q_lens[b], kv_lens[b]
         if q_len == 0:
             continue
         blocks = table[b, : math.ceil(kv_len / block_size)].long()
-        keys = kf.index_select(0, blocks).reshape(-1, n_kv, d)[:kv_len]
-        values = vf.index_select(0, blocks).reshape(-1, n_kv, d)[:kv_len]
+        keys = kf.index_select(0, blocks).to(F32).reshape(-1, n_kv, d)[:kv_len]
+        values = vf.index_select(0, blocks).to(F32).reshape(-1, n_kv, d)[:kv_len]
         keys = keys.repeat_interleave(group, dim=1)
         values = values.repeat_interleave(group, dim=1)
         qb = qh[b, :q_len].to(F32)
