@@ -29,6 +29,13 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.platforms.interface:Platform.manual_seed_all", "runtime port"),
     ("vllm.platforms.interface:Platform.check_runner_kv_caches_multi_layer", "host runner"),
     ("vllm.envs:environment_variables", "validate_environ: vLLM's own names"),
+    ("vllm.platforms.interface:Platform.apply_config_platform_defaults",
+     "hook: the compilation settings as given, before vLLM resolves them"),
+    ("vllm.platforms.interface:Platform.use_custom_allreduce", "hook: no CUDA IPC all-reduce"),
+    ("vllm.config:get_current_vllm_config", "attention selection: the model being served"),
+    ("vllm.config:VllmConfig.lora_config", "the LoRA switch for the support matrix"),
+    ("vllm.config:ModelConfig.is_multimodal_model", "model facts: multimodal"),
+    ("vllm.config:ModelConfig.is_encoder_decoder", "model facts: encoder-decoder"),
     # Worker and model runner: reused by subclassing.
     ("vllm.v1.worker.gpu_worker:Worker", "HostWorker subclasses it"),
     ("vllm.v1.worker.gpu_worker:Worker.init_device", "overridden: host device"),
@@ -83,6 +90,12 @@ SURFACE: tuple[tuple[str, str], ...] = (
     # Kernel overrides and patches (targets of the core's patch registry).
     ("vllm.triton_utils.dispatcher:register_kernels", "vLLM's kernel-override registry"),
     ("vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel", "patch target"),
+    ("vllm.v1.sample.ops.topk_topp_sampler:apply_top_k_top_p", "NPU patch target"),
+    ("vllm.v1.sample.ops.topk_topp_sampler:apply_top_k_top_p_pytorch", "its replacement"),
+    ("vllm.v1.sample.rejection_sampler:apply_top_k_top_p", "NPU patch copy"),
+    ("vllm.v1.worker.gpu.sample.states:apply_top_k_top_p", "NPU patch copy"),
+    ("vllm.v1.worker.gpu.sample.sampler:apply_top_k_top_p", "NPU patch copy"),
+    ("vllm.v1.watermarking.gpu_sampler:apply_top_k_top_p", "NPU patch copy"),
     ("vllm.distributed.parallel_state:cleanup_dist_env_and_memory", "patch target"),
     ("vllm.v1.engine.core:cleanup_dist_env_and_memory", "patch: rebound copy"),
     # Config types translated to and from the core.
@@ -111,10 +124,11 @@ def test_every_patch_target_is_listed() -> None:
     from ascend_core.patches import REGISTRY
 
     listed = {s for s, _ in SURFACE}
-    applied_here = {"adapters.vllm.patches.host_kernels:override",
-                    "adapters.vllm.patches.shutdown:skip_accelerator_cache_release"}
+    applied_here = {"adapters.vllm.patches.torch_kernels:override",
+                    "adapters.vllm.patches.shutdown:skip_accelerator_cache_release",
+                    "adapters.vllm.patches.npu_sampler:use_torch_top_k_top_p"}
     for spec in REGISTRY:
-        if spec.apply in applied_here and "rejection" not in spec.id:
+        if spec.apply in applied_here:
             assert set(spec.symbols()) <= listed, spec.id
 
 
