@@ -120,6 +120,7 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
         "sampled": sampled,
         "devices": ranks[0]["devices"],
         "rank_devices": [r["device"] for r in ranks],
+        "async_scheduling": bool(llm.llm_engine.vllm_config.scheduler_config.async_scheduling),
         "decode_step": decode_step_costs(llm) if in_process else {},
         "cached_tokens": cached,
         "calls": sorted({name for name, _, _ in torch_npu.calls}) if in_process else [],
