@@ -109,15 +109,20 @@ class Server:
         return int(self.proc.returncode)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def running_server(tmp_path_factory: pytest.TempPathFactory, device: str) -> Iterator[Server]:
+    """A ready server of the tiny Llama-style model on `device`, stopped afterwards."""
     model_dir = str(local_model("llama", "tiny"))
-    srv = Server(model_dir, tmp_path_factory.mktemp("log") / "serve.log")
+    srv = Server(model_dir, tmp_path_factory.mktemp("log") / f"serve-{device}.log", device)
     try:
         srv.wait_ready()
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from running_server(tmp_path_factory, "cpu")
 
 
 @pytest.fixture(scope="module")
