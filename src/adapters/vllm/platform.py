@@ -15,6 +15,7 @@ from vllm.platforms.interface import Platform, PlatformEnum
 
 from adapters.container import container
 from adapters.vllm import translate
+from adapters.vllm.device_classes import DEVICE_CLASSES
 from adapters.vllm.startup import stop_on_our_errors, watch_engine_errors
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import ATTENTION_DTYPES
@@ -33,13 +34,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("vllm.plugins.ascend")
 
 # The core's worker decision -> the class vLLM instantiates in each worker process.
-WORKER_PATHS: dict[WorkerKind, str] = {
-    WorkerKind.HOST: "adapters.vllm.worker.HostWorker",
-    WorkerKind.NPU: "adapters.vllm.worker.NpuWorker",
-}
-# torch's dispatch key for tensors of each device type (vLLM registers its custom ops
-# under the platform's key, so it must match where the tensors live).
-DISPATCH_KEYS = {"cpu": "CPU", "npu": "PrivateUse1"}
+WORKER_PATHS: dict[WorkerKind, str] = {kind: c.worker for kind, c in DEVICE_CLASSES.items()}
 
 
 class AscendPlatformBase(Platform):
@@ -58,9 +53,13 @@ class AscendPlatformBase(Platform):
 
     @classmethod
     def tensors_on_host(cls) -> bool:
-        """Whether the runtime keeps tensors in host memory (the host device, or the
-        NPU adapter on an emulated torch_npu in tests)."""
-        return cls.runtime().device_type == "cpu"
+        """Whether this device kind keeps tensors in host memory (the host device)."""
+        return cls.device_kind is DeviceKind.CPU
+
+    @classmethod
+    def current_stream(cls) -> Any:
+        """vLLM's current_stream() asks the platform on devices other than CUDA/ROCm/CPU."""
+        return cls.runtime().current_stream()
 
     # -- configuration -------------------------------------------------------------
 
@@ -309,19 +308,18 @@ class AscendNpuPlatform(AscendPlatformBase):
     dispatch_key = "PrivateUse1"
     ray_device_key = "NPU"
     device_control_env_var = "ASCEND_RT_VISIBLE_DEVICES"
-    dist_backend = "hccl"
     simple_compile_backend = "eager"
 
-    def __init__(self) -> None:
-        # vLLM builds one instance (current_platform) and reads these from it. They
-        # follow the runtime and communicator the container wired: "npu"/HCCL on an NPU
-        # host; in tests, the NPU adapter on an emulated torch_npu keeps tensors on the
-        # host ("cpu") and reduces over gloo.
-        super().__init__()
-        self.device_type = self.runtime().device_type
-        self.device_name = self.device_type  # vLLM builds torch.device(device_name:index)
-        self.dispatch_key = DISPATCH_KEYS[self.device_type]
-        self.dist_backend = container().communicator().backend
+    @property
+    def dist_backend(self) -> str:  # type: ignore[override]
+        """The process-group backend of the communicator the container wired (HCCL)."""
+        return str(container().communicator().backend)
+
+    @classmethod
+    def get_device_communicator_cls(cls) -> str:
+        from adapters.vllm.communicator import COMMUNICATOR_PATH
+
+        return COMMUNICATOR_PATH
 
     @property
     def supported_dtypes(self) -> list[torch.dtype]:

@@ -38,7 +38,7 @@ def _export(case: tuple[str, str, str]) -> Path:
 @pytest.fixture(scope="module")
 def runs() -> dict[tuple[str, tuple[str, str, str]], dict[str, Any]]:
     procs = {
-        (device, case): _start(device, str(_export(case)), case[2])
+        (device, case): _start(device, str(_export(case)), "1", case[2])
         for case in CASES
         for device in ("host", "npu")
     }

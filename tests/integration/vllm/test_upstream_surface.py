@@ -49,6 +49,16 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.v1.worker.gpu_worker:init_worker_distributed_environment", "called: gloo"),
     ("vllm.v1.worker.worker_base:CompilationTimes", "returned by warm-up"),
     ("vllm.v1.worker.cpu_model_runner:CPUModelRunner", "HostModelRunner subclasses it"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner", "NpuModelRunner subclasses it"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.execute_model", "NPU: in runner_scope"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.sample_tokens", "NPU: in runner_scope"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.capture_model", "NPU: in runner_scope"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.initialize_kv_cache",
+     "NPU: in runner_scope"),
+    ("vllm.utils.torch_utils:current_stream", "asks Platform.current_stream off CUDA/CPU"),
+    ("vllm.platforms.interface:Platform.get_device_communicator_cls", "NPU: ours"),
+    ("vllm.distributed.device_communicators.base_device_communicator:DeviceCommunicatorBase",
+     "NpuDeviceCommunicator subclasses it (host staging over gloo)"),
     ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.get_kv_cache_spec", "KV bytes/seq"),
     ("vllm.v1.kv_cache_interface:KVCacheSpec.max_memory_usage_bytes", "KV bytes/seq"),
     ("vllm.utils.torch_utils:set_random_seed", "worker seeding"),
@@ -62,6 +72,8 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.v1.attention.backend:AttentionCGSupport.NEVER", "no graphs on the host"),
     ("vllm.v1.attention.backend:AttentionType.DECODER", "the one type we serve"),
     ("vllm.v1.attention.backend:CommonAttentionMetadata", "read in build()"),
+    ("vllm.v1.attention.backend:CommonAttentionMetadata.seq_lens_cpu_upper_bound",
+     "host-side seq lens for the NPU step plan (exact without speculative decoding)"),
     ("vllm.v1.kv_cache_layout:KVCacheLayout.LBNHC", "the layout we declare"),
     ("vllm.v1.attention.backends.registry:AttentionBackendEnum.register",
      "Attention looks backends up by get_name() in this enum"),
@@ -78,6 +90,12 @@ SURFACE: tuple[tuple[str, str], ...] = (
     # Kernel overrides and patches (targets of the core's patch registry).
     ("vllm.triton_utils.dispatcher:register_kernels", "vLLM's kernel-override registry"),
     ("vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel", "patch target"),
+    ("vllm.v1.sample.ops.topk_topp_sampler:apply_top_k_top_p", "NPU patch target"),
+    ("vllm.v1.sample.ops.topk_topp_sampler:apply_top_k_top_p_pytorch", "its replacement"),
+    ("vllm.v1.sample.rejection_sampler:apply_top_k_top_p", "NPU patch copy"),
+    ("vllm.v1.worker.gpu.sample.states:apply_top_k_top_p", "NPU patch copy"),
+    ("vllm.v1.worker.gpu.sample.sampler:apply_top_k_top_p", "NPU patch copy"),
+    ("vllm.v1.watermarking.gpu_sampler:apply_top_k_top_p", "NPU patch copy"),
     ("vllm.distributed.parallel_state:cleanup_dist_env_and_memory", "patch target"),
     ("vllm.v1.engine.core:cleanup_dist_env_and_memory", "patch: rebound copy"),
     # Quantization: `ascend` registered out of tree, its linear methods on vLLM's layers.
@@ -140,8 +158,9 @@ def test_every_patch_target_is_listed() -> None:
     from ascend_core.patches import REGISTRY
 
     listed = {s for s, _ in SURFACE}
-    applied_here = {"adapters.vllm.patches.host_kernels:override",
-                    "adapters.vllm.patches.shutdown:skip_accelerator_cache_release"}
+    applied_here = {"adapters.vllm.patches.torch_kernels:override",
+                    "adapters.vllm.patches.shutdown:skip_accelerator_cache_release",
+                    "adapters.vllm.patches.npu_sampler:use_torch_top_k_top_p"}
     for spec in REGISTRY:
         if spec.apply in applied_here:
             assert set(spec.symbols()) <= listed, spec.id

@@ -87,6 +87,48 @@ def npu_rotary_mul(a: dict[str, Any]) -> torch.Tensor:
     return (r1.to(F32) * xf + r2.to(F32) * turned).to(x.dtype)
 
 
+def npu_mrope(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rope mode of CANN's RopeWithSinCosCache: rows cos | sin of the cache at positions;
+    the first rotary_dim channels of each head rotate, the rest pass through."""
+    pos, q, k, cache = a["positions"], a["query"], a["key"], a["cos_sin_cache"]
+    head_size, mode = a["head_size"], a["rotary_mode"]
+    if a["mrope_section"] not in (None, [0, 0, 0]) or pos.dim() != 1:
+        raise NotImplementedError("npu_mrope: only rope mode (1D positions) is modelled")
+    if a["cache_mode"] != "default":
+        raise NotImplementedError(f"npu_mrope: cache_mode {a['cache_mode']!r} not modelled")
+    _require(pos.dtype in (torch.int32, torch.int64), "npu_mrope: positions int32/int64")
+    _require(q.dim() == 2 and k.dim() == 2 and cache.dim() == 2, "npu_mrope: 2D inputs only")
+    for t in (q, k, cache):
+        _require(t.dtype in FLOAT_TYPES, f"npu_mrope: dtype {t.dtype} unsupported")
+    rotary_dim = cache.shape[1]
+    multiple = 16 if q.dtype == F32 else 32
+    _require(rotary_dim % multiple == 0, f"npu_mrope: rotary_dim must be a multiple of {multiple}")
+    _require(rotary_dim <= head_size, "npu_mrope: rotary_dim exceeds head_size")
+    _require(
+        q.shape[1] % head_size == 0 and k.shape[1] % head_size == 0,
+        "npu_mrope: query/key width must be heads x head_size",
+    )
+    _require(q.shape[0] == k.shape[0] == pos.shape[0], "npu_mrope: token counts differ")
+    _require(bool(((pos >= 0) & (pos < cache.shape[0])).all()), "npu_mrope: position out of range")
+    if mode not in ("half", "interleave"):
+        raise ValueError(f"npu_mrope: rotary_mode {mode!r} is not half or interleave")
+    cos, sin = cache.index_select(0, pos.long()).to(F32).chunk(2, dim=-1)
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [T, 1, rotary_dim / 2]
+
+    def rope(x: torch.Tensor) -> torch.Tensor:
+        heads = x.to(F32).view(x.shape[0], -1, head_size)
+        rot, rest = heads[..., :rotary_dim], heads[..., rotary_dim:]
+        if mode == "half":
+            x1, x2 = rot.chunk(2, dim=-1)
+            rot = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+        else:
+            x1, x2 = rot[..., ::2], rot[..., 1::2]
+            rot = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+        return torch.cat((rot, rest), dim=-1).reshape(x.shape).to(x.dtype)
+
+    return rope(q), rope(k)
+
+
 def npu_scatter_nd_update_(a: dict[str, Any]) -> torch.Tensor:
     data, indices, updates = a["self"], a["indices"], a["updates"]
     _require(indices.dtype in (torch.int32, torch.int64), "scatter_nd_update: indices int32/64")
@@ -106,6 +148,39 @@ def npu_scatter_nd_update_(a: dict[str, Any]) -> torch.Tensor:
         )
     data.index_put_(tuple(flat.unbind(1)), updates.reshape((-1, *data.shape[depth:])))
     return data
+
+
+def npu_scatter_pa_kv_cache(a: dict[str, Any]) -> None:
+    """Scenario 2 of the op doc with cache_mode "Norm" (ND caches): key/value [T, H, D],
+    caches [blocks, block_size, H, D], slot_mapping [T]; row t goes to slot[t]."""
+    key, value, kc, vc, slots = (
+        a["key"],
+        a["value"],
+        a["key_cache"],
+        a["value_cache"],
+        a["slot_mapping"],
+    )
+    if a["cache_mode"] not in (None, "Norm"):
+        raise NotImplementedError(f"scatter_pa_kv_cache: cache_mode {a['cache_mode']!r}")
+    if any(a[n] is not None for n in ("compress_lens", "compress_seq_offsets", "seq_lens")):
+        raise NotImplementedError("scatter_pa_kv_cache: the compressed scenario")
+    _require(key.dim() == 3 and value.dim() == 3, "scatter_pa_kv_cache: 3D key/value only")
+    _require(kc.dim() == 4 and vc.dim() == 4, "scatter_pa_kv_cache: caches must be 4D")
+    for name, t in (("key", key), ("value", value), ("key_cache", kc), ("value_cache", vc)):
+        _require(t.is_contiguous(), f"scatter_pa_kv_cache: {name} must be contiguous")
+    _require(key.dtype == value.dtype == kc.dtype == vc.dtype, "scatter_pa_kv_cache: dtypes")
+    _require(slots.dtype in (torch.int32, torch.int64), "scatter_pa_kv_cache: slots int32/64")
+    _require(key.shape[:2] == value.shape[:2], "scatter_pa_kv_cache: key/value first dims")
+    _require(slots.dim() == 1 and slots.shape[0] == key.shape[0], "scatter_pa_kv_cache: slots")
+    _require(tuple(kc.shape[2:]) == tuple(key.shape[1:]), "scatter_pa_kv_cache: key_cache shape")
+    _require(tuple(vc.shape[2:]) == tuple(value.shape[1:]), "scatter_pa_kv_cache: value_cache")
+    capacity = kc.shape[0] * kc.shape[1]
+    flat = slots.long()
+    # out-of-range or repeated slots are undefined on the device: refuse them here
+    _require(bool(((flat >= 0) & (flat < capacity)).all()), "scatter_pa_kv_cache: slot range")
+    _require(flat.unique().numel() == flat.numel(), "scatter_pa_kv_cache: repeated slots")
+    kc.view(capacity, *kc.shape[2:]).index_copy_(0, flat, key)
+    vc.view(capacity, *vc.shape[2:]).index_copy_(0, flat, value)
 
 
 def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -183,31 +258,33 @@ def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, to
     _require(max(kv_lens) <= table.shape[1] * block_size, "block_table too narrow for kv lens")
 
     causal = _mask_mode(a, q_s)
-    out = torch.full((batch, q_s, n_q, d), float("nan"), dtype=F32)
+    out = torch.full((batch, q_s, n_q, d), float("nan"), dtype=F32, device=q.device)
     group = n_q // n_kv
+    # Only the blocks each sequence reads are converted: a real kernel allocates nothing
+    # the size of the cache, and on the emulated device temporaries count as device memory.
     kf, vf = (
-        k.to(F32).view(k.shape[0], block_size, n_kv, d),
-        v.to(F32).view(v.shape[0], block_size, n_kv, d),
+        k.view(k.shape[0], block_size, n_kv, d),
+        v.view(v.shape[0], block_size, n_kv, d),
     )
     for b in range(batch):
         q_len, kv_len = q_lens[b], kv_lens[b]
         if q_len == 0:
             continue
         blocks = table[b, : math.ceil(kv_len / block_size)].long()
-        keys = kf.index_select(0, blocks).reshape(-1, n_kv, d)[:kv_len]
-        values = vf.index_select(0, blocks).reshape(-1, n_kv, d)[:kv_len]
+        keys = kf.index_select(0, blocks).to(F32).reshape(-1, n_kv, d)[:kv_len]
+        values = vf.index_select(0, blocks).to(F32).reshape(-1, n_kv, d)[:kv_len]
         keys = keys.repeat_interleave(group, dim=1)
         values = values.repeat_interleave(group, dim=1)
         qb = qh[b, :q_len].to(F32)
         scores = torch.einsum("qhd,khd->hqk", qb, keys) * a["scale"]
         if causal:
             # rightDownCausal: row i sees keys up to kv_len - q_len + i
-            rows = torch.arange(q_len).unsqueeze(1)
-            cols = torch.arange(kv_len).unsqueeze(0)
+            rows = torch.arange(q_len, device=q.device).unsqueeze(1)
+            cols = torch.arange(kv_len, device=q.device).unsqueeze(0)
             scores = scores.masked_fill(cols > rows + (kv_len - q_len), float("-inf"))
         out[b, :q_len] = torch.einsum("hqk,khd->qhd", scores.softmax(dim=-1), values)
     result = out.to(q.dtype).reshape(q.shape)
-    return result, torch.zeros(1, dtype=F32)
+    return result, torch.zeros(1, dtype=F32, device=q.device)
 
 
 def _lengths(values: Any, batch: int, limit: int | None, name: str) -> list[int]:
@@ -255,7 +332,9 @@ IMPLEMENTED = {
     "npu_add_rms_norm": npu_add_rms_norm,
     "npu_swiglu": npu_swiglu,
     "npu_rotary_mul": npu_rotary_mul,
+    "npu_mrope": npu_mrope,
     "npu_scatter_nd_update_": npu_scatter_nd_update_,
+    "npu_scatter_pa_kv_cache": npu_scatter_pa_kv_cache,
     "npu_fused_infer_attention_score": npu_fused_infer_attention_score,
 }
 
