@@ -88,6 +88,9 @@ MOE_SHAPES: dict[str, dict[str, Any]] = {
         "n_shared_experts": 1, "n_group": 4, "topk_group": 2, "first_k_dense_replace": 1,
         "routed_scaling_factor": 2.5, "norm_topk_prob": True, "num_nextn_predict_layers": 0,
         "rope_interleave": True,
+        # What the real checkpoint's config.json says (transformers' class implies them;
+        # vLLM reads them to choose the correction bias and sigmoid scoring).
+        "topk_method": "noaux_tc", "scoring_func": "sigmoid",
     },
     "deepseek_v2": {
         "num_key_value_heads": None, "head_dim": None,

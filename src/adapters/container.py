@@ -42,6 +42,15 @@ def _lazy(target: str, *args: Any) -> Any:
     return getattr(importlib.import_module(module), name)(*args)
 
 
+def _missing_role(role: str) -> Any:
+    from ascend_core.errors import UnsupportedFeatureError
+
+    raise UnsupportedFeatureError(
+        f"The NPU adapter has no {role} ops yet; the model needs them.",
+        "serve this model on the host device (VLLM_ASCEND_DEVICE=cpu)",
+    )
+
+
 class Container(containers.DeclarativeContainer):
     """Production wiring; one instance per process (see `container()`)."""
 
@@ -69,6 +78,18 @@ class Container(containers.DeclarativeContainer):
         serving_kind,
         npu=providers.Singleton(_lazy, "adapters.npu.ops:NpuOps", torch_npu),
         cpu=providers.Singleton(_lazy, "adapters.cpu.ops:CpuOps"),
+    )
+    # Op roles beyond the dense ones (ports/moe.py, ports/mla.py). The NPU adapter does
+    # not have them yet: asking for one there raises, naming the role.
+    moe_ops = providers.Selector(
+        serving_kind,
+        npu=providers.Singleton(_missing_role, "MoE (ports.moe.MoeOps)"),
+        cpu=providers.Singleton(_lazy, "adapters.cpu.moe:CpuMoeOps"),
+    )
+    mla_ops = providers.Selector(
+        serving_kind,
+        npu=providers.Singleton(_missing_role, "MLA (ports.mla.MlaOps)"),
+        cpu=providers.Singleton(_lazy, "adapters.cpu.mla:CpuMlaOps"),
     )
     runtime = providers.Selector(
         serving_kind,

@@ -51,3 +51,7 @@ class PlanErrors(AscendError):
         super().__init__(
             f"{len(lines)} problem(s) in the configuration:\n- " + "\n- ".join(lines)
         )
+
+
+class UnsupportedFeatureError(AscendError):
+    """The model needs a layer feature (a routing rule, an op role) the device lacks."""
