@@ -98,6 +98,7 @@ MOE_SHAPES: dict[str, dict[str, Any]] = {
         "qk_rope_head_dim": 16, "v_head_dim": 32,
         "moe_intermediate_size": 64, "n_routed_experts": 8, "num_experts_per_tok": 2,
         "n_shared_experts": 2, "first_k_dense_replace": 1, "topk_method": "greedy",
+        "n_group": 1, "topk_group": 1,  # as DeepSeek-V2-Lite's config.json (one group: no grouping)
         "routed_scaling_factor": 1.0, "norm_topk_prob": False,
     },
     "qwen3_moe": {
