@@ -143,7 +143,9 @@ class MlaAttentionImpl(MLAAttentionImpl[MlaMetadata]):
         prefill = attn_metadata.prefill
         assert prefill is not None and output_scale is None
         if prefill.has_context:
-            rows = self.ops.gather_latent(kv_c_and_k_pe_cache, prefill.block_table, prefill.seq_lens)
+            rows = self.ops.gather_latent(
+                kv_c_and_k_pe_cache, prefill.block_table, prefill.seq_lens
+            )
             kv_c_normed = rows[:, : self.kv_lora_rank]
             k_pe = rows[:, self.kv_lora_rank :]
             kv_lens = prefill.seq_lens
