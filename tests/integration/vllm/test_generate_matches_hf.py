@@ -102,3 +102,24 @@ def test_batch_of_eight_mixed_lengths_then_prefix_cache_hits(served) -> None:  #
     cached = [o.num_cached_tokens for o in second]
     assert all(c >= (len(p) - 1) // BLOCK * BLOCK for c, p in zip(cached, prompts, strict=True))
     assert sum(cached) > 0
+
+
+def test_kv_bytes_per_token_are_what_the_doctor_plans(served) -> None:  # type: ignore[no-untyped-def]
+    """The core's KV bytes per token (the doctor's and the worker's budget) equal what
+    the backend allocated: the MLA latent (kv_lora_rank + rope) or K and V per head."""
+    import json
+    from pathlib import Path
+
+    from ascend_core.memory_budget.sizes import KvLayout, kv_bytes_per_token
+    from ascend_core.model_facts import model_facts_from_config
+
+    style, model_dir, llm = served
+    runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    blocks = llm.llm_engine.vllm_config.cache_config.num_gpu_blocks
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                for t in runner.kv_caches}  # one per layer (views of one buffer count once)
+    allocated = sum(storages.values()) / (blocks * BLOCK)
+    facts = model_facts_from_config(json.loads((Path(model_dir) / "config.json").read_text()))
+    planned = kv_bytes_per_token(facts, kv_dtype_bytes=4)
+    assert planned.layout is (KvLayout.MLA if style in MLA_STYLES else KvLayout.STANDARD)
+    assert allocated == planned.bytes
