@@ -79,11 +79,11 @@ class Container(containers.DeclarativeContainer):
         npu=providers.Singleton(_lazy, "adapters.npu.ops:NpuOps", torch_npu),
         cpu=providers.Singleton(_lazy, "adapters.cpu.ops:CpuOps"),
     )
-    # Op roles beyond the dense ones (ports/moe.py, ports/mla.py). The NPU adapter does
-    # not have them yet: asking for one there raises, naming the role.
+    # Op roles beyond the dense ones (ports/moe.py, ports/mla.py). A role the NPU adapter
+    # does not have yet raises when asked for, naming it.
     moe_ops = providers.Selector(
         serving_kind,
-        npu=providers.Singleton(_missing_role, "MoE (ports.moe.MoeOps)"),
+        npu=providers.Singleton(_lazy, "adapters.npu.moe:NpuMoeOps", torch_npu),
         cpu=providers.Singleton(_lazy, "adapters.cpu.moe:CpuMoeOps"),
     )
     mla_ops = providers.Selector(

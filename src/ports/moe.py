@@ -65,6 +65,10 @@ class Permutation:
 class MoeOps(abc.ABC):
     """The MoE role of a device adapter."""
 
+    def check(self, routing: Routing, num_experts: int, dtype_name: str) -> None:  # noqa: B027
+        """Raise UnsupportedFeatureError (with the limit) for what this device's MoE ops
+        cannot run; called when a layer is loaded, before any request. Default: all."""
+
     @abc.abstractmethod
     def route(
         self,

@@ -11,4 +11,4 @@ pytestmark = pytest.mark.vllm
 
 @pytest.fixture(scope="session")
 def npu_model_dirs() -> dict[str, str]:
-    return {style: str(local_model(style, "tiny")) for style in ("llama", "qwen3")}
+    return {style: str(local_model(style, "tiny")) for style in ("llama", "qwen3", "qwen3_moe")}

@@ -123,8 +123,10 @@ class AscendUnquantizedFusedMoEMethod(AscendMoeMethod, UnquantizedFusedMoEMethod
         return FusedMoEMethodBase.maybe_roundup_sizes(self, *args, **kwargs)
 
     def process_weights_after_loading(self, layer: RoutedExperts) -> None:
-        # Refuse what the ops cannot run at load time, not at the first request.
+        # Refuse what the device's ops cannot run at load time, not at the first request.
         self.routing_rule = routing_of(layer)
+        dtype = str(layer.moe_config.in_dtype).removeprefix("torch.")
+        self.moe_ops.check(self.routing_rule, layer.global_num_experts, dtype)
 
     def run_experts(
         self, layer: RoutedExperts, rows: torch.Tensor, group_sizes: torch.Tensor
