@@ -48,6 +48,13 @@ def route(
     return result
 
 
+def routes_of(weights: torch.Tensor, ids: torch.Tensor) -> list[dict[int, float]]:
+    """An ops port's (weights, ids) as the oracle's per-token {expert: weight}."""
+    return [
+        dict(zip(i.tolist(), w.tolist(), strict=True)) for w, i in zip(weights, ids, strict=True)
+    ]
+
+
 def moe(
     hidden: torch.Tensor,
     routes: list[dict[int, float]],

@@ -127,18 +127,17 @@ class NpuMoeOps(MoeOps):
         """Two npu_grouped_matmul calls around npu_swiglu; weights as [E, in, out] views."""
         if rows.shape[0] == 0:
             return rows.new_zeros(0, w2.shape[1])
-        gate_up = self._torch_npu.npu_grouped_matmul(
-            [rows],
-            [w13.transpose(1, 2)],
-            group_list=group_sizes,
-            group_list_type=COUNTS,
-            group_type=GROUP_M,
-            split_item=SINGLE_OUTPUT,
-        )[0]
+        gate_up = self._grouped_matmul(rows, w13.transpose(1, 2), group_sizes)
         act = self._torch_npu.npu_swiglu(gate_up, dim=-1)
+        return self._grouped_matmul(act, w2.transpose(1, 2), group_sizes)
+
+    def _grouped_matmul(
+        self, x: torch.Tensor, weight: torch.Tensor, group_sizes: torch.Tensor
+    ) -> torch.Tensor:
+        """x [N, K] rows in groups of group_sizes, times weight [G, K, M]: one output [N, M]."""
         out: torch.Tensor = self._torch_npu.npu_grouped_matmul(
-            [act],
-            [w2.transpose(1, 2)],
+            [x],
+            [weight],
             group_list=group_sizes,
             group_list_type=COUNTS,
             group_type=GROUP_M,

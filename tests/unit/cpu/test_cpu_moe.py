@@ -19,12 +19,6 @@ def gen() -> torch.Generator:
     return torch.Generator().manual_seed(7)
 
 
-def _as_dicts(weights: torch.Tensor, ids: torch.Tensor) -> list[dict[int, float]]:
-    return [
-        dict(zip(i.tolist(), w.tolist(), strict=True)) for w, i in zip(weights, ids, strict=True)
-    ]
-
-
 def _same_routes(got: list[dict[int, float]], want: list[dict[int, float]]) -> None:
     assert [set(g) for g in got] == [set(w) for w in want]
     for g, w in zip(got, want, strict=True):
@@ -79,7 +73,7 @@ def test_route_matches_the_oracle(name: str, gen: torch.Generator) -> None:
         routing.routed_scaling_factor,
         bias,
     )
-    _same_routes(_as_dicts(weights, ids), want)
+    _same_routes(ref.routes_of(weights, ids), want)
 
 
 def test_the_correction_bias_changes_selection_not_weights(gen: torch.Generator) -> None:
@@ -111,7 +105,7 @@ def test_permute_experts_unpermute_matches_the_oracle(
     assert torch.equal(sorted_ids, torch.sort(sorted_ids).values)
     out = OPS.unpermute(OPS.grouped_mlp(rows, perm.group_sizes, w13, w2), perm, weights)
     assert out.dtype == dtype and out.shape == x.shape
-    want = ref.moe(x, _as_dicts(weights, ids), w13, w2)
+    want = ref.moe(x, ref.routes_of(weights, ids), w13, w2)
     torch.testing.assert_close(out.to(torch.float64), want, **TOL[dtype])
 
 
@@ -135,7 +129,7 @@ def test_expert_parallel_slots_of_other_ranks_add_nothing(gen: torch.Generator) 
         )
         want = ref.moe(
             x,
-            _as_dicts(weights, ids),
+            ref.routes_of(weights, ids),
             w13[held],
             w2[held],
             local={g: i for i, g in enumerate(held)},
@@ -143,7 +137,7 @@ def test_expert_parallel_slots_of_other_ranks_add_nothing(gen: torch.Generator) 
         torch.testing.assert_close(part.double(), want, **TOL[torch.float32])
         total += part.double()
     torch.testing.assert_close(
-        total, ref.moe(x, _as_dicts(weights, ids), w13, w2), **TOL[torch.float32]
+        total, ref.moe(x, ref.routes_of(weights, ids), w13, w2), **TOL[torch.float32]
     )
 
 

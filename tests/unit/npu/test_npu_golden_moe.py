@@ -15,6 +15,7 @@ from adapters.cpu.moe import CpuMoeOps
 from adapters.npu.moe import NpuMoeOps
 from ascend_core.errors import UnsupportedFeatureError
 from ports.moe import Routing, Scoring
+from support import reference_moe_mla as ref
 from support.torch_npu_emulator import make_torch_npu
 
 HOST = CpuMoeOps()
@@ -40,19 +41,13 @@ def npu(tnpu) -> NpuMoeOps:
     return NpuMoeOps(tnpu)
 
 
-def _by_expert(weights: torch.Tensor, ids: torch.Tensor) -> list[dict[int, float]]:
-    return [
-        dict(zip(i.tolist(), w.tolist(), strict=True)) for w, i in zip(weights, ids, strict=True)
-    ]
-
-
 @pytest.mark.parametrize(("routing", "biased"), [(V3, True), (QWEN3, False), (V2_LITE, False)])
 def test_route(npu, tnpu, routing: Routing, biased: bool) -> None:
     g = torch.Generator().manual_seed(5)
     logits = (2 * torch.randn(40, 16, generator=g)).to(torch.bfloat16)
     bias = 0.3 * torch.randn(16, generator=g) if biased else None
-    got = _by_expert(*npu.route(logits, routing, bias))
-    want = _by_expert(*HOST.route(logits, routing, bias))
+    got = ref.routes_of(*npu.route(logits, routing, bias))
+    want = ref.routes_of(*HOST.route(logits, routing, bias))
     assert [set(x) for x in got] == [set(x) for x in want]
     for a, b in zip(got, want, strict=True):
         for e in b:

@@ -17,7 +17,7 @@ from vllm.v1.attention.backends.mla.prefill.base import MLAPrefillBackend
 
 from adapters.container import container
 from adapters.vllm.attention.mla_metadata import MlaMetadata, MlaMetadataBuilder
-from ascend_core.errors import BackendSelectionError
+from ascend_core.errors import BackendSelectionError, refuse_unsupported
 
 if TYPE_CHECKING:
     from vllm.model_executor.layers.linear import ColumnParallelLinear
@@ -90,12 +90,12 @@ class MlaAttentionImpl(MLAAttentionImpl[MlaMetadata]):
             f"kv_cache_dtype={kv_cache_dtype}": kv_cache_dtype != "auto",
             "decode context parallel": self.dcp_world_size > 1,
         }
-        if any(unsupported.values()):
-            names = ", ".join(k for k, v in unsupported.items() if v)
-            raise BackendSelectionError(
-                f"The Ascend MLA backend does not support: {names}.",
-                "serve a dense MLA model (DeepSeek-V2/V3 style) without these features",
-            )
+        refuse_unsupported(
+            unsupported,
+            "The Ascend MLA backend does not support",
+            "serve a dense MLA model (DeepSeek-V2/V3 style) without these features",
+            BackendSelectionError,
+        )
         self.num_heads = num_heads
         self.head_size = head_size
         self.scale = float(scale)

@@ -20,7 +20,7 @@ from vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method import (
 )
 
 from adapters.container import container
-from ascend_core.errors import UnsupportedFeatureError
+from ascend_core.errors import UnsupportedFeatureError, refuse_unsupported
 from ports.moe import MoeOps, Routing, Scoring
 
 if TYPE_CHECKING:
@@ -38,12 +38,12 @@ def routing_of(layer: RoutedExperts) -> Routing:
         f"activation={layer.activation}": layer.activation.name.lower() != "silu",
         "expert biases": bool(layer.moe_config.has_bias),
     }
-    if any(unsupported.values()):
-        names = ", ".join(k for k, v in unsupported.items() if v)
-        raise UnsupportedFeatureError(
-            f"MoE layer {layer.layer_name}: the Ascend MoE ops do not support {names}.",
-            "serve a model whose experts use softmax or sigmoid routing with SiLU experts",
-        )
+    refuse_unsupported(
+        unsupported,
+        f"MoE layer {layer.layer_name}: the Ascend MoE ops do not support",
+        "serve a model whose experts use softmax or sigmoid routing with SiLU experts",
+        UnsupportedFeatureError,
+    )
     return Routing(
         top_k=layer.top_k,
         scoring=SCORINGS[layer.scoring_func],
