@@ -31,6 +31,9 @@ class JsonDirectory(ModelFiles):
     def location(self) -> str:
         return str(self.root)
 
+    def exists(self) -> bool:
+        return self.root.is_dir()
+
     def read_json(self, name: str) -> Mapping[str, Any] | None:
         path = self.root / name
         return json.loads(path.read_text()) if path.is_file() else None

@@ -9,20 +9,25 @@ and the probe and the doctor must work where `import torch` itself fails.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 from dependency_injector import containers, providers
 
 from adapters.doctor.host import gather_host_facts
 from adapters.doctor.serve_args import vllm_parser
+from adapters.npu.chip import chip_family_from_soc
 from adapters.npu.loader import load_torch_npu
 from adapters.npu.probe import CannLibraryFinder, DavinciDeviceLister, NpuProbe
+from adapters.system.cpus import usable_cpus
 from adapters.system.environment import OsEnvironment
 from adapters.system.model_files import LocalModelFiles
 from adapters.system.upstream import MetadataUpstream
 from ascend_core.device_selection import DeviceDecision, select_device
 from ascend_core.env_registry import EnvSettings, read_env
-from ports.device import DeviceProbe
+from ascend_core.errors import DeviceUnavailableError
+from ports.device import ChipFamily, DeviceKind, DeviceProbe
+from ports.runtime import DeviceRuntime
 
 
 def _decide(settings: EnvSettings, npu_probe: DeviceProbe) -> DeviceDecision:
@@ -34,6 +39,19 @@ def _serving_kind(decision: DeviceDecision) -> str:
         # Device adapters are asked for only once the platform was activated.
         raise RuntimeError(f"no device serves: {decision.reason}")
     return decision.kind.value
+
+
+def _serving_chip(decision: DeviceDecision, runtime: Callable[[], DeviceRuntime]) -> ChipFamily:
+    if decision.kind is not DeviceKind.NPU:
+        return ChipFamily.HOST
+    family = chip_family_from_soc(runtime().device_name(0))
+    if family is None:
+        raise DeviceUnavailableError(
+            f"NPU {runtime().device_name(0)!r} is not of a chip family this plugin serves "
+            "(A2, A3, A5, 310P).",
+            "serve on an Atlas A2/A3/A5 or 300I (310P) device, or set VLLM_ASCEND_DEVICE=cpu",
+        )
+    return family
 
 
 def _lazy(target: str, *args: Any) -> Any:
@@ -58,12 +76,19 @@ class Container(containers.DeclarativeContainer):
     environment = providers.Singleton(OsEnvironment)
     upstream = providers.Singleton(MetadataUpstream, environment)
     model_files = providers.Factory(LocalModelFiles)  # model_files(directory)
+    host_cpus = providers.Callable(usable_cpus)  # CPUs this process may use
 
     # What the host holds, looked up once for the probe and the doctor alike.
     cann_library_finder = providers.Singleton(CannLibraryFinder, environment)
     device_lister = providers.Singleton(DavinciDeviceLister)
 
+    # torch_npu, loaded only when first asked for, and the NPU runtime on it.
+    torch_npu = providers.Singleton(load_torch_npu)
+    npu_runtime = providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu)
+
     # Probes and the device decision (the core decides; probes only look).
+    # The probe only looks (no torch_npu import: it decides in every vLLM process, the
+    # API server's too); the chip is read once torch_npu serves (serving_chip below).
     npu_probe = providers.Singleton(
         NpuProbe, environment, find_library=cann_library_finder, list_devices=device_lister
     )
@@ -72,7 +97,6 @@ class Container(containers.DeclarativeContainer):
     device_decision = providers.Singleton(_decide, env_settings, npu_probe)
 
     # Device adapters, selected by the decision.
-    torch_npu = providers.Singleton(load_torch_npu)
     serving_kind = providers.Callable(_serving_kind, device_decision)
     ops = providers.Selector(
         serving_kind,
@@ -93,9 +117,11 @@ class Container(containers.DeclarativeContainer):
     )
     runtime = providers.Selector(
         serving_kind,
-        npu=providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu),
+        npu=npu_runtime,
         cpu=providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime"),
     )
+    # The chip family, read once from the serving runtime (torch_npu's device name).
+    serving_chip = providers.Singleton(_serving_chip, device_decision, runtime.provider)
     communicator = providers.Selector(
         serving_kind,
         npu=providers.Singleton(_lazy, "adapters.npu.collective:HcclCommunicator"),

@@ -100,6 +100,10 @@ class ModelFacts:
     compressed_attention: bool = False  # compressed KV with an indexer (DeepSeek-V4 style)
     hybrid: bool = False  # attention plus mamba/linear-attention layers
     is_moe: bool = False
+    sliding_window: bool = False  # some or all layers attend over a window only
+    attention_sinks: bool = False  # learned per-head sink logits (gpt-oss style)
+    encoder_decoder: bool = False
+    multimodal: bool = False  # a vision/audio tower feeds the language model
 
     @property
     def use_mla(self) -> bool:
@@ -188,3 +192,5 @@ class Deployment:
     # CPUs this process may use (scheduling affinity capped by the cgroup quota);
     # None when the adapter could not tell.
     host_cpus: int | None = field(default=None, validator=validators.optional(_positive))
+    lora: bool = False  # --enable-lora
+    training_consistency: bool = False  # VLLM_ASCEND_TRAINING_CONSISTENCY=1

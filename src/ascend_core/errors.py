@@ -42,6 +42,15 @@ class DeviceUnavailableError(AscendError):
     """The requested device cannot serve on this machine."""
 
 
+class UnsupportedFeatureError(ConfigError):
+    """The model or deployment uses a feature the support matrix refuses on this device."""
+
+    def __init__(self, what: str, hint: str = "", feature: str = "", device: str = "") -> None:
+        super().__init__(what, hint)
+        self.feature = feature  # the support matrix's Feature name
+        self.device = device  # the DeviceKind value
+
+
 class PlanErrors(AscendError):
     """Several errors found together, so the operator fixes them in one pass."""
 

@@ -77,6 +77,26 @@ def derived_max_len(config: Mapping[str, Any]) -> int:
     return length
 
 
+def max_model_len_error(
+    config: Mapping[str, Any], requested: int | None, allow_long: bool, source: str
+) -> ConfigError | None:
+    """vLLM's rule for --max-model-len beyond what the config allows (refused unless
+    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1), so the doctor refuses what `vllm serve` refuses."""
+    c = text_config(config)
+    derived = derived_max_len(c)
+    explicit = _as_int(c.get("model_max_length"))
+    if requested is None or requested <= derived or allow_long:
+        return None
+    if explicit is not None and requested <= explicit:
+        return None
+    return ConfigError(
+        f"--max-model-len {requested} is greater than the {derived} tokens {source} allows "
+        "(max_position_embeddings, rope scaling, model_max_length); vLLM refuses it.",
+        f"Use --max-model-len {derived} or less, or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 if the "
+        "model truly handles longer positions.",
+    )
+
+
 def model_facts_from_config(
     config: Mapping[str, Any],
     source: str = "config.json",
@@ -107,7 +127,36 @@ def model_facts_from_config(
         mla=mla,
         index_topk=_first_positive(c, ("index_topk",)),
         is_moe=_first_positive(c, EXPERT_KEYS) is not None,
+        compressed_attention=str(archs[0]) in COMPRESSED_MLA_ARCHITECTURES,
+        hybrid=_layer_kinds(c) & HYBRID_LAYER_KINDS != set(),
+        sliding_window=_sliding_window(c),
+        attention_sinks=str(archs[0]) in SINK_ARCHITECTURES,
+        encoder_decoder=bool(config.get("is_encoder_decoder") or c.get("is_encoder_decoder")),
+        multimodal=any(config.get(key) is not None for key in MULTIMODAL_KEYS),
     )
+
+
+# Layer kinds other than full attention that make a model hybrid (mamba, linear attention).
+HYBRID_LAYER_KINDS = frozenset({"mamba", "mamba2", "linear_attention", "hybrid"})
+# Architectures that compress their latent KV cache behind an indexer.
+COMPRESSED_MLA_ARCHITECTURES = frozenset({"DeepseekV4ForCausalLM"})
+# Architectures whose attention layers carry learned sink logits.
+SINK_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
+# Top-level config keys of a tower that feeds the language model.
+MULTIMODAL_KEYS = ("vision_config", "audio_config", "visual", "vision_tower")
+
+
+def _layer_kinds(c: Mapping[str, Any]) -> set[str]:
+    kinds = c.get("layer_types") or c.get("layers_block_type") or ()
+    return {str(k) for k in kinds} if isinstance(kinds, (list, tuple)) else set()
+
+
+def _sliding_window(c: Mapping[str, Any]) -> bool:
+    """Some layers attend over a window: a window size in use, or sliding layer kinds."""
+    if "sliding_attention" in _layer_kinds(c):
+        return True
+    window = _as_int(c.get("sliding_window"))
+    return window is not None and window > 0 and c.get("use_sliding_window", True) is not False
 
 
 def _mla(c: Mapping[str, Any], source: str) -> MlaShape | None:

@@ -27,6 +27,10 @@ class ModelFiles(abc.ABC):
         """Where the files are, for messages."""
 
     @abc.abstractmethod
+    def exists(self) -> bool:
+        """Whether the model's location exists at all (a directory, for local files)."""
+
+    @abc.abstractmethod
     def read_json(self, name: str) -> Mapping[str, Any] | None:
         """The parsed JSON file `name`, or None when the model has no such file."""
 

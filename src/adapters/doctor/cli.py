@@ -78,7 +78,17 @@ def main(
     out = stdout or sys.stdout
     args_in = list(sys.argv[1:] if argv is None else argv)
     doctor_argv, serve_argv = _split(args_in)
-    options = build_parser().parse_args(doctor_argv)
+    parser = build_parser()
+    options, extras = parser.parse_known_args(doctor_argv)
+    if extras and options.command == "plan" and not serve_argv:
+        print(
+            "ascend-doctor plan: the vllm serve arguments go after `--`: "
+            f"ascend-doctor plan -- {' '.join(extras)}",
+            file=sys.stderr,
+        )
+        return EXIT_CODES[CheckStatus.FAIL]
+    if extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
     env = c.environment()
     if options.command == "check":
         probe = probe_safely(c.npu_probe)
@@ -95,9 +105,15 @@ def main(
         chip = ChipFamily(options.chip) if options.chip else None
         memory = int(options.device_memory * GIB) if options.device_memory else None
         target = choose_target(
-            probe_safely(c.npu_probe), env, chip, memory, host_memory_bytes=_host_memory()
+            probe_safely(c.npu_probe),
+            c.env_settings().device,
+            chip,
+            memory,
+            host_memory_bytes=_host_memory(),
         )
-        report = plan_report(serve, c.model_files(serve.model), env, c.upstream(), target)
+        report = plan_report(
+            serve, c.model_files(serve.model), env, c.upstream(), target, c.host_cpus()
+        )
     print(_render(report, options.json, out), file=out)
     return report.exit_code
 

@@ -12,6 +12,8 @@ from typing import Any
 
 from attrs import field, frozen
 
+from ascend_core.errors import ConfigError
+
 ParseServeArgs = Callable[[Sequence[str]], Mapping[str, Any]]
 PARSER_MODULE = "adapters.vllm.doctor_args"
 
@@ -21,6 +23,15 @@ def vllm_parser() -> ParseServeArgs:
     module = importlib.import_module(PARSER_MODULE)
     parse: ParseServeArgs = module.parse_serve_args
     return parse
+
+
+# Options `vllm serve` takes as JSON objects (vLLM refuses anything else).
+JSON_OBJECT_OPTIONS = (
+    "additional_config",
+    "compilation_config",
+    "speculative_config",
+    "kv_transfer_config",
+)
 
 
 def _mapping(raw: Any) -> Mapping[str, Any]:
@@ -38,6 +49,7 @@ class ServeArgs:
     pcp: int = 1
     dcp: int = 1
     expert_parallel: bool = False
+    enable_lora: bool = False
     nnodes: int = 1
     max_model_len: int | None = None
     gpu_memory_utilization: float = 0.9
@@ -57,7 +69,20 @@ class ServeArgs:
 
     @classmethod
     def from_parsed(cls, d: Mapping[str, Any]) -> ServeArgs:
-        """From doctor_args' dict (vLLM's argparse names)."""
+        """From doctor_args' dict (vLLM's argparse names).
+
+        Raises ConfigError when a JSON option is not a JSON object, as vLLM's config
+        validation does when `vllm serve` builds its configuration.
+        """
+        for name in JSON_OBJECT_OPTIONS:
+            value = d.get(name)
+            if value is not None and not isinstance(value, Mapping):
+                flag = "--" + name.replace("_", "-")
+                raise ConfigError(
+                    f"{flag} must be a JSON object, got {value!r} "
+                    f"({'not valid JSON' if isinstance(value, str) else type(value).__name__}).",
+                    f"""pass a JSON object, e.g. {flag} '{{"key": value}}'""",
+                )
 
         def get(name: str, default: Any) -> Any:
             value = d.get(name)
@@ -71,6 +96,7 @@ class ServeArgs:
             pcp=int(get("prefill_context_parallel_size", 1)),
             dcp=int(get("decode_context_parallel_size", 1)),
             expert_parallel=bool(get("enable_expert_parallel", False)),
+            enable_lora=bool(get("enable_lora", False)),
             nnodes=int(get("nnodes", 1)),
             max_model_len=d.get("max_model_len"),
             gpu_memory_utilization=float(get("gpu_memory_utilization", 0.9)),

@@ -14,6 +14,7 @@ import torch
 
 from adapters.npu.attention_plan import AttentionGroup, plan_groups
 from ascend_core.errors import ConfigError
+from ascend_core.op_limits import block_size_error
 from ports.ops import Ops, PagedAttentionMeta
 
 # sparse_mode 3 is "rightDownCausal": query row i of a sequence with q new tokens and
@@ -23,11 +24,6 @@ from ports.ops import Ops, PagedAttentionMeta
 RIGHT_DOWN_CAUSAL = 3
 NO_MASK = 0
 COMPRESSED_MASK_SIZE = 2048
-# Paged KV with more than one query token per sequence needs block_size a multiple
-# of 128 in [128, 512]; with one query token, a multiple of 16 up to 512.
-PREFILL_BLOCK_MULTIPLE = 128
-DECODE_BLOCK_MULTIPLE = 16
-MAX_BLOCK_SIZE = 512
 
 
 class NpuOps(Ops):
@@ -228,12 +224,11 @@ def _index(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
 
 
 def _check_block_size(block_size: int, decode_only: bool) -> None:
-    multiple = DECODE_BLOCK_MULTIPLE if decode_only else PREFILL_BLOCK_MULTIPLE
-    if block_size % multiple or not multiple <= block_size <= MAX_BLOCK_SIZE:
+    # The plan refuses these sizes first (ascend_core.op_limits); this guards direct use.
+    why = block_size_error(block_size, decode_only)
+    if why:
         raise ConfigError(
             f"KV cache block_size {block_size} is not accepted by "
-            f"npu_fused_infer_attention_score with a paged cache "
-            f"({'decode' if decode_only else 'prefill'} needs a multiple of {multiple} "
-            f"up to {MAX_BLOCK_SIZE}).",
+            f"npu_fused_infer_attention_score with a paged cache ({why}).",
             "serve with --block-size 128 (the plugin's default)",
         )

@@ -29,6 +29,9 @@ class LocalModelFiles(ModelFiles):
     def location(self) -> str:
         return str(self._dir)
 
+    def exists(self) -> bool:
+        return self._dir.is_dir()
+
     def read_json(self, name: str) -> Mapping[str, Any] | None:
         path = self._dir / name
         if not path.is_file():

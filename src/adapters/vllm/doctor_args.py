@@ -29,6 +29,7 @@ FIELDS = (
     "prefill_context_parallel_size",
     "decode_context_parallel_size",
     "enable_expert_parallel",
+    "enable_lora",
     "nnodes",
     "max_model_len",
     "gpu_memory_utilization",
@@ -102,10 +103,10 @@ def _some_platform() -> Iterator[None]:
 
 def _plain(value: Any) -> Any:
     """vLLM values as JSON-like data: enums by name, dataclasses and configs as dicts."""
+    if isinstance(value, enum.Enum):  # before int: CompilationMode is an IntEnum
+        return value.name
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    if isinstance(value, enum.Enum):
-        return value.name
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):

@@ -16,10 +16,8 @@ def plan_for(deployment: Deployment | None) -> ConfigPlan | None:
     """The core's plan (raising its errors together), or None before the model is known."""
     if deployment is None:
         return None
-    try:
-        from ascend_core.plan import plan_config
-    except ImportError:
-        return None  # the core's planner is not in this tree yet
+    from ascend_core.plan import plan_config
+
     plan = plan_config(deployment)
     for warning in plan.warnings:
         logger.warning("Ascend plan: %s", warning)

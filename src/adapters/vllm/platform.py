@@ -7,6 +7,7 @@ the decisions live in ascend_core.
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -14,6 +15,8 @@ from vllm.platforms.interface import Platform, PlatformEnum
 
 from adapters.container import container
 from adapters.vllm import translate
+from ascend_core.errors import ConfigError
+from ascend_core.op_limits import ATTENTION_DTYPES
 from ascend_core.plan import WorkerKind
 from ports.device import ChipFamily, DeviceKind
 
@@ -22,6 +25,7 @@ if TYPE_CHECKING:
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
+    from ascend_core.deployment import Deployment
     from ports.runtime import DeviceRuntime
 
 logger = logging.getLogger("vllm.plugins.ascend")
@@ -59,14 +63,33 @@ class AscendPlatformBase(Platform):
     # -- configuration -------------------------------------------------------------
 
     @classmethod
+    def apply_config_platform_defaults(cls, vllm_config: VllmConfig) -> None:
+        """Called by vLLM before it resolves unset compilation settings: remember them as
+        given, so the plan sees what the operator asked for (as `ascend-doctor plan` does)."""
+        translate.remember_given_compilation(vllm_config)
+
+    @classmethod
+    def deployment(cls, vllm_config: VllmConfig) -> Deployment | None:
+        """The core's Deployment of this config: the same builder the doctor uses."""
+        c = container()
+        model = vllm_config.model_config
+        directory = getattr(model, "model", None) if model is not None else None
+        files = c.model_files(directory) if directory and os.path.isdir(directory) else None
+        return translate.deployment(
+            vllm_config, cls.device_kind, cls.chip_family(), c.environment(), files, c.host_cpus()
+        )
+
+    @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
         """Translate VllmConfig into a Deployment, ask the core for the plan, apply it."""
         from adapters.vllm.planning import plan_for
 
-        plan = plan_for(translate.deployment(vllm_config, cls.device_kind, cls.chip_family()))
+        plan = plan_for(cls.deployment(vllm_config))
         if plan is None:
             return  # vLLM builds configs without a model too (e.g. in tests); nothing to plan
-        translate.apply_changes(vllm_config, plan.changes)
+        translate.apply_changes(
+            vllm_config, plan.changes, log=container().env_settings().log_plan
+        )
         if vllm_config.parallel_config.worker_cls == "auto":
             vllm_config.parallel_config.worker_cls = cls.worker_path(plan.worker_kind)
         cls.update_device_settings(vllm_config)
@@ -81,7 +104,7 @@ class AscendPlatformBase(Platform):
         """
         from adapters.vllm.patches import apply_plan, deployment_patch_plan
 
-        deployment = translate.deployment(vllm_config, cls.device_kind, cls.chip_family())
+        deployment = cls.deployment(vllm_config)
         if deployment is not None:
             apply_plan(deployment_patch_plan(deployment))
 
@@ -140,9 +163,18 @@ class AscendPlatformBase(Platform):
         attn_selector_config: AttentionSelectorConfig,
         num_heads: int | None = None,
     ) -> str:
+        from vllm.config import get_current_vllm_config
+
         from adapters.vllm.attention.selection import backend_path
 
-        return backend_path(attn_selector_config, cls.device_kind, cls.chip_family())
+        vllm_config = get_current_vllm_config()
+        return backend_path(
+            attn_selector_config,
+            cls.device_kind,
+            cls.chip_family(),
+            training_consistency=container().env_settings().training_consistency,
+            model=translate.model_facts(vllm_config),
+        )
 
     @classmethod
     def get_mla_prefill_backend_cls(cls, mla_selector_config: Any) -> type:
@@ -200,6 +232,11 @@ class AscendPlatformBase(Platform):
         return torch.no_grad()
 
     @classmethod
+    def use_custom_allreduce(cls) -> bool:
+        # vLLM's custom all-reduce is a CUDA IPC kernel; ours reduce through HCCL or gloo.
+        return False
+
+    @classmethod
     def support_hybrid_kv_cache(cls) -> bool:
         return False
 
@@ -249,8 +286,19 @@ class AscendNpuPlatform(AscendPlatformBase):
 
     @property
     def supported_dtypes(self) -> list[torch.dtype]:
-        # npu_fused_infer_attention_score takes fp16/bf16 queries only.
-        return [torch.bfloat16, torch.float16]
+        # npu_fused_infer_attention_score takes fp16/bf16 queries only (the core's limits).
+        return [getattr(torch, name) for name in ATTENTION_DTYPES]
+
+    @classmethod
+    def check_if_supports_dtype(cls, dtype: torch.dtype) -> None:
+        """vLLM asks this before building the model; the same rule the plan applies."""
+        name = str(dtype).removeprefix("torch.")
+        if name not in ATTENTION_DTYPES:
+            raise ConfigError(
+                f"model_config.dtype={name} (--dtype): npu_fused_infer_attention_score "
+                "takes float16 or bfloat16 only.",
+                "Use --dtype bfloat16 (or float16).",
+            )
 
     @classmethod
     def chip_family(cls) -> ChipFamily:

@@ -28,13 +28,13 @@ def decide_device() -> DeviceDecision:
 
 
 def serving_device() -> tuple[DeviceKind | None, ChipFamily]:
-    """The serving device kind (None: declined) and its chip family (from the NPU probe;
-    A2 when an NPU serves but the probe could not read the chip)."""
+    """The serving device kind (None: declined) and its chip family, read once per process
+    from the serving runtime (HOST on the host device)."""
     kind = decide_device().kind
-    if kind is not DeviceKind.NPU:
-        return kind, ChipFamily.HOST
-    facts = container().npu_probe().probe().facts
-    return kind, facts.chip_family if facts is not None else ChipFamily.A2
+    if kind is None:
+        return None, ChipFamily.HOST
+    chip: ChipFamily = container().serving_chip()
+    return kind, chip
 
 
 def register() -> str | None:

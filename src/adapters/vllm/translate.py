@@ -15,13 +15,17 @@ from ascend_core.deployment import (
     CompileMode,
     Deployment,
     GraphMode,
+    KvTransferRole,
     MlaShape,
     ModelFacts,
     ParallelSettings,
     SpeculativeSettings,
 )
+from ascend_core.deployment_builder import Requested, build_deployment, files_say
 from ascend_core.model_facts import model_facts_from_config
 from ports.device import ChipFamily, DeviceKind
+from ports.environment import Environment
+from ports.model_files import ModelFiles
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -66,6 +70,8 @@ def model_facts(vllm_config: VllmConfig) -> ModelFacts | None:
         head_size=max(1, int(mc.get_head_size())),
         mla=mla,
         hybrid=bool(getattr(mc, "is_hybrid", False)),
+        encoder_decoder=facts.encoder_decoder or bool(getattr(mc, "is_encoder_decoder", False)),
+        multimodal=facts.multimodal or bool(getattr(mc, "is_multimodal_model", False)),
     )
 
 
@@ -76,27 +82,53 @@ def _enum_by_name(enum_cls: type[enum.Enum], value: Any) -> Any:
     return enum_cls[name] if name in enum_cls.__members__ else None
 
 
-def deployment(
-    vllm_config: VllmConfig, kind: DeviceKind, chip_family: ChipFamily
-) -> Deployment | None:
-    """The Deployment the core plans for; None before vLLM knows the model."""
-    model = model_facts(vllm_config)
-    if model is None:
-        return None
-    pc = vllm_config.parallel_config
+# Where apply_config_platform_defaults keeps the compilation settings as the operator
+# gave them: vLLM resolves unset ones (mode, cudagraph_mode, capture sizes, the custom
+# ops' base mode) before
+# check_and_update_config runs, and the doctor, which has no VllmConfig, sees them unset.
+# An attribute of the config, so it travels with it to the worker processes.
+GIVEN_COMPILATION_ATTR = "_ascend_given_compilation"
+
+
+def _compilation_as_set(vllm_config: VllmConfig) -> dict[str, Any]:
     cc = vllm_config.compilation_config
+    return {
+        "mode": _enum_by_name(CompileMode, cc.mode),
+        "graph_mode": _enum_by_name(GraphMode, cc.cudagraph_mode),
+        "capture_sizes": cc.cudagraph_capture_sizes,
+        "custom_ops": tuple(cc.custom_ops),
+    }
+
+
+def remember_given_compilation(vllm_config: VllmConfig) -> None:
+    """Record the compilation settings before vLLM resolves them (first call wins)."""
+    if getattr(vllm_config, GIVEN_COMPILATION_ATTR, None) is None:
+        setattr(vllm_config, GIVEN_COMPILATION_ATTR, _compilation_as_set(vllm_config))
+
+
+def _compilation(vllm_config: VllmConfig) -> CompilationSettings:
+    given = getattr(vllm_config, GIVEN_COMPILATION_ATTR, None)
+    if given is None:  # a config vLLM did not build through __post_init__ (tests)
+        given = _compilation_as_set(vllm_config)
+    return CompilationSettings(
+        enforce_eager=bool(vllm_config.model_config.enforce_eager),
+        mode=given["mode"],
+        graph_mode=given["graph_mode"],
+        capture_sizes=given["capture_sizes"],
+        custom_ops=given["custom_ops"],
+    )
+
+
+def requested(vllm_config: VllmConfig) -> Requested:
+    """What the operator asked for, read from the VllmConfig vLLM built from the arguments."""
+    pc = vllm_config.parallel_config
     cache = vllm_config.cache_config
     spec = vllm_config.speculative_config
     kv = vllm_config.kv_transfer_config
-    from ascend_core.deployment import KvTransferRole
-
     role = None
     if kv is not None and getattr(kv, "kv_role", None):
         role = KvTransferRole(kv.kv_role)
-    return Deployment(
-        model=model,
-        chip_family=chip_family,
-        device_kind=kind,
+    return Requested(
         parallel=ParallelSettings(
             tp=pc.tensor_parallel_size,
             pp=pc.pipeline_parallel_size,
@@ -112,13 +144,7 @@ def deployment(
             if spec
             else 0,
         ),
-        compilation=CompilationSettings(
-            enforce_eager=bool(vllm_config.model_config.enforce_eager),
-            mode=_enum_by_name(CompileMode, cc.mode),
-            graph_mode=_enum_by_name(GraphMode, cc.cudagraph_mode),
-            capture_sizes=cc.cudagraph_capture_sizes,
-            custom_ops=tuple(cc.custom_ops),
-        ),
+        compilation=_compilation(vllm_config),
         cache=CacheSettings(
             block_size=cache.block_size if cache.user_specified_block_size else None,
             enable_prefix_caching=bool(cache.enable_prefix_caching),
@@ -128,20 +154,25 @@ def deployment(
         kv_transfer_role=role,
         additional_config=dict(vllm_config.additional_config or {}),
         user_quantization=vllm_config.model_config.quantization,
-        npu_alloc_conf=os.environ.get("PYTORCH_NPU_ALLOC_CONF"),
-        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
-        host_cpus=_usable_cpus(),
+        lora=vllm_config.lora_config is not None,
     )
 
 
-def _usable_cpus() -> int | None:
-    """CPUs this process may use (affinity capped by the cgroup quota), as vLLM counts them."""
-    from vllm.utils.torch_utils import available_cpu_count
-
-    try:
-        return available_cpu_count()
-    except OSError:
+def deployment(
+    vllm_config: VllmConfig,
+    kind: DeviceKind,
+    chip_family: ChipFamily,
+    env: Environment,
+    files: ModelFiles | None,
+    host_cpus: int | None,
+) -> Deployment | None:
+    """The Deployment the core plans for; None before vLLM knows the model."""
+    model = model_facts(vllm_config)
+    if model is None:
         return None
+    return build_deployment(
+        model, kind, chip_family, requested(vllm_config), env, files_say(files), host_cpus
+    )
 
 
 def _to_vllm(field_path: str, value: Any) -> Any:
@@ -179,11 +210,11 @@ def apply_change(vllm_config: VllmConfig, change: Change) -> None:
 _logged: set[str] = set()
 
 
-def apply_changes(vllm_config: VllmConfig, changes: tuple[Change, ...]) -> None:
-    """Apply each change, logging it once per process with its reason."""
+def apply_changes(vllm_config: VllmConfig, changes: tuple[Change, ...], log: bool = True) -> None:
+    """Apply each change, logging it once per process with its reason (VLLM_ASCEND_LOG_PLAN)."""
     for change in changes:
         apply_change(vllm_config, change)
         line = change.describe()
-        if line not in _logged:
+        if log and line not in _logged:
             _logged.add(line)
             logger.info("Ascend plan: %s", line)

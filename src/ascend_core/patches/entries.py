@@ -28,10 +28,6 @@ HOST = DeviceKind.CPU
 # The ranges and conditions most entries share, named once.
 VLLM_0_33 = ">=0.33.0,<0.34"
 HOST_WITHOUT_TRITON = Condition(device_kinds={HOST}, excludes={Feature.TRITON})
-HOST_SPEC_DECODE_WITHOUT_TRITON = Condition(
-    device_kinds={HOST}, requires={Feature.SPECULATIVE_DECODING}, excludes={Feature.TRITON}
-)
-
 ENTRIES = (
     PatchSpec(
         id="host-slot-mapping-kernel",
@@ -57,50 +53,6 @@ ENTRIES = (
         ),
         apply="adapters.vllm.patches.shutdown:skip_accelerator_cache_release",
         also_rebind=("vllm.v1.engine.core:cleanup_dist_env_and_memory",),
-    ),
-    PatchSpec(
-        id="host-rejection-greedy-sample-kernel",
-        target="vllm.v1.sample.rejection_sampler:rejection_greedy_sample_kernel",
-        versions=VLLM_0_33,
-        when=HOST_SPEC_DECODE_WITHOUT_TRITON,
-        reason=(
-            "Greedy verification of draft tokens runs this Triton kernel, a raising "
-            "placeholder on a host without Triton."
-        ),
-        apply="adapters.vllm.patches.host_kernels:override",
-    ),
-    PatchSpec(
-        id="host-rejection-random-sample-kernel",
-        target="vllm.v1.sample.rejection_sampler:rejection_random_sample_kernel",
-        versions=VLLM_0_33,
-        when=HOST_SPEC_DECODE_WITHOUT_TRITON,
-        reason=(
-            "Sampled verification of draft tokens runs this Triton kernel, a raising "
-            "placeholder on a host without Triton."
-        ),
-        apply="adapters.vllm.patches.host_kernels:override",
-    ),
-    PatchSpec(
-        id="host-rejection-expand-kernel",
-        target="vllm.v1.sample.rejection_sampler:expand_kernel",
-        versions=VLLM_0_33,
-        when=HOST_SPEC_DECODE_WITHOUT_TRITON,
-        reason=(
-            "The rejection sampler expands per-request values to per-draft-token values "
-            "with this Triton kernel, a raising placeholder on a host without Triton."
-        ),
-        apply="adapters.vllm.patches.host_kernels:override",
-    ),
-    PatchSpec(
-        id="host-rejection-recovered-tokens-kernel",
-        target="vllm.v1.sample.rejection_sampler:sample_recovered_tokens_kernel",
-        versions=VLLM_0_33,
-        when=HOST_SPEC_DECODE_WITHOUT_TRITON,
-        reason=(
-            "Sampled verification draws replacement tokens for rejected drafts with this "
-            "Triton kernel, a raising placeholder on a host without Triton."
-        ),
-        apply="adapters.vllm.patches.host_kernels:override",
     ),
     PatchSpec(
         id="host-onednn-linear",

@@ -1,7 +1,9 @@
 """Step: the KV cache block size (tokens per block), with the model-specific exceptions.
 
 - NPU default 128: Ascend's paged-attention kernels are tuned for 128-token blocks.
-- A user-set size on the NPU must be a multiple of 16: the cube unit works on 16x16
+- MHA/GQA on the NPU: what npu_fused_infer_attention_score takes with a paged cache in
+  prefill (ascend_core.op_limits: a multiple of 128 up to 512).
+- Other NPU kernels: a user-set size must be a multiple of 16: the cube unit works on 16x16
   fractal tiles and the KV cache is laid out in them.
 - Compressed-attention models (DeepSeek-V4 style) take only 32, 64 or 128: the sizes
   their compressor and indexer kernels are built for on Ascend.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from ascend_core.deployment import Deployment
 from ascend_core.errors import ConfigError
+from ascend_core.op_limits import block_size_error, uses_paged_mha_op
 from ascend_core.plan import fields
 from ascend_core.plan.result import Draft
 from ports.device import DeviceKind
@@ -42,6 +45,15 @@ def decide_block_size(deployment: Deployment, draft: Draft) -> Draft:
                     "uses compressed attention, whose Ascend kernels take only "
                     f"{list(COMPRESSED_ATTENTION_BLOCK_SIZES)}.",
                     f"Use --block-size {DEFAULT_BLOCK_SIZE} or omit it.",
+                )
+            ).decide(block_size=chosen)
+        op_refusal = block_size_error(chosen, decode_only=False)
+        if uses_paged_mha_op(deployment) and op_refusal:
+            return draft.fail(
+                ConfigError(
+                    f"cache_config.block_size={chosen} (--block-size): "
+                    f"npu_fused_infer_attention_score refuses it: {op_refusal}.",
+                    f"Use --block-size {DEFAULT_BLOCK_SIZE} (the tuned default) or omit it.",
                 )
             ).decide(block_size=chosen)
         if on_npu and chosen % NPU_BLOCK_ALIGNMENT:

@@ -7,7 +7,8 @@ Paths under `env.` are environment variables for the worker processes; paths und
 from __future__ import annotations
 
 CUSTOM_ALL_REDUCE = "parallel_config.disable_custom_all_reduce"
-SEQUENCE_PARALLEL = "parallel_config.sequence_parallel"  # see Deployment.parallel
+# vLLM 0.33 has no sequence-parallel switch of its own; on Ascend it is FlashComm1.
+SEQUENCE_PARALLEL = "env.VLLM_ASCEND_ENABLE_FLASHCOMM1"  # see Deployment.parallel
 COMPILE_MODE = "compilation_config.mode"
 GRAPH_MODE = "compilation_config.cudagraph_mode"
 CAPTURE_SIZES = "compilation_config.cudagraph_capture_sizes"

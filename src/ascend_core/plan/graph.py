@@ -34,9 +34,10 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
             graph_mode,
             comp.mode,
             "the host device runs the reference ops eagerly; graph capture is an NPU feature",
+            unset_compiles=True,
         )
     if comp.enforce_eager:
-        return _eager(draft, graph_mode, comp.mode, "enforce_eager is set")
+        return _eager(draft, graph_mode, comp.mode, "enforce_eager is set", unset_compiles=True)
     if deployment.launch_blocking:
         # Chosen over an error: ASCEND_LAUNCH_BLOCKING=1 is set on purpose to debug a
         # kernel, and that session should start; graph capture needs asynchronous launch,
@@ -44,9 +45,10 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
         return _eager(
             draft,
             graph_mode,
-            None,
+            comp.mode,
             "ASCEND_LAUNCH_BLOCKING=1 launches kernels synchronously, which graph capture "
             "cannot record; unset it to capture NPU graphs",
+            keep_compile=True,
         )
     if graph_mode is None:
         graph_mode = GraphMode.PIECEWISE
@@ -79,12 +81,23 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
 
 
 def _eager(
-    draft: Draft, graph_mode: GraphMode | None, mode: CompileMode | None, reason: str
+    draft: Draft,
+    graph_mode: GraphMode | None,
+    mode: CompileMode | None,
+    reason: str,
+    unset_compiles: bool = False,
+    keep_compile: bool = False,
 ) -> Draft:
-    """Graph mode NONE, and compile mode NONE too when `mode` is given and not NONE yet."""
+    """Graph mode NONE, and compile mode NONE too unless `keep_compile`.
+
+    mode None is the operator leaving it unset: vLLM then compiles (VLLM_COMPILE at its
+    default optimization level), so with `unset_compiles` that is changed to NONE too.
+    """
     if graph_mode is not GraphMode.NONE:
         draft = draft.change(fields.GRAPH_MODE, graph_mode, GraphMode.NONE, reason)
-    if mode is not None and mode is not CompileMode.NONE:
+    if keep_compile:
+        return draft.decide(graph_mode=GraphMode.NONE)
+    if (mode is not None or unset_compiles) and mode is not CompileMode.NONE:
         draft = draft.change(fields.COMPILE_MODE, mode, CompileMode.NONE, reason)
         draft = draft.decide(compile_mode=CompileMode.NONE)
     return draft.decide(graph_mode=GraphMode.NONE)

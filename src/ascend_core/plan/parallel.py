@@ -38,8 +38,8 @@ def validate_parallel(deployment: Deployment, draft: Draft) -> Draft:
         # there is nothing to split, and the reduce-scatter/all-gather pair is pure cost.
         draft = draft.change(
             fields.SEQUENCE_PARALLEL,
-            True,
-            False,
+            "1",
+            "0",
             "sequence parallelism splits activations across tensor-parallel ranks and "
             "tensor_parallel_size is 1",
         ).decide(sequence_parallel=False)

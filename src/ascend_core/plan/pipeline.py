@@ -12,6 +12,7 @@ from ascend_core.plan.gpu_settings import fix_gpu_only_settings
 from ascend_core.plan.graph import decide_graph_mode
 from ascend_core.plan.host_threads import decide_host_threads
 from ascend_core.plan.kv_transfer import check_kv_transfer
+from ascend_core.plan.limits import check_op_limits, check_support
 from ascend_core.plan.parallel import validate_parallel
 from ascend_core.plan.quantization import resolve_quantization
 from ascend_core.plan.result import ConfigPlan, Decisions, Draft
@@ -19,11 +20,13 @@ from ascend_core.plan.worker import pick_worker
 
 Step = Callable[[Deployment, Draft], Draft]
 
+# The support matrix comes first: a refused feature is the first thing an operator reads.
 # Order matters where a step reads an earlier decision: graph sizes read the
 # sequence-parallel decision of validate_parallel, the graph step reads the parsed
 # additional_config. Every step runs even after errors,
 # so the operator sees every problem in one pass.
 STEPS: tuple[Step, ...] = (
+    check_support,
     validate_parallel,
     validate_additional_config,
     resolve_quantization,
@@ -31,6 +34,7 @@ STEPS: tuple[Step, ...] = (
     decide_graph_mode,
     pick_worker,
     decide_block_size,
+    check_op_limits,
     plan_allocator,
     decide_host_threads,
     check_kv_transfer,

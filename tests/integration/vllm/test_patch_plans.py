@@ -9,25 +9,18 @@ from ascend_core.deployment import SpeculativeSettings
 from ports.device import ChipFamily, DeviceKind
 from unit.core.plan_fixtures import host
 
-REJECTION = {
-    "host-rejection-greedy-sample-kernel",
-    "host-rejection-random-sample-kernel",
-    "host-rejection-expand-kernel",
-    "host-rejection-recovered-tokens-kernel",
-}
-
 
 def test_registration_plan_is_the_devices_alone() -> None:
     ids = set(device_patch_plan(DeviceKind.CPU, ChipFamily.HOST).ids)
     assert {"host-slot-mapping-kernel", "host-shutdown-accelerator-cache"} <= ids
-    assert not ids & REJECTION  # speculative decoding is a deployment fact
 
 
-def test_deployment_plan_adds_what_speculative_decoding_needs() -> None:
+def test_speculative_decoding_adds_no_patch_it_cannot_apply() -> None:
+    # The support matrix refuses speculative decoding on the host; no placeholder patch
+    # is planned (and shown as applied by the doctor) for it.
     plain = host()
     speculative = attrs.evolve(plain, speculative=SpeculativeSettings("ngram", 3))
-    assert not set(deployment_patch_plan(plain).ids) & REJECTION
-    assert set(deployment_patch_plan(speculative).ids) >= REJECTION
+    assert deployment_patch_plan(speculative).ids == deployment_patch_plan(plain).ids
 
 
 def test_npu_plans_leave_the_host_kernels_to_triton_ascend() -> None:

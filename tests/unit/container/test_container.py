@@ -31,8 +31,53 @@ def make(env: dict[str, str], probe: ProbeResult = ABSENT) -> tuple[Container, F
     return c, fake_probe
 
 
-def test_production_wiring_has_every_dependency():
+# The port each device-adapter provider must implement.
+PORT_OF = {
+    "ops": "ports.ops:Ops",
+    "runtime": "ports.runtime:DeviceRuntime",
+    "npu_runtime": "ports.runtime:DeviceRuntime",
+    "communicator": "ports.collective:Communicator",
+    "cpu_probe": "ports.device:DeviceProbe",
+}
+
+
+def _resolve(target: str):  # type: ignore[no-untyped-def]
+    import importlib
+
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _lazy_targets(provider):  # type: ignore[no-untyped-def]
+    """The `module:Class` strings a provider (or each branch of a Selector) builds."""
+    from dependency_injector import providers
+
+    if isinstance(provider, providers.Selector):
+        return [t for branch in provider.providers.values() for t in _lazy_targets(branch)]
+    args = getattr(provider, "args", ())
+    return [a for a in args if isinstance(a, str) and ":" in a]
+
+
+def test_production_wiring_names_classes_that_exist_and_implement_their_port():
     Container().check_dependencies()
+    checked = 0
+    for name, provider in Container().providers.items():
+        for target in _lazy_targets(provider):
+            cls = _resolve(target)  # a misspelt module or class fails here
+            assert issubclass(cls, _resolve(PORT_OF[name])), (name, target)
+            checked += 1
+    assert checked >= 7  # ops x2, runtime x2 (one shared with npu_runtime), ...
+
+
+def test_the_lazy_target_check_catches_a_wrong_name():
+    from dependency_injector import providers
+
+    from adapters.container import _lazy
+
+    broken = providers.Singleton(_lazy, "adapters.cpu.ops:NoSuchOps")
+    (target,) = _lazy_targets(broken)
+    with pytest.raises(AttributeError):
+        _resolve(target)
 
 
 def test_auto_without_npu_declines_and_gives_no_device_adapter():
@@ -109,3 +154,47 @@ def test_importing_the_container_loads_no_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+class NamedRuntime:
+    """The runtime port's device_name only, counting reads."""
+
+    def __init__(self, soc: str) -> None:
+        self.soc = soc
+        self.reads = 0
+
+    def device_name(self, index: int = 0) -> str:
+        self.reads += 1
+        return self.soc
+
+
+@pytest.mark.parametrize(
+    ("soc", "family"),
+    [("Ascend910B2", "A2"), ("Ascend910_9391", "A3"), ("Ascend310P3", "310P")],
+)
+def test_the_serving_chip_is_read_once_from_the_npu_runtime(soc: str, family: str):
+    from ports.device import ChipFamily
+
+    c, _ = make({}, ProbeResult(DeviceKind.NPU, True, "1 device"))
+    runtime = NamedRuntime(soc)
+    c.runtime.override(runtime)
+    assert c.serving_chip() is ChipFamily(family)
+    assert c.serving_chip() is ChipFamily(family)
+    assert runtime.reads == 1
+
+
+def test_the_host_device_has_the_host_chip_and_reads_no_runtime():
+    from ports.device import ChipFamily
+
+    c, _ = make({"VLLM_ASCEND_DEVICE": "cpu"})
+    runtime = NamedRuntime("unused")
+    c.runtime.override(runtime)
+    assert c.serving_chip() is ChipFamily.HOST
+    assert runtime.reads == 0
+
+
+def test_an_npu_of_no_served_family_stops_with_its_name():
+    c, _ = make({}, ProbeResult(DeviceKind.NPU, True, "1 device"))
+    c.runtime.override(NamedRuntime("Ascend910A"))
+    with pytest.raises(DeviceUnavailableError, match="Ascend910A"):
+        c.serving_chip()

@@ -154,3 +154,31 @@ def test_heads_larger_than_hidden_without_head_dim_is_a_config_error() -> None:
         model_facts_from_config(
             {"hidden_size": 4, "num_attention_heads": 8, "num_hidden_layers": 1}
         )
+
+
+def _cfg(**extra):  # type: ignore[no-untyped-def]
+    base = {
+        "architectures": ["Qwen2ForCausalLM"],
+        "model_type": "qwen2",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+    }
+    return {**base, **extra}
+
+
+def test_support_matrix_features_are_read_from_config_json() -> None:
+    plain = model_facts_from_config(_cfg())
+    assert not (plain.sliding_window or plain.hybrid or plain.multimodal or plain.encoder_decoder)
+    # Qwen2 writes a window but turns it off with use_sliding_window=false.
+    assert not model_facts_from_config(
+        _cfg(sliding_window=4096, use_sliding_window=False)
+    ).sliding_window
+    assert model_facts_from_config(_cfg(sliding_window=4096)).sliding_window
+    assert model_facts_from_config(
+        _cfg(layer_types=["sliding_attention", "full_attention"])
+    ).sliding_window
+    assert model_facts_from_config(_cfg(layer_types=["linear_attention", "full_attention"])).hybrid
+    assert model_facts_from_config(_cfg(vision_config={"depth": 2})).multimodal
+    assert model_facts_from_config(_cfg(is_encoder_decoder=True)).encoder_decoder
+    assert model_facts_from_config(_cfg(architectures=["GptOssForCausalLM"])).attention_sinks

@@ -135,3 +135,17 @@ def test_capture_sizes_are_untouched_when_sequence_parallel_or_graphs_are_off(
         npu(parallel=parallel, compilation={"capture_sizes": [1, 3], "graph_mode": graph_mode})
     )
     assert not plan.changes_to(fields.CAPTURE_SIZES)
+
+
+def test_host_with_compilation_unset_turns_vllms_default_compile_off() -> None:
+    # Unset means vLLM compiles (VLLM_COMPILE at its default level) after the plan.
+    plan = plan_config(host(compilation={}))
+    (compile_,) = plan.changes_to(fields.COMPILE_MODE)
+    assert (compile_.old, compile_.new) == (None, CompileMode.NONE)
+    assert plan.compile_mode is CompileMode.NONE
+
+
+def test_launch_blocking_drops_graphs_but_keeps_the_compiled_model() -> None:
+    plan = plan_config(npu(launch_blocking=True))
+    assert plan.graph_mode is GraphMode.NONE
+    assert not plan.changes_to(fields.COMPILE_MODE)

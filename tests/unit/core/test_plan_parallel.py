@@ -40,7 +40,8 @@ def test_sequence_parallel_without_tp_is_turned_off_with_a_reason() -> None:
     plan = plan_config(npu(parallel={"tp": 1, "sequence_parallel": True}))
     assert plan.ok
     (change,) = plan.changes_to(fields.SEQUENCE_PARALLEL)
-    assert (change.old, change.new) == (True, False)
+    assert change.field == "env.VLLM_ASCEND_ENABLE_FLASHCOMM1"
+    assert (change.old, change.new) == ("1", "0")
     assert "tensor_parallel_size is 1" in change.reason
     assert plan.decisions.sequence_parallel is False
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from hypothesis import HealthCheck, given, settings
 
 from ascend_core.deployment import Deployment, GraphMode
@@ -9,6 +12,21 @@ from ascend_core.errors import AscendError
 from ascend_core.plan import ConfigPlan, plan_config
 from ascend_core.plan import fields as plan_fields
 from unit.core.plan_fixtures import deployments
+
+# Each field a change may name -> the deployment's value it changes.
+OLD_VALUE: dict[str, Callable[[Deployment], Any]] = {
+    plan_fields.CUSTOM_ALL_REDUCE: lambda d: d.parallel.disable_custom_all_reduce,
+    plan_fields.SEQUENCE_PARALLEL: lambda d: "1" if d.parallel.sequence_parallel else "0",
+    plan_fields.COMPILE_MODE: lambda d: d.compilation.mode,
+    plan_fields.GRAPH_MODE: lambda d: d.compilation.graph_mode,
+    plan_fields.CAPTURE_SIZES: lambda d: d.compilation.capture_sizes,
+    plan_fields.CUSTOM_OPS: lambda d: d.compilation.custom_ops,
+    plan_fields.BLOCK_SIZE: lambda d: d.cache.block_size,
+    plan_fields.KV_CACHE_DTYPE: lambda d: d.cache.kv_cache_dtype,
+    plan_fields.QUANTIZATION: lambda d: d.user_quantization,
+    plan_fields.NPU_ALLOC_CONF: lambda d: d.npu_alloc_conf,
+    plan_fields.OMP_NUM_THREADS: lambda d: d.omp_num_threads,
+}
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -23,7 +41,10 @@ def test_any_deployment_gives_a_plan(deployment: Deployment) -> None:
     # No field is changed twice, so applying changes in order is unambiguous.
     changed = [c.field for c in plan.changes]
     assert len(changed) == len(set(changed))
-    # A change's old value is what the deployment held (or what an earlier step set).
+    # A change's old value is what the deployment held.
+    for change in plan.changes:
+        assert change.field in OLD_VALUE, f"no deployment input known for {change.field}"
+        assert change.old == OLD_VALUE[change.field](deployment), change
     if deployment.compilation.enforce_eager or deployment.launch_blocking:
         assert plan.graph_mode is GraphMode.NONE
     if plan.graph_mode is not GraphMode.NONE and plan.decisions.sequence_parallel:

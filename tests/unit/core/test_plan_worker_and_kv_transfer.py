@@ -8,7 +8,7 @@ from ascend_core.deployment import KvTransferRole
 from ascend_core.errors import ConfigError, DeviceUnavailableError
 from ascend_core.plan import WorkerKind, plan_config
 from ports.device import ChipFamily
-from unit.core.plan_fixtures import dense_model, host, mla_model, npu
+from unit.core.plan_fixtures import dense_model, host, mla_model, npu, step_errors
 
 
 def test_npu_gets_the_npu_worker_and_host_the_host_worker() -> None:
@@ -39,7 +39,7 @@ def test_dcp_with_kv_transfer_on_an_mla_model_is_fine() -> None:
     deployment = npu(
         mla_model(), parallel={"tp": 4, "dcp": 4}, kv_transfer_role=KvTransferRole.CONSUMER
     )
-    assert plan_config(deployment).ok
+    assert not step_errors(plan_config(deployment))
 
 
 def test_dcp_on_a_producer_is_a_warning() -> None:
@@ -47,7 +47,7 @@ def test_dcp_on_a_producer_is_a_warning() -> None:
         mla_model(), parallel={"tp": 4, "dcp": 2}, kv_transfer_role=KvTransferRole.PRODUCER
     )
     plan = plan_config(deployment)
-    assert plan.ok
+    assert not step_errors(plan)
     assert any("KV producer" in w for w in plan.warnings)
 
 

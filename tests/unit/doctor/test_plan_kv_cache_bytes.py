@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from adapters.doctor.planning import Target, plan_report
 from adapters.doctor.report import Report
 from adapters.doctor.serve_args import ServeArgs
-from ascend_core.memory_budget import MemoryDemand, plan_budget
+from adapters.vllm.memory import kv_cache_budget
+from ascend_core.memory_budget import KvCacheTooSmallError
 from ascend_core.preflight import CheckItem, CheckStatus
 from ports.device import ChipFamily, DeviceKind
+from ports.runtime import MemoryInfo
 from unit.doctor.large_models import LLAMA_70B_CONFIG, llama_70b_headers
 from unit.fakes.environment import FakeEnvironment
 from unit.fakes.model_files import FakeModelFiles
@@ -58,10 +62,19 @@ def test_too_small_a_flag_fails_with_the_message_vllm_serve_raises() -> None:
     small = 1 * GIB
     report = _plan(kv_cache_memory_bytes=small)  # max_model_len 131,072 from config.json
     kv = _item(report, "KV cache")
-    # The worker's budget for the same flag and per-token size (adapters.vllm.memory).
-    served = plan_budget(MemoryDemand.explicit(small, KV_PER_TOKEN, 131_072, 128))
+    # What the worker raises for the same flag, per-token size and length: the serving
+    # path's own function (adapters.vllm.memory), fed the device's numbers.
+    with pytest.raises(KvCacheTooSmallError) as served:
+        kv_cache_budget(
+            MemoryInfo(free_bytes=64 * GIB, total_bytes=64 * GIB, peak_allocated_bytes=0),
+            utilization=0.9,
+            explicit_bytes=small,
+            one_sequence_bytes=KV_PER_TOKEN * 131_072,
+            max_model_len=131_072,
+            block_size=128,
+        )
     assert kv.status is CheckStatus.FAIL
-    assert (kv.detail, kv.fix) == (served.what(), served.hint())
+    assert (kv.detail, kv.fix) == (served.value.what, served.value.hint)
     # One sequence: 1,024 blocks x 10 MiB = 10 GiB; 1 GiB holds 102 blocks = 13,056 tokens.
     assert kv.fix.startswith(f"--kv-cache-memory-bytes {10 * GIB} ")
     assert "--max-model-len 13056 " in kv.fix

@@ -20,7 +20,9 @@ class FakeModelFiles(ModelFiles):
         files: Mapping[str, Any] | None = None,
         headers: tuple[TensorHeader, ...] = (),
         location: str = "/models/fake",
+        exists: bool = True,
     ) -> None:
+        self._exists = exists
         self._files = dict(files or {})
         self._headers = headers
         self._location = location
@@ -29,6 +31,9 @@ class FakeModelFiles(ModelFiles):
     @property
     def location(self) -> str:
         return self._location
+
+    def exists(self) -> bool:
+        return self._exists
 
     def read_json(self, name: str) -> Any:
         self.reads.append(name)

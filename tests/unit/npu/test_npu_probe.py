@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from adapters.npu.probe import CannLibraryFinder, DavinciDeviceLister, NpuProbe
 from ports.device import ChipFamily, DeviceFacts, DeviceKind
+from support.host_assumptions import without_torch_npu
 from unit.fakes.environment import FakeEnvironment
 
 CANN = "/usr/local/Ascend/ascend-toolkit/latest"
@@ -117,12 +118,14 @@ def test_device_lister_reads_davinci_nodes_only():
     assert DavinciDeviceLister(listdir=missing)() == []
 
 
+@without_torch_npu
 def test_default_probe_here_reports_torch_npu_missing():
-    # This machine has no torch_npu (it must never be installed here).
+    # The default find_spec, on a machine without torch_npu.
     result = NpuProbe(FakeEnvironment()).probe()
     assert not result.available and "torch_npu" in result.reason
 
 
+@without_torch_npu
 def test_loader_names_the_fix_when_torch_npu_cannot_be_imported():
     import pytest
 

@@ -27,18 +27,19 @@ def plan_report(
     env: Environment,
     upstream: Upstream,
     target: Target,
+    host_cpus: int | None = None,
 ) -> Report:
     """Every section of `plan`; a failing section does not stop the others."""
     sections: list[Section] = []
     data: dict[str, Any] = {"model": files.location, "target": attrs.asdict(target)}
-    model = read_model(files, args)
+    model = read_model(files, args, env)
     if isinstance(model, list):
         return Report("plan", [Section("model", model)], data)
     sections.append(Section("model", model_items(model, args, target)))
 
     quant_items, detection = quantization_items(files, args)
     detected = detection.files_say if detection is not None else QuantMethod.NONE
-    deployment = build_deployment(args, model, target, env, detected)
+    deployment = build_deployment(args, model, target, env, detected, host_cpus)
     plan_items, plan = config_plan_items(deployment)
     sections.append(Section("config plan", plan_items))
     sections.append(Section("attention", attention_items(model, target, env)))

@@ -18,6 +18,8 @@ from ascend_core.deployment import (
     ParallelSettings,
     SpeculativeSettings,
 )
+from ascend_core.deployment_builder import Requested
+from ascend_core.deployment_builder import build_deployment as core_build_deployment
 from ascend_core.errors import AscendError
 from ascend_core.plan import ConfigPlan, plan_config
 from ascend_core.preflight import CheckItem
@@ -29,20 +31,11 @@ def _enum(cls: type[Any], value: Any) -> Any:
     return cls[value] if isinstance(value, str) and value in cls.__members__ else None
 
 
-def build_deployment(
-    args: ServeArgs,
-    model: ModelFacts,
-    target: Target,
-    env: Environment,
-    detected: QuantMethod = QuantMethod.NONE,
-) -> Deployment:
-    """The Deployment the vLLM adapter would build, from the arguments as given."""
+def requested(args: ServeArgs) -> Requested:
+    """What the operator asked for, from the `vllm serve` arguments as vLLM parsed them."""
     comp = args.compilation
     role = args.kv_transfer.get("kv_role")
-    return Deployment(
-        model=model,
-        chip_family=target.chip_family,
-        device_kind=target.kind,
+    return Requested(
         parallel=ParallelSettings(
             tp=args.tp,
             pp=args.pp,
@@ -50,6 +43,9 @@ def build_deployment(
             pcp=args.pcp,
             dcp=args.dcp,
             expert_parallel=args.expert_parallel,
+            # vLLM turns it on for every platform whose use_custom_allreduce() is False, as
+            # both of ours are (reductions go through HCCL or gloo), whatever the flag says.
+            disable_custom_all_reduce=True,
         ),
         speculative=SpeculativeSettings(
             method=args.speculative.get("method"),
@@ -73,9 +69,21 @@ def build_deployment(
         kv_transfer_role=KvTransferRole(role) if role else None,
         additional_config=args.additional_config,
         user_quantization=args.quantization,
-        detected_quantization=detected,
-        launch_blocking=env.get("ASCEND_LAUNCH_BLOCKING") == "1",
-        npu_alloc_conf=env.get("PYTORCH_NPU_ALLOC_CONF"),
+        lora=args.enable_lora,
+    )
+
+
+def build_deployment(
+    args: ServeArgs,
+    model: ModelFacts,
+    target: Target,
+    env: Environment,
+    detected: QuantMethod = QuantMethod.NONE,
+    host_cpus: int | None = None,
+) -> Deployment:
+    """The Deployment `vllm serve` builds from these arguments: the core's one builder."""
+    return core_build_deployment(
+        model, target.kind, target.chip_family, requested(args), env, detected, host_cpus
     )
 
 

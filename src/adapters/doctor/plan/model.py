@@ -9,9 +9,10 @@ from attrs import frozen
 from adapters.doctor.plan.items import FAIL, PASS, failed
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core.deployment import ModelFacts
+from ascend_core.device_selection import DeviceRequest
 from ascend_core.errors import AscendError
 from ascend_core.memory_budget import NOMINAL_DEVICE_MEMORY, format_bytes
-from ascend_core.model_facts import model_facts_from_config
+from ascend_core.model_facts import max_model_len_error, model_facts_from_config
 from ascend_core.preflight import CheckItem
 from ports.device import ChipFamily, DeviceKind, ProbeResult
 from ports.environment import Environment
@@ -31,13 +32,13 @@ class Target:
 
 def choose_target(
     probe: ProbeResult,
-    env: Environment,
+    device: DeviceRequest,
     chip: ChipFamily | None = None,
     memory_bytes: int | None = None,
     host_memory_bytes: int | None = None,
 ) -> Target:
     """The probed NPU when there is one; else the chip and memory asked for, or an A2."""
-    if (env.get("VLLM_ASCEND_DEVICE") or "").strip().lower() == "cpu":
+    if device is DeviceRequest.CPU:
         mem = memory_bytes or host_memory_bytes or 0
         return Target(DeviceKind.CPU, ChipFamily.HOST, mem, 1, "VLLM_ASCEND_DEVICE=cpu: host")
     facts = probe.facts if probe.available else None
@@ -64,8 +65,20 @@ def choose_target(
     )
 
 
-def read_model(files: ModelFiles, args: ServeArgs) -> ModelFacts | list[CheckItem]:
+def read_model(
+    files: ModelFiles, args: ServeArgs, env: Environment
+) -> ModelFacts | list[CheckItem]:
     """The model's facts from its config.json, or the items saying why they cannot be read."""
+    if not files.exists():
+        return [
+            CheckItem(
+                "model",
+                FAIL,
+                f"{files.location} does not exist",
+                "pass the local directory that holds the model's config.json and weights "
+                "(download it first, e.g. `hf download <id> --local-dir <dir>`)",
+            )
+        ]
     config = files.read_json("config.json")
     if config is None:
         return [
@@ -86,10 +99,13 @@ def read_model(files: ModelFiles, args: ServeArgs) -> ModelFacts | list[CheckIte
                 "use the config.json the model was published with",
             )
         ]
+    source = f"{files.location}/config.json"
+    allow_long = (env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").strip() in ("1", "true")
+    too_long = max_model_len_error(config, args.max_model_len, allow_long, source)
+    if too_long is not None:
+        return failed("max_model_len", too_long)
     try:
-        return model_facts_from_config(
-            config, f"{files.location}/config.json", args.dtype, args.max_model_len
-        )
+        return model_facts_from_config(config, source, args.dtype, args.max_model_len)
     except AscendError as error:
         return failed("config.json", error)
 

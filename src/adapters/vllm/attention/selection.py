@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from adapters.vllm.attention.backend import BACKEND_PATH
 from adapters.vllm.attention.mla import MLA_BACKEND_PATH
 from ascend_core.attention import AttentionBackendKind, AttentionRequest, select_attention_backend
+from ascend_core.deployment import ModelFacts
 from ascend_core.errors import BackendSelectionError
 from ports.device import ChipFamily, DeviceKind
 
@@ -25,14 +26,28 @@ BACKEND_PATHS: dict[AttentionBackendKind, str] = {
 }
 
 
-def backend_path(config: AttentionSelectorConfig, kind: DeviceKind, family: ChipFamily) -> str:
-    """Ask the core which backend kind serves, then refuse what our paged backend cannot do."""
+def backend_path(
+    config: AttentionSelectorConfig,
+    kind: DeviceKind,
+    family: ChipFamily,
+    training_consistency: bool = False,
+    model: ModelFacts | None = None,
+) -> str:
+    """Ask the core which backend kind serves, then refuse what our paged backend cannot do.
+
+    training_consistency: VLLM_ASCEND_TRAINING_CONSISTENCY (or vLLM's own batch-invariant
+    switch in `config`); model: the core's facts of the model being served, when known.
+    """
     choice = select_attention_backend(
         AttentionRequest(
             use_mla=bool(config.use_mla),
             use_sparse=bool(config.use_sparse),
             chip_family=family,
             device_kind=kind,
+            use_compressed=bool(model is not None and model.compressed_attention),
+            training_consistency=training_consistency
+            or bool(getattr(config, "use_batch_invariant", False)),
+            model=model.architecture if model is not None else "",
         )
     )
     path = BACKEND_PATHS.get(choice.kind)

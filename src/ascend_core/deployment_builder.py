@@ -1,0 +1,103 @@
+"""One way to build a Deployment, for `vllm serve` and `ascend-doctor plan` alike.
+
+Each caller reads what the operator asked for from its own source (vLLM's VllmConfig,
+or the `vllm serve` arguments the doctor parsed) into a `Requested`; everything else
+the plan looks at comes from here: the environment variables through the Environment
+port and what the model files say through the ModelFiles port. So both reach the same
+verdict from the same inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from attrs import evolve, field, frozen
+
+from ascend_core.deployment import (
+    CacheSettings,
+    CompilationSettings,
+    CompileMode,
+    Deployment,
+    GraphMode,
+    KvTransferRole,
+    ModelFacts,
+    ParallelSettings,
+    SpeculativeSettings,
+)
+from ascend_core.env_registry import read_env
+from ascend_core.quantization import QuantMethod, detect_quantization
+from ports.device import ChipFamily, DeviceKind
+from ports.environment import Environment
+from ports.model_files import ModelFiles
+
+# The variables outside VLLM_ASCEND_* that the plan reads.
+LAUNCH_BLOCKING = "ASCEND_LAUNCH_BLOCKING"
+NPU_ALLOC_CONF = "PYTORCH_NPU_ALLOC_CONF"
+OMP_NUM_THREADS = "OMP_NUM_THREADS"
+
+
+def _frozen_mapping(raw: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(raw or {}))
+
+
+@frozen
+class Requested:
+    """What the operator asked for: `vllm serve`'s options, as plain data."""
+
+    parallel: ParallelSettings = field(factory=ParallelSettings)
+    speculative: SpeculativeSettings = field(factory=SpeculativeSettings)
+    compilation: CompilationSettings = field(factory=CompilationSettings)
+    cache: CacheSettings = field(factory=CacheSettings)
+    kv_transfer_role: KvTransferRole | None = None
+    additional_config: Mapping[str, Any] = field(
+        factory=dict, converter=_frozen_mapping, eq=False, hash=False
+    )
+    user_quantization: str | None = None  # --quantization as given
+    lora: bool = False  # --enable-lora
+
+
+def files_say(files: ModelFiles | None) -> QuantMethod:
+    """The quantization the model files describe (raises QuantizationError on a bad export)."""
+    if files is None:
+        return QuantMethod.NONE
+    return detect_quantization(files, None).files_say
+
+
+def build_deployment(
+    model: ModelFacts,
+    kind: DeviceKind,
+    chip_family: ChipFamily,
+    requested: Requested,
+    env: Environment,
+    detected: QuantMethod,
+    host_cpus: int | None,
+) -> Deployment:
+    """The Deployment the core plans for."""
+    comp = requested.compilation
+    settings = read_env(env)
+    parallel = evolve(requested.parallel, sequence_parallel=settings.enable_flashcomm1)
+    if comp.enforce_eager:
+        # vLLM turns enforce_eager into "-cc.mode=none -cc.cudagraph_mode=none" before any
+        # platform hook runs; stated here so both callers hand the plan the same values.
+        comp = evolve(comp, mode=CompileMode.NONE, graph_mode=GraphMode.NONE)
+    return Deployment(
+        model=model,
+        chip_family=chip_family,
+        device_kind=kind,
+        parallel=parallel,
+        speculative=requested.speculative,
+        compilation=comp,
+        cache=requested.cache,
+        kv_transfer_role=requested.kv_transfer_role,
+        additional_config=requested.additional_config,
+        user_quantization=requested.user_quantization,
+        detected_quantization=detected,
+        launch_blocking=(env.get(LAUNCH_BLOCKING) or "").strip() == "1",
+        npu_alloc_conf=env.get(NPU_ALLOC_CONF),
+        omp_num_threads=env.get(OMP_NUM_THREADS),
+        host_cpus=host_cpus,
+        lora=requested.lora,
+        training_consistency=settings.training_consistency,
+    )

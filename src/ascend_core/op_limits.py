@@ -1,0 +1,105 @@
+"""Documented limits of the torch_npu ops the NPU adapter calls, checked at plan time.
+
+From torch_npu 2.14.0's op docs (torch_npu/_op_plugin_docs.py) for
+`npu_fused_infer_attention_score` with a paged KV cache in the BSH layout, the call the
+NPU adapter makes for MHA/GQA. The plan, `ascend-doctor plan` and `vllm serve` refuse
+the same configurations here, before weights load, instead of at the first prefill.
+The adapter's ops read the same constants.
+"""
+
+from __future__ import annotations
+
+from ascend_core.deployment import Deployment
+from ascend_core.errors import ConfigError
+from ports.device import DeviceKind
+
+# Query (and so model) dtypes the op takes without int8 quantization parameters.
+ATTENTION_DTYPES = ("float16", "bfloat16")
+# Paged KV with more than one query token per sequence (prefill, chunked prefill):
+# block_size a multiple of 128 in [128, 512]. With one query token (decode): a multiple
+# of 16 up to 512. A served model prefills, so the first rule binds.
+PREFILL_BLOCK_MULTIPLE = 128
+DECODE_BLOCK_MULTIPLE = 16
+MAX_BLOCK_SIZE = 512
+MAX_HEAD_SIZE = 512  # D <= 512
+HEAD_SIZE_ALIGNMENT = 16  # D 16-aligned for fp16/bf16 inputs
+MAX_QUERY_HEADS = 256  # N <= 256
+MAX_HIDDEN_PER_ROW = 65535  # N*D < 65535 in BSH; KV_N*D <= 65535 for a (blocks, size, H) cache
+MAX_GQA_RATIO = 64  # num_heads / num_key_value_heads, which must divide evenly
+
+_OP = "npu_fused_infer_attention_score"
+
+
+def uses_paged_mha_op(deployment: Deployment) -> bool:
+    """Whether attention goes through the op these limits describe (MHA/GQA on an NPU)."""
+    return deployment.device_kind is DeviceKind.NPU and not deployment.model.use_mla
+
+
+def block_size_error(block_size: int, decode_only: bool) -> str | None:
+    """Why the op refuses this paged block size, or None when it takes it."""
+    multiple = DECODE_BLOCK_MULTIPLE if decode_only else PREFILL_BLOCK_MULTIPLE
+    if block_size % multiple or not multiple <= block_size <= MAX_BLOCK_SIZE:
+        return (
+            f"{'decode' if decode_only else 'prefill'} with a paged KV cache needs a multiple "
+            f"of {multiple} up to {MAX_BLOCK_SIZE}"
+        )
+    return None
+
+
+def attention_limit_errors(deployment: Deployment) -> tuple[ConfigError, ...]:
+    """Every documented limit the deployment's MHA/GQA attention breaks on an NPU, besides
+    the block size (the block-size step asks `block_size_error`)."""
+    model = deployment.model
+    if not uses_paged_mha_op(deployment):
+        return ()
+    tp = deployment.parallel.tp
+    arch = model.architecture
+    errors: list[ConfigError] = []
+    if model.dtype not in ATTENTION_DTYPES:
+        errors.append(
+            ConfigError(
+                f"model_config.dtype={model.dtype} (--dtype): {_OP} takes float16 or bfloat16 "
+                f"queries only, so {arch} cannot be served on an NPU in {model.dtype}.",
+                "Use --dtype bfloat16 (or float16).",
+            )
+        )
+    d = model.head_size
+    if d > MAX_HEAD_SIZE or d % HEAD_SIZE_ALIGNMENT:
+        errors.append(
+            ConfigError(
+                f"{arch} has head_size {d}: {_OP} takes a head size up to {MAX_HEAD_SIZE} "
+                f"that is a multiple of {HEAD_SIZE_ALIGNMENT} (for float16/bfloat16).",
+                "This model's attention cannot run on the NPU kernels; serve it on the host "
+                "device (VLLM_ASCEND_DEVICE=cpu) or choose another model.",
+            )
+        )
+    q_heads = max(1, model.num_attention_heads // tp)
+    kv_heads = max(1, model.num_kv_heads // tp)
+    if q_heads > MAX_QUERY_HEADS or q_heads * d >= MAX_HIDDEN_PER_ROW:
+        errors.append(
+            ConfigError(
+                f"{arch} has {q_heads} query heads of size {d} per device at "
+                f"tensor_parallel_size={tp}: {_OP} takes at most {MAX_QUERY_HEADS} heads and "
+                f"heads x head_size below {MAX_HIDDEN_PER_ROW} in its BSH layout.",
+                "Raise --tensor-parallel-size so each device holds fewer heads.",
+            )
+        )
+    if kv_heads * d > MAX_HIDDEN_PER_ROW:
+        errors.append(
+            ConfigError(
+                f"{arch} has {kv_heads} KV heads of size {d} per device: a paged cache laid out "
+                f"as (blocks, block_size, KV heads x head_size) must stay within "
+                f"{MAX_HIDDEN_PER_ROW} per row for {_OP}.",
+                "Raise --tensor-parallel-size so each device holds fewer KV heads.",
+            )
+        )
+    if q_heads % kv_heads or q_heads // kv_heads > MAX_GQA_RATIO:
+        errors.append(
+            ConfigError(
+                f"{arch} has {q_heads} query heads over {kv_heads} KV heads per device at "
+                f"tensor_parallel_size={tp}: {_OP} needs the query heads to be a multiple of "
+                f"the KV heads, at most {MAX_GQA_RATIO} per KV head.",
+                "Choose a --tensor-parallel-size that divides both head counts.",
+            )
+        )
+    return tuple(errors)

@@ -1,0 +1,22 @@
+"""Steps: the support matrix's refusals (run first) and the NPU ops' documented limits."""
+
+from __future__ import annotations
+
+from ascend_core.deployment import Deployment
+from ascend_core.op_limits import attention_limit_errors
+from ascend_core.plan.result import Draft
+from ascend_core.support import refusals
+
+
+def check_support(deployment: Deployment, draft: Draft) -> Draft:
+    """Refuse, before any weight loads, every feature the serving device lacks."""
+    for error in refusals(deployment):
+        draft = draft.fail(error)
+    return draft
+
+
+def check_op_limits(deployment: Deployment, draft: Draft) -> Draft:
+    """What the NPU attention op documents it refuses (the block size: decide_block_size)."""
+    for error in attention_limit_errors(deployment):
+        draft = draft.fail(error)
+    return draft

@@ -1,0 +1,55 @@
+"""Which features a deployment uses, and the matrix's refusals for its device."""
+
+from __future__ import annotations
+
+from ascend_core.deployment import Deployment
+from ascend_core.errors import UnsupportedFeatureError
+from ascend_core.support.features import Feature, speculative_feature
+from ascend_core.support.matrix import Refused, verdict
+
+_DEVICE_NAMES = {"cpu": "the host device", "npu": "an Ascend NPU"}
+
+
+def features_of(deployment: Deployment) -> tuple[Feature, ...]:
+    """Every feature of the matrix that this deployment uses, in the enum's order."""
+    m = deployment.model
+    used = {
+        Feature.MLA: m.use_mla and not m.use_sparse and not m.compressed_attention,
+        Feature.SPARSE_MLA: m.use_sparse and not m.compressed_attention,
+        Feature.COMPRESSED_MLA: m.compressed_attention,
+        Feature.MOE: m.is_moe,
+        Feature.SLIDING_WINDOW: m.sliding_window,
+        Feature.ATTENTION_SINKS: m.attention_sinks,
+        Feature.HYBRID: m.hybrid,
+        Feature.ENCODER_DECODER: m.encoder_decoder,
+        Feature.MULTIMODAL: m.multimodal,
+        Feature.LORA: deployment.lora,
+        Feature.SLEEP_MODE: deployment.cache.enable_sleep_mode,
+        Feature.BATCH_INVARIANT: deployment.training_consistency,
+    }
+    method = deployment.speculative.method
+    found = [f for f, on in used.items() if on]
+    if method:
+        found.append(speculative_feature(method))
+    order = list(Feature)
+    return tuple(sorted(found, key=order.index))
+
+
+def refusals(deployment: Deployment) -> tuple[UnsupportedFeatureError, ...]:
+    """One typed error per feature the serving device does not serve."""
+    device = deployment.device_kind
+    where = _DEVICE_NAMES.get(device.value, device.value)
+    out = []
+    for feature in features_of(deployment):
+        v = verdict(feature, device)
+        if isinstance(v, Refused):
+            out.append(
+                UnsupportedFeatureError(
+                    f"{deployment.model.architecture} uses {feature.value}, which this build "
+                    f"of the Ascend plugin does not serve on {where}: {v.reason}.",
+                    f"{v.instead}.",
+                    feature=feature.name,
+                    device=device.value,
+                )
+            )
+    return tuple(out)

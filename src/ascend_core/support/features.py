@@ -1,0 +1,50 @@
+"""The model and serving features the support matrix has a verdict on."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Feature(enum.Enum):
+    """A feature a deployment may use; the value is how messages name it."""
+
+    MLA = "multi-head latent attention (MLA)"
+    SPARSE_MLA = "sparse MLA with an indexer (DSA, DeepSeek-V3.2)"
+    COMPRESSED_MLA = "compressed MLA with an indexer (DeepSeek-V4)"
+    MOE = "mixture of experts (fused MoE)"
+    SLIDING_WINDOW = "sliding-window attention"
+    ATTENTION_SINKS = "attention sinks"
+    HYBRID = "hybrid attention with mamba/linear-attention layers"
+    ENCODER_DECODER = "an encoder-decoder architecture"
+    MULTIMODAL = "a multimodal (vision/audio) tower"
+    LORA = "LoRA adapters (--enable-lora)"
+    SLEEP_MODE = "sleep mode (--enable-sleep-mode)"
+    BATCH_INVARIANT = "batch-invariant attention (VLLM_ASCEND_TRAINING_CONSISTENCY=1)"
+    SPEC_NGRAM = "speculative decoding: ngram"
+    SPEC_SUFFIX = "speculative decoding: suffix"
+    SPEC_EAGLE = "speculative decoding: eagle"
+    SPEC_EAGLE3 = "speculative decoding: eagle3"
+    SPEC_MTP = "speculative decoding: mtp"
+    SPEC_MEDUSA = "speculative decoding: medusa"
+    SPEC_DRAFT_MODEL = "speculative decoding: draft model"
+    SPEC_OTHER = "speculative decoding: any other method"
+
+
+# vLLM's speculative_config.method names -> the feature; methods ending in "_mtp"
+# (deepseek_mtp, qwen3_next_mtp, ...) are MTP.
+SPECULATIVE_METHODS: dict[str, Feature] = {
+    "ngram": Feature.SPEC_NGRAM,
+    "suffix": Feature.SPEC_SUFFIX,
+    "eagle": Feature.SPEC_EAGLE,
+    "eagle3": Feature.SPEC_EAGLE3,
+    "mtp": Feature.SPEC_MTP,
+    "medusa": Feature.SPEC_MEDUSA,
+    "draft_model": Feature.SPEC_DRAFT_MODEL,
+}
+
+
+def speculative_feature(method: str) -> Feature:
+    name = method.strip().lower()
+    if name in SPECULATIVE_METHODS:
+        return SPECULATIVE_METHODS[name]
+    return Feature.SPEC_MTP if name.endswith("_mtp") else Feature.SPEC_OTHER

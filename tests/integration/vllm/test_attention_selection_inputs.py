@@ -1,0 +1,61 @@
+"""Every input of the core's attention decision reaches it from what vLLM hands the
+platform: the selector config's flags, VLLM_ASCEND_TRAINING_CONSISTENCY (or vLLM's own
+batch-invariant switch) and the compressed-MLA fact of the model being served."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+import torch
+
+from adapters.vllm.attention.backend import BACKEND_PATH
+from adapters.vllm.attention.selection import backend_path
+from ascend_core.errors import BackendSelectionError
+from ports.device import ChipFamily, DeviceKind
+from unit.core.plan_fixtures import dense_model, mla_model
+
+
+def _selector(**flags: bool):  # type: ignore[no-untyped-def]
+    from vllm.v1.attention.selector import AttentionSelectorConfig
+
+    return AttentionSelectorConfig(
+        head_size=64, dtype=torch.bfloat16, kv_cache_dtype="auto", block_size=128, **flags
+    )
+
+
+def test_plain_mha_gets_the_paged_backend_on_both_devices() -> None:
+    assert backend_path(_selector(), DeviceKind.CPU, ChipFamily.HOST) == BACKEND_PATH
+    assert backend_path(_selector(), DeviceKind.NPU, ChipFamily.A2) == BACKEND_PATH
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "flags"),
+    [({"training_consistency": True}, {}), ({}, {"use_batch_invariant": True})],
+    ids=["VLLM_ASCEND_TRAINING_CONSISTENCY", "vllm use_batch_invariant"],
+)
+def test_training_consistency_reaches_the_decision(kwargs, flags) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(BackendSelectionError, match="batch_invariant"):
+        backend_path(_selector(**flags), DeviceKind.NPU, ChipFamily.A2, **kwargs)
+    # On the host the table refuses it outright (the backend is NPU-only).
+    with pytest.raises(BackendSelectionError, match="A2/A3/A5 NPUs only"):
+        backend_path(_selector(**flags), DeviceKind.CPU, ChipFamily.HOST, **kwargs)
+
+
+def test_compressed_mla_reaches_the_decision_from_the_models_facts() -> None:
+    model = attrs.evolve(mla_model(), compressed_attention=True, index_topk=512)
+    with pytest.raises(BackendSelectionError, match="compressed_mla"):
+        backend_path(_selector(use_mla=True), DeviceKind.NPU, ChipFamily.A2, model=model)
+    with pytest.raises(BackendSelectionError, match="sparse_mla"):
+        backend_path(
+            _selector(use_mla=True, use_sparse=True),
+            DeviceKind.NPU,
+            ChipFamily.A2,
+            model=attrs.evolve(mla_model(), index_topk=512),
+        )
+
+
+def test_the_models_name_is_in_a_refusal() -> None:
+    with pytest.raises(BackendSelectionError, match="Qwen3ForCausalLM"):
+        backend_path(
+            _selector(use_mla=True), DeviceKind.CPU, ChipFamily.HOST, model=dense_model()
+        )

@@ -1,0 +1,163 @@
+"""`ascend-doctor plan` and `vllm serve` build the same Deployment from the same arguments.
+
+For each argv, the doctor's path (vLLM's own `vllm serve` parser -> ServeArgs ->
+adapters.doctor.plan.config.build_deployment) and the serving path (the same parser ->
+EngineArgs -> VllmConfig, whose check_and_update_config builds the Deployment our
+platform plans with) are compared field by field. Every input the core reads from the
+config is varied by at least one case, so an input that one side leaves at its default
+fails here. (Sleep mode is left out: vLLM refuses it before any platform hook runs; the
+doctor/serve agreement table covers it.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import attrs
+import pytest
+
+from adapters.container import container
+from adapters.doctor.plan.config import build_deployment
+from adapters.doctor.plan.model import Target, read_model
+from adapters.doctor.serve_args import ServeArgs
+from adapters.system.model_files import LocalModelFiles
+from adapters.vllm import planning
+from adapters.vllm.doctor_args import _serve_parser, parse_serve_args
+from ascend_core.deployment import Deployment, ModelFacts
+from ascend_core.deployment_builder import files_say
+from ports.device import ChipFamily, DeviceKind
+
+HOST = Target(DeviceKind.CPU, ChipFamily.HOST, 8 << 30, 1, "test")
+
+# (argv after the model, extra environment). Each row changes inputs the core reads.
+CASES: list[tuple[list[str], dict[str, str]]] = [
+    ([], {}),
+    (["--enforce-eager", "--block-size", "64", "--max-model-len", "256"], {}),
+    (["--no-enable-prefix-caching", "--kv-cache-dtype", "auto", "--dtype", "float32"], {}),
+    (["--disable-custom-all-reduce", "--tensor-parallel-size", "1"], {}),
+    (["--compilation-config", json.dumps({"cudagraph_mode": "NONE", "mode": 0})], {}),
+    (["--compilation-config", json.dumps({"custom_ops": ["-rms_norm"]})], {}),
+    (["--compilation-config", json.dumps({"cudagraph_capture_sizes": [1, 2, 4]})], {}),
+    (["--quantization", "fp8"], {}),
+    (["--enable-lora"], {}),
+    (["--additional-config", json.dumps({"enable_cpu_binding": False})], {}),
+    ([], {"ASCEND_LAUNCH_BLOCKING": "1", "PYTORCH_NPU_ALLOC_CONF": "max_split_size_mb:64"}),
+    ([], {"OMP_NUM_THREADS": "1"}),
+    ([], {"VLLM_ASCEND_TRAINING_CONSISTENCY": "1"}),
+    (["--model-files", "modelslim"], {}),  # the model with a ModelSlim description
+]
+
+
+@pytest.fixture(scope="module")
+def modelslim_dir(model_dirs: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The tiny Qwen3's files plus a ModelSlim description (nothing is loaded)."""
+    import shutil
+
+    out = tmp_path_factory.mktemp("modelslim") / "tiny-qwen3-w8a8"
+    shutil.copytree(model_dirs["qwen3"], out)
+    names = [h.name for h in LocalModelFiles(str(out)).tensor_headers()]
+    description = {"model_quant_type": "W8A8", "version": "1.0.0"}
+    description.update({n: "FLOAT" for n in names})
+    (out / "quant_model_description.json").write_text(json.dumps(description))
+    return str(out)
+
+
+def _argv(extra: list[str], model_dirs: dict[str, str], modelslim: str) -> list[str]:
+    if extra[:2] == ["--model-files", "modelslim"]:
+        return [modelslim, *extra[2:]]
+    return [model_dirs["qwen3"], *extra]
+
+
+def _doctor_deployment(argv: list[str]) -> Deployment:
+    args = ServeArgs.from_parsed(parse_serve_args(argv))
+    files = LocalModelFiles(args.model)
+    c = container()
+    model = read_model(files, args, c.environment())
+    assert isinstance(model, ModelFacts), model
+    return build_deployment(
+        args, model, HOST, c.environment(), files_say(files), c.host_cpus()
+    )
+
+
+def _serve_deployment(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> Deployment:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    seen: list[Deployment] = []
+    original = planning.plan_for
+
+    def spy(deployment: Deployment | None) -> Any:
+        if deployment is not None:
+            seen.append(deployment)
+        return original(deployment)
+
+    monkeypatch.setattr(planning, "plan_for", spy)
+    ns = _serve_parser().parse_args(argv)
+    ns.model = ns.model_tag or ns.model  # as `vllm serve MODEL` does
+    try:
+        AsyncEngineArgs.from_cli_args(ns).create_engine_config()
+    except Exception as exc:  # a refusal by the plan comes after the Deployment was built
+        if not seen:
+            raise AssertionError(f"vLLM refused the arguments before planning: {exc!r}") from exc
+    assert seen, "check_and_update_config never planned"
+    return seen[0]
+
+
+def _fields(d: Deployment) -> dict[str, Any]:
+    """Every field, sub-records flattened to `section.field`."""
+    out: dict[str, Any] = {}
+    for key, value in attrs.asdict(d, recurse=True).items():
+        if isinstance(value, dict) and key != "additional_config":
+            out.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            out[key] = value
+    out["additional_config"] = dict(d.additional_config)
+    return out
+
+
+@pytest.mark.parametrize(("extra", "env"), CASES, ids=[" ".join(a) or "-" for a, _ in CASES])
+def test_doctor_and_serve_build_the_same_deployment(
+    model_dirs: dict[str, str], modelslim_dir: str, extra: list[str], env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    saved = dict(os.environ)
+    try:
+        for name, value in env.items():
+            os.environ[name] = value
+        argv = _argv(extra, model_dirs, modelslim_dir)
+        doctor = _fields(_doctor_deployment(argv))
+        serve = _fields(_serve_deployment(argv, monkeypatch))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    differing = {k: (doctor[k], serve[k]) for k in doctor if doctor[k] != serve[k]}
+    assert not differing, differing
+
+
+def test_the_cases_vary_every_requested_input(
+    model_dirs: dict[str, str], modelslim_dir: str
+) -> None:
+    """The converse: each field of the serving Deployment that comes from the arguments
+    or the environment takes a non-default value in at least one case."""
+    base = _fields(_doctor_deployment([model_dirs["qwen3"]]))
+    varied: set[str] = set()
+    for extra, env in CASES:
+        saved = dict(os.environ)
+        try:
+            os.environ.update(env)
+            row = _fields(_doctor_deployment(_argv(extra, model_dirs, modelslim_dir)))
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        varied |= {key for key, value in row.items() if value != base[key]}
+    expected = {
+        "compilation.enforce_eager", "compilation.mode", "compilation.graph_mode",
+        "compilation.capture_sizes", "compilation.custom_ops", "cache.block_size",
+        "cache.enable_prefix_caching",
+        "user_quantization", "lora",
+        "additional_config", "launch_blocking", "npu_alloc_conf", "omp_num_threads",
+        "training_consistency", "detected_quantization",
+        "model.max_model_len", "model.dtype",
+    }
+    assert expected <= varied, expected - varied

@@ -1,0 +1,99 @@
+"""`ascend-doctor plan` and `vllm serve` reach the same verdict from the same inputs.
+
+Each row is a `vllm serve` argv (on the host device, as these tests run). The doctor runs
+in this process on the same container; the serving side is vLLM's own parser, then
+EngineArgs -> VllmConfig, which runs our platform's check_and_update_config. Both must
+refuse, or both accept.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from adapters.container import container
+from adapters.doctor.cli import main as doctor_main
+from adapters.vllm.doctor_args import _serve_parser
+
+TINY = "<tiny>"  # replaced by the tiny Qwen3 model directory
+
+# (id, argv after `vllm serve`, both refuse?)
+ROWS: list[tuple[str, list[str], bool]] = [
+    ("plain", [TINY], False),
+    ("additional_config not JSON", [TINY, "--additional-config", "{not json"], True),
+    ("additional_config a list", [TINY, "--additional-config", "[1,2]"], True),
+    ("additional_config bad value",
+     [TINY, "--additional-config", json.dumps({"ascend_compilation_config":
+                                               {"enable_npugraph_ex": "yes"}})], True),
+    ("additional_config unknown key", [TINY, "--additional-config", '{"enable_kv_nzz": true}'],
+     True),
+    ("max_model_len beyond the model", [TINY, "--max-model-len", "16384"], True),
+    ("max_model_len within", [TINY, "--max-model-len", "256"], False),
+    ("sleep mode", [TINY, "--enable-sleep-mode"], True),
+    ("lora", [TINY, "--enable-lora"], True),
+    ("speculative ngram",
+     [TINY, "--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 2,
+                                                "prompt_lookup_max": 3})], True),
+    ("GPU-only quantization", [TINY, "--quantization", "awq"], True),
+    ("GPU-only KV cache dtype", [TINY, "--kv-cache-dtype", "fp8"], True),
+    ("not a number", [TINY, "--tensor-parallel-size", "two"], True),
+    ("missing model directory", ["/nonexistent/model-dir"], True),
+]  # fmt: skip
+
+
+def _argv(argv: list[str], tiny: str) -> list[str]:
+    return [tiny if a == TINY else a for a in argv]
+
+
+def doctor_refuses(argv: list[str]) -> tuple[bool, str]:
+    out = io.StringIO()
+    code = doctor_main(["plan", "--json", "--", *argv], root=container(), stdout=out)
+    return code == 2, out.getvalue()
+
+
+def serve_refuses(argv: list[str]) -> tuple[bool, str]:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    saved = dict(os.environ)
+    try:
+        ns = _serve_parser().parse_args(argv)
+        ns.model = ns.model_tag or ns.model
+        AsyncEngineArgs.from_cli_args(ns).create_engine_config()
+    except (Exception, SystemExit) as exc:  # any refusal counts
+        return True, f"{type(exc).__name__}: {exc}"
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return False, ""
+
+
+@pytest.mark.parametrize(("argv", "refused"), [(a, r) for _, a, r in ROWS],
+                         ids=[i for i, _, _ in ROWS])  # fmt: skip
+def test_doctor_and_serve_agree(model_dirs: dict[str, str], argv: list[str], refused: bool) -> None:
+    argv = _argv(argv, model_dirs["qwen3"])
+    by_doctor, report = doctor_refuses(argv)
+    by_serve, error = serve_refuses(argv)
+    assert (by_doctor, by_serve) == (refused, refused), (report[-1500:], error[-1500:])
+
+
+def test_a_missing_directory_is_named_as_missing() -> None:
+    _, report = doctor_refuses(["/nonexistent/model-dir"])
+    assert "/nonexistent/model-dir does not exist" in report
+
+
+def test_plan_without_the_separator_says_how_to_call_it(capsys: pytest.CaptureFixture[str]) -> None:
+    code = doctor_main(["plan", str(Path("models/tiny-llama"))], root=container())
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "ascend-doctor plan -- models/tiny-llama" in err
+
+
+def test_max_model_len_beyond_the_config_is_refused_for_that_reason(
+    model_dirs: dict[str, str],
+) -> None:
+    _, report = doctor_refuses([model_dirs["qwen3"], "--max-model-len", "16384"])
+    assert "--max-model-len 16384 is greater than the 8192 tokens" in report

@@ -1,0 +1,46 @@
+"""Every VllmConfig path a plan's Change may name exists on the installed vLLM's config,
+and applying a change of each kind sets what it names."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from adapters.vllm.translate import apply_change
+from ascend_core.plan import fields
+from ascend_core.plan.result import Change
+
+CONFIG_PATHS = sorted(p for p in fields.ALL if not p.startswith(("env.", "additional_config.")))
+
+
+@pytest.fixture(scope="module")
+def vllm_config():  # type: ignore[no-untyped-def]
+    from vllm.config import VllmConfig
+
+    return VllmConfig()
+
+
+@pytest.mark.parametrize("path", CONFIG_PATHS)
+def test_the_path_is_a_field_of_vllm_config(vllm_config, path: str) -> None:  # type: ignore[no-untyped-def]
+    from vllm.config import ModelConfig
+
+    section, _, attr = path.partition(".")
+    assert section in type(vllm_config).__dataclass_fields__, path
+    # model_config is None until a model is given; the others are built by default.
+    cls = ModelConfig if section == "model_config" else type(getattr(vllm_config, section))
+    fields_of = getattr(cls, "__dataclass_fields__", {})
+    assert attr in fields_of, f"{path}: {cls.__name__} has no field {attr!r}"
+
+
+def test_the_rest_are_environment_variables() -> None:
+    others = sorted(fields.ALL - set(CONFIG_PATHS))
+    assert others and all(p.startswith("env.") for p in others), others
+
+
+def test_applying_a_change_sets_the_named_field(vllm_config, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    apply_change(vllm_config, Change(fields.BLOCK_SIZE, None, 128, "test"))
+    assert vllm_config.cache_config.block_size == 128
+    monkeypatch.delenv("VLLM_ASCEND_ENABLE_FLASHCOMM1", raising=False)
+    apply_change(vllm_config, Change(fields.SEQUENCE_PARALLEL, "1", "0", "test"))
+    assert os.environ["VLLM_ASCEND_ENABLE_FLASHCOMM1"] == "0"

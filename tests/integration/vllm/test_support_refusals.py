@@ -1,0 +1,68 @@
+"""Models this build does not serve are refused by the support matrix inside vLLM's own
+config building, before any weight loads: a typed error naming feature, device and what
+would serve it, never a crash deep inside vLLM (Qwen3-MoE used to end in
+`'UnquantizedFusedMoEMethod' object has no attribute 'is_monolithic'`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ascend_core.errors import PlanErrors, UnsupportedFeatureError
+
+COMMON = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 512,
+    "max_position_embeddings": 512,
+    "torch_dtype": "float32",
+    "rms_norm_eps": 1e-6,
+}
+CONFIGS = {
+    "qwen3-moe": {
+        **COMMON,
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "head_dim": 16,
+        "moe_intermediate_size": 32,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+    },
+    "deepseek-v2-lite": {
+        **COMMON,
+        "architectures": ["DeepseekV2ForCausalLM"],
+        "model_type": "deepseek_v2",
+        "kv_lora_rank": 32,
+        "q_lora_rank": None,
+        "qk_nope_head_dim": 16,
+        "qk_rope_head_dim": 8,
+        "v_head_dim": 16,
+        "moe_intermediate_size": 32,
+        "n_routed_experts": 4,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 2,
+        "first_k_dense_replace": 1,
+    },
+}
+EXPECTED = {"qwen3-moe": ["MOE"], "deepseek-v2-lite": ["MLA", "MOE"]}
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_an_unsupported_model_is_refused_while_vllm_builds_its_config(
+    tmp_path: Path, name: str
+) -> None:
+    from vllm.engine.arg_utils import EngineArgs
+
+    (tmp_path / "config.json").write_text(json.dumps(CONFIGS[name]))  # no weights at all
+    with pytest.raises(PlanErrors) as caught:
+        EngineArgs(model=str(tmp_path), enforce_eager=True).create_engine_config()
+    errors = caught.value.errors
+    assert all(isinstance(e, UnsupportedFeatureError) for e in errors), errors
+    assert [e.feature for e in errors] == EXPECTED[name]
+    assert {e.device for e in errors} == {"cpu"}
+    assert all("the host device" in e.what and e.hint for e in errors)

@@ -1,0 +1,97 @@
+"""The support matrix: every feature has a verdict per device, and the plan refuses first."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from ascend_core.deployment import SpeculativeSettings
+from ascend_core.errors import UnsupportedFeatureError
+from ascend_core.plan import plan_config
+from ascend_core.support import MATRIX, Feature, Refused, features_of, refusals, verdict
+from ascend_core.support.features import speculative_feature
+from ports.device import DeviceKind
+from unit.core.plan_fixtures import dense_model, host, mla_model, npu
+
+DEVICES = (DeviceKind.CPU, DeviceKind.NPU)
+
+# ModelFacts flag -> the feature it turns on.
+MODEL_FLAGS = {
+    "is_moe": Feature.MOE,
+    "sliding_window": Feature.SLIDING_WINDOW,
+    "attention_sinks": Feature.ATTENTION_SINKS,
+    "hybrid": Feature.HYBRID,
+    "encoder_decoder": Feature.ENCODER_DECODER,
+    "multimodal": Feature.MULTIMODAL,
+}
+
+
+@pytest.mark.parametrize("feature", list(Feature))
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_feature_has_an_explicit_verdict_with_reasons(feature: Feature, device) -> None:
+    assert (feature, device) in MATRIX
+    v = verdict(feature, device)
+    if isinstance(v, Refused):
+        assert len(v.reason) > 20 and len(v.instead) > 10
+
+
+def test_a_dense_model_uses_no_listed_feature_and_plans_on_both_devices() -> None:
+    for deployment in (host(), npu()):
+        assert features_of(deployment) == ()
+        assert plan_config(deployment).ok
+
+
+@pytest.mark.parametrize(("flag", "feature"), MODEL_FLAGS.items())
+@pytest.mark.parametrize("place", [host, npu])
+def test_each_model_feature_is_refused_with_its_name_device_and_alternative(
+    flag: str, feature: Feature, place
+) -> None:
+    deployment = place(dense_model(**{flag: True}))
+    assert features_of(deployment) == (feature,)
+    plan = plan_config(deployment)
+    error = plan.errors[0]  # the matrix speaks first
+    assert isinstance(error, UnsupportedFeatureError)
+    assert (error.feature, error.device) == (feature.name, deployment.device_kind.value)
+    assert feature.value in error.what and "Qwen3ForCausalLM" in error.what
+    where = "the host device" if deployment.device_kind is DeviceKind.CPU else "an Ascend NPU"
+    assert where in error.what
+    assert error.hint == verdict(feature, deployment.device_kind).instead + "."
+
+
+def test_mla_dsa_and_compressed_mla_are_told_apart() -> None:
+    assert features_of(host(mla_model(is_moe=False))) == (Feature.MLA,)
+    dsa = mla_model(is_moe=False, index_topk=2048)
+    assert features_of(npu(dsa)) == (Feature.SPARSE_MLA,)
+    compressed = mla_model(is_moe=False, compressed_attention=True, index_topk=512)
+    assert features_of(npu(compressed)) == (Feature.COMPRESSED_MLA,)
+    # DeepSeek-V3: MLA and MoE, each refused on its own line.
+    assert [e.feature for e in refusals(npu(mla_model()))] == ["MLA", "MOE"]
+
+
+def test_the_mla_refusal_does_not_send_the_operator_to_an_npu() -> None:
+    (error, *_) = refusals(host(mla_model()))
+    assert "either device" in error.what
+
+
+@pytest.mark.parametrize(
+    ("method", "feature"),
+    [
+        ("ngram", Feature.SPEC_NGRAM),
+        ("eagle3", Feature.SPEC_EAGLE3),
+        ("deepseek_mtp", Feature.SPEC_MTP),
+        ("MTP", Feature.SPEC_MTP),
+        ("something_new", Feature.SPEC_OTHER),
+    ],
+)
+def test_speculative_methods_map_to_features(method: str, feature: Feature) -> None:
+    assert speculative_feature(method) is feature
+    deployment = attrs.evolve(
+        host(), speculative=SpeculativeSettings(method=method, num_speculative_tokens=2)
+    )
+    assert features_of(deployment) == (feature,)
+    assert [e.feature for e in refusals(deployment)] == [feature.name]
+
+
+def test_lora_and_sleep_mode_are_deployment_features() -> None:
+    assert features_of(attrs.evolve(npu(), lora=True)) == (Feature.LORA,)
+    assert features_of(npu(cache={"enable_sleep_mode": True})) == (Feature.SLEEP_MODE,)
