@@ -62,10 +62,6 @@ class PlanErrors(AscendError):
         )
 
 
-class UnsupportedFeatureError(AscendError):
-    """The model needs a layer feature (a routing rule, an op role) the device lacks."""
-
-
 def refuse_unsupported(
     present: Mapping[str, bool], what: str, hint: str, error: type[AscendError]
 ) -> None:

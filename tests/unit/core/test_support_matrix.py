@@ -17,7 +17,6 @@ DEVICES = (DeviceKind.CPU, DeviceKind.NPU)
 
 # ModelFacts flag -> the feature it turns on.
 MODEL_FLAGS = {
-    "is_moe": Feature.MOE,
     "sliding_window": Feature.SLIDING_WINDOW,
     "attention_sinks": Feature.ATTENTION_SINKS,
     "hybrid": Feature.HYBRID,
@@ -64,13 +63,30 @@ def test_mla_dsa_and_compressed_mla_are_told_apart() -> None:
     assert features_of(npu(dsa)) == (Feature.SPARSE_MLA,)
     compressed = mla_model(is_moe=False, compressed_attention=True, index_topk=512)
     assert features_of(npu(compressed)) == (Feature.COMPRESSED_MLA,)
-    # DeepSeek-V3: MLA and MoE, each refused on its own line.
-    assert [e.feature for e in refusals(npu(mla_model()))] == ["MLA", "MOE"]
+    # DeepSeek-V3 on an NPU: MoE is served there, MLA is not (no NPU MLA ops yet).
+    assert features_of(npu(mla_model())) == (Feature.MLA, Feature.MOE)
+    assert [e.feature for e in refusals(npu(mla_model()))] == ["MLA"]
 
 
-def test_the_mla_refusal_does_not_send_the_operator_to_an_npu() -> None:
-    (error, *_) = refusals(host(mla_model()))
-    assert "either device" in error.what
+def test_mla_and_moe_are_served_on_the_host_and_moe_on_the_npu() -> None:
+    assert refusals(host(mla_model())) == ()
+    assert refusals(host(dense_model(is_moe=True))) == ()
+    assert refusals(npu(dense_model(is_moe=True))) == ()
+
+
+def test_the_npu_mla_refusal_sends_the_operator_to_the_host() -> None:
+    (error,) = refusals(npu(mla_model()))
+    assert "VLLM_ASCEND_DEVICE=cpu" in error.hint and "no MLA ops" in error.what
+
+
+@pytest.mark.parametrize("model", [mla_model(index_topk=2048),
+                                   mla_model(compressed_attention=True, index_topk=512)])
+@pytest.mark.parametrize("place", [host, npu])
+def test_sparse_and_compressed_mla_still_refuse_on_both_devices(model, place) -> None:  # type: ignore[no-untyped-def]
+    features = [e.feature for e in refusals(place(model))]
+    assert features[0] in ("SPARSE_MLA", "COMPRESSED_MLA")
+    assert all("either device" in e.what for e in refusals(place(model))
+               if e.feature != "MOE")
 
 
 @pytest.mark.parametrize(
