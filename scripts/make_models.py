@@ -64,6 +64,15 @@ SIZES: dict[str, dict[str, int]] = {
         "num_key_value_heads": 2,
         "head_dim": 32,
     },
+    "npu-mla": {  # the DeepSeek styles only, with NPU_MLA_SHAPE on top
+        "vocab_size": 4096,
+        "hidden_size": 128,
+        "intermediate_size": 384,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "head_dim": 32,
+    },
     "100m": {
         "vocab_size": 32000,
         "hidden_size": 768,
@@ -75,6 +84,17 @@ SIZES: dict[str, dict[str, int]] = {
     },
 }
 MAX_POSITIONS = 8192
+# The DeepSeek styles at the shapes torch_npu's MLA attention documents (latent 512, rope
+# 64, Q/K head size 192, V 128, 32 query heads), every layer dense; otherwise tiny. For
+# the emulated-NPU MLA runs in bf16: with MoE layers on top, a random model this wide is
+# chaotic in bf16 (transformers' own bf16 and fp32 runs disagree on the first token of 4
+# prompts in 6, measured), so MoE on the NPU is tested on Qwen3-MoE instead.
+NPU_MLA_SIZE = "npu-mla"
+NPU_MLA_SHAPE: dict[str, Any] = {
+    "num_attention_heads": 32, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128, "v_head_dim": 128, "n_routed_experts": 16,
+    "first_k_dense_replace": 3,  # = MOE_LAYERS: no MoE layer
+}
 
 # What the MoE styles add to a size's shape (tiny and small only: these models test
 # routing and the latent cache, not speed). Expert and latent sizes are small but keep
@@ -141,6 +161,8 @@ def make_model(
         raise ValueError(f"style {style!r} is not one of {STYLES}")
     if size not in SIZES:
         raise ValueError(f"size {size!r} is not one of {tuple(SIZES)}")
+    if size == NPU_MLA_SIZE and not style.startswith("deepseek"):
+        raise ValueError(f"size {size!r} is for the DeepSeek styles (MLA), not {style!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
     out = Path(out_dir).resolve()
@@ -193,7 +215,7 @@ def _build(out: Path, style: str, size: str, seed: int, dtype: str) -> None:
     tokenizer.save_pretrained(str(out))
     vocab = len(tokenizer)
     ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in SPECIAL_TOKENS}
-    config = _config(style, shape, vocab, ids)
+    config = _config(style, shape, vocab, ids, size)
 
     from transformers import AutoModelForCausalLM, GenerationConfig
     from transformers.utils import logging as hf_logging
@@ -225,7 +247,9 @@ def _seeded(seed: int) -> Iterator[None]:
         yield
 
 
-def _config(style: str, shape: dict[str, int], vocab: int, ids: dict[str, int]) -> Any:
+def _config(
+    style: str, shape: dict[str, int], vocab: int, ids: dict[str, int], size: str = "tiny"
+) -> Any:
     from transformers import LlamaConfig, Qwen3Config
 
     family = TOKENIZER_FAMILY[style]
@@ -241,7 +265,7 @@ def _config(style: str, shape: dict[str, int], vocab: int, ids: dict[str, int]) 
         "initializer_range": 0.02,
     }
     if style in MOE_STYLES:
-        return _moe_config(style, common)
+        return _moe_config(style, common, size)
     if style == "llama":
         return LlamaConfig(
             **common, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}
@@ -253,10 +277,12 @@ def _config(style: str, shape: dict[str, int], vocab: int, ids: dict[str, int]) 
     )
 
 
-def _moe_config(style: str, common: dict[str, Any]) -> Any:
+def _moe_config(style: str, common: dict[str, Any], size: str) -> Any:
     from transformers import DeepseekV2Config, DeepseekV3Config, Qwen3MoeConfig
 
     fields = {**common, **MOE_SHAPES[style]}
+    if size == NPU_MLA_SIZE:
+        fields.update(NPU_MLA_SHAPE)
     if style == "qwen3_moe":
         return Qwen3MoeConfig(
             **fields,

@@ -60,15 +60,6 @@ def _lazy(target: str, *args: Any) -> Any:
     return getattr(importlib.import_module(module), name)(*args)
 
 
-def _missing_role(role: str) -> Any:
-    from ascend_core.errors import UnsupportedFeatureError
-
-    raise UnsupportedFeatureError(
-        f"The NPU adapter has no {role} ops yet; the model needs them.",
-        "serve this model on the host device (VLLM_ASCEND_DEVICE=cpu)",
-    )
-
-
 class Container(containers.DeclarativeContainer):
     """Production wiring; one instance per process (see `container()`)."""
 
@@ -103,8 +94,7 @@ class Container(containers.DeclarativeContainer):
         npu=providers.Singleton(_lazy, "adapters.npu.ops:NpuOps", torch_npu),
         cpu=providers.Singleton(_lazy, "adapters.cpu.ops:CpuOps"),
     )
-    # Op roles beyond the dense ones (ports/moe.py, ports/mla.py). A role the NPU adapter
-    # does not have yet raises when asked for, naming it.
+    # Op roles beyond the dense ones (ports/moe.py, ports/mla.py).
     moe_ops = providers.Selector(
         serving_kind,
         npu=providers.Singleton(_lazy, "adapters.npu.moe:NpuMoeOps", torch_npu),
@@ -112,7 +102,7 @@ class Container(containers.DeclarativeContainer):
     )
     mla_ops = providers.Selector(
         serving_kind,
-        npu=providers.Singleton(_missing_role, "MLA (ports.mla.MlaOps)"),
+        npu=providers.Singleton(_lazy, "adapters.npu.mla:NpuMlaOps", torch_npu),
         cpu=providers.Singleton(_lazy, "adapters.cpu.mla:CpuMlaOps"),
     )
     runtime = providers.Selector(

@@ -1,8 +1,9 @@
 """MLA ops: the paged latent cache, prefill over expanded keys/values, absorbed decode.
 
-A latent cache is [num_blocks, block_size, L + R]: per token the compressed KV
-(kv_lora_rank L) then the rope key shared by all heads (qk_rope_head_dim R).
-N query heads; T tokens; B sequences.
+A latent cache is two planes with the same paging: `latent` [num_blocks, block_size, L]
+(the compressed KV, kv_lora_rank L) and `rope` [num_blocks, block_size, R] (the rope key
+shared by all heads, qk_rope_head_dim R), each contiguous, as torch_npu's MLA attention
+takes them. N query heads; T tokens; B sequences.
 """
 
 from __future__ import annotations
@@ -10,26 +11,41 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING
 
+from attrs import frozen
+
 if TYPE_CHECKING:
     import torch
 
 
+@frozen
+class LatentCache:
+    """One layer's latent cache: the two planes, paged alike."""
+
+    latent: torch.Tensor  # [num_blocks, block_size, L]
+    rope: torch.Tensor  # [num_blocks, block_size, R]
+
+
 class MlaOps(abc.ABC):
     """The MLA role of a device adapter."""
+
+    def check(self, num_heads: int, latent_dim: int, rope_dim: int, qk_dim: int,  # noqa: B027
+              v_dim: int, block_size: int, dtype_name: str) -> None:
+        """Raise UnsupportedFeatureError (with the limit) for MLA shapes this device's ops
+        cannot run; called when an MLA layer is built, before weights load. Default: all."""
 
     @abc.abstractmethod
     def write_latent_cache(
         self,
         latent: torch.Tensor,
         rope_key: torch.Tensor,
-        cache: torch.Tensor,
+        cache: LatentCache,
         slot_mapping: torch.Tensor,
     ) -> None:
-        """Store latent [T, L] and rope_key [T, R] at flat slots; -1 skips. In place."""
+        """Store latent [T, L] and rope_key [T, R] (or [T, 1, R]) at flat slots; -1 skips."""
 
     @abc.abstractmethod
     def gather_latent(
-        self, cache: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor
+        self, cache: LatentCache, block_table: torch.Tensor, seq_lens: torch.Tensor
     ) -> torch.Tensor:
         """[sum(seq_lens), L + R]: positions 0 .. seq_len - 1 of each sequence, concatenated.
 
@@ -58,7 +74,7 @@ class MlaOps(abc.ABC):
         self,
         query_latent: torch.Tensor,
         query_rope: torch.Tensor,
-        cache: torch.Tensor,
+        cache: LatentCache,
         block_table: torch.Tensor,
         seq_lens: torch.Tensor,
         scale: float,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ports.mla import MlaOps
+from ports.mla import LatentCache, MlaOps
 
 _F32 = torch.float32
 
@@ -20,30 +20,34 @@ class CpuMlaOps(MlaOps):
         self,
         latent: torch.Tensor,
         rope_key: torch.Tensor,
-        cache: torch.Tensor,
+        cache: LatentCache,
         slot_mapping: torch.Tensor,
     ) -> None:
         """Padding tokens past len(slot_mapping) are ignored; values take the cache dtype."""
         slots = slot_mapping.reshape(-1).long()
         n = slots.shape[0]
-        rows = torch.cat((latent[:n].reshape(n, -1), rope_key[:n].reshape(n, -1)), dim=-1)
+        latent, rope_key = latent[:n].reshape(n, -1), rope_key[:n].reshape(n, -1)
         valid = slots >= 0
         if not bool(valid.all()):
             keep = valid.nonzero().squeeze(1)
-            slots, rows = slots.index_select(0, keep), rows.index_select(0, keep)
-        block_size = cache.shape[1]
+            slots = slots.index_select(0, keep)
+            latent, rope_key = latent.index_select(0, keep), rope_key.index_select(0, keep)
+        block_size = cache.latent.shape[1]
         blocks = torch.div(slots, block_size, rounding_mode="floor")
-        # Two-index index_put_ writes through any strided view of the cache.
-        cache.index_put_((blocks, slots - blocks * block_size), rows.to(cache.dtype))
+        at = (blocks, slots - blocks * block_size)
+        # Two-index index_put_ writes through any strided view of the planes.
+        cache.latent.index_put_(at, latent.to(cache.latent.dtype))
+        cache.rope.index_put_(at, rope_key.to(cache.rope.dtype))
 
     def gather_latent(
-        self, cache: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor
+        self, cache: LatentCache, block_table: torch.Tensor, seq_lens: torch.Tensor
     ) -> torch.Tensor:
         lens = seq_lens.long()
         seq_of, pos = _ragged_positions(lens)
-        block_size = cache.shape[1]
+        block_size = cache.latent.shape[1]
         blocks = block_table.long()[seq_of, torch.div(pos, block_size, rounding_mode="floor")]
-        return cache[blocks, pos % block_size]
+        at = (blocks, pos % block_size)
+        return torch.cat((cache.latent[at], cache.rope[at]), dim=-1)
 
     def prefill_attention(
         self,
@@ -80,7 +84,7 @@ class CpuMlaOps(MlaOps):
         self,
         query_latent: torch.Tensor,
         query_rope: torch.Tensor,
-        cache: torch.Tensor,
+        cache: LatentCache,
         block_table: torch.Tensor,
         seq_lens: torch.Tensor,
         scale: float,
@@ -89,7 +93,7 @@ class CpuMlaOps(MlaOps):
         lens = seq_lens.long()
         latent_dim = query_latent.shape[-1]
         max_len = int(lens.max())
-        block_size = cache.shape[1]
+        block_size = cache.latent.shape[1]
         pos = torch.arange(max_len)
         valid = pos[None, :] < lens[:, None]
         blocks = block_table.long().index_select(
@@ -98,7 +102,8 @@ class CpuMlaOps(MlaOps):
         # Positions past a sequence's end read its first row (written, so finite).
         blocks = torch.where(valid, blocks, blocks[:, :1])
         offsets = torch.where(valid, pos % block_size, 0)
-        rows = cache[blocks, offsets].to(_F32)  # [B, max_len, L + R]
+        at = (blocks, offsets)
+        rows = torch.cat((cache.latent[at], cache.rope[at]), dim=-1).to(_F32)  # [B, len, L+R]
         query = torch.cat((query_latent, query_rope), dim=-1).to(_F32)  # [B, N, L + R]
         scores = torch.bmm(query, rows.transpose(1, 2)) * scale  # [B, N, max_len]
         scores = scores.masked_fill(~valid[:, None, :], float("-inf"))

@@ -87,6 +87,15 @@ def main(device: str, model: str) -> None:
         "runs": runs,
         "cached_tokens": cached,
         "calls": sorted({name for name, _, _ in torch_npu.calls}) if torch_npu else [],
+        # How the attention op was called: (input_layout, with rope inputs, sparse_mode).
+        "attention_calls": sorted(
+            {
+                (b["input_layout"], b["query_rope"] is not None, b["sparse_mode"])
+                for b in torch_npu.calls_of("npu_fused_infer_attention_score")
+            }
+        )
+        if torch_npu
+        else [],
         "sparse_modes": sorted(
             {b["sparse_mode"] for b in torch_npu.calls_of("npu_fused_infer_attention_score")}
         )

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from adapters.cpu.mla import CpuMlaOps
+from ports.mla import LatentCache
 from support import reference_moe_mla as ref
 
 OPS = CpuMlaOps()
@@ -33,6 +34,19 @@ def _table(seq_lens: list[int], num_blocks: int, gen: torch.Generator) -> torch.
     return table
 
 
+def _cache(num_blocks: int, dtype: torch.dtype) -> LatentCache:
+    """NaN everywhere, so a read of an unwritten row shows."""
+    return LatentCache(
+        torch.full((num_blocks, BLOCK, LATENT), float("nan"), dtype=dtype),
+        torch.full((num_blocks, BLOCK, ROPE), float("nan"), dtype=dtype),
+    )
+
+
+def _dense(cache: LatentCache) -> torch.Tensor:
+    """The planes side by side, [num_blocks, block_size, L + R], for the oracle."""
+    return torch.cat((cache.latent, cache.rope), dim=-1)
+
+
 def _slots(table: torch.Tensor, seq_lens: list[int]) -> torch.Tensor:
     return torch.tensor(
         [
@@ -48,7 +62,7 @@ def test_write_then_gather_round_trips_and_skips_padding(
     dtype: torch.dtype, gen: torch.Generator
 ) -> None:
     seq_lens = [5, 40, 17]
-    cache = torch.full((12, BLOCK, LATENT + ROPE), float("nan"), dtype=dtype)
+    cache = _cache(12, dtype)
     table = _table(seq_lens, 12, gen)
     slots = _slots(table, seq_lens)
     n = slots.shape[0]
@@ -81,7 +95,7 @@ def test_prefill_attention_matches_the_oracle(dtype: torch.dtype, gen: torch.Gen
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_latent_decode_matches_the_oracle(dtype: torch.dtype, gen: torch.Generator) -> None:
     seq_lens = [1, 33, 70, 16]
-    cache = torch.full((20, BLOCK, LATENT + ROPE), float("nan"), dtype=dtype)
+    cache = _cache(20, dtype)
     table = _table(seq_lens, 20, gen)
     slots = _slots(table, seq_lens)
     OPS.write_latent_cache(
@@ -94,5 +108,5 @@ def test_latent_decode_matches_the_oracle(dtype: torch.dtype, gen: torch.Generat
     q_rope = torch.randn(4, HEADS, ROPE, generator=gen).to(dtype)
     got = OPS.latent_decode(q_lat, q_rope, cache, table, torch.tensor(seq_lens), 0.15)
     assert got.dtype == dtype and got.shape == (4, HEADS, LATENT)
-    want = ref.latent_decode(q_lat, q_rope, cache, table.tolist(), seq_lens, 0.15)
+    want = ref.latent_decode(q_lat, q_rope, _dense(cache), table.tolist(), seq_lens, 0.15)
     torch.testing.assert_close(got.double(), want, **TOL[dtype])

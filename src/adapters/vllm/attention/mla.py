@@ -17,7 +17,8 @@ from vllm.v1.attention.backends.mla.prefill.base import MLAPrefillBackend
 
 from adapters.container import container
 from adapters.vllm.attention.mla_metadata import MlaMetadata, MlaMetadataBuilder
-from ascend_core.errors import BackendSelectionError, refuse_unsupported
+from ascend_core.errors import BackendSelectionError, ConfigError, refuse_unsupported
+from ports.mla import LatentCache
 
 if TYPE_CHECKING:
     from vllm.model_executor.layers.linear import ColumnParallelLinear
@@ -28,11 +29,9 @@ MLA_PREFILL_PATH = "adapters.vllm.attention.mla.MlaPrefillQuery"
 
 
 class MlaAttentionBackend(AttentionBackend):
-    """Latent cache [num_blocks, block_size, kv_lora_rank + qk_rope_head_dim], one slot.
-
-    That is vLLM's MLAAttentionSpec as it stands (one KV head, head_size L + R, no
-    separate V), so KV bytes per token per layer = (L + R) x dtype size.
-    """
+    """vLLM's MLAAttentionSpec as it stands (one KV head, head_size L + R, no separate V),
+    so KV bytes per token per layer = (L + R) x dtype size; the impl reads each layer's
+    allocation as two planes (latent_planes)."""
 
     supported_dtypes: ClassVar[list[torch.dtype]] = [torch.float32, torch.bfloat16, torch.float16]
     supported_kv_cache_dtypes: ClassVar[list] = ["auto"]  # type: ignore[type-arg]
@@ -53,6 +52,30 @@ class MlaAttentionBackend(AttentionBackend):
     @classmethod
     def is_mla(cls) -> bool:
         return True
+
+
+def latent_planes(kv_cache: torch.Tensor, latent_dim: int) -> LatentCache:
+    """A layer's [num_blocks, block_size, L + R] allocation as the ops port's two planes.
+
+    The first num_blocks * block_size * L elements are the latent plane
+    [num_blocks, block_size, L], the rest the rope plane [num_blocks, block_size, R]: each
+    contiguous, as torch_npu's MLA attention takes them, and each block still its own
+    rows in both. vLLM never reads the cache itself (no KV connector is supported), so only
+    the total size, which is unchanged, is its business.
+    """
+    blocks, block_size, width = kv_cache.shape
+    if not kv_cache.is_contiguous():
+        raise ConfigError(
+            f"The MLA backend needs each layer's latent cache contiguous; got shape "
+            f"{tuple(kv_cache.shape)} with strides {kv_cache.stride()}.",
+            "serve without a KV cache layout that interleaves layers",
+        )
+    flat = kv_cache.view(-1)
+    split = blocks * block_size * latent_dim
+    return LatentCache(
+        flat[:split].view(blocks, block_size, latent_dim),
+        flat[split:].view(blocks, block_size, width - latent_dim),
+    )
 
 
 class MlaAttentionImpl(MLAAttentionImpl[MlaMetadata]):
@@ -108,6 +131,14 @@ class MlaAttentionImpl(MLAAttentionImpl[MlaMetadata]):
         self.kv_b_proj = kv_b_proj
         self.q_pad_num_heads = None  # MLAAttention pads queries for kernels that need it
         self.ops = container().mla_ops()
+        from vllm.config import get_current_vllm_config
+
+        config = get_current_vllm_config()
+        self.ops.check(
+            num_heads, kv_lora_rank, qk_rope_head_dim, qk_head_dim, v_head_dim,
+            int(config.cache_config.block_size or 0),
+            str(config.model_config.dtype).removeprefix("torch.") if config.model_config else "",
+        )
 
     def do_kv_cache_update(
         self,
@@ -121,7 +152,9 @@ class MlaAttentionImpl(MLAAttentionImpl[MlaMetadata]):
     ) -> None:
         if kv_cache.numel() == 0:
             return  # profiling run: no cache yet
-        self.ops.write_latent_cache(kv_c_normed, k_pe, kv_cache, slot_mapping)
+        self.ops.write_latent_cache(
+            kv_c_normed, k_pe, latent_planes(kv_cache, self.kv_lora_rank), slot_mapping
+        )
 
     def forward_mha(
         self,
@@ -144,7 +177,9 @@ class MlaAttentionImpl(MLAAttentionImpl[MlaMetadata]):
         assert prefill is not None and output_scale is None
         if prefill.has_context:
             rows = self.ops.gather_latent(
-                kv_c_and_k_pe_cache, prefill.block_table, prefill.seq_lens
+                latent_planes(kv_c_and_k_pe_cache, self.kv_lora_rank),
+                prefill.block_table,
+                prefill.seq_lens,
             )
             kv_c_normed = rows[:, : self.kv_lora_rank]
             k_pe = rows[:, self.kv_lora_rank :]
@@ -173,8 +208,9 @@ class MlaAttentionImpl(MLAAttentionImpl[MlaMetadata]):
             q_latent, q_rope = q
         else:
             q_latent, q_rope = q.split([self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
+        cache = latent_planes(kv_c_and_k_pe_cache, self.kv_lora_rank)
         out = self.ops.latent_decode(
-            q_latent, q_rope, kv_c_and_k_pe_cache, decode.block_table, decode.seq_lens, self.scale
+            q_latent, q_rope, cache, decode.block_table, decode.seq_lens, self.scale
         )
         return out, None
 
