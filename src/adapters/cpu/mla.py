@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from adapters.paged_rows import sequence_rows, slot_rows
 from ports.mla import LatentCache, MlaOps
 
 _F32 = torch.float32
@@ -24,17 +25,7 @@ class CpuMlaOps(MlaOps):
         slot_mapping: torch.Tensor,
     ) -> None:
         """Padding tokens past len(slot_mapping) are ignored; values take the cache dtype."""
-        slots = slot_mapping.reshape(-1).long()
-        n = slots.shape[0]
-        latent, rope_key = latent[:n].reshape(n, -1), rope_key[:n].reshape(n, -1)
-        valid = slots >= 0
-        if not bool(valid.all()):
-            keep = valid.nonzero().squeeze(1)
-            slots = slots.index_select(0, keep)
-            latent, rope_key = latent.index_select(0, keep), rope_key.index_select(0, keep)
-        block_size = cache.latent.shape[1]
-        blocks = torch.div(slots, block_size, rounding_mode="floor")
-        at = (blocks, slots - blocks * block_size)
+        at, (latent, rope_key) = slot_rows(slot_mapping, cache.latent.shape[1], latent, rope_key)
         # Two-index index_put_ writes through any strided view of the planes.
         cache.latent.index_put_(at, latent.to(cache.latent.dtype))
         cache.rope.index_put_(at, rope_key.to(cache.rope.dtype))
@@ -42,11 +33,7 @@ class CpuMlaOps(MlaOps):
     def gather_latent(
         self, cache: LatentCache, block_table: torch.Tensor, seq_lens: torch.Tensor
     ) -> torch.Tensor:
-        lens = seq_lens.long()
-        seq_of, pos = _ragged_positions(lens)
-        block_size = cache.latent.shape[1]
-        blocks = block_table.long()[seq_of, torch.div(pos, block_size, rounding_mode="floor")]
-        at = (blocks, pos % block_size)
+        at = sequence_rows(block_table, seq_lens, cache.latent.shape[1])
         return torch.cat((cache.latent[at], cache.rope[at]), dim=-1)
 
     def prefill_attention(

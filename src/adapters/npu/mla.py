@@ -12,6 +12,7 @@ from types import ModuleType
 
 import torch
 
+from adapters.paged_rows import sequence_rows, slot_rows
 from ascend_core.errors import UnsupportedFeatureError
 from ascend_core.op_limits import mla_shape_problems
 from ports.mla import LatentCache, MlaOps
@@ -54,18 +55,10 @@ class NpuMlaOps(MlaOps):
         slot_mapping: torch.Tensor,
     ) -> None:
         """npu_scatter_nd_update_ into each plane with (block, offset) index pairs."""
-        slots = slot_mapping.reshape(-1).long()
-        n = slots.shape[0]
-        latent, rope_key = latent[:n].reshape(n, -1), rope_key[:n].reshape(n, -1)
-        keep = slots >= 0
-        if not bool(keep.all()):
-            rows = keep.nonzero().squeeze(1)
-            slots, latent, rope_key = slots[rows], latent[rows], rope_key[rows]
-        if slots.numel() == 0:
+        at, (latent, rope_key) = slot_rows(slot_mapping, cache.latent.shape[1], latent, rope_key)
+        if at[0].numel() == 0:
             return
-        block_size = cache.latent.shape[1]
-        blocks = torch.div(slots, block_size, rounding_mode="floor")
-        indices = torch.stack((blocks, slots - blocks * block_size), dim=1)
+        indices = torch.stack(at, dim=1)
         self._torch_npu.npu_scatter_nd_update_(cache.latent, indices, latent.to(cache.latent.dtype))
         self._torch_npu.npu_scatter_nd_update_(cache.rope, indices, rope_key.to(cache.rope.dtype))
 
@@ -73,17 +66,7 @@ class NpuMlaOps(MlaOps):
         self, cache: LatentCache, block_table: torch.Tensor, seq_lens: torch.Tensor
     ) -> torch.Tensor:
         """Index ops on the device (no torch_npu op needed): rows of each plane, side by side."""
-        lens = seq_lens.long()
-        total = int(lens.sum())
-        device = cache.latent.device
-        seq_of = torch.repeat_interleave(
-            torch.arange(lens.shape[0], device=device), lens.to(device), output_size=total
-        )
-        starts = torch.cumsum(lens, 0).to(device) - lens.to(device)
-        pos = torch.arange(total, device=device) - starts.index_select(0, seq_of)
-        block_size = cache.latent.shape[1]
-        blocks = block_table.long()[seq_of, torch.div(pos, block_size, rounding_mode="floor")]
-        at = (blocks, pos % block_size)
+        at = sequence_rows(block_table, seq_lens, cache.latent.shape[1])
         return torch.cat((cache.latent[at], cache.rope[at]), dim=-1)
 
     def prefill_attention(

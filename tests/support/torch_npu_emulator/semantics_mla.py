@@ -13,23 +13,11 @@ from typing import Any
 import torch
 
 from support.torch_npu_emulator import semantics
-from support.torch_npu_emulator.semantics import F32, HALF_TYPES, _require
-
-_UNMODELLED = (
-    "pse_shift",
-    "dequant_scale1",
-    "quant_scale1",
-    "dequant_scale2",
-    "quant_scale2",
-    "quant_offset2",
-    "antiquant_scale",
-    "antiquant_offset",
-    "key_antiquant_scale",
-    "value_antiquant_scale",
-    "query_padding_size",
-    "kv_padding_size",
-    "key_shared_prefix",
-    "value_shared_prefix",
+from support.torch_npu_emulator.semantics import (
+    F32,
+    HALF_TYPES,
+    UNMODELLED_ATTENTION_INPUTS,
+    _require,
 )
 
 
@@ -42,7 +30,7 @@ def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, to
 
 
 def _common(a: dict[str, Any]) -> None:
-    for name in _UNMODELLED:
+    for name in UNMODELLED_ATTENTION_INPUTS:
         if a[name] is not None:
             raise NotImplementedError(f"fused_infer_attention_score: {name} is not modelled")
     for name in ("query", "key", "value"):
