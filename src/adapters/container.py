@@ -94,7 +94,7 @@ class Container(containers.DeclarativeContainer):
         npu=providers.Singleton(_lazy, "adapters.npu.ops:NpuOps", torch_npu),
         cpu=providers.Singleton(_lazy, "adapters.cpu.ops:CpuOps"),
     )
-    # Op roles beyond the dense ones (ports/moe.py, ports/mla.py).
+    # Op roles beyond the dense ones (ports/moe.py, ports/mla.py, quantized matmul).
     moe_ops = providers.Selector(
         serving_kind,
         npu=providers.Singleton(_lazy, "adapters.npu.moe:NpuMoeOps", torch_npu),
@@ -104,6 +104,11 @@ class Container(containers.DeclarativeContainer):
         serving_kind,
         npu=providers.Singleton(_lazy, "adapters.npu.mla:NpuMlaOps", torch_npu),
         cpu=providers.Singleton(_lazy, "adapters.cpu.mla:CpuMlaOps"),
+    )
+    quant_ops = providers.Selector(
+        serving_kind,
+        npu=providers.Singleton(_lazy, "adapters.npu.quant:NpuQuantOps", torch_npu),
+        cpu=providers.Singleton(_lazy, "adapters.cpu.quant:CpuQuantOps"),
     )
     runtime = providers.Selector(
         serving_kind,

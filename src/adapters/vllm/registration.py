@@ -28,6 +28,19 @@ def register_attention_backend() -> None:
             AttentionBackendEnum.register(name, path)
 
 
+def register_quantization() -> None:
+    """`ascend` in vLLM's quantization registry (what `--quantization ascend` names)."""
+    from vllm.model_executor.layers.quantization import (
+        QUANTIZATION_METHODS,
+        register_quantization_config,
+    )
+
+    from adapters.vllm.quantization.config import METHOD_NAME, AscendQuantConfig
+
+    if METHOD_NAME not in QUANTIZATION_METHODS:
+        register_quantization_config(METHOD_NAME)(AscendQuantConfig)
+
+
 def apply_device_patches() -> None:
     """The patches the serving device alone calls for; the deployment's come later."""
     from adapters.vllm.patches import apply_plan, device_patch_plan
@@ -45,4 +58,5 @@ def register_all() -> None:
         return  # another platform serves: leave vLLM's layers alone
     register_custom_ops()
     register_attention_backend()
+    register_quantization()
     apply_device_patches()

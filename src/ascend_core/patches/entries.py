@@ -68,6 +68,20 @@ ENTRIES = (
         ),
         apply="adapters.vllm.patches.host_linear:use_onednn_gemm",
     ),
+    PatchSpec(
+        id="oot-int8-scaled-mm-kernel",
+        target="vllm.model_executor.kernels.linear:_POSSIBLE_INT8_KERNELS",
+        versions=VLLM_0_33,
+        when=Condition(),
+        reason=(
+            "vLLM picks the int8 ScaledMM kernel of compressed-tensors W8A8 layers from a "
+            "table keyed by built-in platform, with no entry for an out-of-tree one, so "
+            "every such checkpoint fails with 'Failed to find a kernel that can implement "
+            "the ScaledMM linear layer'; the plugin's kernel (the QuantOps port of the "
+            "serving device) is added under PlatformEnum.OOT."
+        ),
+        apply="adapters.vllm.patches.int8_kernel:add_int8_kernel",
+    ),
 )
 
 REGISTRY = PatchRegistry(ENTRIES)

@@ -5,7 +5,7 @@
 and of every Python process vLLM starts (support.torch_npu_emulator.activate); tensors
 stay in host memory. An emulator, not Ascend hardware.
 
-Run as: python generate_run.py {host,npu} MODEL_DIR
+Run as: python generate_run.py {host,npu} MODEL_DIR [DTYPE (bfloat16)]
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def prompts() -> list[list[int]]:
     return [[rng.randrange(2, 500) for _ in range(n)] for n in LENGTHS]
 
 
-def main(device: str, model: str) -> None:
+def main(device: str, model: str, dtype: str = "bfloat16") -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process
     os.environ["VLLM_ASCEND_DEVICE"] = "cpu" if device == "host" else "npu"
     torch_npu = emulate_npu() if device == "npu" else None
@@ -62,7 +62,7 @@ def main(device: str, model: str) -> None:
         stand_in_for_triton_ascend()
     llm = LLM(
         model=model,
-        dtype="bfloat16",  # the NPU attention op takes fp16/bf16 queries only
+        dtype=dtype,  # the NPU attention op takes fp16/bf16 queries only
         enforce_eager=True,
         max_model_len=512,
         block_size=128,  # the NPU op's paged prefill needs a multiple of 128
@@ -85,6 +85,11 @@ def main(device: str, model: str) -> None:
         "worker": type(worker).__name__,
         "ops": type(worker.model_runner.model.model.layers[0].input_layernorm.device_ops).__name__,
         "runs": runs,
+        "quant_methods": sorted(
+            {type(m.quant_method).__name__ for m in worker.model_runner.model.modules()
+             if hasattr(m, "quant_method") and m.quant_method is not None}
+        ),
+        "quantization": llm.llm_engine.vllm_config.model_config.quantization,
         "cached_tokens": cached,
         "calls": sorted({name for name, _, _ in torch_npu.calls}) if torch_npu else [],
         # How the attention op was called: (input_layout, with rope inputs, sparse_mode).
@@ -106,4 +111,4 @@ def main(device: str, model: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

@@ -48,7 +48,7 @@ BF16_BAR = MOE_STYLES + MLA_STYLES  # judged by the bf16 bar, not id equality
 TOLERANCE_NATS = 0.25
 
 
-def _start(device: str, model: str) -> subprocess.Popen[str]:
+def _start(device: str, model: str, *args: str) -> subprocess.Popen[str]:
     env = dict(os.environ)
     env.pop("VLLM_ASCEND_DEVICE", None)
     if device == "npu":
@@ -57,7 +57,7 @@ def _start(device: str, model: str) -> subprocess.Popen[str]:
         env = child_env(env)
     env["OMP_NUM_THREADS"] = "1"  # the runs go side by side on a small machine
     return subprocess.Popen(
-        [sys.executable, str(RUNNER), device, model],
+        [sys.executable, str(RUNNER), device, model, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.vllm.startup import StartupError
 from ascend_core.errors import PlanErrors, UnsupportedFeatureError
 
 COMMON = {
@@ -73,9 +74,10 @@ def test_an_unsupported_model_is_refused_while_vllm_builds_its_config(
     if not EXPECTED[name]:
         args.create_engine_config()  # served: the plan accepts it
         return
-    with pytest.raises(PlanErrors) as caught:
+    with pytest.raises(StartupError) as caught:  # the message alone at `vllm serve`
         args.create_engine_config()
-    errors = caught.value.errors
+    assert isinstance(caught.value.error, PlanErrors)
+    errors = caught.value.error.errors
     assert all(isinstance(e, UnsupportedFeatureError) for e in errors), errors
     assert [e.feature for e in errors] == EXPECTED[name]
     assert {e.device for e in errors} == {"cpu"}

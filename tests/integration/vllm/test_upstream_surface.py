@@ -116,6 +116,40 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel", "patch target"),
     ("vllm.distributed.parallel_state:cleanup_dist_env_and_memory", "patch target"),
     ("vllm.v1.engine.core:cleanup_dist_env_and_memory", "patch: rebound copy"),
+    # Quantization: `ascend` registered out of tree, its linear methods on vLLM's layers.
+    ("vllm.platforms.interface:Platform.pre_register_and_update", "hook: register ascend"),
+    ("vllm.model_executor.layers.quantization:register_quantization_config", "ascend"),
+    ("vllm.model_executor.layers.quantization:QUANTIZATION_METHODS", "re-entrant registration"),
+    ("vllm.model_executor.layers.quantization.base_config:QuantizationConfig",
+     "AscendQuantConfig subclasses it"),
+    ("vllm.config:VllmConfig.get_quantization_config", "rebuilt after the plan picks ascend"),
+    ("vllm.model_executor.layers.linear:LinearMethodBase", "our int8 linear methods"),
+    ("vllm.model_executor.layers.linear:LinearBase", "layers get_quant_method serves"),
+    ("vllm.model_executor.layers.linear:UnquantizedLinearMethod", "FLOAT layers"),
+    ("vllm.model_executor.layers.linear:QKVParallelLinear", "shard ids q, k, v"),
+    ("vllm.model_executor.layers.linear:RowParallelLinear", "quant_bias on rank 0 only"),
+    ("vllm.model_executor.layers.linear:adjust_scalar_to_fused_array",
+     "per-tensor input_scale per shard (param attr needs_scalar_to_array)"),
+    ("vllm.model_executor.layers.fused_moe:RoutedExperts", "quantized experts refused"),
+    ("vllm.model_executor.layers.vocab_parallel_embedding:VocabParallelEmbedding",
+     "quantized embeddings / lm_head refused"),
+    ("vllm.model_executor.utils:set_weight_attrs", "loader attributes on our params"),
+    ("vllm.model_executor.kernels.linear:_POSSIBLE_INT8_KERNELS",
+     "patch target: our int8 ScaledMM kernel under PlatformEnum.OOT"),
+    ("vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel:"
+     "Int8ScaledMMLinearKernel", "AscendInt8ScaledMMLinearKernel subclasses it"),
+    ("vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel:"
+     "Int8ScaledMMLinearLayerConfig", "is_channelwise, is_static_input_scheme, symmetric"),
+    ("vllm.model_executor.layers.quantization.utils.w8a8_utils:convert_to_channelwise",
+     "per-tensor weight scales of fused layers"),
+    # Startup and platform resolution (issue 13).
+    ("vllm.platforms:_current_platform",
+     "private: the declined plugin's exit hook reads which platform served"),
+    ("vllm.platforms.interface:Platform.is_unspecified", "nothing served: repeat our reason"),
+    ("vllm.config:get_current_vllm_config_or_none", "backend errors: which executor runs us"),
+    ("vllm.config:ParallelConfig.local_world_size", "host default: workers sharing the RAM"),
+    ("vllm.config:CacheConfig.gpu_memory_utilization",
+     "its default counts as not given (VLLM_DEFAULT_UTILIZATION)"),
     # Config types translated to and from the core.
     ("vllm.config:CompilationMode", "CompileMode mirrors its member names"),
     ("vllm.config:CUDAGraphMode", "GraphMode mirrors its member names"),
@@ -196,3 +230,20 @@ def test_routed_experts_sets_the_attributes_our_moe_method_reads() -> None:
                  "custom_routing_function", "apply_router_weight_on_input", "activation",
                  "local_num_experts", "layer_name"):
         assert f"self.{attr} =" in source, attr
+
+
+def test_the_core_knows_vllms_default_memory_utilization() -> None:
+    from vllm.config import CacheConfig
+    from vllm.engine.arg_utils import EngineArgs
+
+    from ascend_core.memory_budget import VLLM_DEFAULT_UTILIZATION
+
+    assert CacheConfig.gpu_memory_utilization == VLLM_DEFAULT_UTILIZATION
+    assert EngineArgs.gpu_memory_utilization == VLLM_DEFAULT_UTILIZATION
+
+
+def test_parallel_config_has_the_fields_the_worker_reads() -> None:
+    from vllm.config import ParallelConfig
+
+    fields = set(ParallelConfig.__dataclass_fields__)
+    assert {"data_parallel_size_local", "distributed_executor_backend"} <= fields

@@ -251,3 +251,123 @@ IMPLEMENTED = {
     "npu_scatter_nd_update_": npu_scatter_nd_update_,
     "npu_fused_infer_attention_score": npu_fused_infer_attention_score,
 }
+
+
+# -- quantized matmul ------------------------------------------------------------------
+# From the 2.14.0 op docs: npu_dynamic_quant (scale = rowMax(|x|) / 127, y = round(x /
+# scale)), npu_quantize (div_mode False: x * scales + zero_points), npu_trans_quant_param
+# (float32 -> int64 scale, round_mode 0 truncates the float32 to FP19), npu_quant_matmul
+# (x1 [m, k] int8 by x2 [k, n] int8, int32 bias added before dequantization, scale then
+# pertoken_scale). Rounding to int8 is taken as half-to-even with saturation, which the
+# docs do not state; the FP19 scale is modelled as the float32 with its low 13 mantissa
+# bits cleared, held in the low 32 bits of the int64 (the real packing may set other bits).
+INT8_MAX = 127
+_FP19_KEEP = -(1 << 13)
+
+
+def _to_int8(values: torch.Tensor) -> torch.Tensor:
+    return torch.round(values).clamp(-128, INT8_MAX).to(torch.int8)
+
+
+def npu_dynamic_quant(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    x = a["input"]
+    _require(x.dtype in HALF_TYPES, f"npu_dynamic_quant: x dtype {x.dtype} (fp16/bf16 only)")
+    _require(x.dim() > 1, "npu_dynamic_quant: x must have more than one dimension")
+    if a["smooth_scales"] is not None or a["group_index"] is not None:
+        raise NotImplementedError("npu_dynamic_quant: smooth_scales/group_index not modelled")
+    if a["dst_type"] not in (None, torch.int8) or a["quant_mode"] != "pertoken":
+        raise NotImplementedError("npu_dynamic_quant: only int8 per-token is modelled")
+    xf = x.to(F32)
+    scale = xf.abs().amax(dim=-1) / INT8_MAX
+    divisor = torch.where(scale > 0, scale, torch.ones_like(scale)).unsqueeze(-1)
+    y = torch.where(scale.unsqueeze(-1) > 0, xf / divisor, torch.zeros_like(xf))
+    return _to_int8(y), scale
+
+
+def npu_quantize(a: dict[str, Any]) -> torch.Tensor:
+    x, scales, zero_points = a["self"], a["scales"], a["zero_points"]
+    if a["div_mode"] or a["dtype"] is not torch.qint8:
+        raise NotImplementedError("npu_quantize: only div_mode=False to torch.qint8 is modelled")
+    _require(x.dtype in FLOAT_TYPES, f"npu_quantize: input dtype {x.dtype}")
+    _require(scales.dtype in FLOAT_TYPES, f"npu_quantize: scales dtype {scales.dtype}")
+    _require(
+        zero_points is None
+        or (zero_points.dtype == scales.dtype and zero_points.shape == scales.shape),
+        "npu_quantize: with div_mode=False zero_points must have the scales' shape and dtype",
+    )
+    axis = a["axis"]
+    _require(axis >= -2 and axis < x.dim(), f"npu_quantize: axis {axis}")
+    _require(axis != -2, "npu_quantize: axis -2 is not modelled")
+    _require(scales.dim() == 1 and scales.shape[0] in (1, x.shape[-1]),
+             "npu_quantize: 1-D scales of size 1 or the last dimension")
+    y = x.to(F32) * scales.to(F32)
+    if zero_points is not None:
+        y = y + zero_points.to(F32)
+    return _to_int8(y)
+
+
+def npu_trans_quant_param(a: dict[str, Any]) -> torch.Tensor:
+    scale = a["scale"]
+    _require(scale.dtype == F32, "npu_trans_quant_param: scale must be float32")
+    _require(scale.dim() == 1 or (scale.dim() == 2 and scale.shape[0] == 1),
+             "npu_trans_quant_param: scale shape (t,) or (1, n)")
+    if a["offset"] is not None or a["round_mode"] not in (None, 0):
+        raise NotImplementedError("npu_trans_quant_param: offset / round_mode 1 not modelled")
+    bits = scale.contiguous().view(torch.int32) & _FP19_KEEP
+    return bits.to(torch.int64) & 0xFFFFFFFF
+
+
+def _scale_values(scale: torch.Tensor) -> torch.Tensor:
+    if scale.dtype == torch.int64:
+        return (scale & 0xFFFFFFFF).to(torch.int32).view(F32)  # int64 from trans_quant_param
+    return scale.to(F32)
+
+
+def npu_quant_matmul(a: dict[str, Any]) -> torch.Tensor:
+    x1, x2, scale = a["x1"], a["x2"], a["scale"]
+    pertoken, bias, out_dtype = a["pertoken_scale"], a["bias"], a["output_dtype"]
+    unmodelled = ("offset", "x1_dtype", "x2_dtype", "pertoken_scale_dtype", "scale_dtype",
+                  "group_sizes", "y_scale")
+    if any(a[k] is not None for k in unmodelled):
+        raise NotImplementedError("npu_quant_matmul: offset and the dtype/group args")
+    _require(x1.dtype == torch.int8 and x2.dtype == torch.int8, "npu_quant_matmul: int8 x1, x2")
+    if x1.dim() != 2 or x2.dim() != 2:
+        raise NotImplementedError("npu_quant_matmul: only 2-D x1 [m, k] and x2 [k, n]")
+    m, k = x1.shape
+    _require(x2.shape[0] == k, f"npu_quant_matmul: x2 must be [k={k}, n], not {tuple(x2.shape)}")
+    n = x2.shape[1]
+    _require(k <= 65535 and n <= 65535, "npu_quant_matmul: k and n at most 65535")
+    _require(scale.dim() == 1 and scale.shape[0] in (1, n), "npu_quant_matmul: scale (1,) or (n,)")
+    _require(out_dtype in HALF_TYPES, f"npu_quant_matmul: output_dtype {out_dtype} not modelled")
+    if pertoken is not None:
+        _require(pertoken.dtype == F32 and tuple(pertoken.shape) == (m,),
+                 "npu_quant_matmul: pertoken_scale float32 (m,)")
+        _require(scale.dtype in (F32, torch.bfloat16),
+                 "npu_quant_matmul: with pertoken_scale the scale is float32/bfloat16")
+    elif out_dtype == torch.bfloat16:
+        _require(scale.dtype in (F32, torch.bfloat16),
+                 "npu_quant_matmul: bfloat16 output takes a float32/bfloat16 scale")
+    else:
+        _require(scale.dtype in (F32, torch.int64), "npu_quant_matmul: fp16 output scale")
+    if bias is not None:
+        if bias.dtype != torch.int32:
+            raise NotImplementedError("npu_quant_matmul: only an int32 bias is modelled")
+        _require(bias.dim() == 1 and bias.shape[0] == n, "npu_quant_matmul: bias (n,)")
+    acc = x1.to(torch.int64) @ x2.to(torch.int64)
+    if bias is not None:
+        acc = acc + bias.to(torch.int64)
+    _require(bool((acc.abs() < 2**31).all()), "npu_quant_matmul: int32 accumulator overflow")
+    y = acc.to(torch.int32).to(F32) * _scale_values(scale)
+    if pertoken is not None:
+        y = y * pertoken.unsqueeze(-1)
+    return y.to(out_dtype)
+
+
+IMPLEMENTED.update(
+    {
+        "npu_dynamic_quant": npu_dynamic_quant,
+        "npu_quantize": npu_quantize,
+        "npu_trans_quant_param": npu_trans_quant_param,
+        "npu_quant_matmul": npu_quant_matmul,
+    }
+)

@@ -34,6 +34,7 @@ def make(env: dict[str, str], probe: ProbeResult = ABSENT) -> tuple[Container, F
 # The port each device-adapter provider must implement.
 PORT_OF = {
     "ops": "ports.ops:Ops",
+    "quant_ops": "ports.quant:QuantOps",
     "runtime": "ports.runtime:DeviceRuntime",
     "npu_runtime": "ports.runtime:DeviceRuntime",
     "communicator": "ports.collective:Communicator",
