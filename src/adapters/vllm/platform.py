@@ -222,6 +222,13 @@ class AscendPlatformBase(Platform):
             )
 
     @classmethod
+    def get_mla_prefill_backend_cls(cls, mla_selector_config: Any) -> type:
+        """vLLM's MLA layer asks for a prefill kernel when built; ours is in the MLA impl."""
+        from adapters.vllm.attention.mla import MlaPrefillQuery
+
+        return MlaPrefillQuery
+
+    @classmethod
     def register_triton_kernel_overrides(cls) -> None:
         # vLLM calls this in each worker before any kernel launch; the kernel overrides
         # are patches of the core's registry, applied here if register_general has not.

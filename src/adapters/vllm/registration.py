@@ -21,9 +21,11 @@ def register_attention_backend() -> None:
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
     from adapters.vllm.attention.backend import BACKEND_NAME, BACKEND_PATH
+    from adapters.vllm.attention.mla import MLA_BACKEND_NAME, MLA_BACKEND_PATH
 
-    if BACKEND_NAME not in AttentionBackendEnum.__members__:
-        AttentionBackendEnum.register(BACKEND_NAME, BACKEND_PATH)
+    for name, path in ((BACKEND_NAME, BACKEND_PATH), (MLA_BACKEND_NAME, MLA_BACKEND_PATH)):
+        if name not in AttentionBackendEnum.__members__:
+            AttentionBackendEnum.register(name, path)
 
 
 def register_quantization() -> None:

@@ -130,6 +130,15 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
         "decode_step": decode_step_costs(llm) if in_process else {},
         "cached_tokens": cached,
         "calls": sorted({name for name, _, _ in torch_npu.calls}) if in_process else [],
+        # How the attention op was called: (input_layout, with rope inputs, sparse_mode).
+        "attention_calls": sorted(
+            {
+                (b["input_layout"], b["query_rope"] is not None, b["sparse_mode"])
+                for b in torch_npu.calls_of("npu_fused_infer_attention_score")
+            }
+        )
+        if in_process
+        else [],
         "sparse_modes": sorted(
             {b["sparse_mode"] for b in torch_npu.calls_of("npu_fused_infer_attention_score")}
         )

@@ -87,6 +87,42 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.model_executor.layers.rotary_embedding.base:RotaryEmbedding", "rope"),
     ("vllm.model_executor.layers.rotary_embedding.base:"
      "RotaryEmbeddingBase._match_cos_sin_cache_dtype", "private: cache in query dtype"),
+    # Fused MoE: our monolithic method in place of vLLM's unquantized one.
+    ("vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method:"
+     "UnquantizedFusedMoEMethod", "register_oot: AscendUnquantizedFusedMoEMethod"),
+    ("vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method:"
+     "UnquantizedFusedMoEMethod.create_weights", "reused: w13 [E, 2I, H], w2 [E, H, I]"),
+    ("vllm.model_executor.layers.fused_moe.fused_moe_method_base:FusedMoEMethodBase",
+     "AscendMoeMethod subclasses it"),
+    ("vllm.model_executor.layers.fused_moe.fused_moe_method_base:"
+     "FusedMoEMethodBase.is_monolithic", "overridden: True, we route"),
+    ("vllm.model_executor.layers.fused_moe.fused_moe_method_base:"
+     "FusedMoEMethodBase.apply_monolithic", "overridden: our MoE ops"),
+    ("vllm.model_executor.layers.fused_moe.fused_moe_method_base:"
+     "FusedMoEMethodBase.maybe_roundup_sizes", "called: no kernel padding"),
+    ("vllm.model_executor.layers.fused_moe.config:FusedMoEConfig", "the method's argument"),
+    ("vllm.model_executor.layers.fused_moe.config:FusedMoEQuantConfig", "annotation"),
+    ("vllm.model_executor.layers.fused_moe.routed_experts:RoutedExperts.forward_monolithic",
+     "calls apply_monolithic with router logits"),
+    ("vllm.model_executor.layers.fused_moe.routed_experts:RoutedExperts.expert_map",
+     "global -> local expert ids under expert parallel"),
+    ("vllm.model_executor.layers.fused_moe.runner.moe_runner:MoERunner._apply_quant_method",
+     "private: branches on is_monolithic"),
+    # MLA: our backend under vLLM's MLAAttention layer.
+    ("vllm.model_executor.layers.attention.mla_attention:MLAAttention.forward_impl",
+     "calls forward_mha (prefill rows) and forward_mqa (decode rows first)"),
+    ("vllm.model_executor.layers.attention.mla_attention:MLAAttention.update_kv_cache",
+     "calls do_kv_cache_update before attention"),
+    ("vllm.model_executor.layers.attention.mla_attention:MLAAttention.get_kv_cache_spec",
+     "the latent spec: one slot of kv_lora_rank + rope per token"),
+    ("vllm.v1.attention.backend:MLAAttentionImpl", "MlaAttentionImpl subclasses it"),
+    ("vllm.v1.attention.backend:AttentionBackend.is_mla", "MlaAttentionBackend: True"),
+    ("vllm.v1.attention.backend:AttentionMetadataBuilder.reorder_batch_threshold",
+     "1: one-token requests first"),
+    ("vllm.v1.attention.backends.utils:split_decodes_and_prefills", "MlaMetadataBuilder"),
+    ("vllm.v1.attention.backends.mla.prefill.base:MLAPrefillBackend", "MlaPrefillQuery"),
+    ("vllm.platforms.interface:Platform.get_mla_prefill_backend_cls",
+     "hook: MLAAttention asks for a prefill class when built"),
     # Kernel overrides and patches (targets of the core's patch registry).
     ("vllm.triton_utils.dispatcher:register_kernels", "vLLM's kernel-override registry"),
     ("vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel", "patch target"),
@@ -190,6 +226,29 @@ def test_selector_config_has_the_fields_we_read() -> None:
 
     fields = set(inspect.signature(AttentionSelectorConfig).parameters)
     assert {"use_mla", "use_sparse", "has_sink", "has_sliding_window"} <= fields
+
+
+def test_mla_impl_methods_take_vllms_arguments() -> None:
+    """forward_impl and update_kv_cache call our impl by keyword: same parameter names."""
+    from vllm.v1.attention.backend import MLAAttentionImpl
+
+    from adapters.vllm.attention.mla import MlaAttentionImpl
+
+    for name in ("forward_mha", "forward_mqa", "do_kv_cache_update"):
+        ours = list(inspect.signature(getattr(MlaAttentionImpl, name)).parameters)
+        theirs = list(inspect.signature(getattr(MLAAttentionImpl, name)).parameters)
+        assert ours == theirs, name
+
+
+def test_routed_experts_sets_the_attributes_our_moe_method_reads() -> None:
+    from vllm.model_executor.layers.fused_moe.routed_experts import RoutedExperts
+
+    source = inspect.getsource(RoutedExperts.__init__)
+    for attr in ("top_k", "renormalize", "use_grouped_topk", "num_expert_group", "topk_group",
+                 "scoring_func", "routed_scaling_factor", "e_score_correction_bias",
+                 "custom_routing_function", "apply_router_weight_on_input", "activation",
+                 "local_num_experts", "layer_name"):
+        assert f"self.{attr} =" in source, attr
 
 
 def test_the_core_knows_vllms_default_memory_utilization() -> None:

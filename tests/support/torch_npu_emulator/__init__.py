@@ -14,7 +14,11 @@ from typing import Any
 from adapters.npu.schemas import load_schemas
 from support.torch_npu_emulator.binding import bind
 from support.torch_npu_emulator.npu_runtime import EmulatedNpuModule
-from support.torch_npu_emulator.semantics import IMPLEMENTED
+from support.torch_npu_emulator.semantics import IMPLEMENTED as _DENSE
+from support.torch_npu_emulator.semantics_mla import IMPLEMENTED as _MLA
+from support.torch_npu_emulator.semantics_moe import IMPLEMENTED as _MOE
+
+IMPLEMENTED = {**_DENSE, **_MOE, **_MLA}  # _MLA's attention op adds the MLA cases
 
 __all__ = ["EmulatedOp", "EmulatedTorchNpu", "make_torch_npu"]
 

@@ -183,6 +183,16 @@ def npu_scatter_pa_kv_cache(a: dict[str, Any]) -> None:
     vc.view(capacity, *vc.shape[2:]).index_copy_(0, flat, value)
 
 
+# npu_fused_infer_attention_score inputs no emulated case models (quantization, padding,
+# shared prefixes, position bias); a call that sets one raises NotImplementedError.
+UNMODELLED_ATTENTION_INPUTS = (
+    "pse_shift", "dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2",
+    "quant_offset2", "antiquant_scale", "antiquant_offset", "key_antiquant_scale",
+    "value_antiquant_scale", "query_padding_size", "kv_padding_size", "key_shared_prefix",
+    "value_shared_prefix",
+)
+
+
 def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     """Paged (block_table) attention, BSH or BSND, sparse_mode 0 (no mask) or 3 (causal).
 
@@ -191,24 +201,7 @@ def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, to
     """
     q, k, v = a["query"], a["key"], a["value"]
     layout = a["input_layout"]
-    for name in (
-        "pse_shift",
-        "dequant_scale1",
-        "quant_scale1",
-        "dequant_scale2",
-        "quant_scale2",
-        "quant_offset2",
-        "antiquant_scale",
-        "antiquant_offset",
-        "key_antiquant_scale",
-        "value_antiquant_scale",
-        "query_padding_size",
-        "kv_padding_size",
-        "key_shared_prefix",
-        "value_shared_prefix",
-        "query_rope",
-        "key_rope",
-    ):
+    for name in (*UNMODELLED_ATTENTION_INPUTS, "query_rope", "key_rope"):
         if a[name] is not None:
             raise NotImplementedError(f"fused_infer_attention_score: {name} is not modelled")
     if layout not in ("BSH", "BSND"):

@@ -39,6 +39,8 @@ PORT_OF = {
     "npu_runtime": "ports.runtime:DeviceRuntime",
     "communicator": "ports.collective:Communicator",
     "cpu_probe": "ports.device:DeviceProbe",
+    "moe_ops": "ports.moe:MoeOps",
+    "mla_ops": "ports.mla:MlaOps",
 }
 
 
