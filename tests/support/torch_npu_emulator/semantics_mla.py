@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from support.torch_npu_emulator import semantics
+from support.torch_npu_emulator.host_compute import on_host
 from support.torch_npu_emulator.semantics import (
     F32,
     HALF_TYPES,
@@ -23,9 +24,9 @@ from support.torch_npu_emulator.semantics import (
 
 def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     if a["query_rope"] is not None or a["key_rope"] is not None:
-        return _mla_decode(a)
+        return on_host(_mla_decode)(a)
     if a["input_layout"] == "TND":
-        return _tnd_prefill(a)
+        return on_host(_tnd_prefill)(a)
     return semantics.npu_fused_infer_attention_score(a)
 
 

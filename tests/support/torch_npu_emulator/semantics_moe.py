@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from support.torch_npu_emulator.host_compute import on_host
 from support.torch_npu_emulator.semantics import F32, FLOAT_TYPES, _require
 
 
@@ -179,9 +180,12 @@ def npu_moe_token_unpermute(a: dict[str, Any]) -> torch.Tensor:
 
 
 IMPLEMENTED = {
-    "npu_moe_gating_top_k": npu_moe_gating_top_k,
-    "npu_moe_gating_top_k_softmax": npu_moe_gating_top_k_softmax,
-    "npu_moe_init_routing_v2": npu_moe_init_routing_v2,
-    "npu_grouped_matmul": npu_grouped_matmul,
-    "npu_moe_token_unpermute": npu_moe_token_unpermute,
+    name: on_host(fn)
+    for name, fn in {
+        "npu_moe_gating_top_k": npu_moe_gating_top_k,
+        "npu_moe_gating_top_k_softmax": npu_moe_gating_top_k_softmax,
+        "npu_moe_init_routing_v2": npu_moe_init_routing_v2,
+        "npu_grouped_matmul": npu_grouped_matmul,
+        "npu_moe_token_unpermute": npu_moe_token_unpermute,
+    }.items()
 }
