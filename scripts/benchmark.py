@@ -388,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
                            for run in r["runs"]]}
             for r in raw
         ]
+        if args.json_out:  # kept even if the start measurement fails later
+            args.json_out.write_text(json.dumps(report, indent=2) + "\n")
     if not args.skip_startup:
         report["startup"] = summarize_startup(startup(args, args.log))
     report["load_avg_end"] = os.getloadavg()
