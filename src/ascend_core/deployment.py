@@ -194,3 +194,14 @@ class Deployment:
     host_cpus: int | None = field(default=None, validator=validators.optional(_positive))
     lora: bool = False  # --enable-lora
     training_consistency: bool = False  # VLLM_ASCEND_TRAINING_CONSISTENCY=1
+    # The VLLM_ASCEND_* variables as set (name -> raw text); the plan parses them, so a
+    # bad value is one more error of the same pass.
+    ascend_env: Mapping[str, str] = field(
+        factory=dict, converter=_frozen_mapping, eq=False, hash=False
+    )
+    # Files additional_config names (e.g. eplb_config.expert_map_path) -> whether the
+    # adapter found them readable (ascend_config.files.probe_referenced_files); a path
+    # missing here was not checked.
+    readable_files: Mapping[str, bool] = field(
+        factory=dict, converter=_frozen_mapping, eq=False, hash=False
+    )

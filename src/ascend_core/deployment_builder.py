@@ -15,6 +15,7 @@ from typing import Any
 
 from attrs import evolve, field, frozen
 
+from ascend_core.ascend_config.files import probe_referenced_files
 from ascend_core.deployment import (
     CacheSettings,
     CompilationSettings,
@@ -26,10 +27,14 @@ from ascend_core.deployment import (
     ParallelSettings,
     SpeculativeSettings,
 )
+from ascend_core.env.mapping import MappingEnvironment
+from ascend_core.env.unknown import PREFIX as ASCEND_PREFIX
 from ascend_core.env_registry import read_env
+from ascend_core.errors import AscendError
 from ascend_core.quantization import QuantMethod, detect_quantization
 from ports.device import ChipFamily, DeviceKind
 from ports.environment import Environment
+from ports.local_files import LocalFiles
 from ports.model_files import ModelFiles
 
 # The variables outside VLLM_ASCEND_* that the plan reads.
@@ -73,11 +78,26 @@ def build_deployment(
     env: Environment,
     detected: QuantMethod,
     host_cpus: int | None,
+    local_files: LocalFiles | None = None,
 ) -> Deployment:
-    """The Deployment the core plans for."""
+    """The Deployment the core plans for.
+
+    `local_files` answers whether the files additional_config names exist (e.g. the EPLB
+    expert map); without it those files are not checked.
+    """
     comp = requested.compilation
-    settings = read_env(env)
-    parallel = evolve(requested.parallel, sequence_parallel=settings.enable_flashcomm1)
+    try:
+        settings = read_env(env)
+    except AscendError:
+        # A bad VLLM_ASCEND_* value is reported by the plan (its env step parses
+        # Deployment.ascend_env) together with every other problem; the Deployment is
+        # built on the defaults meanwhile.
+        settings = read_env(MappingEnvironment({}))
+    # additional_config.enable_flashcomm1, when written, wins over the variable (the one
+    # precedence rule, ascend_config.env_fallback); a non-bool value is the plan's error.
+    written = requested.additional_config.get("enable_flashcomm1")
+    flashcomm = written if isinstance(written, bool) else settings.enable_flashcomm1
+    parallel = evolve(requested.parallel, sequence_parallel=flashcomm)
     if comp.enforce_eager:
         # vLLM turns enforce_eager into "-cc.mode=none -cc.cudagraph_mode=none" before any
         # platform hook runs; stated here so both callers hand the plan the same values.
@@ -100,4 +120,20 @@ def build_deployment(
         host_cpus=host_cpus,
         lora=requested.lora,
         training_consistency=settings.training_consistency,
+        ascend_env=ascend_variables(env),
+        readable_files=(
+            probe_referenced_files(requested.additional_config, local_files)
+            if local_files is not None
+            else {}
+        ),
     )
+
+
+def ascend_variables(env: Environment) -> dict[str, str]:
+    """The VLLM_ASCEND_* variables that are set, by name, as written."""
+    found = {}
+    for name in env.names():
+        value = env.get(name)
+        if name.startswith(ASCEND_PREFIX) and value is not None:
+            found[name] = value
+    return found

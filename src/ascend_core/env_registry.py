@@ -14,6 +14,7 @@ from attrs import frozen
 
 from ascend_core.device_selection import DeviceRequest
 from ascend_core.env.reading import ResolvedVar, resolve
+from ascend_core.env.reference_vars import REFERENCE_ONLY_VARS, RETIRED_REFERENCE_VARS
 from ascend_core.env.unknown import RetiredVariable, UnknownVariable, find_unknown
 from ascend_core.env.variables import EnvVar, VarType, bool_var, choice_var, int_var
 from ports.environment import Environment
@@ -53,33 +54,44 @@ ENABLE_NZ = int_var(
     "VLLM_ASCEND_ENABLE_NZ",
     1,
     "Weights in the NPU's fractal NZ layout: 0 never, 1 where it is known to pay off, "
-    "2 for every eligible weight.",
+    "2 for every eligible weight (fallback of additional_config.weight_nz_mode).",
     choices=(0, 1, 2),
+    no_effect="it sets additional_config.weight_nz_mode, and no op here converts weights to NZ",
+    deprecated="additional_config.weight_nz_mode",
 )
 ENABLE_MLAPO = bool_var(
     "VLLM_ASCEND_ENABLE_MLAPO",
-    False,
-    "Run MLA attention preprocessing (norms, projections, rope) as one fused kernel.",
+    True,
+    "Run MLA attention preprocessing (norms, projections, rope) as one fused kernel "
+    "(fallback of additional_config.enable_mlapo).",
+    no_effect="it sets additional_config.enable_mlapo, and this build has no MLAPO kernel",
+    deprecated="additional_config.enable_mlapo",
 )
 ENABLE_FLASHCOMM1 = bool_var(
     "VLLM_ASCEND_ENABLE_FLASHCOMM1",
     False,
     "Sequence parallelism for dense models: reduce-scatter and all-gather replace all-reduce.",
+    deprecated="vLLM's own sequence parallelism (compilation_config.pass_config.enable_sp)",
 )
 ENABLE_PREFETCH_MLP = bool_var(
     "VLLM_ASCEND_ENABLE_PREFETCH_MLP",
     False,
     "Prefetch MLP weights into on-chip cache while the preceding computation runs.",
+    no_effect="this build does not prefetch weights",
 )
 ENABLE_MATMUL_ALLREDUCE = bool_var(
     "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE",
     False,
     "Fuse a row-parallel matmul with its all-reduce into one kernel.",
+    no_effect="this build has no fused matmul-allreduce kernel",
 )
 BALANCE_SCHEDULING = bool_var(
     "VLLM_ASCEND_BALANCE_SCHEDULING",
     False,
-    "Balance the requests scheduled on each data-parallel rank so no rank waits on another.",
+    "Balance the requests scheduled on each data-parallel rank so no rank waits on another "
+    "(fallback of additional_config.scheduler_config.enable_balance_scheduling).",
+    no_effect="vLLM's scheduler schedules; balance scheduling is a vllm-ascend scheduler",
+    deprecated="additional_config.scheduler_config.enable_balance_scheduling",
 )
 TRAINING_CONSISTENCY = bool_var(
     "VLLM_ASCEND_TRAINING_CONSISTENCY",
@@ -97,6 +109,7 @@ ENV_VARS: tuple[EnvVar[Any], ...] = (
     ENABLE_MATMUL_ALLREDUCE,
     BALANCE_SCHEDULING,
     TRAINING_CONSISTENCY,
+    *REFERENCE_ONLY_VARS,
 )
 
 ENV_REGISTRY: Mapping[str, EnvVar[Any]] = MappingProxyType({v.name: v for v in ENV_VARS})
@@ -114,6 +127,10 @@ RETIRED_VARS: tuple[RetiredVariable, ...] = (
         None,
         "its parts are separate switches (VLLM_ASCEND_ENABLE_FLASHCOMM1, "
         "VLLM_ASCEND_ENABLE_PREFETCH_MLP)",
+    ),
+    *(
+        RetiredVariable(name, None, f"older vllm-ascend releases read it for {what}")
+        for name, what in RETIRED_REFERENCE_VARS
     ),
 )
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from adapters.system.local_files import OsLocalFiles
 from ascend_core.deployment import (
     CacheSettings,
     CompilationSettings,
@@ -171,7 +172,14 @@ def deployment(
     if model is None:
         return None
     return build_deployment(
-        model, kind, chip_family, requested(vllm_config), env, files_say(files), host_cpus
+        model,
+        kind,
+        chip_family,
+        requested(vllm_config),
+        env,
+        files_say(files),
+        host_cpus,
+        OsLocalFiles(),
     )
 
 

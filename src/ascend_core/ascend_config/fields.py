@@ -192,5 +192,8 @@ def section_field(schema: type[Any], doc: str) -> Any:
 
 
 def specs_of(schema: type[Any]) -> Mapping[str, FieldSpec | SectionSpec]:
-    """Key name to spec for every field of a schema class, in declaration order."""
-    return {f.name: f.metadata[SPEC] for f in attrs.fields(schema)}
+    """Key name to spec for every key field of a schema class, in declaration order.
+
+    Fields without a spec (bookkeeping such as AscendConfig.explicit) are not keys.
+    """
+    return {f.name: f.metadata[SPEC] for f in attrs.fields(schema) if SPEC in f.metadata}

@@ -21,7 +21,11 @@ class RetiredKey:
     reason: str
 
 
-_RETIRED = (
+_SCHEDULER_MOVED = (
+    "vllm-ascend deprecates the top-level spelling; scheduler keys live in scheduler_config"
+)
+
+_RETIRED: tuple[RetiredKey, ...] = (
     RetiredKey(
         "torchair_graph_config",
         "ascend_compilation_config",
@@ -42,11 +46,6 @@ _RETIRED = (
         None,
         "expert parallelism follows vLLM's enable_expert_parallel",
     ),
-    RetiredKey(
-        "refresh",
-        None,
-        "the configuration is parsed once per deployment; there is no global copy to refresh",
-    ),
     RetiredKey("dynamic_eplb", "eplb_config.dynamic_eplb", "EPLB keys live in eplb_config"),
     RetiredKey("expert_map_path", "eplb_config.expert_map_path", "EPLB keys live in eplb_config"),
     RetiredKey(
@@ -59,6 +58,17 @@ _RETIRED = (
         "finegrained_tp_config.oproj_tensor_parallel_size",
         "per-module tensor-parallel sizes live in finegrained_tp_config",
     ),
+)
+
+_RETIRED += tuple(
+    RetiredKey(name, f"scheduler_config.{name}", _SCHEDULER_MOVED)
+    for name in (
+        "enable_balance_scheduling",
+        "recompute_scheduler_enable",
+        "short_request_first_config",
+        "profiling_chunk_config",
+        "batch_job_sched_config",
+    )
 )
 
 RETIRED_KEYS: Mapping[str, RetiredKey] = MappingProxyType({r.path: r for r in _RETIRED})

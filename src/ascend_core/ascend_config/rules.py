@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ascend_core.ascend_config.reference_rules import reference_rule_errors
 from ascend_core.ascend_config.schema import AscendConfig, EplbConfig
 from ascend_core.errors import ConfigError
 
@@ -48,4 +49,5 @@ def cross_field_errors(config: AscendConfig) -> list[ConfigError]:
                 "set enable_pd_transfer to true, or remove decode_max_num_seqs",
             )
         )
+    errors.extend(reference_rule_errors(config))
     return errors

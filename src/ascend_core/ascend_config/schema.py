@@ -5,6 +5,8 @@ Each field is a key; its spec (type, range, default, doc) sits in the field's me
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -19,12 +21,16 @@ from ascend_core.ascend_config.fields import (
 )
 
 
+def _read_only(raw: Mapping[str, object]) -> Mapping[str, object]:
+    return MappingProxyType(dict(raw))
+
+
 @frozen
 class AscendCompilationConfig:
     """Graph capture and graph-level fusions (replaced the reference plugin's torchair config)."""
 
     enable_npugraph_ex: bool = bool_field(
-        False, "Capture graphs with torch_npu's npugraph_ex backend."
+        True, "Capture graphs with torch_npu's npugraph_ex backend (not on 310P)."
     )
     enable_static_kernel: bool = bool_field(
         False, "Compile static-shape kernels for each captured shape; needs enable_npugraph_ex."
@@ -52,10 +58,10 @@ class EplbConfig:
         0, "Extra expert replicas spread over the expert-parallel ranks.", minimum=0
     )
     expert_heat_collection_interval: int = int_field(
-        400, "Forward steps over which expert load is measured (dynamic_eplb).", minimum=1
+        600, "Forward steps over which expert load is measured (dynamic_eplb).", minimum=1
     )
     algorithm_execution_interval: int = int_field(
-        30, "Steps between a placement decision and its application (dynamic_eplb).", minimum=1
+        50, "Steps between a placement decision and its application (dynamic_eplb).", minimum=1
     )
 
 
@@ -124,7 +130,7 @@ class AscendConfig:
         maximum=2,
     )
     enable_mlapo: bool = bool_field(
-        False, "Run MLA preprocessing (norms, projections, rope) as one fused kernel."
+        True, "Run MLA preprocessing (norms, projections, rope) as one fused kernel."
     )
     pa_shape_list: tuple[int, ...] = ascending_ints_field(
         "Batch sizes given their own paged-attention kernel shape; empty: the kernel's own."
@@ -136,12 +142,17 @@ class AscendConfig:
         False, "Compute shared experts on a second stream, overlapping the routed experts."
     )
     enable_cpu_binding: bool = bool_field(
-        False, "Pin each worker's threads to the CPU cores nearest its NPU."
+        True, "Pin each worker's threads to the CPU cores nearest its NPU."
     )
     enable_prefill_mc2: bool = bool_field(
         False, "Use MC2 (fused dispatch/combine) MoE communication in prefill, not only decode."
     )
     enable_kv_nz: bool = bool_field(False, "Keep the KV cache in the NZ layout.")
+    enable_flashcomm1: bool = bool_field(
+        False,
+        "Sequence parallelism (FlashComm1); wins over VLLM_ASCEND_ENABLE_FLASHCOMM1. "
+        "vllm-ascend deprecates it for vLLM's own sequence parallelism.",
+    )
     eplb_config: EplbConfig = section_field(  # noqa: RUF009
         EplbConfig, "Expert load balancing."
     )
@@ -154,11 +165,46 @@ class AscendConfig:
     scheduler_config: SchedulerConfig = section_field(  # noqa: RUF009
         SchedulerConfig, "Scheduler additions."
     )
+    # Bookkeeping, not keys: the dotted paths (under additional_config) the user wrote,
+    # and the values of the reference plugin's keys this build accepts without acting
+    # on them (ascend_config.reference_keys), by dotted path.
+    explicit: frozenset[str] = attrs.field(default=frozenset(), eq=False, hash=False)
+    reference: Mapping[str, object] = attrs.field(
+        factory=dict, converter=_read_only, eq=False, hash=False
+    )
+
+    def given(self, path: str) -> bool:
+        """Whether the user wrote the key at dotted `path` (not just took its default)."""
+        return path in self.explicit
+
+    def reference_value(self, path: str, default: object = None) -> object:
+        """The value given for a reference-only key at `path`, else `default`."""
+        return self.reference.get(path, default)
+
+    def reference_section(self, path: str) -> Mapping[str, object]:
+        """The keys given in a reference-only section at `path` ({} when not given)."""
+        value = self.reference.get(path)
+        return value if isinstance(value, Mapping) else {}
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain nested dict (lists, not tuples) for logs and JSON."""
-        return attrs.asdict(self, value_serializer=_lists)
+        """Plain nested dict (lists, not tuples) of the keys, for logs and JSON."""
+        data = attrs.asdict(
+            self,
+            value_serializer=_lists,
+            filter=lambda a, _v: a.name not in ("explicit", "reference"),
+        )
+        for path, value in self.reference.items():
+            parent, _, name = path.rpartition(".")
+            section = data.get(parent) if parent else data
+            # Each reference key sits under a section of this schema or at the top.
+            assert isinstance(section, dict), path
+            section[name] = _plain(value)
+        return data
 
 
 def _lists(_inst: object, _field: object, value: object) -> object:
     return list(value) if isinstance(value, tuple) else value
+
+
+def _plain(value: object) -> object:
+    return dict(value) if isinstance(value, Mapping) else value

@@ -34,6 +34,9 @@ class EnvVar(Generic[T]):
 
     `parse` turns the raw text into the typed value and raises ValueError on
     anything else; `accepted` says, for error messages, what it takes.
+    `no_effect` is set (to the reason) for a variable this build registers because the
+    reference plugin reads it, but does not act on; `deprecated` names what the
+    reference plugin says to use instead.
     """
 
     name: str
@@ -42,10 +45,30 @@ class EnvVar(Generic[T]):
     doc: str
     accepted: str
     parse: Callable[[str], T]
+    no_effect: str | None = None
+    deprecated: str | None = None
 
     def default_text(self) -> str:
         """The default as an operator would write it."""
         return _as_text(self.default)
+
+    def no_effect_message(self) -> str | None:
+        """What to tell an operator who set this variable, when this build ignores it."""
+        if self.no_effect is None:
+            return None
+        instead = f" vllm-ascend deprecates it for {self.deprecated}." if self.deprecated else ""
+        return f"{self.name} is set but has no effect in this build: {self.no_effect}.{instead}"
+
+    def notice(self) -> str | None:
+        """What to tell an operator who set this variable: that it does nothing here, or
+        that vllm-ascend deprecates it although this build still reads it."""
+        ignored = self.no_effect_message()
+        if ignored is not None or self.deprecated is None:
+            return ignored
+        return (
+            f"{self.name} is deprecated by vllm-ascend (use {self.deprecated}); "
+            "this build still reads it."
+        )
 
 
 def _as_text(value: object) -> str:
@@ -80,28 +103,48 @@ def _parse_float(raw: str) -> float:
     return value
 
 
-def bool_var(name: str, default: bool, doc: str) -> EnvVar[bool]:
+def bool_var(
+    name: str,
+    default: bool,
+    doc: str,
+    *,
+    no_effect: str | None = None,
+    deprecated: str | None = None,
+) -> EnvVar[bool]:
     """A switch; takes 1/0, true/false, yes/no, on/off in any case."""
     accepted = "1 or 0 (also true/false, yes/no, on/off)"
-    return EnvVar(name, VarType.BOOL, default, doc, accepted, _parse_bool)
+    return EnvVar(name, VarType.BOOL, default, doc, accepted, _parse_bool, no_effect, deprecated)
 
 
 def int_var(
-    name: str, default: int, doc: str, choices: tuple[int, ...] | None = None
+    name: str,
+    default: int,
+    doc: str,
+    choices: tuple[int, ...] | None = None,
+    *,
+    minimum: int | None = None,
+    no_effect: str | None = None,
+    deprecated: str | None = None,
 ) -> EnvVar[int]:
-    """An integer, optionally restricted to `choices`."""
-    if choices is None:
-        return EnvVar(name, VarType.INT, default, doc, "an integer", _parse_int)
+    """An integer, optionally restricted to `choices` or to values >= `minimum`."""
+    if choices is None and minimum is None:
+        return EnvVar(
+            name, VarType.INT, default, doc, "an integer", _parse_int, no_effect, deprecated
+        )
     allowed = choices
+    low = minimum
 
     def parse(raw: str) -> int:
         value = _parse_int(raw)
-        if value not in allowed:
+        if (allowed is not None and value not in allowed) or (low is not None and value < low):
             raise ValueError(raw)
         return value
 
-    accepted = "one of " + ", ".join(str(c) for c in allowed)
-    return EnvVar(name, VarType.INT, default, doc, accepted, parse)
+    if allowed is not None:
+        accepted = "one of " + ", ".join(str(c) for c in allowed)
+    else:
+        accepted = f"an integer >= {low}"
+    return EnvVar(name, VarType.INT, default, doc, accepted, parse, no_effect, deprecated)
 
 
 def float_var(name: str, default: float, doc: str) -> EnvVar[float]:
@@ -114,7 +157,15 @@ def str_var(name: str, default: str, doc: str) -> EnvVar[str]:
     return EnvVar(name, VarType.STR, default, doc, "any text", lambda raw: raw)
 
 
-def choice_var(name: str, choices: type[E], default: E, doc: str) -> EnvVar[E]:
+def choice_var(
+    name: str,
+    choices: type[E],
+    default: E,
+    doc: str,
+    *,
+    no_effect: str | None = None,
+    deprecated: str | None = None,
+) -> EnvVar[E]:
     """One member of an enum, written as its value in any case."""
     by_text = {str(member.value).lower(): member for member in choices}
 
@@ -125,4 +176,4 @@ def choice_var(name: str, choices: type[E], default: E, doc: str) -> EnvVar[E]:
         return member
 
     accepted = "one of " + ", ".join(by_text)
-    return EnvVar(name, VarType.CHOICE, default, doc, accepted, parse)
+    return EnvVar(name, VarType.CHOICE, default, doc, accepted, parse, no_effect, deprecated)

@@ -9,6 +9,9 @@ from ascend_core.plan.result import Draft
 from ports.device import DeviceKind
 
 EXPANDABLE = "expandable_segments"
+# torch_npu's caching allocator refuses expandable segments together with either of these
+# (they tune the fixed-segment allocator that expandable segments replace).
+FIXED_SEGMENT_OPTIONS = ("max_split_size_mb", "garbage_collection_threshold")
 
 
 def plan_allocator(deployment: Deployment, draft: Draft) -> Draft:
@@ -40,6 +43,13 @@ def plan_allocator(deployment: Deployment, draft: Draft) -> Draft:
         return draft  # the user's own choice stands
     if sleep:
         return draft  # same pool conflict: do not add what would break sleep mode
+    fixed = [key for key in FIXED_SEGMENT_OPTIONS if key in options]
+    if fixed:
+        return draft.warn(
+            f"PYTORCH_NPU_ALLOC_CONF={current!r} sets {' and '.join(fixed)}, which torch_npu "
+            f"does not accept together with {EXPANDABLE}:True; left as is, without "
+            "expandable segments (remove them to let the plan add expandable segments)."
+        )
     new = f"{current},{EXPANDABLE}:True" if current else f"{EXPANDABLE}:True"
     return draft.change(
         fields.NPU_ALLOC_CONF,

@@ -9,6 +9,8 @@ from __future__ import annotations
 CUSTOM_ALL_REDUCE = "parallel_config.disable_custom_all_reduce"
 # vLLM 0.33 has no sequence-parallel switch of its own; on Ascend it is FlashComm1.
 SEQUENCE_PARALLEL = "env.VLLM_ASCEND_ENABLE_FLASHCOMM1"  # see Deployment.parallel
+# The same switch written in additional_config (it wins over the variable).
+SEQUENCE_PARALLEL_KEY = "additional_config.enable_flashcomm1"
 COMPILE_MODE = "compilation_config.mode"
 GRAPH_MODE = "compilation_config.cudagraph_mode"
 CAPTURE_SIZES = "compilation_config.cudagraph_capture_sizes"
@@ -23,6 +25,7 @@ ALL = frozenset(
     {
         CUSTOM_ALL_REDUCE,
         SEQUENCE_PARALLEL,
+        SEQUENCE_PARALLEL_KEY,
         COMPILE_MODE,
         GRAPH_MODE,
         CAPTURE_SIZES,

@@ -5,7 +5,13 @@ from __future__ import annotations
 from ascend_core.deployment import CompileMode, Deployment, GraphMode
 from ascend_core.plan import fields
 from ascend_core.plan.result import Draft
-from ports.device import DeviceKind
+from ports.device import ChipFamily, DeviceKind
+
+_COMPILE = "ascend_compilation_config"
+# vllm_ascend/platform.py MAX_CAPTURE_SIZES_FOR_950 (later MAX_REDUCED_CAPTURE_SIZES):
+# graph sizes the A5 driver can capture in piecewise mode until its fix ships.
+A5_MAX_CAPTURE_SIZES = 4
+_FULL_GRAPHS = (GraphMode.FULL, GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE)
 
 # Why the host compiles: its per-step cost at small batches is Python dispatch of a few
 # thousand small torch ops (scripts/bench_profile.py --mode calls); one Dynamo trace with
@@ -26,15 +32,24 @@ def decide_graph_mode(deployment: Deployment, draft: Draft) -> Draft:
     otherwise NPU graphs."""
     draft = _decide(deployment, draft)
     config = draft.decisions.ascend_config
-    if (
-        config is not None
-        and config.ascend_compilation_config.enable_npugraph_ex
-        and draft.decisions.graph_mode is GraphMode.NONE
-    ):
-        draft = draft.warn(
-            "additional_config.ascend_compilation_config.enable_npugraph_ex has no effect: "
-            "no NPU graphs are captured (graph mode NONE)."
-        )
+    if config is None:
+        return draft
+    # npugraph_ex is on by default (as in vllm-ascend); only a written true earns a warning.
+    # vllm_ascend/platform.py _setup_compile_backend turns npugraph_ex and static kernels
+    # off unless a full graph is captured; AscendCompilationConfig turns them off on
+    # profiles without NPUGRAPH_EX (310P).
+    compilation = config.ascend_compilation_config
+    graph_mode = draft.decisions.graph_mode
+    for key in ("enable_npugraph_ex", "enable_static_kernel"):
+        if not (config.given(f"{_COMPILE}.{key}") and getattr(compilation, key)):
+            continue
+        if deployment.chip_family is ChipFamily.P310:
+            why = "Atlas 300I (310P) has no npugraph_ex backend"
+        elif graph_mode not in _FULL_GRAPHS:
+            why = f"npugraph_ex compiles full graphs only, and graph mode is {graph_mode.name}"
+        else:
+            continue
+        draft = draft.warn(f"additional_config.{_COMPILE}.{key} has no effect: {why}.")
     return draft
 
 
@@ -83,9 +98,38 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
         )
         graph_mode = GraphMode.NONE
     draft = draft.decide(graph_mode=graph_mode)
-    if graph_mode is not GraphMode.NONE:
-        draft = _fit_capture_sizes(deployment, draft)
-    return draft
+    sizes = draft.decisions.capture_sizes
+    if graph_mode is GraphMode.NONE or sizes is None:
+        return draft
+    # Each adjustment refines the last; one change carries them all (a field changes once).
+    kept, reasons = _fit_capture_sizes(
+        deployment.parallel.tp, draft.decisions.sequence_parallel, sizes
+    )
+    if graph_mode.needs_piecewise_compile and deployment.chip_family is ChipFamily.A5:
+        kept, reason = _reduce_capture_sizes_for_a5(kept)
+        reasons += [reason] if reason else []
+    if kept == sizes:
+        return draft
+    return draft.change(fields.CAPTURE_SIZES, sizes, kept, "; ".join(reasons)).decide(
+        capture_sizes=kept
+    )
+
+
+def _reduce_capture_sizes_for_a5(sizes: tuple[int, ...]) -> tuple[tuple[int, ...], str]:
+    """Keep A5_MAX_CAPTURE_SIZES sizes spread evenly over the list, smallest and largest
+    included (vllm_ascend/platform.py _prune_capture_sizes_for_950, in the piecewise branch
+    of its compile-backend setup, on A5 only); the reason is empty when nothing goes."""
+    if len(sizes) <= A5_MAX_CAPTURE_SIZES:
+        return sizes, ""
+    step = (len(sizes) - 1) / (A5_MAX_CAPTURE_SIZES - 1)
+    picked = [round(i * step) for i in range(A5_MAX_CAPTURE_SIZES)]
+    picked[0], picked[-1] = 0, len(sizes) - 1
+    kept = tuple(sizes[i] for i in picked)
+    reason = (
+        f"the Atlas A5 driver captures at most {A5_MAX_CAPTURE_SIZES} piecewise graph sizes; "
+        f"kept {len(kept)} of {len(sizes)}, spread from the smallest to the largest"
+    )
+    return kept, reason
 
 
 def _host(
@@ -131,25 +175,23 @@ def _eager(
     return draft.decide(graph_mode=GraphMode.NONE)
 
 
-def _fit_capture_sizes(deployment: Deployment, draft: Draft) -> Draft:
-    """With sequence parallelism, every captured batch must split evenly over the TP ranks."""
-    tp = deployment.parallel.tp
-    sizes = draft.decisions.capture_sizes
-    if not draft.decisions.sequence_parallel or tp == 1 or sizes is None:
-        return draft
+def _fit_capture_sizes(
+    tp: int, sequence_parallel: bool, sizes: tuple[int, ...]
+) -> tuple[tuple[int, ...], list[str]]:
+    """With sequence parallelism, every captured batch must split evenly over the TP ranks;
+    the sizes that do, and why others went (nothing when all fit)."""
+    if not sequence_parallel or tp == 1:
+        return sizes, []
     kept = tuple(s for s in sizes if s % tp == 0)
     if kept == sizes:
-        return draft
+        return sizes, []
     if kept:
-        reason = (
+        return kept, [
             f"sequence parallelism splits each captured batch over tensor_parallel_size={tp} "
             f"ranks; dropped {[s for s in sizes if s % tp]}"
-        )
-    else:
-        # None divisible: round up rather than lose graphs altogether.
-        kept = tuple(sorted({-(-s // tp) * tp for s in sizes}))
-        reason = (
-            f"sequence parallelism splits each captured batch over tensor_parallel_size={tp} "
-            "ranks and no size was divisible; rounded each up to a multiple"
-        )
-    return draft.change(fields.CAPTURE_SIZES, sizes, kept, reason).decide(capture_sizes=kept)
+        ]
+    # None divisible: round up rather than lose graphs altogether.
+    return tuple(sorted({-(-s // tp) * tp for s in sizes})), [
+        f"sequence parallelism splits each captured batch over tensor_parallel_size={tp} "
+        "ranks and no size was divisible; rounded each up to a multiple"
+    ]

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from ascend_core.deployment import Deployment
 from ascend_core.plan.additional_config import validate_additional_config
 from ascend_core.plan.allocator import plan_allocator
+from ascend_core.plan.ascend_env import check_ascend_env
 from ascend_core.plan.block_size import decide_block_size
 from ascend_core.plan.gpu_settings import fix_gpu_only_settings
 from ascend_core.plan.graph import decide_graph_mode
@@ -23,10 +24,11 @@ Step = Callable[[Deployment, Draft], Draft]
 # The support matrix comes first: a refused feature is the first thing an operator reads.
 # Order matters where a step reads an earlier decision: graph sizes read the
 # sequence-parallel decision of validate_parallel, the graph step reads the parsed
-# additional_config. Every step runs even after errors,
-# so the operator sees every problem in one pass.
+# additional_config, which reads the variables check_ascend_env parsed. Every step
+# runs even after errors, so the operator sees every problem in one pass.
 STEPS: tuple[Step, ...] = (
     check_support,
+    check_ascend_env,
     validate_parallel,
     validate_additional_config,
     resolve_quantization,

@@ -10,6 +10,7 @@ from attrs import frozen, validators
 
 from ascend_core.ascend_config import AscendConfig
 from ascend_core.deployment import CompileMode, GraphMode
+from ascend_core.env_registry import EnvSettings
 from ascend_core.errors import AscendError, PlanErrors
 from ascend_core.plan import fields
 from ascend_core.quantization.methods import QuantMethod
@@ -63,6 +64,7 @@ class Decisions:
     quantization: QuantMethod = QuantMethod.NONE  # the method that will be used
     ascend_config: AscendConfig | None = None  # None when additional_config has errors
     npu_alloc_conf: str | None = None
+    env: EnvSettings | None = None  # None until the env step ran, or when it had errors
 
 
 @frozen

@@ -20,6 +20,10 @@ def registry_items(env: Environment) -> list[CheckItem]:
             errors = error.errors if isinstance(error, PlanErrors) else (error,)
             items += [CheckItem(var.name, CheckStatus.FAIL, e.what, e.hint) for e in errors]
             continue
+        ignored = var.no_effect_message()
+        if ignored is not None:
+            items.append(CheckItem(var.name, CheckStatus.WARN, ignored, f"unset {var.name}"))
+            continue
         items.append(CheckItem(var.name, CheckStatus.PASS, f"{var.name}={raw}: {var.doc}"))
     for unknown in unknown_variables(env):
         items.append(CheckItem(unknown.name, CheckStatus.WARN, unknown.what, unknown.hint))

@@ -10,6 +10,7 @@ from typing import Any
 from attrs import field, frozen
 
 from ascend_core.errors import QuantizationError
+from ascend_core.quantization.modelslim_names import candidate_prefixes, with_aliases
 from ascend_core.suggest import did_you_mean
 
 DESCRIPTION_FILE = "quant_model_description.json"
@@ -34,8 +35,11 @@ DEFAULT_FUSED_SHARDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "qkv_proj": ("q_proj", "k_proj", "v_proj"),
         "gate_up_proj": ("gate_proj", "up_proj"),
+        "fused_qkv_a_proj": ("q_a_proj", "kv_a_proj_with_mqa"),  # MLA (DeepSeek family)
     }
 )
+# The shard a model with k == v (config attention_k_eq_v) does not write.
+_SHARED_WITH_K = "v_proj"
 
 
 def _freeze(entries: Mapping[str, str]) -> Mapping[str, str]:
@@ -74,7 +78,10 @@ def parse_description(data: Any) -> ModelSlimDescription:
             "Re-export the model with ModelSlim, or remove the file if the model is not "
             "quantized.",
         )
-    entries = {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+    entries = with_aliases(
+        {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)},
+        DESCRIPTION_FILE,
+    )
     model_quant_type = data.get("model_quant_type")
     version = data.get("version")
     return ModelSlimDescription(
@@ -121,32 +128,94 @@ def scheme_for_layer(
     description: ModelSlimDescription,
     prefix: str,
     fused_shards: Mapping[str, Sequence[str]] = DEFAULT_FUSED_SHARDS,
+    *,
+    model_type: str | None = None,
+    k_eq_v: bool = False,
 ) -> LayerScheme:
     """The scheme of the layer at `prefix` (e.g. `model.layers.0.self_attn.qkv_proj`).
 
     A layer the description names directly takes its scheme. A fused layer (its last
     name in `fused_shards`) takes the scheme its shards agree on; disagreeing or missing
     shards, and layers the description does not name, are QuantizationErrors.
+    The export may name the layer differently (modelslim_names.candidate_prefixes, by
+    `model_type`); every name that matches must agree. With `k_eq_v` a fused qkv layer
+    needs no v_proj entry (k and v are one tensor).
     """
+    found: list[LayerScheme] = []
+    first_error: QuantizationError | None = None
+    for name in candidate_prefixes(prefix, model_type):
+        try:
+            found.append(_scheme_at(description, name, fused_shards, k_eq_v))
+        except _NotNamed as missing:
+            first_error = first_error or missing.error
+    if not found:
+        assert first_error is not None
+        raise first_error
+    if len({f.scheme for f in found}) > 1:
+        detail = ", ".join(f"{f.weights[0]}={f.scheme.value}" for f in found)
+        raise QuantizationError(
+            f"Layer {prefix}: {DESCRIPTION_FILE} names it more than once, with different "
+            f"schemes ({detail}).",
+            "Re-export the model with ModelSlim; one layer has one scheme.",
+        )
+    return LayerScheme(prefix, found[0].scheme, found[0].weights)
+
+
+class _NotNamed(Exception):
+    """The description has no entry for a name (another candidate name may have one)."""
+
+    def __init__(self, error: QuantizationError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _scheme_at(
+    description: ModelSlimDescription,
+    prefix: str,
+    fused_shards: Mapping[str, Sequence[str]],
+    k_eq_v: bool,
+) -> LayerScheme:
     direct = f"{prefix}.weight"
     if direct in description.entries:
         return LayerScheme(prefix, _parse_scheme(direct, description.entries[direct]), (direct,))
 
     parent, _, name = prefix.rpartition(".")
-    shards = fused_shards.get(name)
+    shards = tuple(fused_shards.get(name) or ())
     if not shards:
-        raise QuantizationError(
-            f"Layer {prefix}: {DESCRIPTION_FILE} has no entry {direct}.",
-            _missing(description, prefix, [direct]),
+        raise _NotNamed(
+            QuantizationError(
+                f"Layer {prefix}: {DESCRIPTION_FILE} has no entry {direct}.",
+                _missing(description, prefix, [direct]),
+            )
         )
 
-    keys = [f"{parent}.{shard}.weight" if parent else f"{shard}.weight" for shard in shards]
+    def key_of(shard: str) -> str:
+        return f"{parent}.{shard}.weight" if parent else f"{shard}.weight"
+
+    if k_eq_v and key_of(_SHARED_WITH_K) not in description.entries:
+        shards = tuple(s for s in shards if s != _SHARED_WITH_K)
+    keys = [key_of(shard) for shard in shards]
     absent = [k for k in keys if k not in description.entries]
+    if len(absent) == len(keys):
+        raise _NotNamed(
+            QuantizationError(
+                f"Fused layer {prefix}: {DESCRIPTION_FILE} has no entry for "
+                f"{', '.join(absent)} (shards {', '.join(shards)}).",
+                _missing(description, prefix, absent),
+            )
+        )
     if absent:
+        only_v = absent == [key_of(_SHARED_WITH_K)]
         raise QuantizationError(
             f"Fused layer {prefix}: {DESCRIPTION_FILE} has no entry for "
             f"{', '.join(absent)} (shards {', '.join(shards)}).",
-            _missing(description, prefix, absent),
+            _missing(description, prefix, absent)
+            + (
+                " If the model shares one tensor for k and v (attention_k_eq_v), the "
+                "layer is read with k_eq_v."
+                if only_v
+                else ""
+            ),
         )
     schemes = [_parse_scheme(k, description.entries[k]) for k in keys]
     if len(set(schemes)) > 1:

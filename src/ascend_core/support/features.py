@@ -27,7 +27,7 @@ class Feature(enum.Enum):
     SPEC_MTP = "speculative decoding: mtp"
     SPEC_MEDUSA = "speculative decoding: medusa"
     SPEC_DRAFT_MODEL = "speculative decoding: draft model"
-    SPEC_OTHER = "speculative decoding"
+    SPEC_OTHER = "speculative decoding: any other method"
 
 
 # vLLM's speculative_config.method names -> the feature; methods ending in "_mtp"

@@ -46,6 +46,11 @@ CASES: list[tuple[list[str], dict[str, str]]] = [
     ([], {"ASCEND_LAUNCH_BLOCKING": "1", "PYTORCH_NPU_ALLOC_CONF": "max_split_size_mb:64"}),
     ([], {"OMP_NUM_THREADS": "1"}),
     ([], {"VLLM_ASCEND_TRAINING_CONSISTENCY": "1"}),
+    ([], {"VLLM_ASCEND_ENABLE_PREFETCH_MLP": "1"}),  # reaches the plan as ascend_env
+    (  # the expert map is probed through LocalFiles into readable_files
+        ["--additional-config", json.dumps({"eplb_config": {"expert_map_path": "/no/map.json"}})],
+        {},
+    ),
     (["--model-files", "modelslim"], {}),  # the model with a ModelSlim description
 ]
 
@@ -157,7 +162,7 @@ def test_the_cases_vary_every_requested_input(
         "cache.enable_prefix_caching",
         "user_quantization", "lora",
         "additional_config", "launch_blocking", "npu_alloc_conf", "omp_num_threads",
-        "training_consistency", "detected_quantization",
+        "training_consistency", "detected_quantization", "ascend_env", "readable_files",
         "model.max_model_len", "model.dtype",
     }
     assert expected <= varied, expected - varied

@@ -13,6 +13,7 @@ from ascend_core.ascend_config import (
     parse_ascend_config,
 )
 from ascend_core.ascend_config.fields import SectionSpec, specs_of
+from ascend_core.ascend_config.reference_keys import REFERENCE_KEYS
 from ascend_core.errors import ConfigError, PlanErrors
 
 
@@ -58,7 +59,11 @@ def test_a_full_valid_config_is_read_into_typed_values():
             },
             "finegrained_tp_config": {"oproj_tensor_parallel_size": 2},
             "rl_config": {"weight_refit": True},
-            "scheduler_config": {"enable_pd_transfer": True, "decode_max_num_seqs": 64},
+            "scheduler_config": {
+                "enable_pd_transfer": True,
+                "decode_max_num_seqs": 64,
+                "recompute_scheduler_enable": True,
+            },
         }
     )
     assert config.ascend_compilation_config == AscendCompilationConfig(
@@ -86,7 +91,7 @@ def test_config_is_frozen_hashable_and_dumps_to_plain_dict():
     dumped = config.to_dict()
     assert dumped["pa_shape_list"] == [2, 4]
     assert dumped["eplb_config"]["expert_map_path"] is None
-    assert dumped["ascend_compilation_config"]["enable_npugraph_ex"] is False
+    assert dumped["ascend_compilation_config"]["enable_npugraph_ex"] is True  # reference default
 
 
 def test_a_null_section_means_its_defaults():
@@ -151,7 +156,8 @@ def spec_at(path: str):
 def test_retired_table_never_names_a_live_key_and_points_at_live_ones():
     for path, retired in RETIRED_KEYS.items():
         assert spec_at(path) is None, path
-        assert retired.replacement is None or spec_at(retired.replacement) is not None, path
+        live = retired.replacement is None or spec_at(retired.replacement) is not None
+        assert live or retired.replacement in REFERENCE_KEYS, path
         assert retired.reason
 
 
@@ -274,7 +280,10 @@ def test_every_problem_is_collected_into_one_plan_errors():
                 "weight_nz_mode": 7,
                 "torchair_graph_config": {},
                 "eplb_config": {"num_redundant_expert": 1, "dynamic_eplb": 1},
-                "ascend_compilation_config": {"enable_static_kernel": True},
+                "ascend_compilation_config": {
+                    "enable_static_kernel": True,
+                    "enable_npugraph_ex": False,
+                },
             }
         )
     whats = [e.what for e in err.value.errors]

@@ -19,10 +19,25 @@ FINE = "additional_config.finegrained_tp_config"
 
 def test_static_kernel_requires_npugraph_ex_naming_both_keys():
     with pytest.raises(ConfigError) as err:
-        parse_ascend_config({"ascend_compilation_config": {"enable_static_kernel": True}})
+        parse_ascend_config(
+            {
+                "ascend_compilation_config": {
+                    "enable_static_kernel": True,
+                    "enable_npugraph_ex": False,
+                }
+            }
+        )
     assert f"{COMPILE}.enable_static_kernel=true" in err.value.what
     assert f"{COMPILE}.enable_npugraph_ex=true" in err.value.what
     assert "enable_npugraph_ex to true" in err.value.hint
+
+
+def test_static_kernel_alone_is_accepted_as_in_the_reference():
+    """vllm_ascend/ascend_config.py AscendCompilationConfig: enable_npugraph_ex defaults to
+    true, so enable_static_kernel alone passes its static_kernel -> npugraph_ex check."""
+    config = parse_ascend_config({"ascend_compilation_config": {"enable_static_kernel": True}})
+    assert config.ascend_compilation_config.enable_static_kernel
+    assert config.ascend_compilation_config.enable_npugraph_ex
 
 
 def test_static_kernel_with_npugraph_ex_is_accepted():
@@ -58,7 +73,8 @@ def test_dynamic_eplb_intervals_with_dynamic_eplb_and_a_map_are_accepted():
 
 
 def test_interval_written_at_its_default_is_not_an_error():
-    parse_ascend_config({"eplb_config": {"expert_heat_collection_interval": 400}})
+    config = parse_ascend_config({"eplb_config": {"expert_heat_collection_interval": 600}})
+    assert config.eplb_config.expert_heat_collection_interval == 600
 
 
 def test_decode_max_num_seqs_requires_pd_transfer_naming_both_keys():

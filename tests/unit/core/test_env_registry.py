@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ascend_core.env_registry as registry_module
+from ascend_core.env import reference_vars as reference_vars_module
 from ascend_core.env.variables import (
     EnvVar,
     VarType,
@@ -36,7 +37,7 @@ def test_defaults_when_nothing_is_set():
     assert settings.device is DeviceRequest.AUTO
     assert settings.log_plan is True
     assert settings.enable_nz == 1
-    assert settings.enable_mlapo is False
+    assert settings.enable_mlapo is True  # vllm_ascend/envs.py: VLLM_ASCEND_ENABLE_MLAPO "1"
     assert settings.enable_flashcomm1 is False
     assert settings.enable_prefetch_mlp is False
     assert settings.enable_matmul_allreduce is False
@@ -131,7 +132,8 @@ def test_registry_entries_are_well_formed():
 
 
 def test_every_module_constant_is_in_the_registry_tuple():
-    constants = [v for v in vars(registry_module).values() if isinstance(v, EnvVar)]
+    modules = (registry_module, reference_vars_module)
+    constants = [v for m in modules for v in vars(m).values() if isinstance(v, EnvVar)]
     assert set(map(id, constants)) == set(map(id, ENV_VARS))
 
 

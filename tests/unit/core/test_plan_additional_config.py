@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 from ascend_core.ascend_config import AscendConfig
-from ascend_core.deployment import GraphMode
-from ascend_core.errors import ConfigError
-from ascend_core.plan import plan_config
-from unit.core.plan_fixtures import host, npu
+from ascend_core.deployment import CompileMode, GraphMode, KvTransferRole
+from ascend_core.errors import AscendError, ConfigError, UnsupportedFeatureError
+from ascend_core.plan import ConfigPlan, plan_config
+from unit.core.plan_fixtures import host, mla_model, npu
+
+CONSUMER = KvTransferRole.CONSUMER
+RECOMPUTE = {"recompute_scheduler_enable": True}
+
+
+def own_errors(plan: ConfigPlan) -> list[AscendError]:
+    """The plan's errors other than the support matrix's (MLA and MoE are refused on the
+    NPU by this build, whatever additional_config says)."""
+    return [e for e in plan.errors if not isinstance(e, UnsupportedFeatureError)]
+
 
 FINEGRAINED = "additional_config.finegrained_tp_config"
 
 
 def test_a_valid_config_is_parsed_into_the_decisions() -> None:
-    plan = plan_config(npu(additional_config={"enable_kv_nz": True}))
-    assert plan.ok
+    deployment = npu(
+        mla_model(), kv_transfer_role=CONSUMER, additional_config={"enable_kv_nz": True}
+    )
+    plan = plan_config(deployment)
+    assert not own_errors(plan)
     config = plan.decisions.ascend_config
     assert isinstance(config, AscendConfig)
     assert config.enable_kv_nz is True
@@ -39,21 +52,28 @@ def test_several_problems_are_all_reported() -> None:
 
 def test_finegrained_tp_must_divide_dp() -> None:
     raw = {"finegrained_tp_config": {"lmhead_tensor_parallel_size": 3}}
-    plan = plan_config(npu(parallel={"dp": 4}, additional_config=raw))
-    (error,) = plan.errors
+    plan = plan_config(npu(mla_model(), parallel={"dp": 4}, additional_config=raw))
+    (error,) = own_errors(plan)
     assert f"{FINEGRAINED}.lmhead_tensor_parallel_size=3" in error.what
     assert "data_parallel_size=4" in error.what
     assert "1, 2, 4" in error.hint
 
 
 def test_finegrained_tp_with_plain_tp_is_accepted_when_it_divides_dp() -> None:
-    raw = {"finegrained_tp_config": {"oproj_tensor_parallel_size": 2}}
-    assert plan_config(npu(parallel={"dp": 4, "tp": 2}, additional_config=raw)).ok
+    raw = {"finegrained_tp_config": {"lmhead_tensor_parallel_size": 2}}
+    plan = plan_config(npu(mla_model(), parallel={"dp": 4, "tp": 2}, additional_config=raw))
+    assert not own_errors(plan)
 
 
 def test_finegrained_tp_fitting_dp_is_accepted() -> None:
-    raw = {"finegrained_tp_config": {"oproj_tensor_parallel_size": 2}}
-    assert plan_config(npu(parallel={"dp": 4}, additional_config=raw)).ok
+    raw = {
+        "finegrained_tp_config": {"oproj_tensor_parallel_size": 2},
+        "scheduler_config": RECOMPUTE,
+    }
+    deployment = npu(
+        mla_model(), parallel={"dp": 4}, kv_transfer_role=CONSUMER, additional_config=raw
+    )
+    assert not own_errors(plan_config(deployment))
 
 
 def test_npugraph_ex_without_graphs_is_a_warning() -> None:
@@ -62,11 +82,24 @@ def test_npugraph_ex_without_graphs_is_a_warning() -> None:
     assert plan.ok
     assert plan.graph_mode is GraphMode.NONE
     assert any("enable_npugraph_ex has no effect" in w for w in plan.warnings)
-    with_graphs = plan_config(npu(additional_config=raw))
+    full = {"graph_mode": GraphMode.FULL_DECODE_ONLY, "mode": CompileMode.VLLM_COMPILE}
+    with_graphs = plan_config(npu(compilation=full, additional_config=raw))
     assert not any("enable_npugraph_ex" in w for w in with_graphs.warnings)
 
 
+def test_npugraph_ex_with_piecewise_graphs_is_a_warning() -> None:
+    """vllm_ascend/platform.py _setup_compile_backend turns npugraph_ex and static kernels
+    off in the piecewise branch: they compile full graphs only."""
+    raw = {"ascend_compilation_config": {"enable_npugraph_ex": True, "enable_static_kernel": True}}
+    plan = plan_config(npu(additional_config=raw))
+    assert plan.graph_mode is GraphMode.PIECEWISE
+    assert sum("full graphs only" in w for w in plan.warnings) == 2
+
+
 def test_kv_nz_on_the_host_is_a_warning() -> None:
-    plan = plan_config(host(additional_config={"enable_kv_nz": True}))
-    assert plan.ok
+    deployment = host(
+        mla_model(), kv_transfer_role=CONSUMER, additional_config={"enable_kv_nz": True}
+    )
+    plan = plan_config(deployment)
+    assert not own_errors(plan)
     assert any("enable_kv_nz is ignored on the host" in w for w in plan.warnings)

@@ -18,9 +18,34 @@ def test_unset_gains_expandable_segments_with_a_reason() -> None:
 
 
 def test_other_user_options_are_kept_and_extended() -> None:
-    plan = plan_config(npu(npu_alloc_conf="max_split_size_mb:64"))
+    plan = plan_config(npu(npu_alloc_conf="page_size:1g"))
     (change,) = plan.changes_to(fields.NPU_ALLOC_CONF)
-    assert change.new == "max_split_size_mb:64,expandable_segments:True"
+    assert change.new == "page_size:1g,expandable_segments:True"
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("max_split_size_mb:64", "max_split_size_mb"),
+        ("garbage_collection_threshold:0.6", "garbage_collection_threshold"),
+        (
+            "garbage_collection_threshold:0.6,max_split_size_mb:128",
+            "max_split_size_mb and garbage_collection_threshold",
+        ),
+    ],
+)
+def test_fixed_segment_options_are_never_combined_with_expandable_segments(
+    value: str, named: str
+) -> None:
+    """torch_npu rejects expandable_segments:True next to max_split_size_mb or
+    garbage_collection_threshold, so the plan leaves such a value alone and says why
+    (vllm_ascend/platform.py check_and_update_config skips them the same way, silently)."""
+    plan = plan_config(npu(npu_alloc_conf=value))
+    assert plan.ok
+    assert not plan.changes_to(fields.NPU_ALLOC_CONF)
+    assert plan.decisions.npu_alloc_conf == value
+    (warning,) = [w for w in plan.warnings if "PYTORCH_NPU_ALLOC_CONF" in w]
+    assert named in warning and "expandable_segments:True" in warning
 
 
 @pytest.mark.parametrize("value", ["expandable_segments:False", "a:1, expandable_segments:True"])

@@ -6,6 +6,7 @@ import pytest
 
 from ascend_core.deployment import CompileMode, GraphMode
 from ascend_core.plan import fields, plan_config
+from ports.device import ChipFamily
 from unit.core.plan_fixtures import host, npu
 
 
@@ -156,6 +157,58 @@ def test_capture_sizes_are_untouched_when_sequence_parallel_or_graphs_are_off(
     assert not plan.changes_to(fields.CAPTURE_SIZES)
 
 
+# --- vllm-ascend's defaults and A5 --------------------------------------------------------
+
+SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64)
+
+
+def test_a5_piecewise_capture_sizes_are_reduced_to_four_spread_evenly() -> None:
+    """vllm_ascend/platform.py _prune_reduced_capture_sizes (MAX_REDUCED_CAPTURE_SIZES = 4):
+    four sizes at evenly spaced positions, the smallest and the largest kept."""
+    plan = plan_config(npu(chip=ChipFamily.A5, compilation={"capture_sizes": SIZES}))
+    (change,) = plan.changes_to(fields.CAPTURE_SIZES)
+    assert change.old == SIZES
+    assert change.new == (1, 8, 24, 64)  # positions 0, round(2.67)=3, round(5.33)=5, 8
+    assert plan.decisions.capture_sizes == (1, 8, 24, 64)
+    assert "A5" in change.reason
+
+
+@pytest.mark.parametrize(
+    ("chip", "graph_mode", "sizes"),
+    [
+        (ChipFamily.A2, GraphMode.PIECEWISE, SIZES),
+        (ChipFamily.A3, GraphMode.PIECEWISE, SIZES),
+        (ChipFamily.A5, GraphMode.FULL, SIZES),
+        (ChipFamily.A5, GraphMode.PIECEWISE, (1, 2, 4, 8)),
+    ],
+)
+def test_capture_sizes_stay_off_a5_with_full_graphs_or_with_four_sizes_or_fewer(
+    chip: ChipFamily, graph_mode: GraphMode, sizes: tuple[int, ...]
+) -> None:
+    compilation = {
+        "capture_sizes": sizes,
+        "graph_mode": graph_mode,
+        "mode": CompileMode.VLLM_COMPILE,
+    }
+    plan = plan_config(npu(chip=chip, compilation=compilation))
+    assert not plan.changes_to(fields.CAPTURE_SIZES)
+
+
+def test_the_default_npugraph_ex_says_nothing_when_eager() -> None:
+    """enable_npugraph_ex defaults to true as in vllm_ascend/ascend_config.py; only a written
+    true that cannot take effect earns a warning."""
+    plan = plan_config(npu(compilation={"enforce_eager": True}))
+    assert not any("npugraph_ex" in w for w in plan.warnings)
+
+
+def test_npugraph_ex_written_on_310p_is_a_warning() -> None:
+    """ascend_config.py AscendCompilationConfig: profiles without NPUGRAPH_EX (310P) turn it
+    off with a warning."""
+    raw = {"ascend_compilation_config": {"enable_npugraph_ex": True}}
+    plan = plan_config(npu(chip=ChipFamily.P310, additional_config=raw))
+    assert any("Atlas 300I (310P) has no npugraph_ex" in w for w in plan.warnings)
+
+
 def test_host_with_compilation_unset_traces_once_instead_of_vllms_piecewise_default() -> None:
     # Unset means vLLM compiles piecewise (VLLM_COMPILE at its default level) after the plan.
     plan = plan_config(host(compilation={}))
@@ -168,3 +221,19 @@ def test_launch_blocking_drops_graphs_but_keeps_the_compiled_model() -> None:
     plan = plan_config(npu(launch_blocking=True))
     assert plan.graph_mode is GraphMode.NONE
     assert not plan.changes_to(fields.COMPILE_MODE)
+
+
+def test_sequence_parallel_fitting_and_a5_reduction_are_one_change() -> None:
+    """A field changes once: the TP fit, then the A5 reduction, in one change."""
+    sizes = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+    plan = plan_config(
+        npu(
+            chip=ChipFamily.A5,
+            parallel={"tp": 2, "sequence_parallel": True},
+            compilation={"capture_sizes": sizes},
+        )
+    )
+    (change,) = plan.changes_to(fields.CAPTURE_SIZES)
+    assert change.old == sizes
+    assert change.new == (2, 12, 24, 64)  # (2, 4, 8, 12, 16, 24, 32, 48, 64) reduced to 4
+    assert "sequence parallelism" in change.reason and "A5" in change.reason

@@ -17,6 +17,7 @@ from unit.core.plan_fixtures import deployments
 OLD_VALUE: dict[str, Callable[[Deployment], Any]] = {
     plan_fields.CUSTOM_ALL_REDUCE: lambda d: d.parallel.disable_custom_all_reduce,
     plan_fields.SEQUENCE_PARALLEL: lambda d: "1" if d.parallel.sequence_parallel else "0",
+    plan_fields.SEQUENCE_PARALLEL_KEY: lambda d: d.additional_config.get("enable_flashcomm1"),
     plan_fields.COMPILE_MODE: lambda d: d.compilation.mode,
     plan_fields.GRAPH_MODE: lambda d: d.compilation.graph_mode,
     plan_fields.CAPTURE_SIZES: lambda d: d.compilation.capture_sizes,

@@ -209,10 +209,21 @@ def test_bad_value_of_a_registered_variable_fails() -> None:
 
 def test_set_variables_are_listed_with_their_doc() -> None:
     listed = item(
-        check(env={**SOURCED, "VLLM_ASCEND_ENABLE_MLAPO": "1"}), "VLLM_ASCEND_ENABLE_MLAPO"
+        check(env={**SOURCED, "VLLM_ASCEND_TRAINING_CONSISTENCY": "1"}),
+        "VLLM_ASCEND_TRAINING_CONSISTENCY",
     )
     assert listed.status is CheckStatus.PASS
-    assert "MLA" in listed.detail
+    assert "Batch-invariant" in listed.detail
+
+
+def test_a_set_variable_this_build_ignores_is_a_warning_saying_so() -> None:
+    """The doctor says what serving will do: the plan warns for the same variable."""
+    ignored = item(
+        check(env={**SOURCED, "VLLM_ASCEND_ENABLE_MLAPO": "1"}), "VLLM_ASCEND_ENABLE_MLAPO"
+    )
+    assert ignored.status is CheckStatus.WARN
+    assert "no effect in this build" in ignored.detail
+    assert "additional_config.enable_mlapo" in ignored.detail  # the reference's replacement
 
 
 def test_single_node_needs_no_network_variables() -> None:

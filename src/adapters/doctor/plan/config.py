@@ -7,6 +7,7 @@ from typing import Any
 from adapters.doctor.plan.items import FAIL, PASS, WARN, failed
 from adapters.doctor.plan.model import Target
 from adapters.doctor.serve_args import ServeArgs
+from adapters.system.local_files import OsLocalFiles
 from ascend_core.deployment import (
     CacheSettings,
     CompilationSettings,
@@ -25,6 +26,7 @@ from ascend_core.plan import ConfigPlan, plan_config
 from ascend_core.preflight import CheckItem
 from ascend_core.quantization import QuantMethod
 from ports.environment import Environment
+from ports.local_files import LocalFiles
 
 
 def _enum(cls: type[Any], value: Any) -> Any:
@@ -80,10 +82,21 @@ def build_deployment(
     env: Environment,
     detected: QuantMethod = QuantMethod.NONE,
     host_cpus: int | None = None,
+    local_files: LocalFiles | None = None,
 ) -> Deployment:
-    """The Deployment `vllm serve` builds from these arguments: the core's one builder."""
+    """The Deployment `vllm serve` builds from these arguments: the core's one builder.
+
+    `local_files` answers whether files additional_config names exist (default: this
+    machine's file system, as serving checks them)."""
     return core_build_deployment(
-        model, target.kind, target.chip_family, requested(args), env, detected, host_cpus
+        model,
+        target.kind,
+        target.chip_family,
+        requested(args),
+        env,
+        detected,
+        host_cpus,
+        local_files or OsLocalFiles(),
     )
 
 
