@@ -6,6 +6,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 # CPU build on hosts without an NPU; NPU hosts use 2.14.0 with torch-npu 2.14.0.
 TORCH_VERSION ?= 2.13.0
+# Where the CPU build comes from. PyPI's plain torch==X on Linux x86_64 is the CUDA build
+# (plus ~3 GB of nvidia-* packages); the CPU build, torch==X+cpu, is on PyTorch's own index
+# or a local wheel (pip's find-links). pip prefers +cpu when it can see one. TORCH_INDEX
+# adds PyTorch's CPU index, e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu.
+TORCH_INDEX ?=
+TORCH_PIP := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+# The build scripts/check_torch_build.py requires after install: cpu, or any.
+TORCH_BUILD ?= cpu
 VLLM_VERSION := 0.33.0
 STAMP := $(VENV)/.installed
 
@@ -14,12 +22,13 @@ STAMP := $(VENV)/.installed
 venv: $(STAMP)
 
 # Rebuilt when what it installs changes (not on every Makefile edit).
-$(STAMP): pyproject.toml requirements/vllm-cpu.txt
+$(STAMP): pyproject.toml requirements/vllm-cpu.txt scripts/check_torch_build.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet torch==$(TORCH_VERSION)
+	$(BIN)/pip install --quiet $(TORCH_PIP) torch==$(TORCH_VERSION)
+	$(BIN)/python scripts/check_torch_build.py --expect $(TORCH_BUILD)
 	# vLLM's wheel lists CUDA-only requirements: take it alone, then its portable ones.
-	$(BIN)/pip install --quiet -r requirements/vllm-cpu.txt torch==$(TORCH_VERSION)
+	$(BIN)/pip install --quiet $(TORCH_PIP) -r requirements/vllm-cpu.txt torch==$(TORCH_VERSION)
 	$(BIN)/pip install --quiet --no-deps vllm==$(VLLM_VERSION)
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
@@ -44,8 +53,9 @@ MODEL_STYLE ?= llama
 MODEL_SIZE ?= tiny
 MODEL_DIR ?= models/$(MODEL_SIZE)-$(MODEL_STYLE)
 PORT ?= 8000
-# The host's KV cache; without it vLLM would take --gpu-memory-utilization (0.92) of RAM.
-KV_CACHE_BYTES ?= 1073741824
+# The host's KV cache in bytes; empty: the plugin's host default (at most 4 GiB, half of
+# the memory available once the weights are loaded).
+KV_CACHE_BYTES ?=
 
 model: venv
 	$(BIN)/python scripts/make_models.py --out $(MODEL_DIR) --style $(MODEL_STYLE) --size $(MODEL_SIZE)
@@ -55,4 +65,4 @@ serve: venv model
 	@echo "  curl -s http://127.0.0.1:$(PORT)/v1/completions -H 'Content-Type: application/json' -d '{\"model\": \"$(MODEL_DIR)\", \"prompt\": \"The plugin\", \"max_tokens\": 16, \"temperature\": 0}'"
 	VLLM_ASCEND_DEVICE=cpu $(BIN)/vllm serve $(MODEL_DIR) --host 127.0.0.1 --port $(PORT) \
 		--dtype float32 --enforce-eager --max-model-len 2048 \
-		--kv-cache-memory-bytes $(KV_CACHE_BYTES) --shutdown-timeout 5
+		$(if $(KV_CACHE_BYTES),--kv-cache-memory-bytes $(KV_CACHE_BYTES)) --shutdown-timeout 5

@@ -2,7 +2,8 @@
 
 It validates an `additional_config`, picks an attention backend and detects a
 checkpoint's quantization, supplying the one port it needs (model files) itself.
-Run: python examples/embed_core.py
+Run it with the venv's Python, where the package is installed (the core needs attrs):
+    .venv/bin/python examples/embed_core.py [MODEL_DIR]   (default: examples/model_w8a8)
 """
 
 from __future__ import annotations
@@ -43,6 +44,14 @@ class JsonDirectory(ModelFiles):
 
 
 def main(model_dir: Path) -> int:
+    if not model_dir.is_dir():
+        # The core would read "no quantization files" and say none; say what is wrong.
+        print(
+            f"embed_core: {model_dir} is not a directory. Fix: pass a model directory "
+            "(e.g. examples/model_w8a8)",
+            file=sys.stderr,
+        )
+        return 2
     config = parse_ascend_config({"enable_kv_nz": True, "eplb_config": {"dynamic_eplb": True}})
     print("additional_config ok:", config.to_dict()["eplb_config"])
     try:

@@ -32,3 +32,10 @@ def test_example_validates_selects_and_detects_without_torch_or_vllm():
     assert "attention on A3 (mla=True): mla" in out
     assert "quantization: ascend" in out
     assert "quant_model_description.json" in out
+
+
+def test_example_refuses_a_directory_that_does_not_exist():
+    result = run("examples/embed_core.py", "examples/no-such-model")
+    assert result.returncode == 2
+    assert "examples/no-such-model is not a directory" in result.stderr
+    assert "quantization" not in result.stdout

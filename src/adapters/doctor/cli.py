@@ -18,10 +18,12 @@ from adapters.doctor.render_json import render_json
 from adapters.doctor.render_text import render_text, use_colour
 from adapters.doctor.report import EXIT_CODES, Report
 from adapters.doctor.serve_args import ServeArgs
+from ascend_core.device_selection import DeviceRequest
 from ascend_core.errors import AscendError
 from ascend_core.memory_budget import GIB
 from ascend_core.preflight import CheckStatus
 from ports.device import ChipFamily
+from ports.runtime import MemoryInfo
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,11 +107,7 @@ def main(
         chip = ChipFamily(options.chip) if options.chip else None
         memory = int(options.device_memory * GIB) if options.device_memory else None
         target = choose_target(
-            probe_safely(c.npu_probe),
-            c.env_settings().device,
-            chip,
-            memory,
-            host_memory_bytes=_host_memory(),
+            probe_safely(c.npu_probe), c.env_settings().device, chip, memory, _host_memory(c)
         )
         report = plan_report(
             serve, c.model_files(serve.model), env, c.upstream(), target, c.host_cpus()
@@ -133,11 +131,16 @@ def _render(report: Report, as_json: bool, out: TextIO) -> str:
     return render_text(report, colour=use_colour(is_tty, os.environ))
 
 
-def _host_memory() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
+def _host_memory(c: Container) -> MemoryInfo | None:
+    """The host's memory through the runtime port, the numbers the worker will read;
+    None unless the host device serves (the runtime port is the serving device's)."""
+    if c.env_settings().device is not DeviceRequest.CPU:
         return None
+    try:
+        memory: MemoryInfo = c.runtime().memory_info()
+    except (ImportError, OSError, RuntimeError):
+        return None
+    return memory
 
 
 if __name__ == "__main__":

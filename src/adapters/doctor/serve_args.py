@@ -52,7 +52,7 @@ class ServeArgs:
     enable_lora: bool = False
     nnodes: int = 1
     max_model_len: int | None = None
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float = 0.92  # vLLM's default
     kv_cache_memory_bytes: int | None = None
     quantization: str | None = None
     dtype: str = "auto"
@@ -99,7 +99,7 @@ class ServeArgs:
             enable_lora=bool(get("enable_lora", False)),
             nnodes=int(get("nnodes", 1)),
             max_model_len=d.get("max_model_len"),
-            gpu_memory_utilization=float(get("gpu_memory_utilization", 0.9)),
+            gpu_memory_utilization=float(get("gpu_memory_utilization", 0.92)),
             kv_cache_memory_bytes=d.get("kv_cache_memory_bytes"),
             quantization=d.get("quantization"),
             dtype=str(get("dtype", "auto")),

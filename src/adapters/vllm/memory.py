@@ -12,10 +12,14 @@ from attrs import frozen
 from ascend_core.errors import ConfigError
 from ascend_core.memory_budget import (
     Accounting,
+    BudgetFlag,
     KvCacheTooSmallError,
     MemoryDemand,
     exact_bytes,
+    flags_leave_default,
     format_bytes,
+    host_flag_warning,
+    host_kv_default,
     plan_budget,
 )
 from ports.runtime import MemoryInfo
@@ -25,6 +29,7 @@ from ports.runtime import MemoryInfo
 class KvCacheBudget:
     kv_cache_bytes: int
     reason: str
+    warning: str | None = None  # the host's RAM mostly taken by a flag
 
 
 def kv_cache_budget(
@@ -34,8 +39,14 @@ def kv_cache_budget(
     one_sequence_bytes: int,
     max_model_len: int,
     block_size: int = 1,
+    host_workers: int | None = None,
 ) -> KvCacheBudget:
     """--kv-cache-memory-bytes when given, else utilization x total minus what this process holds.
+
+    host_workers: on the host device, the local workers sharing its RAM. There, with
+    neither flag given, the core's host default sizes the cache instead (a capped share
+    of the memory available after the weights), and a flag that takes most of the RAM
+    comes with a warning.
 
     Raises the core's KvCacheTooSmallError (a ConfigError with the numbers and the flag to
     change) when the result cannot hold one sequence of max_model_len tokens, and a
@@ -43,6 +54,15 @@ def kv_cache_budget(
     """
     blocks = math.ceil(max_model_len / block_size)
     per_token = max(1, one_sequence_bytes // (blocks * block_size))
+    warning = None
+    if host_workers is not None:
+        if flags_leave_default(utilization, explicit_bytes):
+            default = host_kv_default(memory, host_workers)
+            demand = MemoryDemand.from_host_default(default, per_token, max_model_len, block_size)
+            return _checked(demand)
+        flag = BudgetFlag.KV_CACHE_MEMORY_BYTES if explicit_bytes else BudgetFlag.MEMORY_UTILIZATION
+        share = explicit_bytes or int(memory.total_bytes * utilization)
+        warning = host_flag_warning(flag.value, share, memory.total_bytes)
     if explicit_bytes:
         if explicit_bytes > memory.free_bytes:
             raise ConfigError(
@@ -66,7 +86,11 @@ def kv_cache_budget(
             block_size=block_size,
             accounting=Accounting.MEASURED,
         )
+    return _checked(demand, warning)
+
+
+def _checked(demand: MemoryDemand, warning: str | None = None) -> KvCacheBudget:
     budget = plan_budget(demand)
     if not budget.fits:
         raise KvCacheTooSmallError(budget)
-    return KvCacheBudget(demand.kv_bytes_available, budget.what())
+    return KvCacheBudget(demand.kv_bytes_available, budget.what(), warning)

@@ -15,9 +15,10 @@ from vllm.platforms.interface import Platform, PlatformEnum
 
 from adapters.container import container
 from adapters.vllm import translate
+from adapters.vllm.startup import stop_on_our_errors, watch_engine_errors
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import ATTENTION_DTYPES
-from ascend_core.plan import WorkerKind
+from ascend_core.plan import WorkerKind, fields
 from ports.device import ChipFamily, DeviceKind
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
     from ascend_core.deployment import Deployment
+    from ascend_core.plan.result import Change
     from ports.runtime import DeviceRuntime
 
 logger = logging.getLogger("vllm.plugins.ascend")
@@ -88,19 +90,38 @@ class AscendPlatformBase(Platform):
 
     @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
-        """Translate VllmConfig into a Deployment, ask the core for the plan, apply it."""
+        """Translate VllmConfig into a Deployment, ask the core for the plan, apply it.
+
+        The plan's errors stop the start with their messages alone (StartupError).
+        """
         from adapters.vllm.planning import plan_for
 
-        plan = plan_for(cls.deployment(vllm_config))
+        watch_engine_errors()
+        with stop_on_our_errors():
+            plan = plan_for(cls.deployment(vllm_config))
         if plan is None:
             return  # vLLM builds configs without a model too (e.g. in tests); nothing to plan
         translate.apply_changes(
             vllm_config, plan.changes, log=container().env_settings().log_plan
         )
+        cls.size_torch_threads(plan.changes_to(fields.OMP_NUM_THREADS))
         if vllm_config.parallel_config.worker_cls == "auto":
             vllm_config.parallel_config.worker_cls = cls.worker_path(plan.worker_kind)
         cls.update_device_settings(vllm_config)
         cls.apply_deployment_patches(vllm_config)
+
+    @classmethod
+    def size_torch_threads(cls, changes: tuple[Change, ...]) -> None:
+        """The plan's OMP_NUM_THREADS in this process's torch too, before vLLM starts any.
+
+        A spawned process reads the variable when it imports torch; a forked one (vLLM's
+        engine and workers by default) inherits torch's setting from this process, which
+        imported torch before the plan set the variable. vLLM sizes the pool the same
+        way before it forks workers, and skips that when OMP_NUM_THREADS is set.
+        """
+        for change in changes:
+            if change.new is not None:
+                torch.set_num_threads(int(change.new))
 
     @classmethod
     def apply_deployment_patches(cls, vllm_config: VllmConfig) -> None:
@@ -175,13 +196,14 @@ class AscendPlatformBase(Platform):
         from adapters.vllm.attention.selection import backend_path
 
         vllm_config = get_current_vllm_config()
-        return backend_path(
-            attn_selector_config,
-            cls.device_kind,
-            cls.chip_family(),
-            training_consistency=container().env_settings().training_consistency,
-            model=translate.model_facts(vllm_config),
-        )
+        with stop_on_our_errors(vllm_config.parallel_config):
+            return backend_path(
+                attn_selector_config,
+                cls.device_kind,
+                cls.chip_family(),
+                training_consistency=container().env_settings().training_consistency,
+                model=translate.model_facts(vllm_config),
+            )
 
     @classmethod
     def register_triton_kernel_overrides(cls) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
+import sys
 
 from adapters.container import container
+from adapters.vllm.startup import stop_on_our_errors
 from ascend_core.device_selection import DeviceDecision
-from ascend_core.errors import AscendError
 from ports.device import ChipFamily, DeviceKind
 
 logger = logging.getLogger("vllm.plugins.ascend")
@@ -44,15 +46,33 @@ def register() -> str | None:
     NPU) stops the process: vLLM catches a plugin's exceptions and falls back to another
     platform, so only SystemExit ends startup at once, with the message naming what is missing.
     """
-    try:
+    with stop_on_our_errors():
         decision = decide_device()
-    except AscendError as exc:
-        raise SystemExit(f"vllm-plugin-ascend: {exc}") from exc
     if decision.kind is None:
         # A warning, so it shows before vLLM has configured its logging (INFO would not).
         logger.warning("%s", decision.reason)
+        atexit.register(repeat_if_nothing_served, decision.reason)
         return None
     return PLATFORM_PATHS[decision.kind]
+
+
+def repeat_if_nothing_served(reason: str) -> None:
+    """At exit: our reason again, when no platform served this process after we declined.
+
+    Then vLLM ends in its "Failed to infer device type" traceback, which buries the one
+    line that says why (logged at the top). Python runs atexit hooks after printing the
+    traceback of the error that ended the process (sys.last_value), so the reason is
+    the last thing the operator reads. A process where another platform (built-in or
+    plugin) served, that never resolved one, or that ended without an error prints
+    nothing.
+    """
+    if getattr(sys, "last_value", None) is None:
+        return
+    platforms = sys.modules.get("vllm.platforms")
+    current = getattr(platforms, "_current_platform", None)
+    if current is None or not current.is_unspecified():
+        return
+    sys.stderr.write(f"vllm-plugin-ascend: no platform serves vLLM here. {reason}\n")
 
 
 def register_general() -> None:

@@ -16,7 +16,9 @@ from vllm.v1.worker.worker_base import CompilationTimes
 from adapters.container import container
 from adapters.vllm.memory import kv_cache_budget
 from adapters.vllm.model_runner import model_runner_for
+from adapters.vllm.startup import stop_on_our_errors
 from ascend_core.memory_budget import format_bytes
+from ports.device import DeviceKind
 from ports.runtime import DeviceRuntime, MemoryInfo
 
 logger = logging.getLogger("vllm.plugins.ascend")
@@ -55,7 +57,9 @@ class DeviceWorker(Worker):
             current_platform.dist_backend,
         )
         set_random_seed(self.model_config.seed)
-        self.model_runner = model_runner_for(self.runtime)(self.vllm_config, self.device)
+        with stop_on_our_errors(self.parallel_config):
+            runner = model_runner_for(self.runtime)
+        self.model_runner = runner(self.vllm_config, self.device)
 
     def _maybe_get_memory_pool_context(self, tag: str) -> contextlib.AbstractContextManager[None]:
         # vLLM skips its CuMem pool only for built-in platforms; the host has none.
@@ -66,16 +70,29 @@ class DeviceWorker(Worker):
         """The KV-cache bytes, sized after a profiling pass as vLLM's GPU worker does, so the
         memory the process holds includes the activation peak of the largest batch."""
         memory = self._profile_memory()
-        budget = kv_cache_budget(
-            memory,
-            self.cache_config.gpu_memory_utilization,
-            self.cache_config.kv_cache_memory_bytes,
-            self._one_sequence_bytes(),
-            self.model_config.max_model_len,
-            self.cache_config.block_size,
-        )
+        with stop_on_our_errors(self.parallel_config):
+            budget = kv_cache_budget(
+                memory,
+                self.cache_config.gpu_memory_utilization,
+                self.cache_config.kv_cache_memory_bytes,
+                self._one_sequence_bytes(),
+                self.model_config.max_model_len,
+                self.cache_config.block_size,
+                host_workers=self._host_workers(),
+            )
+        if budget.warning is not None:
+            logger.warning("%s", budget.warning)
         logger.info("%s", budget.reason)
         return budget.kv_cache_bytes
+
+    def _host_workers(self) -> int | None:
+        """On the host device, the workers on this machine that share its RAM; else None."""
+        from vllm.platforms import current_platform
+
+        if getattr(current_platform, "device_kind", None) is not DeviceKind.CPU:
+            return None
+        pc = self.parallel_config
+        return max(1, pc.local_world_size * max(1, pc.data_parallel_size_local))
 
     def _profile_memory(self) -> MemoryInfo:
         """Device memory after vLLM's profile_run (a dummy batch of max_num_batched_tokens,

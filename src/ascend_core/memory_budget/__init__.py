@@ -14,6 +14,16 @@ from ascend_core.memory_budget.demand import (
     Scaling,
 )
 from ascend_core.memory_budget.fixes import MAX_SUGGESTED_UTILIZATION, FixKind, MemoryFix
+from ascend_core.memory_budget.host_default import (
+    HOST_KV_CAP_BYTES,
+    HOST_KV_SHARE,
+    MOST_OF_HOST_RAM,
+    VLLM_DEFAULT_UTILIZATION,
+    HostKvDefault,
+    flags_leave_default,
+    host_flag_warning,
+    host_kv_default,
+)
 from ascend_core.memory_budget.reserve import (
     ACTIVATION_FACTOR,
     RUNTIME_RESERVE_BYTES,
@@ -35,14 +45,19 @@ from ascend_core.memory_budget.units import GIB, MIB, exact_bytes, format_bytes
 __all__ = [
     "ACTIVATION_FACTOR",
     "GIB",
+    "HOST_KV_CAP_BYTES",
+    "HOST_KV_SHARE",
     "MAX_SUGGESTED_TP",
     "MAX_SUGGESTED_UTILIZATION",
     "MIB",
+    "MOST_OF_HOST_RAM",
     "NOMINAL_DEVICE_MEMORY",
     "RUNTIME_RESERVE_BYTES",
+    "VLLM_DEFAULT_UTILIZATION",
     "Accounting",
     "BudgetFlag",
     "FixKind",
+    "HostKvDefault",
     "KvCacheTooSmallError",
     "KvLayout",
     "KvPerToken",
@@ -55,7 +70,10 @@ __all__ = [
     "dtype_bytes",
     "estimate_reserve",
     "exact_bytes",
+    "flags_leave_default",
     "format_bytes",
+    "host_flag_warning",
+    "host_kv_default",
     "kv_bytes_per_token",
     "kv_cache_shortfall",
     "plan_budget",

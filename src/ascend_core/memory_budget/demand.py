@@ -7,9 +7,11 @@ import math
 from collections.abc import Mapping
 from types import MappingProxyType
 
+import attrs
 from attrs import field, frozen, validators
 
 from ascend_core.deployment import ModelFacts
+from ascend_core.memory_budget.host_default import HostKvDefault
 from ascend_core.memory_budget.units import exact_bytes, format_bytes
 
 # The largest tensor-parallel size searched for a fix (two A3 nodes of 16 devices each).
@@ -63,6 +65,9 @@ class MemoryDemand:
     block_size: int = field(default=128, validator=validators.ge(1))
     budget_flag: BudgetFlag = BudgetFlag.MEMORY_UTILIZATION
     accounting: Accounting = Accounting.ESTIMATED
+    # Set when the host default sized the KV cache (no flag given): its arithmetic is
+    # shown, and --kv-cache-memory-bytes is the flag that changes it.
+    host_default: HostKvDefault | None = None
 
     @classmethod
     def explicit(
@@ -79,6 +84,24 @@ class MemoryDemand:
             block_size=block_size,
             budget_flag=BudgetFlag.KV_CACHE_MEMORY_BYTES,
             accounting=Accounting.MEASURED,
+        )
+
+    @classmethod
+    def from_host_default(
+        cls,
+        default: HostKvDefault,
+        kv_bytes_per_token: int,
+        max_model_len: int,
+        block_size: int,
+        accounting: Accounting = Accounting.MEASURED,
+    ) -> MemoryDemand:
+        """The host default as the whole KV budget, as if --kv-cache-memory-bytes gave it."""
+        return attrs.evolve(
+            cls.explicit(
+                max(1, default.kv_cache_bytes), kv_bytes_per_token, max_model_len, block_size
+            ),
+            accounting=accounting,
+            host_default=default,
         )
 
     @property
@@ -111,6 +134,8 @@ class MemoryDemand:
     def arithmetic(self) -> str:
         """How the KV space is derived, with every number and the flag that set it."""
         available = exact_bytes(self.kv_bytes_available)
+        if self.host_default is not None:
+            return self.host_default.arithmetic()
         if self.budget_flag is BudgetFlag.KV_CACHE_MEMORY_BYTES:
             return f"{self.budget_flag.value}={self.device_memory_bytes} gives {available}"
         weights, reserve, _ = PART_NAMES[self.accounting]

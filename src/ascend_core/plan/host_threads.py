@@ -1,4 +1,5 @@
-"""Step: on the host device, torch computes on every usable core (OMP_NUM_THREADS)."""
+"""Step: on the host device, torch computes on every usable core, split between the
+local workers (OMP_NUM_THREADS)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,13 @@ REASON = (
 
 
 def decide_host_threads(deployment: Deployment, draft: Draft) -> Draft:
-    """Set OMP_NUM_THREADS to the usable cores on the host device, unless the user set it."""
+    """Set OMP_NUM_THREADS to each local worker's share of the usable cores on the host
+    device, unless the user set it.
+
+    Every worker process (tensor x pipeline x data parallel ranks; the host device runs
+    them all on this machine) inherits the variable, so the whole count for each would
+    run workers x cores threads on the cores, and they would preempt each other.
+    """
     if deployment.device_kind is not DeviceKind.CPU:
         return draft  # on an NPU the host threads only feed the device: vLLM's 1 is right
     if deployment.omp_num_threads is not None:
@@ -28,5 +35,20 @@ def decide_host_threads(deployment: Deployment, draft: Draft) -> Draft:
             "unset and vLLM will compute on 1 torch thread; set OMP_NUM_THREADS to the "
             "number of cores to use."
         )
-    cpus = str(deployment.host_cpus)
-    return draft.change(fields.OMP_NUM_THREADS, None, cpus, f"{cpus} usable cores: {REASON}")
+    p = deployment.parallel
+    workers = p.tp * p.pp * p.dp
+    threads = max(1, deployment.host_cpus // workers)
+    if workers == 1:
+        why = f"{deployment.host_cpus} usable cores"
+    else:
+        why = (
+            f"{deployment.host_cpus} usable cores / {workers} local workers "
+            f"(tp {p.tp} x pp {p.pp} x dp {p.dp})"
+        )
+    if deployment.host_cpus < workers:
+        draft = draft.warn(
+            f"{workers} local workers on {deployment.host_cpus} usable cores: each computes "
+            "on 1 thread and they take turns on the cores; lower --tensor-parallel-size "
+            "(the host device gains nothing from TP on one machine)."
+        )
+    return draft.change(fields.OMP_NUM_THREADS, None, str(threads), f"{why}: {REASON}")

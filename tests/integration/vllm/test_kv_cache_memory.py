@@ -59,17 +59,24 @@ def test_explicit_bytes_above_free_memory_are_refused() -> None:
         kv_cache_budget(HOST, 0.9, 30 * GIB, one_sequence_bytes=1, max_model_len=512)
 
 
-@pytest.mark.vllm
-def test_engine_start_fails_with_the_budget_error(model_dirs: dict[str, str]) -> None:
-    from vllm import LLM
+def test_on_the_host_with_no_flag_the_core_default_sizes_the_cache() -> None:
+    budget = kv_cache_budget(HOST, 0.92, None, 1 << 20, 512, host_workers=1)
+    assert budget.kv_cache_bytes == 4 * GIB  # the cap: half of 20 GiB free is more
+    assert "the host default, min(4.00 GiB cap, 0.50 x 20.00 GiB available" in budget.reason
+    assert budget.warning is None
+    busy = MemoryInfo(free_bytes=3 * GIB, total_bytes=24 * GIB, peak_allocated_bytes=2 * GIB)
+    assert kv_cache_budget(busy, 0.92, None, 1 << 20, 512, host_workers=2).kv_cache_bytes == (
+        3 * GIB // 2 // 2
+    )
 
-    with pytest.raises(Exception) as err:
-        LLM(
-            model=model_dirs["llama"],
-            dtype="float32",
-            enforce_eager=True,
-            max_model_len=512,
-            kv_cache_memory_bytes=8192,
-        )
-    text = f"{err.value!r} {err.value.__cause__!r}"
-    assert "max_model_len=512" in text and "--kv-cache-memory-bytes" in text
+
+def test_on_the_host_a_flag_stands_and_most_of_the_ram_is_warned_about() -> None:
+    taken = kv_cache_budget(HOST, 0.6, None, 1 << 20, 512, host_workers=1)
+    assert taken.kv_cache_bytes == int(24 * GIB * 0.6) - 2 * GIB
+    assert taken.warning is not None and "60% of the host's 24.00 GiB RAM" in taken.warning
+    small = kv_cache_budget(HOST, 0.92, GIB, 1 << 20, 512, host_workers=1)
+    assert (small.kv_cache_bytes, small.warning) == (GIB, None)
+    # Off the host, utilization x device memory is vLLM's rule and no RAM is at stake.
+    npu = kv_cache_budget(HOST, 0.92, None, 1 << 20, 512)
+    assert npu.kv_cache_bytes == 20 * GIB  # 0.92 x 24 GiB - 2 GiB held, capped by 20 GiB free
+    assert npu.warning is None

@@ -6,8 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+_VENV_BIN = Path(sys.executable).parent
 
 _SHOW_PLATFORM = (
     "from vllm.platforms import current_platform; "
@@ -15,13 +18,17 @@ _SHOW_PLATFORM = (
 )
 
 
-def _run(device: str | None) -> subprocess.CompletedProcess[str]:
+def _run(
+    device: str | None, argv: list[str] | None = None, path: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_ASCEND_")}
     if device is not None:
         env["VLLM_ASCEND_DEVICE"] = device
+    if path is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), path) if p)
     return subprocess.run(
-        [sys.executable, "-c", _SHOW_PLATFORM], env=env, capture_output=True, text=True,
-        timeout=120,
+        argv or [sys.executable, "-c", _SHOW_PLATFORM], env=env, capture_output=True,
+        text=True, timeout=120,
     )
 
 
@@ -33,6 +40,8 @@ def test_without_npu_or_request_the_plugin_declines_with_its_reason(device: str 
     assert "Ascend" not in result.stdout.split("PLATFORM=")[1]
     assert "Ascend plugin declines" in result.stderr
     assert "VLLM_ASCEND_DEVICE=cpu" in result.stderr  # the hint
+    # No platform, but nothing failed: the reason is not repeated at exit.
+    assert "no platform serves" not in result.stderr
 
 
 def test_cpu_request_activates_the_host_platform() -> None:
@@ -48,3 +57,32 @@ def test_npu_request_without_npu_fails_at_once_naming_what_is_missing() -> None:
     assert "VLLM_ASCEND_DEVICE=npu but no usable NPU" in result.stderr
     assert "torch_npu" in result.stderr  # what is missing here
     assert "Traceback" not in result.stderr
+
+
+def test_when_no_platform_serves_the_reason_is_the_last_thing_printed() -> None:
+    # No NPU, nothing asked for, and this vLLM wheel has no built-in platform for the
+    # host: vLLM ends in its "Failed to infer device type" traceback, then our reason.
+    result = _run(None, [str(_VENV_BIN / "vllm"), "--version"])
+    assert result.returncode != 0
+    assert "Failed to infer device type" in result.stderr  # vLLM's own error stays
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("vllm-plugin-ascend: no platform serves vLLM here.")
+    assert "torch_npu" in last and "VLLM_ASCEND_DEVICE=cpu" in last
+
+
+def test_when_another_platform_serves_nothing_is_repeated(tmp_path: Path) -> None:
+    # Another platform plugin, installed as a distribution with the entry point vLLM scans.
+    (tmp_path / "other_platform.py").write_text(
+        "def register():\n    return 'vllm.platforms.cpu.CpuPlatform'\n"
+    )
+    info = tmp_path / "other_platform-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: other-platform\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[vllm.platform_plugins]\nother = other_platform:register\n"
+    )
+    result = _run(None, path=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "PLATFORM=CpuPlatform" in result.stdout
+    assert "Ascend plugin declines" in result.stderr  # logged once, at discovery
+    assert "no platform serves" not in result.stderr

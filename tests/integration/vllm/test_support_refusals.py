@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.vllm.startup import StartupError
 from ascend_core.errors import PlanErrors, UnsupportedFeatureError
 
 COMMON = {
@@ -59,9 +60,10 @@ def test_an_unsupported_model_is_refused_while_vllm_builds_its_config(
     from vllm.engine.arg_utils import EngineArgs
 
     (tmp_path / "config.json").write_text(json.dumps(CONFIGS[name]))  # no weights at all
-    with pytest.raises(PlanErrors) as caught:
+    with pytest.raises(StartupError) as caught:  # the message alone at `vllm serve`
         EngineArgs(model=str(tmp_path), enforce_eager=True).create_engine_config()
-    errors = caught.value.errors
+    assert isinstance(caught.value.error, PlanErrors)
+    errors = caught.value.error.errors
     assert all(isinstance(e, UnsupportedFeatureError) for e in errors), errors
     assert [e.feature for e in errors] == EXPECTED[name]
     assert {e.device for e in errors} == {"cpu"}

@@ -81,6 +81,14 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel", "patch target"),
     ("vllm.distributed.parallel_state:cleanup_dist_env_and_memory", "patch target"),
     ("vllm.v1.engine.core:cleanup_dist_env_and_memory", "patch: rebound copy"),
+    # Startup and platform resolution (issue 13).
+    ("vllm.platforms:_current_platform",
+     "private: the declined plugin's exit hook reads which platform served"),
+    ("vllm.platforms.interface:Platform.is_unspecified", "nothing served: repeat our reason"),
+    ("vllm.config:get_current_vllm_config_or_none", "backend errors: which executor runs us"),
+    ("vllm.config:ParallelConfig.local_world_size", "host default: workers sharing the RAM"),
+    ("vllm.config:CacheConfig.gpu_memory_utilization",
+     "its default counts as not given (VLLM_DEFAULT_UTILIZATION)"),
     # Config types translated to and from the core.
     ("vllm.config:CompilationMode", "CompileMode mirrors its member names"),
     ("vllm.config:CUDAGraphMode", "GraphMode mirrors its member names"),
@@ -138,3 +146,20 @@ def test_selector_config_has_the_fields_we_read() -> None:
 
     fields = set(inspect.signature(AttentionSelectorConfig).parameters)
     assert {"use_mla", "use_sparse", "has_sink", "has_sliding_window"} <= fields
+
+
+def test_the_core_knows_vllms_default_memory_utilization() -> None:
+    from vllm.config import CacheConfig
+    from vllm.engine.arg_utils import EngineArgs
+
+    from ascend_core.memory_budget import VLLM_DEFAULT_UTILIZATION
+
+    assert CacheConfig.gpu_memory_utilization == VLLM_DEFAULT_UTILIZATION
+    assert EngineArgs.gpu_memory_utilization == VLLM_DEFAULT_UTILIZATION
+
+
+def test_parallel_config_has_the_fields_the_worker_reads() -> None:
+    from vllm.config import ParallelConfig
+
+    fields = set(ParallelConfig.__dataclass_fields__)
+    assert {"data_parallel_size_local", "distributed_executor_backend"} <= fields

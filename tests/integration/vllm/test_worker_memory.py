@@ -12,6 +12,7 @@ from engine_teardown import shut_down
 from ports.runtime import DeviceRuntime, MemoryInfo
 
 EXPLICIT = 32 << 20
+GIB = 1 << 30
 
 
 class RecordingRuntime(DeviceRuntime):
@@ -135,3 +136,33 @@ def test_utilization_budget_is_positive_below_total_and_counts_the_activation_pe
     hf = worker.model_config.hf_config
     gate_up = worker.scheduler_config.max_num_batched_tokens * 2 * hf.intermediate_size * 4
     assert measured.peak_allocated_bytes - held_before >= gate_up
+
+
+class FixedMemoryRuntime(RecordingRuntime):
+    """The real runtime, with the memory numbers of another machine."""
+
+    def __init__(self, inner: DeviceRuntime, memory: MemoryInfo) -> None:
+        super().__init__(inner, [])
+        self.memory = memory
+
+    def memory_info(self) -> MemoryInfo:
+        return self.memory
+
+
+@pytest.mark.parametrize(
+    ("free", "expected"),
+    [(20 * GIB, 4 * GIB), (3 * GIB, 3 * GIB // 2)],  # the cap; half of what is available
+)
+def test_with_no_flag_the_host_default_comes_from_the_runtime_ports_numbers(
+    llm,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+    free: int,
+    expected: int,
+) -> None:
+    worker = llm.llm_engine.model_executor.driver_worker.worker
+    memory = MemoryInfo(free_bytes=free, total_bytes=24 * GIB, peak_allocated_bytes=GIB)
+    monkeypatch.setattr(worker, "runtime", FixedMemoryRuntime(worker.runtime, memory))
+    monkeypatch.setattr(worker.cache_config, "kv_cache_memory_bytes", None)
+    monkeypatch.setattr(worker.cache_config, "gpu_memory_utilization", 0.92)  # vLLM's default
+
+    assert worker.determine_available_memory() == expected

@@ -40,3 +40,25 @@ def test_the_npu_keeps_vllms_thread_choice() -> None:
 def test_a_core_count_below_one_is_rejected() -> None:
     with pytest.raises(ValueError):
         host(host_cpus=0)
+
+
+@pytest.mark.parametrize(
+    ("parallel", "cpus", "threads"),
+    [
+        ({"tp": 2}, 2, "1"),
+        ({"tp": 2}, 6, "3"),
+        ({"tp": 2, "pp": 2}, 8, "2"),
+        ({"dp": 3}, 7, "2"),  # the remainder stays idle rather than oversubscribed
+        ({"tp": 4}, 2, "1"),
+    ],
+)
+def test_the_cores_are_split_between_the_local_workers(
+    parallel: dict[str, int], cpus: int, threads: str
+) -> None:
+    plan = plan_config(host(host_cpus=cpus, parallel=parallel))
+    (change,) = plan.changes_to(fields.OMP_NUM_THREADS)
+    assert change.new == threads
+    workers = parallel.get("tp", 1) * parallel.get("pp", 1) * parallel.get("dp", 1)
+    assert f"{cpus} usable cores / {workers} local workers" in change.reason
+    oversubscribed = [w for w in plan.warnings if "take turns on the cores" in w]
+    assert bool(oversubscribed) == (cpus < workers)

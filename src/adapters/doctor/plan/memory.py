@@ -6,12 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from adapters.doctor.plan.items import FAIL, PASS, WARN, failed
 from adapters.doctor.plan.model import Target
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core.deployment import ModelFacts
 from ascend_core.errors import AscendError
 from ascend_core.memory_budget import (
+    Accounting,
+    BudgetFlag,
+    HostKvDefault,
     MemoryBudget,
     MemoryDemand,
     Reserve,
@@ -19,13 +24,16 @@ from ascend_core.memory_budget import (
     dtype_bytes,
     estimate_reserve,
     exact_bytes,
+    flags_leave_default,
     format_bytes,
+    host_flag_warning,
     kv_bytes_per_token,
     plan_budget,
     weights_size,
 )
 from ascend_core.preflight import CheckItem
 from ascend_core.quantization import QuantDetection, QuantMethod
+from ports.device import DeviceKind
 from ports.model_files import ModelFiles
 
 # vLLM's chunked-prefill token budget when --max-num-batched-tokens is not given.
@@ -75,7 +83,29 @@ def memory_items(
         detection is not None and detection.method is not QuantMethod.NONE
     )
     explicit = args.kv_cache_memory_bytes
-    if explicit:
+    on_host = target.kind is DeviceKind.CPU
+    host_default = on_host and flags_leave_default(args.gpu_memory_utilization, explicit)
+    if host_default and target.available_bytes is None:
+        return [
+            CheckItem(
+                "budget",
+                WARN,
+                "host memory unknown: the host default KV cache cannot be computed",
+                "pass --kv-cache-memory-bytes",
+            )
+        ], {}
+    if host_default and target.available_bytes is not None:
+        # The worker's numbers are read once the weights are loaded: the doctor takes
+        # the weights of every local worker and the reserve estimate off what is
+        # available now, then applies the same core default.
+        workers = shards * args.dp
+        after = target.available_bytes - weights.total_bytes - reserve.total_bytes * workers
+        default = HostKvDefault(after, target.memory_bytes, workers)
+        demand = MemoryDemand.from_host_default(
+            default, kv.bytes, model.max_model_len, block, Accounting.ESTIMATED
+        )
+        budget = plan_budget(demand)
+    elif explicit:
         # vllm serve's worker: the flag is the whole KV budget and its message, with only
         # the two fixes that need no model facts, so the doctor prints what serve will.
         demand = MemoryDemand.explicit(explicit, kv.bytes, model.max_model_len, block)
@@ -103,6 +133,8 @@ def memory_items(
     ]
     if explicit:
         items.append(_explicit_room(explicit, target.memory_bytes, per_device, reserve))
+    if on_host and not host_default:
+        items.append(_host_flag_item(args, target.memory_bytes))
     items.append(_budget_item(budget))
     return items, _memory_data(budget, weights.total_bytes, kv.formula, reserve.describe())
 
@@ -130,6 +162,23 @@ def _explicit_room(explicit: int, device_bytes: int, weights: int, reserve: Rese
     )
 
 
+def _host_flag_item(args: ServeArgs, total_bytes: int) -> CheckItem:
+    """On the host, a flag instead of the default: a warning when it takes most of the RAM."""
+    explicit = args.kv_cache_memory_bytes
+    flag = BudgetFlag.KV_CACHE_MEMORY_BYTES if explicit else BudgetFlag.MEMORY_UTILIZATION
+    share = explicit or int(total_bytes * args.gpu_memory_utilization)
+    warning = host_flag_warning(flag.value, share, total_bytes)
+    if warning is None:
+        return CheckItem(
+            "host RAM",
+            PASS,
+            f"{flag.value} gives vLLM {format_bytes(share)} of the host's "
+            f"{format_bytes(total_bytes)} RAM instead of the host default",
+        )
+    what, _, fix = warning.partition(" Fix: ")
+    return CheckItem("host RAM", WARN, what, fix)
+
+
 def _budget_item(budget: MemoryBudget) -> CheckItem:
     if budget.fits:
         return CheckItem("KV cache", PASS, budget.what())
@@ -142,6 +191,7 @@ def _memory_data(
     d = budget.demand
     return {
         "budget_flag": d.budget_flag.value,
+        "host_default": attrs.asdict(d.host_default) if d.host_default is not None else None,
         "device_memory_bytes": d.device_memory_bytes,
         "memory_utilization": d.memory_utilization,
         "weights_bytes_total": weights_total,

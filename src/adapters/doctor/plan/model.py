@@ -17,6 +17,7 @@ from ascend_core.preflight import CheckItem
 from ports.device import ChipFamily, DeviceKind, ProbeResult
 from ports.environment import Environment
 from ports.model_files import ModelFiles
+from ports.runtime import MemoryInfo
 
 
 @frozen
@@ -28,6 +29,9 @@ class Target:
     memory_bytes: int
     device_count: int | None
     source: str
+    # The host device: memory the OS has available now (the runtime port's free bytes),
+    # before the weights load; None when unknown or not the host.
+    available_bytes: int | None = None
 
 
 def choose_target(
@@ -35,12 +39,18 @@ def choose_target(
     device: DeviceRequest,
     chip: ChipFamily | None = None,
     memory_bytes: int | None = None,
-    host_memory_bytes: int | None = None,
+    host_memory: MemoryInfo | None = None,
 ) -> Target:
-    """The probed NPU when there is one; else the chip and memory asked for, or an A2."""
+    """The probed NPU when there is one; else the chip and memory asked for, or an A2.
+
+    host_memory: the host's memory through the runtime port (VLLM_ASCEND_DEVICE=cpu).
+    """
     if device is DeviceRequest.CPU:
-        mem = memory_bytes or host_memory_bytes or 0
-        return Target(DeviceKind.CPU, ChipFamily.HOST, mem, 1, "VLLM_ASCEND_DEVICE=cpu: host")
+        mem = memory_bytes or (host_memory.total_bytes if host_memory else 0)
+        available = host_memory.free_bytes if host_memory else None
+        return Target(
+            DeviceKind.CPU, ChipFamily.HOST, mem, 1, "VLLM_ASCEND_DEVICE=cpu: host", available
+        )
     facts = probe.facts if probe.available else None
     if facts is not None and chip is None:
         return Target(

@@ -1,0 +1,99 @@
+"""How the plugin's own errors stop vLLM's start: the message alone, and a non-zero exit.
+
+A typed error (ascend_core.errors.AscendError) raised at startup, left to vLLM, ends as
+a 45-line traceback through vLLM, our adapter and the core, with the message at its
+end. Raised as SystemExit instead, Python prints only the message and exits with 1,
+and vLLM's `except Exception` handlers do not catch it on the way.
+
+In-process users of `vllm.LLM(...)` get a StartupError: a SystemExit, so `except
+Exception` does not catch it; catch `StartupError` (or SystemExit) and read `.error`
+(also its `__cause__`) for the typed error with its `what` and `hint`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ascend_core.errors import AscendError
+
+PREFIX = "vllm-plugin-ascend: "
+_watching: list[Path] = []
+
+
+class StartupError(SystemExit):
+    """An AscendError that stops vLLM's start; its code is the message Python prints."""
+
+    def __init__(self, error: AscendError) -> None:
+        self.error = error
+        super().__init__(f"{PREFIX}{error}")
+
+
+@contextlib.contextmanager
+def stop_on_our_errors(parallel_config: Any = None) -> Iterator[None]:
+    """Turn an AscendError raised inside into a StartupError (chained to it).
+
+    parallel_config: given in a worker. Only a worker that runs in the engine's own
+    process (the "uni" executor, vLLM's choice for one device) may stop it so; a worker
+    process of the multiprocessing executor answers vLLM's RPC, and exiting there
+    would look to vLLM like a crashed worker, so the typed error goes back to vLLM.
+    """
+    try:
+        yield
+    except AscendError as error:
+        backend = getattr(parallel_config, "distributed_executor_backend", "uni")
+        if backend != "uni":
+            raise
+        if parallel_config is not None:
+            _tell_parent(str(error))
+        raise StartupError(error) from error
+
+
+def _note_path(pid: int) -> Path:
+    return Path(tempfile.gettempdir()) / f"vllm-plugin-ascend-{pid}.startup-error"
+
+
+def watch_engine_errors() -> None:
+    """In the process that builds the config (vllm serve's front end): repeat at exit the
+    StartupError an engine process it started stopped with.
+
+    The engine prints its message alone, but vLLM's front end then ends in its own
+    "Engine core initialization failed. See root cause above" traceback, which puts
+    that message out of sight. The engine leaves the message in a note named after
+    this process (its parent), which exists only while this process watches; the exit
+    hook prints it after the traceback of the error that ended this process
+    (sys.last_value), and removes the note either way.
+    """
+    if _watching:
+        return
+    note = _note_path(os.getpid())
+    try:
+        note.unlink(missing_ok=True)  # left by an earlier process of the same pid
+        os.close(os.open(note, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError:
+        return
+    _watching.append(note)
+    atexit.register(_repeat_engine_error, note)
+
+
+def _tell_parent(message: str) -> None:
+    note = _note_path(os.getppid())
+    if note.exists():  # only a watching parent created it
+        with contextlib.suppress(OSError), note.open("a") as f:
+            f.write(message + "\n")
+
+
+def _repeat_engine_error(note: Path) -> None:
+    try:
+        text = note.read_text().strip()
+        note.unlink()
+    except OSError:
+        return
+    if text and getattr(sys, "last_value", None) is not None:
+        sys.stderr.write(f"{PREFIX}the engine process stopped at startup: {text}\n")

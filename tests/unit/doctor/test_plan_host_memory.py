@@ -1,0 +1,84 @@
+"""`plan` on the host device: the KV cache the host default gives, from the memory numbers of
+the runtime port, the same number the worker computes; a flag taking most of the RAM warns."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from adapters.vllm.memory import kv_cache_budget
+from ascend_core.memory_budget import ACTIVATION_FACTOR, RUNTIME_RESERVE_BYTES
+from ports.model_files import TensorHeader
+from ports.runtime import MemoryInfo
+from unit.doctor.test_cli import run, wiring
+from unit.fakes.model_files import FakeModelFiles
+from unit.fakes.runtime import FakeRuntime
+
+GIB = 1 << 30
+SMALL_LLAMA: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 512,
+    "intermediate_size": 1024,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "vocab_size": 1000,
+    "max_position_embeddings": 2048,
+    "torch_dtype": "bfloat16",
+}
+HEADERS = (
+    TensorHeader("model.embed_tokens.weight", "BF16", (1000, 512)),
+    TensorHeader("lm_head.weight", "BF16", (1000, 512)),
+)
+WEIGHTS = 2 * 1000 * 512 * 2
+KV_PER_TOKEN = 2 * 2 * 8 * 64 * 2  # K,V x layers x KV heads x head_dim x bf16
+
+
+def _plan(memory: MemoryInfo, *flags: str) -> tuple[dict[str, str], dict[str, Any], str]:
+    """The memory section's item statuses, its data, and the text report."""
+    files = {"/m/small": FakeModelFiles({"config.json": SMALL_LLAMA}, HEADERS, "/m/small")}
+    c = wiring(env={"VLLM_ASCEND_DEVICE": "cpu"}, files=files)
+    c.runtime.override(FakeRuntime(memory))
+    # vLLM's parser leaves --gpu-memory-utilization at its default, 0.92, when not given.
+    argv = ["/m/small", "--gpu-memory-utilization", "0.92", *flags]
+    _, as_json = run(["plan", "--json", "--", *argv], c)
+    _, text = run(["plan", "--", *argv], c)
+    report = json.loads(as_json)
+    (section,) = [s for s in report["sections"] if s["title"] == "memory budget"]
+    statuses = {item["name"]: item["status"] for item in section["items"]}
+    return statuses, report["data"]["memory"], text
+
+
+def test_the_doctor_shows_the_number_the_worker_computes_from_the_same_memory() -> None:
+    # A busy host (5 GiB available of 24 GiB), so the share rules and not the 4 GiB cap.
+    memory = MemoryInfo(free_bytes=5 * GIB, total_bytes=24 * GIB)
+    statuses, data, text = _plan(memory)
+    assert statuses["KV cache"] == "pass" and "host RAM" not in statuses
+    # The doctor's reserve estimate: runtime, and activations of 8192 tokens (bf16).
+    reserve = RUNTIME_RESERVE_BYTES + 8192 * ACTIVATION_FACTOR * 512 * 2
+    # The worker reads the memory once the weights are loaded and its working memory is
+    # held: what the doctor estimates them to be is what is no longer available then.
+    at_serve = MemoryInfo(5 * GIB - WEIGHTS - reserve, 24 * GIB, WEIGHTS + reserve)
+    worker = kv_cache_budget(at_serve, 0.92, None, 2048 * KV_PER_TOKEN, 2048, 128, host_workers=1)
+    assert data["kv_bytes_available"] == worker.kv_cache_bytes == (5 * GIB - WEIGHTS - reserve) // 2
+    assert data["host_default"]["available_bytes"] == 5 * GIB - WEIGHTS - reserve
+    assert f"gives {worker.kv_cache_bytes} B" in text
+    assert "the host default, min(4.00 GiB cap, 0.50 x" in text
+
+
+def test_a_large_host_shows_the_cap() -> None:
+    statuses, data, _ = _plan(MemoryInfo(free_bytes=20 * GIB, total_bytes=24 * GIB))
+    assert statuses["KV cache"] == "pass"
+    assert data["kv_bytes_available"] == 4 * GIB
+
+
+def test_a_flag_that_takes_most_of_the_ram_is_a_warning() -> None:
+    memory = MemoryInfo(free_bytes=20 * GIB, total_bytes=24 * GIB)
+    statuses, data, text = _plan(memory, "--gpu-memory-utilization", "0.8")
+    assert statuses["host RAM"] == "warn"
+    assert data["host_default"] is None and data["budget_flag"] == "--gpu-memory-utilization"
+    assert "WARN  host RAM" in text and "80% of the host's 24.00 GiB RAM" in text
+    statuses, _, text = _plan(memory, "--gpu-memory-utilization", "0.3")
+    assert statuses["host RAM"] == "pass" and "PASS  host RAM" in text
