@@ -1,6 +1,7 @@
 """Benchmark (not a test): the plugin on the host device against transformers and vLLM alone.
 
     .venv/bin/python scripts/benchmark.py [--json] [--dtypes float32,bfloat16]
+    .venv/bin/python scripts/benchmark.py --style deepseek_v3 --skip-startup   # MoE + MLA
 
 1. Output tokens per second of `vllm.LLM` through the plugin (VLLM_ASCEND_DEVICE=cpu)
    and of transformers `generate`, greedy, same prompts and lengths, same dtype and
@@ -30,8 +31,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 DEFAULT_MODEL = ROOT / "models" / "87m-llama"
-# Model directory name -> make_models size, for the models this script can make.
-MODEL_SIZES = {"87m-llama": "87m", "100m-llama": "100m"}
+# --style: the model the throughput runs on; the MoE styles at make_models' "small" size.
+STYLE_MODELS = {
+    "llama": ("87m", "Llama-style, ~87M parameters, issue 12's shape"),
+    "deepseek_v3": ("small", "DeepSeek-V3-style MoE with MLA, small"),
+    "deepseek_v2": ("small", "DeepSeek-V2-Lite-style MoE with MLA, small"),
+    "qwen3_moe": ("small", "Qwen3-MoE-style, small"),
+}
 
 
 # -- machine -----------------------------------------------------------------------
@@ -60,17 +66,21 @@ def machine_facts(threads: int | None) -> dict[str, Any]:
     }
 
 
-def ensure_model(path: Path) -> Path:
+def ensure_model(path: Path, style: str = "llama") -> Path:
     if not (path / "config.json").exists():
         sys.path.insert(0, str(SCRIPTS))
         from make_models import make_model
 
-        size = MODEL_SIZES.get(path.name)
-        if size is None:
-            raise SystemExit(f"{path} has no config.json; make it with scripts/make_models.py "
-                             f"or name one of {sorted(MODEL_SIZES)}")
-        print(f"making the {size} Llama-style model in {path} ...", file=sys.stderr, flush=True)
-        make_model(str(path), style="llama", size=size, seed=0)
+        size, what = STYLE_MODELS[style]
+        # A directory named <size>-<style> (e.g. models/100m-llama) is made at that size.
+        named_size, _, named_style = path.name.partition("-")
+        if named_style == style and named_size != size:
+            from make_models import SIZES
+
+            if named_size in SIZES:
+                size, what = named_size, f"{named_size} {style}-style"
+        print(f"making the {what} model in {path} ...", file=sys.stderr, flush=True)
+        make_model(str(path), style=style, size=size, seed=0)
     return path
 
 
@@ -265,7 +275,7 @@ def print_report(report: dict[str, Any]) -> None:
           f"torch {m['torch']}, vLLM {m['vllm']}, transformers {m['transformers']}")
     print(f"Load average (1m) at start {m['load_avg_start'][0]:.2f}, "
           f"at end {report['load_avg_end'][0]:.2f}")
-    print(f"Model: {s['model']}")
+    print(f"Model: {s['model']} ({STYLE_MODELS[s['style']][1]})")
     if report.get("throughput"):
         print()
         print(f"Throughput: greedy, {s['prompt_len']}-token prompts, {s['output_len']} output "
@@ -331,7 +341,9 @@ def print_report(report: dict[str, Any]) -> None:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", type=Path, default=DEFAULT_MODEL)
+    p.add_argument("--style", choices=tuple(STYLE_MODELS), default="llama",
+                   help="which local model to make and run when --model is not given")
+    p.add_argument("--model", type=Path, default=None)
     p.add_argument("--prompt-len", type=int, default=64)
     p.add_argument("--output-len", type=int, default=64)
     p.add_argument("--sides", default=",".join(SIDES),
@@ -361,7 +373,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    args.model = ensure_model(args.model.resolve())
+    if args.model is None:
+        size = STYLE_MODELS[args.style][0]
+        named = ROOT / "models" / f"{size}-{args.style}"
+        args.model = DEFAULT_MODEL if args.style == "llama" else named
+    args.model = ensure_model(args.model.resolve(), args.style)
     args.log.write_text("")
     args.plugin_threads = {}
     args.peer_python = None
@@ -375,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     report: dict[str, Any] = {
         "machine": machine_facts(args.threads),
-        "settings": {"model": str(args.model), "prompt_len": args.prompt_len,
+        "settings": {"model": str(args.model), "style": args.style,
+                     "prompt_len": args.prompt_len,
                      "output_len": args.output_len, "batches": args.batches,
                      "dtypes": args.dtypes, "rounds": args.rounds, "sides": args.sides},
     }

@@ -26,7 +26,17 @@ from typing import Any
 STAMP_FILE = ".make_models.json"
 # Bump when the files this script writes change, so stale model dirs are rebuilt.
 SCRIPT_VERSION = 1
-STYLES = ("llama", "qwen3")
+DENSE_STYLES = ("llama", "qwen3")
+# Mixture-of-experts styles: DeepSeek-V3 (MLA with a q LoRA, first layer dense, shared
+# experts, sigmoid scores with a correction bias, grouped top-k, routed scaling),
+# DeepSeek-V2-Lite (MLA without q LoRA, softmax greedy top-k) and Qwen3-MoE (GQA).
+MOE_STYLES = ("deepseek_v3", "deepseek_v2", "qwen3_moe")
+STYLES = DENSE_STYLES + MOE_STYLES
+# Which tokenizer and chat template each style takes (BOS-prefixed or not).
+TOKENIZER_FAMILY = {
+    "llama": "llama", "qwen3": "qwen3",
+    "deepseek_v3": "llama", "deepseek_v2": "llama", "qwen3_moe": "qwen3",
+}
 DTYPES = ("float32", "bfloat16")
 
 BOS, EOS, PAD = "<s>", "</s>", "<pad>"
@@ -54,6 +64,15 @@ SIZES: dict[str, dict[str, int]] = {
         "num_key_value_heads": 2,
         "head_dim": 32,
     },
+    "npu-mla": {  # the DeepSeek styles only, with NPU_MLA_SHAPE on top
+        "vocab_size": 4096,
+        "hidden_size": 128,
+        "intermediate_size": 384,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "head_dim": 32,
+    },
     # The shape of issue 12's measurements (~87M parameters): more layers, small vocabulary.
     "87m": {
         "vocab_size": 8000,
@@ -75,6 +94,49 @@ SIZES: dict[str, dict[str, int]] = {
     },
 }
 MAX_POSITIONS = 8192
+# The DeepSeek styles at the shapes torch_npu's MLA attention documents (latent 512, rope
+# 64, Q/K head size 192, V 128, 32 query heads), every layer dense; otherwise tiny. For
+# the emulated-NPU MLA runs in bf16: with MoE layers on top, a random model this wide is
+# chaotic in bf16 (transformers' own bf16 and fp32 runs disagree on the first token of 4
+# prompts in 6, measured), so MoE on the NPU is tested on Qwen3-MoE instead.
+NPU_MLA_SIZE = "npu-mla"
+NPU_MLA_SHAPE: dict[str, Any] = {
+    "num_attention_heads": 32, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128, "v_head_dim": 128, "n_routed_experts": 16,
+    "first_k_dense_replace": 3,  # = MOE_LAYERS: no MoE layer
+}
+
+# What the MoE styles add to a size's shape (tiny and small only: these models test
+# routing and the latent cache, not speed). Expert and latent sizes are small but keep
+# every routing feature in play: 8 routed experts in 4 groups, 2 groups kept, top-2.
+MOE_SHAPES: dict[str, dict[str, Any]] = {
+    "deepseek_v3": {
+        "num_key_value_heads": None, "head_dim": None,
+        "q_lora_rank": 64, "kv_lora_rank": 32, "qk_nope_head_dim": 32,
+        "qk_rope_head_dim": 16, "v_head_dim": 32,
+        "moe_intermediate_size": 64, "n_routed_experts": 8, "num_experts_per_tok": 2,
+        "n_shared_experts": 1, "n_group": 4, "topk_group": 2, "first_k_dense_replace": 1,
+        "routed_scaling_factor": 2.5, "norm_topk_prob": True, "num_nextn_predict_layers": 0,
+        "rope_interleave": True,
+        # What the real checkpoint's config.json says (transformers' class implies them;
+        # vLLM reads them to choose the correction bias and sigmoid scoring).
+        "topk_method": "noaux_tc", "scoring_func": "sigmoid",
+    },
+    "deepseek_v2": {
+        "num_key_value_heads": None, "head_dim": None,
+        "q_lora_rank": None, "kv_lora_rank": 32, "qk_nope_head_dim": 32,
+        "qk_rope_head_dim": 16, "v_head_dim": 32,
+        "moe_intermediate_size": 64, "n_routed_experts": 8, "num_experts_per_tok": 2,
+        "n_shared_experts": 2, "first_k_dense_replace": 1, "topk_method": "greedy",
+        "n_group": 1, "topk_group": 1,  # as DeepSeek-V2-Lite's config.json (one group: no grouping)
+        "routed_scaling_factor": 1.0, "norm_topk_prob": False,
+    },
+    "qwen3_moe": {
+        "moe_intermediate_size": 64, "num_experts": 8, "num_experts_per_tok": 2,
+        "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": [],
+    },
+}
+MOE_LAYERS = 3  # the DeepSeek styles: one dense layer, then MoE layers
 # Text for the tokenizer: enough for a 32k vocabulary, few enough bytes to train in seconds.
 CORPUS_BYTES = 6_000_000
 
@@ -109,6 +171,8 @@ def make_model(
         raise ValueError(f"style {style!r} is not one of {STYLES}")
     if size not in SIZES:
         raise ValueError(f"size {size!r} is not one of {tuple(SIZES)}")
+    if size == NPU_MLA_SIZE and not style.startswith("deepseek"):
+        raise ValueError(f"size {size!r} is for the DeepSeek styles (MLA), not {style!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
     out = Path(out_dir).resolve()
@@ -157,11 +221,11 @@ def _build(out: Path, style: str, size: str, seed: int, dtype: str) -> None:
     import torch
 
     shape = SIZES[size]
-    tokenizer = _train_tokenizer(shape["vocab_size"], style)
+    tokenizer = _train_tokenizer(shape["vocab_size"], TOKENIZER_FAMILY[style])
     tokenizer.save_pretrained(str(out))
     vocab = len(tokenizer)
     ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in SPECIAL_TOKENS}
-    config = _config(style, shape, vocab, ids)
+    config = _config(style, shape, vocab, ids, size)
 
     from transformers import AutoModelForCausalLM, GenerationConfig
     from transformers.utils import logging as hf_logging
@@ -171,6 +235,7 @@ def _build(out: Path, style: str, size: str, seed: int, dtype: str) -> None:
     with _seeded(seed):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         _shape_weights(model, shape["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
+        _shape_moe_weights(model)
     if dtype == "bfloat16":
         model = model.to(torch.bfloat16)
     model.config.dtype = dtype
@@ -192,9 +257,12 @@ def _seeded(seed: int) -> Iterator[None]:
         yield
 
 
-def _config(style: str, shape: dict[str, int], vocab: int, ids: dict[str, int]) -> Any:
+def _config(
+    style: str, shape: dict[str, int], vocab: int, ids: dict[str, int], size: str = "tiny"
+) -> Any:
     from transformers import LlamaConfig, Qwen3Config
 
+    family = TOKENIZER_FAMILY[style]
     common: dict[str, Any] = {
         **shape,
         "vocab_size": vocab,
@@ -202,10 +270,12 @@ def _config(style: str, shape: dict[str, int], vocab: int, ids: dict[str, int]) 
         "rms_norm_eps": 1e-6,
         "tie_word_embeddings": False,
         "bos_token_id": ids[BOS],
-        "eos_token_id": ids[EOS] if style == "llama" else ids[IM_END],
+        "eos_token_id": ids[EOS] if family == "llama" else ids[IM_END],
         "pad_token_id": ids[PAD],
         "initializer_range": 0.02,
     }
+    if style in MOE_STYLES:
+        return _moe_config(style, common, size)
     if style == "llama":
         return LlamaConfig(
             **common, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}
@@ -215,6 +285,55 @@ def _config(style: str, shape: dict[str, int], vocab: int, ids: dict[str, int]) 
         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
         use_sliding_window=False,
     )
+
+
+def _moe_config(style: str, common: dict[str, Any], size: str) -> Any:
+    from transformers import DeepseekV2Config, DeepseekV3Config, Qwen3MoeConfig
+
+    fields = {**common, **MOE_SHAPES[style]}
+    if size == NPU_MLA_SIZE:
+        fields.update(NPU_MLA_SHAPE)
+    if style == "qwen3_moe":
+        return Qwen3MoeConfig(
+            **fields,
+            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+            use_sliding_window=False,
+        )
+    fields = {k: v for k, v in fields.items() if v is not None or k == "q_lora_rank"}
+    fields["num_hidden_layers"] = max(MOE_LAYERS, common["num_hidden_layers"])
+    fields["num_key_value_heads"] = common["num_attention_heads"]
+    rope = {"rope_type": "default", "rope_theta": 10000.0}
+    cls = DeepseekV3Config if style == "deepseek_v3" else DeepseekV2Config
+    return cls(**fields, rope_parameters=rope)
+
+
+def _shape_moe_weights(model: Any) -> None:
+    """Routing and the latent attention, scaled so neither is flat.
+
+    Routers start at zero (Qwen3-MoE) or std 0.02, which routes every token alike;
+    here logits get std ~2 so tokens pick different experts. Experts are stored as
+    3-d tensors [E, out, in] and scaled by their fan-in like the dense MLPs. The
+    DeepSeek-V3 correction bias is non-zero so selection and weights differ, as they
+    do in the real model. MLA's query and latent up-projections are scaled like the
+    dense models' q/k so attention is not uniform.
+    """
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            fan_in = param.shape[-1]
+            if name.endswith(("mlp.gate.weight", "experts.gate_up_proj")):
+                param.normal_(0.0, 2.0 / fan_in**0.5)
+            elif name.endswith("experts.down_proj"):
+                param.normal_(0.0, 1.0 / fan_in**0.5)
+            elif name.endswith(
+                ("q_b_proj.weight", "kv_b_proj.weight", "kv_a_proj_with_mqa.weight")
+            ):
+                # (DeepSeek-V2-Lite's q_proj is scaled by _shape_weights, as any q_proj.)
+                param.normal_(0.0, 2.0 / fan_in**0.5)
+        for name, buf in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                buf.normal_(0.0, 0.2)
 
 
 def _shape_weights(model: Any, hidden: int, special_ids: list[int]) -> None:
@@ -233,9 +352,9 @@ def _shape_weights(model: Any, hidden: int, special_ids: list[int]) -> None:
         model.get_input_embeddings().weight.normal_(0.0, 1.0)
         for name, param in model.named_parameters():
             if name.endswith(("o_proj.weight", "down_proj.weight")):
-                param.normal_(0.0, 1.0 / param.shape[1] ** 0.5)
+                param.normal_(0.0, 1.0 / param.shape[-1] ** 0.5)
             elif name.endswith(("q_proj.weight", "k_proj.weight")):
-                param.normal_(0.0, 2.0 / param.shape[1] ** 0.5)
+                param.normal_(0.0, 2.0 / param.shape[-1] ** 0.5)
         head = model.get_output_embeddings().weight
         head.normal_(0.0, 4.0 / hidden**0.5)
         head[special_ids] = 0.0
@@ -258,6 +377,7 @@ def _corpus() -> list[str]:
 
 
 def _train_tokenizer(vocab_size: int, style: str) -> Any:
+    """style: a TOKENIZER_FAMILY value ("llama" puts BOS first, "qwen3" does not)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 

@@ -59,6 +59,33 @@ def _lazy(target: str, *args: Any) -> Any:
     return getattr(importlib.import_module(module), name)(*args)
 
 
+class HostDevice(containers.DeclarativeContainer):
+    """The host device: adapters.cpu's ops, runtime and gloo communicator."""
+
+    ops = providers.Singleton(_lazy, "adapters.cpu.ops:CpuOps")
+    quant_ops = providers.Singleton(_lazy, "adapters.cpu.quant:CpuQuantOps")
+    moe_ops = providers.Singleton(_lazy, "adapters.cpu.moe:CpuMoeOps")
+    mla_ops = providers.Singleton(_lazy, "adapters.cpu.mla:CpuMlaOps")
+    runtime = providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime")
+    communicator = providers.Singleton(_lazy, "adapters.cpu.communicator:GlooCommunicator")
+
+
+class NpuDevice(containers.DeclarativeContainer):
+    """An NPU: adapters.npu's ops and runtime on the torch_npu module injected, and HCCL.
+
+    A stand-in torch_npu (the emulated one in tests) is injected here and nothing else
+    changes; a host without CANN also has no HCCL, so it wires a gloo communicator.
+    """
+
+    torch_npu = providers.Dependency()
+    ops = providers.Singleton(_lazy, "adapters.npu.ops:NpuOps", torch_npu)
+    quant_ops = providers.Singleton(_lazy, "adapters.npu.quant:NpuQuantOps", torch_npu)
+    moe_ops = providers.Singleton(_lazy, "adapters.npu.moe:NpuMoeOps", torch_npu)
+    mla_ops = providers.Singleton(_lazy, "adapters.npu.mla:NpuMlaOps", torch_npu)
+    runtime = providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu)
+    communicator = providers.Singleton(_lazy, "adapters.npu.collective:HcclCommunicator")
+
+
 class Container(containers.DeclarativeContainer):
     """Production wiring; one instance per process (see `container()`)."""
 
@@ -72,9 +99,12 @@ class Container(containers.DeclarativeContainer):
     cann_library_finder = providers.Singleton(CannLibraryFinder, environment)
     device_lister = providers.Singleton(DavinciDeviceLister)
 
-    # torch_npu, loaded only when first asked for, and the NPU runtime on it.
+    # torch_npu, loaded only when first asked for; one sub-container per device (the NPU's
+    # on that torch_npu), of which the decision below selects one, once per process.
     torch_npu = providers.Singleton(load_torch_npu)
-    npu_runtime = providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu)
+    host_device = providers.Container(HostDevice)
+    npu_device = providers.Container(NpuDevice, torch_npu=torch_npu)
+    npu_runtime = npu_device.runtime
 
     # Probes and the device decision (the core decides; probes only look).
     # The probe only looks (no torch_npu import: it decides in every vLLM process, the
@@ -88,22 +118,18 @@ class Container(containers.DeclarativeContainer):
 
     # Device adapters, selected by the decision.
     serving_kind = providers.Callable(_serving_kind, device_decision)
-    ops = providers.Selector(
-        serving_kind,
-        npu=providers.Singleton(_lazy, "adapters.npu.ops:NpuOps", torch_npu),
-        cpu=providers.Singleton(_lazy, "adapters.cpu.ops:CpuOps"),
+    ops = providers.Selector(serving_kind, npu=npu_device.ops, cpu=host_device.ops)
+    # Op roles beyond the dense ones (ports/moe.py, ports/mla.py, ports/quant.py).
+    moe_ops = providers.Selector(serving_kind, npu=npu_device.moe_ops, cpu=host_device.moe_ops)
+    mla_ops = providers.Selector(serving_kind, npu=npu_device.mla_ops, cpu=host_device.mla_ops)
+    quant_ops = providers.Selector(
+        serving_kind, npu=npu_device.quant_ops, cpu=host_device.quant_ops
     )
-    runtime = providers.Selector(
-        serving_kind,
-        npu=npu_runtime,
-        cpu=providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime"),
-    )
+    runtime = providers.Selector(serving_kind, npu=npu_runtime, cpu=host_device.runtime)
     # The chip family, read once from the serving runtime (torch_npu's device name).
     serving_chip = providers.Singleton(_serving_chip, device_decision, runtime.provider)
     communicator = providers.Selector(
-        serving_kind,
-        npu=providers.Singleton(_lazy, "adapters.npu.collective:HcclCommunicator"),
-        cpu=providers.Singleton(_lazy, "adapters.cpu.communicator:GlooCommunicator"),
+        serving_kind, npu=npu_device.communicator, cpu=host_device.communicator
     )
 
     # The doctor: host facts for `check`, vLLM's own `vllm serve` parser for `plan`. Named

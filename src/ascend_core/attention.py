@@ -112,9 +112,8 @@ DECISION_TABLE: tuple[DecisionRow, ...] = (
     _R(_P, _MLA, None, _Refuse("MLA has no backend on 310P.", _ON_NPU)),
     _R(_P, _DSA, None, _Refuse("sparse MLA (DSA) has no backend on 310P.", _ON_NPU)),
     _R(_P, _CMP, None, _Refuse("compressed MLA has no backend on 310P.", _ON_NPU)),
-    _R(_H, _MLA, None, _Refuse("the host backend runs MHA/GQA only, not MLA.", _ON_NPU)),
-    _R(_H, _DSA, None, _Refuse("the host backend runs MHA/GQA only, not DSA.", _ON_NPU)),
-    _R(_H, _CMP, None, _Refuse("the host backend runs MHA/GQA only.", _ON_NPU)),
+    _R(_H, _DSA, None, _Refuse("the host backends run MHA/GQA and MLA, not DSA.", _ON_NPU)),
+    _R(_H, _CMP, None, _Refuse("the host backends run MHA/GQA and MLA only.", _ON_NPU)),
     _R(_N, _STD, True, _Use(_K.BATCH_INVARIANT, _BATCH_INVARIANT)),
     _R(None, _STD, True, _Refuse(_INVARIANT_NPU_ONLY, _INVARIANT_HINT_NPU)),
     _R(None, None, True, _Refuse(_INVARIANT_GQA_ONLY, _INVARIANT_HINT_MODEL)),
@@ -124,6 +123,7 @@ DECISION_TABLE: tuple[DecisionRow, ...] = (
     _R(_N, _CMP, False, _Use(_K.COMPRESSED_MLA, "the model compresses its latent KV cache")),
     _R(_P, _STD, False, _Use(_K.P310, "MHA/GQA on a 310P card, which has its own kernels")),
     _R(_H, _STD, False, _Use(_K.HOST, "the host device serves; plain-torch MHA/GQA")),
+    _R(_H, _MLA, False, _Use(_K.MLA, "the host device serves; plain-torch MLA")),
 )
 # fmt: on
 

@@ -80,6 +80,8 @@ class MlaShape:
 
     kv_lora_rank: int = field(validator=_positive)
     qk_rope_head_dim: int = field(default=64, validator=validators.ge(0))
+    qk_nope_head_dim: int = field(default=0, validator=validators.ge(0))  # 0: not stated
+    v_head_dim: int = field(default=0, validator=validators.ge(0))  # 0: not stated
 
 
 @frozen

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 class AscendError(Exception):
@@ -60,3 +60,15 @@ class PlanErrors(AscendError):
         super().__init__(
             f"{len(lines)} problem(s) in the configuration:\n- " + "\n- ".join(lines)
         )
+
+
+def refuse_unsupported(
+    present: Mapping[str, bool], what: str, hint: str, error: type[AscendError]
+) -> None:
+    """Raise `error` naming every feature in `present` whose flag is set, if any.
+
+    what: the sentence before the names, e.g. "The Ascend MLA backend does not support".
+    """
+    names = [name for name, flag in present.items() if flag]
+    if names:
+        raise error(f"{what}: {', '.join(names)}.", hint)

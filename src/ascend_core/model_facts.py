@@ -170,7 +170,12 @@ def _mla(c: Mapping[str, Any], source: str) -> MlaShape | None:
             f"{source}: qk_rope_head_dim is {raw!r}, not a non-negative integer.",
             "use the config.json the model was published with",
         )
-    return MlaShape(_required(c, "kv_lora_rank", source), rope)
+    return MlaShape(
+        _required(c, "kv_lora_rank", source),
+        rope,
+        qk_nope_head_dim=_as_int(c.get("qk_nope_head_dim") or 0) or 0,
+        v_head_dim=_as_int(c.get("v_head_dim") or 0) or 0,
+    )
 
 
 def _head_size(

@@ -29,6 +29,64 @@ MAX_GQA_RATIO = 64  # num_heads / num_key_value_heads, which must divide evenly
 
 _OP = "npu_fused_infer_attention_score"
 
+# MLA through the same op (adapters/npu/mla.py). Decode: BSND with query_rope/key_rope,
+# paged, latent D 512, rope D 64, 32/64/128 query heads, one KV head, block size 16 or
+# 128. Prefill: TND without rope inputs, Q/K D 192, V D 128 or 192, bfloat16 only.
+MLA_LATENT, MLA_ROPE = 512, 64
+MLA_DECODE_HEADS = (32, 64, 128)
+MLA_BLOCK_SIZES = (16, 128)
+MLA_PREFILL_QK, MLA_PREFILL_V = 192, (128, 192)
+MLA_DTYPE = "bfloat16"
+
+
+def mla_shape_problems(
+    heads: int, latent: int, rope: int, qk: int, v: int, block_size: int, dtype: str
+) -> list[str]:
+    """What the NPU's MLA calls refuse in these shapes (per device); qk/v 0: not known."""
+    problems = []
+    if (latent, rope) != (MLA_LATENT, MLA_ROPE):
+        problems.append(f"kv_lora_rank {latent} and qk_rope_head_dim {rope} (the decode call "
+                        f"takes {MLA_LATENT} and {MLA_ROPE})")
+    if heads not in MLA_DECODE_HEADS:
+        problems.append(f"{heads} query heads per device (the decode call takes "
+                        f"{', '.join(map(str, MLA_DECODE_HEADS))})")
+    if block_size and block_size not in MLA_BLOCK_SIZES:
+        problems.append(f"block size {block_size} (the decode call takes 16 or 128)")
+    if (qk and qk != MLA_PREFILL_QK) or (v and v not in MLA_PREFILL_V):
+        problems.append(f"query/key head size {qk} and value head size {v} (the TND prefill "
+                        f"takes {MLA_PREFILL_QK} and 128 or 192)")
+    if dtype != MLA_DTYPE:
+        problems.append(f"dtype {dtype} (the TND prefill takes bfloat16 only)")
+    return problems
+
+
+def mla_limit_errors(deployment: Deployment) -> tuple[ConfigError, ...]:
+    """The NPU MLA calls' documented limits this deployment breaks, as one error."""
+    model = deployment.model
+    if (
+        deployment.device_kind is not DeviceKind.NPU
+        or model.mla is None
+        or model.use_sparse
+        or model.compressed_attention
+    ):
+        return ()  # sparse and compressed MLA have their own kernels (and are refused)
+    mla = model.mla
+    qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim if mla.qk_nope_head_dim else 0
+    problems = mla_shape_problems(
+        max(1, model.num_attention_heads // deployment.parallel.tp), mla.kv_lora_rank,
+        mla.qk_rope_head_dim, qk, mla.v_head_dim, deployment.cache.block_size or 0, model.dtype,
+    )
+    if not problems:
+        return ()
+    return (
+        ConfigError(
+            f"{model.architecture} on an NPU: {_OP}'s MLA calls cannot run "
+            + "; ".join(problems) + ".",
+            "Serve it on the host device (VLLM_ASCEND_DEVICE=cpu), or change what the "
+            "message names (e.g. --tensor-parallel-size, --dtype bfloat16).",
+        ),
+    )
+
 
 def uses_paged_mha_op(deployment: Deployment) -> bool:
     """Whether attention goes through the op these limits describe (MHA/GQA on an NPU)."""

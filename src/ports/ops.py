@@ -8,7 +8,7 @@ sequences in the batch.
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
@@ -24,6 +24,9 @@ class PagedAttentionMeta:
     seq_lens: [B] context length of each sequence, counting this step's tokens.
     block_table: [B, max_blocks] cache block ids of each sequence.
     max_query_len / max_seq_len: host-side maxima, so adapters need no sync.
+    query_start_loc_host / seq_lens_host: the same offsets and lengths as host ints,
+        from the runner's CPU-side copies of the batch (None: adapters read the tensors).
+    prepared: what the device adapter's `prepare_attention` built for this step.
     """
 
     query_start_loc: torch.Tensor
@@ -32,6 +35,9 @@ class PagedAttentionMeta:
     max_query_len: int
     max_seq_len: int
     num_actual_tokens: int
+    query_start_loc_host: tuple[int, ...] | None = None
+    seq_lens_host: tuple[int, ...] | None = None
+    prepared: Any = None
 
 
 class Ops(abc.ABC):
@@ -76,7 +82,17 @@ class Ops(abc.ABC):
         value_cache: torch.Tensor,
         slot_mapping: torch.Tensor,
     ) -> None:
-        """Store key/value [T, Hk, D] at flat slots (block * block_size + offset); -1 skips."""
+        """Store key/value [T, Hk, D] at flat slots (block * block_size + offset).
+
+        Rows past len(slot_mapping) are padding. Every slot given must be a cache slot:
+        vLLM pads with -1 only past num_actual_tokens, where the backend cuts the
+        mapping (the host adapter also skips -1; a device adapter need not check).
+        """
+
+    def prepare_attention(self, meta: PagedAttentionMeta) -> PagedAttentionMeta:
+        """Once per step, before any layer: `meta` with what every layer's attention call
+        reuses in `prepared` (index tensors, host-side lengths). By default nothing."""
+        return meta
 
     @abc.abstractmethod
     def paged_attention(

@@ -5,6 +5,9 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
 from attrs import frozen
 
 if TYPE_CHECKING:
@@ -67,3 +70,17 @@ class DeviceRuntime(abc.ABC):
     @abc.abstractmethod
     def current_stream(self) -> Any:
         """The current stream (an opaque handle on devices without streams)."""
+
+    @abc.abstractmethod
+    def new_stream(self) -> Any:
+        """A new stream of the current device (a handle; host work is in order anyway)."""
+
+    @abc.abstractmethod
+    def new_event(self, enable_timing: bool = False) -> Any:
+        """A new event with record/synchronize/query (and elapsed_time when timing)."""
+
+    @abc.abstractmethod
+    def runner_scope(self) -> AbstractContextManager[None]:
+        """A context in which vLLM's GPU model runner's torch.cuda stream, event and graph
+        calls reach this device's API (entered around the runner's construction and the
+        calls that issue them; nothing stays patched outside it)."""

@@ -35,17 +35,25 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, model_dir: str, log_path: Path) -> None:
+    """`vllm serve` of `model_dir`; `device` "npu" runs it under scripts/emulated_npu.py."""
+
+    def __init__(self, model_dir: str, log_path: Path, device: str = "cpu") -> None:
         self.model = model_dir
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        env = {**os.environ, "VLLM_ASCEND_DEVICE": "cpu"}
+        env = {**os.environ, "VLLM_ASCEND_DEVICE": device}
         env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the real layout: engine subprocess
         self.stop_seconds: float | None = None
         self.log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
+        prefix: list[str] = []
+        # The NPU attention op takes fp16/bf16 only, and paged prefill 128-token blocks.
+        dtype, block = ("float32", []) if device == "cpu" else ("bfloat16", ["--block-size", "128"])
+        if device == "npu":
+            prefix = [sys.executable, str(_REPO / "scripts" / "emulated_npu.py"), "--"]
         self.proc = subprocess.Popen(
             [
+                *prefix,
                 str(_VENV_BIN / "vllm"),
                 "serve",
                 model_dir,
@@ -54,7 +62,8 @@ class Server:
                 "--port",
                 str(self.port),
                 "--dtype",
-                "float32",
+                dtype,
+                *block,
                 "--enforce-eager",
                 "--max-model-len",
                 "1024",
@@ -100,15 +109,20 @@ class Server:
         return int(self.proc.returncode)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def running_server(tmp_path_factory: pytest.TempPathFactory, device: str) -> Iterator[Server]:
+    """A ready server of the tiny Llama-style model on `device`, stopped afterwards."""
     model_dir = str(local_model("llama", "tiny"))
-    srv = Server(model_dir, tmp_path_factory.mktemp("log") / "serve.log")
+    srv = Server(model_dir, tmp_path_factory.mktemp("log") / f"serve-{device}.log", device)
     try:
         srv.wait_ready()
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from running_server(tmp_path_factory, "cpu")
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+import attrs
 import torch
 
 from adapters.npu.attention_plan import AttentionGroup, plan_groups
@@ -32,10 +33,6 @@ class NpuOps(Ops):
     def __init__(self, torch_npu: ModuleType) -> None:
         self._torch_npu = torch_npu
         self._masks: dict[torch.device, torch.Tensor] = {}
-        # The plan of the last attention batch: every layer of one forward passes the
-        # same meta, so the host copy of its lengths is made once per step.
-        self._last_meta: PagedAttentionMeta | None = None
-        self._last_plan: tuple[AttentionGroup, ...] = ()
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         # gamma must have x's dtype; the second output is 1/rms, kept for backward.
@@ -57,6 +54,39 @@ class NpuOps(Ops):
         return out
 
     def rotary_embedding(
+        self,
+        positions: torch.Tensor,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        cos_sin_cache: torch.Tensor,
+        head_size: int,
+        rotary_dim: int,
+        is_neox_style: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """npu_mrope in rope mode: query and key in one op, straight from vLLM's cache.
+
+        The op (CANN's RopeWithSinCosCache) takes q [T, Hq*D], k [T, Hk*D] and the cache
+        [max_pos, rotary_dim] whose rows are cos | sin, gathers the rows at `positions`,
+        rotates the first rotary_dim channels of each head ("half": neox, "interleave":
+        GPT-J) and passes the rest through. It needs rotary_dim a multiple of 32 for
+        fp16/bf16 (16 for fp32); other widths go through npu_rotary_mul per tensor.
+        """
+        multiple = 16 if query.dtype == torch.float32 else 32
+        if rotary_dim % multiple:
+            return self._rotary_mul(
+                positions, query, key, cos_sin_cache, head_size, rotary_dim, is_neox_style
+            )
+        q, k = self._torch_npu.npu_mrope(
+            positions.reshape(-1),
+            query.reshape(query.shape[0], -1),
+            key.reshape(key.shape[0], -1),
+            cos_sin_cache,
+            head_size,
+            rotary_mode="half" if is_neox_style else "interleave",
+        )
+        return q.reshape(query.shape), k.reshape(key.shape)
+
+    def _rotary_mul(
         self,
         positions: torch.Tensor,
         query: torch.Tensor,
@@ -114,25 +144,33 @@ class NpuOps(Ops):
         value_cache: torch.Tensor,
         slot_mapping: torch.Tensor,
     ) -> None:
-        """npu_scatter_nd_update_ with (block, offset) index pairs into [blocks, size, H, D].
+        """K and V in one launch: npu_scatter_pa_kv_cache (cache_mode "Norm": ND caches
+        [blocks, block_size, H, D], key/value [T, H, D], one slot per row).
 
-        Indices must be in range (the op does not check), so slots of -1 are dropped
-        first; key/value rows past len(slot_mapping) are padding and ignored.
+        The op takes contiguous tensors only; caches that are strided views go through
+        npu_scatter_nd_update_ with (block, offset) index pairs, once for K and once for V.
+        Slot values must be in range (neither op checks): the port's contract is that every
+        slot given is one (the backend cuts vLLM's -1 padding at num_actual_tokens), so
+        nothing is filtered and nothing is read back. Rows past len(slot_mapping) are
+        padding and ignored.
         """
-        block_size = key_cache.shape[1]
-        slots = slot_mapping.reshape(-1).long()
+        slots = slot_mapping.reshape(-1)
         count = slots.shape[0]
-        key, value = key[:count], value[:count]
-        keep = slots >= 0
-        if not bool(keep.all()):
-            rows = keep.nonzero().squeeze(1)
-            slots, key, value = slots[rows], key[rows], value[rows]
-        if slots.numel() == 0:
+        if count == 0:
             return
-        blocks = torch.div(slots, block_size, rounding_mode="floor")
-        indices = torch.stack((blocks, slots - blocks * block_size), dim=1)
-        self._torch_npu.npu_scatter_nd_update_(key_cache, indices, key.to(key_cache.dtype))
-        self._torch_npu.npu_scatter_nd_update_(value_cache, indices, value.to(value_cache.dtype))
+        key = key[:count].to(key_cache.dtype).contiguous()
+        value = value[:count].to(value_cache.dtype).contiguous()
+        if key_cache.is_contiguous() and value_cache.is_contiguous():
+            self._torch_npu.npu_scatter_pa_kv_cache(
+                key, value, key_cache, value_cache, slots, cache_mode="Norm"
+            )
+            return
+        block_size = key_cache.shape[1]
+        flat = slots.long()
+        blocks = torch.div(flat, block_size, rounding_mode="floor")
+        indices = torch.stack((blocks, flat - blocks * block_size), dim=1)
+        self._torch_npu.npu_scatter_nd_update_(key_cache, indices, key)
+        self._torch_npu.npu_scatter_nd_update_(value_cache, indices, value)
 
     def paged_attention(
         self,
@@ -153,26 +191,27 @@ class NpuOps(Ops):
         num_tokens = meta.num_actual_tokens
         if num_tokens == 0:
             return out
+        plan = meta.prepared if isinstance(meta.prepared, StepPlan) else None
+        if plan is None:
+            plan = self.prepare_attention(meta).prepared
         _, block_size, kv_heads, head_size = key_cache.shape
         q_heads = query.shape[1]
         packed = torch.cat((query[:num_tokens], query.new_zeros(1, q_heads, head_size)))
         packed = packed.reshape(num_tokens + 1, q_heads * head_size)
         key, value = _paged_view(key_cache), _paged_view(value_cache)
-        for group in self._plan(meta, pad_row=num_tokens):
+        for group, index in zip(plan.groups, plan.indices, strict=True):
             _check_block_size(block_size, group.is_decode)
-            device = query.device
             width = group.max_q_len
             batch = len(group.seq_ids)
-            q = packed.index_select(0, _index(group.gather, device)).view(batch, width, -1)
-            block_table = meta.block_table.index_select(0, _index(group.seq_ids, device))
+            q = packed.index_select(0, index.gather).view(batch, width, -1)
             attn, _ = self._torch_npu.npu_fused_infer_attention_score(
                 q,
                 key,
                 value,
-                atten_mask=None if group.is_decode else self._causal_mask(device),
+                atten_mask=None if group.is_decode else self._causal_mask(query.device),
                 actual_seq_lengths=list(group.q_lens),
                 actual_seq_lengths_kv=list(group.kv_lens),
-                block_table=block_table.to(torch.int32),
+                block_table=index.block_table,
                 num_heads=q_heads,
                 scale=float(scale),
                 input_layout="BSH",
@@ -181,20 +220,42 @@ class NpuOps(Ops):
                 block_size=block_size,
             )
             rows = attn.reshape(batch * width, q_heads, head_size)
-            rows = rows.index_select(0, _index(group.valid_rows, device))
-            out.index_copy_(0, _index(group.tokens, device), rows.to(out.dtype))
+            rows = rows.index_select(0, index.valid_rows)
+            out.index_copy_(0, index.tokens, rows.to(out.dtype))
         return out
 
-    def _plan(self, meta: PagedAttentionMeta, pad_row: int) -> tuple[AttentionGroup, ...]:
-        if meta is not self._last_meta:
-            num_seqs = meta.seq_lens.shape[0]
-            self._last_plan = plan_groups(
-                [int(v) for v in meta.query_start_loc[: num_seqs + 1].tolist()],
-                [int(v) for v in meta.seq_lens.tolist()],
-                pad_row,
-            )
-            self._last_meta = meta
-        return self._last_plan
+    def prepare_attention(self, meta: PagedAttentionMeta) -> PagedAttentionMeta:
+        """The step's groups and their index tensors, built once for every layer.
+
+        The lengths come from the host-side copies in `meta` (the runner's CPU tensors);
+        all index values go to the device in one non-blocking copy from pinned memory.
+        """
+        qsl, seq_lens = meta.query_start_loc_host, meta.seq_lens_host
+        num_seqs = meta.seq_lens.shape[0]
+        if qsl is None:  # a caller without host copies: read them back once
+            qsl = tuple(int(v) for v in meta.query_start_loc[: num_seqs + 1].tolist())
+        if seq_lens is None:
+            seq_lens = tuple(int(v) for v in meta.seq_lens.tolist())
+        groups = plan_groups(list(qsl), list(seq_lens), meta.num_actual_tokens)
+        device = meta.block_table.device
+        flat: list[int] = []
+        for group in groups:
+            flat += (*group.gather, *group.seq_ids, *group.valid_rows, *group.tokens)
+        host = torch.tensor(flat, dtype=torch.long, pin_memory=device.type != "cpu")
+        values = host.to(device, non_blocking=True)
+        indices: list[GroupIndex] = []
+        at = 0
+        for group in groups:
+            parts = []
+            for n in (len(group.gather), len(group.seq_ids), len(group.valid_rows)):
+                parts.append(values[at : at + n])
+                at += n
+            tokens = values[at : at + len(group.tokens)]
+            at += len(group.tokens)
+            block_table = meta.block_table.index_select(0, parts[1]).to(torch.int32)
+            indices.append(GroupIndex(parts[0], block_table, parts[2], tokens))
+        plan = StepPlan(groups=groups, indices=tuple(indices))
+        return attrs.evolve(meta, query_start_loc_host=qsl, seq_lens_host=seq_lens, prepared=plan)
 
     def _causal_mask(self, device: torch.device) -> torch.Tensor:
         mask = self._masks.get(device)
@@ -219,8 +280,23 @@ def _paged_view(cache: torch.Tensor) -> torch.Tensor:
     return cache.view(blocks, size, heads * dim)
 
 
-def _index(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.long, device=device)
+@attrs.frozen
+class GroupIndex:
+    """One group's device index tensors: query rows to gather, its block table (int32),
+    the padded rows holding real tokens, and their packed token positions."""
+
+    gather: torch.Tensor
+    block_table: torch.Tensor
+    valid_rows: torch.Tensor
+    tokens: torch.Tensor
+
+
+@attrs.frozen
+class StepPlan:
+    """The attention layout of one step, shared by every layer."""
+
+    groups: tuple[AttentionGroup, ...]
+    indices: tuple[GroupIndex, ...]
 
 
 def _check_block_size(block_size: int, decode_only: bool) -> None:

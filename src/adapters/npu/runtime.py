@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -17,21 +19,19 @@ class NpuRuntime(DeviceRuntime):
     """One NPU as a worker sees it.
 
     `torch_npu` is the module itself, handed in by the composition root (or the
-    emulator in tests); every call goes through it so the contract test can read them.
-    `device_type` is "npu" on a real host; the emulator passes "cpu" so that
-    tensors stay on the host.
+    emulated torch_npu on the emulated `npu` device in tests); every call goes through
+    it so the contract test can read them.
     """
 
-    def __init__(self, torch_npu: ModuleType, device_type: str = "npu") -> None:
+    def __init__(self, torch_npu: ModuleType) -> None:
         self._torch_npu = torch_npu
-        self._device_type = device_type
 
     @property
     def device_type(self) -> str:
-        return self._device_type
+        return "npu"
 
     def device(self, index: int) -> torch.device:
-        return torch.device(self._device_type, index)
+        return torch.device("npu", index)
 
     def set_device(self, index: int) -> None:
         self._torch_npu.npu.set_device(index)
@@ -74,6 +74,48 @@ class NpuRuntime(DeviceRuntime):
     def new_event(self, enable_timing: bool = False) -> Any:
         return self._torch_npu.npu.Event(enable_timing=enable_timing)
 
+    @contextlib.contextmanager
+    def runner_scope(self) -> Iterator[None]:
+        """vLLM's GPU runner's torch.cuda stream, event, sync and graph names bound to
+        torch_npu.npu's, restored on exit (as vLLM's XPU runner maps them to torch.xpu).
+
+        Each is a fresh callable, not torch_npu's object itself: torch.compile's dynamo
+        refuses one function registered under two device modules. Graph names are bound
+        lazily: a graph is captured only when the plan asks for one.
+        """
+
+        def event(*args: Any, blocking: bool = False, external: bool = False, **kw: Any) -> Any:
+            return self._torch_npu.npu.Event(
+                *args, blocking=blocking, **kw
+            )  # torch_npu has no `external`
+
+        names: dict[str, Any] = {
+            "Stream": self._torch_npu.npu.Stream,
+            "Event": event,
+            "current_stream": _fresh(lambda: self._torch_npu.npu.current_stream),
+            "default_stream": _fresh(lambda: self._torch_npu.npu.default_stream),
+            "stream": _fresh(lambda: self._torch_npu.npu.stream),
+            "set_stream": _fresh(lambda: self._torch_npu.npu.set_stream),
+            "synchronize": _fresh(lambda: self._torch_npu.npu.synchronize),
+            "is_current_stream_capturing": _fresh(
+                lambda: self._torch_npu.npu.is_current_stream_capturing
+            ),
+            "graph": _fresh(lambda: self._torch_npu.npu.graph),
+            "graph_pool_handle": _fresh(lambda: self._torch_npu.npu.graph_pool_handle),
+            "CUDAGraph": _fresh(lambda: self._torch_npu.npu.NPUGraph),
+        }
+        saved = {name: torch.cuda.__dict__.get(name, _MISSING) for name in names}
+        for name, value in names.items():
+            setattr(torch.cuda, name, value)
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is _MISSING:
+                    delattr(torch.cuda, name)
+                else:
+                    setattr(torch.cuda, name, value)
+
     def facts(self) -> DeviceFacts:
         """What the core asks of the devices, read from the initialised runtime."""
         name = self.device_name(0)
@@ -91,3 +133,15 @@ class NpuRuntime(DeviceRuntime):
             memory_bytes_per_device=int(total),
             device_name=name,
         )
+
+
+_MISSING = object()
+
+
+def _fresh(target: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
+    """A new function calling `target()(...)`: looked up at call time, never aliased."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return target()(*args, **kwargs)
+
+    return call

@@ -11,10 +11,14 @@ from typing import Any
 
 import torch
 from vllm.model_executor.layers.activation import SiluAndMul
+from vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method import (
+    UnquantizedFusedMoEMethod,
+)
 from vllm.model_executor.layers.layernorm import RMSNorm
 from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding
 
 from adapters.container import container
+from adapters.vllm.layers.fused_moe import AscendUnquantizedFusedMoEMethod
 from ports.ops import Ops
 
 
@@ -68,4 +72,5 @@ REPLACEMENTS: tuple[tuple[type, type], ...] = (
     (RMSNorm, AscendRMSNorm),
     (SiluAndMul, AscendSiluAndMul),
     (RotaryEmbedding, AscendRotaryEmbedding),
+    (UnquantizedFusedMoEMethod, AscendUnquantizedFusedMoEMethod),
 )

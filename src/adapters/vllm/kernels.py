@@ -1,4 +1,4 @@
-"""Torch versions of vLLM's Triton kernels for devices without Triton (see patches/host_kernels)."""
+"""Torch versions of vLLM's Triton kernels, for the host and the NPU (see patches/torch_kernels)."""
 
 from __future__ import annotations
 
@@ -29,13 +29,16 @@ def compute_slot_mapping(
         raise NotImplementedError("context parallelism is not supported on this device")
     qsl = query_start_loc_ptr.long()
     num_reqs = qsl.shape[0] - 1
-    total = int(qsl[-1]) if num_reqs > 0 else 0
+    # vLLM passes the scheduled tokens' positions, so their count is num_tokens: no
+    # read of query_start_loc back to the host (a device sync every step).
+    total = num_tokens if num_reqs > 0 else 0
     slot_mapping_ptr[total:max_num_tokens].fill_(PAD_ID)
     if total == 0:
         return
     lens = qsl[1:] - qsl[:-1]
-    req_of = torch.repeat_interleave(torch.arange(num_reqs, device=qsl.device), lens,
-                                     output_size=total)
+    req_of = torch.repeat_interleave(
+        torch.arange(num_reqs, device=qsl.device), lens, output_size=total
+    )
     pos = positions_ptr[:total].long()
     flat = block_table_ptr.reshape(-1)
     blocks = flat.index_select(0, req_of * block_table_stride + pos // KV_CACHE_BLOCK_SIZE)

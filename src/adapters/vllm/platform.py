@@ -15,6 +15,7 @@ from vllm.platforms.interface import Platform, PlatformEnum
 
 from adapters.container import container
 from adapters.vllm import translate
+from adapters.vllm.device_classes import DEVICE_CLASSES
 from adapters.vllm.startup import stop_on_our_errors, watch_engine_errors
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import ATTENTION_DTYPES
@@ -33,13 +34,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("vllm.plugins.ascend")
 
 # The core's worker decision -> the class vLLM instantiates in each worker process.
-WORKER_PATHS: dict[WorkerKind, str] = {
-    WorkerKind.HOST: "adapters.vllm.worker.HostWorker",
-    WorkerKind.NPU: "adapters.vllm.worker.NpuWorker",
-}
-# torch's dispatch key for tensors of each device type (vLLM registers its custom ops
-# under the platform's key, so it must match where the tensors live).
-DISPATCH_KEYS = {"cpu": "CPU", "npu": "PrivateUse1"}
+WORKER_PATHS: dict[WorkerKind, str] = {kind: c.worker for kind, c in DEVICE_CLASSES.items()}
 # torch._inductor.config keys for the host's compiled model (see update_device_settings).
 HOST_INDUCTOR_CONFIG: dict[str, Any] = {
     "size_asserts": False,
@@ -65,9 +60,13 @@ class AscendPlatformBase(Platform):
 
     @classmethod
     def tensors_on_host(cls) -> bool:
-        """Whether the runtime keeps tensors in host memory (the host device, or the
-        NPU adapter on an emulated torch_npu in tests)."""
-        return cls.runtime().device_type == "cpu"
+        """Whether this device kind keeps tensors in host memory (the host device)."""
+        return cls.device_kind is DeviceKind.CPU
+
+    @classmethod
+    def current_stream(cls) -> Any:
+        """vLLM's current_stream() asks the platform on devices other than CUDA/ROCm/CPU."""
+        return cls.runtime().current_stream()
 
     # -- configuration -------------------------------------------------------------
 
@@ -101,14 +100,38 @@ class AscendPlatformBase(Platform):
             plan = plan_for(cls.deployment(vllm_config))
         if plan is None:
             return  # vLLM builds configs without a model too (e.g. in tests); nothing to plan
+        quantization = vllm_config.model_config.quantization
         translate.apply_changes(
             vllm_config, plan.changes, log=container().env_settings().log_plan
         )
+        if vllm_config.model_config.quantization != quantization:
+            cls.rebuild_quant_config(vllm_config)
         cls.size_torch_threads(plan.changes_to(fields.OMP_NUM_THREADS))
         if vllm_config.parallel_config.worker_cls == "auto":
             vllm_config.parallel_config.worker_cls = cls.worker_path(plan.worker_kind)
         cls.update_device_settings(vllm_config)
         cls.apply_deployment_patches(vllm_config)
+
+    @classmethod
+    def rebuild_quant_config(cls, vllm_config: VllmConfig) -> None:
+        """The plan chose a method from the model files (a ModelSlim description names no
+        method in config.json): vLLM built its quant config before asking us, so again."""
+        from vllm.config import VllmConfig as _VllmConfig
+
+        vllm_config.quant_config = _VllmConfig.get_quantization_config(
+            vllm_config.model_config, vllm_config.load_config
+        )
+
+    @classmethod
+    def pre_register_and_update(cls, parser: Any = None) -> None:
+        """`ascend` among vLLM's quantization methods (and the CLI's choices, if any)."""
+        from adapters.vllm.quantization.config import METHOD_NAME
+        from adapters.vllm.registration import register_quantization
+
+        register_quantization()
+        action = None if parser is None else parser._option_string_actions.get("--quantization")
+        if action is not None and action.choices is not None and METHOD_NAME not in action.choices:
+            action.choices = [*action.choices, METHOD_NAME]
 
     @classmethod
     def size_torch_threads(cls, changes: tuple[Change, ...]) -> None:
@@ -204,6 +227,13 @@ class AscendPlatformBase(Platform):
                 training_consistency=container().env_settings().training_consistency,
                 model=translate.model_facts(vllm_config),
             )
+
+    @classmethod
+    def get_mla_prefill_backend_cls(cls, mla_selector_config: Any) -> type:
+        """vLLM's MLA layer asks for a prefill kernel when built; ours is in the MLA impl."""
+        from adapters.vllm.attention.mla import MlaPrefillQuery
+
+        return MlaPrefillQuery
 
     @classmethod
     def register_triton_kernel_overrides(cls) -> None:
@@ -312,19 +342,18 @@ class AscendNpuPlatform(AscendPlatformBase):
     dispatch_key = "PrivateUse1"
     ray_device_key = "NPU"
     device_control_env_var = "ASCEND_RT_VISIBLE_DEVICES"
-    dist_backend = "hccl"
     simple_compile_backend = "eager"
 
-    def __init__(self) -> None:
-        # vLLM builds one instance (current_platform) and reads these from it. They
-        # follow the runtime and communicator the container wired: "npu"/HCCL on an NPU
-        # host; in tests, the NPU adapter on an emulated torch_npu keeps tensors on the
-        # host ("cpu") and reduces over gloo.
-        super().__init__()
-        self.device_type = self.runtime().device_type
-        self.device_name = self.device_type  # vLLM builds torch.device(device_name:index)
-        self.dispatch_key = DISPATCH_KEYS[self.device_type]
-        self.dist_backend = container().communicator().backend
+    @property
+    def dist_backend(self) -> str:  # type: ignore[override]
+        """The process-group backend of the communicator the container wired (HCCL)."""
+        return str(container().communicator().backend)
+
+    @classmethod
+    def get_device_communicator_cls(cls) -> str:
+        from adapters.vllm.communicator import COMMUNICATOR_PATH
+
+        return COMMUNICATOR_PATH
 
     @property
     def supported_dtypes(self) -> list[torch.dtype]:

@@ -21,9 +21,24 @@ def register_attention_backend() -> None:
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
     from adapters.vllm.attention.backend import BACKEND_NAME, BACKEND_PATH
+    from adapters.vllm.attention.mla import MLA_BACKEND_NAME, MLA_BACKEND_PATH
 
-    if BACKEND_NAME not in AttentionBackendEnum.__members__:
-        AttentionBackendEnum.register(BACKEND_NAME, BACKEND_PATH)
+    for name, path in ((BACKEND_NAME, BACKEND_PATH), (MLA_BACKEND_NAME, MLA_BACKEND_PATH)):
+        if name not in AttentionBackendEnum.__members__:
+            AttentionBackendEnum.register(name, path)
+
+
+def register_quantization() -> None:
+    """`ascend` in vLLM's quantization registry (what `--quantization ascend` names)."""
+    from vllm.model_executor.layers.quantization import (
+        QUANTIZATION_METHODS,
+        register_quantization_config,
+    )
+
+    from adapters.vllm.quantization.config import METHOD_NAME, AscendQuantConfig
+
+    if METHOD_NAME not in QUANTIZATION_METHODS:
+        register_quantization_config(METHOD_NAME)(AscendQuantConfig)
 
 
 def apply_device_patches() -> None:
@@ -43,4 +58,5 @@ def register_all() -> None:
         return  # another platform serves: leave vLLM's layers alone
     register_custom_ops()
     register_attention_backend()
+    register_quantization()
     apply_device_patches()

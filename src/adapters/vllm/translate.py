@@ -63,6 +63,8 @@ def model_facts(vllm_config: VllmConfig) -> ModelFacts | None:
         mla = MlaShape(
             kv_lora_rank=int(getattr(hf, "kv_lora_rank", 1) or 1),
             qk_rope_head_dim=int(getattr(hf, "qk_rope_head_dim", 0) or 0),
+            qk_nope_head_dim=int(getattr(hf, "qk_nope_head_dim", 0) or 0),
+            v_head_dim=int(getattr(hf, "v_head_dim", 0) or 0),
         )
     return attrs.evolve(
         facts,

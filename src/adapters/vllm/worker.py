@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import logging
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from vllm.config import set_current_vllm_config
@@ -14,10 +15,11 @@ from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environmen
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from adapters.container import container
+from adapters.vllm.device_classes import DEVICE_CLASSES
 from adapters.vllm.memory import kv_cache_budget
-from adapters.vllm.model_runner import model_runner_for
 from adapters.vllm.startup import stop_on_our_errors
 from ascend_core.memory_budget import format_bytes
+from ascend_core.plan import WorkerKind
 from ports.device import DeviceKind
 from ports.runtime import DeviceRuntime, MemoryInfo
 
@@ -25,13 +27,15 @@ logger = logging.getLogger("vllm.plugins.ascend")
 
 
 class DeviceWorker(Worker):
-    """No graphs, no CuMem pool; device, memory and seeds from the container's runtime port.
+    """No CuMem pool; device, memory and seeds from the container's runtime port.
 
-    The device kinds differ only in the runtime (and ops) the container wires, so the
-    worker of each kind is this class under the name the core's WorkerKind maps to.
+    The device kinds differ only in what is wired: the runtime (and ops) the container
+    gives, and the model runner class named by `runner_path`; the worker of each kind is
+    this class under the name the core's WorkerKind maps to.
     """
 
     runtime: DeviceRuntime
+    runner_path: ClassVar[str]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -46,8 +50,6 @@ class DeviceWorker(Worker):
         from vllm.utils.torch_utils import set_random_seed
 
         self.device = self.runtime.device(self.local_rank)
-        if self.device.type == "cpu":
-            self.device = torch.device("cpu")  # host memory has no device index
         self.runtime.set_device(self.local_rank)
         init_worker_distributed_environment(
             self.vllm_config,
@@ -57,9 +59,10 @@ class DeviceWorker(Worker):
             current_platform.dist_backend,
         )
         set_random_seed(self.model_config.seed)
+        module, _, name = self.runner_path.partition(":")
+        runner = getattr(importlib.import_module(module), name)
         with stop_on_our_errors(self.parallel_config):
-            runner = model_runner_for(self.runtime)
-        self.model_runner = runner(self.vllm_config, self.device)
+            self.model_runner = runner(self.vllm_config, self.device, self.runtime)
 
     def _maybe_get_memory_pool_context(self, tag: str) -> contextlib.AbstractContextManager[None]:
         # vLLM skips its CuMem pool only for built-in platforms; the host has none.
@@ -145,8 +148,12 @@ class DeviceWorker(Worker):
 
 
 class HostWorker(DeviceWorker):
-    """WorkerKind.HOST: the host device (adapters.cpu)."""
+    """WorkerKind.HOST: the host device (adapters.cpu), vLLM's CPU runner."""
+
+    runner_path = DEVICE_CLASSES[WorkerKind.HOST].runner
 
 
 class NpuWorker(DeviceWorker):
-    """WorkerKind.NPU: adapters.npu's runtime on torch_npu (in tests, an emulated torch_npu)."""
+    """WorkerKind.NPU: adapters.npu's runtime on torch_npu, vLLM's GPU runner on it."""
+
+    runner_path = DEVICE_CLASSES[WorkerKind.NPU].runner

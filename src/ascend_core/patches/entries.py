@@ -25,6 +25,7 @@ from ascend_core.patches.spec import Condition, Feature, PatchRegistry, PatchSpe
 from ports.device import DeviceKind
 
 HOST = DeviceKind.CPU
+NPU = DeviceKind.NPU
 # The ranges and conditions most entries share, named once.
 VLLM_0_33 = ">=0.33.0,<0.34"
 HOST_WITHOUT_TRITON = Condition(device_kinds={HOST}, excludes={Feature.TRITON})
@@ -39,7 +40,7 @@ ENTRIES = (
             "without Triton on the host it is a placeholder that raises, so the host "
             "registers a torch implementation through vLLM's kernel-override registry."
         ),
-        apply="adapters.vllm.patches.host_kernels:override",
+        apply="adapters.vllm.patches.torch_kernels:override",
     ),
     PatchSpec(
         id="host-shutdown-accelerator-cache",
@@ -67,6 +68,51 @@ ENTRIES = (
             "this name at call time, so no copies need rebinding)."
         ),
         apply="adapters.vllm.patches.host_linear:use_onednn_gemm",
+    ),
+    PatchSpec(
+        id="oot-int8-scaled-mm-kernel",
+        target="vllm.model_executor.kernels.linear:_POSSIBLE_INT8_KERNELS",
+        versions=VLLM_0_33,
+        when=Condition(),
+        reason=(
+            "vLLM picks the int8 ScaledMM kernel of compressed-tensors W8A8 layers from a "
+            "table keyed by built-in platform, with no entry for an out-of-tree one, so "
+            "every such checkpoint fails with 'Failed to find a kernel that can implement "
+            "the ScaledMM linear layer'; the plugin's kernel (the QuantOps port of the "
+            "serving device) is added under PlatformEnum.OOT."
+        ),
+        apply="adapters.vllm.patches.int8_kernel:add_int8_kernel",
+    ),
+    PatchSpec(
+        id="npu-slot-mapping-kernel",
+        target="vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel",
+        versions=VLLM_0_33,
+        when=Condition(device_kinds={NPU}),
+        reason=(
+            "BlockTable.compute_slot_mapping launches this Triton kernel every step; the "
+            "NPU runner computes the slots with torch ops on the device instead (no host "
+            "read-back), so serving does not depend on triton-ascend compiling vLLM's "
+            "CUDA-tuned kernel."
+        ),
+        apply="adapters.vllm.patches.torch_kernels:override",
+    ),
+    PatchSpec(
+        id="npu-top-k-top-p-torch",
+        target="vllm.v1.sample.ops.topk_topp_sampler:apply_top_k_top_p",
+        versions=VLLM_0_33,
+        when=Condition(device_kinds={NPU}),
+        reason=(
+            "The sampler masks top-k/top-p with a Triton kernel whenever Triton imports "
+            "(triton-ascend on an NPU host); the NPU path takes vLLM's torch "
+            "implementation without host syncs instead of a CUDA-tuned kernel."
+        ),
+        apply="adapters.vllm.patches.npu_sampler:use_torch_top_k_top_p",
+        also_rebind=(
+            "vllm.v1.sample.rejection_sampler:apply_top_k_top_p",
+            "vllm.v1.worker.gpu.sample.states:apply_top_k_top_p",
+            "vllm.v1.worker.gpu.sample.sampler:apply_top_k_top_p",
+            "vllm.v1.watermarking.gpu_sampler:apply_top_k_top_p",
+        ),
     ),
 )
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from support.hf_reference import local_model
+from support.hf_reference import MODELS_DIR, local_model, make_model
 
 pytestmark = pytest.mark.vllm
 
 
 @pytest.fixture(scope="session")
 def npu_model_dirs() -> dict[str, str]:
-    return {style: str(local_model(style, "tiny")) for style in ("llama", "qwen3")}
+    dirs = {style: str(local_model(style, "tiny")) for style in ("llama", "qwen3", "qwen3_moe")}
+    # MLA at the shapes torch_npu's MLA attention documents (scripts/make_models.py).
+    mla = make_model(MODELS_DIR / "npu-mla-deepseek_v3", "deepseek_v3", "npu-mla")
+    dirs["deepseek_v3_npu_mla"] = str(mla)
+    return dirs

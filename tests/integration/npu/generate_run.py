@@ -1,11 +1,13 @@
 """One LLM.generate run through the plugin, in a fresh process, printed as JSON.
 
-`host`: the host device (adapters.cpu). `npu`: the NPU platform, worker and adapter
-(NpuOps, NpuRuntime) on the emulated torch_npu, wired into the container of this process
-and of every Python process vLLM starts (support.torch_npu_emulator.activate); tensors
-stay in host memory. An emulator, not Ascend hardware.
+`host`: the host device (adapters.cpu). `npu`: the NPU platform, worker, runner and
+adapter (NpuOps, NpuRuntime) on the emulated torch_npu and the emulated `npu` device,
+wired into the container of this process and of every Python process vLLM starts
+(support.torch_npu_emulator.activate): weights, KV cache and activations are tensors of
+device type npu (in host memory). An emulator, not Ascend hardware.
 
-Run as: python generate_run.py {host,npu} MODEL_DIR
+Run as: python generate_run.py {host,npu} MODEL_DIR [TENSOR_PARALLEL_SIZE [DTYPE]]
+(TP=2: one emulated device per rank, the ranks reducing through host gloo.)
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import random
 import sys
 from pathlib import Path
 
-LENGTHS = (5, 150, 40, 200, 1, 131)  # 150, 200, 131 > max_num_batched_tokens: chunked
+LENGTHS = (5, 150, 40, 200, 1, 131, 77, 263)  # > max_num_batched_tokens: chunked
 MAX_NEW = 8
+DECODE_STEPS = 6  # extra decode steps measured for the per-step device costs
 
 _TESTS = Path(__file__).resolve().parents[2]
 
@@ -34,35 +37,60 @@ def emulate_npu() -> object:
     return activate()
 
 
-def stand_in_for_triton_ascend() -> None:
-    """On an NPU host triton-ascend compiles vLLM's Triton kernels and the runtime has an
-    accelerator cache; this host has neither, so the host device's two patches apply."""
-    from adapters.vllm.patches import apply_one
-    from ascend_core.patches import REGISTRY
-
-    for patch_id in ("host-slot-mapping-kernel", "host-shutdown-accelerator-cache"):
-        spec = REGISTRY.get(patch_id)
-        assert spec is not None, patch_id
-        apply_one(spec)
+def prompts(seed: int = 0, lengths: tuple[int, ...] = LENGTHS) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(2, 500) for _ in range(n)] for n in lengths]
 
 
-def prompts() -> list[list[int]]:
-    rng = random.Random(0)
-    return [[rng.randrange(2, 500) for _ in range(n)] for n in LENGTHS]
+def decode_step_costs(llm: object) -> dict[str, float]:
+    """The emulated device's counters per decode step of a batch of 8: a run of
+    1 + DECODE_STEPS tokens minus a run of 1 token, over fresh prompts of equal lengths
+    (so both prefill alike, with no prefix-cache hit), divided by DECODE_STEPS."""
+    from vllm import SamplingParams, TokensPrompt
+
+    from support.emulated_npu_device import counters, reset_counters
+
+    def run(seed: int, tokens: int) -> dict[str, int]:
+        batch = [TokensPrompt(prompt_token_ids=p) for p in prompts(seed, (20,) * 8)]
+        params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+        reset_counters()
+        llm.generate(batch, params, use_tqdm=False)  # type: ignore[attr-defined]
+        return counters()
+
+    one, more = run(101, 1), run(102, 1 + DECODE_STEPS)
+    return {k: (more[k] - one[k]) / DECODE_STEPS for k in one}
 
 
-def main(device: str, model: str) -> None:
+def describe(wrapper: object) -> dict[str, object]:
+    """Run in each worker (collective_rpc): its classes and where its tensors live."""
+    worker = getattr(wrapper, "worker", wrapper)  # the multiprocess executor wraps it
+    runner = worker.model_runner  # type: ignore[attr-defined]
+    layer = runner.model.model.layers[0]
+    return {
+        "quant_methods": sorted(
+            {type(m.quant_method).__name__ for m in runner.model.modules()
+             if getattr(m, "quant_method", None) is not None}
+        ),
+        "worker": type(worker).__name__,
+        "ops": type(layer.input_layernorm.device_ops).__name__,
+        "device": str(runner.device),
+        "devices": {
+            "parameters": sorted({p.device.type for p in runner.model.parameters()}),
+            "kv_caches": sorted({t.device.type for t in runner.kv_caches}),
+        },
+    }
+
+
+def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process
     os.environ["VLLM_ASCEND_DEVICE"] = "cpu" if device == "host" else "npu"
     torch_npu = emulate_npu() if device == "npu" else None
     from vllm import LLM, SamplingParams, TokensPrompt
     from vllm.platforms import current_platform
 
-    if torch_npu is not None:
-        stand_in_for_triton_ascend()
     llm = LLM(
         model=model,
-        dtype="bfloat16",  # the NPU attention op takes fp16/bf16 queries only
+        dtype=dtype,  # the NPU attention op takes fp16/bf16 queries only
         enforce_eager=True,
         max_model_len=512,
         block_size=128,  # the NPU op's paged prefill needs a multiple of 128
@@ -71,30 +99,54 @@ def main(device: str, model: str) -> None:
         kv_cache_memory_bytes=32 << 20,
         enable_prefix_caching=True,
         seed=0,
+        tensor_parallel_size=tp,
     )
     params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
     batch = [TokensPrompt(prompt_token_ids=p) for p in prompts()]
     outputs = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]
     runs = [[list(o.outputs[0].token_ids) for o in run] for run in outputs]
+    # Seeded top-k/top-p sampling: the NPU's declared torch path (npu-top-k-top-p-torch).
+    # Prompts that fit one step (5 + 40 + 1 tokens): a chunked prefill would make vLLM
+    # rewind a seeded generator's Philox offset, which the emulator's CPU generators lack.
+    sampling = SamplingParams(max_tokens=MAX_NEW, temperature=0.8, top_k=20, top_p=0.9, seed=7)
+    short = [batch[0], batch[2], batch[4]]
+    sampled = [list(o.outputs[0].token_ids) for o in llm.generate(short, sampling, use_tqdm=False)]
     # The second pass finds the prompts' full blocks in the prefix cache.
     cached = [int(o.num_cached_tokens or 0) for o in outputs[1]]
-    worker = llm.llm_engine.model_executor.driver_worker.worker
+    ranks = llm.collective_rpc(describe)
+    in_process = torch_npu is not None and tp == 1  # the worker's calls are counted here
     result = {
         "platform": type(current_platform).__name__,
         "device_type": current_platform.device_type,
-        "worker": type(worker).__name__,
-        "ops": type(worker.model_runner.model.model.layers[0].input_layernorm.device_ops).__name__,
+        "worker": ranks[0]["worker"],
+        "ops": ranks[0]["ops"],
         "runs": runs,
+        "quant_methods": ranks[0]["quant_methods"],
+        "quantization": llm.llm_engine.vllm_config.model_config.quantization,
+        "sampled": sampled,
+        "devices": ranks[0]["devices"],
+        "rank_devices": [r["device"] for r in ranks],
+        "async_scheduling": bool(llm.llm_engine.vllm_config.scheduler_config.async_scheduling),
+        "decode_step": decode_step_costs(llm) if in_process else {},
         "cached_tokens": cached,
-        "calls": sorted({name for name, _, _ in torch_npu.calls}) if torch_npu else [],
+        "calls": sorted({name for name, _, _ in torch_npu.calls}) if in_process else [],
+        # How the attention op was called: (input_layout, with rope inputs, sparse_mode).
+        "attention_calls": sorted(
+            {
+                (b["input_layout"], b["query_rope"] is not None, b["sparse_mode"])
+                for b in torch_npu.calls_of("npu_fused_infer_attention_score")
+            }
+        )
+        if in_process
+        else [],
         "sparse_modes": sorted(
             {b["sparse_mode"] for b in torch_npu.calls_of("npu_fused_infer_attention_score")}
         )
-        if torch_npu
+        if in_process
         else [],
     }
     print("RESULT " + json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], *(int(sys.argv[3]), *sys.argv[4:5]) if len(sys.argv) > 3 else ())

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.vllm
 @pytest.fixture(scope="session")
 def model_dirs() -> dict[str, str]:
     """One tiny fp32 model per style, made once in models/ (scripts/make_models.py)."""
-    return {style: str(local_model(style, "tiny")) for style in ("llama", "qwen3")}
+    styles = ("llama", "qwen3", "deepseek_v3", "deepseek_v2", "qwen3_moe")
+    return {style: str(local_model(style, "tiny")) for style in styles}
 
 
 @pytest.fixture(autouse=True, scope="module")

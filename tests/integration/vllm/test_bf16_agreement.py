@@ -6,6 +6,15 @@ models are O(10), so two implementations that round in different places (fused r
 add, attention accumulation order) can move a logit by ~0.05-0.1; a token whose HF logprob
 is within 0.25 nats of HF's best is a legitimate near-tie, not a bug. A real bug (wrong
 cache slot, wrong mask, wrong rotary) moves tokens by whole nats.
+
+MoE models are discontinuous in their inputs: when two experts' router scores are
+within bf16 rounding of each other, the choice flips, and with random experts the
+output moves by whole nats. Measured on these prompts, transformers' own bf16 run
+differs from its fp32 run by up to 4.1 (Qwen3-MoE) and 7.3 (DeepSeek-V3) nats of
+prompt logprob at single positions. So for MoE styles the bound is on the rate: at
+most one generated token in 16 may fall outside the tolerance (measured: 1 of 48 for
+Qwen3-MoE and DeepSeek-V3, 0 for DeepSeek-V2-Lite); a systematic bug (routing,
+latent cache, absorbed decode) fails most tokens, not one.
 """
 
 from __future__ import annotations
@@ -17,10 +26,12 @@ from engine_teardown import shut_down
 
 TOLERANCE_NATS = 0.25
 MAX_NEW = 16
+MOE_STYLES = {"qwen3_moe", "deepseek_v3", "deepseek_v2"}
+MOE_OUTLIERS_PER_TOKEN = 1 / 16
 
 
 @pytest.mark.parametrize("path", ["compiled", "eager"])  # compiled: the host's default
-@pytest.mark.parametrize("style", ["llama", "qwen3"])
+@pytest.mark.parametrize("style", ["llama", "qwen3", "qwen3_moe", "deepseek_v3", "deepseek_v2"])
 def test_bf16_tokens_are_hf_top1_within_tolerance(
     style: str, path: str, model_dirs: dict[str, str]
 ) -> None:
@@ -41,6 +52,7 @@ def test_bf16_tokens_are_hf_top1_within_tolerance(
 
     hf = AutoModelForCausalLM.from_pretrained(model_dirs[style], dtype=torch.bfloat16)
     worst = 0.0
+    gaps_all: list[float] = []
     with torch.no_grad():
         for prompt, out in zip(prompts, outs, strict=True):
             generated = list(out.outputs[0].token_ids)
@@ -51,4 +63,11 @@ def test_bf16_tokens_are_hf_top1_within_tolerance(
             chosen = rows[torch.arange(len(generated)), torch.tensor(generated)]
             gaps = rows.max(dim=-1).values - chosen
             worst = max(worst, float(gaps.max()))
-    assert worst <= TOLERANCE_NATS, f"a token {worst:.3f} nats below HF's top-1"
+            gaps_all += gaps.tolist()
+    if style in MOE_STYLES:
+        outliers = [g for g in gaps_all if g > TOLERANCE_NATS]
+        assert len(outliers) <= MOE_OUTLIERS_PER_TOKEN * len(gaps_all), (
+            f"{len(outliers)} of {len(gaps_all)} tokens beyond {TOLERANCE_NATS} nats: {outliers}"
+        )
+    else:
+        assert worst <= TOLERANCE_NATS, f"a token {worst:.3f} nats below HF's top-1"

@@ -1,5 +1,7 @@
 """Greedy token ids from LLM.generate through the plugin equal Hugging Face's, in fp32.
 
+Dense (Llama, Qwen3), MoE with GQA (Qwen3-MoE) and MoE with MLA (DeepSeek-V3 with its
+grouped sigmoid routing, DeepSeek-V2-Lite with softmax routing and no q LoRA).
 One LLM per model style and path serves every case: prompts spanning many 16-token KV
 blocks, a batch of 8 mixed lengths, chunked prefill (max_num_batched_tokens=64 is shorter
 than the long prompts), and a second pass that must hit the prefix cache. Both paths of
@@ -25,9 +27,14 @@ def _prompts(seed: int, lengths: list[int]) -> list[list[int]]:
     return [[rng.randrange(2, 500) for _ in range(n)] for n in lengths]
 
 
+STYLES = ["llama", "qwen3", "qwen3_moe", "deepseek_v3", "deepseek_v2"]
+MLA_STYLES = {"deepseek_v3", "deepseek_v2"}
+MOE_STYLES = {"qwen3_moe", "deepseek_v3", "deepseek_v2"}
+
+
 @pytest.fixture(
     scope="module",
-    params=[("llama", "compiled"), ("qwen3", "compiled"), ("llama", "eager"), ("qwen3", "eager")],
+    params=[(style, path) for path in ("compiled", "eager") for style in STYLES],
     ids=lambda p: "-".join(p),
 )
 def served(request: pytest.FixtureRequest, model_dirs: dict[str, str]):  # type: ignore[no-untyped-def]
@@ -47,7 +54,7 @@ def served(request: pytest.FixtureRequest, model_dirs: dict[str, str]):  # type:
         enable_prefix_caching=True,
         seed=0,
     )
-    yield path, model_dir, llm
+    yield style, path, model_dir, llm
     shut_down(llm)
 
 
@@ -62,29 +69,36 @@ def test_the_plugin_serves(served) -> None:  # type: ignore[no-untyped-def]
     from vllm.platforms import current_platform
 
     from adapters.vllm.attention.backend import PagedAttentionBackend
+    from adapters.vllm.attention.mla import MlaAttentionBackend
     from adapters.vllm.custom_ops import AscendRMSNorm, AscendRotaryEmbedding, AscendSiluAndMul
+    from adapters.vllm.layers.fused_moe import AscendUnquantizedFusedMoEMethod
 
-    path, _, llm = served
+    style, path, _, llm = served
     assert type(current_platform).__name__ == "AscendHostPlatform"
     mode = llm.llm_engine.vllm_config.compilation_config.mode
     assert mode.name == ("DYNAMO_TRACE_ONCE" if path == "compiled" else "NONE")
     model = llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
     kinds = {type(m) for m in model.modules()}
-    assert {AscendRMSNorm, AscendSiluAndMul, AscendRotaryEmbedding} <= kinds
+    assert {AscendRMSNorm, AscendRotaryEmbedding} <= kinds
+    # Every MLP of Qwen3-MoE is a MoE layer; the others have dense ones.
+    assert (AscendSiluAndMul in kinds) == (style != "qwen3_moe")
     backends = {type(m.attn_backend) if not isinstance(m.attn_backend, type) else m.attn_backend
                 for m in model.modules() if hasattr(m, "attn_backend")}
-    assert backends == {PagedAttentionBackend}
+    assert backends == {MlaAttentionBackend if style in MLA_STYLES else PagedAttentionBackend}
+    moe_methods = {type(m.quant_method) for m in model.modules()
+                   if type(m).__name__ == "RoutedExperts"}
+    assert moe_methods == ({AscendUnquantizedFusedMoEMethod} if style in MOE_STYLES else set())
 
 
 def test_single_prompts_spanning_many_blocks(served) -> None:  # type: ignore[no-untyped-def]
-    _, model_dir, llm = served
+    _, _, model_dir, llm = served
     prompts = _prompts(1, [5, 70, 200])  # 200 tokens: 13 blocks, prefilled in 4 chunks
     got = [o.outputs[0].token_ids for o in _generate(llm, prompts)]
     assert [list(g) for g in got] == greedy_token_ids(model_dir, prompts, MAX_NEW, ignore_eos=True)
 
 
 def test_batch_of_eight_mixed_lengths_then_prefix_cache_hits(served) -> None:  # type: ignore[no-untyped-def]
-    _, model_dir, llm = served
+    _, _, model_dir, llm = served
     prompts = _prompts(2, [3, 17, 33, 48, 64, 90, 129, 150])
     expected = greedy_token_ids(model_dir, prompts, MAX_NEW, ignore_eos=True)
 
@@ -97,3 +111,24 @@ def test_batch_of_eight_mixed_lengths_then_prefix_cache_hits(served) -> None:  #
     cached = [o.num_cached_tokens for o in second]
     assert all(c >= (len(p) - 1) // BLOCK * BLOCK for c, p in zip(cached, prompts, strict=True))
     assert sum(cached) > 0
+
+
+def test_kv_bytes_per_token_are_what_the_doctor_plans(served) -> None:  # type: ignore[no-untyped-def]
+    """The core's KV bytes per token (the doctor's and the worker's budget) equal what
+    the backend allocated: the MLA latent (kv_lora_rank + rope) or K and V per head."""
+    import json
+    from pathlib import Path
+
+    from ascend_core.memory_budget.sizes import KvLayout, kv_bytes_per_token
+    from ascend_core.model_facts import model_facts_from_config
+
+    style, _, model_dir, llm = served
+    runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    blocks = llm.llm_engine.vllm_config.cache_config.num_gpu_blocks
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                for t in runner.kv_caches}  # one per layer (views of one buffer count once)
+    allocated = sum(storages.values()) / (blocks * BLOCK)
+    facts = model_facts_from_config(json.loads((Path(model_dir) / "config.json").read_text()))
+    planned = kv_bytes_per_token(facts, kv_dtype_bytes=4)
+    assert planned.layout is (KvLayout.MLA if style in MLA_STYLES else KvLayout.STANDARD)
+    assert allocated == planned.bytes

@@ -23,6 +23,8 @@ def test_speculative_decoding_adds_no_patch_it_cannot_apply() -> None:
     assert deployment_patch_plan(speculative).ids == deployment_patch_plan(plain).ids
 
 
-def test_npu_plans_leave_the_host_kernels_to_triton_ascend() -> None:
+def test_npu_plans_compute_the_slot_mapping_with_torch() -> None:
     ids = set(device_patch_plan(DeviceKind.NPU, ChipFamily.A2).ids)
     assert "host-slot-mapping-kernel" not in ids
+    assert "npu-slot-mapping-kernel" in ids
+    assert "npu-top-k-top-p-torch" in ids  # the sampler's torch path, not a Triton kernel

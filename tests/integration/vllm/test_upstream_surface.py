@@ -50,6 +50,16 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.v1.worker.gpu_worker:init_worker_distributed_environment", "called: gloo"),
     ("vllm.v1.worker.worker_base:CompilationTimes", "returned by warm-up"),
     ("vllm.v1.worker.cpu_model_runner:CPUModelRunner", "HostModelRunner subclasses it"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner", "NpuModelRunner subclasses it"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.execute_model", "NPU: in runner_scope"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.sample_tokens", "NPU: in runner_scope"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.capture_model", "NPU: in runner_scope"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.initialize_kv_cache",
+     "NPU: in runner_scope"),
+    ("vllm.utils.torch_utils:current_stream", "asks Platform.current_stream off CUDA/CPU"),
+    ("vllm.platforms.interface:Platform.get_device_communicator_cls", "NPU: ours"),
+    ("vllm.distributed.device_communicators.base_device_communicator:DeviceCommunicatorBase",
+     "NpuDeviceCommunicator subclasses it (host staging over gloo)"),
     ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.get_kv_cache_spec", "KV bytes/seq"),
     ("vllm.v1.kv_cache_interface:KVCacheSpec.max_memory_usage_bytes", "KV bytes/seq"),
     ("vllm.utils.torch_utils:set_random_seed", "worker seeding"),
@@ -63,6 +73,8 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.v1.attention.backend:AttentionCGSupport.NEVER", "no graphs on the host"),
     ("vllm.v1.attention.backend:AttentionType.DECODER", "the one type we serve"),
     ("vllm.v1.attention.backend:CommonAttentionMetadata", "read in build()"),
+    ("vllm.v1.attention.backend:CommonAttentionMetadata.seq_lens_cpu_upper_bound",
+     "host-side seq lens for the NPU step plan (exact without speculative decoding)"),
     ("vllm.v1.kv_cache_layout:KVCacheLayout.LBNHC", "the layout we declare"),
     ("vllm.v1.attention.backends.registry:AttentionBackendEnum.register",
      "Attention looks backends up by get_name() in this enum"),
@@ -76,11 +88,79 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.model_executor.layers.rotary_embedding.base:RotaryEmbedding", "rope"),
     ("vllm.model_executor.layers.rotary_embedding.base:"
      "RotaryEmbeddingBase._match_cos_sin_cache_dtype", "private: cache in query dtype"),
+    # Fused MoE: our monolithic method in place of vLLM's unquantized one.
+    ("vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method:"
+     "UnquantizedFusedMoEMethod", "register_oot: AscendUnquantizedFusedMoEMethod"),
+    ("vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method:"
+     "UnquantizedFusedMoEMethod.create_weights", "reused: w13 [E, 2I, H], w2 [E, H, I]"),
+    ("vllm.model_executor.layers.fused_moe.fused_moe_method_base:FusedMoEMethodBase",
+     "AscendMoeMethod subclasses it"),
+    ("vllm.model_executor.layers.fused_moe.fused_moe_method_base:"
+     "FusedMoEMethodBase.is_monolithic", "overridden: True, we route"),
+    ("vllm.model_executor.layers.fused_moe.fused_moe_method_base:"
+     "FusedMoEMethodBase.apply_monolithic", "overridden: our MoE ops"),
+    ("vllm.model_executor.layers.fused_moe.fused_moe_method_base:"
+     "FusedMoEMethodBase.maybe_roundup_sizes", "called: no kernel padding"),
+    ("vllm.model_executor.layers.fused_moe.config:FusedMoEConfig", "the method's argument"),
+    ("vllm.model_executor.layers.fused_moe.config:FusedMoEQuantConfig", "annotation"),
+    ("vllm.model_executor.layers.fused_moe.routed_experts:RoutedExperts.forward_monolithic",
+     "calls apply_monolithic with router logits"),
+    ("vllm.model_executor.layers.fused_moe.routed_experts:RoutedExperts.expert_map",
+     "global -> local expert ids under expert parallel"),
+    ("vllm.model_executor.layers.fused_moe.runner.moe_runner:MoERunner._apply_quant_method",
+     "private: branches on is_monolithic"),
+    # MLA: our backend under vLLM's MLAAttention layer.
+    ("vllm.model_executor.layers.attention.mla_attention:MLAAttention.forward_impl",
+     "calls forward_mha (prefill rows) and forward_mqa (decode rows first)"),
+    ("vllm.model_executor.layers.attention.mla_attention:MLAAttention.update_kv_cache",
+     "calls do_kv_cache_update before attention"),
+    ("vllm.model_executor.layers.attention.mla_attention:MLAAttention.get_kv_cache_spec",
+     "the latent spec: one slot of kv_lora_rank + rope per token"),
+    ("vllm.v1.attention.backend:MLAAttentionImpl", "MlaAttentionImpl subclasses it"),
+    ("vllm.v1.attention.backend:AttentionBackend.is_mla", "MlaAttentionBackend: True"),
+    ("vllm.v1.attention.backend:AttentionMetadataBuilder.reorder_batch_threshold",
+     "1: one-token requests first"),
+    ("vllm.v1.attention.backends.utils:split_decodes_and_prefills", "MlaMetadataBuilder"),
+    ("vllm.v1.attention.backends.mla.prefill.base:MLAPrefillBackend", "MlaPrefillQuery"),
+    ("vllm.platforms.interface:Platform.get_mla_prefill_backend_cls",
+     "hook: MLAAttention asks for a prefill class when built"),
     # Kernel overrides and patches (targets of the core's patch registry).
     ("vllm.triton_utils.dispatcher:register_kernels", "vLLM's kernel-override registry"),
     ("vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel", "patch target"),
+    ("vllm.v1.sample.ops.topk_topp_sampler:apply_top_k_top_p", "NPU patch target"),
+    ("vllm.v1.sample.ops.topk_topp_sampler:apply_top_k_top_p_pytorch", "its replacement"),
+    ("vllm.v1.sample.rejection_sampler:apply_top_k_top_p", "NPU patch copy"),
+    ("vllm.v1.worker.gpu.sample.states:apply_top_k_top_p", "NPU patch copy"),
+    ("vllm.v1.worker.gpu.sample.sampler:apply_top_k_top_p", "NPU patch copy"),
+    ("vllm.v1.watermarking.gpu_sampler:apply_top_k_top_p", "NPU patch copy"),
     ("vllm.distributed.parallel_state:cleanup_dist_env_and_memory", "patch target"),
     ("vllm.v1.engine.core:cleanup_dist_env_and_memory", "patch: rebound copy"),
+    # Quantization: `ascend` registered out of tree, its linear methods on vLLM's layers.
+    ("vllm.platforms.interface:Platform.pre_register_and_update", "hook: register ascend"),
+    ("vllm.model_executor.layers.quantization:register_quantization_config", "ascend"),
+    ("vllm.model_executor.layers.quantization:QUANTIZATION_METHODS", "re-entrant registration"),
+    ("vllm.model_executor.layers.quantization.base_config:QuantizationConfig",
+     "AscendQuantConfig subclasses it"),
+    ("vllm.config:VllmConfig.get_quantization_config", "rebuilt after the plan picks ascend"),
+    ("vllm.model_executor.layers.linear:LinearMethodBase", "our int8 linear methods"),
+    ("vllm.model_executor.layers.linear:LinearBase", "layers get_quant_method serves"),
+    ("vllm.model_executor.layers.linear:UnquantizedLinearMethod", "FLOAT layers"),
+    ("vllm.model_executor.layers.linear:QKVParallelLinear", "shard ids q, k, v"),
+    ("vllm.model_executor.layers.linear:RowParallelLinear", "quant_bias on rank 0 only"),
+    ("vllm.model_executor.layers.linear:adjust_scalar_to_fused_array",
+     "per-tensor input_scale per shard (param attr needs_scalar_to_array)"),
+    ("vllm.model_executor.layers.fused_moe:RoutedExperts", "quantized experts refused"),
+    ("vllm.model_executor.layers.vocab_parallel_embedding:VocabParallelEmbedding",
+     "quantized embeddings / lm_head refused"),
+    ("vllm.model_executor.utils:set_weight_attrs", "loader attributes on our params"),
+    ("vllm.model_executor.kernels.linear:_POSSIBLE_INT8_KERNELS",
+     "patch target: our int8 ScaledMM kernel under PlatformEnum.OOT"),
+    ("vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel:"
+     "Int8ScaledMMLinearKernel", "AscendInt8ScaledMMLinearKernel subclasses it"),
+    ("vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel:"
+     "Int8ScaledMMLinearLayerConfig", "is_channelwise, is_static_input_scheme, symmetric"),
+    ("vllm.model_executor.layers.quantization.utils.w8a8_utils:convert_to_channelwise",
+     "per-tensor weight scales of fused layers"),
     # Startup and platform resolution (issue 13).
     ("vllm.platforms:_current_platform",
      "private: the declined plugin's exit hook reads which platform served"),
@@ -115,8 +195,9 @@ def test_every_patch_target_is_listed() -> None:
     from ascend_core.patches import REGISTRY
 
     listed = {s for s, _ in SURFACE}
-    applied_here = {"adapters.vllm.patches.host_kernels:override",
-                    "adapters.vllm.patches.shutdown:skip_accelerator_cache_release"}
+    applied_here = {"adapters.vllm.patches.torch_kernels:override",
+                    "adapters.vllm.patches.shutdown:skip_accelerator_cache_release",
+                    "adapters.vllm.patches.npu_sampler:use_torch_top_k_top_p"}
     for spec in REGISTRY:
         if spec.apply in applied_here:
             assert set(spec.symbols()) <= listed, spec.id
@@ -146,6 +227,29 @@ def test_selector_config_has_the_fields_we_read() -> None:
 
     fields = set(inspect.signature(AttentionSelectorConfig).parameters)
     assert {"use_mla", "use_sparse", "has_sink", "has_sliding_window"} <= fields
+
+
+def test_mla_impl_methods_take_vllms_arguments() -> None:
+    """forward_impl and update_kv_cache call our impl by keyword: same parameter names."""
+    from vllm.v1.attention.backend import MLAAttentionImpl
+
+    from adapters.vllm.attention.mla import MlaAttentionImpl
+
+    for name in ("forward_mha", "forward_mqa", "do_kv_cache_update"):
+        ours = list(inspect.signature(getattr(MlaAttentionImpl, name)).parameters)
+        theirs = list(inspect.signature(getattr(MLAAttentionImpl, name)).parameters)
+        assert ours == theirs, name
+
+
+def test_routed_experts_sets_the_attributes_our_moe_method_reads() -> None:
+    from vllm.model_executor.layers.fused_moe.routed_experts import RoutedExperts
+
+    source = inspect.getsource(RoutedExperts.__init__)
+    for attr in ("top_k", "renormalize", "use_grouped_topk", "num_expert_group", "topk_group",
+                 "scoring_func", "routed_scaling_factor", "e_score_correction_bias",
+                 "custom_routing_function", "apply_router_weight_on_input", "activation",
+                 "local_num_experts", "layer_name"):
+        assert f"self.{attr} =" in source, attr
 
 
 def test_the_core_knows_vllms_default_memory_utilization() -> None:

@@ -63,6 +63,15 @@ class RecordingRuntime(DeviceRuntime):
     def current_stream(self) -> Any:
         return self.inner.current_stream()
 
+    def new_stream(self) -> Any:
+        return self.inner.new_stream()
+
+    def new_event(self, enable_timing: bool = False) -> Any:
+        return self.inner.new_event(enable_timing)
+
+    def runner_scope(self) -> Any:
+        return self.inner.runner_scope()
+
 
 @pytest.fixture(scope="module")
 def llm(model_dirs: dict[str, str]):  # type: ignore[no-untyped-def]

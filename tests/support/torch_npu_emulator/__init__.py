@@ -14,7 +14,11 @@ from typing import Any
 from adapters.npu.schemas import load_schemas
 from support.torch_npu_emulator.binding import bind
 from support.torch_npu_emulator.npu_runtime import EmulatedNpuModule
-from support.torch_npu_emulator.semantics import IMPLEMENTED
+from support.torch_npu_emulator.semantics import IMPLEMENTED as _DENSE
+from support.torch_npu_emulator.semantics_mla import IMPLEMENTED as _MLA
+from support.torch_npu_emulator.semantics_moe import IMPLEMENTED as _MOE
+
+IMPLEMENTED = {**_DENSE, **_MOE, **_MLA}  # _MLA's attention op adds the MLA cases
 
 __all__ = ["EmulatedOp", "EmulatedTorchNpu", "make_torch_npu"]
 
@@ -34,7 +38,16 @@ class EmulatedOp:
         if impl is None or overload != "":
             shown = f"{self.__name__}.{overload}" if overload else self.__name__
             raise NotImplementedError(f"torch_npu.{shown} exists in 2.14.0 but is not emulated")
-        return impl(bound)
+        device = self._owner.npu._ext
+        if device is None:
+            return impl(bound)  # host tensors: the emulated device is not installed
+        # One kernel launch on a device: its aten ops and reads are not the caller's.
+        device.count_op(f"torch_npu::{self.__name__}")
+        old = device.set_uncounted(True)
+        try:
+            return impl(bound)
+        finally:
+            device.set_uncounted(old)
 
 
 class EmulatedTorchNpu(types.ModuleType):

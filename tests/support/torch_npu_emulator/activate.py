@@ -17,6 +17,8 @@ TESTS_DIR = Path(__file__).resolve().parents[2]
 ACTIVE_VAR = "EMULATED_NPU"  # "1" in a process that must start with the emulator wired
 SOC_VAR = "EMULATED_NPU_SOC"
 DEVICES_VAR = "EMULATED_NPU_DEVICES"
+MEMORY_VAR = "EMULATED_NPU_MEMORY"  # bytes per emulated device
+DEFAULT_MEMORY = 64 << 30
 
 _ACTIVE: Any = None
 
@@ -24,7 +26,9 @@ _ACTIVE: Any = None
 class AvailableNpuProbe:
     """The NPU probe's answer on a host where the emulated torch_npu stands in."""
 
-    def __init__(self, soc_name: str, device_count: int) -> None:
+    def __init__(
+        self, soc_name: str, device_count: int, memory_bytes: int = DEFAULT_MEMORY
+    ) -> None:
         from adapters.npu.chip import chip_family_from_soc
         from ports.device import ChipFamily, DeviceFacts, DeviceKind, ProbeResult
 
@@ -32,34 +36,39 @@ class AvailableNpuProbe:
         self.result = ProbeResult(
             DeviceKind.NPU,
             True,
-            f"emulated torch_npu (tests): {device_count} x {soc_name}, tensors in host memory",
-            facts=DeviceFacts(DeviceKind.NPU, family, device_count, 64 << 30, soc_name),
+            f"emulated torch_npu (tests): {device_count} x {soc_name} on the emulated npu "
+            "device (host memory)",
+            facts=DeviceFacts(DeviceKind.NPU, family, device_count, memory_bytes, soc_name),
         )
 
     def probe(self) -> Any:
         return self.result
 
 
-def activate(soc_name: str = "Ascend910B1", device_count: int = 1) -> Any:
-    """Override the container's NPU providers with the emulator; returns the emulated module.
+def activate(
+    soc_name: str = "Ascend910B1", device_count: int = 1, memory_bytes: int = DEFAULT_MEMORY
+) -> Any:
+    """Inject the emulated torch_npu into the container's NPU wiring; returns it.
 
-    Idempotent per process. The emulator computes on host tensors, so the runtime says
-    "cpu" and the process group is gloo (HCCL exists only with torch_npu and CANN).
+    Idempotent per process. The emulated `npu` device is installed (torch.npu, tensors
+    of device type npu in host memory); the NPU container's runtime and ops then run on
+    it unchanged. Only the communicator differs: HCCL exists only with torch_npu and
+    CANN, so ranks reduce over gloo through host memory.
     """
     global _ACTIVE
     if _ACTIVE is not None:
         return _ACTIVE
     from adapters.container import container
     from adapters.cpu.communicator import GlooCommunicator
-    from adapters.npu.runtime import NpuRuntime
     from support.torch_npu_emulator import make_torch_npu
 
     torch_npu = make_torch_npu(soc_name=soc_name, device_count=device_count)
+    torch_npu.npu.total_memory = memory_bytes
+    torch_npu.npu.device()  # install the emulated device: `npu` tensors from here on
     c = container()
-    c.npu_probe.override(AvailableNpuProbe(soc_name, device_count))
-    c.torch_npu.override(torch_npu)
-    c.runtime.override(NpuRuntime(torch_npu, device_type="cpu"))
-    c.communicator.override(GlooCommunicator())
+    c.npu_probe.override(AvailableNpuProbe(soc_name, device_count, memory_bytes))
+    c.torch_npu.override(torch_npu)  # the NPU sub-container, with this torch_npu
+    c.npu_device.communicator.override(GlooCommunicator())  # no HCCL without CANN
     _ACTIVE = torch_npu
     return torch_npu
 
@@ -69,11 +78,15 @@ def activate_from_env() -> Any:
     return activate(
         soc_name=os.environ.get(SOC_VAR, "Ascend910B1"),
         device_count=int(os.environ.get(DEVICES_VAR, "1")),
+        memory_bytes=int(os.environ.get(MEMORY_VAR, str(DEFAULT_MEMORY))),
     )
 
 
 def child_env(
-    env: dict[str, str] | None = None, soc_name: str = "Ascend910B1", device_count: int = 1
+    env: dict[str, str] | None = None,
+    soc_name: str = "Ascend910B1",
+    device_count: int = 1,
+    memory_bytes: int = DEFAULT_MEMORY,
 ) -> dict[str, str]:
     """An environment in which every Python process starts with the emulator wired.
 
@@ -89,4 +102,5 @@ def child_env(
     out[ACTIVE_VAR] = "1"
     out[SOC_VAR] = soc_name
     out[DEVICES_VAR] = str(device_count)
+    out[MEMORY_VAR] = str(memory_bytes)
     return out

@@ -36,6 +36,7 @@ def _matches(type_name: str, value: Any) -> bool:
         return isinstance(value, torch.Tensor)
     if base in ("int", "SymInt"):
         return _is_int(value)
+
     if base == "float":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if base == "bool":
@@ -47,6 +48,18 @@ def _matches(type_name: str, value: Any) -> bool:
     if base == "Scalar":
         return isinstance(value, (int, float, bool, complex))
     return True
+
+
+def _dtype_as_int(param: Mapping[str, Any], value: Any) -> bool:
+    """torch_npu types its dtype arguments `int` (so that its own dtypes, plain ints, fit)
+    and its docs and callers pass torch dtypes there (dst_type=torch.int8, dtype=torch.qint8,
+    output_dtype=torch.bfloat16; the wheel's meta registrations map them back)."""
+    name = param["name"]
+    return (
+        param["type"].rstrip("?") == "int"
+        and (name == "dtype" or name.endswith(("_dtype", "dst_type")))
+        and isinstance(value, torch.dtype)
+    )
 
 
 def bind_one(
@@ -75,6 +88,8 @@ def bind_one(
             if not param["has_default"]:
                 raise TypeError(f"{name}() missing required argument '{pname}'")
             bound[pname] = param.get("default")
+        elif _dtype_as_int(param, bound[pname]):
+            pass
         elif not _matches(param["type"], bound[pname]):
             raise TypeError(
                 f"{name}(): argument '{pname}' must be {param['type']}, "

@@ -1,37 +1,44 @@
-"""torch_npu.npu stand-ins: the runtime API names the adapter calls, on the host.
+"""torch_npu.npu stand-ins on the emulated `npu` device (support.emulated_npu_device).
 
 Only names torch_npu 2.14.0's torch_npu.npu binds (per the extracted API list) can
-exist here; anything else raises AttributeError as the real module would.
+exist here; anything else raises AttributeError as the real module would. The device is
+installed when first used, so op-only tests on host tensors need no build.
 """
 
 from __future__ import annotations
 
+import contextlib
 import types
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
 
 
-class EmulatedStream:
-    """A stream handle with the methods callers use; work on the host is synchronous."""
+def _npu(device: Any = None) -> torch.device:
+    if device is None:
+        return torch.device("npu", torch.accelerator.current_device_index())
+    if isinstance(device, int):
+        return torch.device("npu", device)
+    d = torch.device(device)
+    return (
+        d if d.index is not None else torch.device("npu", torch.accelerator.current_device_index())
+    )
 
-    def synchronize(self) -> None:
-        return None
 
-    def wait_stream(self, other: EmulatedStream) -> None:
-        return None
+class EmulatedStream(torch.Stream):
+    """torch_npu.npu.Stream: a torch.Stream of the `npu` device (work runs when issued)."""
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> EmulatedStream:
+        return super().__new__(cls, device=_npu(device), priority=priority)  # type: ignore[call-arg]
 
 
-class EmulatedEvent:
-    def __init__(self, enable_timing: bool = False, blocking: bool = False) -> None:
-        self.enable_timing = enable_timing
-
-    def record(self, stream: EmulatedStream | None = None) -> None:
-        return None
-
-    def synchronize(self) -> None:
-        return None
+def emulated_event(
+    enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+) -> torch.Event:
+    """torch_npu.npu.Event(...): a torch.Event of the `npu` device (torch's own type, as
+    torch.Event's methods take no subclass)."""
+    return torch.Event(device=_npu(), enable_timing=enable_timing, blocking=blocking)
 
 
 class EmulatedNpuModule(types.ModuleType):
@@ -49,27 +56,66 @@ class EmulatedNpuModule(types.ModuleType):
         self.soc_name = soc_name
         self.num_devices = device_count
         self.total_memory = total_memory
-        self.current = 0
-        self.allocated_peak = 0
         self.calls: list[str] = []
         self.seeded: int | None = None
-        self._stream = EmulatedStream()
+        self._ext: Any = None
+        self.Stream = self._api_class("Stream", EmulatedStream)
+        self.Event = self._api_function("Event", emulated_event)
+
+    def _api_class(self, name: str, cls: type) -> type:
+        if name not in self._api:
+            raise AttributeError(f"module 'torch_npu.npu' has no attribute '{name}'")
+        record = self._record
+
+        class Recorded(cls):  # type: ignore[misc,valid-type]
+            def __new__(c, *args: Any, **kwargs: Any) -> Any:
+                record(name)
+                return cls.__new__(c, *args, **kwargs)
+
+        Recorded.__name__ = name
+        return Recorded
+
+    def _api_function(self, name: str, fn: Any) -> Any:
+        if name not in self._api:
+            raise AttributeError(f"module 'torch_npu.npu' has no attribute '{name}'")
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._record(name)
+            return fn(*args, **kwargs)
+
+        return call
+
+    def device(self) -> Any:
+        """The emulated device's extension, installed with this module as torch.npu."""
+        if self._ext is None:
+            from support.emulated_npu_device import install
+
+            self._ext = install(self.num_devices, self.total_memory, self)
+        return self._ext
 
     def _record(self, name: str) -> None:
         if name not in self._api:
             raise AttributeError(f"module 'torch_npu.npu' has no attribute '{name}'")
         self.calls.append(name)
+        self.device()
+
+    def _index(self, device: Any) -> int:
+        return int(_npu(device).index or 0) if device is not None else self.current_device()
+
+    def is_available(self) -> bool:
+        self._record("is_available")
+        return True
 
     def set_device(self, device: Any) -> None:
         self._record("set_device")
         index = device if isinstance(device, int) else torch.device(device).index or 0
         if not 0 <= index < self.num_devices:
             raise RuntimeError(f"Invalid device id {index}")
-        self.current = index
+        torch.accelerator.set_device_index(index)
 
     def current_device(self) -> int:
         self._record("current_device")
-        return self.current
+        return int(self.device().current_device())
 
     def device_count(self) -> int:
         self._record("device_count")
@@ -81,18 +127,24 @@ class EmulatedNpuModule(types.ModuleType):
 
     def mem_get_info(self, device: Any = None) -> tuple[int, int]:
         self._record("mem_get_info")
-        return self.total_memory - self.allocated_peak, self.total_memory
+        mem = self.device().memory(self._index(device))
+        return int(mem["capacity"] - mem["allocated"]), int(mem["capacity"])
+
+    def memory_allocated(self, device: Any = None) -> int:
+        self._record("memory_allocated")
+        return int(self.device().memory(self._index(device))["allocated"])
 
     def max_memory_allocated(self, device: Any = None) -> int:
         self._record("max_memory_allocated")
-        return self.allocated_peak
+        return int(self.device().memory(self._index(device))["peak"])
 
     def reset_peak_memory_stats(self, device: Any = None) -> None:
         self._record("reset_peak_memory_stats")
-        self.allocated_peak = 0
+        self.device().reset_peak(self._index(device))
 
     def synchronize(self, device: Any = None) -> None:
         self._record("synchronize")
+        torch.accelerator.synchronize()
 
     def empty_cache(self) -> None:
         self._record("empty_cache")
@@ -100,19 +152,46 @@ class EmulatedNpuModule(types.ModuleType):
     def manual_seed_all(self, seed: int) -> None:
         self._record("manual_seed_all")
         self.seeded = seed
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(seed)  # random ops run on CPU kernels
 
-    def current_stream(self, device: Any = None) -> EmulatedStream:
+    def manual_seed(self, seed: int) -> None:
+        self._record("manual_seed")
+        self.seeded = seed
+        torch.default_generator.manual_seed(seed)
+
+    def current_stream(self, device: Any = None) -> torch.Stream:
         self._record("current_stream")
-        return self._stream
+        return torch.accelerator.current_stream(_npu(device))
 
-    def Stream(self, *args: Any, **kwargs: Any) -> EmulatedStream:
-        self._record("Stream")
-        return EmulatedStream()
+    def default_stream(self, device: Any = None) -> torch.Stream:
+        self._record("default_stream")
+        d = _npu(device)
+        kind = torch.accelerator.current_stream(d).device_type  # the backend's enum value
+        return torch.Stream(stream_id=0, device_index=d.index, device_type=kind)  # type: ignore[call-arg]
 
-    def Event(self, *args: Any, **kwargs: Any) -> EmulatedEvent:
-        self._record("Event")
-        return EmulatedEvent(*args, **kwargs)
+    def set_stream(self, stream: torch.Stream) -> None:
+        self._record("set_stream")
+        torch.accelerator.set_stream(stream)
+
+    @contextlib.contextmanager
+    def stream(self, stream: torch.Stream | None) -> Iterator[None]:
+        self._record("stream")
+        if stream is None:
+            yield
+            return
+        previous = torch.accelerator.current_stream(stream.device)
+        torch.accelerator.set_stream(stream)
+        try:
+            yield
+        finally:
+            torch.accelerator.set_stream(previous)
+
+    def is_current_stream_capturing(self) -> bool:
+        self._record("is_current_stream_capturing")
+        return False
+
+    def _is_in_bad_fork(self) -> bool:  # torch's device-module protocol, not torch_npu API
+        return False
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):

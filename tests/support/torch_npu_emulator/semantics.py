@@ -87,6 +87,48 @@ def npu_rotary_mul(a: dict[str, Any]) -> torch.Tensor:
     return (r1.to(F32) * xf + r2.to(F32) * turned).to(x.dtype)
 
 
+def npu_mrope(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rope mode of CANN's RopeWithSinCosCache: rows cos | sin of the cache at positions;
+    the first rotary_dim channels of each head rotate, the rest pass through."""
+    pos, q, k, cache = a["positions"], a["query"], a["key"], a["cos_sin_cache"]
+    head_size, mode = a["head_size"], a["rotary_mode"]
+    if a["mrope_section"] not in (None, [0, 0, 0]) or pos.dim() != 1:
+        raise NotImplementedError("npu_mrope: only rope mode (1D positions) is modelled")
+    if a["cache_mode"] != "default":
+        raise NotImplementedError(f"npu_mrope: cache_mode {a['cache_mode']!r} not modelled")
+    _require(pos.dtype in (torch.int32, torch.int64), "npu_mrope: positions int32/int64")
+    _require(q.dim() == 2 and k.dim() == 2 and cache.dim() == 2, "npu_mrope: 2D inputs only")
+    for t in (q, k, cache):
+        _require(t.dtype in FLOAT_TYPES, f"npu_mrope: dtype {t.dtype} unsupported")
+    rotary_dim = cache.shape[1]
+    multiple = 16 if q.dtype == F32 else 32
+    _require(rotary_dim % multiple == 0, f"npu_mrope: rotary_dim must be a multiple of {multiple}")
+    _require(rotary_dim <= head_size, "npu_mrope: rotary_dim exceeds head_size")
+    _require(
+        q.shape[1] % head_size == 0 and k.shape[1] % head_size == 0,
+        "npu_mrope: query/key width must be heads x head_size",
+    )
+    _require(q.shape[0] == k.shape[0] == pos.shape[0], "npu_mrope: token counts differ")
+    _require(bool(((pos >= 0) & (pos < cache.shape[0])).all()), "npu_mrope: position out of range")
+    if mode not in ("half", "interleave"):
+        raise ValueError(f"npu_mrope: rotary_mode {mode!r} is not half or interleave")
+    cos, sin = cache.index_select(0, pos.long()).to(F32).chunk(2, dim=-1)
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [T, 1, rotary_dim / 2]
+
+    def rope(x: torch.Tensor) -> torch.Tensor:
+        heads = x.to(F32).view(x.shape[0], -1, head_size)
+        rot, rest = heads[..., :rotary_dim], heads[..., rotary_dim:]
+        if mode == "half":
+            x1, x2 = rot.chunk(2, dim=-1)
+            rot = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+        else:
+            x1, x2 = rot[..., ::2], rot[..., 1::2]
+            rot = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+        return torch.cat((rot, rest), dim=-1).reshape(x.shape).to(x.dtype)
+
+    return rope(q), rope(k)
+
+
 def npu_scatter_nd_update_(a: dict[str, Any]) -> torch.Tensor:
     data, indices, updates = a["self"], a["indices"], a["updates"]
     _require(indices.dtype in (torch.int32, torch.int64), "scatter_nd_update: indices int32/64")
@@ -108,6 +150,49 @@ def npu_scatter_nd_update_(a: dict[str, Any]) -> torch.Tensor:
     return data
 
 
+def npu_scatter_pa_kv_cache(a: dict[str, Any]) -> None:
+    """Scenario 2 of the op doc with cache_mode "Norm" (ND caches): key/value [T, H, D],
+    caches [blocks, block_size, H, D], slot_mapping [T]; row t goes to slot[t]."""
+    key, value, kc, vc, slots = (
+        a["key"],
+        a["value"],
+        a["key_cache"],
+        a["value_cache"],
+        a["slot_mapping"],
+    )
+    if a["cache_mode"] not in (None, "Norm"):
+        raise NotImplementedError(f"scatter_pa_kv_cache: cache_mode {a['cache_mode']!r}")
+    if any(a[n] is not None for n in ("compress_lens", "compress_seq_offsets", "seq_lens")):
+        raise NotImplementedError("scatter_pa_kv_cache: the compressed scenario")
+    _require(key.dim() == 3 and value.dim() == 3, "scatter_pa_kv_cache: 3D key/value only")
+    _require(kc.dim() == 4 and vc.dim() == 4, "scatter_pa_kv_cache: caches must be 4D")
+    for name, t in (("key", key), ("value", value), ("key_cache", kc), ("value_cache", vc)):
+        _require(t.is_contiguous(), f"scatter_pa_kv_cache: {name} must be contiguous")
+    _require(key.dtype == value.dtype == kc.dtype == vc.dtype, "scatter_pa_kv_cache: dtypes")
+    _require(slots.dtype in (torch.int32, torch.int64), "scatter_pa_kv_cache: slots int32/64")
+    _require(key.shape[:2] == value.shape[:2], "scatter_pa_kv_cache: key/value first dims")
+    _require(slots.dim() == 1 and slots.shape[0] == key.shape[0], "scatter_pa_kv_cache: slots")
+    _require(tuple(kc.shape[2:]) == tuple(key.shape[1:]), "scatter_pa_kv_cache: key_cache shape")
+    _require(tuple(vc.shape[2:]) == tuple(value.shape[1:]), "scatter_pa_kv_cache: value_cache")
+    capacity = kc.shape[0] * kc.shape[1]
+    flat = slots.long()
+    # out-of-range or repeated slots are undefined on the device: refuse them here
+    _require(bool(((flat >= 0) & (flat < capacity)).all()), "scatter_pa_kv_cache: slot range")
+    _require(flat.unique().numel() == flat.numel(), "scatter_pa_kv_cache: repeated slots")
+    kc.view(capacity, *kc.shape[2:]).index_copy_(0, flat, key)
+    vc.view(capacity, *vc.shape[2:]).index_copy_(0, flat, value)
+
+
+# npu_fused_infer_attention_score inputs no emulated case models (quantization, padding,
+# shared prefixes, position bias); a call that sets one raises NotImplementedError.
+UNMODELLED_ATTENTION_INPUTS = (
+    "pse_shift", "dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2",
+    "quant_offset2", "antiquant_scale", "antiquant_offset", "key_antiquant_scale",
+    "value_antiquant_scale", "query_padding_size", "kv_padding_size", "key_shared_prefix",
+    "value_shared_prefix",
+)
+
+
 def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     """Paged (block_table) attention, BSH or BSND, sparse_mode 0 (no mask) or 3 (causal).
 
@@ -116,24 +201,7 @@ def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, to
     """
     q, k, v = a["query"], a["key"], a["value"]
     layout = a["input_layout"]
-    for name in (
-        "pse_shift",
-        "dequant_scale1",
-        "quant_scale1",
-        "dequant_scale2",
-        "quant_scale2",
-        "quant_offset2",
-        "antiquant_scale",
-        "antiquant_offset",
-        "key_antiquant_scale",
-        "value_antiquant_scale",
-        "query_padding_size",
-        "kv_padding_size",
-        "key_shared_prefix",
-        "value_shared_prefix",
-        "query_rope",
-        "key_rope",
-    ):
+    for name in (*UNMODELLED_ATTENTION_INPUTS, "query_rope", "key_rope"):
         if a[name] is not None:
             raise NotImplementedError(f"fused_infer_attention_score: {name} is not modelled")
     if layout not in ("BSH", "BSND"):
@@ -183,31 +251,33 @@ def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, to
     _require(max(kv_lens) <= table.shape[1] * block_size, "block_table too narrow for kv lens")
 
     causal = _mask_mode(a, q_s)
-    out = torch.full((batch, q_s, n_q, d), float("nan"), dtype=F32)
+    out = torch.full((batch, q_s, n_q, d), float("nan"), dtype=F32, device=q.device)
     group = n_q // n_kv
+    # Only the blocks each sequence reads are converted: a real kernel allocates nothing
+    # the size of the cache, and on the emulated device temporaries count as device memory.
     kf, vf = (
-        k.to(F32).view(k.shape[0], block_size, n_kv, d),
-        v.to(F32).view(v.shape[0], block_size, n_kv, d),
+        k.view(k.shape[0], block_size, n_kv, d),
+        v.view(v.shape[0], block_size, n_kv, d),
     )
     for b in range(batch):
         q_len, kv_len = q_lens[b], kv_lens[b]
         if q_len == 0:
             continue
         blocks = table[b, : math.ceil(kv_len / block_size)].long()
-        keys = kf.index_select(0, blocks).reshape(-1, n_kv, d)[:kv_len]
-        values = vf.index_select(0, blocks).reshape(-1, n_kv, d)[:kv_len]
+        keys = kf.index_select(0, blocks).to(F32).reshape(-1, n_kv, d)[:kv_len]
+        values = vf.index_select(0, blocks).to(F32).reshape(-1, n_kv, d)[:kv_len]
         keys = keys.repeat_interleave(group, dim=1)
         values = values.repeat_interleave(group, dim=1)
         qb = qh[b, :q_len].to(F32)
         scores = torch.einsum("qhd,khd->hqk", qb, keys) * a["scale"]
         if causal:
             # rightDownCausal: row i sees keys up to kv_len - q_len + i
-            rows = torch.arange(q_len).unsqueeze(1)
-            cols = torch.arange(kv_len).unsqueeze(0)
+            rows = torch.arange(q_len, device=q.device).unsqueeze(1)
+            cols = torch.arange(kv_len, device=q.device).unsqueeze(0)
             scores = scores.masked_fill(cols > rows + (kv_len - q_len), float("-inf"))
         out[b, :q_len] = torch.einsum("hqk,khd->qhd", scores.softmax(dim=-1), values)
     result = out.to(q.dtype).reshape(q.shape)
-    return result, torch.zeros(1, dtype=F32)
+    return result, torch.zeros(1, dtype=F32, device=q.device)
 
 
 def _lengths(values: Any, batch: int, limit: int | None, name: str) -> list[int]:
@@ -255,6 +325,128 @@ IMPLEMENTED = {
     "npu_add_rms_norm": npu_add_rms_norm,
     "npu_swiglu": npu_swiglu,
     "npu_rotary_mul": npu_rotary_mul,
+    "npu_mrope": npu_mrope,
     "npu_scatter_nd_update_": npu_scatter_nd_update_,
+    "npu_scatter_pa_kv_cache": npu_scatter_pa_kv_cache,
     "npu_fused_infer_attention_score": npu_fused_infer_attention_score,
 }
+
+
+# -- quantized matmul ------------------------------------------------------------------
+# From the 2.14.0 op docs: npu_dynamic_quant (scale = rowMax(|x|) / 127, y = round(x /
+# scale)), npu_quantize (div_mode False: x * scales + zero_points), npu_trans_quant_param
+# (float32 -> int64 scale, round_mode 0 truncates the float32 to FP19), npu_quant_matmul
+# (x1 [m, k] int8 by x2 [k, n] int8, int32 bias added before dequantization, scale then
+# pertoken_scale). Rounding to int8 is taken as half-to-even with saturation, which the
+# docs do not state; the FP19 scale is modelled as the float32 with its low 13 mantissa
+# bits cleared, held in the low 32 bits of the int64 (the real packing may set other bits).
+INT8_MAX = 127
+_FP19_KEEP = -(1 << 13)
+
+
+def _to_int8(values: torch.Tensor) -> torch.Tensor:
+    return torch.round(values).clamp(-128, INT8_MAX).to(torch.int8)
+
+
+def npu_dynamic_quant(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    x = a["input"]
+    _require(x.dtype in HALF_TYPES, f"npu_dynamic_quant: x dtype {x.dtype} (fp16/bf16 only)")
+    _require(x.dim() > 1, "npu_dynamic_quant: x must have more than one dimension")
+    if a["smooth_scales"] is not None or a["group_index"] is not None:
+        raise NotImplementedError("npu_dynamic_quant: smooth_scales/group_index not modelled")
+    if a["dst_type"] not in (None, torch.int8) or a["quant_mode"] != "pertoken":
+        raise NotImplementedError("npu_dynamic_quant: only int8 per-token is modelled")
+    xf = x.to(F32)
+    scale = xf.abs().amax(dim=-1) / INT8_MAX
+    divisor = torch.where(scale > 0, scale, torch.ones_like(scale)).unsqueeze(-1)
+    y = torch.where(scale.unsqueeze(-1) > 0, xf / divisor, torch.zeros_like(xf))
+    return _to_int8(y), scale
+
+
+def npu_quantize(a: dict[str, Any]) -> torch.Tensor:
+    x, scales, zero_points = a["self"], a["scales"], a["zero_points"]
+    if a["div_mode"] or a["dtype"] is not torch.qint8:
+        raise NotImplementedError("npu_quantize: only div_mode=False to torch.qint8 is modelled")
+    _require(x.dtype in FLOAT_TYPES, f"npu_quantize: input dtype {x.dtype}")
+    _require(scales.dtype in FLOAT_TYPES, f"npu_quantize: scales dtype {scales.dtype}")
+    _require(
+        zero_points is None
+        or (zero_points.dtype == scales.dtype and zero_points.shape == scales.shape),
+        "npu_quantize: with div_mode=False zero_points must have the scales' shape and dtype",
+    )
+    axis = a["axis"]
+    _require(axis >= -2 and axis < x.dim(), f"npu_quantize: axis {axis}")
+    _require(axis != -2, "npu_quantize: axis -2 is not modelled")
+    _require(scales.dim() == 1 and scales.shape[0] in (1, x.shape[-1]),
+             "npu_quantize: 1-D scales of size 1 or the last dimension")
+    y = x.to(F32) * scales.to(F32)
+    if zero_points is not None:
+        y = y + zero_points.to(F32)
+    return _to_int8(y)
+
+
+def npu_trans_quant_param(a: dict[str, Any]) -> torch.Tensor:
+    scale = a["scale"]
+    _require(scale.dtype == F32, "npu_trans_quant_param: scale must be float32")
+    _require(scale.dim() == 1 or (scale.dim() == 2 and scale.shape[0] == 1),
+             "npu_trans_quant_param: scale shape (t,) or (1, n)")
+    if a["offset"] is not None or a["round_mode"] not in (None, 0):
+        raise NotImplementedError("npu_trans_quant_param: offset / round_mode 1 not modelled")
+    bits = scale.contiguous().view(torch.int32) & _FP19_KEEP
+    return bits.to(torch.int64) & 0xFFFFFFFF
+
+
+def _scale_values(scale: torch.Tensor) -> torch.Tensor:
+    if scale.dtype == torch.int64:
+        return (scale & 0xFFFFFFFF).to(torch.int32).view(F32)  # int64 from trans_quant_param
+    return scale.to(F32)
+
+
+def npu_quant_matmul(a: dict[str, Any]) -> torch.Tensor:
+    x1, x2, scale = a["x1"], a["x2"], a["scale"]
+    pertoken, bias, out_dtype = a["pertoken_scale"], a["bias"], a["output_dtype"]
+    unmodelled = ("offset", "x1_dtype", "x2_dtype", "pertoken_scale_dtype", "scale_dtype",
+                  "group_sizes", "y_scale")
+    if any(a[k] is not None for k in unmodelled):
+        raise NotImplementedError("npu_quant_matmul: offset and the dtype/group args")
+    _require(x1.dtype == torch.int8 and x2.dtype == torch.int8, "npu_quant_matmul: int8 x1, x2")
+    if x1.dim() != 2 or x2.dim() != 2:
+        raise NotImplementedError("npu_quant_matmul: only 2-D x1 [m, k] and x2 [k, n]")
+    m, k = x1.shape
+    _require(x2.shape[0] == k, f"npu_quant_matmul: x2 must be [k={k}, n], not {tuple(x2.shape)}")
+    n = x2.shape[1]
+    _require(k <= 65535 and n <= 65535, "npu_quant_matmul: k and n at most 65535")
+    _require(scale.dim() == 1 and scale.shape[0] in (1, n), "npu_quant_matmul: scale (1,) or (n,)")
+    _require(out_dtype in HALF_TYPES, f"npu_quant_matmul: output_dtype {out_dtype} not modelled")
+    if pertoken is not None:
+        _require(pertoken.dtype == F32 and tuple(pertoken.shape) == (m,),
+                 "npu_quant_matmul: pertoken_scale float32 (m,)")
+        _require(scale.dtype in (F32, torch.bfloat16),
+                 "npu_quant_matmul: with pertoken_scale the scale is float32/bfloat16")
+    elif out_dtype == torch.bfloat16:
+        _require(scale.dtype in (F32, torch.bfloat16),
+                 "npu_quant_matmul: bfloat16 output takes a float32/bfloat16 scale")
+    else:
+        _require(scale.dtype in (F32, torch.int64), "npu_quant_matmul: fp16 output scale")
+    if bias is not None:
+        if bias.dtype != torch.int32:
+            raise NotImplementedError("npu_quant_matmul: only an int32 bias is modelled")
+        _require(bias.dim() == 1 and bias.shape[0] == n, "npu_quant_matmul: bias (n,)")
+    acc = x1.to(torch.int64) @ x2.to(torch.int64)
+    if bias is not None:
+        acc = acc + bias.to(torch.int64)
+    _require(bool((acc.abs() < 2**31).all()), "npu_quant_matmul: int32 accumulator overflow")
+    y = acc.to(torch.int32).to(F32) * _scale_values(scale)
+    if pertoken is not None:
+        y = y * pertoken.unsqueeze(-1)
+    return y.to(out_dtype)
+
+
+IMPLEMENTED.update(
+    {
+        "npu_dynamic_quant": npu_dynamic_quant,
+        "npu_quantize": npu_quantize,
+        "npu_trans_quant_param": npu_trans_quant_param,
+        "npu_quant_matmul": npu_quant_matmul,
+    }
+)

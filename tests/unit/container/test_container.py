@@ -34,10 +34,13 @@ def make(env: dict[str, str], probe: ProbeResult = ABSENT) -> tuple[Container, F
 # The port each device-adapter provider must implement.
 PORT_OF = {
     "ops": "ports.ops:Ops",
+    "quant_ops": "ports.quant:QuantOps",
     "runtime": "ports.runtime:DeviceRuntime",
     "npu_runtime": "ports.runtime:DeviceRuntime",
     "communicator": "ports.collective:Communicator",
     "cpu_probe": "ports.device:DeviceProbe",
+    "moe_ops": "ports.moe:MoeOps",
+    "mla_ops": "ports.mla:MlaOps",
     # The doctor's providers name functions, not port classes.
     "host_facts": None,
     "serve_args_parser": None,

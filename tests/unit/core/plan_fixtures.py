@@ -47,7 +47,7 @@ def mla_model(**overrides: Any) -> ModelFacts:
         num_attention_heads=128,
         num_kv_heads=128,
         head_size=192,
-        mla=MlaShape(kv_lora_rank=512, qk_rope_head_dim=64),
+        mla=MlaShape(kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128),
         is_moe=True,
     )
     return attrs.evolve(base, **overrides)

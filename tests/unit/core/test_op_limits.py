@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from ascend_core.deployment import MlaShape
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import attention_limit_errors, block_size_error
 from ascend_core.plan import plan_config
-from unit.core.plan_fixtures import dense_model, host, npu
+from unit.core.plan_fixtures import dense_model, host, mla_model, npu
 
 
 def _errors(deployment) -> list[ConfigError]:  # type: ignore[no-untyped-def]
@@ -64,3 +65,24 @@ def test_query_heads_must_be_a_bounded_multiple_of_kv_heads(heads: int, kv: int)
 def test_the_host_device_has_no_such_limits() -> None:
     model = dense_model(dtype="float32", head_size=72, num_attention_heads=12, num_kv_heads=5)
     assert attention_limit_errors(host(model, cache={"block_size": 24})) == ()
+
+
+def test_deepseek_v3_mla_fits_the_npu_calls_at_tp_1_to_4() -> None:
+    for tp in (1, 2, 4):  # 128, 64, 32 query heads per device
+        assert not _errors(npu(mla_model(), parallel={"tp": tp}))
+
+
+@pytest.mark.parametrize(
+    ("model", "settings", "named"),
+    [
+        (mla_model(), {"parallel": {"tp": 16}}, "8 query heads per device"),
+        (mla_model(dtype="float16"), {}, "dtype float16"),
+        (mla_model(), {"cache": {"block_size": 256}}, "block size 256"),
+        (mla_model(mla=MlaShape(kv_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=32,
+                                v_head_dim=32)), {}, "kv_lora_rank 32"),
+    ],
+)
+def test_mla_shapes_the_npu_calls_refuse_are_refused_at_plan_time(model, settings, named) -> None:  # type: ignore[no-untyped-def]
+    (error,) = _errors(npu(model, **settings))
+    assert named in error.what and "VLLM_ASCEND_DEVICE=cpu" in error.hint
+    assert not _errors(host(model, **settings))  # the host runs any MLA shape

@@ -36,10 +36,10 @@ def test_every_registered_patch_has_an_implementation() -> None:
         module, _, func = spec.apply.partition(":")
         tree = ast.parse((src / Path(*module.split("."))).with_suffix(".py").read_text())
         assert func in {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}, spec.id
-    host_kernels = (src / "adapters/vllm/patches/host_kernels.py").read_text()
+    torch_kernels = (src / "adapters/vllm/patches/torch_kernels.py").read_text()
     for spec in REGISTRY:
-        if spec.apply.endswith("host_kernels:override"):
-            assert f'"{spec.target}"' in host_kernels, f"{spec.id} has no host implementation"
+        if spec.apply.endswith("torch_kernels:override"):
+            assert f'"{spec.target}"' in torch_kernels, f"{spec.id} has no torch implementation"
 
 
 def test_npu_deployment_gets_none_of_the_host_patches() -> None:

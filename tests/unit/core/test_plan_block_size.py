@@ -27,10 +27,10 @@ def test_host_uses_128_too_and_says_why() -> None:
     assert "reference" in change.reason
 
 
-@pytest.mark.parametrize("size", [16, 64, 256])
+@pytest.mark.parametrize("size", [16, 128])
 def test_a_users_multiple_of_16_is_kept(size: int) -> None:
-    # MLA: the MHA/GQA attention op's tighter limits (tests/unit/core/test_op_limits.py)
-    # do not apply to its kernels.
+    # MLA: the MHA/GQA attention op's tighter prefill limits do not apply to its calls,
+    # whose decode takes 16 or 128 (the others: tests/unit/core/test_op_limits.py).
     plan = plan_config(npu(mla_model(), cache={"block_size": size}))
     assert not step_errors(plan)
     assert plan.block_size == size

@@ -17,7 +17,6 @@ DEVICES = (DeviceKind.CPU, DeviceKind.NPU)
 
 # ModelFacts flag -> the feature it turns on.
 MODEL_FLAGS = {
-    "is_moe": Feature.MOE,
     "sliding_window": Feature.SLIDING_WINDOW,
     "attention_sinks": Feature.ATTENTION_SINKS,
     "hybrid": Feature.HYBRID,
@@ -64,13 +63,25 @@ def test_mla_dsa_and_compressed_mla_are_told_apart() -> None:
     assert features_of(npu(dsa)) == (Feature.SPARSE_MLA,)
     compressed = mla_model(is_moe=False, compressed_attention=True, index_topk=512)
     assert features_of(npu(compressed)) == (Feature.COMPRESSED_MLA,)
-    # DeepSeek-V3: MLA and MoE, each refused on its own line.
-    assert [e.feature for e in refusals(npu(mla_model()))] == ["MLA", "MOE"]
+    # DeepSeek-V3: MLA and MoE, both served on both devices (the NPU's shape limits are
+    # op_limits' business).
+    assert features_of(npu(mla_model())) == (Feature.MLA, Feature.MOE)
 
 
-def test_the_mla_refusal_does_not_send_the_operator_to_an_npu() -> None:
-    (error, *_) = refusals(host(mla_model()))
-    assert "either device" in error.what
+@pytest.mark.parametrize("place", [host, npu])
+def test_mla_and_moe_are_served_on_both_devices(place) -> None:  # type: ignore[no-untyped-def]
+    assert refusals(place(mla_model())) == ()
+    assert refusals(place(dense_model(is_moe=True))) == ()
+
+
+@pytest.mark.parametrize("model", [mla_model(index_topk=2048),
+                                   mla_model(compressed_attention=True, index_topk=512)])
+@pytest.mark.parametrize("place", [host, npu])
+def test_sparse_and_compressed_mla_still_refuse_on_both_devices(model, place) -> None:  # type: ignore[no-untyped-def]
+    features = [e.feature for e in refusals(place(model))]
+    assert features[0] in ("SPARSE_MLA", "COMPRESSED_MLA")
+    assert all("either device" in e.what for e in refusals(place(model))
+               if e.feature != "MOE")
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from ports.runtime import DeviceRuntime, MemoryInfo
@@ -46,3 +47,12 @@ class FakeRuntime(DeviceRuntime):
 
     def current_stream(self) -> Any:
         return None
+
+    def new_stream(self) -> Any:
+        return None
+
+    def new_event(self, enable_timing: bool = False) -> Any:
+        return None
+
+    def runner_scope(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()

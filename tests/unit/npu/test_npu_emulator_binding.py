@@ -15,6 +15,10 @@ USED_OPS = (
     "npu_rotary_mul",
     "npu_scatter_nd_update_",
     "npu_fused_infer_attention_score",
+    "npu_dynamic_quant",
+    "npu_quantize",
+    "npu_trans_quant_param",
+    "npu_quant_matmul",
 )
 
 
@@ -136,3 +140,11 @@ def test_paged_attention_without_kv_lengths_is_refused(tnpu):
             input_layout="BSH",
             block_size=128,
         )
+
+
+def test_dtype_arguments_typed_int_take_torch_dtypes(tnpu):
+    x = torch.randn(3, 16, dtype=torch.bfloat16)
+    tnpu.npu_dynamic_quant(x, dst_type=torch.int8)
+    assert tnpu.calls_of("npu_dynamic_quant")[0]["dst_type"] is torch.int8
+    with pytest.raises(TypeError, match="round_mode"):  # a non-dtype int stays an int
+        tnpu.npu_trans_quant_param(torch.ones(4), None, round_mode=torch.int8)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import pytest
 import torch
 
@@ -76,6 +77,8 @@ def test_silu_and_mul(npu_ops, dtype):
         (64, 64, 4, 4, torch.float32),
         (64, 32, 8, 2, torch.float32),  # partial rotary, GQA
         (128, 128, 4, 1, torch.bfloat16),
+        (64, 32, 4, 2, torch.bfloat16),  # partial rotary at npu_mrope's bf16 minimum
+        (40, 24, 2, 2, torch.float16),  # 24 is no multiple of 32: npu_rotary_mul
     ],
 )
 def test_rotary_embedding(npu_ops, tnpu, neox, head_size, rotary_dim, hq, hk, dtype):
@@ -93,27 +96,38 @@ def test_rotary_embedding(npu_ops, tnpu, neox, head_size, rotary_dim, hq, hk, dt
     assert q_out.shape == q.shape and k_out.shape == k.shape
     close(q_out, q_ref, dtype)
     close(k_out, k_ref, dtype)
-    modes = {c["rotary_mode"] for c in tnpu.calls_of("npu_rotary_mul")}
+    # npu_mrope (q and k in one op) where rotary_dim fits it, else npu_rotary_mul per tensor.
+    fused = rotary_dim % (16 if dtype == torch.float32 else 32) == 0
+    used = "npu_mrope" if fused else "npu_rotary_mul"
+    assert len(tnpu.calls_of(used)) == (1 if fused else 2)
+    assert not tnpu.calls_of("npu_rotary_mul" if fused else "npu_mrope")
+    modes = {c["rotary_mode"] for c in tnpu.calls_of(used)}
     assert modes == {"half" if neox else "interleave"}
 
 
-def test_write_kv_cache_skips_negative_slots_and_padding_rows(npu_ops, tnpu):
+def test_write_kv_cache_ignores_padding_rows(npu_ops, tnpu):
     g = torch.Generator().manual_seed(4)
     blocks, size, hk, d = 6, 16, 2, 8
     key, value = torch.randn(7, hk, d, generator=g), torch.randn(7, hk, d, generator=g)
-    slots = torch.tensor([3, 40, -1, 95, 17])  # rows 5 and 6 are padding
+    # Every slot is a cache slot (the backend cuts vLLM's -1 padding); rows 5, 6 pad.
+    slots = torch.tensor([3, 40, 2, 95, 17])
     caches = [torch.zeros(blocks, size, hk, d) for _ in range(4)]
     npu_ops.write_kv_cache(key, value, caches[0], caches[1], slots)
     CpuOps().write_kv_cache(key, value, caches[2], caches[3], slots)
     assert torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
-    assert len(tnpu.calls_of("npu_scatter_nd_update_")) == 2
+    # Contiguous caches: K and V in one launch.
+    assert [c["cache_mode"] for c in tnpu.calls_of("npu_scatter_pa_kv_cache")] == ["Norm"]
+    assert not tnpu.calls_of("npu_scatter_nd_update_")
 
 
-def test_write_kv_cache_writes_through_a_strided_view(npu_ops):
+def test_write_kv_cache_writes_through_a_strided_view(npu_ops, tnpu):
     kv = torch.zeros(4, 2, 16, 1, 4)  # [blocks, k/v, size, H, D]: each cache is a view
     key, value = torch.ones(2, 1, 4), torch.full((2, 1, 4), 2.0)
     npu_ops.write_kv_cache(key, value, kv[:, 0], kv[:, 1], torch.tensor([0, 33]))
     assert kv[0, 0, 0].eq(1).all() and kv[2, 1, 1].eq(2).all() and kv.sum() == 8 * 1 + 8 * 2
+    # npu_scatter_pa_kv_cache takes contiguous caches only: the per-plane update serves.
+    assert len(tnpu.calls_of("npu_scatter_nd_update_")) == 2
+    assert not tnpu.calls_of("npu_scatter_pa_kv_cache")
 
 
 def paged_batch(q_lens, seq_lens, hq, hk, d, block_size, dtype, seed=0, pad_tokens=0):
@@ -178,16 +192,19 @@ def test_paged_attention(npu_ops, tnpu, case, hq, hk, dtype):
         assert c["block_size"] == block_size
 
 
-def test_one_host_copy_of_the_lengths_per_batch(npu_ops, monkeypatch):
+def test_the_step_plan_is_built_once_for_every_layer(npu_ops, monkeypatch):
     query, kc, vc, meta = paged_batch([3, 1], [3, 5], 2, 2, 16, 128, torch.float16)
     from adapters.npu import ops as ops_module
 
     planned = []
     real = ops_module.plan_groups
-    monkeypatch.setattr(ops_module, "plan_groups", lambda *a: planned.append(1) or real(*a))
+    monkeypatch.setattr(ops_module, "plan_groups", lambda *a: planned.append(a) or real(*a))
+    host = attrs.evolve(meta, query_start_loc_host=(0, 3, 4), seq_lens_host=(3, 5))
+    prepared = npu_ops.prepare_attention(host)  # the metadata builder, once per step
     for _ in range(3):  # three layers, one meta
-        npu_ops.paged_attention(query, kc, vc, meta, 0.25, torch.empty_like(query))
-    assert len(planned) == 1
+        npu_ops.paged_attention(query, kc, vc, prepared, 0.25, torch.empty_like(query))
+    # Planned once, from the host copies given (not read back from the tensors).
+    assert planned == [([0, 3, 4], [3, 5], 4)]
 
 
 def test_prefill_with_a_block_size_the_op_refuses_is_a_config_error(npu_ops):

@@ -8,7 +8,6 @@ import torch
 from adapters.npu import HcclCommunicator, NpuRuntime, chip_family_from_soc
 from ascend_core.errors import DeviceUnavailableError
 from ports.device import ChipFamily, DeviceKind
-from ports.runtime import MemoryInfo
 from support.torch_npu_emulator import make_torch_npu
 
 
@@ -31,27 +30,12 @@ def test_chip_family_from_soc_name(soc, family):
 
 
 def test_runtime_calls_go_through_torch_npu_npu():
+    # On the emulated device: emulated_device_checks.npu_runtime_runs_on_the_device.
     tnpu = make_torch_npu(soc_name="Ascend910_9391", device_count=2)
-    rt = NpuRuntime(tnpu, device_type="cpu")
-    rt.set_device(1)
-    assert tnpu.npu.current == 1
+    rt = NpuRuntime(tnpu)
     assert rt.device_count() == 2 and rt.device_name() == "Ascend910_9391"
     assert rt.chip_family() is ChipFamily.A3
-    tnpu.npu.allocated_peak = 5
-    assert rt.memory_info() == MemoryInfo(64 * 2**30 - 5, 64 * 2**30, 5)
-    rt.reset_peak_memory()
-    assert rt.memory_info().peak_allocated_bytes == 0
-    rt.synchronize()
-    rt.empty_cache()
-    rt.seed(7)
-    assert tnpu.npu.seeded == 7
-    assert rt.current_stream() is rt.current_stream()
-    rt.new_stream()
-    rt.new_event()
-    assert {"synchronize", "empty_cache", "manual_seed_all", "Stream", "Event"} <= set(
-        tnpu.npu.calls
-    )
-    assert rt.device(1) == torch.device("cpu", 1) and rt.device_type == "cpu"
+    assert {"device_count", "get_device_name"} <= set(tnpu.npu.calls)
 
 
 def test_default_device_type_is_npu():

@@ -7,7 +7,7 @@ from vllm.v1.attention.backend import AttentionImpl, AttentionLayer, AttentionTy
 
 from adapters.container import container
 from adapters.vllm.attention.metadata import PagedMetadata
-from ascend_core.errors import BackendSelectionError
+from ascend_core.errors import BackendSelectionError, refuse_unsupported
 
 
 class PagedAttentionImpl(AttentionImpl[PagedMetadata]):
@@ -34,12 +34,12 @@ class PagedAttentionImpl(AttentionImpl[PagedMetadata]):
             f"attn_type={attn_type}": attn_type != AttentionType.DECODER,
             f"kv_cache_dtype={kv_cache_dtype}": kv_cache_dtype != "auto",
         }
-        if any(unsupported.values()):
-            names = ", ".join(k for k, v in unsupported.items() if v)
-            raise BackendSelectionError(
-                f"The Ascend paged attention backend does not support: {names}.",
-                "serve a standard decoder (MHA/GQA) model without these features",
-            )
+        refuse_unsupported(
+            unsupported,
+            "The Ascend paged attention backend does not support",
+            "serve a standard decoder (MHA/GQA) model without these features",
+            BackendSelectionError,
+        )
         self.num_heads = num_heads
         self.head_size = head_size
         self.scale = float(scale)

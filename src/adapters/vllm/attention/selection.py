@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from adapters.vllm.attention.backend import BACKEND_PATH
+from adapters.vllm.attention.mla import MLA_BACKEND_PATH
 from ascend_core.attention import AttentionBackendKind, AttentionRequest, select_attention_backend
 from ascend_core.deployment import ModelFacts
 from ascend_core.errors import BackendSelectionError
@@ -17,10 +18,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger("vllm.plugins.ascend")
 
 # Backend kinds that have a vLLM backend class in this build. MHA/GQA on the host and on
-# an NPU are one backend: the device's ops port does the math.
+# an NPU are one backend, MLA another: the device's ops ports do the math.
 BACKEND_PATHS: dict[AttentionBackendKind, str] = {
     AttentionBackendKind.HOST: BACKEND_PATH,
     AttentionBackendKind.STANDARD: BACKEND_PATH,
+    AttentionBackendKind.MLA: MLA_BACKEND_PATH,
 }
 
 

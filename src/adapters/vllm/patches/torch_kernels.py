@@ -1,4 +1,4 @@
-"""Torch implementations for vLLM's Triton kernels on a host without Triton.
+"""Torch implementations of vLLM's Triton kernels: on a host without Triton, and on the NPU.
 
 Installed through vLLM's kernel-override registry (`vllm.triton_utils.dispatcher.
 register_kernels`), which rebinds every reference to the kernel.

@@ -1,0 +1,145 @@
+"""Make compressed-tensors int8 W8A8 checkpoints of a local float model with llm-compressor.
+
+    /tmp/quant-venv/bin/python scripts/make_ct_exports.py --src models/tiny-llama \
+        --out models/tiny-llama-ct-dynamic --activations dynamic
+
+llm-compressor pins transformers and compressed-tensors versions other than the project
+environment's, so it lives in its own venv (see `ensure_venv`, or
+tests/support/quant_reference.local_ct_export, which builds both). Weights: int8,
+symmetric, per output channel. Activations: int8 symmetric, `dynamic` per token or
+`static` per tensor (calibrated on this Python's standard library sources). lm_head
+stays float. Same source and arguments, same files; the directory carries a stamp.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+from typing import Any
+
+STAMP_FILE = ".make_ct_exports.json"
+SCRIPT_VERSION = 1
+LLMCOMPRESSOR = "llmcompressor==0.14.0.1"
+VENV = Path("/tmp/quant-venv")
+ACTIVATIONS = ("dynamic", "static")
+CALIBRATION_SAMPLES = 8
+CALIBRATION_TOKENS = 256
+
+
+def ensure_venv(venv: Path = VENV, base_site: str | None = None) -> Path:
+    """A venv with llm-compressor, sharing torch with `base_site` (a .pth at the lowest
+    priority, so llm-compressor's own pins install into the venv and shadow the rest;
+    pip leaves packages outside the venv alone). Returns its python."""
+    python = venv / "bin" / "python"
+    if python.exists() and subprocess.run(
+        [str(python), "-c", "import llmcompressor"], capture_output=True
+    ).returncode == 0:
+        return python
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    site = subprocess.run(
+        [str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
+    shared = base_site or sysconfig.get_paths()["purelib"]
+    (Path(site) / "zz_shared_base.pth").write_text(shared + "\n")
+    subprocess.run([str(python), "-m", "pip", "install", "-q", LLMCOMPRESSOR], check=True)
+    return python
+
+
+def make_ct_export(src: str | Path, out: str | Path, activations: str) -> Path:
+    """Run in the llm-compressor venv: write the checkpoint unless `out` already holds it."""
+    if activations not in ACTIVATIONS:
+        raise ValueError(f"activations {activations!r} is not one of {ACTIVATIONS}")
+    src, out = Path(src).resolve(), Path(out).resolve()
+    stamp = {"src": str(src), "activations": activations, "version": SCRIPT_VERSION,
+             "llmcompressor": LLMCOMPRESSOR, "src_stamp": _read(src / ".make_models.json")}
+    if _read(out / STAMP_FILE) == stamp:
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        _build(src, tmp, activations)
+        (tmp / STAMP_FILE).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
+        tmp.chmod(0o755)
+        for path in tmp.iterdir():
+            path.chmod(0o644)
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return out
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _calibration(tokenizer: Any) -> Any:
+    from datasets import Dataset
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    ids: list[int] = []
+    for path in sorted(root.glob("*.py"), reverse=True):
+        ids += tokenizer(path.read_text(encoding="utf-8", errors="replace")).input_ids
+        if len(ids) >= CALIBRATION_SAMPLES * CALIBRATION_TOKENS:
+            break
+    rows = [ids[i * CALIBRATION_TOKENS : (i + 1) * CALIBRATION_TOKENS]
+            for i in range(CALIBRATION_SAMPLES)]
+    return Dataset.from_dict({"input_ids": rows, "attention_mask": [[1] * len(r) for r in rows]})
+
+
+def _build(src: Path, out: Path, activations: str) -> None:
+    import torch
+    from llmcompressor import oneshot
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(str(src), dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(str(src))
+    scheme = {
+        "targets": ["Linear"],
+        "weights": {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel",
+                    "dynamic": False},
+        "input_activations": {
+            "num_bits": 8, "type": "int", "symmetric": True,
+            "strategy": "token" if activations == "dynamic" else "tensor",
+            "dynamic": activations == "dynamic",
+        },
+    }
+    recipe = QuantizationModifier(config_groups={"group_0": scheme}, ignore=["lm_head"])
+    kwargs: dict[str, Any] = {}
+    if activations == "static":
+        kwargs = {"dataset": _calibration(tokenizer), "num_calibration_samples":
+                  CALIBRATION_SAMPLES, "max_seq_length": CALIBRATION_TOKENS}
+    oneshot(model=model, recipe=recipe, **kwargs)
+    model.save_pretrained(str(out), save_compressed=True)
+    tokenizer.save_pretrained(str(out))
+    for name in ("generation_config.json",):
+        if (src / name).exists():
+            shutil.copy(src / name, out / name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--src", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--activations", choices=ACTIVATIONS, default="dynamic")
+    args = parser.parse_args(argv)
+    print(make_ct_export(args.src, args.out, args.activations), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,300 @@
+"""Make ModelSlim-format int8 exports (W8A8, W8A8_DYNAMIC, mixed) of a local float model.
+
+    python scripts/make_quant_exports.py --src models/tiny-llama --out models/tiny-llama-w8a8 \
+        --scheme w8a8
+
+msModelSlim itself is not available here; the files follow the format as vLLM-Ascend
+reads it (quant_model_description.json, quant_model_weights-0000i-of-0000N.safetensors
+with an index, per-linear tensors below). Static activation scales are calibrated on
+local text (this Python's standard library sources, tokenized by the model's tokenizer).
+
+Per linear layer, with W the float weight [n, k]:
+  weights (every scheme): per-channel symmetric, weight_scale[n] = max|W[n]| / 127,
+    weight = saturate_int8(round_half_even(W / weight_scale)).
+  W8A8 (static): per-tensor asymmetric activations from the calibrated range [lo, hi]
+    (widened to hold 0): input_scale = (hi - lo) / 255,
+    input_offset = round(-128 - lo / input_scale) (int8); deq_scale = input_scale * weight_scale
+    (float32; int64 holding the float32 bits for a float16 model);
+    quant_bias = round(bias / deq_scale) - input_offset * sum_k weight[n, k] (int32).
+  W8A8_DYNAMIC: weight, weight_scale [n, 1], weight_offset [n, 1] (zeros).
+Same arguments and source, same files; a finished directory carries a stamp.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+from typing import Any
+
+STAMP_FILE = ".make_quant_exports.json"
+SCRIPT_VERSION = 2
+DESCRIPTION_FILE = "quant_model_description.json"
+INDEX_FILE = "quant_model_weights.safetensors.index.json"
+SCHEMES = ("w8a8", "w8a8_dynamic", "mixed")
+DTYPES = ("float32", "bfloat16", "float16")
+W8A8, DYNAMIC, FLOAT = "W8A8", "W8A8_DYNAMIC", "FLOAT"
+COPIED = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "generation_config.json",
+    "chat_template.jinja",
+)
+CALIBRATION_TOKENS = 2048
+CALIBRATION_CHUNK = 256
+
+# mixed: every scheme and FLOAT appear, fused shards agree, layers differ.
+_MIXED_BY_LAYER = (
+    {"self_attn": W8A8, "mlp.gate_up": DYNAMIC, "mlp.down_proj": W8A8},
+    {"self_attn": DYNAMIC, "mlp.gate_up": W8A8, "mlp.down_proj": FLOAT},
+)
+
+
+def linear_scheme(scheme: str, layer: int, module: str) -> str:
+    """The ModelSlim label of `module` (e.g. `self_attn.q_proj`) of decoder layer `layer`."""
+    if scheme == "w8a8":
+        return W8A8
+    if scheme == "w8a8_dynamic":
+        return DYNAMIC
+    plan = _MIXED_BY_LAYER[layer % len(_MIXED_BY_LAYER)]
+    if module.startswith("self_attn."):
+        return plan["self_attn"]
+    if module in ("mlp.gate_proj", "mlp.up_proj"):
+        return plan["mlp.gate_up"]
+    return plan["mlp.down_proj"]
+
+
+def make_export(
+    src: str | Path, out: str | Path, scheme: str, dtype: str | None = None
+) -> Path:
+    """Write the export of the float model at `src` unless `out` already holds it.
+
+    dtype: the float dtype of the export (config.json's `dtype` and its float tensors);
+    None keeps the source's. A float16 export stores deq_scale as int64 (float32 bits).
+    """
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme {scheme!r} is not one of {SCHEMES}")
+    if dtype not in (None, *DTYPES):
+        raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
+    src, out = Path(src).resolve(), Path(out).resolve()
+    stamp = {"src": str(src), "scheme": scheme, "version": SCRIPT_VERSION, "dtype": dtype,
+             "src_stamp": _read(src / ".make_models.json")}
+    if _read(out / STAMP_FILE) == stamp:
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        _build(src, tmp, scheme, dtype)
+        (tmp / STAMP_FILE).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
+        tmp.chmod(0o755)
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return out
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _build(src: Path, out: Path, scheme: str, dtype_name: str | None) -> None:
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(str(src), dtype=torch.float32)
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(src))
+    dtype = getattr(torch, dtype_name) if dtype_name else _dtype(src)
+    ranges = calibrate(model, tokenizer)
+
+    tensors: dict[str, torch.Tensor] = {}
+    description: dict[str, str] = {}
+    linears = _decoder_linears(model)
+    for name, param in model.state_dict().items():
+        owner = name.rsplit(".", 1)[0]
+        if owner in linears:
+            continue
+        tensors[name] = param.detach().to(dtype).contiguous()
+        description[name] = FLOAT
+    for prefix, (layer, module) in linears.items():
+        linear = model.get_submodule(prefix)
+        label = linear_scheme(scheme, layer, module)
+        if label == FLOAT:
+            parts = {"weight": linear.weight.detach().to(dtype)}
+            if linear.bias is not None:
+                parts["bias"] = linear.bias.detach().to(dtype)
+        elif label == DYNAMIC:
+            parts = quantize_dynamic(linear.weight.detach(), dtype)
+            if linear.bias is not None:
+                parts["bias"] = linear.bias.detach().to(dtype)
+        else:
+            bias = None if linear.bias is None else linear.bias.detach()
+            parts = quantize_static(linear.weight.detach(), bias, ranges[prefix], dtype)
+        for key, value in parts.items():
+            tensors[f"{prefix}.{key}"] = value.contiguous()
+            description[f"{prefix}.{key}"] = label
+
+    shard = "quant_model_weights-00001-of-00001.safetensors"
+    save_file(tensors, str(out / shard), metadata={"format": "pt"})
+    total = sum(t.numel() * t.element_size() for t in tensors.values())
+    index = {"metadata": {"total_size": total}, "weight_map": dict.fromkeys(sorted(tensors), shard)}
+    (out / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
+    labels = {linear_scheme(scheme, layer, m) for layer, m in linears.values()} - {FLOAT}
+    model_type = labels.pop() if len(labels) == 1 else "W8A8_MIX"
+    meta = {"model_quant_type": model_type, "version": "1.0.0"}
+    (out / DESCRIPTION_FILE).write_text(json.dumps({**meta, **description}, indent=2) + "\n")
+
+    config = json.loads((src / "config.json").read_text())
+    config.pop("quantization_config", None)  # ModelSlim removes it
+    config["dtype"] = str(dtype).removeprefix("torch.")
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    for name in COPIED:
+        if (src / name).exists():
+            shutil.copy(src / name, out / name)
+    del tokenizer
+    for path in out.iterdir():
+        path.chmod(0o644)
+
+
+def _dtype(src: Path) -> Any:
+    import torch
+
+    config = json.loads((src / "config.json").read_text())
+    name = config.get("dtype") or config.get("torch_dtype") or "float32"
+    return getattr(torch, name)
+
+
+def _decoder_linears(model: Any) -> dict[str, tuple[int, str]]:
+    """Every nn.Linear inside a decoder layer: prefix -> (layer index, module path)."""
+    import torch
+
+    found = {}
+    for name, module in model.named_modules():
+        parts = name.split(".")
+        if isinstance(module, torch.nn.Linear) and "layers" in parts:
+            at = parts.index("layers")
+            found[name] = (int(parts[at + 1]), ".".join(parts[at + 2 :]))
+    return found
+
+
+def calibration_ids(tokenizer: Any, tokens: int = CALIBRATION_TOKENS) -> list[list[int]]:
+    """Chunks of tokenized stdlib text (files from the end of the name order, so not the
+    first files the tokenizer was trained on)."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    ids: list[int] = []
+    for path in sorted(root.glob("*.py"), reverse=True):
+        ids += tokenizer(path.read_text(encoding="utf-8", errors="replace")).input_ids
+        if len(ids) >= tokens:
+            break
+    ids = ids[:tokens]
+    return [ids[i : i + CALIBRATION_CHUNK] for i in range(0, len(ids), CALIBRATION_CHUNK)]
+
+
+def calibrate(model: Any, tokenizer: Any) -> dict[str, tuple[float, float]]:
+    """(min, max) of every decoder linear's input over the calibration text, in float32."""
+    import torch
+
+    ranges: dict[str, list[float]] = {}
+    hooks = []
+    for prefix in _decoder_linears(model):
+
+        def record(_module: Any, args: Any, prefix: str = prefix) -> None:
+            x = args[0].detach()
+            lo, hi = float(x.min()), float(x.max())
+            old = ranges.setdefault(prefix, [lo, hi])
+            old[0], old[1] = min(old[0], lo), max(old[1], hi)
+
+        hooks.append(model.get_submodule(prefix).register_forward_pre_hook(record))
+    try:
+        with torch.no_grad():
+            for chunk in calibration_ids(tokenizer):
+                model(torch.tensor([chunk]))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return {k: (v[0], v[1]) for k, v in ranges.items()}
+
+
+def quantize_weight(weight: Any) -> tuple[Any, Any]:
+    """(int8 [n, k], float32 scale [n]): per-channel symmetric, half-to-even."""
+    import torch
+
+    w = weight.to(torch.float32)
+    scale = w.abs().amax(dim=1) / 127.0
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
+    return q, scale
+
+
+def quantize_dynamic(weight: Any, dtype: Any) -> dict[str, Any]:
+    import torch
+
+    q, scale = quantize_weight(weight)
+    scale = scale.to(dtype)
+    return {
+        "weight": q,
+        "weight_scale": scale[:, None],
+        "weight_offset": torch.zeros_like(scale)[:, None],
+    }
+
+
+def quantize_static(
+    weight: Any, bias: Any, calibrated: tuple[float, float], dtype: Any
+) -> dict[str, Any]:
+    import torch
+
+    q, w_scale = quantize_weight(weight)
+    lo, hi = min(calibrated[0], 0.0), max(calibrated[1], 0.0)
+    # Scales pass through the model dtype in the file, so compute from what is stored.
+    x_scale = torch.tensor([(hi - lo) / 255.0 or 1.0], dtype=torch.float32).to(dtype)
+    x_scale32 = x_scale.to(torch.float32)
+    offset = torch.round(-128.0 - lo / x_scale32).clamp(-128, 127)
+    w_scale = w_scale.to(dtype).to(torch.float32)
+    deq = (x_scale32 * w_scale).to(torch.float32)
+    folded = torch.zeros_like(deq) if bias is None else torch.round(bias.float() / deq)
+    quant_bias = folded.to(torch.int64) - offset.to(torch.int64) * q.to(torch.int64).sum(dim=1)
+    parts = {
+        "weight": q,
+        "input_scale": x_scale,
+        "input_offset": offset.to(torch.int8),  # int8, as vLLM-Ascend declares it
+        "quant_bias": quant_bias.to(torch.int32),
+        "deq_scale": deq if dtype != torch.float16 else _float_bits_as_int64(deq),
+    }
+    if bias is not None:
+        parts["bias"] = bias.to(dtype)
+    return parts
+
+
+def _float_bits_as_int64(values: Any) -> Any:
+    import torch
+
+    return values.to(torch.float32).contiguous().view(torch.int32).to(torch.int64)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--src", required=True, help="float model directory (make_models.py)")
+    parser.add_argument("--out", required=True, help="export directory to write")
+    parser.add_argument("--scheme", choices=SCHEMES, default="w8a8")
+    parser.add_argument("--dtype", choices=DTYPES, default=None,
+                        help="float dtype of the export (default: the source's)")
+    args = parser.parse_args(argv)
+    out = make_export(args.src, args.out, args.scheme, args.dtype)
+    print(f"{out} ready", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""The MoE role in plain torch on the host: the reference every device's MoE ops match.
+
+Vectorised over tokens: routing is a few tensor ops, permutation one stable sort, the
+experts one matmul pair per active expert, the combine one index_add.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ports.moe import MoeOps, Permutation, Routing, Scoring
+
+_F32 = torch.float32
+
+
+class CpuMoeOps(MoeOps):
+    """Stateless; every result is a new tensor."""
+
+    def route(
+        self,
+        router_logits: torch.Tensor,
+        routing: Routing,
+        correction_bias: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores in float32, as the models compute them (HF and vLLM alike)."""
+        logits = router_logits.to(_F32)
+        softmax = routing.scoring is Scoring.SOFTMAX
+        scores = logits.softmax(dim=-1) if softmax else logits.sigmoid()
+        choice = scores if correction_bias is None else scores + correction_bias.to(_F32)
+        if routing.grouped:
+            choice = _keep_best_groups(choice, routing, biased=correction_bias is not None)
+        ids = choice.topk(routing.top_k, dim=-1).indices
+        weights = scores.gather(1, ids)
+        if routing.renormalize:
+            # The epsilon of DeepSeek's reference keeps an all-zero sigmoid row finite.
+            weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
+        if routing.routed_scaling_factor != 1.0:
+            weights = weights * routing.routed_scaling_factor
+        return weights, ids.to(torch.int32)
+
+    def permute(
+        self, hidden: torch.Tensor, local_ids: torch.Tensor, num_local_experts: int
+    ) -> tuple[torch.Tensor, Permutation]:
+        num_tokens, top_k = local_ids.shape
+        flat = local_ids.reshape(-1).long()
+        valid = flat >= 0
+        # Slots of other ranks' experts sort last (key E_local) and are cut off.
+        key = torch.where(valid, flat, num_local_experts)
+        order = torch.sort(key, stable=True).indices
+        group_sizes = torch.bincount(flat[valid], minlength=num_local_experts)
+        source_rows = order[: int(group_sizes.sum())]
+        rows = hidden.index_select(0, torch.div(source_rows, top_k, rounding_mode="floor"))
+        return rows, Permutation(source_rows, group_sizes, num_tokens, top_k)
+
+    def grouped_mlp(
+        self, rows: torch.Tensor, group_sizes: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor
+    ) -> torch.Tensor:
+        """One gate/up matmul and one down matmul per expert that received rows."""
+        out = torch.empty(rows.shape[0], w2.shape[1], dtype=rows.dtype)
+        inter = w2.shape[2]
+        start = 0
+        for expert, count in enumerate(group_sizes.tolist()):
+            if count == 0:
+                continue
+            x = rows[start : start + count]
+            gate_up = x @ w13[expert].t()
+            act = torch.nn.functional.silu(gate_up[:, :inter]) * gate_up[:, inter:]
+            torch.matmul(act, w2[expert].t(), out=out[start : start + count])
+            start += count
+        return out
+
+    def unpermute(
+        self, rows: torch.Tensor, permutation: Permutation, weights: torch.Tensor
+    ) -> torch.Tensor:
+        """Weighted rows summed per token in float32 (in expert order, as HF sums)."""
+        idx = permutation.source_rows
+        w = weights.reshape(-1).to(_F32).index_select(0, idx)
+        tokens = torch.div(idx, permutation.top_k, rounding_mode="floor")
+        out = torch.zeros(permutation.num_tokens, rows.shape[1], dtype=_F32)
+        out.index_add_(0, tokens, (rows.to(_F32) * w[:, None]).to(rows.dtype).to(_F32))
+        return out.to(rows.dtype)
+
+
+def _keep_best_groups(choice: torch.Tensor, routing: Routing, biased: bool) -> torch.Tensor:
+    """Scores of experts outside the topk_group best groups set to -inf."""
+    assert routing.num_expert_group is not None and routing.topk_group is not None
+    num_tokens, num_experts = choice.shape
+    groups = routing.num_expert_group
+    grouped = choice.view(num_tokens, groups, num_experts // groups)
+    if biased:
+        group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)
+    else:
+        group_scores = grouped.max(dim=-1).values
+    best = group_scores.topk(routing.topk_group, dim=-1).indices
+    keep = torch.zeros(num_tokens, groups, dtype=torch.bool).scatter_(1, best, True)
+    keep = keep.repeat_interleave(num_experts // groups, dim=1)
+    return choice.masked_fill(~keep, float("-inf"))

@@ -1,0 +1,135 @@
+"""The MLA role on torch_npu: the paged latent planes, TND prefill, absorbed paged decode.
+
+Every torch_npu call goes through `self._torch_npu` (injected; the emulator in tests),
+checked against the 2.14.0 schemas by tests/unit/npu/test_npu_contract.py. Facts and
+limits are from the docs of npu_fused_infer_attention_score in the wheel
+(torch_npu/_op_plugin_docs.py); the layout assumptions are listed in the README.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+from adapters.paged_rows import sequence_rows, slot_rows
+from ascend_core.errors import UnsupportedFeatureError
+from ascend_core.op_limits import mla_shape_problems
+from ports.mla import LatentCache, MlaOps
+
+RIGHT_DOWN_CAUSAL, NO_MASK = 3, 0
+MASK_SIZE = 2048
+
+
+class NpuMlaOps(MlaOps):
+    """MLA through npu_scatter_nd_update_ and npu_fused_infer_attention_score."""
+
+    def __init__(self, torch_npu: ModuleType) -> None:
+        self._torch_npu = torch_npu
+        self._masks: dict[torch.device, torch.Tensor] = {}
+
+    def check(
+        self,
+        num_heads: int,
+        latent_dim: int,
+        rope_dim: int,
+        qk_dim: int,
+        v_dim: int,
+        block_size: int,
+        dtype_name: str,
+    ) -> None:
+        problems = mla_shape_problems(
+            num_heads, latent_dim, rope_dim, qk_dim, v_dim, block_size, dtype_name
+        )
+        if problems:
+            raise UnsupportedFeatureError(
+                "The NPU MLA ops cannot run this model: " + "; ".join(problems) + ".",
+                "serve it on the host device (VLLM_ASCEND_DEVICE=cpu)",
+            )
+
+    def write_latent_cache(
+        self,
+        latent: torch.Tensor,
+        rope_key: torch.Tensor,
+        cache: LatentCache,
+        slot_mapping: torch.Tensor,
+    ) -> None:
+        """npu_scatter_nd_update_ into each plane with (block, offset) index pairs."""
+        at, (latent, rope_key) = slot_rows(slot_mapping, cache.latent.shape[1], latent, rope_key)
+        if at[0].numel() == 0:
+            return
+        indices = torch.stack(at, dim=1)
+        self._torch_npu.npu_scatter_nd_update_(cache.latent, indices, latent.to(cache.latent.dtype))
+        self._torch_npu.npu_scatter_nd_update_(cache.rope, indices, rope_key.to(cache.rope.dtype))
+
+    def gather_latent(
+        self, cache: LatentCache, block_table: torch.Tensor, seq_lens: torch.Tensor
+    ) -> torch.Tensor:
+        """Index ops on the device (no torch_npu op needed): rows of each plane, side by side."""
+        at = sequence_rows(block_table, seq_lens, cache.latent.shape[1])
+        return torch.cat((cache.latent[at], cache.rope[at]), dim=-1)
+
+    def prefill_attention(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        query_lens: torch.Tensor,
+        kv_lens: torch.Tensor,
+        scale: float,
+    ) -> torch.Tensor:
+        """npu_fused_infer_attention_score in TND with rightDownCausal (sparse_mode 3):
+        the lengths go as running sums, as TND takes them."""
+        heads = query.shape[1]
+        out, _ = self._torch_npu.npu_fused_infer_attention_score(
+            query.contiguous(),
+            key.contiguous(),
+            value.contiguous(),
+            atten_mask=self._causal_mask(query.device),
+            actual_seq_lengths=[int(v) for v in torch.cumsum(query_lens, 0).tolist()],
+            actual_seq_lengths_kv=[int(v) for v in torch.cumsum(kv_lens, 0).tolist()],
+            num_heads=heads,
+            scale=float(scale),
+            input_layout="TND",
+            num_key_value_heads=heads,
+            sparse_mode=RIGHT_DOWN_CAUSAL,
+        )
+        result: torch.Tensor = out
+        return result
+
+    def latent_decode(
+        self,
+        query_latent: torch.Tensor,
+        query_rope: torch.Tensor,
+        cache: LatentCache,
+        block_table: torch.Tensor,
+        seq_lens: torch.Tensor,
+        scale: float,
+    ) -> torch.Tensor:
+        """npu_fused_infer_attention_score, BSND with S = 1, query_rope/key_rope, paged:
+        the latent plane is key and value (one KV head), the rope plane key_rope."""
+        batch, heads, latent_dim = query_latent.shape
+        out, _ = self._torch_npu.npu_fused_infer_attention_score(
+            query_latent.contiguous().view(batch, 1, heads, latent_dim),
+            cache.latent,
+            cache.latent,
+            query_rope=query_rope.contiguous().view(batch, 1, heads, query_rope.shape[-1]),
+            key_rope=cache.rope,
+            block_table=block_table.to(torch.int32),
+            actual_seq_lengths_kv=[int(v) for v in seq_lens.tolist()],
+            num_heads=heads,
+            scale=float(scale),
+            input_layout="BSND",
+            num_key_value_heads=1,
+            sparse_mode=NO_MASK,
+            block_size=cache.latent.shape[1],
+        )
+        result: torch.Tensor = out.view(batch, heads, latent_dim)
+        return result
+
+    def _causal_mask(self, device: torch.device) -> torch.Tensor:
+        mask = self._masks.get(device)
+        if mask is None:
+            mask = torch.ones(MASK_SIZE, MASK_SIZE, dtype=torch.bool, device=device).triu_(1)
+            self._masks[device] = mask
+        return mask

@@ -1,0 +1,163 @@
+"""The MoE role on torch_npu's MoE operators, with the host adapter's semantics.
+
+Every torch_npu call goes through `self._torch_npu` (injected; the emulator in tests),
+checked against the 2.14.0 schemas by tests/unit/npu/test_npu_contract.py. Facts and
+limits are from the op docs in the wheel (torch_npu/_op_plugin_docs.py); the layout
+assumptions are listed in the README's op table.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+from ascend_core.errors import UnsupportedFeatureError
+from ports.moe import MoeOps, Permutation, Routing, Scoring
+
+MAX_EXPERTS = 2048  # npu_moe_gating_top_k: x's last dim
+GROUP_ALIGN = 32  # experts per group, aligned to 32, times groups <= MAX_EXPERTS
+SIGMOID, TOP2_SUM, GROUP_MAX = 1, 1, 0  # norm_type / group_select_mode values
+COUNTS = 1  # group_list_type and expert_tokens_num_type: sizes, not cumulative sums
+SCATTER_INDEX = 1  # row_idx_type: expanded_row_idx[i] = source (token, slot) of row i
+SINGLE_OUTPUT = 2  # split_item: one output tensor for all groups
+GROUP_M = 0  # group_type: groups split the rows (the M axis)
+NO_QUANT = -1
+
+
+class NpuMoeOps(MoeOps):
+    """MoE through npu_moe_gating_top_k(_softmax), npu_moe_init_routing_v2,
+    npu_grouped_matmul, npu_swiglu and npu_moe_token_unpermute."""
+
+    def __init__(self, torch_npu: ModuleType) -> None:
+        self._torch_npu = torch_npu
+
+    def check(self, routing: Routing, num_experts: int, dtype_name: str) -> None:
+        problems = []
+        if routing.scoring is Scoring.SIGMOID:
+            if not routing.renormalize:
+                problems.append(
+                    "sigmoid scores without renormalisation (npu_moe_gating_top_k "
+                    "divides the k weights by their sum)"
+                )
+            if routing.grouped:
+                groups = routing.num_expert_group or 1
+                per_group = num_experts // groups
+                aligned = -(-per_group // GROUP_ALIGN) * GROUP_ALIGN
+                if num_experts % groups or per_group <= 2 or aligned * groups > MAX_EXPERTS:
+                    problems.append(
+                        f"{num_experts} experts in {groups} groups (npu_moe_gating_top_k needs "
+                        f"equal groups of more than 2 experts, aligned to {GROUP_ALIGN} x groups "
+                        f"<= {MAX_EXPERTS})"
+                    )
+        elif routing.grouped:
+            problems.append(
+                "grouped top-k over softmax scores (npu_moe_gating_top_k_softmax has no groups)"
+            )
+        if num_experts > MAX_EXPERTS:
+            problems.append(f"{num_experts} experts (at most {MAX_EXPERTS})")
+        if dtype_name != "bfloat16":
+            problems.append(f"dtype {dtype_name} (npu_moe_token_unpermute takes bfloat16 only)")
+        if problems:
+            raise UnsupportedFeatureError(
+                "The NPU MoE ops cannot run this layer: " + "; ".join(problems) + ".",
+                "serve in bfloat16 a model whose routing the ops support, or serve on the "
+                "host device (VLLM_ASCEND_DEVICE=cpu)",
+            )
+
+    def route(
+        self,
+        router_logits: torch.Tensor,
+        routing: Routing,
+        correction_bias: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = router_logits.float()  # weights come back in x's dtype: float32
+        if routing.scoring is Scoring.SIGMOID:
+            weights, ids, _ = self._torch_npu.npu_moe_gating_top_k(
+                logits,
+                routing.top_k,
+                bias=None if correction_bias is None else correction_bias.float(),
+                k_group=routing.topk_group if routing.grouped else 1,
+                group_count=routing.num_expert_group if routing.grouped else 1,
+                group_select_mode=TOP2_SUM if correction_bias is not None else GROUP_MAX,
+                renorm=0,
+                norm_type=SIGMOID,
+                routed_scaling_factor=routing.routed_scaling_factor,
+                eps=1e-20,
+            )
+            return weights, ids
+        weights, ids, _ = self._torch_npu.npu_moe_gating_top_k_softmax(
+            logits, None, k=routing.top_k
+        )
+        if routing.renormalize:
+            weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
+        if routing.routed_scaling_factor != 1.0:
+            weights = weights * routing.routed_scaling_factor
+        return weights, ids
+
+    def permute(
+        self, hidden: torch.Tensor, local_ids: torch.Tensor, num_local_experts: int
+    ) -> tuple[torch.Tensor, Permutation]:
+        """npu_moe_init_routing_v2 over local ids, other ranks' slots outside the active range.
+
+        A slot of -1 becomes expert E_local, one past the active range [0, E_local), so the
+        op drops it; rows come sorted by expert, ties in (token, slot) order.
+        """
+        num_tokens, top_k = local_ids.shape
+        ids = torch.where(local_ids >= 0, local_ids, num_local_experts).to(torch.int32)
+        expanded, source, counts, _ = self._torch_npu.npu_moe_init_routing_v2(
+            hidden,
+            ids,
+            active_num=-1,
+            expert_num=num_local_experts + 1,
+            drop_pad_mode=0,
+            expert_tokens_num_type=COUNTS,
+            expert_tokens_num_flag=True,
+            quant_mode=NO_QUANT,
+            active_expert_range=[0, num_local_experts],
+            row_idx_type=SCATTER_INDEX,
+        )
+        rows = int(counts.sum())  # one host read: the grouped matmuls take the row count
+        permutation = Permutation(source[:rows].long(), counts.long(), num_tokens, top_k)
+        return expanded[:rows], permutation
+
+    def grouped_mlp(
+        self, rows: torch.Tensor, group_sizes: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor
+    ) -> torch.Tensor:
+        """Two npu_grouped_matmul calls around npu_swiglu; weights as [E, in, out] views."""
+        if rows.shape[0] == 0:
+            return rows.new_zeros(0, w2.shape[1])
+        gate_up = self._grouped_matmul(rows, w13.transpose(1, 2), group_sizes)
+        act = self._torch_npu.npu_swiglu(gate_up, dim=-1)
+        return self._grouped_matmul(act, w2.transpose(1, 2), group_sizes)
+
+    def _grouped_matmul(
+        self, x: torch.Tensor, weight: torch.Tensor, group_sizes: torch.Tensor
+    ) -> torch.Tensor:
+        """x [N, K] rows in groups of group_sizes, times weight [G, K, M]: one output [N, M]."""
+        out: torch.Tensor = self._torch_npu.npu_grouped_matmul(
+            [x],
+            [weight],
+            group_list=group_sizes,
+            group_list_type=COUNTS,
+            group_type=GROUP_M,
+            split_item=SINGLE_OUTPUT,
+        )[0]
+        return out
+
+    def unpermute(
+        self, rows: torch.Tensor, permutation: Permutation, weights: torch.Tensor
+    ) -> torch.Tensor:
+        """npu_moe_token_unpermute over all T*k slots: dropped slots get zero rows."""
+        total = permutation.num_tokens * permutation.top_k
+        kept = permutation.source_rows
+        if kept.shape[0] < total:
+            is_kept = torch.zeros(total, dtype=torch.bool, device=rows.device)
+            is_kept[kept] = True
+            dropped = (~is_kept).nonzero().squeeze(1)
+            kept = torch.cat((kept, dropped))
+            rows = torch.cat((rows, rows.new_zeros(dropped.shape[0], rows.shape[1])))
+        out: torch.Tensor = self._torch_npu.npu_moe_token_unpermute(
+            rows, kept, probs=weights.to(rows.dtype)
+        )
+        return out

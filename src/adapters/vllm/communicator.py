@@ -1,0 +1,65 @@
+"""vLLM's device communicator for the NPU platform: its collectives on the device group,
+staged through host memory when that group's backend takes host tensors only.
+
+HCCL reduces NPU tensors in place, so on an NPU host every call is vLLM's own. A gloo
+device group (no CANN's HCCL, e.g. the emulated NPU in tests) cannot take device tensors:
+each collective then copies to the host, runs there, and copies the result back. That
+costs a device-to-host copy per collective; it is a fallback, not the NPU's fast path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from vllm.distributed.device_communicators.base_device_communicator import (
+    DeviceCommunicatorBase,
+)
+
+HOST_ONLY_BACKENDS = frozenset({"gloo"})
+COMMUNICATOR_PATH = "adapters.vllm.communicator.NpuDeviceCommunicator"
+
+
+class NpuDeviceCommunicator(DeviceCommunicatorBase):
+    """DeviceCommunicatorBase, with host staging for a host-only device-group backend."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        group = self.device_group
+        self._through_host = group is not None and dist.get_backend(group) in HOST_ONLY_BACKENDS
+
+    def _staged(self, tensor: torch.Tensor) -> bool:
+        return self._through_host and tensor.device.type != "cpu"
+
+    def all_reduce(self, input_: torch.Tensor) -> torch.Tensor:
+        if not self._staged(input_):
+            return super().all_reduce(input_)
+        host = input_.cpu()
+        dist.all_reduce(host, group=self.device_group)
+        input_.copy_(host)
+        return input_
+
+    def all_gather(self, input_: torch.Tensor, dim: int = -1) -> torch.Tensor:
+        if not self._staged(input_):
+            return super().all_gather(input_, dim)
+        return super().all_gather(input_.cpu(), dim).to(input_.device)
+
+    def reduce_scatter(self, input_: torch.Tensor, dim: int = -1) -> torch.Tensor:
+        if not self._staged(input_):
+            return super().reduce_scatter(input_, dim)
+        return super().reduce_scatter(input_.cpu(), dim).to(input_.device)
+
+    def gather(self, input_: torch.Tensor, dst: int = 0, dim: int = -1) -> torch.Tensor | None:
+        if not self._staged(input_):
+            return super().gather(input_, dst, dim)
+        out = super().gather(input_.cpu(), dst, dim)
+        return None if out is None else out.to(input_.device)
+
+    def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
+        if not self._staged(tensor) or self.world_size == 1:
+            return super().broadcast(tensor, src)
+        host = tensor.cpu()
+        super().broadcast(host, src)
+        tensor.copy_(host)
+        return tensor

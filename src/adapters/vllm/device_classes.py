@@ -1,0 +1,27 @@
+"""The core's WorkerKind mapped to the (worker, model runner) pair serving it, by path.
+
+Paths, not classes: vLLM imports the worker in each worker process, and the worker
+imports its runner, so nothing heavy is imported where the platform only plans.
+"""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+from ascend_core.plan import WorkerKind
+
+
+@frozen
+class DeviceClasses:
+    worker: str  # module.Class, as vLLM's worker_cls takes it
+    runner: str  # module:Class
+
+
+DEVICE_CLASSES: dict[WorkerKind, DeviceClasses] = {
+    WorkerKind.HOST: DeviceClasses(
+        "adapters.vllm.worker.HostWorker", "adapters.vllm.model_runner:HostModelRunner"
+    ),
+    WorkerKind.NPU: DeviceClasses(
+        "adapters.vllm.worker.NpuWorker", "adapters.vllm.npu_model_runner:NpuModelRunner"
+    ),
+}

@@ -1,0 +1,1 @@
+"""vLLM's quantization config for ModelSlim exports (`ascend`) and its int8 linear methods."""

@@ -1,0 +1,97 @@
+"""`--quantization ascend`: vLLM's QuantizationConfig over a ModelSlim description.
+
+vLLM reads quant_model_description.json (get_config_filenames) and builds this config;
+each layer's scheme comes from the core's per-layer lookup (scheme_for_layer).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
+from vllm.model_executor.layers.quantization.base_config import (
+    QuantizationConfig,
+    QuantizeMethodBase,
+)
+from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
+
+from ascend_core.errors import QuantizationError
+from ascend_core.quantization import (
+    DEFAULT_FUSED_SHARDS,
+    DESCRIPTION_FILE,
+    ModelSlimDescription,
+    QuantMethod,
+    QuantScheme,
+    parse_description,
+    scheme_for_layer,
+)
+from ascend_core.quantization.tensors import scheme_tensors
+
+METHOD_NAME = QuantMethod.ASCEND.value
+
+
+class AscendQuantConfig(QuantizationConfig):
+    """ModelSlim exports: W8A8 and W8A8_DYNAMIC linear layers, FLOAT where described so."""
+
+    def __init__(self, description: ModelSlimDescription) -> None:
+        super().__init__()
+        self.description = description
+
+    def get_name(self) -> Any:
+        return METHOD_NAME
+
+    def get_supported_act_dtypes(self) -> list[torch.dtype]:
+        # The host serves float32 too, with the same integer math.
+        return [torch.bfloat16, torch.float16, torch.float32]
+
+    @classmethod
+    def get_min_capability(cls) -> int:
+        return 0  # no CUDA capability involved
+
+    @staticmethod
+    def get_config_filenames() -> list[str]:
+        return [DESCRIPTION_FILE]
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> AscendQuantConfig:
+        return cls(parse_description(config))
+
+    def fused_shards(self) -> dict[str, tuple[str, ...]]:
+        shards = dict(DEFAULT_FUSED_SHARDS)
+        shards.update({k: tuple(v) for k, v in self.packed_modules_mapping.items()})
+        return shards
+
+    def get_quant_method(self, layer: torch.nn.Module, prefix: str) -> QuantizeMethodBase | None:
+        from vllm.model_executor.layers.fused_moe import RoutedExperts
+
+        from adapters.vllm.quantization.linear import LINEAR_METHODS
+
+        if isinstance(layer, LinearBase):
+            found = scheme_for_layer(self.description, prefix, self.fused_shards())
+            if not found.quantized:
+                return UnquantizedLinearMethod()
+            scheme_tensors(found.scheme)  # refuses schemes with no linear method
+            return LINEAR_METHODS[found.scheme](found)
+        if isinstance(layer, VocabParallelEmbedding):
+            label = self.description.entries.get(f"{prefix}.weight", QuantScheme.FLOAT.value)
+            if label.strip().upper() != QuantScheme.FLOAT.value:
+                raise QuantizationError(
+                    f"Layer {prefix}: {DESCRIPTION_FILE} says {prefix}.weight is {label}, "
+                    "but embeddings and the LM head are served in float only.",
+                    "Re-export with ModelSlim keeping the embedding and lm_head FLOAT.",
+                )
+            return None
+        if isinstance(layer, RoutedExperts):
+            quantized = sorted(
+                k for k, v in self.description.entries.items()
+                if k.startswith(f"{prefix}.") and v.strip().upper() != QuantScheme.FLOAT.value
+            )
+            if quantized:
+                raise QuantizationError(
+                    f"MoE layer {prefix}: {DESCRIPTION_FILE} quantizes its experts "
+                    f"({quantized[0]} is {self.description.entries[quantized[0]]}), and the "
+                    "quantized MoE method is not built yet.",
+                    "Serve the float model, or a ModelSlim export with FLOAT experts.",
+                )
+        return None

@@ -1,0 +1,80 @@
+"""The tensors each ModelSlim linear scheme stores per layer, and their allowed dtypes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from attrs import frozen
+
+from ascend_core.errors import QuantizationError
+from ascend_core.quantization.modelslim import DESCRIPTION_FILE, QuantScheme
+
+FLOATS = ("float32", "bfloat16", "float16")
+
+
+@frozen
+class SchemeTensor:
+    """One tensor `<prefix>.<suffix>` of a quantized linear layer."""
+
+    suffix: str
+    dtypes: tuple[str, ...]
+    required: bool = True
+    meaning: str = ""
+
+
+# W8A8: deq_scale is float32, or (float16 models) int64 holding the float32 bits;
+# input_offset is int8 in newer exports and the model's float dtype in older ones;
+# weight_scale / weight_offset appear in older exports only (deq_scale carries them).
+SCHEME_TENSORS: Mapping[QuantScheme, tuple[SchemeTensor, ...]] = MappingProxyType(
+    {
+        QuantScheme.W8A8: (
+            SchemeTensor("weight", ("int8",), meaning="int8 weight [n, k]"),
+            SchemeTensor("input_scale", FLOATS, meaning="per-tensor activation scale"),
+            SchemeTensor("input_offset", ("int8", *FLOATS), meaning="activation zero point"),
+            SchemeTensor("quant_bias", ("int32",), meaning="int32 folded bias [n]"),
+            SchemeTensor("deq_scale", ("float32", "int64"), meaning="dequant scale [n]"),
+            SchemeTensor("weight_scale", FLOATS, required=False),
+            SchemeTensor("weight_offset", FLOATS, required=False),
+        ),
+        QuantScheme.W8A8_DYNAMIC: (
+            SchemeTensor("weight", ("int8",), meaning="int8 weight [n, k]"),
+            SchemeTensor("weight_scale", FLOATS, meaning="per-channel weight scale [n, 1]"),
+            SchemeTensor("weight_offset", FLOATS, meaning="weight zero point [n, 1] (zeros)"),
+        ),
+    }
+)
+
+
+def scheme_tensors(scheme: QuantScheme) -> tuple[SchemeTensor, ...]:
+    """The tensors of `scheme`; a QuantizationError for a scheme no linear method serves."""
+    found = SCHEME_TENSORS.get(scheme)
+    if found is None:
+        served = ", ".join(s.value for s in SCHEME_TENSORS)
+        raise QuantizationError(
+            f"{DESCRIPTION_FILE}: scheme {scheme.value} has no linear method in this plugin.",
+            f"Linear layers are served as {served} or FLOAT; re-export with one of them.",
+        )
+    return found
+
+
+def check_dtype(tensor: SchemeTensor, name: str, dtype: str, scheme: QuantScheme) -> None:
+    """A QuantizationError naming the checkpoint tensor when its dtype is not allowed."""
+    if dtype not in tensor.dtypes:
+        raise QuantizationError(
+            f"Checkpoint tensor {name} is {dtype}, but a {scheme.value} layer stores "
+            f"{tensor.suffix} as {' or '.join(tensor.dtypes)}"
+            + (f" ({tensor.meaning})." if tensor.meaning else "."),
+            f"Re-export the model with ModelSlim, or check that {DESCRIPTION_FILE} names "
+            "the scheme this tensor was exported with.",
+        )
+
+
+def missing_tensor(name: str, tensor: SchemeTensor, scheme: QuantScheme) -> QuantizationError:
+    """The error for a required tensor the checkpoint does not hold."""
+    return QuantizationError(
+        f"Checkpoint has no tensor {name}, which a {scheme.value} layer needs"
+        + (f" ({tensor.meaning})." if tensor.meaning else "."),
+        f"The export is incomplete or {DESCRIPTION_FILE} names the wrong scheme for this "
+        "layer; re-export the model with ModelSlim.",
+    )

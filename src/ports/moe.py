@@ -1,0 +1,106 @@
+"""MoE ops: route tokens to experts, run the experts as one grouped computation, combine.
+
+Shapes: T tokens, H hidden, E experts (global), k experts per token, I expert
+intermediate size, N = rows sent to local experts (at most T*k).
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from typing import TYPE_CHECKING
+
+from attrs import frozen
+
+if TYPE_CHECKING:
+    import torch
+
+
+class Scoring(enum.Enum):
+    """How router logits become expert scores."""
+
+    SOFTMAX = "softmax"
+    SIGMOID = "sigmoid"
+
+
+@frozen
+class Routing:
+    """One MoE layer's routing rule, as the model's config states it.
+
+    Grouped top-k (DeepSeek-V3): experts are split into `num_expert_group` equal
+    groups; a group's score is the sum of its two best scores when a correction bias
+    is given, else its best score; only the `topk_group` best groups compete.
+    The correction bias changes which experts win, never their weights.
+    Weights are renormalised over the k chosen when `renormalize`, then multiplied by
+    `routed_scaling_factor`.
+    """
+
+    top_k: int
+    scoring: Scoring = Scoring.SOFTMAX
+    renormalize: bool = False
+    num_expert_group: int | None = None
+    topk_group: int | None = None
+    routed_scaling_factor: float = 1.0
+
+    @property
+    def grouped(self) -> bool:
+        return bool(self.num_expert_group and self.num_expert_group > 1 and self.topk_group)
+
+
+@frozen
+class Permutation:
+    """Token rows sorted by local expert, and how to put them back.
+
+    source_rows: [N] index into the flattened [T*k] (token, slot) pairs of each row.
+    group_sizes: [E_local] number of rows per local expert, in expert order (int64).
+    num_tokens: T; top_k: k.
+    """
+
+    source_rows: torch.Tensor
+    group_sizes: torch.Tensor
+    num_tokens: int
+    top_k: int
+
+
+class MoeOps(abc.ABC):
+    """The MoE role of a device adapter."""
+
+    def check(self, routing: Routing, num_experts: int, dtype_name: str) -> None:  # noqa: B027
+        """Raise UnsupportedFeatureError (with the limit) for what this device's MoE ops
+        cannot run; called when a layer is loaded, before any request. Default: all."""
+
+    @abc.abstractmethod
+    def route(
+        self,
+        router_logits: torch.Tensor,
+        routing: Routing,
+        correction_bias: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(weights [T, k] float32, expert ids [T, k] int32) from logits [T, E]."""
+
+    @abc.abstractmethod
+    def permute(
+        self, hidden: torch.Tensor, local_ids: torch.Tensor, num_local_experts: int
+    ) -> tuple[torch.Tensor, Permutation]:
+        """Rows of hidden [T, H] for each (token, slot), sorted by local expert.
+
+        local_ids: [T, k] local expert of each slot, -1 for an expert on another rank
+        (expert parallel): those slots are left out. Returns [N, H] and the permutation.
+        """
+
+    @abc.abstractmethod
+    def grouped_mlp(
+        self, rows: torch.Tensor, group_sizes: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor
+    ) -> torch.Tensor:
+        """Each group of rows through its expert: silu(x W1^T) * (x W3^T), then W2^T.
+
+        rows [N, H] in expert order; w13 [E_local, 2I, H] (gate rows first, then up);
+        w2 [E_local, H, I]. Returns [N, H] in the rows' dtype.
+        """
+
+    @abc.abstractmethod
+    def unpermute(
+        self, rows: torch.Tensor, permutation: Permutation, weights: torch.Tensor
+    ) -> torch.Tensor:
+        """[T, H]: each token's sum of its rows times their routing weights [T, k]
+        (slots left out by permute add nothing); in the rows' dtype."""

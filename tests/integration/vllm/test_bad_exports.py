@@ -1,0 +1,106 @@
+"""Broken ModelSlim exports stop startup before serving, naming the tensor and what was
+expected: a description without an entry, fused shards of different schemes, a tensor
+of the wrong dtype, a tensor the scheme needs but the checkpoint lacks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.quant_reference import local_export
+
+SHARD = "quant_model_weights-00001-of-00001.safetensors"
+DESCRIPTION = "quant_model_description.json"
+
+
+def _broken(tmp_path: Path, scheme: str, edit_description: Callable[[dict[str, Any]], None]
+            | None = None, edit_tensors: Callable[[dict[str, Any]], None] | None = None) -> str:
+    import torch  # noqa: F401  (safetensors.torch needs it loaded)
+    from safetensors.torch import load_file, save_file
+
+    out = tmp_path / f"broken-{scheme}"
+    shutil.copytree(local_export("llama", scheme), out)
+    if edit_description is not None:
+        description = json.loads((out / DESCRIPTION).read_text())
+        edit_description(description)
+        (out / DESCRIPTION).write_text(json.dumps(description))
+    if edit_tensors is not None:
+        tensors = load_file(str(out / SHARD))
+        edit_tensors(tensors)
+        save_file(tensors, str(out / SHARD))
+    return str(out)
+
+
+def _start(model: str) -> str:
+    from vllm import LLM
+
+    with pytest.raises(Exception) as caught:  # vLLM may wrap our error: read the chain
+        LLM(model=model, dtype="float32", enforce_eager=True, max_model_len=256,
+            block_size=16, kv_cache_memory_bytes=16 << 20, seed=0)
+    text, exc = [], caught.value
+    while exc is not None:  # the message of each exception in the chain
+        text.append(str(exc))
+        exc = exc.__cause__ or exc.__context__
+    return "\n".join(text)
+
+
+def test_a_layer_the_description_does_not_name(tmp_path: Path) -> None:
+    def drop(d: dict[str, Any]) -> None:
+        del d["model.layers.0.mlp.down_proj.weight"]
+
+    message = _start(_broken(tmp_path, "w8a8", edit_description=drop))
+    assert "Layer model.layers.0.mlp.down_proj" in message
+    assert "has no entry model.layers.0.mlp.down_proj.weight" in message
+
+
+def test_fused_shards_of_different_schemes(tmp_path: Path) -> None:
+    def mix(d: dict[str, Any]) -> None:
+        d["model.layers.1.self_attn.k_proj.weight"] = "W8A8_DYNAMIC"
+
+    message = _start(_broken(tmp_path, "w8a8", edit_description=mix))
+    assert "Fused layer model.layers.1.self_attn.qkv_proj" in message
+    assert "q_proj=W8A8, k_proj=W8A8_DYNAMIC, v_proj=W8A8" in message
+
+
+def test_a_tensor_of_the_wrong_dtype(tmp_path: Path) -> None:
+    def to_float(t: dict[str, Any]) -> None:
+        name = "model.layers.0.self_attn.v_proj.quant_bias"
+        t[name] = t[name].float()
+
+    message = _start(_broken(tmp_path, "w8a8", edit_tensors=to_float))
+    assert ("Checkpoint tensor model.layers.0.self_attn.v_proj.quant_bias is float32, but a "
+            "W8A8 layer stores quant_bias as int32") in message
+
+
+def test_a_float_weight_where_int8_is_described(tmp_path: Path) -> None:
+    def to_float(t: dict[str, Any]) -> None:
+        name = "model.layers.1.mlp.up_proj.weight"
+        t[name] = t[name].float()
+
+    message = _start(_broken(tmp_path, "w8a8_dynamic", edit_tensors=to_float))
+    assert ("Checkpoint tensor model.layers.1.mlp.up_proj.weight is float32, but a "
+            "W8A8_DYNAMIC layer stores weight as int8") in message
+
+
+def test_a_tensor_the_scheme_needs_is_missing(tmp_path: Path) -> None:
+    def drop(t: dict[str, Any]) -> None:
+        del t["model.layers.0.mlp.gate_proj.deq_scale"]
+
+    message = _start(_broken(tmp_path, "w8a8", edit_tensors=drop))
+    assert "Checkpoint has no tensor model.layers.0.mlp.gate_proj.deq_scale" in message
+    assert "a W8A8 layer needs" in message
+
+
+def test_a_quantized_lm_head_is_refused(tmp_path: Path) -> None:
+    def quantize_head(d: dict[str, Any]) -> None:
+        d["lm_head.weight"] = "W8A8_DYNAMIC"
+
+    message = _start(_broken(tmp_path, "w8a8_dynamic", edit_description=quantize_head))
+    assert "Layer lm_head: quant_model_description.json says lm_head.weight is W8A8_DYNAMIC" in (
+        message
+    )

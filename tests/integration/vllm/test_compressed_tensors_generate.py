@@ -1,0 +1,68 @@
+"""compressed-tensors int8 W8A8 checkpoints written by llm-compressor itself
+(scripts/make_ct_exports.py, in its own venv) served through vLLM's own compressed-tensors
+config, with the plugin's kernel chosen by vLLM's ScaledMM kernel selection; greedy ids in
+fp32 equal the fake-quant reference's (support.quant_reference), batched, chunked and
+prefix-cached. Dynamic per-token and static per-tensor activations, per-channel weights.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from engine_teardown import shut_down
+
+from support.quant_reference import ct_greedy_token_ids, local_ct_export
+
+MAX_NEW = 12
+BLOCK = 16
+
+
+@pytest.fixture(scope="module", params=["dynamic", "static"])
+def served(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    from vllm import LLM
+
+    export = str(local_ct_export("llama", request.param))
+    llm = LLM(model=export, dtype="float32", enforce_eager=True, max_model_len=512,
+              block_size=BLOCK, max_num_batched_tokens=64, max_num_seqs=8,
+              kv_cache_memory_bytes=32 << 20, enable_prefix_caching=True, seed=0)
+    yield request.param, export, llm
+    shut_down(llm)
+
+
+def test_vllms_compressed_tensors_config_runs_our_kernel(served) -> None:  # type: ignore[no-untyped-def]
+    from vllm.model_executor.layers.linear import LinearBase
+
+    from adapters.container import container
+    from adapters.vllm.quantization.scaled_mm import AscendInt8ScaledMMLinearKernel
+    from ascend_core.deployment_builder import files_say
+    from ascend_core.quantization import QuantMethod
+
+    activations, export, llm = served
+    config = llm.llm_engine.vllm_config
+    assert config.model_config.quantization == "compressed-tensors"
+    # The core reads the method from config.json's quantization_config.quant_method.
+    assert files_say(container().model_files(export)) is QuantMethod.COMPRESSED_TENSORS
+    model = llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
+    kernels = {type(m.scheme.kernel) for m in model.modules()
+               if isinstance(m, LinearBase) and getattr(m, "scheme", None) is not None}
+    assert kernels == {AscendInt8ScaledMMLinearKernel}
+    qkv = model.model.layers[0].self_attn.qkv_proj
+    assert qkv.weight.dtype == torch.int8
+    assert qkv.scheme.is_static_input_scheme == (activations == "static")
+
+
+def test_ids_equal_the_fake_quant_reference(served) -> None:  # type: ignore[no-untyped-def]
+    from vllm import SamplingParams, TokensPrompt
+
+    _, export, llm = served
+    rng = random.Random(5)
+    prompts = [[rng.randrange(2, 500) for _ in range(n)] for n in (3, 17, 48, 90, 129, 200)]
+    expected = ct_greedy_token_ids(export, prompts, MAX_NEW)
+    params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
+    for _ in range(2):  # the second pass hits the prefix cache
+        outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
+                            use_tqdm=False)
+        assert [list(o.outputs[0].token_ids) for o in outs] == expected
+    assert sum(o.num_cached_tokens for o in outs) > 0

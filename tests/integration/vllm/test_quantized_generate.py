@@ -1,0 +1,149 @@
+"""ModelSlim exports through `--quantization ascend` on the host device give the greedy
+ids of the fake-quant reference (support.quant_reference): the float model in
+transformers with each quantized linear replaced by its scheme's integer math.
+
+fp32: ids equal, batched (8 mixed lengths), chunked (max_num_batched_tokens=64 is
+shorter than the long prompts) and prefix-cached (a second pass). bf16 and fp16: the plugin and
+transformers round in different places outside the quantized linears (as in
+test_bf16_agreement), and a nudged activation can move an int8 rounding, so each token
+must be the reference's top-1 within the same 0.25-nat tolerance.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from engine_teardown import shut_down
+
+from support.hf_reference import load as load_float
+from support.hf_reference import local_model
+from support.quant_reference import (
+    chosen_logprobs,
+    fake_quant_model,
+    greedy_token_ids,
+    local_export,
+    teacher_forced_gaps,
+)
+
+MAX_NEW = 12
+BLOCK = 16
+TOLERANCE_NATS = 0.25
+CASES = [("llama", "w8a8"), ("llama", "w8a8_dynamic"), ("llama", "mixed"), ("qwen3", "mixed")]
+
+
+def _prompts(seed: int, lengths: list[int]) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(2, 500) for _ in range(n)] for n in lengths]
+
+
+def _llm(model: str, dtype: str, **kwargs):  # type: ignore[no-untyped-def]
+    from vllm import LLM
+
+    return LLM(model=model, dtype=dtype, enforce_eager=True, max_model_len=512,
+               block_size=BLOCK, max_num_batched_tokens=64, max_num_seqs=8,
+               kv_cache_memory_bytes=32 << 20, enable_prefix_caching=True, seed=0, **kwargs)
+
+
+def _generate(llm, prompts: list[list[int]]):  # type: ignore[no-untyped-def]
+    from vllm import SamplingParams, TokensPrompt
+
+    params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
+    return llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
+                        use_tqdm=False)
+
+
+@pytest.fixture(scope="module", params=CASES, ids=["-".join(c) for c in CASES])
+def served(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    style, scheme = request.param
+    export = str(local_export(style, scheme))
+    llm = _llm(export, "float32")  # no --quantization: chosen from the description
+    yield style, scheme, export, llm
+    shut_down(llm)
+
+
+def test_the_export_serves_with_int8_weights(served) -> None:  # type: ignore[no-untyped-def]
+    from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
+
+    from adapters.vllm.quantization.linear import (
+        AscendW8A8DynamicLinearMethod,
+        AscendW8A8LinearMethod,
+    )
+
+    _, scheme, _, llm = served
+    assert llm.llm_engine.vllm_config.model_config.quantization == "ascend"
+    model = llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
+    methods = {name: type(m.quant_method) for name, m in model.named_modules()
+               if isinstance(m, LinearBase)}
+    expected = {
+        "w8a8": {AscendW8A8LinearMethod},
+        "w8a8_dynamic": {AscendW8A8DynamicLinearMethod},
+        "mixed": {AscendW8A8LinearMethod, AscendW8A8DynamicLinearMethod,
+                  UnquantizedLinearMethod},
+    }[scheme]
+    assert set(methods.values()) == expected
+    for name, m in model.named_modules():
+        if isinstance(m, LinearBase) and methods[name] is not UnquantizedLinearMethod:
+            assert m.weight.dtype == torch.int8, name
+    if scheme == "mixed":  # layer 1's down_proj is FLOAT in the mixed export
+        assert methods["model.layers.1.mlp.down_proj"] is UnquantizedLinearMethod
+        assert model.model.layers[1].mlp.down_proj.weight.dtype == torch.float32
+
+
+def test_batched_chunked_and_prefix_cached_ids_equal_the_fake_quant_reference(served) -> None:  # type: ignore[no-untyped-def]
+    _, _, export, llm = served
+    prompts = _prompts(2, [3, 17, 33, 48, 64, 90, 129, 200])
+    expected = greedy_token_ids(export, prompts, MAX_NEW)
+    first = _generate(llm, prompts)
+    assert [list(o.outputs[0].token_ids) for o in first] == expected
+    second = _generate(llm, prompts)
+    assert [list(o.outputs[0].token_ids) for o in second] == expected
+    cached = [o.num_cached_tokens for o in second]
+    assert all(c >= (len(p) - 1) // BLOCK * BLOCK for c, p in zip(cached, prompts, strict=True))
+
+
+def test_logprobs_follow_the_quantized_model_not_the_float_one(served) -> None:  # type: ignore[no-untyped-def]
+    """Ids alone could agree with the float model too (tiny models, 12 tokens); the
+    logprobs show which model vLLM computed: the fake-quant one to float32 noise, the
+    float one measurably further away."""
+    from vllm import SamplingParams, TokensPrompt
+
+    style, _, export, llm = served
+    prompts = _prompts(4, [20, 70])
+    params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True, logprobs=0)
+    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
+                        use_tqdm=False)
+    generated = [list(o.outputs[0].token_ids) for o in outs]
+    served_lp = torch.tensor([[lp[t].logprob for lp, t in zip(o.outputs[0].logprobs, g,
+                                                               strict=True)]
+                              for o, g in zip(outs, generated, strict=True)])
+    quant_lp = torch.tensor(chosen_logprobs(fake_quant_model(export), prompts, generated))
+    float_model, _ = load_float(str(local_model(style)))
+    float_lp = torch.tensor(chosen_logprobs(float_model, prompts, generated))
+    to_quant = float((served_lp - quant_lp).abs().max())
+    to_float = float((served_lp - float_lp).abs().max())
+    assert to_quant < 1e-3
+    assert to_float > 10 * max(to_quant, 1e-4), (to_quant, to_float)
+
+
+HALF_CASES = [("w8a8", "bfloat16", None), ("w8a8_dynamic", "bfloat16", None),
+              ("mixed", "bfloat16", None), ("mixed", "float16", "float16")]
+
+
+@pytest.mark.parametrize(("scheme", "dtype", "export_dtype"), HALF_CASES,
+                         ids=[f"{c[0]}-{c[1]}" for c in HALF_CASES])
+def test_half_precision_tokens_are_the_fake_quant_top1_within_tolerance(
+    scheme: str, dtype: str, export_dtype: str | None
+) -> None:
+    """bf16 from the fp32 export; fp16 from a float16 export, whose deq_scale is int64
+    (float32 bits) and is applied at FP19, as the NPU's int64 scale path takes it."""
+    export = str(local_export("llama", scheme, dtype=export_dtype))
+    prompts = _prompts(3, [9, 40, 130])
+    llm = _llm(export, dtype, quantization="ascend")  # the flag, as users pass it
+    try:
+        generated = [list(o.outputs[0].token_ids) for o in _generate(llm, prompts)]
+    finally:
+        shut_down(llm)
+    worst = teacher_forced_gaps(export, prompts, generated, getattr(torch, dtype))
+    assert worst <= TOLERANCE_NATS, f"a token {worst:.3f} nats below the reference's top-1"

@@ -1,0 +1,80 @@
+"""An emulated NPU device for tests: torch's PrivateUse1 backend renamed `npu`, host memory.
+
+Test support, not product. `install()` builds (once, cached) and loads the C++ extension
+in device.cpp, registers it and names it `npu`: tensors then have device type `npu`,
+every aten op runs on CPU kernels over the same memory, an op mixing devices fails, and
+device-to-host copies, scalar reads, host-to-device copies and ops are counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+from support.emulated_npu_device.build import load
+
+__all__ = [
+    "counters",
+    "extension",
+    "install",
+    "op_counts",
+    "reset_counters",
+    "syncs",
+    "uncounted",
+]
+
+_INSTALLED = False
+
+
+def extension() -> ModuleType:
+    return load()
+
+
+def install(device_count: int, capacity: int, device_module: Any) -> ModuleType:
+    """Register the device as `npu` (idempotent; later calls reconfigure count and capacity).
+
+    `device_module` becomes `torch.npu` (as torch_npu registers its own `torch_npu.npu`).
+    """
+    global _INSTALLED
+    import torch
+
+    ext = load()
+    ext.setup(device_count, capacity)
+    if not _INSTALLED:
+        torch.utils.rename_privateuse1_backend("npu")
+        torch._register_device_module("npu", device_module)
+        torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+        _INSTALLED = True
+    return ext
+
+
+def counters() -> dict[str, int]:
+    """d2h_copies/bytes, h2d_copies/bytes, d2d_copies, scalar_reads, fallback_ops (ops
+    dispatched), dynamic_shape_ops (ops whose output size the host must wait for)."""
+    return dict(load().counters())
+
+
+def op_counts() -> dict[str, int]:
+    return dict(load().op_counts())
+
+
+def reset_counters() -> None:
+    load().reset_counters()
+
+
+def syncs(c: dict[str, int]) -> int:
+    """Device-to-host synchronisations: copies to the host, scalar reads, dynamic shapes."""
+    return c["d2h_copies"] + c["scalar_reads"] + c["dynamic_shape_ops"]
+
+
+@contextlib.contextmanager
+def uncounted() -> Iterator[None]:
+    """Inside one emulated kernel: its aten ops and reads are not the caller's."""
+    ext = load()
+    old = ext.set_uncounted(True)
+    try:
+        yield
+    finally:
+        ext.set_uncounted(old)

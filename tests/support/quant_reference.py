@@ -1,0 +1,274 @@
+"""The fake-quant oracle: the float model in transformers with each quantized linear
+replaced by its ModelSlim scheme's integer math, read from the export's own tensors.
+
+Written from the format's formulas, independently of the plugin's QuantOps adapters:
+  W8A8:         x_q = clamp(round(x * (1 / input_scale) + input_offset), -128, 127)
+                y = float32(x_q @ W^T + quant_bias) * deq_scale
+  W8A8_DYNAMIC: s = max|x| / 127 per token, x_q = round(x / s)
+                y = float32(x_q @ W^T) * weight_scale * s
+Integer products in int64 (exact); round() is torch's half-to-even.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from support.hf_reference import MODELS_DIR, REPO_ROOT, local_model
+
+F32 = torch.float32
+DESCRIPTION = "quant_model_description.json"
+
+
+@functools.cache
+def _script(name: str) -> Any:
+    """scripts/<name>.py as a module (scripts/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def local_export(
+    style: str = "llama", scheme: str = "w8a8", size: str = "tiny", dtype: str | None = None
+) -> Path:
+    """<repo>/models/<size>-<style>-<scheme>[-<dtype>]: scripts/make_quant_exports.py of
+    the shared model (float dtype of the source unless `dtype` is given)."""
+    src = local_model(style, size)
+    target = MODELS_DIR / "-".join(filter(None, (size, style, scheme, dtype)))
+    out: Path = _script("make_quant_exports").make_export(src, target, scheme, dtype)
+    return out
+
+
+class FakeQuantLinear(torch.nn.Module):
+    def __init__(self, scheme: str, tensors: dict[str, torch.Tensor]) -> None:
+        super().__init__()
+        self.scheme = scheme
+        self.w = tensors["weight"].to(torch.int64)
+        if scheme == "W8A8":
+            self.inv_scale = 1.0 / tensors["input_scale"].to(F32).reshape(1)
+            self.offset = tensors["input_offset"].to(F32).reshape(1)
+            self.quant_bias = tensors["quant_bias"].to(torch.int64)
+            deq = tensors["deq_scale"]
+            if deq.dtype == torch.int64:
+                deq = deq.to(torch.int32).view(F32)
+            self.deq = deq.to(F32)
+            self.bias = None  # folded into quant_bias
+        else:
+            self.w_scale = tensors["weight_scale"].to(F32).reshape(-1)
+            self.bias = tensors.get("bias")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.to(F32)
+        if self.scheme == "W8A8":
+            x_q = torch.round(xf * self.inv_scale + self.offset).clamp(-128, 127)
+            acc = x_q.to(torch.int64) @ self.w.T + self.quant_bias
+            y = acc.to(F32) * self.deq
+        else:
+            s = xf.abs().amax(dim=-1, keepdim=True) / 127.0
+            x_q = torch.where(s > 0, torch.round(xf / torch.where(s > 0, s, 1.0)), 0.0)
+            acc = x_q.clamp(-128, 127).to(torch.int64) @ self.w.T
+            y = acc.to(F32) * self.w_scale * s
+        if self.bias is not None:
+            y = y + self.bias.to(F32)
+        return y.to(x.dtype)
+
+
+def _export_tensors(export_dir: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    tensors: dict[str, torch.Tensor] = {}
+    for path in sorted(export_dir.glob("*.safetensors")):
+        tensors.update(load_file(str(path)))
+    return tensors
+
+
+@functools.cache
+def _load(export_dir: str, dtype: torch.dtype) -> Any:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    root = Path(export_dir)
+    description = json.loads((root / DESCRIPTION).read_text())
+    tensors = _export_tensors(root)
+    config = AutoConfig.from_pretrained(export_dir)
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    replaced = set()
+    for name, module in list(model.named_modules()):
+        label = description.get(f"{name}.weight")
+        if isinstance(module, torch.nn.Linear) and label not in (None, "FLOAT"):
+            prefix = f"{name}."
+            own = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+            parent, _, child = name.rpartition(".")
+            setattr(model.get_submodule(parent), child, FakeQuantLinear(label, own))
+            replaced.add(prefix)
+    floats = {k: v.to(dtype) for k, v in tensors.items()
+              if not any(k.startswith(p) for p in replaced)}
+    missing, unexpected = model.load_state_dict(floats, strict=False)
+    tied = {"lm_head.weight"} if config.tie_word_embeddings else set()
+    assert not unexpected and set(missing) <= tied, (missing, unexpected)
+    model.eval()
+    return model
+
+
+def greedy_token_ids(
+    export_dir: str | os.PathLike[str],
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    dtype: torch.dtype = F32,
+) -> list[list[int]]:
+    """Each prompt alone through the fake-quant model, greedy, EOS ignored."""
+    return _greedy(_load(str(Path(export_dir).resolve()), dtype), prompts, max_new_tokens)
+
+
+def _greedy(model: Any, prompts: Sequence[Sequence[int]], max_new: int) -> list[list[int]]:
+    out = []
+    with torch.no_grad():
+        for prompt in prompts:
+            ids = torch.tensor([list(prompt)])
+            for _ in range(max_new):
+                logits = model(ids).logits[0, -1]
+                ids = torch.cat([ids, logits.argmax().reshape(1, 1)], dim=1)
+            out.append(ids[0, len(prompt):].tolist())
+    return out
+
+
+def _logprob_rows(model: Any, prompt: Sequence[int], gen: Sequence[int]) -> torch.Tensor:
+    """log_softmax rows predicting each token of `gen` after `prompt` (teacher-forced)."""
+    seq = torch.tensor([list(prompt) + list(gen)])
+    logprobs = torch.log_softmax(model(seq).logits[0].float(), dim=-1)
+    return logprobs[len(prompt) - 1 : len(prompt) - 1 + len(gen)]
+
+
+def chosen_logprobs(
+    model: Any, prompts: Sequence[Sequence[int]], generated: Sequence[Sequence[int]]
+) -> list[list[float]]:
+    """Teacher-forced logprob of each generated token under `model` (any HF causal LM)."""
+    with torch.no_grad():
+        return [
+            _logprob_rows(model, p, g)[torch.arange(len(g)), torch.tensor(list(g))].tolist()
+            for p, g in zip(prompts, generated, strict=True)
+        ]
+
+
+def fake_quant_model(export_dir: str | os.PathLike[str], dtype: torch.dtype = F32) -> Any:
+    """The fake-quant model of an export (cached; do not modify)."""
+    return _load(str(Path(export_dir).resolve()), dtype)
+
+
+def teacher_forced_gaps(
+    export_dir: str | os.PathLike[str],
+    prompts: Sequence[Sequence[int]],
+    generated: Sequence[Sequence[int]],
+    dtype: torch.dtype,
+) -> float:
+    """The largest logprob gap between the reference's top-1 and the tokens given."""
+    model = fake_quant_model(export_dir, dtype)
+    chosen = chosen_logprobs(model, prompts, generated)
+    worst = 0.0
+    with torch.no_grad():
+        for p, g, c in zip(prompts, generated, chosen, strict=True):
+            best = _logprob_rows(model, p, g).max(dim=-1).values
+            worst = max(worst, float((best - torch.tensor(c)).max()))
+    return worst
+
+
+# -- compressed-tensors (llm-compressor) int8 W8A8 -----------------------------------------
+# Symmetric int8 activations: dynamic per token as W8A8_DYNAMIC above, or static per tensor
+# x_q = clamp(round(x * (1 / s)), -128, 127), y = float32(x_q @ W^T) * (s * weight_scale);
+# a fused layer (q/k/v, gate/up) quantizes its input once, with the largest shard scale,
+# as vLLM's int8 kernels do. The float bias is added last.
+FUSED_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+
+def local_ct_export(style: str = "llama", activations: str = "dynamic",
+                    size: str = "tiny") -> Path:
+    """<repo>/models/<size>-<style>-ct-<activations>, written by llm-compressor itself
+    (scripts/make_ct_exports.py in its own venv, made on first use)."""
+    import subprocess
+    import sys
+
+    script = REPO_ROOT / "scripts" / "make_ct_exports.py"
+    out = MODELS_DIR / f"{size}-{style}-ct-{activations}"
+    src = local_model(style, size)
+    python = _script("make_ct_exports").ensure_venv()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run([str(python), str(script), "--src", str(src), "--out", str(out),
+                    "--activations", activations], check=True, env=env,
+                   stdout=sys.stderr)
+    return out
+
+
+class CtFakeQuantLinear(torch.nn.Module):
+    def __init__(self, tensors: dict[str, torch.Tensor], input_scale: torch.Tensor | None
+                 ) -> None:
+        super().__init__()
+        self.w = tensors["weight"].to(torch.int64)
+        self.w_scale = tensors["weight_scale"].to(F32).reshape(-1)
+        self.bias = tensors.get("bias")
+        self.input_scale = input_scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.to(F32)
+        if self.input_scale is None:
+            s = xf.abs().amax(dim=-1, keepdim=True) / 127.0
+            x_q = torch.where(s > 0, torch.round(xf / torch.where(s > 0, s, 1.0)), 0.0)
+            acc = x_q.clamp(-128, 127).to(torch.int64) @ self.w.T
+            y = acc.to(F32) * self.w_scale * s
+        else:
+            x_q = torch.round(xf * (1.0 / self.input_scale)).clamp(-128, 127)
+            acc = x_q.to(torch.int64) @ self.w.T
+            y = acc.to(F32) * (self.input_scale * self.w_scale)
+        if self.bias is not None:
+            y = y + self.bias.to(F32)
+        return y.to(x.dtype)
+
+
+def _group_input_scale(name: str, tensors: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    parent, _, child = name.rpartition(".")
+    group = next((g for g in FUSED_GROUPS if child in g), (child,))
+    scales = [tensors.get(f"{parent}.{c}.input_scale") for c in group]
+    if any(s is None for s in scales):
+        return None
+    return torch.stack([s.to(F32).reshape(()) for s in scales]).max().reshape(1)
+
+
+@functools.cache
+def _load_ct(export_dir: str, dtype: torch.dtype) -> Any:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    root = Path(export_dir)
+    tensors = _export_tensors(root)
+    config = AutoConfig.from_pretrained(export_dir)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # built as the float model; linears replaced below
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    replaced = set()
+    for name, module in list(model.named_modules()):
+        if isinstance(module, torch.nn.Linear) and f"{name}.weight_scale" in tensors:
+            prefix = f"{name}."
+            own = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+            parent, _, child = name.rpartition(".")
+            layer = CtFakeQuantLinear(own, _group_input_scale(name, tensors))
+            setattr(model.get_submodule(parent), child, layer)
+            replaced.add(prefix)
+    floats = {k: v.to(dtype) for k, v in tensors.items()
+              if not any(k.startswith(p) for p in replaced)}
+    missing, unexpected = model.load_state_dict(floats, strict=False)
+    assert not unexpected and not missing, (missing, unexpected)
+    model.eval()
+    return model
+
+
+def ct_greedy_token_ids(export_dir: str | os.PathLike[str], prompts: Sequence[Sequence[int]],
+                        max_new_tokens: int, dtype: torch.dtype = F32) -> list[list[int]]:
+    """The compressed-tensors twin of greedy_token_ids."""
+    return _greedy(_load_ct(str(Path(export_dir).resolve()), dtype), prompts, max_new_tokens)

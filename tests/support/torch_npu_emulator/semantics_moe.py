@@ -1,0 +1,187 @@
+"""What the emulated torch_npu MoE ops compute, written from the 2.14.0 wheel's op docs.
+
+Independent of adapters.cpu.moe. Documented limits the adapter relies on raise
+ValueError; modes the docs leave undefined or we do not model raise NotImplementedError.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from support.torch_npu_emulator.semantics import F32, FLOAT_TYPES, _require
+
+
+def npu_moe_gating_top_k(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """norm (sigmoid) -> + bias for selection -> best k_group groups -> top-k;
+    y = the chosen norm scores / (their sum + eps) * routed_scaling_factor."""
+    x, k, bias = a["x"], a["k"], a["bias"]
+    groups, k_group, mode = a["group_count"], a["k_group"], a["group_select_mode"]
+    for name in ("input_ids", "tid2eid"):
+        if a[name] is not None:
+            raise NotImplementedError(f"npu_moe_gating_top_k: {name} (hash routing) not modelled")
+    if a["norm_type"] != 1:
+        raise NotImplementedError("npu_moe_gating_top_k: softmax norm_type is not modelled")
+    _require(a["renorm"] == 0, "npu_moe_gating_top_k: renorm supports 0 only")
+    _require(x.dim() == 2 and x.dtype in FLOAT_TYPES, "npu_moe_gating_top_k: x is 2D float")
+    num_tokens, experts = x.shape
+    _require(experts <= 2048, "npu_moe_gating_top_k: at most 2048 experts")
+    _require(groups > 0 and experts % groups == 0, "npu_moe_gating_top_k: equal groups")
+    per_group = experts // groups
+    _require(per_group > 2, "npu_moe_gating_top_k: more than 2 experts per group")
+    _require(-(-per_group // 32) * 32 * groups <= 2048, "npu_moe_gating_top_k: 32-aligned groups")
+    _require(1 <= k_group <= groups, "npu_moe_gating_top_k: 1 <= k_group <= group_count")
+    _require(1 <= k <= per_group * k_group, "npu_moe_gating_top_k: k <= E / groups * k_group")
+    _require(mode in (0, 1), "npu_moe_gating_top_k: group_select_mode is 0 or 1")
+    if bias is not None:
+        _require(bias.dim() == 1 and bias.shape[0] == experts, "npu_moe_gating_top_k: bias [E]")
+        _require(bias.dtype == x.dtype, "npu_moe_gating_top_k: bias dtype must be x's")
+    norm = torch.sigmoid(x.to(F32))
+    choice = norm if bias is None else norm + bias.to(F32)
+    grouped = choice.view(num_tokens, groups, per_group)
+    score = grouped.topk(2, dim=-1).values.sum(-1) if mode == 1 else grouped.max(-1).values
+    best = score.topk(k_group, dim=-1).indices
+    allowed = torch.zeros(num_tokens, groups, dtype=torch.bool).scatter_(1, best, True)
+    choice = choice.masked_fill(~allowed.repeat_interleave(per_group, dim=1), float("-inf"))
+    idx = choice.topk(k, dim=-1).indices
+    y = norm.gather(1, idx)
+    y = y / (y.sum(-1, keepdim=True) + a["eps"]) * a["routed_scaling_factor"]
+    return y.to(x.dtype), idx.to(torch.int32), norm
+
+
+def npu_moe_gating_top_k_softmax(
+    a: dict[str, Any],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """softmax over the last dim, then its top-k values and indices; row_idx[t, j] = j*T + t."""
+    x, k = a["x"], a["k"]
+    if a["finished"] is not None:
+        raise NotImplementedError("npu_moe_gating_top_k_softmax: finished is not modelled")
+    _require(x.dim() == 2 and x.dtype in FLOAT_TYPES, "gating_top_k_softmax: x is 2D float")
+    _require(0 < k <= x.shape[-1] and k <= 1024, "gating_top_k_softmax: 0 < k <= E, k <= 1024")
+    values, idx = torch.softmax(x.to(F32), dim=-1).topk(k, dim=-1)
+    tokens = x.shape[0]
+    row_idx = torch.arange(k).unsqueeze(0) * tokens + torch.arange(tokens).unsqueeze(1)
+    return values.to(x.dtype), idx.to(torch.int32), row_idx.to(torch.int32)
+
+
+def npu_moe_init_routing_v2(
+    a: dict[str, Any],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """keyValueSort of (expert, flat row) pairs; rows of x gathered in that order.
+
+    Rows whose expert is outside active_expert_range are left out (placed last; their
+    content and, with row_idx_type 1, their index are undefined: NaN and -7 here).
+    """
+    x, expert_idx = a["x"], a["expert_idx"]
+    _require(x.dim() == 2 and x.dtype in FLOAT_TYPES, "init_routing_v2: x is 2D float (no int8)")
+    _require(expert_idx.dim() == 2 and expert_idx.shape[0] == x.shape[0], "expert_idx [rows, K]")
+    _require(expert_idx.dtype == torch.int32, "init_routing_v2: expert_idx int32")
+    for name in ("scale", "offset"):
+        if a[name] is not None:
+            raise NotImplementedError(f"init_routing_v2: {name} not modelled")
+    _require(a["drop_pad_mode"] == 0, "init_routing_v2: drop_pad_mode supports 0 only")
+    _require(a["quant_mode"] == -1, "init_routing_v2: only the unquantized mode is modelled")
+    _require(a["expert_tokens_num_type"] == 1, "init_routing_v2: count mode (1) is modelled")
+    _require(a["expert_tokens_num_flag"] is True, "init_routing_v2: expert_tokens_num_flag True")
+    if a["active_num"] not in (-1, 0):
+        raise NotImplementedError("init_routing_v2: active_num > 0 not modelled")
+    experts = a["expert_num"]
+    _require(0 < experts <= 10240, "init_routing_v2: 0 < expert_num <= 10240")
+    flat = expert_idx.reshape(-1).long()
+    _require(bool(((flat >= 0) & (flat < experts)).all()), "expert ids must be < expert_num")
+    start, end = a["active_expert_range"] or [0, experts]
+    _require(0 <= start < end <= experts, "active_expert_range within [0, expert_num]")
+    k = expert_idx.shape[1]
+    order = sorted(range(flat.shape[0]), key=lambda i: (int(flat[i]), i))
+    active = [i for i in order if start <= int(flat[i]) < end]
+    n = len(active)
+    expanded = torch.full((flat.shape[0], x.shape[1]), float("nan"), dtype=x.dtype)
+    if n:
+        expanded[:n] = x[torch.tensor(active) // k]
+    if a["row_idx_type"] == 1:
+        row_idx = torch.full((flat.shape[0],), -7, dtype=torch.int32)
+        row_idx[:n] = torch.tensor(active, dtype=torch.int32)
+    else:
+        row_idx = torch.full((flat.shape[0],), -1, dtype=torch.int32)
+        for pos, i in enumerate(active):
+            row_idx[i] = pos
+    counts = torch.bincount(flat, minlength=experts)[start:end]
+    return expanded, row_idx, counts.to(torch.int64), torch.zeros(flat.shape[0], dtype=F32)
+
+
+def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
+    """One x [M, K], one weight [G, K, N], group sizes over M: y[rows of g] = x @ w[g]."""
+    xs, ws, group_list = a["x"], a["weight"], a["group_list"]
+    for name in (
+        "bias",
+        "scale",
+        "offset",
+        "antiquant_scale",
+        "antiquant_offset",
+        "per_token_scale",
+        "activation_input",
+    ):
+        if a[name] is not None:
+            raise NotImplementedError(f"npu_grouped_matmul: {name} not modelled")
+    if len(xs) != 1 or len(ws) != 1:
+        raise NotImplementedError("npu_grouped_matmul: only one x and one weight tensor")
+    _require(a["split_item"] in (2, 3), "npu_grouped_matmul: one output needs split_item 2/3")
+    _require(a["group_type"] == 0, "npu_grouped_matmul: groups over M (group_type 0)")
+    _require(a["act_type"] in (0, None), "npu_grouped_matmul: act_type not modelled")
+    x, w = xs[0], ws[0]
+    _require(x.dim() == 2 and w.dim() == 3 and x.shape[1] == w.shape[1], "x [M,K], w [G,K,N]")
+    _require(x.dtype == w.dtype and x.dtype in FLOAT_TYPES, "npu_grouped_matmul: x, w dtypes")
+    _require(x.shape[1] < 65536 and w.shape[2] < 65536, "npu_grouped_matmul: inner dims < 65536")
+    _require(
+        isinstance(group_list, torch.Tensor) and group_list.dtype == torch.int64,
+        "npu_grouped_matmul: group_list is an int64 tensor",
+    )
+    _require(group_list.dim() == 1 and group_list.shape[0] == w.shape[0], "group_list [G]")
+    sizes = group_list.tolist()
+    if a["group_list_type"] == 1:
+        _require(all(s >= 0 for s in sizes) and len(sizes) != 1, "group sizes: non-negative")
+    else:
+        _require(a["group_list_type"] == 0, "group_list_type is 0 or 1")
+        _require(sizes == sorted(sizes) and sizes[0] >= 0, "cumulative group_list")
+        sizes = [b - c for b, c in zip(sizes, [0, *sizes[:-1]], strict=True)]
+    _require(sum(sizes) == x.shape[0], "npu_grouped_matmul: group sizes must cover x's rows")
+    out = torch.empty(x.shape[0], w.shape[2], dtype=F32)
+    start = 0
+    for g, size in enumerate(sizes):
+        out[start : start + size] = x[start : start + size].to(F32) @ w[g].to(F32)
+        start += size
+    return [out.to(x.dtype)]
+
+
+def npu_moe_token_unpermute(a: dict[str, Any]) -> torch.Tensor:
+    """out[t] = sum_j probs[t, j] * permuted[i] where sorted_indices[i] = t * k + j."""
+    permuted, indices, probs = a["permuted_tokens"], a["sorted_indices"], a["probs"]
+    _require(not a["padded_mode"], "npu_moe_token_unpermute: padded_mode supports False only")
+    _require(permuted.dtype == torch.bfloat16, "npu_moe_token_unpermute: permuted_tokens bf16")
+    _require(indices.dtype in (torch.int32, torch.int64), "sorted_indices int32/int64")
+    _require(indices.dim() == 1 and indices.shape[0] == permuted.shape[0], "one index per row")
+    k = 1 if probs is None else probs.shape[1]
+    if probs is not None:
+        _require(probs.dtype == torch.bfloat16, "npu_moe_token_unpermute: probs bf16")
+    tokens = permuted.shape[0] // k
+    _require(tokens * k == permuted.shape[0], "rows must be num_tokens * topK")
+    _require(
+        torch.equal(torch.sort(indices.long()).values, torch.arange(tokens * k)),
+        "sorted_indices must be a permutation of the rows",
+    )
+    by_slot = torch.empty_like(permuted, dtype=F32)
+    by_slot[indices.long()] = permuted.to(F32)
+    by_slot = by_slot.view(tokens, k, -1)
+    if probs is not None:
+        by_slot = by_slot * probs.to(F32).unsqueeze(-1)
+    return by_slot.sum(1).to(permuted.dtype)
+
+
+IMPLEMENTED = {
+    "npu_moe_gating_top_k": npu_moe_gating_top_k,
+    "npu_moe_gating_top_k_softmax": npu_moe_gating_top_k_softmax,
+    "npu_moe_init_routing_v2": npu_moe_init_routing_v2,
+    "npu_grouped_matmul": npu_grouped_matmul,
+    "npu_moe_token_unpermute": npu_moe_token_unpermute,
+}

@@ -1,0 +1,201 @@
+"""Checks of the emulated `npu` device, run in a fresh process (test_emulated_npu_device.py).
+
+The device is registered once per process and cannot be unregistered (torch renames
+PrivateUse1 for good), so these run away from the rest of the unit tests. Each check
+raises on failure; the script prints one JSON line of {check: "ok" or the error}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import torch
+
+from adapters.npu.runtime import NpuRuntime
+from ports.runtime import MemoryInfo
+from support.emulated_npu_device import counters, reset_counters, syncs
+from support.torch_npu_emulator import make_torch_npu
+
+CAPACITY = 1 << 30
+TNPU = make_torch_npu(soc_name="Ascend910_9391", device_count=2)
+TNPU.npu.total_memory = CAPACITY
+EXT = TNPU.npu.device()
+CHECKS: dict[str, Callable[[], None]] = {}
+
+
+def check(fn: Callable[[], None]) -> Callable[[], None]:
+    CHECKS[fn.__name__] = fn
+    return fn
+
+
+@check
+def tensors_have_device_type_npu_and_compute_on_it() -> None:
+    a = torch.arange(12.0, device="npu").view(3, 4)
+    b = torch.randn(4, 5).to("npu")
+    c = a @ b
+    assert (a.device.type, c.device.type) == ("npu", "npu") and c.shape == (3, 5)
+    assert torch.allclose(c.cpu(), a.cpu() @ b.cpu())
+    picked = a.index_select(0, torch.tensor([2, 0], device="npu"))
+    assert picked.cpu().tolist() == [[8, 9, 10, 11], [0, 1, 2, 3]]
+
+
+@check
+def views_and_in_place_slice_writes_share_device_memory() -> None:
+    a = torch.zeros(4, 6, device="npu")
+    a[1:3, 2:4] = 5.0  # slice view, written in place through the fallback
+    a.t()[0].fill_(1.0)  # a transposed view
+    rows = a.unbind(0)
+    rows[3].add_(2.0)
+    host = a.cpu()
+    assert host[1:3, 2:4].eq(5).all() and host[:, 0].eq(1 + 2 * (torch.arange(4) == 3)).all()
+    assert host[3, 1:].eq(2).all() and a.view(-1).shape == (24,)
+
+
+@check
+def ops_mixing_devices_fail_but_cpu_scalars_mix() -> None:
+    a = torch.ones(3, device="npu")
+    for other in (torch.ones(3), torch.ones(3, device="npu:1")):
+        try:
+            a + other
+        except RuntimeError as exc:
+            assert "same device" in str(exc), exc
+        else:
+            raise AssertionError(f"npu:0 + {other.device} did not fail")
+    assert (a + torch.tensor(2.0)).cpu().eq(3).all()  # a 0-dim CPU tensor is a scalar
+
+
+@check
+def device_to_host_copies_and_scalar_reads_are_counted() -> None:
+    a = torch.arange(6, device="npu")
+    reset_counters()
+    a.cpu()
+    a.sum().item()
+    a.tolist()
+    a[a > 2]  # nonzero: the host waits for the output size
+    c = counters()
+    assert (c["d2h_copies"], c["scalar_reads"], c["dynamic_shape_ops"]) == (2, 1, 1), c
+    assert syncs(c) == 4 and c["d2h_bytes"] == 2 * 6 * 8
+
+
+@check
+def host_to_device_copies_are_counted_and_device_copies_are_not_syncs() -> None:
+    reset_counters()
+    x = torch.ones(5).to("npu")
+    y = x.clone()
+    y.copy_(x)
+    c = counters()
+    assert (c["h2d_copies"], c["h2d_bytes"], syncs(c)) == (1, 20, 0), c
+    assert c["d2d_copies"] == 2, c
+
+
+@check
+def allocated_and_peak_bytes_back_mem_get_info() -> None:
+    EXT.reset_peak(0)
+    base = EXT.memory(0)["allocated"]
+    t = torch.empty(1 << 20, dtype=torch.uint8, device="npu")
+    free, total = TNPU.npu.mem_get_info()
+    assert total == CAPACITY and free == CAPACITY - base - (1 << 20)
+    del t
+    assert EXT.memory(0)["allocated"] == base
+    assert TNPU.npu.max_memory_allocated() >= base + (1 << 20)
+    TNPU.npu.reset_peak_memory_stats()
+    assert TNPU.npu.max_memory_allocated() == base
+    assert torch.accelerator.get_memory_info() == (CAPACITY - base, CAPACITY)
+
+
+@check
+def allocations_past_the_capacity_fail_as_out_of_memory() -> None:
+    try:
+        torch.empty(CAPACITY + 1, dtype=torch.uint8, device="npu")
+    except torch.OutOfMemoryError as exc:
+        assert "emulated NPU out of memory" in str(exc)
+    else:
+        raise AssertionError("no out-of-memory error")
+
+
+@check
+def two_devices_with_a_device_guard() -> None:
+    assert torch.accelerator.device_count() == 2 == TNPU.npu.device_count()
+    TNPU.npu.set_device(1)
+    try:
+        assert torch.empty(1, device="npu").device == torch.device("npu", 1)
+        assert TNPU.npu.current_device() == 1
+        with torch.device("npu:0"):
+            assert torch.empty(1).device == torch.device("npu", 0)
+    finally:
+        TNPU.npu.set_device(0)
+    try:
+        TNPU.npu.set_device(2)
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("set_device(2) of 2 devices did not fail")
+
+
+@check
+def streams_and_events_are_handles() -> None:
+    s = TNPU.npu.Stream()
+    assert s.device.type == "npu" and s.stream_id != TNPU.npu.default_stream().stream_id
+    with TNPU.npu.stream(s):
+        assert TNPU.npu.current_stream() == s
+    assert TNPU.npu.current_stream() == TNPU.npu.default_stream()
+    start, end = TNPU.npu.Event(enable_timing=True), TNPU.npu.Event(enable_timing=True)
+    start.record()
+    end.record()
+    end.synchronize()
+    assert end.query() and start.elapsed_time(end) >= 0.0
+    s.wait_stream(TNPU.npu.current_stream())
+
+
+@check
+def pinned_host_memory_and_out_arguments() -> None:
+    p = torch.empty(8, pin_memory=True)
+    assert p.is_pinned()
+    out = torch.empty(0, device="npu")
+    torch.add(torch.ones(3, device="npu"), 1.0, out=out)  # the out= tensor grows
+    assert out.shape == (3,) and out.device.type == "npu" and out.cpu().eq(2).all()
+    r = torch.empty(2, device="npu").resize_(4, 4)
+    assert r.shape == (4, 4)
+
+
+@check
+def npu_runtime_runs_on_the_device() -> None:
+    rt = NpuRuntime(TNPU)
+    assert rt.device_type == "npu" and rt.device(1) == torch.device("npu", 1)
+    assert rt.device_count() == 2 and rt.device_name() == "Ascend910_9391"
+    rt.set_device(0)
+    rt.reset_peak_memory()
+    info = rt.memory_info()
+    assert isinstance(info, MemoryInfo) and info.total_bytes == CAPACITY
+    assert info.free_bytes == CAPACITY - EXT.memory(0)["allocated"]
+    rt.synchronize()
+    rt.empty_cache()
+    rt.seed(7)
+    assert TNPU.npu.seeded == 7
+    assert rt.current_stream() == rt.current_stream()
+    assert rt.new_stream().device.type == "npu" and rt.new_event() is not None
+    with rt.runner_scope():
+        assert torch.cuda.Stream is TNPU.npu.Stream
+        torch.cuda.synchronize()
+    assert torch.cuda.Stream is not TNPU.npu.Stream  # restored outside the scope
+
+
+def main() -> None:
+    results = {}
+    for name, fn in CHECKS.items():
+        try:
+            fn()
+            results[name] = "ok"
+        except Exception:
+            results[name] = traceback.format_exc(limit=4)
+    print("CHECKS " + json.dumps(results), flush=True)
+
+
+if __name__ == "__main__":
+    main()

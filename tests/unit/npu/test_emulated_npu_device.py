@@ -1,0 +1,50 @@
+"""The emulated `npu` device (test support): each property checked in one fresh process.
+
+The C++ extension is built on first use and cached under the repository's .cache/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CHECKS = Path(__file__).with_name("emulated_device_checks.py")
+NAMES = (
+    "tensors_have_device_type_npu_and_compute_on_it",
+    "views_and_in_place_slice_writes_share_device_memory",
+    "ops_mixing_devices_fail_but_cpu_scalars_mix",
+    "device_to_host_copies_and_scalar_reads_are_counted",
+    "host_to_device_copies_are_counted_and_device_copies_are_not_syncs",
+    "allocated_and_peak_bytes_back_mem_get_info",
+    "allocations_past_the_capacity_fail_as_out_of_memory",
+    "two_devices_with_a_device_guard",
+    "streams_and_events_are_handles",
+    "pinned_host_memory_and_out_arguments",
+    "npu_runtime_runs_on_the_device",
+)
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, str]:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, str(CHECKS)], capture_output=True, text=True, env=env, timeout=600
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("CHECKS ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out: dict[str, str] = json.loads(lines[-1].removeprefix("CHECKS "))
+    return out
+
+
+def test_every_check_ran(results: dict[str, str]) -> None:
+    assert sorted(results) == sorted(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_emulated_device(results: dict[str, str], name: str) -> None:
+    assert results[name] == "ok", results[name]

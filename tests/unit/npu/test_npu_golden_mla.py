@@ -1,0 +1,115 @@
+"""Golden tests: NpuMlaOps on the emulated torch_npu against the host's CpuMlaOps.
+
+At the shapes the torch_npu MLA calls document (DeepSeek-V3's latent 512 and rope 64,
+Q/K head size 192, V 128, 32 heads, block size 128, bf16); the emulator computes each
+call from the docs (semantics_mla.py), so these check the adapter's layouts (BSND query
+with query_rope, the latent plane as key and value, running-sum TND lengths).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from adapters.cpu.mla import CpuMlaOps
+from adapters.npu.mla import NpuMlaOps
+from ascend_core.errors import UnsupportedFeatureError
+from ports.mla import LatentCache
+from support.torch_npu_emulator import make_torch_npu
+
+HOST = CpuMlaOps()
+HEADS, LATENT, ROPE, QK, V, BLOCK = 32, 512, 64, 192, 128, 128
+BF = torch.bfloat16
+# Both sides compute in float32 from the same bf16 inputs and round once at the end.
+TOL = {"atol": 2e-2, "rtol": 2e-2}
+
+
+@pytest.fixture
+def tnpu():
+    return make_torch_npu()
+
+
+@pytest.fixture
+def npu(tnpu) -> NpuMlaOps:
+    return NpuMlaOps(tnpu)
+
+
+def _filled(seq_lens: list[int], gen: torch.Generator) -> tuple[LatentCache, torch.Tensor]:
+    """A cache whose sequences occupy shuffled blocks, written by the NPU path."""
+    num_blocks = sum(-(-n // BLOCK) for n in seq_lens) + 2
+    cache = LatentCache(
+        torch.zeros(num_blocks, BLOCK, LATENT, dtype=BF),
+        torch.zeros(num_blocks, BLOCK, ROPE, dtype=BF),
+    )
+    perm = torch.randperm(num_blocks, generator=gen).tolist()
+    table = torch.zeros(len(seq_lens), max(-(-n // BLOCK) for n in seq_lens), dtype=torch.int32)
+    slots = []
+    for b, n in enumerate(seq_lens):
+        for i in range(-(-n // BLOCK)):
+            table[b, i] = perm.pop()
+        slots += [int(table[b, p // BLOCK]) * BLOCK + p % BLOCK for p in range(n)]
+    return cache, table, torch.tensor(slots)  # type: ignore[return-value]
+
+
+def test_write_then_gather_round_trips(npu, tnpu) -> None:
+    g = torch.Generator().manual_seed(1)
+    seq_lens = [3, 130]
+    cache, table, slots = _filled(seq_lens, g)
+    latent = torch.randn(slots.shape[0], LATENT, generator=g).to(BF)
+    rope = torch.randn(slots.shape[0], 1, ROPE, generator=g).to(BF)
+    npu.write_latent_cache(latent, rope, cache, slots)
+    assert len(tnpu.calls_of("npu_scatter_nd_update_")) == 2
+    got = npu.gather_latent(cache, table, torch.tensor(seq_lens))
+    assert torch.equal(got, torch.cat((latent, rope[:, 0]), dim=-1))
+    assert torch.equal(got, HOST.gather_latent(cache, table, torch.tensor(seq_lens)))
+
+
+def test_prefill_in_tnd_matches_the_host(npu, tnpu) -> None:
+    g = torch.Generator().manual_seed(2)
+    q_lens, kv_lens = [5, 20, 1], [5, 37, 9]  # fresh, with cached context, one token
+    q = torch.randn(sum(q_lens), HEADS, QK, generator=g).to(BF)
+    k = torch.randn(sum(kv_lens), HEADS, QK, generator=g).to(BF)
+    v = torch.randn(sum(kv_lens), HEADS, V, generator=g).to(BF)
+    args = (q, k, v, torch.tensor(q_lens), torch.tensor(kv_lens), QK**-0.5)
+    got = npu.prefill_attention(*args)
+    torch.testing.assert_close(got.float(), HOST.prefill_attention(*args).float(), **TOL)
+    call = tnpu.calls_of("npu_fused_infer_attention_score")[0]
+    assert call["input_layout"] == "TND" and call["sparse_mode"] == 3
+    assert call["actual_seq_lengths"] == [5, 25, 26] and call["actual_seq_lengths_kv"] == [
+        5,
+        42,
+        51,
+    ]
+
+
+def test_absorbed_decode_matches_the_host(npu, tnpu) -> None:
+    g = torch.Generator().manual_seed(3)
+    seq_lens = [1, 129, 40]
+    cache, table, slots = _filled(seq_lens, g)
+    npu.write_latent_cache(
+        torch.randn(slots.shape[0], LATENT, generator=g).to(BF),
+        torch.randn(slots.shape[0], ROPE, generator=g).to(BF),
+        cache,
+        slots,
+    )
+    q_latent = (torch.randn(3, HEADS, LATENT, generator=g) * 0.05).to(BF)
+    q_rope = torch.randn(3, HEADS, ROPE, generator=g).to(BF)
+    args = (q_latent, q_rope, cache, table, torch.tensor(seq_lens), QK**-0.5)
+    got = npu.latent_decode(*args)
+    assert got.shape == (3, HEADS, LATENT) and got.dtype == BF
+    torch.testing.assert_close(got.float(), HOST.latent_decode(*args).float(), **TOL)
+    call = tnpu.calls_of("npu_fused_infer_attention_score")[0]
+    assert call["key"] is call["value"] is cache.latent and call["key_rope"] is cache.rope
+    assert (call["input_layout"], call["num_key_value_heads"]) == ("BSND", 1)
+
+
+def test_check_accepts_deepseek_v3_shapes_and_refuses_the_tiny_models(npu) -> None:
+    npu.check(HEADS, LATENT, ROPE, QK, V, BLOCK, "bfloat16")
+    npu.check(128, 512, 64, 192, 128, 16, "bfloat16")  # DeepSeek-V3 at TP=1
+    with pytest.raises(UnsupportedFeatureError) as err:
+        npu.check(4, 32, 16, 48, 32, 16, "float32")  # the tiny DeepSeek test models
+    what = err.value.what
+    for part in ("kv_lora_rank 32", "4 query heads", "head size 48", "dtype float32"):
+        assert part in what
+    assert "VLLM_ASCEND_DEVICE=cpu" in err.value.hint
+    HOST.check(4, 32, 16, 48, 32, 16, "float32")  # the host runs any shape

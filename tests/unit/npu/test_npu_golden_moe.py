@@ -1,0 +1,133 @@
+"""Golden tests: NpuMoeOps on the emulated torch_npu against the host's CpuMoeOps.
+
+The emulator computes each MoE op from its documented formula (semantics_moe.py),
+independently of CpuMoeOps, after binding the call to the 2.14.0 schema; so these check
+the adapter's argument choices (norm type, group mode, active expert range, count-type
+group lists, transposed weight views, the full unpermute index), not the NPU kernels.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from adapters.cpu.moe import CpuMoeOps
+from adapters.npu.moe import NpuMoeOps
+from ascend_core.errors import UnsupportedFeatureError
+from ports.moe import Routing, Scoring
+from support import reference_moe_mla as ref
+from support.torch_npu_emulator import make_torch_npu
+
+HOST = CpuMoeOps()
+V3 = Routing(
+    top_k=2,
+    scoring=Scoring.SIGMOID,
+    renormalize=True,
+    num_expert_group=4,
+    topk_group=2,
+    routed_scaling_factor=2.5,
+)
+QWEN3 = Routing(top_k=2, scoring=Scoring.SOFTMAX, renormalize=True)
+V2_LITE = Routing(top_k=3, scoring=Scoring.SOFTMAX, renormalize=False)
+
+
+@pytest.fixture
+def tnpu():
+    return make_torch_npu()
+
+
+@pytest.fixture
+def npu(tnpu) -> NpuMoeOps:
+    return NpuMoeOps(tnpu)
+
+
+@pytest.mark.parametrize(("routing", "biased"), [(V3, True), (QWEN3, False), (V2_LITE, False)])
+def test_route(npu, tnpu, routing: Routing, biased: bool) -> None:
+    g = torch.Generator().manual_seed(5)
+    logits = (2 * torch.randn(40, 16, generator=g)).to(torch.bfloat16)
+    bias = 0.3 * torch.randn(16, generator=g) if biased else None
+    got = ref.routes_of(*npu.route(logits, routing, bias))
+    want = ref.routes_of(*HOST.route(logits, routing, bias))
+    assert [set(x) for x in got] == [set(x) for x in want]
+    for a, b in zip(got, want, strict=True):
+        for e in b:
+            assert a[e] == pytest.approx(b[e], rel=1e-5, abs=1e-6)
+    op = (
+        "npu_moe_gating_top_k"
+        if routing.scoring is Scoring.SIGMOID
+        else ("npu_moe_gating_top_k_softmax")
+    )
+    assert len(tnpu.calls_of(op)) == 1
+    if biased:
+        call = tnpu.calls_of(op)[0]
+        assert (call["norm_type"], call["group_select_mode"], call["k_group"]) == (1, 1, 2)
+
+
+@pytest.mark.parametrize("held", [None, [1, 3, 4, 6]])  # all experts; or half (expert parallel)
+def test_permute_grouped_mlp_unpermute(npu, tnpu, held: list[int] | None) -> None:
+    g = torch.Generator().manual_seed(6)
+    tokens, hidden, inter, experts = 23, 32, 16, 8
+    bf = torch.bfloat16
+    x = torch.randn(tokens, hidden, generator=g).to(bf)
+    w13 = (torch.randn(experts, 2 * inter, hidden, generator=g) / hidden**0.5).to(bf)
+    w2 = (torch.randn(experts, hidden, inter, generator=g) / inter**0.5).to(bf)
+    weights, ids = HOST.route(torch.randn(tokens, experts, generator=g), QWEN3)
+    local = ids
+    if held is not None:
+        expert_map = torch.full((experts,), -1, dtype=torch.int32)
+        expert_map[held] = torch.arange(len(held), dtype=torch.int32)
+        local = expert_map[ids.long()]
+        w13, w2 = w13[held], w2[held]
+    num_local = w13.shape[0]
+
+    def run(ops):  # type: ignore[no-untyped-def]
+        rows, perm = ops.permute(x, local, num_local)
+        out = ops.unpermute(ops.grouped_mlp(rows, perm.group_sizes, w13, w2), perm, weights)
+        return rows, perm, out
+
+    rows, perm, out = run(npu)
+    host_rows, host_perm, host_out = run(HOST)
+    assert torch.equal(perm.source_rows, host_perm.source_rows)  # same stable expert order
+    assert torch.equal(perm.group_sizes, host_perm.group_sizes) and torch.equal(rows, host_rows)
+    assert out.dtype == bf
+    # bf16: both compute in float32 and round once per matmul; the NPU path also rounds
+    # the routing weights to bf16 (npu_moe_token_unpermute takes bf16 probs).
+    torch.testing.assert_close(out.float(), host_out.float(), atol=3e-2, rtol=3e-2)
+    call = tnpu.calls_of("npu_moe_init_routing_v2")[0]
+    assert call["active_expert_range"] == [0, num_local] and call["expert_num"] == num_local + 1
+    assert all(c["group_list_type"] == 1 for c in tnpu.calls_of("npu_grouped_matmul"))
+
+
+@pytest.mark.parametrize(
+    ("routing", "experts", "dtype", "named"),
+    [
+        (V3, 8, "bfloat16", "8 experts in 4 groups"),  # the tiny DeepSeek-V3 model: 2 per group
+        (QWEN3, 8, "float16", "dtype float16"),
+        (Routing(top_k=2, scoring=Scoring.SIGMOID), 8, "bfloat16", "without renormalisation"),
+        (Routing(top_k=2, num_expert_group=2, topk_group=1), 8, "bfloat16", "softmax scores"),
+    ],
+)
+def test_check_refuses_what_the_ops_cannot_run(
+    npu, routing: Routing, experts: int, dtype: str, named: str
+) -> None:
+    with pytest.raises(UnsupportedFeatureError) as err:
+        npu.check(routing, experts, dtype)
+    assert named in err.value.what and "VLLM_ASCEND_DEVICE=cpu" in err.value.hint
+
+
+def test_check_accepts_deepseek_v3_and_qwen3_moe_shapes(npu) -> None:
+    npu.check(V3, 16, "bfloat16")
+    npu.check(
+        Routing(
+            top_k=8,
+            scoring=Scoring.SIGMOID,
+            renormalize=True,
+            num_expert_group=8,
+            topk_group=4,
+            routed_scaling_factor=2.5,
+        ),
+        256,
+        "bfloat16",
+    )
+    npu.check(QWEN3, 128, "bfloat16")
+    HOST.check(V3, 8, "float32")  # the host runs everything
