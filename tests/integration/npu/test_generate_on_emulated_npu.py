@@ -43,6 +43,8 @@ import pytest
 from support.torch_npu_emulator.activate import child_env
 
 RUNNER = Path(__file__).with_name("generate_run.py")
+# Tokens the second pass finds cached: the full 128-token blocks of each prompt length.
+CACHED = [0, 128, 0, 128, 0, 128, 0, 256]
 STYLES = ("llama", "qwen3")
 MOE_STYLES = ("qwen3_moe",)
 MLA_STYLES = ("deepseek_v3_npu_mla",)
@@ -111,7 +113,7 @@ def test_npu_path_gives_the_host_token_ids(runs, style: str) -> None:
     # Seeded top-k/top-p sampling draws the same tokens (CPU generators on both devices).
     assert npu["sampled"] == host["sampled"] and len(npu["sampled"]) == 3
     # Every prompt of at least one full block found it cached on the second pass.
-    assert npu["cached_tokens"] == [0, 128, 0, 128, 0, 128, 0, 256] == host["cached_tokens"]
+    assert npu["cached_tokens"] == CACHED == host["cached_tokens"]
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -149,7 +151,7 @@ def test_npu_moe_path_runs_the_experts_through_torch_npu(runs, style: str) -> No
     } <= set(npu["calls"])
     first, again = npu["runs"]
     assert again == first  # prefix-cache hits give the same tokens
-    assert npu["cached_tokens"] == [0, 128, 0, 128, 0, 128]
+    assert npu["cached_tokens"] == CACHED
 
 
 @pytest.mark.parametrize("style", MLA_STYLES)
@@ -161,7 +163,7 @@ def test_npu_mla_path_runs_prefill_and_decode_through_torch_npu(runs, style: str
     assert [list(c) for c in npu["attention_calls"]] == [["BSND", True, 0], ["TND", False, 3]]
     first, again = npu["runs"]
     assert again == first
-    assert npu["cached_tokens"] == [0, 128, 0, 128, 0, 128]
+    assert npu["cached_tokens"] == CACHED
 
 
 @pytest.mark.parametrize("style", BF16_BAR)
