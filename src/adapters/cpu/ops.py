@@ -14,6 +14,10 @@ from ports.ops import Ops, PagedAttentionMeta
 
 _F32 = torch.float32
 _Slots = tuple[torch.Tensor, torch.Tensor]  # flat context slots, and validity [B, L]
+# A step's int64 query_start_loc, seq_lens, query lengths and block table.
+_Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+# Where write_kv_cache writes: block, offset, and the kept token rows (None: all of them).
+_Writes = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
 
 
 class CpuOps(Ops):
@@ -23,7 +27,11 @@ class CpuOps(Ops):
         self._buffers: dict[str, torch.Tensor] = {}
         # The context slots of the last metadata seen: every layer of a step passes the
         # same PagedAttentionMeta object, so they are computed once per step, not per layer.
-        self._slots_of: tuple[PagedAttentionMeta, dict[str, _Slots]] | None = None
+        # (With the step's int64 index tensors, also derived once per step.)
+        self._slots_of: tuple[PagedAttentionMeta, dict[str, _Slots], _Step] | None = None
+        # The same for write_kv_cache: the step's slot mapping tensor is shared by every
+        # layer, so its (block, offset) split is computed once per step.
+        self._writes_of: tuple[torch.Tensor, int, _Writes] | None = None
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         """Normalise in float32, cast back to x's dtype, then scale by weight.
@@ -93,19 +101,18 @@ class CpuOps(Ops):
         Values are cast to the cache dtype.
         """
         block_size = key_cache.shape[1]
-        slots = slot_mapping.reshape(-1).long()
-        n = slots.shape[0]
-        valid = slots >= 0
-        if not bool(valid.all()):
-            idx = valid.nonzero().squeeze(1)
-            slots = slots.index_select(0, idx)
-            key = key[:n].index_select(0, idx)
-            value = value[:n].index_select(0, idx)
-        else:
+        memo = self._writes_of
+        if memo is None or memo[0] is not slot_mapping or memo[1] != block_size:
+            memo = (slot_mapping, block_size, _write_positions(slot_mapping, block_size))
+            self._writes_of = memo
+        blocks, offsets, idx = memo[2]
+        n = slot_mapping.numel()
+        if idx is None:
             key = key[:n]
             value = value[:n]
-        blocks = torch.div(slots, block_size, rounding_mode="floor")
-        offsets = slots - blocks * block_size
+        else:
+            key = key[:n].index_select(0, idx)
+            value = value[:n].index_select(0, idx)
         # Two-index index_put_ writes through views of any stride, so a cache that is a
         # slice of a larger [num_blocks, 2, ...] allocation is updated where it lives.
         key_cache.index_put_((blocks, offsets), key.to(key_cache.dtype))
@@ -129,21 +136,17 @@ class CpuOps(Ops):
         of `out` past num_actual_tokens are left untouched. Not safe for concurrent
         calls on one instance: gathered context lands in reused scratch buffers.
         """
-        qsl = meta.query_start_loc.long()
-        seq_lens = meta.seq_lens.long()
-        num_seqs = seq_lens.shape[0]
         n_tok = meta.num_actual_tokens
-        if num_seqs == 0 or n_tok == 0:
+        if meta.seq_lens.shape[0] == 0 or n_tok == 0:
             return out
-        q_lens = qsl[1 : num_seqs + 1] - qsl[:num_seqs]
-        block_table = meta.block_table[:num_seqs].long()
+        if self._slots_of is None or self._slots_of[0] is not meta:
+            self._slots_of = (meta, {}, _step_tensors(meta))
+        _, memo, (qsl, seq_lens, q_lens, block_table) = self._slots_of
+        num_seqs = seq_lens.shape[0]
         query = query[:n_tok]
         caches = (key_cache, value_cache)
 
         block_size = key_cache.shape[1]
-        if self._slots_of is None or self._slots_of[0] is not meta:
-            self._slots_of = (meta, {})
-        memo = self._slots_of[1]
 
         def slots(part: str, table: torch.Tensor, lens: torch.Tensor) -> _Slots:
             if part not in memo:
@@ -322,6 +325,27 @@ def _rotate(
     result = heads.clone()
     result[..., :rotary_dim] = rotated.to(x.dtype)
     return result.reshape(shape)
+
+
+def _step_tensors(meta: PagedAttentionMeta) -> _Step:
+    qsl = meta.query_start_loc.long()
+    seq_lens = meta.seq_lens.long()
+    num_seqs = seq_lens.shape[0]
+    q_lens = qsl[1 : num_seqs + 1] - qsl[:num_seqs]
+    return qsl, seq_lens, q_lens, meta.block_table[:num_seqs].long()
+
+
+def _write_positions(slot_mapping: torch.Tensor, block_size: int) -> _Writes:
+    """(block, offset) of each slot >= 0, and the indices of those tokens when some are
+    -1 (padding, skipped), else None."""
+    slots = slot_mapping.reshape(-1).long()
+    valid = slots >= 0
+    idx = None
+    if not bool(valid.all()):
+        idx = valid.nonzero().squeeze(1)
+        slots = slots.index_select(0, idx)
+    blocks = torch.div(slots, block_size, rounding_mode="floor")
+    return blocks, slots - blocks * block_size, idx
 
 
 def _token_index(starts: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:

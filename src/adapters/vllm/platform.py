@@ -35,6 +35,13 @@ logger = logging.getLogger("vllm.plugins.ascend")
 
 # The core's worker decision -> the class vLLM instantiates in each worker process.
 WORKER_PATHS: dict[WorkerKind, str] = {kind: c.worker for kind, c in DEVICE_CLASSES.items()}
+# torch._inductor.config keys for the host's compiled model (see update_device_settings).
+HOST_INDUCTOR_CONFIG: dict[str, Any] = {
+    "size_asserts": False,
+    "nan_asserts": False,
+    "cpp.dynamic_threads": True,
+    "emulate_precision_casts": True,
+}
 
 
 class AscendPlatformBase(Platform):
@@ -304,6 +311,26 @@ class AscendHostPlatform(AscendPlatformBase):
     @property
     def supported_dtypes(self) -> list[torch.dtype]:
         return [torch.bfloat16, torch.float16, torch.float32]
+
+    @classmethod
+    def update_device_settings(cls, vllm_config: VllmConfig) -> None:
+        """Inductor's CPU code generation settings when the plan compiles (as vLLM's own
+        CPU platform sets them): no size/NaN asserts in the generated code, threads read
+        at run time (a cached graph may have been compiled under another thread count),
+        and eager's rounding at every dtype cast, so bf16 results keep the reference
+        ops' semantics instead of fusing casts away."""
+        super().update_device_settings(vllm_config)
+        from vllm.config import CompilationMode
+
+        compilation = vllm_config.compilation_config
+        if compilation.mode != CompilationMode.NONE:
+            compilation.inductor_compile_config.update(HOST_INDUCTOR_CONFIG)
+
+    @classmethod
+    def opaque_attention_op(cls) -> bool:
+        """Attention as vLLM's one opaque op, so the compiled host model (the plan's
+        DYNAMO_TRACE_ONCE) traces around our backend, whose metadata is data-dependent."""
+        return True
 
 
 class AscendNpuPlatform(AscendPlatformBase):

@@ -13,9 +13,23 @@ _COMPILE = "ascend_compilation_config"
 A5_MAX_CAPTURE_SIZES = 4
 _FULL_GRAPHS = (GraphMode.FULL, GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE)
 
+# Why the host compiles: its per-step cost at small batches is Python dispatch of a few
+# thousand small torch ops (scripts/bench_profile.py --mode calls); one Dynamo trace with
+# Inductor, as vLLM's own CPU platform does, runs the same ops (ours, since custom ops
+# stay on) as generated code. Attention stays one opaque op, run eagerly.
+HOST_COMPILE_REASON = (
+    "the host device compiles the model once with Dynamo and Inductor (vLLM's own CPU "
+    "platform does the same; piecewise compilation exists for graph capture, which the "
+    "host does not do); the custom ops stay ours, attention runs eagerly as one opaque "
+    "op; set enforce_eager (or compilation mode NONE) to run every op eagerly"
+)
+HOST_GRAPHS_REASON = "graph capture is an NPU feature; the host device captures no graphs"
+
 
 def decide_graph_mode(deployment: Deployment, draft: Draft) -> Draft:
-    """Eager on the host, with enforce_eager, or with launch blocking; otherwise NPU graphs."""
+    """On the host: no graphs, one Dynamo trace compiled by Inductor unless eager is asked
+    for. On an NPU: eager with enforce_eager; with launch blocking, compiled without graphs;
+    otherwise NPU graphs."""
     draft = _decide(deployment, draft)
     config = draft.decisions.ascend_config
     if config is None:
@@ -44,13 +58,7 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
     draft = draft.decide(compile_mode=comp.mode, capture_sizes=comp.capture_sizes)
     graph_mode = comp.graph_mode
     if deployment.device_kind is DeviceKind.CPU:
-        return _eager(
-            draft,
-            graph_mode,
-            comp.mode,
-            "the host device runs the reference ops eagerly; graph capture is an NPU feature",
-            unset_compiles=True,
-        )
+        return _host(draft, graph_mode, comp.mode, comp.enforce_eager)
     if comp.enforce_eager:
         return _eager(draft, graph_mode, comp.mode, "enforce_eager is set", unset_compiles=True)
     if deployment.launch_blocking:
@@ -122,6 +130,26 @@ def _reduce_capture_sizes_for_a5(sizes: tuple[int, ...]) -> tuple[tuple[int, ...
         f"kept {len(kept)} of {len(sizes)}, spread from the smallest to the largest"
     )
     return kept, reason
+
+
+def _host(
+    draft: Draft, graph_mode: GraphMode | None, mode: CompileMode | None, enforce_eager: bool
+) -> Draft:
+    """Graph mode NONE; compile mode DYNAMO_TRACE_ONCE when unset or VLLM_COMPILE.
+
+    An operator's NONE, STOCK_TORCH_COMPILE or DYNAMO_TRACE_ONCE stands; enforce_eager
+    turns compilation off as it does on an NPU.
+    """
+    if enforce_eager:
+        return _eager(draft, graph_mode, mode, "enforce_eager is set", unset_compiles=True)
+    if graph_mode is not GraphMode.NONE:
+        draft = draft.change(fields.GRAPH_MODE, graph_mode, GraphMode.NONE, HOST_GRAPHS_REASON)
+    if mode in (None, CompileMode.VLLM_COMPILE):
+        draft = draft.change(
+            fields.COMPILE_MODE, mode, CompileMode.DYNAMO_TRACE_ONCE, HOST_COMPILE_REASON
+        )
+        draft = draft.decide(compile_mode=CompileMode.DYNAMO_TRACE_ONCE)
+    return draft.decide(graph_mode=GraphMode.NONE)
 
 
 def _eager(

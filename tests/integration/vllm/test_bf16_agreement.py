@@ -30,16 +30,21 @@ MOE_STYLES = {"qwen3_moe", "deepseek_v3", "deepseek_v2"}
 MOE_OUTLIERS_PER_TOKEN = 1 / 16
 
 
+@pytest.mark.parametrize("path", ["compiled", "eager"])  # compiled: the host's default
 @pytest.mark.parametrize("style", ["llama", "qwen3", "qwen3_moe", "deepseek_v3", "deepseek_v2"])
-def test_bf16_tokens_are_hf_top1_within_tolerance(style: str, model_dirs: dict[str, str]) -> None:
+def test_bf16_tokens_are_hf_top1_within_tolerance(
+    style: str, path: str, model_dirs: dict[str, str]
+) -> None:
     import torch
     from transformers import AutoModelForCausalLM
     from vllm import LLM, SamplingParams, TokensPrompt
 
     rng = random.Random(3)
     prompts = [[rng.randrange(2, 500) for _ in range(n)] for n in (9, 40, 130)]
-    llm = LLM(model=model_dirs[style], dtype="bfloat16", enforce_eager=True, max_model_len=512,
-              block_size=16, kv_cache_memory_bytes=32 << 20, seed=0)
+    llm = LLM(model=model_dirs[style], dtype="bfloat16", enforce_eager=path == "eager",
+              max_model_len=512, block_size=16, kv_cache_memory_bytes=32 << 20, seed=0)
+    mode = llm.llm_engine.vllm_config.compilation_config.mode
+    assert mode.name == ("DYNAMO_TRACE_ONCE" if path == "compiled" else "NONE")
     outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts],
                         SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True),
                         use_tqdm=False)

@@ -2,9 +2,11 @@
 
 Dense (Llama, Qwen3), MoE with GQA (Qwen3-MoE) and MoE with MLA (DeepSeek-V3 with its
 grouped sigmoid routing, DeepSeek-V2-Lite with softmax routing and no q LoRA).
-One LLM per model style serves every case: prompts spanning many 16-token KV blocks,
-a batch of 8 mixed lengths, chunked prefill (max_num_batched_tokens=64 is shorter than
-the long prompts), and a second pass that must hit the prefix cache.
+One LLM per model style and path serves every case: prompts spanning many 16-token KV
+blocks, a batch of 8 mixed lengths, chunked prefill (max_num_batched_tokens=64 is shorter
+than the long prompts), and a second pass that must hit the prefix cache. Both paths of
+the host: `compiled` is the default (the plan's one Dynamo trace, Inductor over our
+custom ops), `eager` is enforce_eager.
 """
 
 from __future__ import annotations
@@ -30,15 +32,20 @@ MLA_STYLES = {"deepseek_v3", "deepseek_v2"}
 MOE_STYLES = {"qwen3_moe", "deepseek_v3", "deepseek_v2"}
 
 
-@pytest.fixture(scope="module", params=STYLES)
+@pytest.fixture(
+    scope="module",
+    params=[(style, path) for path in ("compiled", "eager") for style in STYLES],
+    ids=lambda p: "-".join(p),
+)
 def served(request: pytest.FixtureRequest, model_dirs: dict[str, str]):  # type: ignore[no-untyped-def]
     from vllm import LLM
 
-    model_dir = model_dirs[request.param]
+    style, path = request.param
+    model_dir = model_dirs[style]
     llm = LLM(
         model=model_dir,
         dtype="float32",
-        enforce_eager=True,
+        enforce_eager=path == "eager",
         max_model_len=512,
         block_size=BLOCK,
         max_num_batched_tokens=64,
@@ -47,7 +54,7 @@ def served(request: pytest.FixtureRequest, model_dirs: dict[str, str]):  # type:
         enable_prefix_caching=True,
         seed=0,
     )
-    yield request.param, model_dir, llm
+    yield style, path, model_dir, llm
     shut_down(llm)
 
 
@@ -66,8 +73,10 @@ def test_the_plugin_serves(served) -> None:  # type: ignore[no-untyped-def]
     from adapters.vllm.custom_ops import AscendRMSNorm, AscendRotaryEmbedding, AscendSiluAndMul
     from adapters.vllm.layers.fused_moe import AscendUnquantizedFusedMoEMethod
 
-    style, _, llm = served
+    style, path, _, llm = served
     assert type(current_platform).__name__ == "AscendHostPlatform"
+    mode = llm.llm_engine.vllm_config.compilation_config.mode
+    assert mode.name == ("DYNAMO_TRACE_ONCE" if path == "compiled" else "NONE")
     model = llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
     kinds = {type(m) for m in model.modules()}
     assert {AscendRMSNorm, AscendRotaryEmbedding} <= kinds
@@ -82,14 +91,14 @@ def test_the_plugin_serves(served) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_single_prompts_spanning_many_blocks(served) -> None:  # type: ignore[no-untyped-def]
-    _, model_dir, llm = served
+    _, _, model_dir, llm = served
     prompts = _prompts(1, [5, 70, 200])  # 200 tokens: 13 blocks, prefilled in 4 chunks
     got = [o.outputs[0].token_ids for o in _generate(llm, prompts)]
     assert [list(g) for g in got] == greedy_token_ids(model_dir, prompts, MAX_NEW, ignore_eos=True)
 
 
 def test_batch_of_eight_mixed_lengths_then_prefix_cache_hits(served) -> None:  # type: ignore[no-untyped-def]
-    _, model_dir, llm = served
+    _, _, model_dir, llm = served
     prompts = _prompts(2, [3, 17, 33, 48, 64, 90, 129, 150])
     expected = greedy_token_ids(model_dir, prompts, MAX_NEW, ignore_eos=True)
 
@@ -113,7 +122,7 @@ def test_kv_bytes_per_token_are_what_the_doctor_plans(served) -> None:  # type: 
     from ascend_core.memory_budget.sizes import KvLayout, kv_bytes_per_token
     from ascend_core.model_facts import model_facts_from_config
 
-    style, model_dir, llm = served
+    style, _, model_dir, llm = served
     runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
     blocks = llm.llm_engine.vllm_config.cache_config.num_gpu_blocks
     storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()

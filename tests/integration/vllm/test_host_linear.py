@@ -88,3 +88,23 @@ def test_the_patch_makes_vllms_dispatch_return_the_host_gemm(
     assert utils.dispatch_unquantized_gemm() is gemm
     layer, weight, x = _layer_and_weight(torch.float32)
     torch.testing.assert_close(gemm(layer, x, weight), F.linear(x, weight), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_under_torch_compile_the_gemm_is_one_op_with_the_same_numbers(dtype: torch.dtype) -> None:
+    """Dynamo cannot trace the packing; the compiled graph calls ascend_host::packed_linear,
+    which packs on its first run and again after the weight changes in place."""
+    if dtype not in host_linear._supported_dtypes():
+        pytest.skip("no bf16 oneDNN on this CPU")
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    layer, weight, x = _layer_and_weight(dtype)
+    counter = CompileCounterWithBackend("inductor")
+    compiled = torch.compile(lambda a: GEMM(layer, a, weight), backend=counter, fullgraph=True)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), F.linear(x, weight), rtol=2e-2, atol=1e-5)
+        graph = counter.graphs[0].code
+        assert "ascend_host.packed_linear" in graph
+        weight.mul_(2.0)
+        torch.testing.assert_close(compiled(x), F.linear(x, weight), rtol=2e-2, atol=1e-5)
+    assert counter.frame_count == 1

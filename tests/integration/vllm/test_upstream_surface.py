@@ -32,6 +32,7 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.platforms.interface:Platform.apply_config_platform_defaults",
      "hook: the compilation settings as given, before vLLM resolves them"),
     ("vllm.platforms.interface:Platform.use_custom_allreduce", "hook: no CUDA IPC all-reduce"),
+    ("vllm.platforms.interface:Platform.opaque_attention_op", "host: attention opaque to Dynamo"),
     ("vllm.config:get_current_vllm_config", "attention selection: the model being served"),
     ("vllm.config:VllmConfig.lora_config", "the LoRA switch for the support matrix"),
     ("vllm.config:ModelConfig.is_multimodal_model", "model facts: multimodal"),

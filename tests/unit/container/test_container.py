@@ -41,6 +41,9 @@ PORT_OF = {
     "cpu_probe": "ports.device:DeviceProbe",
     "moe_ops": "ports.moe:MoeOps",
     "mla_ops": "ports.mla:MlaOps",
+    # The doctor's providers name functions, not port classes.
+    "host_facts": None,
+    "serve_args_parser": None,
 }
 
 
@@ -67,9 +70,13 @@ def test_production_wiring_names_classes_that_exist_and_implement_their_port():
     for name, provider in Container().providers.items():
         for target in _lazy_targets(provider):
             cls = _resolve(target)  # a misspelt module or class fails here
-            assert issubclass(cls, _resolve(PORT_OF[name])), (name, target)
+            port = PORT_OF[name]
+            if port is None:
+                assert callable(cls), (name, target)
+            else:
+                assert issubclass(cls, _resolve(port)), (name, target)
             checked += 1
-    assert checked >= 7  # ops x2, runtime x2 (one shared with npu_runtime), ...
+    assert checked >= 9  # ops x2, runtime x2 (one shared with npu_runtime), ...
 
 
 def test_the_lazy_target_check_catches_a_wrong_name():

@@ -24,16 +24,35 @@ def test_a_users_graph_mode_on_npu_is_kept(mode: GraphMode) -> None:
     assert not plan.changes_to(fields.GRAPH_MODE)
 
 
-def test_host_is_always_eager_and_says_why() -> None:
+def test_host_captures_no_graphs_and_traces_once_instead_of_piecewise() -> None:
     plan = plan_config(
         host(compilation={"graph_mode": GraphMode.FULL, "mode": CompileMode.VLLM_COMPILE})
     )
     assert plan.graph_mode is GraphMode.NONE
-    assert plan.compile_mode is CompileMode.NONE
+    assert plan.compile_mode is CompileMode.DYNAMO_TRACE_ONCE
     (graph,) = plan.changes_to(fields.GRAPH_MODE)
     (compile_,) = plan.changes_to(fields.COMPILE_MODE)
     assert "host device" in graph.reason
-    assert (compile_.old, compile_.new) == (CompileMode.VLLM_COMPILE, CompileMode.NONE)
+    assert (compile_.old, compile_.new) == (CompileMode.VLLM_COMPILE, CompileMode.DYNAMO_TRACE_ONCE)
+    assert "enforce_eager" in compile_.reason  # says how to run eagerly instead
+
+
+@pytest.mark.parametrize(
+    "mode", [CompileMode.NONE, CompileMode.STOCK_TORCH_COMPILE, CompileMode.DYNAMO_TRACE_ONCE]
+)
+def test_a_users_compile_mode_on_the_host_stands(mode: CompileMode) -> None:
+    plan = plan_config(host(compilation={"mode": mode}))
+    assert plan.compile_mode is mode
+    assert not plan.changes_to(fields.COMPILE_MODE)
+
+
+@pytest.mark.parametrize("mode", [None, CompileMode.VLLM_COMPILE, CompileMode.DYNAMO_TRACE_ONCE])
+def test_enforce_eager_on_the_host_runs_every_op_eagerly(mode: CompileMode | None) -> None:
+    plan = plan_config(host(compilation={"enforce_eager": True, "mode": mode}))
+    assert plan.compile_mode is CompileMode.NONE
+    (compile_,) = plan.changes_to(fields.COMPILE_MODE)
+    assert (compile_.old, compile_.new) == (mode, CompileMode.NONE)
+    assert "enforce_eager" in compile_.reason
 
 
 def test_enforce_eager_turns_graphs_and_compilation_off() -> None:
@@ -190,12 +209,12 @@ def test_npugraph_ex_written_on_310p_is_a_warning() -> None:
     assert any("Atlas 300I (310P) has no npugraph_ex" in w for w in plan.warnings)
 
 
-def test_host_with_compilation_unset_turns_vllms_default_compile_off() -> None:
-    # Unset means vLLM compiles (VLLM_COMPILE at its default level) after the plan.
+def test_host_with_compilation_unset_traces_once_instead_of_vllms_piecewise_default() -> None:
+    # Unset means vLLM compiles piecewise (VLLM_COMPILE at its default level) after the plan.
     plan = plan_config(host(compilation={}))
     (compile_,) = plan.changes_to(fields.COMPILE_MODE)
-    assert (compile_.old, compile_.new) == (None, CompileMode.NONE)
-    assert plan.compile_mode is CompileMode.NONE
+    assert (compile_.old, compile_.new) == (None, CompileMode.DYNAMO_TRACE_ONCE)
+    assert plan.compile_mode is CompileMode.DYNAMO_TRACE_ONCE
 
 
 def test_launch_blocking_drops_graphs_but_keeps_the_compiled_model() -> None:

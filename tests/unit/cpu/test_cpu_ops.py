@@ -362,3 +362,26 @@ def test_context_slots_are_computed_once_per_metadata(mocker) -> None:  # type: 
     next_step = attrs.evolve(meta)  # equal contents, but another step's object
     ops.paged_attention(query, kc, vc, next_step, 0.25, torch.empty_like(query))
     assert spy.call_count == 4
+
+
+def test_write_positions_are_computed_once_per_slot_mapping(mocker) -> None:  # type: ignore[no-untyped-def]
+    import adapters.cpu.ops as ops_module
+
+    gen = torch.Generator().manual_seed(4)
+    ops = CpuOps()
+    spy = mocker.spy(ops_module, "_write_positions")
+    key = torch.randn(3, 1, 4, generator=gen)
+    step = torch.tensor([1, -1, 6])
+    for _ in range(3):  # three layers of one step share the slot mapping object
+        kc, vc = torch.zeros(2, 4, 1, 4), torch.zeros(2, 4, 1, 4)
+        ops.write_kv_cache(key, key, kc, vc, step)
+    assert spy.call_count == 1
+    assert torch.equal(kc[0, 1], key[0]) and torch.equal(kc[1, 2], key[2])
+    kc, vc = torch.zeros(2, 4, 1, 4), torch.zeros(2, 4, 1, 4)
+    next_step = torch.tensor([1, -1, 6])  # equal contents, another step's object
+    ops.write_kv_cache(key, key, kc, vc, next_step)
+    assert spy.call_count == 2
+    kc = torch.zeros(4, 2, 1, 4)
+    ops.write_kv_cache(key, key, kc, torch.zeros(4, 2, 1, 4), next_step)
+    assert spy.call_count == 3  # another block size: other positions for the same slots
+    assert torch.equal(kc[0, 1], key[0]) and torch.equal(kc[3, 0], key[2])

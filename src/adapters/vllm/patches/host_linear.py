@@ -8,6 +8,7 @@ kernels reading a weight packed once into oneDNN's blocked layout (scripts/bench
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -19,6 +20,11 @@ if TYPE_CHECKING:
 
 _PACKED = "_ascend_host_packed_weight"  # layer attribute: (weight, version, packed)
 _DTYPES = (torch.float32, torch.bfloat16)
+# The GEMM as one torch op, for a compiled model: Dynamo cannot trace the packing (an
+# op without a fake-tensor kernel, and a cache on the layer), so under torch.compile
+# the graph holds this op and the packing runs when the graph does.
+OP_NAME = "ascend_host::packed_linear"
+_packed_by_weight: dict[int, tuple[weakref.ref[torch.Tensor], int, torch.Tensor]] = {}
 
 
 def _supported_dtypes() -> tuple[torch.dtype, ...]:
@@ -52,8 +58,53 @@ def packed_weight(layer: torch.nn.Module, weight: torch.Tensor) -> torch.Tensor:
     return packed
 
 
+def _packed_for(weight: torch.Tensor) -> torch.Tensor:
+    """packed_weight's cache, keyed by the weight itself (the op is not given the layer)."""
+    key = id(weight)
+    cached = _packed_by_weight.get(key)
+    version = _version(weight)
+    if cached is not None and cached[0]() is weight and cached[1] == version and version >= 0:
+        return cached[2]
+    packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach())
+    _packed_by_weight[key] = (weakref.ref(weight), version, packed)
+    return packed
+
+
+def _packed_linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, _packed_for(weight), bias, "none", [], "")
+
+
+def _packed_linear_fake(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+_library: list[torch.library.Library] = []  # kept alive: dropping it unregisters the op
+
+
+def packed_linear_op() -> Any:
+    """torch.ops.ascend_host.packed_linear, defined on first use (once per process).
+
+    A plain dispatcher op with a CPU kernel and a fake kernel (torch.library.Library),
+    not torch.library.custom_op: the compiled graph calls it 49 times per step, and
+    custom_op's Python wrappers cost about ten extra Python calls each.
+    """
+    namespace, name = OP_NAME.split("::")
+    if not _library and not hasattr(getattr(torch.ops, namespace), name):
+        lib = torch.library.Library(namespace, "FRAGMENT")
+        lib.define(f"{name}(Tensor x, Tensor weight, Tensor? bias) -> Tensor")
+        lib.impl(name, _packed_linear, "CPU")
+        torch.library.register_fake(OP_NAME, _packed_linear_fake, lib=lib)
+        _library.append(lib)
+    return getattr(getattr(torch.ops, namespace), name).default
+
+
 def make_host_gemm(dtypes: tuple[torch.dtype, ...], fallback: Any) -> Any:
     """The GEMM vLLM's linear layers call: oneDNN for dense 2-D weights of `dtypes`."""
+    op = packed_linear_op()
 
     def host_gemm(
         layer: torch.nn.Module,
@@ -71,6 +122,8 @@ def make_host_gemm(dtypes: tuple[torch.dtype, ...], fallback: Any) -> Any:
             or (bias is not None and bias.dtype != weight.dtype)
         ):
             return fallback(layer, x, weight, bias)
+        if torch.compiler.is_compiling():
+            return op(x, weight, bias)  # type: ignore[no-any-return]
         packed = packed_weight(layer, weight)
         return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
