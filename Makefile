@@ -56,6 +56,10 @@ PORT ?= 8000
 # The host's KV cache in bytes; empty: the plugin's host default (at most 4 GiB, half of
 # the memory available once the weights are loaded).
 KV_CACHE_BYTES ?=
+# Empty: the host's default path, compiled (one Dynamo trace + Inductor; the first start
+# of a model compiles and caches it under VLLM_CACHE_ROOT). SERVE_FLAGS=--enforce-eager
+# serves every op eagerly instead.
+SERVE_FLAGS ?=
 
 model: venv
 	$(BIN)/python scripts/make_models.py --out $(MODEL_DIR) --style $(MODEL_STYLE) --size $(MODEL_SIZE)
@@ -64,5 +68,5 @@ serve: venv model
 	@echo "When the server says 'Application startup complete', try:"
 	@echo "  curl -s http://127.0.0.1:$(PORT)/v1/completions -H 'Content-Type: application/json' -d '{\"model\": \"$(MODEL_DIR)\", \"prompt\": \"The plugin\", \"max_tokens\": 16, \"temperature\": 0}'"
 	VLLM_ASCEND_DEVICE=cpu $(BIN)/vllm serve $(MODEL_DIR) --host 127.0.0.1 --port $(PORT) \
-		--dtype float32 --enforce-eager --max-model-len 2048 \
+		--dtype float32 --max-model-len 2048 $(SERVE_FLAGS) \
 		$(if $(KV_CACHE_BYTES),--kv-cache-memory-bytes $(KV_CACHE_BYTES)) --shutdown-timeout 5
