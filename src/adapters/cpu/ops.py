@@ -1,7 +1,11 @@
 """The ops port in plain torch on the host: the reference semantics every device matches.
 
 Precision: norms, rotary and attention compute in float32 and return the input dtype;
-silu_and_mul computes in the input dtype, as the models' own PyTorch code does.
+silu_and_mul computes in the input dtype, as the models' own PyTorch code does. One
+exception, for speed: bf16 decode attention reads the bf16 query and K/V directly
+(torch's CPU flash kernel: float32 scores, softmax and accumulation, but the softmax
+weights are rounded to bf16 before they weight V, as the NPU's fused kernels and
+transformers' bf16 SDPA do), instead of attending on float32 copies of the cache.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ class CpuOps(Ops):
         # The same for write_kv_cache: the step's slot mapping tensor is shared by every
         # layer, so its (block, offset) split is computed once per step.
         self._writes_of: tuple[torch.Tensor, int, _Writes] | None = None
+        # The decode step's additive mask (None: every position valid), per validity.
+        self._mask_of: tuple[torch.Tensor, torch.Tensor | None] | None = None
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         """Normalise in float32, cast back to x's dtype, then scale by weight.
@@ -200,27 +206,49 @@ class CpuOps(Ops):
         context: _Slots,
         scale: float,
     ) -> torch.Tensor:
-        """One new token per sequence: query [B, Hq, D] -> [B, Hq, D] in float32."""
+        """One new token per sequence: query [B, Hq, D] -> [B, Hq, D], float32 or bf16.
+
+        bf16 query and cache attend directly (the module docstring's exception); any
+        other dtypes on float32 copies (fp16: torch's CPU fp16 GEMMs measured 2.4x
+        slower than the copy, scripts/bench_attention.py).
+        """
         num_seqs, num_q_heads, head_size = query.shape
         num_kv_heads = caches[0].shape[2]
         group = num_q_heads // num_kv_heads
         slots, valid = context
         ctx_len = valid.shape[1]
-        keys = self._gather(caches[0], slots, "key").view(num_seqs, ctx_len, num_kv_heads, -1)
-        values = self._gather(caches[1], slots, "value").view(num_seqs, ctx_len, num_kv_heads, -1)
+        direct = query.dtype == caches[0].dtype == caches[1].dtype == torch.bfloat16
+        keys = self._gather(caches[0], slots, "key", widen=not direct)
+        values = self._gather(caches[1], slots, "value", widen=not direct)
         # GQA folded into the query rows: each kv head attends for its `group` query heads
         # as one [group, D] query block, so one SDPA call reads the gathered K/V through
         # strided views (no per-head loop, no repeat of K/V). Measured 1.2-1.4x faster
         # than per-kv-head batched matmuls at 16 x 192..512 (scripts/bench_ops.py).
-        q = query.to(_F32).view(num_seqs, num_kv_heads, group, head_size)
+        q = (query if direct else query.to(_F32)).view(num_seqs, num_kv_heads, group, head_size)
         result = torch.nn.functional.scaled_dot_product_attention(
             q,
-            keys.transpose(1, 2),
-            values.transpose(1, 2),
-            attn_mask=valid[:, None, None, :],
+            keys.view(num_seqs, ctx_len, num_kv_heads, head_size).transpose(1, 2),
+            values.view(num_seqs, ctx_len, num_kv_heads, head_size).transpose(1, 2),
+            attn_mask=self._decode_mask(valid),
             scale=scale,
         )  # [B, Hk, group, D]
         return result.reshape(num_seqs, num_q_heads, head_size)
+
+    def _decode_mask(self, valid: torch.Tensor) -> torch.Tensor | None:
+        """The additive float32 mask [B, 1, 1, L] of `valid`, or None when every position
+        is valid (all sequences of the same length), derived once per step.
+
+        Adding 0.0 or -inf is what SDPA does with a boolean mask, so float32 results are
+        the same; built here once, not converted inside SDPA in every layer.
+        """
+        if self._mask_of is not None and self._mask_of[0] is valid:
+            return self._mask_of[1]
+        mask = None
+        if not bool(valid.all()):
+            mask = torch.zeros(valid.shape, dtype=_F32).masked_fill_(~valid, float("-inf"))
+            mask = mask[:, None, None, :]
+        self._mask_of = (valid, mask)
+        return mask
 
     def _prefill(
         self,
@@ -270,8 +298,11 @@ class CpuOps(Ops):
         attn = attn.transpose(1, 2).reshape(num_seqs * max_q, num_q_heads, head_size)
         return attn.index_select(0, flat_pos)
 
-    def _gather(self, cache: torch.Tensor, slots: torch.Tensor, name: str) -> torch.Tensor:
-        """Cache rows at flat `slots` as [N, Hk, D] float32, in a reused scratch buffer.
+    def _gather(
+        self, cache: torch.Tensor, slots: torch.Tensor, name: str, widen: bool = True
+    ) -> torch.Tensor:
+        """Cache rows at flat `slots` as [N, Hk, D] in a reused scratch buffer: float32
+        (`widen`, copied when the cache is not) or the cache dtype.
 
         Reuse matters on the host: a fresh multi-megabyte tensor per call costs more
         in page faults than the copy itself.
@@ -288,7 +319,7 @@ class CpuOps(Ops):
         else:
             rows = self._scratch(name, shape, cache.dtype)
             torch.index_select(flat, 0, slots, out=rows)
-        if rows.dtype == _F32:
+        if rows.dtype == _F32 or not widen:
             return rows
         rows32 = self._scratch(name + "32", shape, _F32)
         rows32.copy_(rows)
