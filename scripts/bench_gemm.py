@@ -8,6 +8,11 @@ counts: torch.nn.functional.linear (what vLLM gives an out-of-tree platform), on
 the dense weight, and oneDNN on a weight packed once (what the host's
 `host-onednn-linear` patch uses). Median ms of 30 calls after 3 warm-ups, and the
 largest difference from F.linear.
+
+`--pack-hint M` instead compares, alternated call by call on one thread, the weight
+packed with no batch-size hint (what the host patch does) against packed for M rows
+(`_reorder_linear_weight(w, [M])`, what Inductor's own mkldnn pass does), at the 87M
+model's shapes (vocab 8000).
 """
 
 from __future__ import annotations
@@ -42,8 +47,37 @@ def timeit(fn: Callable[[], Any], repeats: int = 30) -> float:
     return statistics.median(times) * 1e3
 
 
+SHAPES_87M = {**SHAPES, "lm_head": (768, 8000)}
+
+
 def onednn(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "")
+
+
+def pack_hint_ab(dtypes: list[str], tokens: list[int], hint: int, repeats: int) -> None:
+    """No-hint packing against packing for `hint` rows, calls alternated A, B, A, B."""
+    print(f"{'dtype':<9} {'layer':<13} {'M':>5} {'no hint ms':>10} {'hint ms':>8} "
+          f"{'ratio':>6} {'max |diff|':>10}")
+    gen = torch.Generator().manual_seed(0)
+    for dtype in (getattr(torch, d) for d in dtypes):
+        for name, (k, n) in SHAPES_87M.items():
+            weight = (torch.randn(n, k, generator=gen) * 0.02).to(dtype)
+            plain = torch.ops.mkldnn._reorder_linear_weight(weight)
+            hinted = torch.ops.mkldnn._reorder_linear_weight(weight, [hint])
+            for m in tokens:
+                x = torch.randn(m, k, generator=gen).to(dtype)
+                times: dict[str, list[float]] = {"a": [], "b": []}
+                for _ in range(3):
+                    onednn(x, plain), onednn(x, hinted)
+                for _ in range(repeats):
+                    for key, w in (("a", plain), ("b", hinted)):
+                        start = time.perf_counter()
+                        onednn(x, w)
+                        times[key].append(time.perf_counter() - start)
+                a, b = (statistics.median(times[key]) * 1e3 for key in ("a", "b"))
+                diff = (onednn(x, plain).float() - onednn(x, hinted).float()).abs().max()
+                print(f"{str(dtype).removeprefix('torch.'):<9} {name:<13} {m:>5} {a:>10.3f} "
+                      f"{b:>8.3f} {a / b:>6.2f} {float(diff):>10.2e}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,8 +86,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--dtypes", default="float32,bfloat16", type=lambda s: s.split(","))
     p.add_argument("--tokens", default="1,16,2048", type=lambda s: [int(v) for v in s.split(",")])
+    p.add_argument("--pack-hint", type=int, default=None,
+                   help="A/B: packing without a batch-size hint against packing for M rows")
+    p.add_argument("--repeats", type=int, default=30)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.pack_hint is not None:
+        pack_hint_ab(args.dtypes, args.tokens, args.pack_hint, args.repeats)
+        return 0
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"oneDNN {torch.backends.mkldnn.is_available()}")
     hdr = (f"{'dtype':<9} {'layer':<13} {'M':>5} {'F.linear':>9} {'oneDNN':>8} "

@@ -58,11 +58,18 @@ def packed_weight(layer: torch.nn.Module, weight: torch.Tensor) -> torch.Tensor:
     return packed
 
 
+def _plain_version(weight: torch.Tensor) -> int:
+    """_version with torch-function subclasses' hooks off: vLLM's weights are Parameter
+    subclasses whose Python __torch_function__ would run for this read, per GEMM per step."""
+    with torch._C.DisableTorchFunctionSubclass():
+        return _version(weight)
+
+
 def _packed_for(weight: torch.Tensor) -> torch.Tensor:
     """packed_weight's cache, keyed by the weight itself (the op is not given the layer)."""
     key = id(weight)
     cached = _packed_by_weight.get(key)
-    version = _version(weight)
+    version = _plain_version(weight)
     if cached is not None and cached[0]() is weight and cached[1] == version and version >= 0:
         return cached[2]
     packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach())
