@@ -12,7 +12,10 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from dependency_injector import containers, providers
+from adapters.system.lean_imports import DEPENDENCY_INJECTOR_EXTRAS, without_modules
+
+with without_modules(DEPENDENCY_INJECTOR_EXTRAS):  # its optional integrations: unused here
+    from dependency_injector import containers, providers
 
 from adapters.npu.chip import chip_family_from_soc
 from adapters.npu.loader import load_torch_npu
