@@ -6,7 +6,7 @@
 archive main src | tar -x -C /tmp/main`); its `adapters.cpu.ops.CpuOps` is loaded
 beside this tree's, and both run at the 87M model's decode shapes (12 query / 4 KV
 heads of 64, block size 128, ragged context lengths around --ctx, or all equal with
---uniform). Calls alternate baseline, current, baseline, ... in one process on one
+--uniform; --prefill: a fresh prefill of those lengths). Calls alternate baseline, current, baseline, ... in one process on one
 thread, so load on the machine slows both alike. Printed: median microseconds per call,
 their ratio, the aten ops each dispatches per call (torch.profiler; these do not move
 with load) and each result's largest difference from float32 attention.
@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--ctx", type=int, default=96, help="context length of the sequences")
     p.add_argument("--uniform", action="store_true", help="every sequence of length --ctx")
+    p.add_argument("--prefill", action="store_true",
+                   help="a fresh prefill of --ctx tokens per sequence instead of a decode")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=300)
     args = p.parse_args(argv)
@@ -97,17 +99,20 @@ def main(argv: list[str] | None = None) -> int:
     seq_lens = torch.full((b,), args.ctx, dtype=torch.int32)
     if not args.uniform:
         seq_lens[::2] -= 7  # ragged, as in a real batch
+    q_lens = seq_lens if args.prefill else torch.ones(b, dtype=torch.int32)
+    qsl = torch.zeros(b + 1, dtype=torch.int32)
+    torch.cumsum(q_lens, 0, out=qsl[1:])
     meta = PagedAttentionMeta(
-        query_start_loc=torch.arange(b + 1, dtype=torch.int32), seq_lens=seq_lens,
-        block_table=table, max_query_len=1, max_seq_len=int(seq_lens.max()),
-        num_actual_tokens=b,
+        query_start_loc=qsl, seq_lens=seq_lens, block_table=table,
+        max_query_len=int(q_lens.max()), max_seq_len=int(seq_lens.max()),
+        num_actual_tokens=int(qsl[-1]),
     )
-    query = torch.randn(b, HQ, D).to(dtype)
+    query = torch.randn(int(qsl[-1]), HQ, D).to(dtype)
     scale = D**-0.5
     ops = {"baseline": load_baseline(args.baseline)(), "current": CpuOps()}
     outs = {name: torch.empty_like(query) for name in ops}
 
-    exact = torch.empty(b, HQ, D)
+    exact = torch.empty(query.shape)
     CpuOps().paged_attention(query.float(), key_cache.float(), value_cache.float(), meta,
                              scale, exact)
     attend = {
@@ -119,7 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.dtype}, batch {b}, context {args.ctx}{' (all equal)' if args.uniform else ''}, "
           f"{torch.get_num_threads()} thread(s), median us per call over {args.repeats} "
           "alternated calls")
-    report("decode paged_attention", attend, args.repeats, diffs)
+    report(f"{'prefill' if args.prefill else 'decode'} paged_attention", attend, args.repeats,
+           diffs)
+    if args.prefill:
+        return 0
 
     key = torch.randn(b, HK, D).to(dtype)
     slots = (table[:, 0].long() * BLOCK + seq_lens.long() - 1).to(torch.int64)

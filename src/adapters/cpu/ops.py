@@ -260,7 +260,9 @@ class CpuOps(Ops):
         q_lens: torch.Tensor,
         scale: float,
     ) -> torch.Tensor:
-        """Any query lengths: pad to [B, Hq, max_q, D], one SDPA, unpad. Float32."""
+        """Any query lengths: pad to [B, Hq, max_q, D], one SDPA, unpad. Float32 (bf16
+        read directly measured 0.9-1.0x here, scripts/bench_attention.py --prefill).
+        Sequences that all have max_q new tokens need no padding: the query is viewed."""
         n_tok, num_q_heads, head_size = query.shape
         num_seqs = seq_lens.shape[0]
         num_kv_heads = caches[0].shape[2]
@@ -268,12 +270,20 @@ class CpuOps(Ops):
         slots, valid = context
         ctx_len = valid.shape[1]
         keys = self._gather(caches[0], slots, "key").view(num_seqs, ctx_len, num_kv_heads, -1)
-        values = self._gather(caches[1], slots, "value").view(num_seqs, ctx_len, num_kv_heads, -1)
+        values = self._gather(caches[1], slots, "value")
+        values = values.view(num_seqs, ctx_len, num_kv_heads, head_size)
+        values = values.view(num_seqs, ctx_len, num_kv_heads, head_size)
 
-        seq_of = torch.repeat_interleave(torch.arange(num_seqs), q_lens, output_size=n_tok)
-        flat_pos = seq_of * max_q + torch.arange(n_tok) - query_start_loc.index_select(0, seq_of)
-        q_pad = torch.zeros(num_seqs * max_q, num_q_heads, head_size)
-        q_pad.index_copy_(0, flat_pos, query.to(_F32))
+        flat_pos = None  # None: no padding, token t of the batch is row t
+        if n_tok == num_seqs * max_q:  # every sequence has max_q tokens (none has more)
+            q_pad = query.to(_F32)
+        else:
+            seq_of = torch.repeat_interleave(torch.arange(num_seqs), q_lens, output_size=n_tok)
+            flat_pos = (
+                seq_of * max_q + torch.arange(n_tok) - query_start_loc.index_select(0, seq_of)
+            )
+            q_pad = torch.zeros(num_seqs * max_q, num_q_heads, head_size)
+            q_pad.index_copy_(0, flat_pos, query.to(_F32))
         q_pad = q_pad.view(num_seqs, max_q, num_q_heads, head_size).transpose(1, 2)
 
         mask = None
@@ -296,7 +306,7 @@ class CpuOps(Ops):
             enable_gqa=num_q_heads != num_kv_heads,
         )  # [B, Hq, max_q, D]
         attn = attn.transpose(1, 2).reshape(num_seqs * max_q, num_q_heads, head_size)
-        return attn.index_select(0, flat_pos)
+        return attn if flat_pos is None else attn.index_select(0, flat_pos)
 
     def _gather(
         self, cache: torch.Tensor, slots: torch.Tensor, name: str, widen: bool = True

@@ -241,6 +241,14 @@ def test_attention_prefill_batch(dtype: torch.dtype) -> None:
     _check_attention([5, 9, 1 + 2], [5, 9, 3], dtype=dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_prefill_of_equal_lengths_needs_no_padding(dtype: torch.dtype) -> None:
+    # Every sequence has max_query_len tokens: the query is viewed, not padded, both for
+    # fresh prompts and for chunks after cached context.
+    _check_attention([6, 6, 6], [6, 6, 6], dtype=dtype, pad_tokens=2)
+    _check_attention([4, 4], [9, 5], dtype=dtype, pad_tokens=1)
+
+
 def test_attention_chunked_prefill_sees_earlier_context() -> None:
     # q_len < seq_len: the new tokens follow context already in the cache.
     _check_attention([3, 6], [10, 7])
