@@ -11,7 +11,7 @@ largest difference from F.linear.
 
 `--pack-hint M` instead compares, alternated call by call on one thread, the weight
 packed with no batch-size hint (what the host patch does) against packed for M rows
-(`_reorder_linear_weight(w, [M])`, what Inductor's own mkldnn pass does), at the 87M
+(`_reorder_linear_weight(w, M)`, what Inductor's own mkldnn pass does), at the 87M
 model's shapes (vocab 8000).
 """
 
@@ -63,7 +63,7 @@ def pack_hint_ab(dtypes: list[str], tokens: list[int], hint: int, repeats: int) 
         for name, (k, n) in SHAPES_87M.items():
             weight = (torch.randn(n, k, generator=gen) * 0.02).to(dtype)
             plain = torch.ops.mkldnn._reorder_linear_weight(weight)
-            hinted = torch.ops.mkldnn._reorder_linear_weight(weight, [hint])
+            hinted = torch.ops.mkldnn._reorder_linear_weight(weight, hint)
             for m in tokens:
                 x = torch.randn(m, k, generator=gen).to(dtype)
                 times: dict[str, list[float]] = {"a": [], "b": []}
