@@ -6,8 +6,9 @@
 archive main src | tar -x -C /tmp/main`); its `adapters.cpu.ops.CpuOps` is loaded
 beside this tree's, and both run at the 87M model's decode shapes (12 query / 4 KV
 heads of 64, block size 128, ragged context lengths around --ctx, or all equal with
---uniform; --prefill: a fresh prefill of those lengths). Calls alternate baseline, current, baseline, ... in one process on one
-thread, so load on the machine slows both alike. Printed: median microseconds per call,
+--uniform; --prefill: a fresh prefill of those lengths). Calls alternate baseline,
+current, baseline, ... in one process on one thread, so load on the machine slows both
+alike. Printed: median microseconds per call,
 their ratio, the aten ops each dispatches per call (torch.profiler; these do not move
 with load) and each result's largest difference from float32 attention.
 """

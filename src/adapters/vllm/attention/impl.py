@@ -47,6 +47,9 @@ class PagedAttentionImpl(AttentionImpl[PagedMetadata]):
         self.kv_cache_dtype = kv_cache_dtype
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
         self.ops = container().ops()
+        # (kv_cache, key plane, value plane): vLLM hands the same cache tensor every step,
+        # so its plane views are made once, not in every layer of every step.
+        self._planes: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def forward(
         self,
@@ -65,11 +68,15 @@ class PagedAttentionImpl(AttentionImpl[PagedMetadata]):
             return output.fill_(0)
         # [blocks, 2, block_size, Hk*D] with the K/V slot outermost in memory (backend.py):
         # each plane is a contiguous [num_blocks, block_size, Hk, D] view, no copy.
-        blocks, _, block_size, _ = kv_cache.shape
-        key_cache, value_cache = (
-            plane.view(blocks, block_size, self.num_kv_heads, self.head_size)
-            for plane in kv_cache.unbind(1)
-        )
+        planes = self._planes
+        if planes is None or planes[0] is not kv_cache:
+            blocks, _, block_size, _ = kv_cache.shape
+            key_plane, value_plane = (
+                plane.view(blocks, block_size, self.num_kv_heads, self.head_size)
+                for plane in kv_cache.unbind(1)
+            )
+            planes = self._planes = (kv_cache, key_plane, value_plane)
+        _, key_cache, value_cache = planes
         if self.kv_sharing_target_layer_name is None and key is not None:
             self.ops.write_kv_cache(key, value, key_cache, value_cache, attn_metadata.slot_mapping)
         return self.ops.paged_attention(

@@ -1,0 +1,38 @@
+"""PagedAttentionImpl makes each cache's K/V plane views once, and anew for another cache."""
+
+from __future__ import annotations
+
+import torch
+
+from adapters.vllm.attention.impl import PagedAttentionImpl
+from adapters.vllm.attention.metadata import PagedMetadata
+from ports.ops import PagedAttentionMeta
+
+
+def _step(kv_heads: int, head: int) -> tuple[PagedMetadata, torch.Tensor, torch.Tensor]:
+    meta = PagedAttentionMeta(
+        query_start_loc=torch.tensor([0, 1], dtype=torch.int32),
+        seq_lens=torch.tensor([1], dtype=torch.int32),
+        block_table=torch.tensor([[1]], dtype=torch.int32),
+        max_query_len=1, max_seq_len=1, num_actual_tokens=1,
+    )
+    gen = torch.Generator().manual_seed(0)
+    key = torch.randn(1, kv_heads, head, generator=gen)
+    value = torch.randn(1, kv_heads, head, generator=gen)
+    return PagedMetadata(paged=meta, slot_mapping=torch.tensor([4])), key, value
+
+
+def test_writes_land_in_the_cache_of_each_call() -> None:
+    impl = PagedAttentionImpl(num_heads=2, head_size=4, scale=0.5, num_kv_heads=1)
+    metadata, key, value = _step(1, 4)
+    query = torch.randn(1, 2, 4)
+    # [blocks, 2, block_size, Hk*D] with the K/V slot outermost in memory, as the backend
+    # allocates it.
+    caches = [torch.zeros(2, 2, 4, 4).permute(1, 0, 2, 3) for _ in range(2)]
+    for kv_cache in (caches[0], caches[0], caches[1]):
+        out = impl.forward(None, query, key, value, kv_cache, metadata, torch.empty(1, 2, 4))  # type: ignore[arg-type]
+        # one cached token: attention returns its value for both query heads
+        torch.testing.assert_close(out[0], value[0].expand(2, 4))
+    for kv_cache in caches:
+        assert torch.equal(kv_cache[1, 0, 0], key.reshape(-1))  # slot 4 = block 1, row 0
+        assert torch.equal(kv_cache[1, 1, 0], value.reshape(-1))
