@@ -39,7 +39,7 @@ with stop_on_our_errors(Mp()):
 ENGINE = f"""
 import subprocess, sys
 workers = [subprocess.Popen([sys.executable, "-c", {WORKER!r}]) for _ in range(2)]
-if any(w.wait() for w in workers):
+if any([w.wait() for w in workers]):  # wait for both
     raise RuntimeError("WorkerProc initialization failed")
 """
 
