@@ -2,10 +2,12 @@
 
 dependency_injector imports fastapi, starlette, werkzeug and fast_depends (for its
 wiring markers), pydantic_settings and yaml (for Configuration loaders) whenever they
-are installed, and a vLLM environment has most of them: at `register()` that was about
-two thirds of the plugin's cold import time (measured with `-X importtime`,
-docs/benchmarks.md "Round 5"), in every engine and worker process. The plugin uses
-none of those integrations.
+are installed, and a vLLM environment has most of them: they were about 85% of a cold
+`register()` (`-X importtime`, docs/benchmarks.md "Round 5"), which every process that
+loads vLLM's platform plugins pays, also those that import nothing else of vLLM's
+serving stack (vLLM's model-inspection subprocess, `vllm --version`). A serving process
+imports fastapi and yaml later anyway; pydantic_settings never. The plugin uses none of
+those integrations.
 """
 
 from __future__ import annotations
