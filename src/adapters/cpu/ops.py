@@ -29,6 +29,7 @@ class CpuOps(Ops):
 
     def __init__(self) -> None:
         self._buffers: dict[str, torch.Tensor] = {}
+        self._views: dict[str, tuple[tuple[int, ...], torch.Tensor]] = {}  # last per name
         # The context slots of the last metadata seen: every layer of a step passes the
         # same PagedAttentionMeta object, so they are computed once per step, not per layer.
         # (With the step's int64 index tensors, also derived once per step.)
@@ -149,7 +150,11 @@ class CpuOps(Ops):
             self._slots_of = (meta, {}, _step_tensors(meta))
         _, memo, (qsl, seq_lens, q_lens, block_table) = self._slots_of
         num_seqs = seq_lens.shape[0]
-        query = query[:n_tok]
+        # Rows past num_actual_tokens are padding; slice only when there are any (each
+        # slice is aten ops, in every layer of every step).
+        if query.shape[0] != n_tok:
+            query = query[:n_tok]
+        rows = out if out.shape[0] == n_tok else out[:n_tok]
         caches = (key_cache, value_cache)
 
         block_size = key_cache.shape[1]
@@ -161,14 +166,14 @@ class CpuOps(Ops):
 
         if meta.max_query_len <= 1 and n_tok == num_seqs:
             result = self._decode(query, caches, slots("all", block_table, seq_lens), scale)
-            out[:n_tok].copy_(result)
+            rows.copy_(result)
             return out
 
         is_decode = q_lens == 1
         if not bool(is_decode.any()):
             ctx = slots("all", block_table, seq_lens)
             result = self._prefill(query, caches, ctx, qsl, seq_lens, q_lens, scale)
-            out[:n_tok].copy_(result)
+            rows.copy_(result)
             return out
 
         # Mixed batch: decodes and prefills go their own ways, then meet in `out`.
@@ -336,12 +341,19 @@ class CpuOps(Ops):
         return rows32
 
     def _scratch(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        # Every layer of a step asks for the same shape: the last view is handed out
+        # again (a slice and a view less per call) while it fits the buffer it came from.
+        last = self._views.get(name)
+        if last is not None and last[0] == shape and last[1].dtype == dtype:
+            return last[1]
         numel = math.prod(shape)
         buf = self._buffers.get(name)
         if buf is None or buf.dtype != dtype or buf.numel() < numel:
             buf = torch.empty(numel, dtype=dtype)
             self._buffers[name] = buf
-        return buf[:numel].view(shape)
+        view = buf[:numel].view(shape)
+        self._views[name] = (shape, view)
+        return view
 
 
 def _rotate(
