@@ -114,16 +114,20 @@ class CpuOps(Ops):
             self._writes_of = memo
         blocks, offsets, idx = memo[2]
         n = slot_mapping.numel()
-        if idx is None:
-            key = key[:n]
-            value = value[:n]
-        else:
+        if idx is not None:
             key = key[:n].index_select(0, idx)
             value = value[:n].index_select(0, idx)
+        elif key.shape[0] != n:  # sliced only when there are padding rows (aten ops per layer)
+            key = key[:n]
+            value = value[:n]
+        if key.dtype != key_cache.dtype:
+            key = key.to(key_cache.dtype)
+        if value.dtype != value_cache.dtype:
+            value = value.to(value_cache.dtype)
         # Two-index index_put_ writes through views of any stride, so a cache that is a
         # slice of a larger [num_blocks, 2, ...] allocation is updated where it lives.
-        key_cache.index_put_((blocks, offsets), key.to(key_cache.dtype))
-        value_cache.index_put_((blocks, offsets), value.to(value_cache.dtype))
+        key_cache.index_put_((blocks, offsets), key)
+        value_cache.index_put_((blocks, offsets), value)
 
     def paged_attention(
         self,
