@@ -68,7 +68,7 @@ def _tnd_prefill(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         )
         _require(
             torch.equal(
-                mask.reshape(2048, 2048).bool().cpu(),
+                mask.reshape(2048, 2048).bool(),
                 torch.ones(2048, 2048, dtype=torch.bool).triu(1),
             ),
             "sparse_mode 3 mask must be True strictly above the diagonal",
