@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from adapters.cpu.ops import swiglu
 from ports.moe import MoeOps, Permutation, Routing, Scoring
 
 _F32 = torch.float32
@@ -57,14 +58,12 @@ class CpuMoeOps(MoeOps):
     ) -> torch.Tensor:
         """One gate/up matmul and one down matmul per expert that received rows."""
         out = torch.empty(rows.shape[0], w2.shape[1], dtype=rows.dtype)
-        inter = w2.shape[2]
         start = 0
         for expert, count in enumerate(group_sizes.tolist()):
             if count == 0:
                 continue
             x = rows[start : start + count]
-            gate_up = x @ w13[expert].t()
-            act = torch.nn.functional.silu(gate_up[:, :inter]) * gate_up[:, inter:]
+            act = swiglu(x @ w13[expert].t())
             torch.matmul(act, w2[expert].t(), out=out[start : start + count])
             start += count
         return out
@@ -72,12 +71,18 @@ class CpuMoeOps(MoeOps):
     def unpermute(
         self, rows: torch.Tensor, permutation: Permutation, weights: torch.Tensor
     ) -> torch.Tensor:
-        """Weighted rows summed per token in float32 (in expert order, as HF sums)."""
+        """Weighted rows summed per token in float32, rounded once to the rows' dtype.
+
+        The weights are first rounded to the rows' dtype: the NPU's combine op takes its
+        weights in bf16 (npu_moe_token_unpermute), as Hugging Face's MoE blocks round
+        theirs to the hidden dtype. Sums run in expert order, as HF's do; for k = 2 that
+        is the NPU op's slot order too (float addition commutes).
+        """
         idx = permutation.source_rows
-        w = weights.reshape(-1).to(_F32).index_select(0, idx)
+        w = weights.to(rows.dtype).reshape(-1).to(_F32).index_select(0, idx)
         tokens = torch.div(idx, permutation.top_k, rounding_mode="floor")
         out = torch.zeros(permutation.num_tokens, rows.shape[1], dtype=_F32)
-        out.index_add_(0, tokens, (rows.to(_F32) * w[:, None]).to(rows.dtype).to(_F32))
+        out.index_add_(0, tokens, rows.to(_F32) * w[:, None])
         return out.to(rows.dtype)
 
 

@@ -1,7 +1,7 @@
 """The ops port in plain torch on the host: the reference semantics every device matches.
 
-Precision: norms, rotary and attention compute in float32 and return the input dtype;
-silu_and_mul computes in the input dtype, as the models' own PyTorch code does.
+Precision: norms, rotary, attention and silu_and_mul compute in float32 and return the
+input dtype (silu_and_mul rounds once, as the NPU's npu_swiglu does).
 """
 
 from __future__ import annotations
@@ -18,6 +18,17 @@ _Slots = tuple[torch.Tensor, torch.Tensor]  # flat context slots, and validity [
 _Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 # Where write_kv_cache writes: block, offset, and the kept token rows (None: all of them).
 _Writes = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
+
+
+def swiglu(x: torch.Tensor) -> torch.Tensor:
+    """silu(first half) * second half of the last dim, in float32, rounded once.
+
+    One rounding at the output, as torch_npu's npu_swiglu and vLLM's fused silu_and_mul
+    kernels compute it; in float32 it is the plain formula.
+    """
+    d = x.shape[-1] // 2
+    xf = x.to(_F32)
+    return (torch.nn.functional.silu(xf[..., :d]) * xf[..., d:]).to(x.dtype)
 
 
 class CpuOps(Ops):
@@ -59,8 +70,7 @@ class CpuOps(Ops):
         return self.rms_norm(summed, weight, eps), summed
 
     def silu_and_mul(self, x: torch.Tensor) -> torch.Tensor:
-        d = x.shape[-1] // 2
-        return torch.nn.functional.silu(x[..., :d]) * x[..., d:]
+        return swiglu(x)
 
     def rotary_embedding(
         self,

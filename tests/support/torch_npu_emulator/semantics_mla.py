@@ -13,7 +13,6 @@ from typing import Any
 import torch
 
 from support.torch_npu_emulator import semantics
-from support.torch_npu_emulator.host_compute import on_host
 from support.torch_npu_emulator.semantics import (
     F32,
     HALF_TYPES,
@@ -24,9 +23,9 @@ from support.torch_npu_emulator.semantics import (
 
 def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     if a["query_rope"] is not None or a["key_rope"] is not None:
-        return on_host(_mla_decode)(a)
+        return _mla_decode(a)
     if a["input_layout"] == "TND":
-        return on_host(_tnd_prefill)(a)
+        return _tnd_prefill(a)
     return semantics.npu_fused_infer_attention_score(a)
 
 

@@ -2,6 +2,12 @@
 
 Independent of adapters.cpu.moe. Documented limits the adapter relies on raise
 ValueError; modes the docs leave undefined or we do not model raise NotImplementedError.
+Each kernel runs on its inputs' device (the emulated `npu` one in the serving runs): the
+tensors it makes without a device are made there (support.torch_npu_emulator.EmulatedOp).
+
+Precision: the wheel's docs state dtypes, not intermediate precision. Where CANN's
+published kernel source or aclnn docs state it, it is followed and named below; elsewhere
+the emulator computes in float32 and rounds once, to the output dtype, at the op's end.
 """
 
 from __future__ import annotations
@@ -10,7 +16,6 @@ from typing import Any
 
 import torch
 
-from support.torch_npu_emulator.host_compute import on_host
 from support.torch_npu_emulator.semantics import F32, FLOAT_TYPES, _require
 
 
@@ -94,19 +99,19 @@ def npu_moe_init_routing_v2(
     start, end = a["active_expert_range"] or [0, experts]
     _require(0 <= start < end <= experts, "active_expert_range within [0, expert_num]")
     k = expert_idx.shape[1]
-    order = sorted(range(flat.shape[0]), key=lambda i: (int(flat[i]), i))
-    active = [i for i in order if start <= int(flat[i]) < end]
-    n = len(active)
+    # keyValueSort of (expert, flat row): a stable sort by expert keeps rows in order.
+    order = torch.sort(flat, stable=True).indices
+    by_expert = flat.index_select(0, order)
+    active = order[(by_expert >= start) & (by_expert < end)]
+    n = active.shape[0]
     expanded = torch.full((flat.shape[0], x.shape[1]), float("nan"), dtype=x.dtype)
-    if n:
-        expanded[:n] = x[torch.tensor(active) // k]
-    if a["row_idx_type"] == 1:
+    expanded[:n] = x.index_select(0, torch.div(active, k, rounding_mode="floor"))
+    if a["row_idx_type"] == 1:  # scatter index: row i came from flat (token, slot) active[i]
         row_idx = torch.full((flat.shape[0],), -7, dtype=torch.int32)
-        row_idx[:n] = torch.tensor(active, dtype=torch.int32)
-    else:
+        row_idx[:n] = active.to(torch.int32)
+    else:  # gather index: flat (token, slot) j went to row row_idx[j], -1 if left out
         row_idx = torch.full((flat.shape[0],), -1, dtype=torch.int32)
-        for pos, i in enumerate(active):
-            row_idx[i] = pos
+        row_idx[active] = torch.arange(n, dtype=torch.int32)
     counts = torch.bincount(flat, minlength=experts)[start:end]
     return expanded, row_idx, counts.to(torch.int64), torch.zeros(flat.shape[0], dtype=F32)
 
@@ -156,7 +161,15 @@ def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
 
 
 def npu_moe_token_unpermute(a: dict[str, Any]) -> torch.Tensor:
-    """out[t] = sum_j probs[t, j] * permuted[i] where sorted_indices[i] = t * k + j."""
+    """out[t] = sum over j of probs[t, j] * permuted[sorted_indices[t * k + j]]: a gather.
+
+    The wheel's doc: "get the data of permuted_tokens at the indices sorted_indices holds,
+    multiply by probs, sum". CANN's aclnnMoeTokenUnpermute doc writes it T[k] = T[S[k]],
+    T[k] *= P[i][j], O[i] = sum of T[k] over k in [i*topK, (i+1)*topK); its kernel
+    (ops-transformer moe_token_unpermute.h) casts rows and probs to float32, sums the
+    slots in order j = 0..k-1 in float32 and rounds once (RINT) to bf16. That precision
+    is modelled here. The kernel also skips a slot whose prob is 0, which adds nothing.
+    """
     permuted, indices, probs = a["permuted_tokens"], a["sorted_indices"], a["probs"]
     _require(not a["padded_mode"], "npu_moe_token_unpermute: padded_mode supports False only")
     _require(permuted.dtype == torch.bfloat16, "npu_moe_token_unpermute: permuted_tokens bf16")
@@ -167,25 +180,24 @@ def npu_moe_token_unpermute(a: dict[str, Any]) -> torch.Tensor:
         _require(probs.dtype == torch.bfloat16, "npu_moe_token_unpermute: probs bf16")
     tokens = permuted.shape[0] // k
     _require(tokens * k == permuted.shape[0], "rows must be num_tokens * topK")
+    at = indices.long()
     _require(
-        torch.equal(torch.sort(indices.long()).values, torch.arange(tokens * k)),
-        "sorted_indices must be a permutation of the rows",
+        bool(((at >= 0) & (at < permuted.shape[0])).all()),
+        "sorted_indices must be rows of permuted_tokens (>= 0)",
     )
-    by_slot = torch.empty_like(permuted, dtype=F32)
-    by_slot[indices.long()] = permuted.to(F32)
-    by_slot = by_slot.view(tokens, k, -1)
+    by_slot = permuted.index_select(0, at).to(F32).view(tokens, k, -1)
     if probs is not None:
         by_slot = by_slot * probs.to(F32).unsqueeze(-1)
-    return by_slot.sum(1).to(permuted.dtype)
+    out = by_slot[:, 0]
+    for j in range(1, k):
+        out = out + by_slot[:, j]
+    return out.to(permuted.dtype)
 
 
 IMPLEMENTED = {
-    name: on_host(fn)
-    for name, fn in {
-        "npu_moe_gating_top_k": npu_moe_gating_top_k,
-        "npu_moe_gating_top_k_softmax": npu_moe_gating_top_k_softmax,
-        "npu_moe_init_routing_v2": npu_moe_init_routing_v2,
-        "npu_grouped_matmul": npu_grouped_matmul,
-        "npu_moe_token_unpermute": npu_moe_token_unpermute,
-    }.items()
+    "npu_moe_gating_top_k": npu_moe_gating_top_k,
+    "npu_moe_gating_top_k_softmax": npu_moe_gating_top_k_softmax,
+    "npu_moe_init_routing_v2": npu_moe_init_routing_v2,
+    "npu_grouped_matmul": npu_grouped_matmul,
+    "npu_moe_token_unpermute": npu_moe_token_unpermute,
 }
