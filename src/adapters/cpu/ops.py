@@ -1,7 +1,7 @@
 """The ops port in plain torch on the host: the reference semantics every device matches.
 
-Precision: norms, rotary, attention and silu_and_mul compute in float32 and return the
-input dtype (silu_and_mul rounds once, as the NPU's npu_swiglu does).
+Precision: norms, rotary, attention and silu_and_mul compute in float32 and round once
+to the input dtype at the op's output, as the NPU's ops compute them.
 """
 
 from __future__ import annotations
@@ -45,10 +45,11 @@ class CpuOps(Ops):
         self._writes_of: tuple[torch.Tensor, int, _Writes] | None = None
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-        """Normalise in float32, cast back to x's dtype, then scale by weight.
+        """Normalise and scale by weight in float32, rounded once to x's dtype.
 
-        The cast comes before the weight product, as in Hugging Face's and vLLM's
-        PyTorch RMSNorm, so half-precision results match them bit for bit.
+        One rounding at the output, as torch_npu's npu_rms_norm computes it (and vLLM's
+        fused kernels); Hugging Face's PyTorch RMSNorm rounds before the weight product,
+        so half-precision results can differ from it by one ulp.
         """
         if x.dtype == _F32 and weight.dtype == _F32:
             # torch's fused kernel: the same float32 arithmetic in one pass (0.0 apart
@@ -56,8 +57,8 @@ class CpuOps(Ops):
             return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)
         xf = x.to(_F32)
         variance = xf.pow(2).mean(dim=-1, keepdim=True)
-        normed = (xf * torch.rsqrt(variance + eps)).to(x.dtype)
-        return normed * weight.to(x.dtype)
+        # A weight of another dtype takes x's first, as npu_rms_norm requires gamma's.
+        return (xf * torch.rsqrt(variance + eps) * weight.to(x.dtype).to(_F32)).to(x.dtype)
 
     def add_rms_norm(
         self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float

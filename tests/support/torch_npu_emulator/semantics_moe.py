@@ -152,12 +152,15 @@ def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
         _require(sizes == sorted(sizes) and sizes[0] >= 0, "cumulative group_list")
         sizes = [b - c for b, c in zip(sizes, [0, *sizes[:-1]], strict=True)]
     _require(sum(sizes) == x.shape[0], "npu_grouped_matmul: group sizes must cover x's rows")
-    out = torch.empty(x.shape[0], w.shape[2], dtype=F32)
+    # Each group's product accumulates in float32 and rounds once to x's dtype: torch's
+    # CPU matmul does exactly that in bf16/fp16 (so it computes it here), as a cube unit
+    # does; the docs state neither the precision nor the order of the sums.
+    out = torch.empty(x.shape[0], w.shape[2], dtype=x.dtype)
     start = 0
     for g, size in enumerate(sizes):
-        out[start : start + size] = x[start : start + size].to(F32) @ w[g].to(F32)
+        torch.matmul(x[start : start + size], w[g], out=out[start : start + size])
         start += size
-    return [out.to(x.dtype)]
+    return [out]
 
 
 def npu_moe_token_unpermute(a: dict[str, Any]) -> torch.Tensor:
