@@ -64,15 +64,6 @@ SIZES: dict[str, dict[str, int]] = {
         "num_key_value_heads": 2,
         "head_dim": 32,
     },
-    "npu-mla-moe": {  # DeepSeek-V3 only: npu-mla with MoE layers (NPU_MLA_MOE_SHAPE)
-        "vocab_size": 4096,
-        "hidden_size": 128,
-        "intermediate_size": 384,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 32,
-        "head_dim": 32,
-    },
     "npu-mla": {  # the DeepSeek styles only, with NPU_MLA_SHAPE on top
         "vocab_size": 4096,
         "hidden_size": 128,
@@ -120,6 +111,7 @@ NPU_MLA_SHAPE: dict[str, Any] = {
 # said above, so it is compared with the host device only (the ids of both equal).
 NPU_MLA_MOE_SIZE = "npu-mla-moe"
 NPU_MLA_MOE_SHAPE: dict[str, Any] = {**NPU_MLA_SHAPE, "first_k_dense_replace": 1}
+SIZES[NPU_MLA_MOE_SIZE] = dict(SIZES[NPU_MLA_SIZE])  # DeepSeek-V3 only
 
 # What the MoE styles add to a size's shape (tiny and small only: these models test
 # routing and the latent cache, not speed). Expert and latent sizes are small but keep
