@@ -1,7 +1,7 @@
 """The MoE role in plain torch on the host: the reference every device's MoE ops match.
 
 Vectorised over tokens: routing is a few tensor ops, permutation one stable sort, the
-experts one matmul pair per active expert, the combine one index_add.
+experts one matmul pair per active expert, the combine one index_copy and k - 1 adds.
 """
 
 from __future__ import annotations
@@ -73,16 +73,20 @@ class CpuMoeOps(MoeOps):
     ) -> torch.Tensor:
         """Weighted rows summed per token in float32, rounded once to the rows' dtype.
 
-        The weights are first rounded to the rows' dtype: the NPU's combine op takes its
-        weights in bf16 (npu_moe_token_unpermute), as Hugging Face's MoE blocks round
-        theirs to the hidden dtype. Sums run in expert order, as HF's do; for k = 2 that
-        is the NPU op's slot order too (float addition commutes).
+        The NPU combine's contract (npu_moe_token_unpermute; CANN's kernel source): the
+        weights rounded to the rows' dtype (the op takes bf16 probs, as Hugging Face's MoE
+        blocks round theirs to the hidden dtype), float32 products, and each token's k
+        slots summed in slot order. Slots left out by permute stay zero.
         """
+        num_tokens, top_k = permutation.num_tokens, permutation.top_k
+        w = weights.to(rows.dtype).reshape(-1).to(_F32)
+        by_slot = torch.zeros(num_tokens * top_k, rows.shape[1], dtype=_F32)
         idx = permutation.source_rows
-        w = weights.to(rows.dtype).reshape(-1).to(_F32).index_select(0, idx)
-        tokens = torch.div(idx, permutation.top_k, rounding_mode="floor")
-        out = torch.zeros(permutation.num_tokens, rows.shape[1], dtype=_F32)
-        out.index_add_(0, tokens, rows.to(_F32) * w[:, None])
+        by_slot.index_copy_(0, idx, rows.to(_F32) * w.index_select(0, idx)[:, None])
+        slots = by_slot.view(num_tokens, top_k, rows.shape[1])
+        out = slots[:, 0]
+        for j in range(1, top_k):
+            out = out + slots[:, j]
         return out.to(rows.dtype)
 
 

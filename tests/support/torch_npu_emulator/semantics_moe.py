@@ -188,7 +188,7 @@ def npu_moe_token_unpermute(a: dict[str, Any]) -> torch.Tensor:
         bool(((at >= 0) & (at < permuted.shape[0])).all()),
         "sorted_indices must be rows of permuted_tokens (>= 0)",
     )
-    by_slot = permuted.index_select(0, at).to(F32).view(tokens, k, -1)
+    by_slot = permuted.index_select(0, at).to(F32).view(tokens, k, permuted.shape[1])
     if probs is not None:
         by_slot = by_slot * probs.to(F32).unsqueeze(-1)
     out = by_slot[:, 0]
