@@ -136,6 +136,19 @@ def test_npu_moe_decode_step_reads_back_one_row_count_per_moe_layer(runs, style:
     assert (step["d2h_copies"], step["scalar_reads"], step["dynamic_shape_ops"]) == (1, 2, 0)
 
 
+@pytest.mark.parametrize(("style", "moe_layers"), [(MLA_STYLES[0], 0), (MLA_STYLES[1], 2)])
+def test_npu_mla_decode_step_reads_back_once_per_step(runs, style: str, moe_layers: int) -> None:
+    step = runs["npu", style]["decode_step"]
+    # The sampled ids; the lengths come from the runner's host copy (MlaMetadataBuilder);
+    # one flag per step (are any write slots -1, read once for every layer), and each
+    # MoE layer's routed row count.
+    assert (step["d2h_copies"], step["scalar_reads"], step["dynamic_shape_ops"]) == (
+        1,
+        1 + moe_layers,
+        0,
+    )
+
+
 @pytest.mark.parametrize("style", STYLES)
 def test_npu_path_ran_every_op_through_torch_npu(runs, style: str) -> None:
     npu = runs["npu", style]
