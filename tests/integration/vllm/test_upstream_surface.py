@@ -74,7 +74,9 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.v1.attention.backend:AttentionType.DECODER", "the one type we serve"),
     ("vllm.v1.attention.backend:CommonAttentionMetadata", "read in build()"),
     ("vllm.v1.attention.backend:CommonAttentionMetadata.seq_lens_cpu_upper_bound",
-     "host-side seq lens for the NPU step plan (exact without speculative decoding)"),
+     "host-side seq lens for the NPU step plan and the MLA lengths (exact without "
+     "speculative decoding)"),
+    ("vllm.config:VllmConfig.speculative_config", "MLA: are the host seq lens exact"),
     ("vllm.v1.kv_cache_layout:KVCacheLayout.LBNHC", "the layout we declare"),
     ("vllm.v1.attention.backends.registry:AttentionBackendEnum.register",
      "Attention looks backends up by get_name() in this enum"),
