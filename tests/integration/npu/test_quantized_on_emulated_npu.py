@@ -3,11 +3,12 @@ device, in bf16 and fp16: NpuQuantOps (npu_dynamic_quant, npu_quantize, npu_quan
 platform and worker, CpuQuantOps on the host platform, each in a fresh process
 (generate_run.py), batched, chunked and prefix-cached. An emulator, not Ascend hardware.
 
-The quant ops agree bit for bit (tests/unit/npu/test_npu_golden_quant.py), but the NPU
-path's float ops do not round exactly as the host's in bf16 (npu_rms_norm applies gamma
-before the cast, npu_swiglu computes in float32, attention sums in another order), and
-int8 activation quantization turns such one-ulp differences into an occasional flipped
-near-tie: measured, 1 of 6 continuations differs after a few tokens. So each NPU token
+The quant ops agree bit for bit (tests/unit/npu/test_npu_golden_quant.py), and so do
+the norms and swiglu now, but the dense paged attention's float32 sums run in another
+order than the host's (its golden test keeps a tolerance), and int8 activation
+quantization turns such one-ulp differences into an occasional flipped near-tie
+(measured before the norms were aligned: 1 of 6 continuations differed after a few
+tokens). So each NPU token
 must be the fake-quant reference's top-1 within the host bf16 tests' 0.25 nats, and most
 continuations must equal the host's exactly.
 """
