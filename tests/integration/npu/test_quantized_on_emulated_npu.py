@@ -24,6 +24,7 @@ import torch
 from generate_run import prompts
 from test_generate_on_emulated_npu import CACHED, _result, _start
 
+from support.doctor_plan import PER_LAYER_MARGIN, doctor_memory
 from support.quant_reference import local_export, token_gaps
 
 TOLERANCE_NATS = 0.25
@@ -94,3 +95,21 @@ def test_the_quantized_experts_ran_through_torch_npu(runs) -> None:  # type: ign
     assert {"npu_dynamic_quant", "npu_grouped_matmul", "npu_swiglu",
             "npu_moe_init_routing_v2", "npu_moe_token_unpermute"} <= set(moe["calls"])
 
+
+# The emulated device counts the exact bytes of every allocation (no block rounding).
+NPU_MEASURE_MARGIN = 64 << 10
+
+
+@pytest.mark.parametrize("case", CASES, ids=["-".join(c) for c in CASES])
+def test_weight_memory_measured_on_the_device_is_what_the_model_holds_and_the_doctor_plans(
+    runs, case
+) -> None:  # type: ignore[no-untyped-def]
+    """NpuRuntime.allocated_bytes (torch.npu.memory_allocated, the emulated device's count)
+    across the load: the held weights plus buffers; held within the per-layer margin of the
+    doctor's number (support.doctor_plan states it)."""
+    npu = runs["npu", case]["weights"]
+    assert abs(npu["weights_measured"] - (npu["weights_held"] + npu["buffers"])) <= (
+        NPU_MEASURE_MARGIN), npu
+    doctor = doctor_memory(str(_export(case)), case[2])["weights_bytes_total"]
+    assert doctor <= npu["weights_held"] <= doctor + PER_LAYER_MARGIN * npu["linears"], (
+        npu, doctor)
