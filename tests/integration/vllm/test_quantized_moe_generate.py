@@ -2,7 +2,8 @@
 experts and grouped sigmoid routing) on the host device give the greedy ids of the
 fake-quant reference (support.quant_reference: transformers with each expert's and each
 linear's projections replaced by the scheme's integer math), fp32, batched, chunked
-(max_num_batched_tokens=64) and prefix-cached. The routed experts run through
+(max_num_batched_tokens=64) and prefix-cached, compiled (the host's default) and eager.
+The routed experts run through
 AscendW8A8DynamicMoeMethod with int8 weights; the router stays float.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 from engine_teardown import shut_down
-from test_quantized_generate import BLOCK, MAX_NEW, _generate, _llm, _prompts
+from test_quantized_generate import BLOCK, MAX_NEW, PATHS, _generate, _llm, _prompts
 
 from support.hf_reference import load as load_float
 from support.hf_reference import local_model
@@ -25,11 +26,13 @@ from support.quant_reference import (
 STYLES = ("qwen3_moe", "deepseek_v3")
 
 
-@pytest.fixture(scope="module", params=STYLES)
+@pytest.fixture(scope="module", params=[(s, p) for p in PATHS for s in STYLES],
+                ids=lambda p: "-".join(p))
 def served(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
-    style = request.param
+    style, path = request.param
     export = str(local_export(style, "w8a8_dynamic"))
-    llm = _llm(export, "float32")  # no --quantization: chosen from the description
+    # no --quantization: chosen from the description
+    llm = _llm(export, "float32", eager=path == "eager")
     yield style, export, llm
     shut_down(llm)
 
