@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from adapters.cpu.quant import CpuQuantOps, int8_gemm
+from adapters.expert_weights import check_int8_experts
 from ports.quant_moe import QuantMoeOps
 
 _F32 = torch.float32
@@ -23,10 +24,7 @@ class CpuQuantMoeOps(QuantMoeOps):
     def prepare_weights(
         self, w13: torch.Tensor, w2: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        for name, w in (("w13", w13), ("w2", w2)):
-            if w.dtype != torch.int8 or w.dim() != 3:
-                raise ValueError(f"quantized expert weight {name} must be int8 [E, out, in], "
-                                 f"not {w.dtype} {tuple(w.shape)}")
+        check_int8_experts(w13, w2)
         return w13.contiguous(), w2.contiguous()
 
     def grouped_mlp_w8a8_dynamic(

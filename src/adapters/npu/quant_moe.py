@@ -15,6 +15,7 @@ from types import ModuleType
 
 import torch
 
+from adapters.expert_weights import check_int8_experts
 from adapters.npu.moe import COUNTS, GROUP_M, SINGLE_OUTPUT
 from ports.quant_moe import QuantMoeOps
 
@@ -28,10 +29,7 @@ class NpuQuantMoeOps(QuantMoeOps):
     def prepare_weights(
         self, w13: torch.Tensor, w2: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        for name, w in (("w13", w13), ("w2", w2)):
-            if w.dtype != torch.int8 or w.dim() != 3:
-                raise ValueError(f"quantized expert weight {name} must be int8 [E, out, in], "
-                                 f"not {w.dtype} {tuple(w.shape)}")
+        check_int8_experts(w13, w2)
         return w13.transpose(1, 2).contiguous(), w2.transpose(1, 2).contiguous()
 
     def grouped_mlp_w8a8_dynamic(

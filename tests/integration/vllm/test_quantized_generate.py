@@ -103,6 +103,12 @@ def test_the_export_serves_with_int8_weights(served) -> None:  # type: ignore[no
 
 def test_batched_chunked_and_prefix_cached_ids_equal_the_fake_quant_reference(served) -> None:  # type: ignore[no-untyped-def]
     _, _, export, llm = served
+    check_batched_chunked_and_cached_ids(llm, export)
+
+
+def check_batched_chunked_and_cached_ids(llm, export: str) -> None:  # type: ignore[no-untyped-def]
+    """8 mixed lengths (the long ones prefilled in chunks), twice: the fake-quant ids both
+    times, the second from the prefix cache."""
     prompts = _prompts(2, [3, 17, 33, 48, 64, 90, 129, 200])
     expected = greedy_token_ids(export, prompts, MAX_NEW)
     first = _generate(llm, prompts)
@@ -117,9 +123,14 @@ def test_logprobs_follow_the_quantized_model_not_the_float_one(served) -> None: 
     """Ids alone could agree with the float model too (tiny models, 12 tokens); the
     logprobs show which model vLLM computed: the fake-quant one to float32 noise, the
     float one measurably further away."""
+    style, _, export, llm = served
+    check_logprobs_follow_the_quantized_model(llm, style, export)
+
+
+def check_logprobs_follow_the_quantized_model(llm, style: str, export: str) -> None:  # type: ignore[no-untyped-def]
+    """Served logprobs: the fake-quant model's to float32 noise, the float model's far off."""
     from vllm import SamplingParams, TokensPrompt
 
-    style, _, export, llm = served
     prompts = _prompts(4, [20, 70])
     params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True, logprobs=0)
     outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,

@@ -12,16 +12,14 @@ from __future__ import annotations
 import pytest
 import torch
 from engine_teardown import shut_down
-from test_quantized_generate import BLOCK, MAX_NEW, PATHS, _generate, _llm, _prompts
-
-from support.hf_reference import load as load_float
-from support.hf_reference import local_model
-from support.quant_reference import (
-    chosen_logprobs,
-    fake_quant_model,
-    greedy_token_ids,
-    local_export,
+from test_quantized_generate import (
+    PATHS,
+    _llm,
+    check_batched_chunked_and_cached_ids,
+    check_logprobs_follow_the_quantized_model,
 )
+
+from support.quant_reference import local_export
 
 STYLES = ("qwen3_moe", "deepseek_v3")
 
@@ -67,32 +65,9 @@ def test_experts_are_int8_and_the_router_float(served) -> None:  # type: ignore[
 
 def test_batched_chunked_and_prefix_cached_ids_equal_the_fake_quant_reference(served) -> None:  # type: ignore[no-untyped-def]
     _, export, llm = served
-    prompts = _prompts(2, [3, 17, 33, 48, 64, 90, 129, 200])
-    expected = greedy_token_ids(export, prompts, MAX_NEW)
-    first = _generate(llm, prompts)
-    assert [list(o.outputs[0].token_ids) for o in first] == expected
-    second = _generate(llm, prompts)
-    assert [list(o.outputs[0].token_ids) for o in second] == expected
-    cached = [o.num_cached_tokens for o in second]
-    assert all(c >= (len(p) - 1) // BLOCK * BLOCK for c, p in zip(cached, prompts, strict=True))
+    check_batched_chunked_and_cached_ids(llm, export)
 
 
 def test_logprobs_follow_the_quantized_experts_not_the_float_ones(served) -> None:  # type: ignore[no-untyped-def]
-    from vllm import SamplingParams, TokensPrompt
-
     style, export, llm = served
-    prompts = _prompts(4, [20, 70])
-    params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True, logprobs=0)
-    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
-                        use_tqdm=False)
-    generated = [list(o.outputs[0].token_ids) for o in outs]
-    served_lp = torch.tensor([[lp[t].logprob for lp, t in zip(o.outputs[0].logprobs, g,
-                                                               strict=True)]
-                              for o, g in zip(outs, generated, strict=True)])
-    quant_lp = torch.tensor(chosen_logprobs(fake_quant_model(export), prompts, generated))
-    float_model, _ = load_float(str(local_model(style)))
-    float_lp = torch.tensor(chosen_logprobs(float_model, prompts, generated))
-    to_quant = float((served_lp - quant_lp).abs().max())
-    to_float = float((served_lp - float_lp).abs().max())
-    assert to_quant < 1e-3
-    assert to_float > 10 * max(to_quant, 1e-4), (to_quant, to_float)
+    check_logprobs_follow_the_quantized_model(llm, style, export)
