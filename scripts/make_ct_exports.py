@@ -14,14 +14,15 @@ stays float. Same source and arguments, same files; the directory carries a stam
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package
+from model_dirs import build_once, calibration_token_ids, read_json
 
 STAMP_FILE = ".make_ct_exports.json"
 SCRIPT_VERSION = 1
@@ -58,42 +59,14 @@ def make_ct_export(src: str | Path, out: str | Path, activations: str) -> Path:
         raise ValueError(f"activations {activations!r} is not one of {ACTIVATIONS}")
     src, out = Path(src).resolve(), Path(out).resolve()
     stamp = {"src": str(src), "activations": activations, "version": SCRIPT_VERSION,
-             "llmcompressor": LLMCOMPRESSOR, "src_stamp": _read(src / ".make_models.json")}
-    if _read(out / STAMP_FILE) == stamp:
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        _build(src, tmp, activations)
-        (tmp / STAMP_FILE).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
-        tmp.chmod(0o755)
-        for path in tmp.iterdir():
-            path.chmod(0o644)
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-    return out
-
-
-def _read(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+             "llmcompressor": LLMCOMPRESSOR, "src_stamp": read_json(src / ".make_models.json")}
+    return build_once(out, STAMP_FILE, stamp, lambda tmp: _build(src, tmp, activations))
 
 
 def _calibration(tokenizer: Any) -> Any:
     from datasets import Dataset
 
-    root = Path(sysconfig.get_paths()["stdlib"])
-    ids: list[int] = []
-    for path in sorted(root.glob("*.py"), reverse=True):
-        ids += tokenizer(path.read_text(encoding="utf-8", errors="replace")).input_ids
-        if len(ids) >= CALIBRATION_SAMPLES * CALIBRATION_TOKENS:
-            break
+    ids = calibration_token_ids(tokenizer, CALIBRATION_SAMPLES * CALIBRATION_TOKENS)
     rows = [ids[i * CALIBRATION_TOKENS : (i + 1) * CALIBRATION_TOKENS]
             for i in range(CALIBRATION_SAMPLES)]
     return Dataset.from_dict({"input_ids": rows, "attention_mask": [[1] * len(r) for r in rows]})

@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
-import json
 import os
-import shutil
 import sys
-import sysconfig
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package
+from model_dirs import build_once, stdlib_sources
 
 STAMP_FILE = ".make_models.json"
 # Bump when the files this script writes change, so stale model dirs are rebuilt.
@@ -177,44 +175,7 @@ def make_model(
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
     out = Path(out_dir).resolve()
     stamp = {"style": style, "size": size, "seed": seed, "dtype": dtype, "version": SCRIPT_VERSION}
-    if _has_stamp(out, stamp):
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(out.parent / f".{out.name}.lock"):
-        if _has_stamp(out, stamp):
-            return out
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-        try:
-            _build(tmp, style, size, seed, dtype)
-            (tmp / STAMP_FILE).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
-            # mkdtemp and some writers create owner-only files; a model dir is for everyone.
-            tmp.chmod(0o755)
-            for path in tmp.iterdir():
-                path.chmod(0o644)
-            if out.exists():
-                shutil.rmtree(out)
-            tmp.rename(out)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp)
-    return out
-
-
-def _has_stamp(out: Path, stamp: dict[str, Any]) -> bool:
-    try:
-        return bool(json.loads((out / STAMP_FILE).read_text()) == stamp)
-    except (OSError, ValueError):
-        return False
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return build_once(out, STAMP_FILE, stamp, lambda tmp: _build(tmp, style, size, seed, dtype))
 
 
 def _build(out: Path, style: str, size: str, seed: int, dtype: str) -> None:
@@ -362,17 +323,15 @@ def _shape_weights(model: Any, hidden: int, special_ids: list[int]) -> None:
 
 def _corpus() -> list[str]:
     """Stdlib module sources, in name order, up to CORPUS_BYTES characters."""
-    root = Path(sysconfig.get_paths()["stdlib"])
     texts: list[str] = []
     total = 0
-    for path in sorted(root.glob("*.py")):
-        text = path.read_text(encoding="utf-8", errors="replace")
+    for text in stdlib_sources():
         texts.append(text)
         total += len(text)
         if total >= CORPUS_BYTES:
             break
     if total < 100_000:
-        raise RuntimeError(f"too little text under {root} to train a tokenizer ({total} chars)")
+        raise RuntimeError(f"too little standard-library text to train a tokenizer ({total} chars)")
     return texts
 
 

@@ -33,10 +33,11 @@ import argparse
 import json
 import shutil
 import sys
-import sysconfig
-import tempfile
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package
+from model_dirs import build_once, calibration_token_ids, read_json
 
 STAMP_FILE = ".make_quant_exports.json"
 SCRIPT_VERSION = 3
@@ -92,29 +93,8 @@ def make_export(
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
     src, out = Path(src).resolve(), Path(out).resolve()
     stamp = {"src": str(src), "scheme": scheme, "version": SCRIPT_VERSION, "dtype": dtype,
-             "src_stamp": _read(src / ".make_models.json")}
-    if _read(out / STAMP_FILE) == stamp:
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        _build(src, tmp, scheme, dtype)
-        (tmp / STAMP_FILE).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
-        tmp.chmod(0o755)
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-    return out
-
-
-def _read(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+             "src_stamp": read_json(src / ".make_models.json")}
+    return build_once(out, STAMP_FILE, stamp, lambda tmp: _build(src, tmp, scheme, dtype))
 
 
 def _build(src: Path, out: Path, scheme: str, dtype_name: str | None) -> None:
@@ -237,13 +217,7 @@ def expert_tensors(module: Any, prefix: str, dtype: Any) -> dict[str, Any]:
 def calibration_ids(tokenizer: Any, tokens: int = CALIBRATION_TOKENS) -> list[list[int]]:
     """Chunks of tokenized stdlib text (files from the end of the name order, so not the
     first files the tokenizer was trained on)."""
-    root = Path(sysconfig.get_paths()["stdlib"])
-    ids: list[int] = []
-    for path in sorted(root.glob("*.py"), reverse=True):
-        ids += tokenizer(path.read_text(encoding="utf-8", errors="replace")).input_ids
-        if len(ids) >= tokens:
-            break
-    ids = ids[:tokens]
+    ids = calibration_token_ids(tokenizer, tokens)
     return [ids[i : i + CALIBRATION_CHUNK] for i in range(0, len(ids), CALIBRATION_CHUNK)]
 
 

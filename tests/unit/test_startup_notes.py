@@ -26,12 +26,28 @@ class Uni:
 with stop_on_our_errors(Uni()):
     raise ConfigError("the KV cache is too small.", "raise --kv-cache-memory-bytes")
 """
+# A TP > 1 engine: the engine process starts two worker processes (vLLM's multiprocessing
+# executor); each stops on our error, which goes back to vLLM as an ordinary exception.
+WORKER = """
+from adapters.vllm.startup import stop_on_our_errors
+from ascend_core.errors import ConfigError
+class Mp:
+    distributed_executor_backend = "mp"
+with stop_on_our_errors(Mp()):
+    raise ConfigError("the KV cache is too small.", "raise --kv-cache-memory-bytes")
+"""
+ENGINE = f"""
+import subprocess, sys
+workers = [subprocess.Popen([sys.executable, "-c", {WORKER!r}]) for _ in range(2)]
+if any([w.wait() for w in workers]):  # wait for both
+    raise RuntimeError("WorkerProc initialization failed")
+"""
 
 
-def _parent(outcome: str) -> subprocess.CompletedProcess[str]:
+def _parent(outcome: str, child: str = CHILD) -> subprocess.CompletedProcess[str]:
     env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
     return subprocess.run(
-        [sys.executable, "-c", PARENT, CHILD, outcome], capture_output=True, text=True, env=env
+        [sys.executable, "-c", PARENT, child, outcome], capture_output=True, text=True, env=env
     )
 
 
@@ -56,3 +72,16 @@ def test_a_parent_that_ends_without_an_error_repeats_nothing_and_leaves_no_note(
     assert "stopped at startup" not in done.stderr
     pid = int(done.stdout.split()[0])
     assert not (Path(tempfile.gettempdir()) / f"vllm-plugin-ascend-{pid}.startup-error").exists()
+
+
+def test_worker_processes_of_a_tp_engine_reach_the_front_end_once() -> None:
+    done = _parent("fail", ENGINE)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    # The workers' and the engine's tracebacks are vLLM's to print; our reason ends it, once.
+    assert "WorkerProc initialization failed" in done.stderr
+    assert lines[-1] == (
+        "vllm-plugin-ascend: the engine process stopped at startup: the KV cache is too "
+        "small. Fix: raise --kv-cache-memory-bytes"
+    )
+    assert sum("stopped at startup" in line for line in lines) == 1

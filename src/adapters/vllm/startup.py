@@ -47,11 +47,11 @@ def stop_on_our_errors(parallel_config: Any = None) -> Iterator[None]:
     try:
         yield
     except AscendError as error:
+        if parallel_config is not None:
+            _tell_watcher(str(error))
         backend = getattr(parallel_config, "distributed_executor_backend", "uni")
         if backend != "uni":
             raise
-        if parallel_config is not None:
-            _tell_parent(str(error))
         raise StartupError(error) from error
 
 
@@ -82,11 +82,35 @@ def watch_engine_errors() -> None:
     atexit.register(_repeat_engine_error, note)
 
 
-def _tell_parent(message: str) -> None:
-    note = _note_path(os.getppid())
-    if note.exists():  # only a watching parent created it
-        with contextlib.suppress(OSError), note.open("a") as f:
-            f.write(message + "\n")
+def _tell_watcher(message: str) -> None:
+    """Leave the message for the nearest watching ancestor: the engine's parent for a
+    worker in the engine process, its grandparent for a worker process of the
+    multiprocessing executor (TP > 1), whose error vLLM reports as its own traceback."""
+    for pid in _ancestors(os.getpid(), _WATCH_DEPTH):
+        note = _note_path(pid)
+        if note.exists():  # only a watching process created it
+            with contextlib.suppress(OSError), note.open("a") as f:
+                f.write(message + "\n")
+            return
+
+
+# front end -> engine core -> executor workers: two levels up is as far as vLLM starts.
+_WATCH_DEPTH = 2
+
+
+def _ancestors(pid: int, depth: int) -> Iterator[int]:
+    """The parent, grandparent, ... of `pid`, up to `depth` of them (from /proc)."""
+    for _ in range(depth):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return
+        # Field 4 is the parent's pid; the name (field 2) is in parentheses and may
+        # hold spaces, so split after its closing one.
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+        if pid <= 1:
+            return
+        yield pid
 
 
 def _repeat_engine_error(note: Path) -> None:
@@ -95,5 +119,8 @@ def _repeat_engine_error(note: Path) -> None:
         note.unlink()
     except OSError:
         return
-    if text and getattr(sys, "last_value", None) is not None:
-        sys.stderr.write(f"{PREFIX}the engine process stopped at startup: {text}\n")
+    # Each worker of a TP > 1 engine that stopped leaves its line: say each reason once.
+    reasons = list(dict.fromkeys(line for line in text.splitlines() if line))
+    if reasons and getattr(sys, "last_value", None) is not None:
+        for reason in reasons:
+            sys.stderr.write(f"{PREFIX}the engine process stopped at startup: {reason}\n")

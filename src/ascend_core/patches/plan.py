@@ -7,7 +7,7 @@ import enum
 from attrs import frozen
 
 from ascend_core.errors import CompatibilityError
-from ascend_core.patches.spec import PatchContext, PatchRegistry, PatchSpec
+from ascend_core.patches.spec import ALWAYS, Condition, PatchContext, PatchRegistry, PatchSpec
 from ascend_core.versions import Version
 
 
@@ -94,7 +94,12 @@ def plan_patches(
         if unmet:
             skipped.append(SkippedPatch(spec, SkipCause.CONDITION, "; ".join(unmet)))
             continue
-        to_apply.append(
-            PlannedPatch(spec, f"{spec.reason} (needed when {spec.when.describe()})")
-        )
+        to_apply.append(PlannedPatch(spec, f"{spec.reason} ({_when(spec.when)})"))
     return PatchPlan(vllm_version, context, tuple(to_apply), tuple(skipped))
+
+
+def _when(condition: Condition) -> str:
+    """Why the patch applies here, in words: a patch with no condition is needed everywhere."""
+    if condition == ALWAYS:
+        return "needed on every deployment"
+    return f"needed when {condition.describe()}"

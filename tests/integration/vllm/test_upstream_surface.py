@@ -125,7 +125,7 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.platforms.interface:Platform.get_mla_prefill_backend_cls",
      "hook: MLAAttention asks for a prefill class when built"),
     # Kernel overrides and patches (targets of the core's patch registry).
-    ("vllm.triton_utils.dispatcher:register_kernels", "vLLM's kernel-override registry"),
+    ("vllm.triton_utils.dispatcher:KernelOverride", "the wrapper our kernel overrides install"),
     ("vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel", "patch target"),
     ("vllm.v1.sample.ops.topk_topp_sampler:apply_top_k_top_p", "NPU patch target"),
     ("vllm.v1.sample.ops.topk_topp_sampler:apply_top_k_top_p_pytorch", "its replacement"),

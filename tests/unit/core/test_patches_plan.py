@@ -62,6 +62,12 @@ def test_plan_lists_what_applies_in_registry_order_with_reasons() -> None:
     assert "device in {cpu}" in plan.to_apply[1].why
 
 
+def test_an_unconditional_patch_says_it_is_needed_everywhere() -> None:
+    why = {p.spec.id: p.why for p in plan_patches(REGISTRY, HOST, "0.33.0").to_apply}
+    assert why["always"].endswith("(needed on every deployment)")
+    assert why["host-only"].endswith("(needed when device in {cpu})")
+
+
 def test_plan_says_why_each_skipped_patch_is_skipped() -> None:
     plan = plan_patches(REGISTRY, HOST, "0.33.0")
     skipped = {s.spec.id: s for s in plan.skipped}

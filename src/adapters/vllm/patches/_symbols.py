@@ -26,7 +26,3 @@ def rebind(symbols: tuple[str, ...], value: Any) -> None:
         holder, attr = holder_and_attr(symbol)
         setattr(holder, attr, value)
 
-
-def dotted(symbol: str) -> str:
-    """`a.b:C.d` as vLLM's kernel-override registry spells it: `a.b.C.d`."""
-    return symbol.replace(":", ".")

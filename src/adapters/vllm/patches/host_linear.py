@@ -97,7 +97,10 @@ def packed_linear_op() -> Any:
         lib = torch.library.Library(namespace, "FRAGMENT")
         lib.define(f"{name}(Tensor x, Tensor weight, Tensor? bias) -> Tensor")
         lib.impl(name, _packed_linear, "CPU")
-        torch.library.register_fake(OP_NAME, _packed_linear_fake, lib=lib)
+        # The shape function as the op's Meta kernel, which fake tensors (Dynamo's
+        # tracing) use; torch.library.register_fake would record the caller's source
+        # line through inspect.getmodule, a scan of sys.modules costing ~50 ms a start.
+        lib.impl(name, _packed_linear_fake, "Meta")
         _library.append(lib)
     return getattr(getattr(torch.ops, namespace), name).default
 
