@@ -20,8 +20,8 @@ Per linear layer, with W the float weight [n, k]:
 MoE models (transformers holds each layer's experts as 3-d gate_up_proj / down_proj):
   every routed expert is written per expert, `<layer>.mlp.experts.<e>.{gate,up,down}_proj.`
   `{weight,weight_scale,weight_offset}`, W8A8_DYNAMIC in every scheme (the one expert
-  scheme served; ModelSlim's W8A8 exports of MoE models quantize experts dynamically
-  too); the router (`mlp.gate`) stays FLOAT, shared experts are ordinary linears.
+  scheme served); the router (`mlp.gate`) stays FLOAT, shared experts are ordinary
+  linears.
   MLA's kv_b_proj stays FLOAT: vLLM's MLA layer absorbs its weight into the attention
   math in float, so a quantized kv_b_proj would not compute the scheme's integer math.
 Same arguments and source, same files; a finished directory carries a stamp.
