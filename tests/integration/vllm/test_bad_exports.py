@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_teardown import clean_distributed_state
 
 from support.quant_reference import local_export
 
@@ -45,6 +46,9 @@ def _start(model: str) -> str:
     with pytest.raises(Exception) as caught:  # vLLM may wrap our error: read the chain
         LLM(model=model, dtype="float32", enforce_eager=True, max_model_len=256,
             block_size=16, kv_cache_memory_bytes=16 << 20, seed=0)
+    # A start that failed half-way leaves its process groups; the next start (a MoE
+    # model needs its expert-parallel group) must make its own.
+    clean_distributed_state()
     text, exc = [], caught.value
     while exc is not None:  # the message of each exception in the chain
         text.append(str(exc))
