@@ -21,14 +21,16 @@ from test_quantized_generate import (
 
 from support.quant_reference import local_export
 
-STYLES = ("qwen3_moe", "deepseek_v3")
+# (style, scheme): mixed puts static W8A8 and W8A8_DYNAMIC attention layers next to the
+# W8A8_DYNAMIC experts (the one scheme served for experts).
+CASES = (("qwen3_moe", "w8a8_dynamic"), ("deepseek_v3", "w8a8_dynamic"), ("qwen3_moe", "mixed"))
 
 
-@pytest.fixture(scope="module", params=[(s, p) for p in PATHS for s in STYLES],
+@pytest.fixture(scope="module", params=[(*c, p) for p in PATHS for c in CASES],
                 ids=lambda p: "-".join(p))
 def served(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
-    style, path = request.param
-    export = str(local_export(style, "w8a8_dynamic"))
+    style, scheme, path = request.param
+    export = str(local_export(style, scheme))
     # no --quantization: chosen from the description
     llm = _llm(export, "float32", eager=path == "eager")
     yield style, export, llm
