@@ -119,13 +119,13 @@ def npu_moe_init_routing_v2(
 def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
     """One x [M, K], one weight [G, K, N], group sizes over M: y[rows of g] = x @ w[g]."""
     xs, ws, group_list = a["x"], a["weight"], a["group_list"]
+    quantized = bool(xs) and xs[0].dtype == torch.int8
     for name in (
         "bias",
-        "scale",
+        *(() if quantized else ("scale", "per_token_scale")),
         "offset",
         "antiquant_scale",
         "antiquant_offset",
-        "per_token_scale",
         "activation_input",
     ):
         if a[name] is not None:
@@ -137,7 +137,8 @@ def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
     _require(a["act_type"] in (0, None), "npu_grouped_matmul: act_type not modelled")
     x, w = xs[0], ws[0]
     _require(x.dim() == 2 and w.dim() == 3 and x.shape[1] == w.shape[1], "x [M,K], w [G,K,N]")
-    _require(x.dtype == w.dtype and x.dtype in FLOAT_TYPES, "npu_grouped_matmul: x, w dtypes")
+    if not quantized:
+        _require(x.dtype == w.dtype and x.dtype in FLOAT_TYPES, "npu_grouped_matmul: x, w dtypes")
     _require(x.shape[1] < 65536 and w.shape[2] < 65536, "npu_grouped_matmul: inner dims < 65536")
     _require(
         isinstance(group_list, torch.Tensor) and group_list.dtype == torch.int64,
@@ -152,6 +153,8 @@ def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
         _require(sizes == sorted(sizes) and sizes[0] >= 0, "cumulative group_list")
         sizes = [b - c for b, c in zip(sizes, [0, *sizes[:-1]], strict=True)]
     _require(sum(sizes) == x.shape[0], "npu_grouped_matmul: group sizes must cover x's rows")
+    if quantized:
+        return [_per_token_quant_groups(a, x, w, sizes)]
     # Each group's product accumulates in float32 and rounds once to x's dtype: torch's
     # CPU matmul does exactly that in bf16/fp16 (so it computes it here), as a cube unit
     # does; the docs state neither the precision nor the order of the sums.
@@ -161,6 +164,36 @@ def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
         torch.matmul(x[start : start + size], w[g], out=out[start : start + size])
         start += size
     return [out]
+
+
+def _per_token_quant_groups(
+    a: dict[str, Any], x: torch.Tensor, w: torch.Tensor, sizes: list[int]
+) -> torch.Tensor:
+    """The docs' per-token quantization case (group_list a tensor): int8 x and weight,
+    scale [G, N] float32/bfloat16, per_token_scale [M] float32, output bf16/fp16:
+    y = (float32(x @ w[g]) * scale[g]) * per_token_scale, rounded once to output_dtype.
+    The docs give the scale of a single weight tensor as 1-D per tensor; [G, N] is how
+    vllm-project/vllm-ascend passes it (one row per expert), taken here as the layout."""
+    scales, tokens, out_dtype = a["scale"], a["per_token_scale"], a["output_dtype"]
+    _require(w.dtype == torch.int8, "npu_grouped_matmul: int8 x needs an int8 weight")
+    _require(scales is not None and len(scales) == 1 and tokens is not None and len(tokens) == 1,
+             "npu_grouped_matmul: per-token quantization takes one scale and per_token_scale")
+    scale, token = scales[0], tokens[0]
+    groups, _, n = w.shape
+    _require(tuple(scale.shape) == (groups, n) and scale.dtype in (F32, torch.bfloat16),
+             "npu_grouped_matmul: scale [G, N] float32/bfloat16")
+    _require(tuple(token.shape) == (x.shape[0],) and token.dtype == F32,
+             "npu_grouped_matmul: per_token_scale [M] float32")
+    _require(out_dtype in (torch.bfloat16, torch.float16),
+             f"npu_grouped_matmul: per-token quantization outputs bf16/fp16, not {out_dtype}")
+    out = torch.empty(x.shape[0], n, dtype=F32, device=x.device)
+    start = 0
+    for g, size in enumerate(sizes):
+        acc = x[start : start + size].to(torch.int64) @ w[g].to(torch.int64)
+        _require(bool((acc.abs() < 2**31).all()), "npu_grouped_matmul: int32 overflow")
+        out[start : start + size] = acc.to(torch.int32).to(F32) * scale[g].to(F32)
+        start += size
+    return (out * token.unsqueeze(-1)).to(out_dtype)
 
 
 def npu_moe_token_unpermute(a: dict[str, Any]) -> torch.Tensor:
