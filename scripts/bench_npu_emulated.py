@@ -1,6 +1,9 @@
 """Per decode step costs of the NPU path on the emulated `npu` device (a benchmark, not a test).
 
-    .venv/bin/python scripts/bench_npu_emulated.py [--model-style llama|qwen3] [--steps N]
+    .venv/bin/python scripts/bench_npu_emulated.py [--model-style STYLE] [--steps N]
+
+STYLE: llama, qwen3, qwen3_moe (experts through torch_npu's MoE ops) or deepseek_v3_npu_mla
+(MLA at the shapes torch_npu documents, scripts/make_models.py --size npu-mla).
 
 Runs LLM.generate through AscendNpuPlatform -> NpuWorker -> NpuModelRunner on the
 emulated device and prints, per decode step at batch 1 and 8: device-to-host syncs
@@ -22,6 +25,20 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 
+STYLES = ("llama", "qwen3", "qwen3_moe", "deepseek_v3_npu_mla")
+
+
+def _model_dir(style: str) -> tuple[str, str]:
+    """The model's directory and how the table names it."""
+    from support.hf_reference import MODELS_DIR, local_model, make_model
+
+    if style == "deepseek_v3_npu_mla":
+        return str(make_model(MODELS_DIR / "npu-mla-deepseek_v3", "deepseek_v3", "npu-mla")), (
+            "deepseek_v3 npu-mla"
+        )
+    return str(local_model(style, "tiny")), f"{style} tiny"
+
+
 def _reexec_under_emulator() -> None:
     from support.torch_npu_emulator.activate import ACTIVE_VAR, child_env
 
@@ -35,7 +52,7 @@ def _reexec_under_emulator() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model-style", default="llama", choices=("llama", "qwen3"))
+    parser.add_argument("--model-style", default="llama", choices=STYLES)
     parser.add_argument("--steps", type=int, default=8)
     args = parser.parse_args()
     _reexec_under_emulator()
@@ -46,10 +63,9 @@ def main() -> None:
     from vllm import LLM, SamplingParams, TokensPrompt
 
     from support.emulated_npu_device import counters, op_counts, reset_counters, syncs
-    from support.hf_reference import local_model
-
+    model, named = _model_dir(args.model_style)
     llm = LLM(
-        model=str(local_model(args.model_style, "tiny")),
+        model=model,
         dtype="bfloat16",
         enforce_eager=True,
         max_model_len=512,
@@ -72,7 +88,7 @@ def main() -> None:
         llm.generate(prompts, params, use_tqdm=False)
         return counters(), op_counts()
 
-    print(f"model {args.model_style} tiny, {layers} decoder layers, bf16, block 128, eager")
+    print(f"model {named}, {layers} decoder layers, bf16, block 128, eager")
     print(
         "| batch | D2H syncs / step | of which D2H copies | H2D copies / step | "
         "ops / step | ops / layer / step |"

@@ -103,6 +103,13 @@ NPU_MLA_SHAPE: dict[str, Any] = {
     "qk_nope_head_dim": 128, "v_head_dim": 128, "n_routed_experts": 16,
     "first_k_dense_replace": 3,  # = MOE_LAYERS: no MoE layer
 }
+# npu-mla with the MoE layers on: one dense layer, then two MoE layers whose grouped
+# sigmoid routing npu_moe_gating_top_k accepts (16 experts in 4 groups of 4, 2 groups
+# kept, top-2: more than 2 experts per group). Chaotic in bf16 against transformers, as
+# said above, so it is compared with the host device only (the ids of both equal).
+NPU_MLA_MOE_SIZE = "npu-mla-moe"
+NPU_MLA_MOE_SHAPE: dict[str, Any] = {**NPU_MLA_SHAPE, "first_k_dense_replace": 1}
+SIZES[NPU_MLA_MOE_SIZE] = dict(SIZES[NPU_MLA_SIZE])  # DeepSeek-V3 only
 
 # What the MoE styles add to a size's shape (tiny and small only: these models test
 # routing and the latent cache, not speed). Expert and latent sizes are small but keep
@@ -171,6 +178,8 @@ def make_model(
         raise ValueError(f"size {size!r} is not one of {tuple(SIZES)}")
     if size == NPU_MLA_SIZE and not style.startswith("deepseek"):
         raise ValueError(f"size {size!r} is for the DeepSeek styles (MLA), not {style!r}")
+    if size == NPU_MLA_MOE_SIZE and style != "deepseek_v3":
+        raise ValueError(f"size {size!r} is for the deepseek_v3 style, not {style!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
     out = Path(out_dir).resolve()
@@ -254,6 +263,8 @@ def _moe_config(style: str, common: dict[str, Any], size: str) -> Any:
     fields = {**common, **MOE_SHAPES[style]}
     if size == NPU_MLA_SIZE:
         fields.update(NPU_MLA_SHAPE)
+    elif size == NPU_MLA_MOE_SIZE:
+        fields.update(NPU_MLA_MOE_SHAPE)
     if style == "qwen3_moe":
         return Qwen3MoeConfig(
             **fields,

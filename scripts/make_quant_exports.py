@@ -17,6 +17,13 @@ Per linear layer, with W the float weight [n, k]:
     (float32; int64 holding the float32 bits for a float16 model);
     quant_bias = round(bias / deq_scale) - input_offset * sum_k weight[n, k] (int32).
   W8A8_DYNAMIC: weight, weight_scale [n, 1], weight_offset [n, 1] (zeros).
+MoE models (transformers holds each layer's experts as 3-d gate_up_proj / down_proj):
+  every routed expert is written per expert, `<layer>.mlp.experts.<e>.{gate,up,down}_proj.`
+  `{weight,weight_scale,weight_offset}`, W8A8_DYNAMIC in every scheme (the one expert
+  scheme served); the router (`mlp.gate`) stays FLOAT, shared experts are ordinary
+  linears.
+  MLA's kv_b_proj stays FLOAT: vLLM's MLA layer absorbs its weight into the attention
+  math in float, so a quantized kv_b_proj would not compute the scheme's integer math.
 Same arguments and source, same files; a finished directory carries a stamp.
 """
 
@@ -33,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a pa
 from model_dirs import build_once, calibration_token_ids, read_json
 
 STAMP_FILE = ".make_quant_exports.json"
-SCRIPT_VERSION = 2
+SCRIPT_VERSION = 3
 DESCRIPTION_FILE = "quant_model_description.json"
 INDEX_FILE = "quant_model_weights.safetensors.index.json"
 SCHEMES = ("w8a8", "w8a8_dynamic", "mixed")
@@ -58,6 +65,8 @@ _MIXED_BY_LAYER = (
 
 def linear_scheme(scheme: str, layer: int, module: str) -> str:
     """The ModelSlim label of `module` (e.g. `self_attn.q_proj`) of decoder layer `layer`."""
+    if module.endswith("kv_b_proj"):
+        return FLOAT
     if scheme == "w8a8":
         return W8A8
     if scheme == "w8a8_dynamic":
@@ -65,7 +74,7 @@ def linear_scheme(scheme: str, layer: int, module: str) -> str:
     plan = _MIXED_BY_LAYER[layer % len(_MIXED_BY_LAYER)]
     if module.startswith("self_attn."):
         return plan["self_attn"]
-    if module in ("mlp.gate_proj", "mlp.up_proj"):
+    if module.endswith(("gate_proj", "up_proj")):  # mlp. or mlp.shared_experts.
         return plan["mlp.gate_up"]
     return plan["mlp.down_proj"]
 
@@ -102,9 +111,10 @@ def _build(src: Path, out: Path, scheme: str, dtype_name: str | None) -> None:
     tensors: dict[str, torch.Tensor] = {}
     description: dict[str, str] = {}
     linears = _decoder_linears(model)
+    experts = _decoder_experts(model)
     for name, param in model.state_dict().items():
         owner = name.rsplit(".", 1)[0]
-        if owner in linears:
+        if owner in linears or owner in experts:
             continue
         tensors[name] = param.detach().to(dtype).contiguous()
         description[name] = FLOAT
@@ -126,12 +136,18 @@ def _build(src: Path, out: Path, scheme: str, dtype_name: str | None) -> None:
             tensors[f"{prefix}.{key}"] = value.contiguous()
             description[f"{prefix}.{key}"] = label
 
+    for prefix in experts:
+        for key, value in expert_tensors(model.get_submodule(prefix), prefix, dtype).items():
+            tensors[key] = value.contiguous()
+            description[key] = DYNAMIC
+
     shard = "quant_model_weights-00001-of-00001.safetensors"
     save_file(tensors, str(out / shard), metadata={"format": "pt"})
     total = sum(t.numel() * t.element_size() for t in tensors.values())
     index = {"metadata": {"total_size": total}, "weight_map": dict.fromkeys(sorted(tensors), shard)}
     (out / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
     labels = {linear_scheme(scheme, layer, m) for layer, m in linears.values()} - {FLOAT}
+    labels |= {DYNAMIC} if experts else set()
     model_type = labels.pop() if len(labels) == 1 else "W8A8_MIX"
     meta = {"model_quant_type": model_type, "version": "1.0.0"}
     (out / DESCRIPTION_FILE).write_text(json.dumps({**meta, **description}, indent=2) + "\n")
@@ -167,6 +183,35 @@ def _decoder_linears(model: Any) -> dict[str, tuple[int, str]]:
             at = parts.index("layers")
             found[name] = (int(parts[at + 1]), ".".join(parts[at + 2 :]))
     return found
+
+
+def _decoder_experts(model: Any) -> list[str]:
+    """Prefixes of transformers' expert modules (3-d gate_up_proj [E, 2I, H], down_proj
+    [E, H, I]) inside decoder layers."""
+    import torch
+
+    found = []
+    for name, module in model.named_modules():
+        gate_up, down = getattr(module, "gate_up_proj", None), getattr(module, "down_proj", None)
+        if (isinstance(gate_up, torch.nn.Parameter) and gate_up.dim() == 3
+                and isinstance(down, torch.nn.Parameter) and "layers" in name.split(".")):
+            found.append(name)
+    return found
+
+
+def expert_tensors(module: Any, prefix: str, dtype: Any) -> dict[str, Any]:
+    """ModelSlim's per-expert W8A8_DYNAMIC tensors of one transformers experts module
+    (gate rows first in gate_up_proj, as transformers chunks it)."""
+    gate_up, down = module.gate_up_proj.detach(), module.down_proj.detach()
+    inter = down.shape[2]
+    out = {}
+    for e in range(gate_up.shape[0]):
+        weights = {"gate_proj": gate_up[e, :inter], "up_proj": gate_up[e, inter:],
+                   "down_proj": down[e]}
+        for projection, weight in weights.items():
+            for key, value in quantize_dynamic(weight, dtype).items():
+                out[f"{prefix}.{e}.{projection}.{key}"] = value
+    return out
 
 
 def calibration_ids(tokenizer: Any, tokens: int = CALIBRATION_TOKENS) -> list[list[int]]:

@@ -68,6 +68,7 @@ class HostDevice(containers.DeclarativeContainer):
     ops = providers.Singleton(_lazy, "adapters.cpu.ops:CpuOps")
     quant_ops = providers.Singleton(_lazy, "adapters.cpu.quant:CpuQuantOps")
     moe_ops = providers.Singleton(_lazy, "adapters.cpu.moe:CpuMoeOps")
+    quant_moe_ops = providers.Singleton(_lazy, "adapters.cpu.quant_moe:CpuQuantMoeOps")
     mla_ops = providers.Singleton(_lazy, "adapters.cpu.mla:CpuMlaOps")
     runtime = providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime")
     communicator = providers.Singleton(_lazy, "adapters.cpu.communicator:GlooCommunicator")
@@ -84,6 +85,9 @@ class NpuDevice(containers.DeclarativeContainer):
     ops = providers.Singleton(_lazy, "adapters.npu.ops:NpuOps", torch_npu)
     quant_ops = providers.Singleton(_lazy, "adapters.npu.quant:NpuQuantOps", torch_npu)
     moe_ops = providers.Singleton(_lazy, "adapters.npu.moe:NpuMoeOps", torch_npu)
+    quant_moe_ops = providers.Singleton(
+        _lazy, "adapters.npu.quant_moe:NpuQuantMoeOps", torch_npu
+    )
     mla_ops = providers.Singleton(_lazy, "adapters.npu.mla:NpuMlaOps", torch_npu)
     runtime = providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu)
     communicator = providers.Singleton(_lazy, "adapters.npu.collective:HcclCommunicator")
@@ -122,11 +126,15 @@ class Container(containers.DeclarativeContainer):
     # Device adapters, selected by the decision.
     serving_kind = providers.Callable(_serving_kind, device_decision)
     ops = providers.Selector(serving_kind, npu=npu_device.ops, cpu=host_device.ops)
-    # Op roles beyond the dense ones (ports/moe.py, ports/mla.py, ports/quant.py).
+    # Op roles beyond the dense ones (ports/moe.py, ports/mla.py, ports/quant.py,
+    # ports/quant_moe.py).
     moe_ops = providers.Selector(serving_kind, npu=npu_device.moe_ops, cpu=host_device.moe_ops)
     mla_ops = providers.Selector(serving_kind, npu=npu_device.mla_ops, cpu=host_device.mla_ops)
     quant_ops = providers.Selector(
         serving_kind, npu=npu_device.quant_ops, cpu=host_device.quant_ops
+    )
+    quant_moe_ops = providers.Selector(
+        serving_kind, npu=npu_device.quant_moe_ops, cpu=host_device.quant_moe_ops
     )
     runtime = providers.Selector(serving_kind, npu=npu_runtime, cpu=host_device.runtime)
     # The chip family, read once from the serving runtime (torch_npu's device name).

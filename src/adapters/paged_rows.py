@@ -7,6 +7,34 @@ import torch
 Rows = tuple[torch.Tensor, torch.Tensor]  # (block ids, offsets in the block), int64
 
 
+Positions = tuple[Rows, torch.Tensor | None]  # (block, offset) of kept slots, kept indices
+
+
+def slot_positions(slot_mapping: torch.Tensor, block_size: int) -> Positions:
+    """The (block, offset) of each written slot, skipping slots of -1, and which of the
+    token rows those are (None: all). Reads one flag back: whether any slot is -1."""
+    slots = slot_mapping.reshape(-1).long()
+    keep = None
+    valid = slots >= 0
+    if not bool(valid.all()):
+        keep = valid.nonzero().squeeze(1)
+        slots = slots.index_select(0, keep)
+    blocks = torch.div(slots, block_size, rounding_mode="floor")
+    return (blocks, slots - blocks * block_size), keep
+
+
+def rows_at(
+    positions: Positions, n: int, *values: torch.Tensor
+) -> tuple[Rows, tuple[torch.Tensor, ...]]:
+    """Each value's rows [n, -1] for the kept slots of `positions` (n = len(slot_mapping));
+    value rows past n are padding, dropped."""
+    at, keep = positions
+    kept = tuple(v[:n].reshape(n, -1) for v in values)
+    if keep is not None:
+        kept = tuple(v.index_select(0, keep) for v in kept)
+    return at, kept
+
+
 def slot_rows(
     slot_mapping: torch.Tensor, block_size: int, *values: torch.Tensor
 ) -> tuple[Rows, tuple[torch.Tensor, ...]]:
@@ -14,22 +42,16 @@ def slot_rows(
 
     Slots of -1 are skipped; value rows past len(slot_mapping) are padding, dropped.
     """
-    slots = slot_mapping.reshape(-1).long()
-    n = slots.shape[0]
-    kept = tuple(v[:n].reshape(n, -1) for v in values)
-    valid = slots >= 0
-    if not bool(valid.all()):
-        keep = valid.nonzero().squeeze(1)
-        slots = slots.index_select(0, keep)
-        kept = tuple(v.index_select(0, keep) for v in kept)
-    blocks = torch.div(slots, block_size, rounding_mode="floor")
-    return (blocks, slots - blocks * block_size), kept
+    positions = slot_positions(slot_mapping, block_size)
+    return rows_at(positions, slot_mapping.numel(), *values)
 
 
 def sequence_rows(block_table: torch.Tensor, seq_lens: torch.Tensor, block_size: int) -> Rows:
-    """(block, offset) of positions 0 .. seq_len - 1 of each sequence, concatenated."""
+    """(block, offset) of positions 0 .. seq_len - 1 of each sequence, concatenated.
+
+    seq_lens may be a host tensor (the total is read from it, not from the device)."""
+    total = int(seq_lens.sum())
     lens = seq_lens.long().to(block_table.device)
-    total = int(lens.sum())
     seq_of = torch.repeat_interleave(
         torch.arange(lens.shape[0], device=lens.device), lens, output_size=total
     )

@@ -3,7 +3,8 @@
 A latent cache is two planes with the same paging: `latent` [num_blocks, block_size, L]
 (the compressed KV, kv_lora_rank L) and `rope` [num_blocks, block_size, R] (the rope key
 shared by all heads, qk_rope_head_dim R), each contiguous, as torch_npu's MLA attention
-takes them. N query heads; T tokens; B sequences.
+takes them. N query heads; T tokens; B sequences. Lengths (seq_lens, query_lens,
+kv_lens) are host tensors: a device reads them without waiting for its stream.
 """
 
 from __future__ import annotations

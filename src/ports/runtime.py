@@ -52,6 +52,11 @@ class DeviceRuntime(abc.ABC):
         """Free, total and peak memory of the current device."""
 
     @abc.abstractmethod
+    def allocated_bytes(self) -> int | None:
+        """Bytes of the live allocations on the current device now (the allocator's count:
+        freed blocks excluded), or None when this device cannot tell."""
+
+    @abc.abstractmethod
     def reset_peak_memory(self) -> None:
         """Start a new peak-memory measurement."""
 

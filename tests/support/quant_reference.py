@@ -7,6 +7,8 @@ Written from the format's formulas, independently of the plugin's QuantOps adapt
   W8A8_DYNAMIC: s = max|x| / 127 per token, x_q = round(x / s)
                 y = float32(x_q @ W^T) * weight_scale * s
 Integer products in int64 (exact); round() is torch's half-to-even.
+MoE experts (W8A8_DYNAMIC, `<prefix>.<e>.{gate,up,down}_proj.*`): transformers' experts
+loop with each expert's three projections as W8A8_DYNAMIC linears; the router stays float.
 """
 
 from __future__ import annotations
@@ -83,6 +85,38 @@ class FakeQuantLinear(torch.nn.Module):
         return y.to(x.dtype)
 
 
+class FakeQuantExperts(torch.nn.Module):
+    """transformers' experts forward(hidden, top_k_index, top_k_weights): each token's
+    chosen experts, weighted, summed in expert order; projections as FakeQuantLinear."""
+
+    def __init__(self, prefix: str, description: dict[str, str],
+                 tensors: dict[str, torch.Tensor]) -> None:
+        super().__init__()
+        self.projections: list[dict[str, FakeQuantLinear]] = []
+        e = 0
+        while f"{prefix}.{e}.gate_proj.weight" in description:
+            own = {}
+            for name in ("gate_proj", "up_proj", "down_proj"):
+                key = f"{prefix}.{e}.{name}"
+                parts = {k[len(key) + 1:]: v for k, v in tensors.items()
+                         if k.startswith(f"{key}.")}
+                own[name] = FakeQuantLinear(description[f"{key}.weight"], parts)
+            self.projections.append(own)
+            e += 1
+
+    def forward(self, hidden: torch.Tensor, top_k_index: torch.Tensor,
+                top_k_weights: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros_like(hidden)
+        for e, p in enumerate(self.projections):
+            token_idx, slot = torch.where(top_k_index == e)
+            if token_idx.numel() == 0:
+                continue
+            x = hidden[token_idx]
+            y = p["down_proj"](torch.nn.functional.silu(p["gate_proj"](x)) * p["up_proj"](x))
+            out.index_add_(0, token_idx, (y * top_k_weights[token_idx, slot, None]).to(out.dtype))
+        return out
+
+
 def _export_tensors(export_dir: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
@@ -110,6 +144,11 @@ def _load(export_dir: str, dtype: torch.dtype) -> Any:
             parent, _, child = name.rpartition(".")
             setattr(model.get_submodule(parent), child, FakeQuantLinear(label, own))
             replaced.add(prefix)
+        elif description.get(f"{name}.0.gate_proj.weight") not in (None, "FLOAT"):
+            parent, _, child = name.rpartition(".")
+            setattr(model.get_submodule(parent), child,
+                    FakeQuantExperts(name, description, tensors))
+            replaced.add(f"{name}.")
     floats = {k: v.to(dtype) for k, v in tensors.items()
               if not any(k.startswith(p) for p in replaced)}
     missing, unexpected = model.load_state_dict(floats, strict=False)
@@ -164,6 +203,24 @@ def fake_quant_model(export_dir: str | os.PathLike[str], dtype: torch.dtype = F3
     return _load(str(Path(export_dir).resolve()), dtype)
 
 
+def token_gaps(
+    export_dir: str | os.PathLike[str],
+    prompts: Sequence[Sequence[int]],
+    generated: Sequence[Sequence[int]],
+    dtype: torch.dtype,
+) -> list[float]:
+    """Per generated token (teacher-forced): the reference's top-1 logprob minus the
+    logprob of the token given."""
+    model = fake_quant_model(export_dir, dtype)
+    chosen = chosen_logprobs(model, prompts, generated)
+    gaps: list[float] = []
+    with torch.no_grad():
+        for p, g, c in zip(prompts, generated, chosen, strict=True):
+            best = _logprob_rows(model, p, g).max(dim=-1).values
+            gaps += (best - torch.tensor(c)).tolist()
+    return gaps
+
+
 def teacher_forced_gaps(
     export_dir: str | os.PathLike[str],
     prompts: Sequence[Sequence[int]],
@@ -171,14 +228,7 @@ def teacher_forced_gaps(
     dtype: torch.dtype,
 ) -> float:
     """The largest logprob gap between the reference's top-1 and the tokens given."""
-    model = fake_quant_model(export_dir, dtype)
-    chosen = chosen_logprobs(model, prompts, generated)
-    worst = 0.0
-    with torch.no_grad():
-        for p, g, c in zip(prompts, generated, chosen, strict=True):
-            best = _logprob_rows(model, p, g).max(dim=-1).values
-            worst = max(worst, float((best - torch.tensor(c)).max()))
-    return worst
+    return max(0.0, *token_gaps(export_dir, prompts, generated, dtype))
 
 
 # -- compressed-tensors (llm-compressor) int8 W8A8 -----------------------------------------

@@ -1,13 +1,14 @@
 """The MoE role in plain torch on the host: the reference every device's MoE ops match.
 
 Vectorised over tokens: routing is a few tensor ops, permutation one stable sort, the
-experts one matmul pair per active expert, the combine one index_add.
+experts one matmul pair per active expert, the combine one index_copy and k - 1 adds.
 """
 
 from __future__ import annotations
 
 import torch
 
+from adapters.cpu.ops import swiglu
 from ports.moe import MoeOps, Permutation, Routing, Scoring
 
 _F32 = torch.float32
@@ -57,14 +58,12 @@ class CpuMoeOps(MoeOps):
     ) -> torch.Tensor:
         """One gate/up matmul and one down matmul per expert that received rows."""
         out = torch.empty(rows.shape[0], w2.shape[1], dtype=rows.dtype)
-        inter = w2.shape[2]
         start = 0
         for expert, count in enumerate(group_sizes.tolist()):
             if count == 0:
                 continue
             x = rows[start : start + count]
-            gate_up = x @ w13[expert].t()
-            act = torch.nn.functional.silu(gate_up[:, :inter]) * gate_up[:, inter:]
+            act = swiglu(x @ w13[expert].t())
             torch.matmul(act, w2[expert].t(), out=out[start : start + count])
             start += count
         return out
@@ -72,12 +71,22 @@ class CpuMoeOps(MoeOps):
     def unpermute(
         self, rows: torch.Tensor, permutation: Permutation, weights: torch.Tensor
     ) -> torch.Tensor:
-        """Weighted rows summed per token in float32 (in expert order, as HF sums)."""
+        """Weighted rows summed per token in float32, rounded once to the rows' dtype.
+
+        The NPU combine's contract (npu_moe_token_unpermute; CANN's kernel source): the
+        weights rounded to the rows' dtype (the op takes bf16 probs, as Hugging Face's MoE
+        blocks round theirs to the hidden dtype), float32 products, and each token's k
+        slots summed in slot order. Slots left out by permute stay zero.
+        """
+        num_tokens, top_k = permutation.num_tokens, permutation.top_k
+        w = weights.to(rows.dtype).reshape(-1).to(_F32)
+        by_slot = torch.zeros(num_tokens * top_k, rows.shape[1], dtype=_F32)
         idx = permutation.source_rows
-        w = weights.reshape(-1).to(_F32).index_select(0, idx)
-        tokens = torch.div(idx, permutation.top_k, rounding_mode="floor")
-        out = torch.zeros(permutation.num_tokens, rows.shape[1], dtype=_F32)
-        out.index_add_(0, tokens, (rows.to(_F32) * w[:, None]).to(rows.dtype).to(_F32))
+        by_slot.index_copy_(0, idx, rows.to(_F32) * w.index_select(0, idx)[:, None])
+        slots = by_slot.view(num_tokens, top_k, rows.shape[1])
+        out = slots[:, 0]
+        for j in range(1, top_k):
+            out = out + slots[:, j]
         return out.to(rows.dtype)
 
 

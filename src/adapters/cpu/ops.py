@@ -1,11 +1,11 @@
 """The ops port in plain torch on the host: the reference semantics every device matches.
 
-Precision: norms, rotary and attention compute in float32 and return the input dtype;
-silu_and_mul computes in the input dtype, as the models' own PyTorch code does. One
-exception, for speed: bf16 decode attention reads the bf16 query and K/V directly
-(torch's CPU flash kernel: float32 scores, softmax and accumulation, but the softmax
-weights are rounded to bf16 before they weight V, as the NPU's fused kernels and
-transformers' bf16 SDPA do), instead of attending on float32 copies of the cache.
+Precision: norms, rotary, attention and silu_and_mul compute in float32 and round once
+to the input dtype at the op's output, as the NPU's ops compute them. One exception, for
+speed: bf16 decode attention reads the bf16 query and K/V directly (torch's CPU flash
+kernel: float32 scores, softmax and accumulation, but the softmax weights are rounded to
+bf16 before they weight V, as the NPU's fused kernels and transformers' bf16 SDPA do),
+instead of attending on float32 copies of the cache.
 """
 
 from __future__ import annotations
@@ -22,6 +22,17 @@ _Slots = tuple[torch.Tensor, torch.Tensor]  # flat context slots, and validity [
 _Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 # Where write_kv_cache writes: block, offset, and the kept token rows (None: all of them).
 _Writes = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
+
+
+def swiglu(x: torch.Tensor) -> torch.Tensor:
+    """silu(first half) * second half of the last dim, in float32, rounded once.
+
+    One rounding at the output, as torch_npu's npu_swiglu and vLLM's fused silu_and_mul
+    kernels compute it; in float32 it is the plain formula.
+    """
+    d = x.shape[-1] // 2
+    xf = x.to(_F32)
+    return (torch.nn.functional.silu(xf[..., :d]) * xf[..., d:]).to(x.dtype)
 
 
 class CpuOps(Ops):
@@ -41,10 +52,11 @@ class CpuOps(Ops):
         self._mask_of: tuple[torch.Tensor, torch.Tensor | None] | None = None
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-        """Normalise in float32, cast back to x's dtype, then scale by weight.
+        """Normalise and scale by weight in float32, rounded once to x's dtype.
 
-        The cast comes before the weight product, as in Hugging Face's and vLLM's
-        PyTorch RMSNorm, so half-precision results match them bit for bit.
+        One rounding at the output, as torch_npu's npu_rms_norm computes it (and vLLM's
+        fused kernels); Hugging Face's PyTorch RMSNorm rounds before the weight product,
+        so half-precision results can differ from it by one ulp.
         """
         if x.dtype == _F32 and weight.dtype == _F32:
             # torch's fused kernel: the same float32 arithmetic in one pass (0.0 apart
@@ -52,8 +64,8 @@ class CpuOps(Ops):
             return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)
         xf = x.to(_F32)
         variance = xf.pow(2).mean(dim=-1, keepdim=True)
-        normed = (xf * torch.rsqrt(variance + eps)).to(x.dtype)
-        return normed * weight.to(x.dtype)
+        # A weight of another dtype takes x's first, as npu_rms_norm requires gamma's.
+        return (xf * torch.rsqrt(variance + eps) * weight.to(x.dtype).to(_F32)).to(x.dtype)
 
     def add_rms_norm(
         self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
@@ -66,8 +78,7 @@ class CpuOps(Ops):
         return self.rms_norm(summed, weight, eps), summed
 
     def silu_and_mul(self, x: torch.Tensor) -> torch.Tensor:
-        d = x.shape[-1] // 2
-        return torch.nn.functional.silu(x[..., :d]) * x[..., d:]
+        return swiglu(x)
 
     def rotary_embedding(
         self,
@@ -279,9 +290,7 @@ class CpuOps(Ops):
         slots, valid = context
         ctx_len = valid.shape[1]
         keys = self._gather(caches[0], slots, "key").view(num_seqs, ctx_len, num_kv_heads, -1)
-        values = self._gather(caches[1], slots, "value")
-        values = values.view(num_seqs, ctx_len, num_kv_heads, head_size)
-        values = values.view(num_seqs, ctx_len, num_kv_heads, head_size)
+        values = self._gather(caches[1], slots, "value").view(num_seqs, ctx_len, num_kv_heads, -1)
 
         flat_pos = None  # None: no padding, token t of the batch is row t
         if n_tok == num_seqs * max_q:  # every sequence has max_q tokens (none has more)

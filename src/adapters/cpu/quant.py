@@ -56,7 +56,7 @@ class CpuQuantOps(QuantOps):
         pertoken_scale: torch.Tensor | None = None,
         bias: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        acc = _int8_gemm(x_q, weight)
+        acc = int8_gemm(x_q, weight)
         if bias is not None:
             acc = acc + bias.to(torch.int32)
         y = acc.to(_F32) * scale
@@ -65,7 +65,7 @@ class CpuQuantOps(QuantOps):
         return y.to(out_dtype)
 
 
-def _int8_gemm(x_q: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+def int8_gemm(x_q: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """x_q [T, k] @ weight [n, k]^T, exact in int32.
 
     torch 2.13's CPU int8 GEMM returns garbage for k < 2 (measured), so tiny k goes

@@ -51,6 +51,16 @@ class CpuRuntime(DeviceRuntime):
             peak_allocated_bytes=self._peak_rss(),
         )
 
+    def allocated_bytes(self) -> int | None:
+        """The heap's bytes in use (glibc mallinfo2: arenas plus mmapped chunks), or None
+        without glibc.
+
+        Host tensors are malloc'd (torch's CPU allocator aligns through posix_memalign), so
+        this counts them; freed blocks are excluded, unlike the resident set, which keeps
+        pages the allocator holds for reuse. It counts every other malloc of the process
+        too (CPython's small objects come from its own mmapped arenas and are not in it)."""
+        return _heap_in_use()
+
     def reset_peak_memory(self) -> None:
         """Restart the resident-set peak (Linux clear_refs); elsewhere, start from now.
 
@@ -93,6 +103,22 @@ class CpuRuntime(DeviceRuntime):
         if hwm is None:
             return max(self._peak_floor, int(psutil.Process().memory_info().rss))
         return hwm
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def _heap_in_use() -> int | None:
+    try:
+        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):  # not glibc, or glibc before 2.33
+        return None
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    return int(info.uordblks + info.hblkhd)
 
 
 def _trim_heap() -> None:

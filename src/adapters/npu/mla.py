@@ -12,7 +12,7 @@ from types import ModuleType
 
 import torch
 
-from adapters.paged_rows import sequence_rows, slot_rows
+from adapters.paged_rows import Positions, rows_at, sequence_rows, slot_positions
 from ascend_core.errors import UnsupportedFeatureError
 from ascend_core.op_limits import mla_shape_problems
 from ports.mla import LatentCache, MlaOps
@@ -27,6 +27,9 @@ class NpuMlaOps(MlaOps):
     def __init__(self, torch_npu: ModuleType) -> None:
         self._torch_npu = torch_npu
         self._masks: dict[torch.device, torch.Tensor] = {}
+        # The write positions of the last slot mapping seen: every layer of a step passes
+        # the same tensor, so its -1 check (a read back) runs once per step, not per layer.
+        self._positions: tuple[torch.Tensor, int, Positions] | None = None
 
     def check(
         self,
@@ -55,7 +58,12 @@ class NpuMlaOps(MlaOps):
         slot_mapping: torch.Tensor,
     ) -> None:
         """npu_scatter_nd_update_ into each plane with (block, offset) index pairs."""
-        at, (latent, rope_key) = slot_rows(slot_mapping, cache.latent.shape[1], latent, rope_key)
+        block_size = cache.latent.shape[1]
+        held = self._positions
+        if held is None or held[0] is not slot_mapping or held[1] != block_size:
+            held = (slot_mapping, block_size, slot_positions(slot_mapping, block_size))
+            self._positions = held
+        at, (latent, rope_key) = rows_at(held[2], slot_mapping.numel(), latent, rope_key)
         if at[0].numel() == 0:
             return
         indices = torch.stack(at, dim=1)

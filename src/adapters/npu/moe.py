@@ -148,16 +148,22 @@ class NpuMoeOps(MoeOps):
     def unpermute(
         self, rows: torch.Tensor, permutation: Permutation, weights: torch.Tensor
     ) -> torch.Tensor:
-        """npu_moe_token_unpermute over all T*k slots: dropped slots get zero rows."""
+        """npu_moe_token_unpermute over all T*k slots, with a gather index.
+
+        The op reads slot k of token t from row sorted_indices[t*k + j] (CANN's
+        aclnnMoeTokenUnpermute: T[k] = T[S[k]]), so the index is the inverse of the
+        permutation's source rows; slots left out (other ranks' experts) read a zero row
+        appended after the N kept rows. Two index ops on the device, no host read.
+        """
         total = permutation.num_tokens * permutation.top_k
-        kept = permutation.source_rows
-        if kept.shape[0] < total:
-            is_kept = torch.zeros(total, dtype=torch.bool, device=rows.device)
-            is_kept[kept] = True
-            dropped = (~is_kept).nonzero().squeeze(1)
-            kept = torch.cat((kept, dropped))
-            rows = torch.cat((rows, rows.new_zeros(dropped.shape[0], rows.shape[1])))
+        kept = rows.shape[0]
+        gather = torch.full((total,), kept, dtype=torch.int32, device=rows.device)
+        gather[permutation.source_rows] = torch.arange(
+            kept, dtype=torch.int32, device=rows.device
+        )
+        if kept < total:
+            rows = torch.cat((rows, rows.new_zeros(total - kept, rows.shape[1])))
         out: torch.Tensor = self._torch_npu.npu_moe_token_unpermute(
-            rows, kept, probs=weights.to(rows.dtype)
+            rows, gather, probs=weights.to(rows.dtype)
         )
         return out

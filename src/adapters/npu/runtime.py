@@ -53,6 +53,10 @@ class NpuRuntime(DeviceRuntime):
             free_bytes=int(free), total_bytes=int(total), peak_allocated_bytes=int(peak)
         )
 
+    def allocated_bytes(self) -> int | None:
+        """torch_npu's caching allocator: bytes its live tensors occupy (block-rounded)."""
+        return int(self._torch_npu.npu.memory_allocated())
+
     def reset_peak_memory(self) -> None:
         self._torch_npu.npu.reset_peak_memory_stats()
 

@@ -259,6 +259,11 @@ class AscendPlatformBase(Platform):
 
     @classmethod
     def get_current_memory_usage(cls, device: torch.types.Device | None = None) -> float:
+        """The device allocator's live bytes (vLLM's "Model loading took" is the change
+        across the load); where the device cannot tell, memory in use on the device."""
+        allocated = cls.runtime().allocated_bytes()
+        if allocated is not None:
+            return float(allocated)
         info = cls.runtime().memory_info()
         return float(info.total_bytes - info.free_bytes)
 

@@ -38,6 +38,14 @@ _SAFETENSORS_BITS: Mapping[str, int] = MappingProxyType(
     }
 )  # fmt: skip
 _FLOAT_HEADERS = frozenset({"F64", "F32", "F16", "BF16"})
+# Quantization parameters of int8 layers (ModelSlim and compressed-tensors names): held in
+# float32 whatever their stored width, because the int8 matmuls of both devices take
+# float32 scales (npu_quant_matmul / npu_grouped_matmul with per-token scales, the host's
+# int32 -> float32 dequant) and vLLM's compressed-tensors int8 layers create them float32.
+QUANT_PARAM_NAMES = frozenset(
+    {"weight_scale", "weight_offset", "input_scale", "input_offset", "deq_scale"}
+)
+_QUANT_PARAM_BYTES = 4
 
 # Bytes per element of the dtype names vLLM takes for --dtype and --kv-cache-dtype.
 _DTYPE_BYTES: Mapping[str, int] = MappingProxyType(
@@ -73,16 +81,20 @@ class WeightsSize:
 
 def weights_size(headers: Iterable[TensorHeader], model_dtype: str = "bfloat16") -> WeightsSize:
     """Sum of every tensor's bytes. Floating tensors count at `model_dtype` (vLLM casts
-    them on load); integer and 8-bit float tensors keep their stored width."""
+    them on load), floating quantization parameters (QUANT_PARAM_NAMES) at float32 (held
+    so); integer and 8-bit float tensors keep their stored width."""
     float_bytes = dtype_bytes(model_dtype)
     total = 0
     count = 0
     narrow = 0
+    scales = 0
     for header in headers:
         numel = math.prod(header.shape)
         code = header.dtype.upper()
         if code in _FLOAT_HEADERS:
-            total += numel * float_bytes
+            quant_param = header.name.rpartition(".")[2] in QUANT_PARAM_NAMES
+            total += numel * (_QUANT_PARAM_BYTES if quant_param else float_bytes)
+            scales += quant_param
         else:
             bits = _SAFETENSORS_BITS.get(code)
             if bits is None:
@@ -98,6 +110,8 @@ def weights_size(headers: Iterable[TensorHeader], model_dtype: str = "bfloat16")
     detail = f"{count} tensors, floating point at {model_dtype}"
     if narrow:
         detail += f", {narrow} matrices stored at 8 bits or fewer"
+    if scales:
+        detail += f", {scales} quantization scales at float32 (as held)"
     return WeightsSize(total, count, narrow > 0, detail)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ascend_core.deployment import Deployment
 from ascend_core.errors import UnsupportedFeatureError
+from ascend_core.quantization.methods import QuantMethod
 from ascend_core.support.features import Feature, speculative_feature
 from ascend_core.support.matrix import Refused, verdict
 
@@ -18,6 +19,9 @@ def features_of(deployment: Deployment) -> tuple[Feature, ...]:
         Feature.SPARSE_MLA: m.use_sparse and not m.compressed_attention,
         Feature.COMPRESSED_MLA: m.compressed_attention,
         Feature.MOE: m.is_moe,
+        # A ModelSlim export of a MoE model (its experts W8A8_DYNAMIC or FLOAT; which, the
+        # quantization config reads from the description per layer).
+        Feature.QUANTIZED_MOE: m.is_moe and deployment.detected_quantization is QuantMethod.ASCEND,
         Feature.SLIDING_WINDOW: m.sliding_window,
         Feature.ATTENTION_SINKS: m.attention_sinks,
         Feature.HYBRID: m.hybrid,

@@ -12,6 +12,7 @@ class Feature(enum.Enum):
     SPARSE_MLA = "sparse MLA with an indexer (DSA, DeepSeek-V3.2)"
     COMPRESSED_MLA = "compressed MLA with an indexer (DeepSeek-V4)"
     MOE = "mixture of experts (fused MoE)"
+    QUANTIZED_MOE = "ModelSlim-quantized MoE experts (W8A8_DYNAMIC)"
     SLIDING_WINDOW = "sliding-window attention"
     ATTENTION_SINKS = "attention sinks"
     HYBRID = "hybrid attention with mamba/linear-attention layers"

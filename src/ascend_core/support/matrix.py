@@ -64,6 +64,16 @@ _MOE_NPU = Supported(
     "init_routing_v2, grouped matmul, token_unpermute), bf16; routing limits are checked "
     "when a layer loads; proven on the emulated torch_npu, not on hardware"
 )
+_QMOE_HOST = Supported(
+    "the plugin's W8A8_DYNAMIC MoE method: int8 expert weights, each row quantized per token "
+    "before each grouped matmul, exact int32 products on the host's quantized grouped MLP; "
+    "the router stays float"
+)
+_QMOE_NPU = Supported(
+    "the plugin's W8A8_DYNAMIC MoE method on torch_npu: npu_dynamic_quant, then "
+    "npu_grouped_matmul with scale and per_token_scale, bf16; proven on the emulated "
+    "torch_npu, not on hardware"
+)
 _NO_WINDOW = Refused(
     "the paged attention backend computes full causal attention; a window would be ignored "
     "and the outputs would be wrong",
@@ -128,6 +138,8 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     **{(Feature.COMPRESSED_MLA, d): _NO_COMPRESSED for d in (_CPU, _NPU)},
     (Feature.MOE, _CPU): _MOE_HOST,
     (Feature.MOE, _NPU): _MOE_NPU,
+    (Feature.QUANTIZED_MOE, _CPU): _QMOE_HOST,
+    (Feature.QUANTIZED_MOE, _NPU): _QMOE_NPU,
     **{(Feature.SLIDING_WINDOW, d): _NO_WINDOW for d in (_CPU, _NPU)},
     **{(Feature.ATTENTION_SINKS, d): _NO_SINKS for d in (_CPU, _NPU)},
     **{(Feature.HYBRID, d): _NO_HYBRID for d in (_CPU, _NPU)},

@@ -63,6 +63,8 @@ def decode_step_costs(llm: object) -> dict[str, float]:
 
 def describe(wrapper: object) -> dict[str, object]:
     """Run in each worker (collective_rpc): its classes and where its tensors live."""
+    from vllm.model_executor.layers.linear import LinearBase
+
     worker = getattr(wrapper, "worker", wrapper)  # the multiprocess executor wraps it
     runner = worker.model_runner  # type: ignore[attr-defined]
     layer = runner.model.model.layers[0]
@@ -73,12 +75,30 @@ def describe(wrapper: object) -> dict[str, object]:
         ),
         "worker": type(worker).__name__,
         "ops": type(layer.input_layernorm.device_ops).__name__,
+        # Weight memory: measured by the runner through the runtime port across the load,
+        # and the distinct storages the model holds (parameters and derived `ascend_*`
+        # tensors; buffers apart).
+        "weights_measured": int(getattr(runner, "model_memory_usage", -1)),
+        "weights_held": _storage_bytes(
+            [*runner.model.parameters(),
+             *(v for m in runner.model.modules() for k, v in vars(m).items()
+               if k.startswith("ascend_"))]),
+        "buffers": _storage_bytes(list(runner.model.buffers())),
+        "linears": sum(isinstance(m, LinearBase) for m in runner.model.modules()),
         "device": str(runner.device),
         "devices": {
             "parameters": sorted({p.device.type for p in runner.model.parameters()}),
             "kv_caches": sorted({t.device.type for t in runner.kv_caches}),
         },
     }
+
+
+def _storage_bytes(values: list[object]) -> int:
+    import torch
+
+    storages = {v.untyped_storage().data_ptr(): v.untyped_storage().nbytes()
+                for v in values if isinstance(v, torch.Tensor)}
+    return sum(storages.values())
 
 
 def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
@@ -125,6 +145,8 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
         "quantization": llm.llm_engine.vllm_config.model_config.quantization,
         "sampled": sampled,
         "devices": ranks[0]["devices"],
+        "weights": {k: ranks[0][k]
+                    for k in ("weights_measured", "weights_held", "buffers", "linears")},
         "rank_devices": [r["device"] for r in ranks],
         "async_scheduling": bool(llm.llm_engine.vllm_config.scheduler_config.async_scheduling),
         "decode_step": decode_step_costs(llm) if in_process else {},

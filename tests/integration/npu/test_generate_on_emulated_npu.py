@@ -19,14 +19,16 @@ DeepSeek-V3-style MLA (at the shapes torch_npu documents for it: latent 512, rop
 Q/K head 192, V 128, 32 heads; dense layers) runs its prefill through the op's TND
 layout and its decode through the absorbed paged call with query_rope/key_rope.
 Qwen3-MoE runs its experts through torch_npu's MoE ops (gating, init_routing_v2, grouped
-matmul, token_unpermute). Its bf16 rounding points differ from the host's where the fused
-ops demand it (npu_moe_token_unpermute takes bf16 routing weights, npu_swiglu rounds
-once), and a MoE model turns a near-tie in its router into a different token; so its
-bar is the bf16 one of test_bf16_agreement.py: each token HF's bf16 top-1 within 0.25
-nats, at most one in 16 beyond (measured: 2 of 48 tokens differ from the host's run,
-both past the 6th generated token). The wide MLA model has near-ties too (transformers'
-own bf16 and fp32 runs agree on 31 of 48 tokens): 45 of 48 of the NPU path's tokens are
-the host's, the 3 others follow one near-tie of one prompt, so it takes the same bar.
+matmul, token_unpermute). Both give the host's ids exactly: the host twins keep the NPU
+ops' precision contract (float32 inside, one rounding at each op's output: rms_norm,
+swiglu, the experts' matmuls, the combine with bf16 weights, attention) and the emulator
+sums in the host's float32 order where the docs state none (tests/unit/npu golden tests,
+bit for bit). The MLA model's second pass is not its first on either device: its batched
+attention pads each call to the batch's longest sequence, and a different batch (the
+cached prefixes) moves a near-tie of one prompt; the NPU path follows the host there too.
+The same model with MoE layers (scripts/make_models.py --size npu-mla-moe: 16 experts in
+4 groups, which npu_moe_gating_top_k accepts) runs DeepSeek-V3's grouped sigmoid routing
+with its correction bias through the NPU's gating op, also with the host's ids.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ RUNNER = Path(__file__).with_name("generate_run.py")
 CACHED = [0, 128, 0, 128, 0, 128, 0, 256]
 STYLES = ("llama", "qwen3")
 MOE_STYLES = ("qwen3_moe",)
-MLA_STYLES = ("deepseek_v3_npu_mla",)
-BF16_BAR = MOE_STYLES + MLA_STYLES  # judged by the bf16 bar, not id equality
+MLA_STYLES = ("deepseek_v3_npu_mla", "deepseek_v3_npu_mla_moe")
+ALL_STYLES = STYLES + MOE_STYLES + MLA_STYLES
+AT_ONCE = 4
 TOLERANCE_NATS = 0.25
 
 
@@ -79,15 +82,15 @@ def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def runs(npu_model_dirs: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
-    procs = {
-        (device, style): _start(device, npu_model_dirs[style])
-        for style in STYLES + BF16_BAR
-        for device in ("host", "npu")
-    }
-    return {key: _result(proc) for key, proc in procs.items()}
+    keys = [(device, style) for style in ALL_STYLES for device in ("host", "npu")]
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    for at in range(0, len(keys), AT_ONCE):  # a few processes at a time: a small machine
+        procs = {key: _start(key[0], npu_model_dirs[key[1]]) for key in keys[at : at + AT_ONCE]}
+        done.update({key: _result(proc) for key, proc in procs.items()})
+    return done
 
 
-@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("style", ALL_STYLES)
 def test_npu_path_gives_the_host_token_ids(runs, style: str) -> None:
     host, npu = runs["host", style], runs["npu", style]
     assert (host["platform"], host["worker"], host["ops"]) == (
@@ -107,9 +110,10 @@ def test_npu_path_gives_the_host_token_ids(runs, style: str) -> None:
     # Weights and KV cache live on the device (no mixed-device op: the run would fail).
     assert npu["devices"] == {"parameters": ["npu"], "kv_caches": ["npu"]}
     assert host["devices"] == {"parameters": ["cpu"], "kv_caches": ["cpu"]}
+    assert npu["runs"] == host["runs"]  # both passes: batched and chunked, then prefix hits
     first, again = npu["runs"]
-    assert first == host["runs"][0]
-    assert again == host["runs"][1] == first
+    if style not in MLA_STYLES:  # see the module docstring
+        assert again == first
     # Seeded top-k/top-p sampling draws the same tokens (CPU generators on both devices).
     assert npu["sampled"] == host["sampled"] and len(npu["sampled"]) == 3
     # Every prompt of at least one full block found it cached on the second pass.
@@ -121,6 +125,28 @@ def test_npu_decode_step_reads_back_only_the_sampled_ids(runs, style: str) -> No
     step = runs["npu", style]["decode_step"]
     # One device-to-host copy (the sampled ids), no scalar read, no data-dependent shape.
     assert (step["d2h_copies"], step["scalar_reads"], step["dynamic_shape_ops"]) == (1, 0, 0)
+
+
+@pytest.mark.parametrize("style", MOE_STYLES)
+def test_npu_moe_decode_step_reads_back_one_row_count_per_moe_layer(runs, style: str) -> None:
+    step = runs["npu", style]["decode_step"]
+    # The sampled ids, and each MoE layer's number of routed rows (the grouped matmuls
+    # take it as a shape); no data-dependent shape (the combine's gather index is built
+    # by index ops, dropped slots included).
+    assert (step["d2h_copies"], step["scalar_reads"], step["dynamic_shape_ops"]) == (1, 2, 0)
+
+
+@pytest.mark.parametrize(("style", "moe_layers"), [(MLA_STYLES[0], 0), (MLA_STYLES[1], 2)])
+def test_npu_mla_decode_step_reads_back_once_per_step(runs, style: str, moe_layers: int) -> None:
+    step = runs["npu", style]["decode_step"]
+    # The sampled ids; the lengths come from the runner's host copy (MlaMetadataBuilder);
+    # one flag per step (are any write slots -1, read once for every layer), and each
+    # MoE layer's routed row count.
+    assert (step["d2h_copies"], step["scalar_reads"], step["dynamic_shape_ops"]) == (
+        1,
+        1 + moe_layers,
+        0,
+    )
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -149,9 +175,6 @@ def test_npu_moe_path_runs_the_experts_through_torch_npu(runs, style: str) -> No
         "npu_moe_token_unpermute",
         "npu_fused_infer_attention_score",
     } <= set(npu["calls"])
-    first, again = npu["runs"]
-    assert again == first  # prefix-cache hits give the same tokens
-    assert npu["cached_tokens"] == CACHED
 
 
 @pytest.mark.parametrize("style", MLA_STYLES)
@@ -161,13 +184,25 @@ def test_npu_mla_path_runs_prefill_and_decode_through_torch_npu(runs, style: str
     assert {"npu_scatter_nd_update_", "npu_fused_infer_attention_score"} <= set(npu["calls"])
     # TND prefill with the causal mask; BSND decode with the rope inputs, no mask.
     assert [list(c) for c in npu["attention_calls"]] == [["BSND", True, 0], ["TND", False, 3]]
-    first, again = npu["runs"]
-    assert again == first
-    assert npu["cached_tokens"] == CACHED
 
 
-@pytest.mark.parametrize("style", BF16_BAR)
-def test_npu_tokens_are_hf_bf16_top1_within_tolerance(runs, npu_model_dirs, style) -> None:  # type: ignore[no-untyped-def]
+def test_npu_grouped_sigmoid_routing_runs_through_npu_moe_gating_top_k(runs) -> None:
+    npu = runs["npu", "deepseek_v3_npu_mla_moe"]
+    assert {
+        "npu_moe_gating_top_k",
+        "npu_moe_init_routing_v2",
+        "npu_grouped_matmul",
+        "npu_moe_token_unpermute",
+    } <= set(npu["calls"])
+    assert "npu_moe_gating_top_k_softmax" not in npu["calls"]
+
+
+@pytest.mark.parametrize("style", MLA_STYLES[:1])  # the MoE one is chaotic against HF bf16
+def test_npu_mla_tokens_are_hf_bf16_top1_within_tolerance(runs, npu_model_dirs, style) -> None:  # type: ignore[no-untyped-def]
+    """The wide MLA model is not in the host's bf16 tests (test_bf16_agreement.py): its
+    tokens (the host's, and so the NPU path's) against transformers' bf16 top-1, with
+    that test's MoE-style bar (near-ties: transformers' own bf16 and fp32 runs agree on
+    31 of 48 tokens), each token within 0.25 nats, at most one in 16 beyond."""
     import torch
     from generate_run import prompts
 
@@ -184,8 +219,3 @@ def test_npu_tokens_are_hf_bf16_top1_within_tolerance(runs, npu_model_dirs, styl
             gaps += (rows.max(dim=-1).values - chosen).tolist()
     outliers = [g for g in gaps if g > TOLERANCE_NATS]
     assert len(outliers) <= len(gaps) / 16, outliers
-    # Most tokens are the host's exactly: the NPU path is not merely plausible.
-    host = runs["host", style]["runs"][0]
-    same = sum(a == b for h, n in zip(host, runs["npu", style]["runs"][0], strict=True)
-               for a, b in zip(h, n, strict=True))
-    assert same >= 0.9 * sum(len(h) for h in host)

@@ -3,13 +3,16 @@ device, in bf16 and fp16: NpuQuantOps (npu_dynamic_quant, npu_quantize, npu_quan
 platform and worker, CpuQuantOps on the host platform, each in a fresh process
 (generate_run.py), batched, chunked and prefix-cached. An emulator, not Ascend hardware.
 
-The quant ops agree bit for bit (tests/unit/npu/test_npu_golden_quant.py), but the NPU
-path's float ops do not round exactly as the host's in bf16 (npu_rms_norm applies gamma
-before the cast, npu_swiglu computes in float32, attention sums in another order), and
-int8 activation quantization turns such one-ulp differences into an occasional flipped
-near-tie: measured, 1 of 6 continuations differs after a few tokens. So each NPU token
+The quant ops agree bit for bit (tests/unit/npu/test_npu_golden_quant.py), and so do
+the norms and swiglu now, but the dense paged attention's float32 sums run in another
+order than the host's (its golden test keeps a tolerance), and int8 activation
+quantization turns such one-ulp differences into an occasional flipped near-tie
+(measured before the norms were aligned: 1 of 6 continuations differed after a few
+tokens). So each NPU token
 must be the fake-quant reference's top-1 within the host bf16 tests' 0.25 nats, and most
-continuations must equal the host's exactly.
+continuations must equal the host's exactly. Qwen3-MoE's W8A8_DYNAMIC experts run through
+NpuQuantMoeOps (npu_dynamic_quant, npu_grouped_matmul with per-token scales), bounded as
+MoE is in bf16 (MOE_OUTLIERS_PER_TOKEN below).
 """
 
 from __future__ import annotations
@@ -22,12 +25,21 @@ import torch
 from generate_run import prompts
 from test_generate_on_emulated_npu import CACHED, _result, _start
 
-from support.quant_reference import local_export, teacher_forced_gaps
+from support.doctor_plan import PER_LAYER_MARGIN, doctor_memory
+from support.quant_reference import local_export, token_gaps
 
 TOLERANCE_NATS = 0.25
+# MoE in bf16: an expert choice flips when two router scores are within bf16 rounding, and
+# int8 activations amplify one-ulp differences, so the bound is on the rate, as in
+# test_bf16_agreement (at most 1 token in 16 beyond the tolerance), and half of the
+# continuations must equal the host's. Measured: 6 of 8 continuations equal the host's;
+# the NPU tokens all within 0.125 nats, the host's own bf16 run has 1 of 64 at 0.81.
+MOE_STYLES = {"qwen3_moe"}
+MOE_OUTLIERS_PER_TOKEN = 1 / 16
 # (style, scheme, dtype): float16 serves a float16 export (int64 deq_scale, FP19 path).
+# qwen3_moe: W8A8_DYNAMIC experts through npu_grouped_matmul's per-token quantization.
 CASES = (("llama", "mixed", "bfloat16"), ("qwen3", "w8a8", "bfloat16"),
-         ("llama", "w8a8", "float16"))
+         ("llama", "w8a8", "float16"), ("qwen3_moe", "w8a8_dynamic", "bfloat16"))
 
 
 def _export(case: tuple[str, str, str]) -> Path:
@@ -53,11 +65,17 @@ def test_npu_path_gives_the_host_token_ids(runs, case) -> None:  # type: ignore[
     assert host["quant_methods"] == npu["quant_methods"]
     assert npu["cached_tokens"] == host["cached_tokens"] == CACHED
     export = _export(case)
+    moe = case[0] in MOE_STYLES
     for run in npu["runs"]:  # first pass, then the prefix-cached one
         same = sum(a == b for a, b in zip(run, host["runs"][0], strict=True))
-        assert same >= len(run) - 1, (same, len(run))
-        worst = teacher_forced_gaps(export, prompts(), run, getattr(torch, case[2]))
-        assert worst <= TOLERANCE_NATS, f"a token {worst:.3f} nats below the reference's top-1"
+        assert same >= (len(run) // 2 if moe else len(run) - 1), (same, len(run))
+        gaps = token_gaps(export, prompts(), run, getattr(torch, case[2]))
+        if moe:
+            outliers = [g for g in gaps if g > TOLERANCE_NATS]
+            assert len(outliers) <= MOE_OUTLIERS_PER_TOKEN * len(gaps), outliers
+        else:
+            worst = max(gaps)
+            assert worst <= TOLERANCE_NATS, f"a token {worst:.3f} nats below the reference's top-1"
 
 
 def test_the_quantized_layers_ran_through_torch_npu(runs) -> None:  # type: ignore[no-untyped-def]
@@ -70,3 +88,29 @@ def test_the_quantized_layers_ran_through_torch_npu(runs) -> None:  # type: igno
     assert "npu_trans_quant_param" not in static["calls"]  # bf16 takes the float32 scale
     fp16 = runs["npu", ("llama", "w8a8", "float16")]
     assert "npu_trans_quant_param" in fp16["calls"]  # fp16 takes the int64 (FP19) scale
+
+
+def test_the_quantized_experts_ran_through_torch_npu(runs) -> None:  # type: ignore[no-untyped-def]
+    moe = runs["npu", ("qwen3_moe", "w8a8_dynamic", "bfloat16")]
+    assert "AscendW8A8DynamicMoeMethod" in moe["quant_methods"]
+    assert {"npu_dynamic_quant", "npu_grouped_matmul", "npu_swiglu",
+            "npu_moe_init_routing_v2", "npu_moe_token_unpermute"} <= set(moe["calls"])
+
+
+# The emulated device counts the exact bytes of every allocation (no block rounding).
+NPU_MEASURE_MARGIN = 64 << 10
+
+
+@pytest.mark.parametrize("case", CASES, ids=["-".join(c) for c in CASES])
+def test_weight_memory_measured_on_the_device_is_what_the_model_holds_and_the_doctor_plans(
+    runs, case
+) -> None:  # type: ignore[no-untyped-def]
+    """NpuRuntime.allocated_bytes (torch.npu.memory_allocated, the emulated device's count)
+    across the load: the held weights plus buffers; held within the per-layer margin of the
+    doctor's number (support.doctor_plan states it)."""
+    npu = runs["npu", case]["weights"]
+    assert abs(npu["weights_measured"] - (npu["weights_held"] + npu["buffers"])) <= (
+        NPU_MEASURE_MARGIN), npu
+    doctor = doctor_memory(str(_export(case)), case[2])["weights_bytes_total"]
+    assert doctor <= npu["weights_held"] <= doctor + PER_LAYER_MARGIN * npu["linears"], (
+        npu, doctor)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
+from engine_teardown import clean_distributed_state
 
 from support.hf_reference import local_model
 
@@ -29,12 +29,4 @@ def _no_vllm_distributed_state_left():  # type: ignore[no-untyped-def]
     """After each module, no process group of vLLM's is left for the next module (or a
     forked child) to inherit, also when an engine failed half-way through its start."""
     yield
-    import torch.distributed
-
-    # Nothing to clean when no engine made a process group in this process; vLLM's
-    # cleanup would then reach torch.accelerator, which raises with no accelerator
-    # (the plugin's shutdown patch is applied only once an engine has started).
-    if "vllm.distributed.parallel_state" in sys.modules and torch.distributed.is_initialized():
-        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
-
-        cleanup_dist_env_and_memory()
+    clean_distributed_state()

@@ -11,3 +11,19 @@ def shut_down(llm) -> None:  # type: ignore[no-untyped-def]
     """
     llm.llm_engine.engine_core.shutdown()
 
+
+
+def clean_distributed_state() -> None:
+    """Destroy vLLM's process groups if an engine left them (also one that failed half-way
+    through its start, which no shutdown reaches), so the next engine initialises its own."""
+    import sys
+
+    import torch.distributed
+
+    # Nothing to clean when no engine made a process group in this process; vLLM's
+    # cleanup would then reach torch.accelerator, which raises with no accelerator
+    # (the plugin's shutdown patch is applied only once an engine has started).
+    if "vllm.distributed.parallel_state" in sys.modules and torch.distributed.is_initialized():
+        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+        cleanup_dist_env_and_memory()

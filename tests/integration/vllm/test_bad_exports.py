@@ -1,6 +1,8 @@
 """Broken ModelSlim exports stop startup before serving, naming the tensor and what was
 expected: a description without an entry, fused shards of different schemes, a tensor
-of the wrong dtype, a tensor the scheme needs but the checkpoint lacks."""
+of the wrong dtype, a tensor the scheme needs but the checkpoint lacks; and the same for
+the experts of a MoE export (an expert weight not described, experts of one layer with
+different schemes, an expert tensor of the wrong dtype or missing)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_teardown import clean_distributed_state
 
 from support.quant_reference import local_export
 
@@ -19,12 +22,13 @@ DESCRIPTION = "quant_model_description.json"
 
 
 def _broken(tmp_path: Path, scheme: str, edit_description: Callable[[dict[str, Any]], None]
-            | None = None, edit_tensors: Callable[[dict[str, Any]], None] | None = None) -> str:
+            | None = None, edit_tensors: Callable[[dict[str, Any]], None] | None = None,
+            style: str = "llama") -> str:
     import torch  # noqa: F401  (safetensors.torch needs it loaded)
     from safetensors.torch import load_file, save_file
 
-    out = tmp_path / f"broken-{scheme}"
-    shutil.copytree(local_export("llama", scheme), out)
+    out = tmp_path / f"broken-{style}-{scheme}"
+    shutil.copytree(local_export(style, scheme), out)
     if edit_description is not None:
         description = json.loads((out / DESCRIPTION).read_text())
         edit_description(description)
@@ -42,6 +46,9 @@ def _start(model: str) -> str:
     with pytest.raises(Exception) as caught:  # vLLM may wrap our error: read the chain
         LLM(model=model, dtype="float32", enforce_eager=True, max_model_len=256,
             block_size=16, kv_cache_memory_bytes=16 << 20, seed=0)
+    # A start that failed half-way leaves its process groups; the next start (a MoE
+    # model needs its expert-parallel group) must make its own.
+    clean_distributed_state()
     text, exc = [], caught.value
     while exc is not None:  # the message of each exception in the chain
         text.append(str(exc))
@@ -104,3 +111,60 @@ def test_a_quantized_lm_head_is_refused(tmp_path: Path) -> None:
     assert "Layer lm_head: quant_model_description.json says lm_head.weight is W8A8_DYNAMIC" in (
         message
     )
+
+
+EXPERTS = "model.layers.1.mlp.experts"
+
+
+def _broken_moe(tmp_path: Path, **edits: Any) -> str:
+    return _broken(tmp_path, "w8a8_dynamic", style="qwen3_moe", **edits)
+
+
+def test_an_expert_weight_the_description_does_not_name(tmp_path: Path) -> None:
+    def drop(d: dict[str, Any]) -> None:
+        del d[f"{EXPERTS}.5.down_proj.weight"]
+
+    message = _start(_broken_moe(tmp_path, edit_description=drop))
+    assert (f"MoE layer {EXPERTS}: quant_model_description.json has no entry "
+            f"{EXPERTS}.5.down_proj.weight") in message
+
+
+def test_experts_of_one_layer_with_different_schemes(tmp_path: Path) -> None:
+    def mix(d: dict[str, Any]) -> None:
+        d[f"{EXPERTS}.3.up_proj.weight"] = "FLOAT"
+
+    message = _start(_broken_moe(tmp_path, edit_description=mix))
+    assert (f"MoE layer {EXPERTS}: its experts have different schemes "
+            f"({EXPERTS}.0.gate_proj.weight=W8A8_DYNAMIC, {EXPERTS}.3.up_proj.weight=FLOAT)"
+            ) in message
+
+
+def test_a_float_expert_weight_where_int8_is_described(tmp_path: Path) -> None:
+    def to_float(t: dict[str, Any]) -> None:
+        name = f"{EXPERTS}.6.up_proj.weight"
+        t[name] = t[name].float()
+
+    message = _start(_broken_moe(tmp_path, edit_tensors=to_float))
+    assert (f"Checkpoint tensor {EXPERTS}.6.up_proj.weight is float32, but a "
+            "W8A8_DYNAMIC layer stores weight as int8") in message
+
+
+def test_an_expert_scale_of_the_wrong_dtype(tmp_path: Path) -> None:
+    def to_int(t: dict[str, Any]) -> None:
+        name = f"{EXPERTS}.2.gate_proj.weight_scale"
+        import torch
+
+        t[name] = t[name].to(torch.int32)
+
+    message = _start(_broken_moe(tmp_path, edit_tensors=to_int))
+    assert (f"Checkpoint tensor {EXPERTS}.2.gate_proj.weight_scale is int32, but a "
+            "W8A8_DYNAMIC layer stores weight_scale as float32") in message
+
+
+def test_an_expert_tensor_the_scheme_needs_is_missing(tmp_path: Path) -> None:
+    def drop(t: dict[str, Any]) -> None:
+        del t[f"{EXPERTS}.4.down_proj.weight_offset"]
+
+    message = _start(_broken_moe(tmp_path, edit_tensors=drop))
+    assert f"Checkpoint has no tensor {EXPERTS}.4.down_proj.weight_offset" in message
+    assert "a W8A8_DYNAMIC layer needs" in message

@@ -3,7 +3,8 @@ ids of the fake-quant reference (support.quant_reference): the float model in
 transformers with each quantized linear replaced by its scheme's integer math.
 
 fp32: ids equal, batched (8 mixed lengths), chunked (max_num_batched_tokens=64 is
-shorter than the long prompts) and prefix-cached (a second pass). bf16 and fp16: the plugin and
+shorter than the long prompts) and prefix-cached (a second pass), on the compiled default
+path and eagerly. bf16 and fp16: the plugin and
 transformers round in different places outside the quantized linears (as in
 test_bf16_agreement), and a nudged activation can move an int8 rounding, so each token
 must be the reference's top-1 within the same 0.25-nat tolerance.
@@ -38,10 +39,10 @@ def _prompts(seed: int, lengths: list[int]) -> list[list[int]]:
     return [[rng.randrange(2, 500) for _ in range(n)] for n in lengths]
 
 
-def _llm(model: str, dtype: str, **kwargs):  # type: ignore[no-untyped-def]
+def _llm(model: str, dtype: str, eager: bool = True, **kwargs):  # type: ignore[no-untyped-def]
     from vllm import LLM
 
-    return LLM(model=model, dtype=dtype, enforce_eager=True, max_model_len=512,
+    return LLM(model=model, dtype=dtype, enforce_eager=eager, max_model_len=512,
                block_size=BLOCK, max_num_batched_tokens=64, max_num_seqs=8,
                kv_cache_memory_bytes=32 << 20, enable_prefix_caching=True, seed=0, **kwargs)
 
@@ -54,11 +55,20 @@ def _generate(llm, prompts: list[list[int]]):  # type: ignore[no-untyped-def]
                         use_tqdm=False)
 
 
-@pytest.fixture(scope="module", params=CASES, ids=["-".join(c) for c in CASES])
+# Both host paths: `compiled` is the default (the plan's one Dynamo trace, Inductor over
+# our ops and the int8 linear methods), `eager` is enforce_eager.
+PATHS = ("compiled", "eager")
+
+
+@pytest.fixture(scope="module", params=[(*c, p) for p in PATHS for c in CASES],
+                ids=lambda p: "-".join(p))
 def served(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
-    style, scheme = request.param
+    style, scheme, path = request.param
     export = str(local_export(style, scheme))
-    llm = _llm(export, "float32")  # no --quantization: chosen from the description
+    # no --quantization: chosen from the description
+    llm = _llm(export, "float32", eager=path == "eager")
+    mode = llm.llm_engine.vllm_config.compilation_config.mode
+    assert mode.name == ("DYNAMO_TRACE_ONCE" if path == "compiled" else "NONE")
     yield style, scheme, export, llm
     shut_down(llm)
 
@@ -93,6 +103,12 @@ def test_the_export_serves_with_int8_weights(served) -> None:  # type: ignore[no
 
 def test_batched_chunked_and_prefix_cached_ids_equal_the_fake_quant_reference(served) -> None:  # type: ignore[no-untyped-def]
     _, _, export, llm = served
+    check_batched_chunked_and_cached_ids(llm, export)
+
+
+def check_batched_chunked_and_cached_ids(llm, export: str) -> None:  # type: ignore[no-untyped-def]
+    """8 mixed lengths (the long ones prefilled in chunks), twice: the fake-quant ids both
+    times, the second from the prefix cache."""
     prompts = _prompts(2, [3, 17, 33, 48, 64, 90, 129, 200])
     expected = greedy_token_ids(export, prompts, MAX_NEW)
     first = _generate(llm, prompts)
@@ -107,9 +123,14 @@ def test_logprobs_follow_the_quantized_model_not_the_float_one(served) -> None: 
     """Ids alone could agree with the float model too (tiny models, 12 tokens); the
     logprobs show which model vLLM computed: the fake-quant one to float32 noise, the
     float one measurably further away."""
+    style, _, export, llm = served
+    check_logprobs_follow_the_quantized_model(llm, style, export)
+
+
+def check_logprobs_follow_the_quantized_model(llm, style: str, export: str) -> None:  # type: ignore[no-untyped-def]
+    """Served logprobs: the fake-quant model's to float32 noise, the float model's far off."""
     from vllm import SamplingParams, TokensPrompt
 
-    style, _, export, llm = served
     prompts = _prompts(4, [20, 70])
     params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True, logprobs=0)
     outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,

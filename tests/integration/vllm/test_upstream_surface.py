@@ -74,7 +74,9 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.v1.attention.backend:AttentionType.DECODER", "the one type we serve"),
     ("vllm.v1.attention.backend:CommonAttentionMetadata", "read in build()"),
     ("vllm.v1.attention.backend:CommonAttentionMetadata.seq_lens_cpu_upper_bound",
-     "host-side seq lens for the NPU step plan (exact without speculative decoding)"),
+     "host-side seq lens for the NPU step plan and the MLA lengths (exact without "
+     "speculative decoding)"),
+    ("vllm.config:VllmConfig.speculative_config", "MLA: are the host seq lens exact"),
     ("vllm.v1.kv_cache_layout:KVCacheLayout.LBNHC", "the layout we declare"),
     ("vllm.v1.attention.backends.registry:AttentionBackendEnum.register",
      "Attention looks backends up by get_name() in this enum"),
@@ -149,7 +151,14 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.model_executor.layers.linear:RowParallelLinear", "quant_bias on rank 0 only"),
     ("vllm.model_executor.layers.linear:adjust_scalar_to_fused_array",
      "per-tensor input_scale per shard (param attr needs_scalar_to_array)"),
-    ("vllm.model_executor.layers.fused_moe:RoutedExperts", "quantized experts refused"),
+    ("vllm.model_executor.layers.fused_moe:RoutedExperts",
+     "get_quant_method gives W8A8_DYNAMIC experts our MoE method"),
+    ("vllm.model_executor.layers.fused_moe.routed_experts:FusedMoeWeightScaleSupported",
+     "CHANNEL: per-channel expert scales / offsets"),
+    ("vllm.model_executor.layers.fused_moe.routed_experts:RoutedExperts.weight_loader",
+     "wrapped: (param, loaded_weight, weight_name, shard_id, expert_id, return_success)"),
+    ("vllm.model_executor.layers.fused_moe.routed_experts:RoutedExperts.load_weights",
+     "calls each param's weight_loader per expert"),
     ("vllm.model_executor.layers.vocab_parallel_embedding:VocabParallelEmbedding",
      "quantized embeddings / lm_head refused"),
     ("vllm.model_executor.utils:set_weight_attrs", "loader attributes on our params"),
@@ -248,8 +257,21 @@ def test_routed_experts_sets_the_attributes_our_moe_method_reads() -> None:
     for attr in ("top_k", "renormalize", "use_grouped_topk", "num_expert_group", "topk_group",
                  "scoring_func", "routed_scaling_factor", "e_score_correction_bias",
                  "custom_routing_function", "apply_router_weight_on_input", "activation",
-                 "local_num_experts", "layer_name"):
+                 "local_num_experts", "layer_name", "ckpt_gate_proj_name",
+                 "ckpt_up_proj_name", "ckpt_down_proj_name", "global_num_experts"):
         assert f"self.{attr} =" in source, attr
+    from vllm.model_executor.layers.fused_moe.config import FusedMoEConfig
+
+    # The quantized MoE method reads the logical expert count the description names.
+    assert "num_logical_experts" in FusedMoEConfig.__dataclass_fields__
+
+
+def test_the_expert_weight_loader_takes_what_our_checked_loader_passes() -> None:
+    from vllm.model_executor.layers.fused_moe.routed_experts import RoutedExperts
+
+    params = list(inspect.signature(RoutedExperts.weight_loader).parameters)
+    assert params == ["self", "param", "loaded_weight", "weight_name", "shard_id", "expert_id",
+                      "return_success"]
 
 
 def test_the_core_knows_vllms_default_memory_utilization() -> None:

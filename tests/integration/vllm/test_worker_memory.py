@@ -45,6 +45,10 @@ class RecordingRuntime(DeviceRuntime):
         self.readings.append(info)
         return info
 
+    def allocated_bytes(self) -> int | None:
+        self.events.append("allocated_bytes")
+        return self.inner.allocated_bytes()
+
     def reset_peak_memory(self) -> None:
         self.events.append("reset_peak_memory")
         self.inner.reset_peak_memory()

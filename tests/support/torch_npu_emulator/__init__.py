@@ -8,8 +8,11 @@ is logged in `.calls` as (op name, overload, bound arguments).
 
 from __future__ import annotations
 
+import contextlib
 import types
 from typing import Any
+
+import torch
 
 from adapters.npu.schemas import load_schemas
 from support.torch_npu_emulator.binding import bind
@@ -43,9 +46,20 @@ class EmulatedOp:
             return impl(bound)  # host tensors: the emulated device is not installed
         # One kernel launch on a device: its aten ops and reads are not the caller's.
         device.count_op(f"torch_npu::{self.__name__}")
+        # The kernel runs on its inputs' device: tensors the semantics make without a
+        # device (index lists, masks, outputs) are made there, as a device kernel's are.
+        where = next(
+            (
+                v.device
+                for v in bound.values()
+                if isinstance(v, torch.Tensor) and v.device.type == "npu"
+            ),
+            None,
+        )
         old = device.set_uncounted(True)
         try:
-            return impl(bound)
+            with torch.device(where) if where is not None else contextlib.nullcontext():
+                return impl(bound)
         finally:
             device.set_uncounted(old)
 

@@ -312,9 +312,9 @@ def _mask_mode(a: dict[str, Any], q_s: int) -> bool:
         and all(s == 1 for s in mask.shape[:-2]),
         "sparse_mode 3 mask must be 2048x2048",
     )
-    expected = torch.ones(MASK_SIZE, MASK_SIZE, dtype=torch.bool).triu(diagonal=1)
+    expected = torch.ones(MASK_SIZE, MASK_SIZE, dtype=torch.bool, device=mask.device).triu(1)
     _require(
-        torch.equal(mask.reshape(MASK_SIZE, MASK_SIZE).bool().cpu(), expected),
+        torch.equal(mask.reshape(MASK_SIZE, MASK_SIZE).bool(), expected),
         "sparse_mode 3 mask must be True strictly above the diagonal",
     )
     return True

@@ -13,7 +13,6 @@ from typing import Any
 import torch
 
 from support.torch_npu_emulator import semantics
-from support.torch_npu_emulator.host_compute import on_host
 from support.torch_npu_emulator.semantics import (
     F32,
     HALF_TYPES,
@@ -24,9 +23,9 @@ from support.torch_npu_emulator.semantics import (
 
 def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     if a["query_rope"] is not None or a["key_rope"] is not None:
-        return on_host(_mla_decode)(a)
+        return _mla_decode(a)
     if a["input_layout"] == "TND":
-        return on_host(_tnd_prefill)(a)
+        return _tnd_prefill(a)
     return semantics.npu_fused_infer_attention_score(a)
 
 
@@ -68,28 +67,43 @@ def _tnd_prefill(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         )
         _require(
             torch.equal(
-                mask.reshape(2048, 2048).bool().cpu(),
+                mask.reshape(2048, 2048).bool(),
                 torch.ones(2048, 2048, dtype=torch.bool).triu(1),
             ),
             "sparse_mode 3 mask must be True strictly above the diagonal",
         )
     else:
         _require(mode == 0 and a["atten_mask"] is None, "TND: sparse 0 without mask, or 3")
-    out = torch.full((q.shape[0], n, v.shape[2]), float("nan"), dtype=F32)
-    q_start = k_start = 0
-    for q_end, k_end in zip(q_ends, kv_ends, strict=True):
-        q_len, kv_len = q_end - q_start, k_end - k_start
+    q_lens = [b - a for a, b in zip([0, *q_ends[:-1]], q_ends, strict=True)]
+    kv_lens = [b - a for a, b in zip([0, *kv_ends[:-1]], kv_ends, strict=True)]
+    for q_len, kv_len in zip(q_lens, kv_lens, strict=True):
         _require(0 <= q_len <= kv_len, "TND sparse_mode 3: each batch's q length <= kv length")
-        if q_len:
-            qb = q[q_start:q_end].to(F32)
-            kb, vb = k[k_start:k_end].to(F32), v[k_start:k_end].to(F32)
-            scores = torch.einsum("qhd,khd->hqk", qb, kb) * a["scale"]
-            if mode == 3:
-                rows = torch.arange(q_len).unsqueeze(1)
-                cols = torch.arange(kv_len).unsqueeze(0)
-                scores = scores.masked_fill(cols > rows + (kv_len - q_len), float("-inf"))
-            out[q_start:q_end] = torch.einsum("hqk,khd->qhd", scores.softmax(-1), vb)
-        q_start, k_start = q_end, k_end
+    # softmax(q k^T * scale, rightDownCausal) v per batch, in float32, rounded once. The
+    # docs state no accumulation order; this takes torch's float32 SDPA over the batch
+    # padded to its longest query and key (padded query rows see key 0 and are dropped),
+    # the order the host's CpuMlaOps sums in, so both give the same bits.
+    batch, max_q, max_k = len(q_lens), max(q_lens), max(kv_lens)
+    q_pad = torch.zeros(batch, max_q, n, q.shape[2], dtype=F32)
+    k_pad = torch.zeros(batch, max_k, n, k.shape[2], dtype=F32)
+    v_pad = torch.zeros(batch, max_k, n, v.shape[2], dtype=F32)
+    for b, (q_end, k_end) in enumerate(zip(q_ends, kv_ends, strict=True)):
+        q_pad[b, : q_lens[b]] = q[q_end - q_lens[b] : q_end].to(F32)
+        k_pad[b, : kv_lens[b]] = k[k_end - kv_lens[b] : k_end].to(F32)
+        v_pad[b, : kv_lens[b]] = v[k_end - kv_lens[b] : k_end].to(F32)
+    rows = torch.arange(max_q)[None, :, None]
+    cols = torch.arange(max_k)[None, None, :]
+    k_len = torch.tensor(kv_lens)[:, None, None]
+    seen = cols < k_len
+    if mode == 3:
+        seen = seen & (cols <= rows + (k_len - torch.tensor(q_lens)[:, None, None]))
+    padded = torch.nn.functional.scaled_dot_product_attention(
+        q_pad.transpose(1, 2),
+        k_pad.transpose(1, 2),
+        v_pad.transpose(1, 2),
+        attn_mask=(seen | (cols == 0))[:, None],
+        scale=a["scale"],
+    ).transpose(1, 2)  # [B, max_q, N, V_D]
+    out = torch.cat([padded[b, : q_lens[b]] for b in range(batch)])
     return out.to(q.dtype), torch.zeros(1, dtype=F32)
 
 
@@ -124,15 +138,24 @@ def _mla_decode(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError("MLA decode with S > 1 (speculative) is not modelled")
     kv_lens = [int(x) for x in a["actual_seq_lengths_kv"]]
     _require(len(kv_lens) >= batch, "actual_seq_lengths_kv: one per batch")
-    out = torch.full((batch, 1, n, d), float("nan"), dtype=F32)
+    # softmax((q k^T + q_rope k_rope^T) * scale) v, in float32, rounded once. The docs
+    # state no accumulation order; this takes one float32 dot product over D + rope D and
+    # the batch padded to its longest sequence (masked), the order the host's CpuMlaOps
+    # sums in, so both give the same bits.
+    max_len = max(kv_lens[:batch])
+    keys = torch.zeros(batch, max_len, d + 64, dtype=F32)
+    values = torch.zeros(batch, max_len, d, dtype=F32)
     for b in range(batch):
         length = kv_lens[b]
         blocks = table[b, : -(-length // block_size)].long()
-        keys = k.index_select(0, blocks).reshape(-1, 512)[:length].to(F32)
-        values = v.index_select(0, blocks).reshape(-1, 512)[:length].to(F32)
-        ropes = k_rope.index_select(0, blocks).reshape(-1, 64)[:length].to(F32)
-        scores = (q[b, 0].to(F32) @ keys.T + q_rope[b, 0].to(F32) @ ropes.T) * a["scale"]
-        out[b, 0] = scores.softmax(-1) @ values
+        keys[b, :length, :d] = k.index_select(0, blocks).reshape(-1, d)[:length].to(F32)
+        keys[b, :length, d:] = k_rope.index_select(0, blocks).reshape(-1, 64)[:length].to(F32)
+        values[b, :length] = v.index_select(0, blocks).reshape(-1, d)[:length].to(F32)
+    full_q = torch.cat((q[:, 0], q_rope[:, 0]), dim=-1).to(F32)  # [B, N, D + rope D]
+    scores = torch.bmm(full_q, keys.transpose(1, 2)) * a["scale"]
+    past_end = torch.arange(max_len)[None, :] >= torch.tensor(kv_lens[:batch])[:, None]
+    scores = scores.masked_fill(past_end[:, None, :], float("-inf"))
+    out = torch.bmm(scores.softmax(dim=-1), values).unsqueeze(1)  # [B, 1, N, D]
     return out.to(q.dtype), torch.zeros(1, dtype=F32)
 
 

@@ -2,6 +2,12 @@
 
 Independent of adapters.cpu.moe. Documented limits the adapter relies on raise
 ValueError; modes the docs leave undefined or we do not model raise NotImplementedError.
+Each kernel runs on its inputs' device (the emulated `npu` one in the serving runs): the
+tensors it makes without a device are made there (support.torch_npu_emulator.EmulatedOp).
+
+Precision: the wheel's docs state dtypes, not intermediate precision. Where CANN's
+published kernel source or aclnn docs state it, it is followed and named below; elsewhere
+the emulator computes in float32 and rounds once, to the output dtype, at the op's end.
 """
 
 from __future__ import annotations
@@ -10,7 +16,6 @@ from typing import Any
 
 import torch
 
-from support.torch_npu_emulator.host_compute import on_host
 from support.torch_npu_emulator.semantics import F32, FLOAT_TYPES, _require
 
 
@@ -94,19 +99,19 @@ def npu_moe_init_routing_v2(
     start, end = a["active_expert_range"] or [0, experts]
     _require(0 <= start < end <= experts, "active_expert_range within [0, expert_num]")
     k = expert_idx.shape[1]
-    order = sorted(range(flat.shape[0]), key=lambda i: (int(flat[i]), i))
-    active = [i for i in order if start <= int(flat[i]) < end]
-    n = len(active)
+    # keyValueSort of (expert, flat row): a stable sort by expert keeps rows in order.
+    order = torch.sort(flat, stable=True).indices
+    by_expert = flat.index_select(0, order)
+    active = order[(by_expert >= start) & (by_expert < end)]
+    n = active.shape[0]
     expanded = torch.full((flat.shape[0], x.shape[1]), float("nan"), dtype=x.dtype)
-    if n:
-        expanded[:n] = x[torch.tensor(active) // k]
-    if a["row_idx_type"] == 1:
+    expanded[:n] = x.index_select(0, torch.div(active, k, rounding_mode="floor"))
+    if a["row_idx_type"] == 1:  # scatter index: row i came from flat (token, slot) active[i]
         row_idx = torch.full((flat.shape[0],), -7, dtype=torch.int32)
-        row_idx[:n] = torch.tensor(active, dtype=torch.int32)
-    else:
+        row_idx[:n] = active.to(torch.int32)
+    else:  # gather index: flat (token, slot) j went to row row_idx[j], -1 if left out
         row_idx = torch.full((flat.shape[0],), -1, dtype=torch.int32)
-        for pos, i in enumerate(active):
-            row_idx[i] = pos
+        row_idx[active] = torch.arange(n, dtype=torch.int32)
     counts = torch.bincount(flat, minlength=experts)[start:end]
     return expanded, row_idx, counts.to(torch.int64), torch.zeros(flat.shape[0], dtype=F32)
 
@@ -114,13 +119,13 @@ def npu_moe_init_routing_v2(
 def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
     """One x [M, K], one weight [G, K, N], group sizes over M: y[rows of g] = x @ w[g]."""
     xs, ws, group_list = a["x"], a["weight"], a["group_list"]
+    quantized = bool(xs) and xs[0].dtype == torch.int8
     for name in (
         "bias",
-        "scale",
+        *(() if quantized else ("scale", "per_token_scale")),
         "offset",
         "antiquant_scale",
         "antiquant_offset",
-        "per_token_scale",
         "activation_input",
     ):
         if a[name] is not None:
@@ -132,7 +137,8 @@ def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
     _require(a["act_type"] in (0, None), "npu_grouped_matmul: act_type not modelled")
     x, w = xs[0], ws[0]
     _require(x.dim() == 2 and w.dim() == 3 and x.shape[1] == w.shape[1], "x [M,K], w [G,K,N]")
-    _require(x.dtype == w.dtype and x.dtype in FLOAT_TYPES, "npu_grouped_matmul: x, w dtypes")
+    if not quantized:
+        _require(x.dtype == w.dtype and x.dtype in FLOAT_TYPES, "npu_grouped_matmul: x, w dtypes")
     _require(x.shape[1] < 65536 and w.shape[2] < 65536, "npu_grouped_matmul: inner dims < 65536")
     _require(
         isinstance(group_list, torch.Tensor) and group_list.dtype == torch.int64,
@@ -147,16 +153,59 @@ def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
         _require(sizes == sorted(sizes) and sizes[0] >= 0, "cumulative group_list")
         sizes = [b - c for b, c in zip(sizes, [0, *sizes[:-1]], strict=True)]
     _require(sum(sizes) == x.shape[0], "npu_grouped_matmul: group sizes must cover x's rows")
-    out = torch.empty(x.shape[0], w.shape[2], dtype=F32)
+    if quantized:
+        return [_per_token_quant_groups(a, x, w, sizes)]
+    # Each group's product accumulates in float32 and rounds once to x's dtype: torch's
+    # CPU matmul does exactly that in bf16/fp16 (so it computes it here), as a cube unit
+    # does; the docs state neither the precision nor the order of the sums.
+    out = torch.empty(x.shape[0], w.shape[2], dtype=x.dtype)
     start = 0
     for g, size in enumerate(sizes):
-        out[start : start + size] = x[start : start + size].to(F32) @ w[g].to(F32)
+        torch.matmul(x[start : start + size], w[g], out=out[start : start + size])
         start += size
-    return [out.to(x.dtype)]
+    return [out]
+
+
+def _per_token_quant_groups(
+    a: dict[str, Any], x: torch.Tensor, w: torch.Tensor, sizes: list[int]
+) -> torch.Tensor:
+    """The docs' per-token quantization case (group_list a tensor): int8 x and weight,
+    scale [G, N] float32/bfloat16, per_token_scale [M] float32, output bf16/fp16:
+    y = (float32(x @ w[g]) * scale[g]) * per_token_scale, rounded once to output_dtype.
+    The docs give the scale of a single weight tensor as 1-D per tensor; [G, N] is how
+    vllm-project/vllm-ascend passes it (one row per expert), taken here as the layout."""
+    scales, tokens, out_dtype = a["scale"], a["per_token_scale"], a["output_dtype"]
+    _require(w.dtype == torch.int8, "npu_grouped_matmul: int8 x needs an int8 weight")
+    _require(scales is not None and len(scales) == 1 and tokens is not None and len(tokens) == 1,
+             "npu_grouped_matmul: per-token quantization takes one scale and per_token_scale")
+    scale, token = scales[0], tokens[0]
+    groups, _, n = w.shape
+    _require(tuple(scale.shape) == (groups, n) and scale.dtype in (F32, torch.bfloat16),
+             "npu_grouped_matmul: scale [G, N] float32/bfloat16")
+    _require(tuple(token.shape) == (x.shape[0],) and token.dtype == F32,
+             "npu_grouped_matmul: per_token_scale [M] float32")
+    _require(out_dtype in (torch.bfloat16, torch.float16),
+             f"npu_grouped_matmul: per-token quantization outputs bf16/fp16, not {out_dtype}")
+    out = torch.empty(x.shape[0], n, dtype=F32, device=x.device)
+    start = 0
+    for g, size in enumerate(sizes):
+        acc = x[start : start + size].to(torch.int64) @ w[g].to(torch.int64)
+        _require(bool((acc.abs() < 2**31).all()), "npu_grouped_matmul: int32 overflow")
+        out[start : start + size] = acc.to(torch.int32).to(F32) * scale[g].to(F32)
+        start += size
+    return (out * token.unsqueeze(-1)).to(out_dtype)
 
 
 def npu_moe_token_unpermute(a: dict[str, Any]) -> torch.Tensor:
-    """out[t] = sum_j probs[t, j] * permuted[i] where sorted_indices[i] = t * k + j."""
+    """out[t] = sum over j of probs[t, j] * permuted[sorted_indices[t * k + j]]: a gather.
+
+    The wheel's doc: "get the data of permuted_tokens at the indices sorted_indices holds,
+    multiply by probs, sum". CANN's aclnnMoeTokenUnpermute doc writes it T[k] = T[S[k]],
+    T[k] *= P[i][j], O[i] = sum of T[k] over k in [i*topK, (i+1)*topK); its kernel
+    (ops-transformer moe_token_unpermute.h) casts rows and probs to float32, sums the
+    slots in order j = 0..k-1 in float32 and rounds once (RINT) to bf16. That precision
+    is modelled here. The kernel also skips a slot whose prob is 0, which adds nothing.
+    """
     permuted, indices, probs = a["permuted_tokens"], a["sorted_indices"], a["probs"]
     _require(not a["padded_mode"], "npu_moe_token_unpermute: padded_mode supports False only")
     _require(permuted.dtype == torch.bfloat16, "npu_moe_token_unpermute: permuted_tokens bf16")
@@ -167,25 +216,24 @@ def npu_moe_token_unpermute(a: dict[str, Any]) -> torch.Tensor:
         _require(probs.dtype == torch.bfloat16, "npu_moe_token_unpermute: probs bf16")
     tokens = permuted.shape[0] // k
     _require(tokens * k == permuted.shape[0], "rows must be num_tokens * topK")
+    at = indices.long()
     _require(
-        torch.equal(torch.sort(indices.long()).values, torch.arange(tokens * k)),
-        "sorted_indices must be a permutation of the rows",
+        bool(((at >= 0) & (at < permuted.shape[0])).all()),
+        "sorted_indices must be rows of permuted_tokens (>= 0)",
     )
-    by_slot = torch.empty_like(permuted, dtype=F32)
-    by_slot[indices.long()] = permuted.to(F32)
-    by_slot = by_slot.view(tokens, k, -1)
+    by_slot = permuted.index_select(0, at).to(F32).view(tokens, k, permuted.shape[1])
     if probs is not None:
         by_slot = by_slot * probs.to(F32).unsqueeze(-1)
-    return by_slot.sum(1).to(permuted.dtype)
+    out = by_slot[:, 0]
+    for j in range(1, k):
+        out = out + by_slot[:, j]
+    return out.to(permuted.dtype)
 
 
 IMPLEMENTED = {
-    name: on_host(fn)
-    for name, fn in {
-        "npu_moe_gating_top_k": npu_moe_gating_top_k,
-        "npu_moe_gating_top_k_softmax": npu_moe_gating_top_k_softmax,
-        "npu_moe_init_routing_v2": npu_moe_init_routing_v2,
-        "npu_grouped_matmul": npu_grouped_matmul,
-        "npu_moe_token_unpermute": npu_moe_token_unpermute,
-    }.items()
+    "npu_moe_gating_top_k": npu_moe_gating_top_k,
+    "npu_moe_gating_top_k_softmax": npu_moe_gating_top_k_softmax,
+    "npu_moe_init_routing_v2": npu_moe_init_routing_v2,
+    "npu_grouped_matmul": npu_grouped_matmul,
+    "npu_moe_token_unpermute": npu_moe_token_unpermute,
 }

@@ -35,6 +35,7 @@ def make(env: dict[str, str], probe: ProbeResult = ABSENT) -> tuple[Container, F
 PORT_OF = {
     "ops": "ports.ops:Ops",
     "quant_ops": "ports.quant:QuantOps",
+    "quant_moe_ops": "ports.quant_moe:QuantMoeOps",
     "runtime": "ports.runtime:DeviceRuntime",
     "npu_runtime": "ports.runtime:DeviceRuntime",
     "communicator": "ports.collective:Communicator",

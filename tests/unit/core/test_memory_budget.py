@@ -74,6 +74,16 @@ def test_weights_count_floats_at_the_model_dtype_and_integers_as_stored() -> Non
     assert size.quantized  # an 8-bit matrix is there
 
 
+@pytest.mark.parametrize("model_dtype", ["bfloat16", "float16", "float32"])
+def test_quantization_scales_count_at_float32_as_they_are_held(model_dtype: str) -> None:
+    names = ("weight_scale", "weight_offset", "input_scale", "input_offset", "deq_scale")
+    headers = [TensorHeader(f"layers.0.mlp.down_proj.{n}", "BF16", (64, 1)) for n in names]
+    headers.append(TensorHeader("layers.0.mlp.experts.3.up_proj.weight_scale", "F16", (32, 1)))
+    headers.append(TensorHeader("layers.0.mlp.down_proj.bias", "BF16", (64,)))  # a float
+    size = weights_size(headers, model_dtype)
+    assert size.total_bytes == 5 * 64 * 4 + 32 * 4 + 64 * dtype_bytes(model_dtype)
+
+
 def test_weights_of_a_bf16_checkpoint_are_not_quantized() -> None:
     size = weights_size((TensorHeader("w", "BF16", (8, 8)),))
     assert (size.total_bytes, size.quantized) == (128, False)

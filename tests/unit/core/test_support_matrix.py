@@ -74,6 +74,18 @@ def test_mla_and_moe_are_served_on_both_devices(place) -> None:  # type: ignore[
     assert refusals(place(dense_model(is_moe=True))) == ()
 
 
+@pytest.mark.parametrize("place", [host, npu])
+def test_a_modelslim_moe_export_uses_quantized_experts_served_on_both_devices(place) -> None:  # type: ignore[no-untyped-def]
+    from ascend_core.quantization import QuantMethod
+
+    exported = place(dense_model(is_moe=True), detected_quantization=QuantMethod.ASCEND)
+    assert features_of(exported) == (Feature.MOE, Feature.QUANTIZED_MOE)
+    assert refusals(exported) == ()
+    # A dense ModelSlim export, or a MoE model served float, has no quantized experts.
+    assert features_of(place(dense_model(), detected_quantization=QuantMethod.ASCEND)) == ()
+    assert features_of(place(dense_model(is_moe=True))) == (Feature.MOE,)
+
+
 @pytest.mark.parametrize("model", [mla_model(index_topk=2048),
                                    mla_model(compressed_attention=True, index_topk=512)])
 @pytest.mark.parametrize("place", [host, npu])

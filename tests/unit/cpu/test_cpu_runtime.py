@@ -34,6 +34,22 @@ def test_runtime_is_the_host_device() -> None:
     assert stream.query() and rt.current_stream() is stream
 
 
+def test_allocated_bytes_count_a_host_tensor_while_it_lives() -> None:
+    """glibc's heap in use: a 64 MiB tensor raises it by its bytes (plus malloc's header
+    and torch's alignment) and freeing it takes them back; the resident set could not
+    tell (freed pages may stay resident)."""
+    rt = CpuRuntime()
+    before = rt.allocated_bytes()
+    assert before is not None and before > 0
+    size = 64 << 20
+    held = torch.ones(size, dtype=torch.int8)
+    during = rt.allocated_bytes()
+    assert during is not None and size <= during - before <= size + (256 << 10)
+    del held
+    after = rt.allocated_bytes()
+    assert after is not None and abs(after - before) <= 256 << 10
+
+
 def test_memory_info_is_host_memory() -> None:
     info = CpuRuntime().memory_info()
     assert info.total_bytes == psutil.virtual_memory().total

@@ -33,6 +33,9 @@ class FakeRuntime(DeviceRuntime):
     def memory_info(self) -> MemoryInfo:
         return self.memory
 
+    def allocated_bytes(self) -> int | None:
+        return None  # a fake holds no tensors
+
     def reset_peak_memory(self) -> None:
         """Nothing is measured."""
 

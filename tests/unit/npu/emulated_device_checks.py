@@ -174,6 +174,11 @@ def npu_runtime_runs_on_the_device() -> None:
     info = rt.memory_info()
     assert isinstance(info, MemoryInfo) and info.total_bytes == CAPACITY
     assert info.free_bytes == CAPACITY - EXT.memory(0)["allocated"]
+    before = rt.allocated_bytes()
+    held = torch.empty(1 << 20, dtype=torch.int8, device="npu:0")
+    assert rt.allocated_bytes() == before + (1 << 20) == EXT.memory(0)["allocated"]
+    del held
+    assert rt.allocated_bytes() == before
     rt.synchronize()
     rt.empty_cache()
     rt.seed(7)

@@ -24,8 +24,8 @@ class MlaRequests:
     """One part of the batch: each request's cache blocks and lengths."""
 
     block_table: torch.Tensor  # [B, max_blocks]
-    seq_lens: torch.Tensor  # [B] context length counting this step's tokens
-    query_lens: torch.Tensor  # [B] this step's tokens
+    seq_lens: torch.Tensor  # [B] context length counting this step's tokens (host)
+    query_lens: torch.Tensor  # [B] this step's tokens (host)
     has_context: bool  # some request attends to tokens cached before this step
 
 
@@ -50,6 +50,9 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
 
     def __init__(self, kv_cache_spec, layer_names, vllm_config, device):  # type: ignore[no-untyped-def]
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
+        # The runner's host copy of the lengths is exact unless speculative tokens may be
+        # rejected (it is an upper bound then); otherwise the lengths are read back once.
+        self._host_lens_exact = vllm_config.speculative_config is None
 
     def build(
         self,
@@ -64,7 +67,9 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
         num_reqs = num_decodes + num_prefills
         qsl = cm.query_start_loc_cpu[: num_reqs + 1]
         query_lens = qsl[1:] - qsl[:-1]
-        seq_lens = cm.seq_lens[:num_reqs]
+        # Host lengths, once per step for every layer (the ops take lengths on the host).
+        upper = cm.seq_lens_cpu_upper_bound if self._host_lens_exact else None
+        seq_lens = (upper if upper is not None else cm.seq_lens.cpu())[:num_reqs]
 
         def part(start: int, stop: int) -> MlaRequests:
             q = query_lens[start:stop]
@@ -73,7 +78,7 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
                 block_table=cm.block_table_tensor[start:stop],
                 seq_lens=s,
                 query_lens=q,
-                has_context=bool((s.cpu() > q).any()),
+                has_context=bool((s > q).any()),
             )
 
         n = cm.num_actual_tokens

@@ -26,13 +26,15 @@ from ascend_core.quantization import (
     parse_description,
     scheme_for_layer,
 )
+from ascend_core.quantization.modelslim_experts import scheme_for_experts
 from ascend_core.quantization.tensors import scheme_tensors
 
 METHOD_NAME = QuantMethod.ASCEND.value
 
 
 class AscendQuantConfig(QuantizationConfig):
-    """ModelSlim exports: W8A8 and W8A8_DYNAMIC linear layers, FLOAT where described so."""
+    """ModelSlim exports: W8A8 and W8A8_DYNAMIC linear layers, W8A8_DYNAMIC MoE experts,
+    FLOAT where described so."""
 
     def __init__(self, description: ModelSlimDescription) -> None:
         super().__init__()
@@ -83,15 +85,15 @@ class AscendQuantConfig(QuantizationConfig):
                 )
             return None
         if isinstance(layer, RoutedExperts):
-            quantized = sorted(
-                k for k, v in self.description.entries.items()
-                if k.startswith(f"{prefix}.") and v.strip().upper() != QuantScheme.FLOAT.value
+            from adapters.vllm.quantization.moe import AscendW8A8DynamicMoeMethod
+
+            moe = layer.moe_config
+            projections = (layer.ckpt_gate_proj_name, layer.ckpt_up_proj_name,
+                           layer.ckpt_down_proj_name)
+            experts = scheme_for_experts(
+                self.description, prefix, moe.num_logical_experts,
+                tuple(p for p in projections if p is not None),
             )
-            if quantized:
-                raise QuantizationError(
-                    f"MoE layer {prefix}: {DESCRIPTION_FILE} quantizes its experts "
-                    f"({quantized[0]} is {self.description.entries[quantized[0]]}), and the "
-                    "quantized MoE method is not built yet.",
-                    "Serve the float model, or a ModelSlim export with FLOAT experts.",
-                )
+            if experts.quantized:
+                return AscendW8A8DynamicMoeMethod(moe, experts)
         return None

@@ -1,0 +1,146 @@
+"""vLLM's MoE method for ModelSlim W8A8_DYNAMIC experts: int8 weights, per-token activations.
+
+Routing, permutation and the combine are AscendMoeMethod's (float, on MoeOps); the experts
+run through the serving device's QuantMoeOps. The checkpoint holds, per expert e,
+`<prefix>.<e>.{gate,up,down}_proj.{weight,weight_scale,weight_offset}` (int8 [out, in],
+float [out, 1], zeros [out, 1]); vLLM's expert loader puts them into w13_* (gate then up)
+and w2_*. Every tensor is checked against the core's table as it loads, and one that never
+loaded stops startup in process_weights_after_loading, named as in the checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from vllm.model_executor.layers.fused_moe.config import FusedMoEConfig
+from vllm.model_executor.layers.fused_moe.routed_experts import FusedMoeWeightScaleSupported
+from vllm.model_executor.utils import set_weight_attrs
+
+from adapters.container import container
+from adapters.vllm.layers.fused_moe import AscendMoeMethod, routing_of
+from ascend_core.errors import QuantizationError
+from ascend_core.quantization import LayerScheme, QuantScheme
+from ascend_core.quantization.tensors import (
+    SchemeTensor,
+    check_dtype,
+    missing_tensor,
+    scheme_tensors,
+)
+from ports.quant_moe import QuantMoeOps
+
+if TYPE_CHECKING:
+    from vllm.model_executor.layers.fused_moe.routed_experts import RoutedExperts
+
+_F32 = torch.float32
+_STEMS = {"w13": ("w1", "w3"), "w2": ("w2",)}  # vLLM's parameter stem -> its shard ids
+_LOADED = "_ascend_loaded"  # layer attribute: {(parameter, shard id, global expert)}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+class AscendW8A8DynamicMoeMethod(AscendMoeMethod):
+    """Per token s = max|x| / 127, x_q = round(x / s), before each grouped matmul;
+    y = (x_q @ W_e^T) * weight_scale_e * s. Weights stay int8 on the device."""
+
+    scheme = QuantScheme.W8A8_DYNAMIC
+
+    def __init__(self, moe: FusedMoEConfig, layer_scheme: LayerScheme) -> None:
+        super().__init__(moe)
+        self.layer_scheme = layer_scheme
+        self.quant_moe: QuantMoeOps = container().quant_moe_ops()
+
+    def create_weights(
+        self,
+        layer: RoutedExperts,
+        num_experts: int,
+        hidden_size: int,
+        intermediate_size_per_partition: int,
+        params_dtype: torch.dtype,
+        **extra_weight_attrs: Any,
+    ) -> None:
+        inter = intermediate_size_per_partition
+        shapes = {"w13": (2 * inter, hidden_size), "w2": (hidden_size, inter)}
+        loader = extra_weight_attrs.pop("weight_loader")
+        object.__setattr__(layer, _LOADED, set())
+        for stem, (out, inp) in shapes.items():
+            for tensor in scheme_tensors(self.scheme):
+                if tensor.suffix == "weight":
+                    data = torch.empty(num_experts, out, inp, dtype=torch.int8)
+                    attrs: dict[str, Any] = {}
+                else:  # per-channel scale / offset, held in float32 (what the math reads)
+                    data = torch.empty(num_experts, out, 1, dtype=_F32)
+                    attrs = {"quant_method": FusedMoeWeightScaleSupported.CHANNEL.value}
+                param = torch.nn.Parameter(data, requires_grad=False)
+                attrs.update(extra_weight_attrs)
+                attrs["weight_loader"] = self._checked(layer, stem, tensor, loader)
+                set_weight_attrs(param, attrs)
+                layer.register_parameter(f"{stem}_{tensor.suffix}", param)
+
+    def _checkpoint_name(self, layer: RoutedExperts, suffix: str, shard: str, expert: int
+                         ) -> str:
+        projection = {
+            "w1": getattr(layer, "ckpt_gate_proj_name", "gate_proj"),
+            "w3": getattr(layer, "ckpt_up_proj_name", "up_proj"),
+            "w2": getattr(layer, "ckpt_down_proj_name", "down_proj"),
+        }[shard]
+        return f"{self.layer_scheme.prefix}.{expert}.{projection}.{suffix}"
+
+    def _checked(self, layer: RoutedExperts, stem: str, tensor: SchemeTensor,
+                 loader: Callable[..., Any]) -> Callable[..., Any]:
+        def load(param: torch.nn.Parameter, loaded_weight: torch.Tensor, weight_name: str,
+                 shard_id: str, expert_id: int, return_success: bool = False) -> Any:
+            name = self._checkpoint_name(layer, tensor.suffix, shard_id, expert_id)
+            check_dtype(tensor, name, _dtype_name(loaded_weight.dtype), self.scheme)
+            done = loader(param, loaded_weight, weight_name, shard_id, expert_id,
+                          return_success=True)
+            if done:
+                getattr(layer, _LOADED).add((f"{stem}_{tensor.suffix}", shard_id, expert_id))
+            return done if return_success else None
+
+        return load
+
+    def process_weights_after_loading(self, layer: RoutedExperts) -> None:
+        self.routing_rule = routing_of(layer)
+        dtype = str(layer.moe_config.in_dtype).removeprefix("torch.")
+        self.moe_ops.check(self.routing_rule, layer.global_num_experts, dtype)
+        self._require_loaded(layer)
+        for stem in _STEMS:
+            if torch.any(getattr(layer, f"{stem}_weight_offset").data != 0):
+                raise QuantizationError(
+                    f"MoE layer {self.layer_scheme.prefix}: a weight_offset of its experts is "
+                    "not all zeros; W8A8_DYNAMIC experts are served symmetric only.",
+                    "Re-export the model with ModelSlim's symmetric W8A8_DYNAMIC weights.",
+                )
+        w13, w2 = self.quant_moe.prepare_weights(layer.w13_weight.data, layer.w2_weight.data)
+        layer.w13_weight.data, layer.w2_weight.data = w13, w2
+        experts = layer.w13_weight_scale.shape[0]
+        layer.ascend_w13_scale = layer.w13_weight_scale.data.view(experts, -1)
+        layer.ascend_w2_scale = layer.w2_weight_scale.data.view(experts, -1)
+
+    def _require_loaded(self, layer: RoutedExperts) -> None:
+        loaded: set[tuple[str, str, int]] = getattr(layer, _LOADED)
+        expert_map = layer.expert_map
+        if expert_map is None:
+            held = list(range(layer.local_num_experts))
+        else:  # global ids of this rank's experts, in local order
+            local = expert_map.tolist()
+            held = sorted((g for g, slot in enumerate(local) if slot >= 0), key=local.__getitem__)
+        for stem, shards in _STEMS.items():
+            for tensor in scheme_tensors(self.scheme):
+                for expert in held:
+                    for shard in shards:
+                        if (f"{stem}_{tensor.suffix}", shard, expert) not in loaded:
+                            name = self._checkpoint_name(layer, tensor.suffix, shard, expert)
+                            raise missing_tensor(name, tensor, self.scheme)
+
+    def run_experts(
+        self, layer: RoutedExperts, rows: torch.Tensor, group_sizes: torch.Tensor
+    ) -> torch.Tensor:
+        return self.quant_moe.grouped_mlp_w8a8_dynamic(
+            rows, group_sizes, layer.w13_weight, layer.ascend_w13_scale,
+            layer.w2_weight, layer.ascend_w2_scale,
+        )

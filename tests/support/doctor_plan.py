@@ -1,0 +1,27 @@
+"""`ascend-doctor plan --json` of a model on the host device, as the tests read it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+DOCTOR = Path(sys.executable).with_name("ascend-doctor")
+# Bytes a linear layer may hold beyond its tensors' headers: the derived per-tensor scalars
+# (1 / input_scale, the offset) and input_offset held float32 (int8 in the file).
+PER_LAYER_MARGIN = 64
+
+
+def doctor_memory(model: str, dtype: str = "float32") -> dict[str, Any]:
+    """The plan's memory section for `model` served in `dtype` (max_model_len 512)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_ASCEND_")}
+    env["VLLM_ASCEND_DEVICE"] = "cpu"
+    done = subprocess.run([str(DOCTOR), "plan", "--json", "--", model, "--dtype", dtype,
+                           "--max-model-len", "512"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.stdout.lstrip().startswith("{"), done.stderr[-2000:]
+    data: dict[str, Any] = json.loads(done.stdout)["data"]["memory"]
+    return data

@@ -1,0 +1,65 @@
+"""CpuQuantMoeOps against the element-by-element oracles of support.reference_quant, group
+by group: per-token quantization before each grouped matmul, exact int32 products."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from adapters.cpu.quant_moe import CpuQuantMoeOps
+from support import reference_quant as ref
+
+OPS = CpuQuantMoeOps()
+F32 = torch.float32
+
+
+def _expert_mlp(x: torch.Tensor, w13: torch.Tensor, s13: torch.Tensor, w2: torch.Tensor,
+                s2: torch.Tensor) -> torch.Tensor:
+    """One expert's rows through the W8A8_DYNAMIC formulas (oracle; silu from torch)."""
+    x_q, s = ref.quantize_per_token(x)
+    gate_up = torch.tensor(ref.quant_matmul(x_q, w13, s13.tolist(), s), dtype=F32).to(x.dtype)
+    inter = w2.shape[1]
+    wide = gate_up.to(F32)
+    act = (torch.nn.functional.silu(wide[:, :inter]) * wide[:, inter:]).to(x.dtype)
+    a_q, sa = ref.quantize_per_token(act)
+    return torch.tensor(ref.quant_matmul(a_q, w2, s2.tolist(), sa), dtype=F32).to(x.dtype)
+
+
+def _operands(gen: torch.Generator, experts: int = 4, hidden: int = 24, inter: int = 10):
+    w13 = torch.randint(-127, 128, (experts, 2 * inter, hidden), generator=gen, dtype=torch.int8)
+    w2 = torch.randint(-127, 128, (experts, hidden, inter), generator=gen, dtype=torch.int8)
+    s13 = torch.rand(experts, 2 * inter, generator=gen) * 1e-2 + 1e-4
+    s2 = torch.rand(experts, hidden, generator=gen) * 1e-2 + 1e-4
+    return w13, s13, w2, s2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_each_group_is_its_experts_integer_math(dtype: torch.dtype) -> None:
+    gen = torch.Generator().manual_seed(3)
+    w13, s13, w2, s2 = _operands(gen)
+    sizes = [3, 0, 5, 1]  # an expert with no rows
+    rows = (torch.randn(sum(sizes), w13.shape[2], generator=gen) * 2).to(dtype)
+    rows[4] = 0.0  # a zero row: scale 0, output 0
+    w13p, w2p = OPS.prepare_weights(w13, w2)
+    out = OPS.grouped_mlp_w8a8_dynamic(rows, torch.tensor(sizes), w13p, s13, w2p, s2)
+    assert out.dtype == dtype and out.shape == rows.shape
+    start = 0
+    for e, n in enumerate(sizes):
+        if n:
+            expected = _expert_mlp(rows[start:start + n], w13[e], s13[e], w2[e], s2[e])
+            assert torch.equal(out[start:start + n], expected), e
+        start += n
+    assert not out[4].any()
+
+
+def test_no_rows_gives_no_rows() -> None:
+    w13, s13, w2, s2 = _operands(torch.Generator().manual_seed(4))
+    rows = torch.zeros(0, w13.shape[2])
+    out = OPS.grouped_mlp_w8a8_dynamic(rows, torch.zeros(4, dtype=torch.int64), w13, s13, w2, s2)
+    assert out.shape == (0, w13.shape[2])
+
+
+def test_float_weights_are_refused() -> None:
+    w13, _, w2, _ = _operands(torch.Generator().manual_seed(5))
+    with pytest.raises(ValueError, match=r"w13 must be int8 \[E, out, in\], not torch.float32"):
+        OPS.prepare_weights(w13.float(), w2)
