@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     outs = {name: torch.empty_like(query) for name in ops}
 
     exact = torch.empty(query.shape)
-    CpuOps().paged_attention(query.float(), key_cache.float(), value_cache.float(), meta,
+    CpuOps(native_decode=False).paged_attention(
+        query.float(), key_cache.float(), value_cache.float(), meta,
                              scale, exact)
     attend = {
         name: (lambda o=o, out=outs[name]: o.paged_attention(  # type: ignore[misc]

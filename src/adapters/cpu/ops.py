@@ -5,7 +5,8 @@ to the input dtype at the op's output, as the NPU's ops compute them. One except
 speed: bf16 decode attention reads the bf16 query and K/V directly (torch's CPU flash
 kernel: float32 scores, softmax and accumulation, but the softmax weights are rounded to
 bf16 before they weight V, as the NPU's fused kernels and transformers' bf16 SDPA do),
-instead of attending on float32 copies of the cache.
+instead of attending on float32 copies of the cache. bf16 and float32 decode run in a
+native kernel (adapters/cpu/native) with those same rounding points, when it builds.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import math
 
 import torch
 
+from adapters.cpu import native
 from ports.ops import Ops, PagedAttentionMeta
 
 _F32 = torch.float32
+_NATIVE_DTYPES = (torch.bfloat16, torch.float32)  # the native decode kernel's dtypes
 _Slots = tuple[torch.Tensor, torch.Tensor]  # flat context slots, and validity [B, L]
 # A step's int64 query_start_loc, seq_lens, query lengths and block table.
 _Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -36,9 +39,16 @@ def swiglu(x: torch.Tensor) -> torch.Tensor:
 
 
 class CpuOps(Ops):
-    """Ops on host tensors. Holds only scratch buffers that paged_attention reuses."""
+    """Ops on host tensors. Holds only scratch buffers that paged_attention reuses.
 
-    def __init__(self) -> None:
+    `native_decode`: bf16/float32 decode attention through the native kernel when it
+    builds (False: always the torch path, the kernel's golden reference).
+    """
+
+    def __init__(self, native_decode: bool = True) -> None:
+        self._native_wanted = native_decode
+        self._native: native.DecodeKernel | None = None
+        self._native_checked = False
         self._buffers: dict[str, torch.Tensor] = {}
         self._views: dict[str, tuple[tuple[int, ...], torch.Tensor]] = {}  # last per name
         # The context slots of the last metadata seen: every layer of a step passes the
@@ -180,6 +190,14 @@ class CpuOps(Ops):
             return memo[part]
 
         if meta.max_query_len <= 1 and n_tok == num_seqs:
+            kernel = self._native_kernel(query, caches)
+            if kernel is not None:
+                dst = rows if rows.dtype == query.dtype and rows.stride(-1) == 1 else None
+                dst = torch.empty_like(query) if dst is None else dst
+                kernel(dst, query, key_cache, value_cache, block_table, seq_lens, scale)
+                if dst is not rows:
+                    rows.copy_(dst)
+                return out
             result = self._decode(query, caches, slots("all", block_table, seq_lens), scale)
             rows.copy_(result)
             return out
@@ -194,10 +212,15 @@ class CpuOps(Ops):
         # Mixed batch: decodes and prefills go their own ways, then meet in `out`.
         dec_seqs = is_decode.nonzero().squeeze(1)
         dec_tokens = qsl.index_select(0, dec_seqs)
-        dec_ctx = slots(
-            "decode", block_table.index_select(0, dec_seqs), seq_lens.index_select(0, dec_seqs)
-        )
-        dec = self._decode(query.index_select(0, dec_tokens), caches, dec_ctx, scale)
+        dec_table = block_table.index_select(0, dec_seqs)
+        dec_lens = seq_lens.index_select(0, dec_seqs)
+        dec_query = query.index_select(0, dec_tokens)
+        kernel = self._native_kernel(query, caches)
+        if kernel is not None:
+            dec = torch.empty_like(dec_query)
+            kernel(dec, dec_query, key_cache, value_cache, dec_table, dec_lens, scale)
+        else:
+            dec = self._decode(dec_query, caches, slots("decode", dec_table, dec_lens), scale)
         out.index_copy_(0, dec_tokens, dec.to(out.dtype))
         pre_seqs = (q_lens > 1).nonzero().squeeze(1)
         if pre_seqs.numel() > 0:
@@ -218,6 +241,22 @@ class CpuOps(Ops):
             )
             out.index_copy_(0, pre_tokens, pre.to(out.dtype))
         return out
+
+    def _native_kernel(
+        self, query: torch.Tensor, caches: tuple[torch.Tensor, torch.Tensor]
+    ) -> native.DecodeKernel | None:
+        """The native decode kernel for these inputs, or None: the torch path."""
+        if not self._native_checked:
+            self._native_checked = True
+            self._native = native.decode_attention() if self._native_wanted else None
+        if self._native is None or query.dim() != 3 or query.stride(-1) != 1:
+            return None
+        dtype = query.dtype
+        if dtype not in _NATIVE_DTYPES or caches[0].dtype != dtype or caches[1].dtype != dtype:
+            return None
+        if caches[0].stride(-1) != 1 or caches[1].stride(-1) != 1:
+            return None
+        return self._native
 
     def _decode(
         self,

@@ -1,0 +1,62 @@
+"""The host's native decode attention kernel: built from decode_attention.cpp on first use.
+
+Compiled with torch.utils.cpp_extension into torch's extensions directory (cached
+there; rebuilt when the source or flags change). Where there is no compiler or the
+build fails, `decode_attention()` returns None once the reason is logged at INFO, and
+the host keeps its torch path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+logger = logging.getLogger("vllm.plugins.ascend")
+
+_SOURCE = Path(__file__).with_name("decode_attention.cpp")
+# -fopenmp compiles at::parallel_for's OpenMP loop and the simd reductions; nothing
+# links its own OpenMP runtime: the symbols resolve to the one libtorch_cpu loaded.
+_CFLAGS = ["-O3", "-march=native", "-fopenmp"]
+
+DecodeKernel = Callable[..., None]
+_kernel: DecodeKernel | None = None
+_tried = False
+
+
+def decode_attention() -> DecodeKernel | None:
+    """torch.ops.ascend_host_native.decode_attention, or None where it cannot be built.
+
+    Signature: (out, query, key_cache, value_cache, block_table, seq_lens, scale), with
+    query/out [B, Hq, D] and caches [blocks, block_size, Hk, D] of one dtype (bf16 or
+    float32; head dim contiguous), block_table [>=B, max_blocks] and seq_lens [>=B] int64.
+    """
+    global _kernel, _tried
+    if not _tried:
+        _tried = True
+        _kernel = _build()
+    return _kernel
+
+
+def _build() -> DecodeKernel | None:
+    try:
+        from torch.utils import cpp_extension
+
+        cpp_extension.load(
+            name="vllm_ascend_host_decode",
+            sources=[str(_SOURCE)],
+            extra_cflags=_CFLAGS,
+            is_python_module=False,
+            verbose=False,
+        )
+        return torch.ops.ascend_host_native.decode_attention  # type: ignore[no-any-return]
+    except Exception as exc:  # no compiler, no headers, a failed build: keep the torch path
+        logger.info(
+            "Host native decode attention unavailable (%s: %s); the host attends with "
+            "torch's SDPA instead.",
+            type(exc).__name__,
+            str(exc).strip().splitlines()[-1] if str(exc).strip() else "",
+        )
+        return None

@@ -1,0 +1,256 @@
+// Paged decode attention on the host: one new token per sequence, K/V read in place.
+//
+// One task per (sequence, kv head) pair; each computes its `group` query heads in one
+// pass over the valid context positions, read straight from the paged cache planes
+// through the block table (no gather copy). float32 scores, softmax and accumulation,
+// output rounded once to the query dtype. Rounding points follow torch's CPU flash
+// attention, the reference path of adapters/cpu/ops.py: positions in chunks of 512 with
+// an online softmax across chunks; in bf16 each chunk's weights exp(s - running max) are
+// rounded to bf16 before they weight V, while the running sum adds the unrounded ones.
+#include <ATen/core/Tensor.h>
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kChunk = 512;  // torch's CPU flash kv split for contexts >= 512
+
+inline float bits_to_float(uint32_t u) { return std::bit_cast<float>(u); }
+
+inline uint32_t float_to_bits(float f) { return std::bit_cast<uint32_t>(f); }
+
+// Round to the nearest bf16, ties to even (c10::BFloat16's rounding), as a float.
+inline float round_bf16(float f) {
+  uint32_t u = float_to_bits(f);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return bits_to_float(u & 0xFFFF0000u);
+}
+
+// exp for x <= 0 (softmax arguments), a branch-free Cephes polynomial the compiler
+// vectorises; relative error about 2e-7, 0 below -87. n = round(x / ln 2) by adding
+// 1.5 * 2^23 (round to nearest in float), read back from that sum's low bits.
+inline float exp_nonpositive(float x) {
+  const float xc = x < -87.0f ? -87.0f : x;
+  const float shifted = xc * 1.44269504088896341f + 12582912.0f;
+  const float n = shifted - 12582912.0f;
+  const int32_t ni = static_cast<int32_t>(std::bit_cast<uint32_t>(shifted) - 0x4B400000u);
+  float r = xc - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  const float two_n = std::bit_cast<float>(static_cast<uint32_t>(ni + 127) << 23);
+  return x < -87.0f ? 0.0f : y * two_n;
+}
+
+inline void load_row(const float* src, float* dst, int64_t d) {
+  std::memcpy(dst, src, d * sizeof(float));
+}
+
+inline void load_row(const c10::BFloat16* src, float* dst, int64_t d) {
+  const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < d; ++i) dst[i] = bits_to_float(static_cast<uint32_t>(s[i]) << 16);
+}
+
+inline void store_row(const float* src, float scale, float* dst, int64_t d) {
+  for (int64_t i = 0; i < d; ++i) dst[i] = src[i] * scale;
+}
+
+inline void store_row(const float* src, float scale, c10::BFloat16* dst, int64_t d) {
+  uint16_t* o = reinterpret_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < d; ++i) {
+    const float f = src[i] * scale;
+    uint32_t u = float_to_bits(f);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    o[i] = f != f ? uint16_t{0x7FC0} : static_cast<uint16_t>(u >> 16);
+  }
+}
+
+// Row pointers of positions [c0, c0 + n) of one sequence and kv head, through the
+// block table (no division per position).
+template <typename T>
+inline void row_pointers(const T* base, int64_t s0, int64_t s1, const int64_t* table,
+                         int64_t ts1, int64_t block_size, int64_t c0, int64_t n,
+                         const T** rows) {
+  int64_t bi = c0 / block_size, off = c0 % block_size;
+  const T* block = base + table[bi * ts1] * s0;
+  for (int64_t i = 0; i < n; ++i) {
+    rows[i] = block + off * s1;
+    if (++off == block_size && i + 1 < n) {
+      off = 0;
+      block = base + table[++bi * ts1] * s0;
+    }
+  }
+}
+
+// One (sequence, kv head) pair: its `group` query heads over `len` positions.
+// kD > 0: the head size fixed at compile time (fully unrolled rows); 0: `head_size`.
+template <typename T, int64_t kD>
+void attend_pair(const T* const* q_rows, T* const* o_rows, const T* k_head, const T* v_head,
+                 int64_t ks0, int64_t ks1, int64_t vs0, int64_t vs1, const int64_t* table,
+                 int64_t ts1, int64_t block_size, int64_t len, int64_t group, int64_t head_size_rt,
+                 float scale, float* q, float* acc, float* s, float* row, const T** ptrs,
+                 float* run_max, float* run_sum) {
+  constexpr bool kRoundWeights = std::is_same_v<T, c10::BFloat16>;
+  const int64_t head_size = kD > 0 ? kD : head_size_rt;
+  for (int64_t g = 0; g < group; ++g) load_row(q_rows[g], q + g * head_size, head_size);
+  std::fill(acc, acc + group * head_size, 0.0f);
+  std::fill(run_max, run_max + group, -std::numeric_limits<float>::infinity());
+  std::fill(run_sum, run_sum + group, 0.0f);
+  for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
+    const int64_t n = std::min(kChunk, len - c0);
+    row_pointers(k_head, ks0, ks1, table, ts1, block_size, c0, n, ptrs);
+    for (int64_t i = 0; i < n; ++i) {
+      load_row(ptrs[i], row, head_size);
+      for (int64_t g = 0; g < group; ++g) {
+        const float* __restrict qg = q + g * head_size;
+        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t d = 0; d < head_size; ++d) dot += qg[d] * row[d];
+        s[g * kChunk + i] = dot * scale;
+      }
+    }
+    for (int64_t g = 0; g < group; ++g) {
+      float* __restrict sg = s + g * kChunk;
+      float chunk_max = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : chunk_max)
+      for (int64_t i = 0; i < n; ++i) chunk_max = sg[i] > chunk_max ? sg[i] : chunk_max;
+      const float new_max = std::max(run_max[g], chunk_max);
+      for (int64_t i = 0; i < n; ++i) sg[i] = exp_nonpositive(sg[i] - new_max);
+      // The sum adds the unrounded weights; V is weighted by the rounded ones.
+      float chunk_sum = 0.0f;
+#pragma omp simd reduction(+ : chunk_sum)
+      for (int64_t i = 0; i < n; ++i) chunk_sum += sg[i];
+      if constexpr (kRoundWeights) {
+        for (int64_t i = 0; i < n; ++i) sg[i] = round_bf16(sg[i]);
+      }
+      const float alpha = std::exp(run_max[g] - new_max);  // 0 on the first chunk
+      run_sum[g] = chunk_sum + alpha * run_sum[g];
+      run_max[g] = new_max;
+      if (c0 > 0) {
+        float* __restrict ag = acc + g * head_size;
+        for (int64_t d = 0; d < head_size; ++d) ag[d] *= alpha;
+      }
+    }
+    row_pointers(v_head, vs0, vs1, table, ts1, block_size, c0, n, ptrs);
+    for (int64_t i = 0; i < n; ++i) {
+      load_row(ptrs[i], row, head_size);
+      for (int64_t g = 0; g < group; ++g) {
+        const float w = s[g * kChunk + i];
+        float* __restrict ag = acc + g * head_size;
+#pragma omp simd
+        for (int64_t d = 0; d < head_size; ++d) ag[d] += w * row[d];
+      }
+    }
+  }
+  for (int64_t g = 0; g < group; ++g) {
+    // An empty context (length 0) writes zeros rather than 0/0.
+    const float inv = len > 0 ? 1.0f / run_sum[g] : 0.0f;
+    store_row(acc + g * head_size, inv, o_rows[g], head_size);
+  }
+}
+
+template <typename T>
+void decode_kernel(const at::Tensor& out, const at::Tensor& query, const at::Tensor& key_cache,
+                   const at::Tensor& value_cache, const at::Tensor& block_table,
+                   const at::Tensor& seq_lens, double scale_d) {
+  const int64_t num_seqs = query.size(0);
+  const int64_t num_q_heads = query.size(1);
+  const int64_t head_size = query.size(2);
+  const int64_t block_size = key_cache.size(1);
+  const int64_t num_kv_heads = key_cache.size(2);
+  const int64_t group = num_q_heads / num_kv_heads;
+  const float scale = static_cast<float>(scale_d);
+
+  const T* q_base = query.data_ptr<T>();
+  const T* k_base = key_cache.data_ptr<T>();
+  const T* v_base = value_cache.data_ptr<T>();
+  T* o_base = out.data_ptr<T>();
+  const int64_t* table = block_table.data_ptr<int64_t>();
+  const int64_t* lens = seq_lens.data_ptr<int64_t>();
+  const int64_t qs0 = query.stride(0), qs1 = query.stride(1);
+  const int64_t os0 = out.stride(0), os1 = out.stride(1);
+  const int64_t ks0 = key_cache.stride(0), ks1 = key_cache.stride(1), ks2 = key_cache.stride(2);
+  const int64_t vs0 = value_cache.stride(0), vs1 = value_cache.stride(1),
+                vs2 = value_cache.stride(2);
+  const int64_t ts0 = block_table.stride(0), ts1 = block_table.stride(1);
+
+  at::parallel_for(0, num_seqs * num_kv_heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> q(group * head_size), acc(group * head_size), row(head_size);
+    std::vector<float> s(group * kChunk), run_max(group), run_sum(group);
+    std::vector<const T*> ptrs(kChunk), q_rows(group);
+    std::vector<T*> o_rows(group);
+    for (int64_t pair = begin; pair < end; ++pair) {
+      const int64_t b = pair / num_kv_heads;
+      const int64_t h = pair % num_kv_heads;
+      for (int64_t g = 0; g < group; ++g) {
+        q_rows[g] = q_base + b * qs0 + (h * group + g) * qs1;
+        o_rows[g] = o_base + b * os0 + (h * group + g) * os1;
+      }
+      auto run = [&](auto fixed) {
+        attend_pair<T, decltype(fixed)::value>(
+            q_rows.data(), o_rows.data(), k_base + h * ks2, v_base + h * vs2, ks0, ks1, vs0,
+            vs1, table + b * ts0, ts1, block_size, lens[b], group, head_size, scale, q.data(),
+            acc.data(), s.data(), row.data(), ptrs.data(), run_max.data(), run_sum.data());
+      };
+      if (head_size == 64) {
+        run(std::integral_constant<int64_t, 64>{});
+      } else if (head_size == 128) {
+        run(std::integral_constant<int64_t, 128>{});
+      } else {
+        run(std::integral_constant<int64_t, 0>{});
+      }
+    }
+  });
+}
+
+void decode_attention(const at::Tensor& out, const at::Tensor& query, const at::Tensor& key_cache,
+                      const at::Tensor& value_cache, const at::Tensor& block_table,
+                      const at::Tensor& seq_lens, double scale) {
+  TORCH_CHECK(query.dim() == 3 && out.dim() == 3 && key_cache.dim() == 4 &&
+                  value_cache.dim() == 4,
+              "decode_attention: query/out [B, Hq, D], caches [blocks, block_size, Hk, D]");
+  TORCH_CHECK(query.scalar_type() == key_cache.scalar_type() &&
+                  query.scalar_type() == value_cache.scalar_type() &&
+                  query.scalar_type() == out.scalar_type(),
+              "decode_attention: query, caches and out must share one dtype");
+  TORCH_CHECK(query.stride(2) == 1 && out.stride(2) == 1 && key_cache.stride(3) == 1 &&
+                  value_cache.stride(3) == 1,
+              "decode_attention: the head dim must be contiguous");
+  TORCH_CHECK(block_table.scalar_type() == at::kLong && seq_lens.scalar_type() == at::kLong &&
+                  seq_lens.is_contiguous(),
+              "decode_attention: block_table and seq_lens must be int64");
+  TORCH_CHECK(query.size(1) % key_cache.size(2) == 0 && query.size(2) == key_cache.size(3) &&
+                  out.sizes() == query.sizes() && seq_lens.size(0) >= query.size(0) &&
+                  block_table.size(0) >= query.size(0),
+              "decode_attention: shapes disagree");
+  if (query.scalar_type() == at::kBFloat16) {
+    decode_kernel<c10::BFloat16>(out, query, key_cache, value_cache, block_table, seq_lens, scale);
+  } else {
+    TORCH_CHECK(query.scalar_type() == at::kFloat, "decode_attention: bf16 or float32 only");
+    decode_kernel<float>(out, query, key_cache, value_cache, block_table, seq_lens, scale);
+  }
+}
+
+}  // namespace
+
+TORCH_LIBRARY(ascend_host_native, m) {
+  m.def(
+      "decode_attention(Tensor(a!) out, Tensor query, Tensor key_cache, Tensor value_cache, "
+      "Tensor block_table, Tensor seq_lens, float scale) -> ()");
+  m.impl("decode_attention", c10::DispatchKey::CPU, &decode_attention);
+}
