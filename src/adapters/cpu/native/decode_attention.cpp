@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -80,16 +81,40 @@ inline void store_row(const float* src, float scale, c10::BFloat16* dst, int64_t
   }
 }
 
-// Row pointers of positions [c0, c0 + n) of one sequence and kv head, through the
-// block table (no division per position).
+// q . k over the head dim in 16 lanes, then halves added down to one (GCC vector
+// extensions: the compiler's own reductions spilled their lanes and summed them serially).
+using V16 = float __attribute__((vector_size(64), aligned(4), may_alias));
+using V8 = float __attribute__((vector_size(32)));
+using V4 = float __attribute__((vector_size(16)));
+
+inline float hsum(V16 lanes) {
+  const V8 h8 = __builtin_shufflevector(lanes, lanes, 0, 1, 2, 3, 4, 5, 6, 7) +
+                __builtin_shufflevector(lanes, lanes, 8, 9, 10, 11, 12, 13, 14, 15);
+  const V4 h4 = __builtin_shufflevector(h8, h8, 0, 1, 2, 3) +
+                __builtin_shufflevector(h8, h8, 4, 5, 6, 7);
+  return (h4[0] + h4[2]) + (h4[1] + h4[3]);
+}
+
+inline float dot(const float* __restrict a, const float* __restrict b, int64_t d) {
+  V16 lanes = {};
+  int64_t i = 0;
+  for (; i + 16 <= d; i += 16) {
+    lanes += *reinterpret_cast<const V16*>(a + i) * *reinterpret_cast<const V16*>(b + i);
+  }
+  float sum = hsum(lanes);
+  for (; i < d; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// Positions [c0, c0 + n) of one sequence and kv head, converted to float rows
+// dst[n][head_size], read through the block table (no division per position).
 template <typename T>
-inline void row_pointers(const T* base, int64_t s0, int64_t s1, const int64_t* table,
-                         int64_t ts1, int64_t block_size, int64_t c0, int64_t n,
-                         const T** rows) {
+inline void load_rows(const T* base, int64_t s0, int64_t s1, const int64_t* table, int64_t ts1,
+                      int64_t block_size, int64_t c0, int64_t n, int64_t head_size, float* dst) {
   int64_t bi = c0 / block_size, off = c0 % block_size;
   const T* block = base + table[bi * ts1] * s0;
   for (int64_t i = 0; i < n; ++i) {
-    rows[i] = block + off * s1;
+    load_row(block + off * s1, dst + i * head_size, head_size);
     if (++off == block_size && i + 1 < n) {
       off = 0;
       block = base + table[++bi * ts1] * s0;
@@ -97,35 +122,84 @@ inline void row_pointers(const T* base, int64_t s0, int64_t s1, const int64_t* t
   }
 }
 
+// Scores s[i] = (q . k_i) * scale of one query head over n float rows; kD > 0: the head
+// size at compile time, q held in registers.
+template <int64_t kD>
+inline void scores(const float* q, const float* k, int64_t n, int64_t head_size, float scale,
+                   float* s) {
+  if constexpr (kD > 0) {
+    constexpr int64_t kB = kD / 16;
+    V16 qv[kB];
+    for (int64_t j = 0; j < kB; ++j) qv[j] = *reinterpret_cast<const V16*>(q + 16 * j);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* ki = k + i * kD;
+      V16 lanes = qv[0] * *reinterpret_cast<const V16*>(ki);
+      for (int64_t j = 1; j < kB; ++j) lanes += qv[j] * *reinterpret_cast<const V16*>(ki + 16 * j);
+      s[i] = hsum(lanes) * scale;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) s[i] = dot(q, k + i * head_size, head_size) * scale;
+  }
+}
+
+// acc += sum_i w[i] * v_i over n float rows of one query head.
+template <int64_t kD>
+inline void weigh(const float* w, const float* v, int64_t n, int64_t head_size, float* acc) {
+  if constexpr (kD > 0) {
+    constexpr int64_t kB = kD / 16;
+    V16 a[kB];
+    for (int64_t j = 0; j < kB; ++j) a[j] = *reinterpret_cast<const V16*>(acc + 16 * j);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* vi = v + i * kD;
+      for (int64_t j = 0; j < kB; ++j) a[j] += w[i] * *reinterpret_cast<const V16*>(vi + 16 * j);
+    }
+    for (int64_t j = 0; j < kB; ++j) *reinterpret_cast<V16*>(acc + 16 * j) = a[j];
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const float* vi = v + i * head_size;
+      for (int64_t d = 0; d < head_size; ++d) acc[d] += w[i] * vi[d];
+    }
+  }
+}
+
+// Per-thread scratch of decode_kernel (uninitialised: every use writes before it reads).
+struct Scratch {
+  Scratch(int64_t group, int64_t head_size, int64_t chunk)
+      : q(std::make_unique_for_overwrite<float[]>(group * head_size)),
+        acc(std::make_unique_for_overwrite<float[]>(group * head_size)),
+        s(std::make_unique_for_overwrite<float[]>(group * chunk)),
+        k(std::make_unique_for_overwrite<float[]>(chunk * head_size)),
+        v(std::make_unique_for_overwrite<float[]>(chunk * head_size)),
+        run_max(std::make_unique_for_overwrite<float[]>(group)),
+        run_sum(std::make_unique_for_overwrite<float[]>(group)) {}
+  std::unique_ptr<float[]> q, acc, s, k, v, run_max, run_sum;
+};
+
 // One (sequence, kv head) pair: its `group` query heads over `len` positions.
-// kD > 0: the head size fixed at compile time (fully unrolled rows); 0: `head_size`.
+// kD > 0: the head size fixed at compile time (rows in registers); 0: `head_size`.
 template <typename T, int64_t kD>
 void attend_pair(const T* const* q_rows, T* const* o_rows, const T* k_head, const T* v_head,
                  int64_t ks0, int64_t ks1, int64_t vs0, int64_t vs1, const int64_t* table,
                  int64_t ts1, int64_t block_size, int64_t len, int64_t group, int64_t head_size_rt,
-                 float scale, float* q, float* acc, float* s, float* row, const T** ptrs,
-                 float* run_max, float* run_sum) {
+                 int64_t chunk, float scale, Scratch& w) {
   constexpr bool kRoundWeights = std::is_same_v<T, c10::BFloat16>;
   const int64_t head_size = kD > 0 ? kD : head_size_rt;
+  float* q = w.q.get();
+  float* acc = w.acc.get();
+  float* s = w.s.get();
+  float* run_max = w.run_max.get();
+  float* run_sum = w.run_sum.get();
   for (int64_t g = 0; g < group; ++g) load_row(q_rows[g], q + g * head_size, head_size);
   std::fill(acc, acc + group * head_size, 0.0f);
   std::fill(run_max, run_max + group, -std::numeric_limits<float>::infinity());
   std::fill(run_sum, run_sum + group, 0.0f);
-  for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
-    const int64_t n = std::min(kChunk, len - c0);
-    row_pointers(k_head, ks0, ks1, table, ts1, block_size, c0, n, ptrs);
-    for (int64_t i = 0; i < n; ++i) {
-      load_row(ptrs[i], row, head_size);
-      for (int64_t g = 0; g < group; ++g) {
-        const float* __restrict qg = q + g * head_size;
-        float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-        for (int64_t d = 0; d < head_size; ++d) dot += qg[d] * row[d];
-        s[g * kChunk + i] = dot * scale;
-      }
-    }
+  for (int64_t c0 = 0; c0 < len; c0 += chunk) {
+    const int64_t n = std::min(chunk, len - c0);
+    load_rows(k_head, ks0, ks1, table, ts1, block_size, c0, n, head_size, w.k.get());
+    load_rows(v_head, vs0, vs1, table, ts1, block_size, c0, n, head_size, w.v.get());
     for (int64_t g = 0; g < group; ++g) {
-      float* __restrict sg = s + g * kChunk;
+      float* __restrict sg = s + g * chunk;
+      scores<kD>(q + g * head_size, w.k.get(), n, head_size, scale, sg);
       float chunk_max = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : chunk_max)
       for (int64_t i = 0; i < n; ++i) chunk_max = sg[i] > chunk_max ? sg[i] : chunk_max;
@@ -141,20 +215,11 @@ void attend_pair(const T* const* q_rows, T* const* o_rows, const T* k_head, cons
       const float alpha = std::exp(run_max[g] - new_max);  // 0 on the first chunk
       run_sum[g] = chunk_sum + alpha * run_sum[g];
       run_max[g] = new_max;
+      float* __restrict ag = acc + g * head_size;
       if (c0 > 0) {
-        float* __restrict ag = acc + g * head_size;
         for (int64_t d = 0; d < head_size; ++d) ag[d] *= alpha;
       }
-    }
-    row_pointers(v_head, vs0, vs1, table, ts1, block_size, c0, n, ptrs);
-    for (int64_t i = 0; i < n; ++i) {
-      load_row(ptrs[i], row, head_size);
-      for (int64_t g = 0; g < group; ++g) {
-        const float w = s[g * kChunk + i];
-        float* __restrict ag = acc + g * head_size;
-#pragma omp simd
-        for (int64_t d = 0; d < head_size; ++d) ag[d] += w * row[d];
-      }
+      weigh<kD>(sg, w.v.get(), n, head_size, ag);
     }
   }
   for (int64_t g = 0; g < group; ++g) {
@@ -175,6 +240,9 @@ void decode_kernel(const at::Tensor& out, const at::Tensor& query, const at::Ten
   const int64_t num_kv_heads = key_cache.size(2);
   const int64_t group = num_q_heads / num_kv_heads;
   const float scale = static_cast<float>(scale_d);
+  int64_t max_len = 1;
+  for (int64_t b = 0; b < num_seqs; ++b) max_len = std::max(max_len, seq_lens.data_ptr<int64_t>()[b]);
+  const int64_t chunk = std::min(kChunk, max_len);  // scratch rows: no more than any sequence needs
 
   const T* q_base = query.data_ptr<T>();
   const T* k_base = key_cache.data_ptr<T>();
@@ -190,9 +258,8 @@ void decode_kernel(const at::Tensor& out, const at::Tensor& query, const at::Ten
   const int64_t ts0 = block_table.stride(0), ts1 = block_table.stride(1);
 
   at::parallel_for(0, num_seqs * num_kv_heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> q(group * head_size), acc(group * head_size), row(head_size);
-    std::vector<float> s(group * kChunk), run_max(group), run_sum(group);
-    std::vector<const T*> ptrs(kChunk), q_rows(group);
+    Scratch scratch(group, head_size, chunk);
+    std::vector<const T*> q_rows(group);
     std::vector<T*> o_rows(group);
     for (int64_t pair = begin; pair < end; ++pair) {
       const int64_t b = pair / num_kv_heads;
@@ -204,8 +271,8 @@ void decode_kernel(const at::Tensor& out, const at::Tensor& query, const at::Ten
       auto run = [&](auto fixed) {
         attend_pair<T, decltype(fixed)::value>(
             q_rows.data(), o_rows.data(), k_base + h * ks2, v_base + h * vs2, ks0, ks1, vs0,
-            vs1, table + b * ts0, ts1, block_size, lens[b], group, head_size, scale, q.data(),
-            acc.data(), s.data(), row.data(), ptrs.data(), run_max.data(), run_sum.data());
+            vs1, table + b * ts0, ts1, block_size, lens[b], group, head_size, chunk, scale,
+            scratch);
       };
       if (head_size == 64) {
         run(std::integral_constant<int64_t, 64>{});

@@ -1,0 +1,194 @@
+"""The native host decode kernel against CpuOps' torch path (its reference semantics).
+
+Tolerances: both sides compute float32 scores, softmax and sums, but in different
+summation orders (16-lane dot products here, oneDNN GEMMs in torch's flash kernel) and
+with different float32 exp approximations. In float32 that is a few ulps of an O(1)
+output: 2e-6. In bf16 both round the softmax weights and the output to bf16; a float32
+difference that crosses a rounding boundary moves a weight or an output by one bf16
+step, 2**-8 relative: atol/rtol 2**-7 leave one step of slack on top of that one.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import pytest
+import torch
+
+from adapters.cpu import native
+from adapters.cpu.ops import CpuOps
+from ports.ops import PagedAttentionMeta
+
+TOL = {
+    torch.float32: {"atol": 2e-6, "rtol": 2e-6},
+    torch.bfloat16: {"atol": 2**-7, "rtol": 2**-7},
+}
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+@pytest.fixture(scope="module")
+def kernel() -> native.DecodeKernel:
+    found = native.decode_attention()
+    if found is None:
+        if shutil.which("c++") or shutil.which("g++"):
+            pytest.fail("a C++ compiler is installed but the native decode kernel did not build")
+        pytest.skip("no C++ compiler: the host keeps the torch path")
+    return found
+
+
+def _batch(
+    seq_lens: list[int],
+    hq: int,
+    hk: int,
+    d: int,
+    block_size: int,
+    dtype: torch.dtype,
+    seed: int,
+    pad_tokens: int = 0,
+    planes: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, PagedAttentionMeta]:
+    """One new token per sequence; shuffled blocks; NaN in every cache row never written.
+
+    planes: K and V are the two planes of one [blocks, 2, block_size, Hk, D] allocation
+    (strided views), as the host runner's cache is laid out.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    per_seq = [-(-n // block_size) for n in seq_lens]
+    num_blocks = sum(per_seq) + 2
+    perm = torch.randperm(num_blocks, generator=gen)
+    storage = torch.full((num_blocks, 2, block_size, hk, d), float("nan"))
+    table = torch.zeros(len(seq_lens), max(per_seq), dtype=torch.int32)
+    used = 0
+    for i, (n, blocks) in enumerate(zip(seq_lens, per_seq, strict=True)):
+        ids = perm[used : used + blocks]
+        used += blocks
+        table[i, :blocks] = ids
+        for pos in range(n):
+            storage[ids[pos // block_size], :, pos % block_size] = torch.randn(
+                2, hk, d, generator=gen
+            )
+    storage = storage.to(dtype)
+    if planes:
+        kc, vc = storage[:, 0], storage[:, 1]
+    else:
+        kc, vc = storage[:, 0].contiguous(), storage[:, 1].contiguous()
+    b = len(seq_lens)
+    query = torch.randn(b + pad_tokens, hq, d, generator=gen).to(dtype)
+    meta = PagedAttentionMeta(
+        query_start_loc=torch.arange(b + 1, dtype=torch.int32),
+        seq_lens=torch.tensor(seq_lens, dtype=torch.int32),
+        block_table=table,
+        max_query_len=1,
+        max_seq_len=max(seq_lens),
+        num_actual_tokens=b,
+    )
+    return query, kc, vc, meta
+
+
+def _both(
+    query: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, meta: PagedAttentionMeta
+) -> tuple[torch.Tensor, torch.Tensor]:
+    scale = 1 / math.sqrt(query.shape[-1])
+    sentinel = 7.0
+    native_out = torch.full_like(query, sentinel)
+    torch_out = torch.full_like(query, sentinel)
+    CpuOps(native_decode=True).paged_attention(query, kc, vc, meta, scale, native_out)
+    CpuOps(native_decode=False).paged_attention(query, kc, vc, meta, scale, torch_out)
+    n = meta.num_actual_tokens
+    assert bool((native_out[n:] == sentinel).all())  # padding rows untouched
+    return native_out[:n], torch_out[:n]
+
+
+def _close(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    assert actual.dtype == expected.dtype
+    assert bool(torch.isfinite(actual.float()).all())
+    torch.testing.assert_close(actual.float(), expected.float(), **TOL[actual.dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("group", [1, 2, 3, 4, 6])
+def test_native_decode_matches_torch_path_across_gqa_ratios(
+    kernel: native.DecodeKernel, dtype: torch.dtype, group: int
+) -> None:
+    _close(*_both(*_batch([1, 7, 90, 95, 89, 33], 2 * group, 2, 64, 16, dtype, seed=group)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("head_size", "block_size"), [(64, 128), (128, 16), (32, 1), (80, 5)])
+def test_native_decode_matches_torch_path_across_head_and_block_sizes(
+    kernel: native.DecodeKernel, dtype: torch.dtype, head_size: int, block_size: int
+) -> None:
+    # 64 and 128 take the compile-time head sizes; 32 and 80 the generic loop.
+    _close(*_both(*_batch([3, 17, 40, 129], 12, 4, head_size, block_size, dtype, seed=head_size)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_native_decode_contexts_past_one_softmax_chunk(
+    kernel: native.DecodeKernel, dtype: torch.dtype
+) -> None:
+    # 512 positions per online-softmax chunk, as torch's flash kernel splits the context.
+    _close(*_both(*_batch([511, 512, 513, 1100, 60], 4, 2, 64, 128, dtype, seed=11)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_native_decode_on_cache_planes_with_padding_rows(
+    kernel: native.DecodeKernel, dtype: torch.dtype
+) -> None:
+    _close(*_both(*_batch([5, 96, 89], 12, 4, 64, 128, dtype, seed=5, pad_tokens=3, planes=True)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_native_decode_in_a_mixed_batch(kernel: native.DecodeKernel, dtype: torch.dtype) -> None:
+    # Decodes beside a chunked prefill: the decode rows go through the kernel, the
+    # prefill through SDPA, and both land in their rows of `out`.
+    query, kc, vc, meta = _batch([9, 40, 13, 70], 8, 2, 64, 16, dtype, seed=8)
+    extra = torch.randn(3, 8, 64, generator=torch.Generator().manual_seed(9)).to(dtype)
+    mixed = PagedAttentionMeta(
+        query_start_loc=torch.tensor([0, 1, 4, 5, 6], dtype=torch.int32),  # seq 1: 3 tokens
+        seq_lens=meta.seq_lens,
+        block_table=meta.block_table,
+        max_query_len=3,
+        max_seq_len=meta.max_seq_len,
+        num_actual_tokens=6,
+    )
+    q6 = torch.cat([query[:1], extra, query[2:]])
+    _close(*_both(q6, kc, vc, mixed))
+
+
+def test_native_decode_bf16_rounds_weights_as_the_torch_path(
+    kernel: native.DecodeKernel,
+) -> None:
+    # Closer to torch's bf16 path than to float32 attention rounded once: the softmax
+    # weights are rounded to bf16 on both sides (the ops module's bf16 exception).
+    query, kc, vc, meta = _batch([90, 95, 89, 96] * 4, 12, 4, 64, 128, torch.bfloat16, seed=3)
+    native_out, torch_out = _both(query, kc, vc, meta)
+    exact = torch.empty_like(query, dtype=torch.float32)
+    CpuOps(native_decode=False).paged_attention(
+        query.float(), kc.float(), vc.float(), meta, 0.125, exact
+    )
+    rounded_once = exact.bfloat16()
+    same_as_torch = (native_out == torch_out).float().mean()
+    same_as_once = (native_out == rounded_once).float().mean()
+    assert same_as_torch > same_as_once
+    assert same_as_torch > 0.8
+
+
+def test_native_decode_runs_on_two_threads(kernel: native.DecodeKernel) -> None:
+    query, kc, vc, meta = _batch([90, 95, 89, 96] * 4, 12, 4, 64, 128, torch.bfloat16, seed=4)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = _both(query, kc, vc, meta)[0]
+        torch.set_num_threads(2)
+        two = _both(query, kc, vc, meta)[0]
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, two)  # pairs are independent: threads change no bits
+
+
+def test_unsupported_dtypes_keep_the_torch_path(kernel: native.DecodeKernel) -> None:
+    query, kc, vc, meta = _batch([5, 9], 4, 2, 16, 4, torch.float16, seed=6)
+    ops = CpuOps(native_decode=True)
+    assert ops._native_kernel(query, (kc, vc)) is None
+    assert ops._native_kernel(query.float(), (kc.float(), vc.float())) is kernel
