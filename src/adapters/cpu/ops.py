@@ -1,12 +1,13 @@
 """The ops port in plain torch on the host: the reference semantics every device matches.
 
 Precision: norms, rotary, attention and silu_and_mul compute in float32 and round once
-to the input dtype at the op's output, as the NPU's ops compute them. One exception, for
-speed: bf16 decode attention reads the bf16 query and K/V directly (torch's CPU flash
-kernel: float32 scores, softmax and accumulation, but the softmax weights are rounded to
-bf16 before they weight V, as the NPU's fused kernels and transformers' bf16 SDPA do),
-instead of attending on float32 copies of the cache. bf16 and float32 decode run in a
-native kernel (adapters/cpu/native) with those same rounding points, when it builds.
+to the input dtype at the op's output, as the NPU's ops compute them. bf16 and float32
+decode attention run in a native kernel (adapters/cpu/native) that keeps this contract
+and reads K/V in place. One exception, for speed, where that kernel does not build: bf16
+decode attention on the torch path reads the bf16 query and K/V directly (torch's CPU
+flash kernel: float32 scores, softmax and accumulation, but the softmax weights are
+rounded to bf16 before they weight V, as transformers' bf16 SDPA does), instead of
+attending on float32 copies of the cache.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class CpuOps(Ops):
     """Ops on host tensors. Holds only scratch buffers that paged_attention reuses.
 
     `native_decode`: bf16/float32 decode attention through the native kernel when it
-    builds (False: always the torch path, the kernel's golden reference).
+    builds (False: always the torch path; on float32 copies it is the kernel's golden
+    reference).
     """
 
     def __init__(self, native_decode: bool = True) -> None:

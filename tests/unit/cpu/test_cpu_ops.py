@@ -206,6 +206,7 @@ def _check_attention(
     dtype: torch.dtype = torch.float32,
     pad_tokens: int = 0,
     seed: int = 0,
+    ops: CpuOps = OPS,
 ) -> None:
     gen = torch.Generator().manual_seed(seed)
     query, kc, vc, meta = _paged_batch(
@@ -214,7 +215,7 @@ def _check_attention(
     scale = 1 / math.sqrt(d)
     sentinel = 7.0
     out = torch.full(query.shape, sentinel, dtype=dtype)
-    result = OPS.paged_attention(query, kc, vc, meta, scale, out)
+    result = ops.paged_attention(query, kc, vc, meta, scale, out)
     assert result is out
     expected = ref.paged_attention(
         query,
@@ -234,6 +235,14 @@ def _check_attention(
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_attention_decode_batch(dtype: torch.dtype) -> None:
     _check_attention([1, 1, 1, 1], [1, 5, 13, 8], dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_decode_batch_on_the_torch_path(dtype: torch.dtype) -> None:
+    # The path taken where the native decode kernel does not build.
+    ops = CpuOps(native_decode=False)
+    _check_attention([1, 1, 1, 1], [1, 5, 13, 8], dtype=dtype, ops=ops)
+    _check_attention([1, 4, 1, 7, 1], [9, 4, 2, 12, 17], dtype=dtype, ops=ops)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -360,7 +369,7 @@ def test_context_slots_are_computed_once_per_metadata(mocker) -> None:  # type: 
     import adapters.cpu.ops as ops_module
 
     gen = torch.Generator().manual_seed(9)
-    ops = CpuOps()
+    ops = CpuOps(native_decode=False)  # the torch path's decode slots (the kernel needs none)
     query, kc, vc, meta = _paged_batch([1, 4, 1], [9, 4, 6], 4, 2, 16, 4, torch.float32, gen)
     spy = mocker.spy(ops_module, "_context_slots")
     first = ops.paged_attention(query, kc, vc, meta, 0.25, torch.empty_like(query)).clone()

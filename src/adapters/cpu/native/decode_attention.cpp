@@ -3,10 +3,12 @@
 // One task per (sequence, kv head) pair; each computes its `group` query heads in one
 // pass over the valid context positions, read straight from the paged cache planes
 // through the block table (no gather copy). float32 scores, softmax and accumulation,
-// output rounded once to the query dtype. Rounding points follow torch's CPU flash
-// attention, the reference path of adapters/cpu/ops.py: positions in chunks of 512 with
-// an online softmax across chunks; in bf16 each chunk's weights exp(s - running max) are
-// rounded to bf16 before they weight V, while the running sum adds the unrounded ones.
+// output rounded once to the query dtype (the NPU attention op's precision contract).
+// Positions go in chunks of 512 with an online softmax across chunks, as torch's CPU
+// flash attention splits them. round_weights (bf16 only) copies that kernel's bf16
+// rounding points, the torch path's direct bf16 SDPA: each chunk's weights
+// exp(s - running max) rounded to bf16 before they weight V, the running sum adding
+// the unrounded ones.
 #include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
@@ -177,12 +179,11 @@ struct Scratch {
 
 // One (sequence, kv head) pair: its `group` query heads over `len` positions.
 // kD > 0: the head size fixed at compile time (rows in registers); 0: `head_size`.
-template <typename T, int64_t kD>
+template <typename T, int64_t kD, bool kRoundWeights>
 void attend_pair(const T* const* q_rows, T* const* o_rows, const T* k_head, const T* v_head,
                  int64_t ks0, int64_t ks1, int64_t vs0, int64_t vs1, const int64_t* table,
                  int64_t ts1, int64_t block_size, int64_t len, int64_t group, int64_t head_size_rt,
                  int64_t chunk, float scale, Scratch& w) {
-  constexpr bool kRoundWeights = std::is_same_v<T, c10::BFloat16>;
   const int64_t head_size = kD > 0 ? kD : head_size_rt;
   float* q = w.q.get();
   float* acc = w.acc.get();
@@ -229,7 +230,7 @@ void attend_pair(const T* const* q_rows, T* const* o_rows, const T* k_head, cons
   }
 }
 
-template <typename T>
+template <typename T, bool kRoundWeights>
 void decode_kernel(const at::Tensor& out, const at::Tensor& query, const at::Tensor& key_cache,
                    const at::Tensor& value_cache, const at::Tensor& block_table,
                    const at::Tensor& seq_lens, double scale_d) {
@@ -269,7 +270,7 @@ void decode_kernel(const at::Tensor& out, const at::Tensor& query, const at::Ten
         o_rows[g] = o_base + b * os0 + (h * group + g) * os1;
       }
       auto run = [&](auto fixed) {
-        attend_pair<T, decltype(fixed)::value>(
+        attend_pair<T, decltype(fixed)::value, kRoundWeights>(
             q_rows.data(), o_rows.data(), k_base + h * ks2, v_base + h * vs2, ks0, ks1, vs0,
             vs1, table + b * ts0, ts1, block_size, lens[b], group, head_size, chunk, scale,
             scratch);
@@ -287,7 +288,7 @@ void decode_kernel(const at::Tensor& out, const at::Tensor& query, const at::Ten
 
 void decode_attention(const at::Tensor& out, const at::Tensor& query, const at::Tensor& key_cache,
                       const at::Tensor& value_cache, const at::Tensor& block_table,
-                      const at::Tensor& seq_lens, double scale) {
+                      const at::Tensor& seq_lens, double scale, bool round_weights) {
   TORCH_CHECK(query.dim() == 3 && out.dim() == 3 && key_cache.dim() == 4 &&
                   value_cache.dim() == 4,
               "decode_attention: query/out [B, Hq, D], caches [blocks, block_size, Hk, D]");
@@ -306,10 +307,17 @@ void decode_attention(const at::Tensor& out, const at::Tensor& query, const at::
                   block_table.size(0) >= query.size(0),
               "decode_attention: shapes disagree");
   if (query.scalar_type() == at::kBFloat16) {
-    decode_kernel<c10::BFloat16>(out, query, key_cache, value_cache, block_table, seq_lens, scale);
+    if (round_weights) {
+      decode_kernel<c10::BFloat16, true>(out, query, key_cache, value_cache, block_table,
+                                         seq_lens, scale);
+    } else {
+      decode_kernel<c10::BFloat16, false>(out, query, key_cache, value_cache, block_table,
+                                          seq_lens, scale);
+    }
   } else {
     TORCH_CHECK(query.scalar_type() == at::kFloat, "decode_attention: bf16 or float32 only");
-    decode_kernel<float>(out, query, key_cache, value_cache, block_table, seq_lens, scale);
+    TORCH_CHECK(!round_weights, "decode_attention: round_weights is for bf16");
+    decode_kernel<float, false>(out, query, key_cache, value_cache, block_table, seq_lens, scale);
   }
 }
 
@@ -318,6 +326,6 @@ void decode_attention(const at::Tensor& out, const at::Tensor& query, const at::
 TORCH_LIBRARY(ascend_host_native, m) {
   m.def(
       "decode_attention(Tensor(a!) out, Tensor query, Tensor key_cache, Tensor value_cache, "
-      "Tensor block_table, Tensor seq_lens, float scale) -> ()");
+      "Tensor block_table, Tensor seq_lens, float scale, bool round_weights=False) -> ()");
   m.impl("decode_attention", c10::DispatchKey::CPU, &decode_attention);
 }
