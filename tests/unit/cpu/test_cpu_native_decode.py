@@ -200,7 +200,7 @@ def test_native_decode_runs_on_two_threads(kernel: native.DecodeKernel) -> None:
 
 
 def test_unsupported_dtypes_keep_the_torch_path(kernel: native.DecodeKernel) -> None:
-    query, kc, vc, meta = _batch([5, 9], 4, 2, 16, 4, torch.float16, seed=6)
+    query, kc, vc, _ = _batch([5, 9], 4, 2, 16, 4, torch.float16, seed=6)
     ops = CpuOps(native_decode=True)
     assert ops._native_kernel(query, (kc, vc)) is None
     assert ops._native_kernel(query.float(), (kc.float(), vc.float())) is kernel
