@@ -3,11 +3,7 @@
 Precision: norms, rotary, attention and silu_and_mul compute in float32 and round once
 to the input dtype at the op's output, as the NPU's ops compute them. bf16 and float32
 decode attention run in a native kernel (adapters/cpu/native) that keeps this contract
-and reads K/V in place. One exception, for speed, where that kernel does not build: bf16
-decode attention on the torch path reads the bf16 query and K/V directly (torch's CPU
-flash kernel: float32 scores, softmax and accumulation, but the softmax weights are
-rounded to bf16 before they weight V, as transformers' bf16 SDPA does), instead of
-attending on float32 copies of the cache.
+and reads K/V in place; where it does not build, on the torch path.
 """
 
 from __future__ import annotations
@@ -267,25 +263,27 @@ class CpuOps(Ops):
         context: _Slots,
         scale: float,
     ) -> torch.Tensor:
-        """One new token per sequence: query [B, Hq, D] -> [B, Hq, D], float32 or bf16.
+        """One new token per sequence: query [B, Hq, D] -> [B, Hq, D] in float32.
 
-        bf16 query and cache attend directly (the module docstring's exception); any
-        other dtypes on float32 copies (fp16: torch's CPU fp16 GEMMs measured 2.4x
-        slower than the copy, scripts/bench_attention.py).
+        On float32 copies of the gathered K/V even in bf16: attending on the bf16 rows
+        directly measured 1.08-1.10x faster per call, but torch's CPU flash kernel then
+        rounds the softmax weights to bf16 before they weight V, a second rounding the
+        precision contract (README) and the emulated NPU's attention do not have, and
+        the emulated NPU runs then gave other greedy ids than the host
+        (docs/benchmarks.md, Round 5).
         """
         num_seqs, num_q_heads, head_size = query.shape
         num_kv_heads = caches[0].shape[2]
         group = num_q_heads // num_kv_heads
         slots, valid = context
         ctx_len = valid.shape[1]
-        direct = query.dtype == caches[0].dtype == caches[1].dtype == torch.bfloat16
-        keys = self._gather(caches[0], slots, "key", widen=not direct)
-        values = self._gather(caches[1], slots, "value", widen=not direct)
+        keys = self._gather(caches[0], slots, "key")
+        values = self._gather(caches[1], slots, "value")
         # GQA folded into the query rows: each kv head attends for its `group` query heads
         # as one [group, D] query block, so one SDPA call reads the gathered K/V through
         # strided views (no per-head loop, no repeat of K/V). Measured 1.2-1.4x faster
         # than per-kv-head batched matmuls at 16 x 192..512 (scripts/bench_ops.py).
-        q = (query if direct else query.to(_F32)).view(num_seqs, num_kv_heads, group, head_size)
+        q = query.to(_F32).view(num_seqs, num_kv_heads, group, head_size)
         result = torch.nn.functional.scaled_dot_product_attention(
             q,
             keys.view(num_seqs, ctx_len, num_kv_heads, head_size).transpose(1, 2),
@@ -367,11 +365,8 @@ class CpuOps(Ops):
         attn = attn.transpose(1, 2).reshape(num_seqs * max_q, num_q_heads, head_size)
         return attn if flat_pos is None else attn.index_select(0, flat_pos)
 
-    def _gather(
-        self, cache: torch.Tensor, slots: torch.Tensor, name: str, widen: bool = True
-    ) -> torch.Tensor:
-        """Cache rows at flat `slots` as [N, Hk, D] in a reused scratch buffer: float32
-        (`widen`, copied when the cache is not) or the cache dtype.
+    def _gather(self, cache: torch.Tensor, slots: torch.Tensor, name: str) -> torch.Tensor:
+        """Cache rows at flat `slots` as [N, Hk, D] float32, in a reused scratch buffer.
 
         Reuse matters on the host: a fresh multi-megabyte tensor per call costs more
         in page faults than the copy itself.
@@ -388,7 +383,7 @@ class CpuOps(Ops):
         else:
             rows = self._scratch(name, shape, cache.dtype)
             torch.index_select(flat, 0, slots, out=rows)
-        if rows.dtype == _F32 or not widen:
+        if rows.dtype == _F32:
             return rows
         rows32 = self._scratch(name + "32", shape, _F32)
         rows32.copy_(rows)

@@ -4,15 +4,14 @@ platform and worker, CpuQuantOps on the host platform, each in a fresh process
 (generate_run.py), batched, chunked and prefix-cached. An emulator, not Ascend hardware.
 
 The quant ops agree bit for bit (tests/unit/npu/test_npu_golden_quant.py), and so do
-the norms and swiglu now, but the dense paged attention's float32 sums run in another
-order than the host's (its golden test keeps a tolerance), and int8 activation
-quantization turns such one-ulp differences into an occasional flipped near-tie
-(measured before the norms were aligned: 1 of 6 continuations differed after a few
-tokens). So each NPU token
-must be the fake-quant reference's top-1 within the host bf16 tests' 0.25 nats, and most
-continuations must equal the host's exactly. Qwen3-MoE's W8A8_DYNAMIC experts run through
-NpuQuantMoeOps (npu_dynamic_quant, npu_grouped_matmul with per-token scales), bounded as
-MoE is in bf16 (MOE_OUTLIERS_PER_TOKEN below).
+the norms, swiglu, the MoE chain and the quantized grouped matmul. The dense paged
+attention's float32 sums still run in another order than the host's (its golden test keeps
+a tolerance), and int8 activation quantization can turn such a one-ulp difference into a
+flipped near-tie; on these exports none does: every continuation equals the host's
+(measured 8 of 8 per case and pass). So the test asks for the host's ids, and each NPU
+token must also be the fake-quant reference's top-1 within the host bf16 tests' 0.25 nats
+(the reference check, independent of the host). Qwen3-MoE's W8A8_DYNAMIC experts run
+through NpuQuantMoeOps (npu_dynamic_quant, npu_grouped_matmul with per-token scales).
 """
 
 from __future__ import annotations
@@ -29,11 +28,10 @@ from support.doctor_plan import PER_LAYER_MARGIN, doctor_memory
 from support.quant_reference import local_export, token_gaps
 
 TOLERANCE_NATS = 0.25
-# MoE in bf16: an expert choice flips when two router scores are within bf16 rounding, and
-# int8 activations amplify one-ulp differences, so the bound is on the rate, as in
-# test_bf16_agreement (at most 1 token in 16 beyond the tolerance), and half of the
-# continuations must equal the host's. Measured: 6 of 8 continuations equal the host's;
-# the NPU tokens all within 0.125 nats, the host's own bf16 run has 1 of 64 at 0.81.
+# MoE in bf16: an expert choice flips when two router scores are within bf16 rounding
+# (the host's own bf16 run has 1 token of 64 at 0.81 nats below the reference's top-1), so
+# the reference check bounds the rate, as test_bf16_agreement does: at most 1 token in 16
+# beyond the tolerance. The host's ids are still asked for exactly.
 MOE_STYLES = {"qwen3_moe"}
 MOE_OUTLIERS_PER_TOKEN = 1 / 16
 # (style, scheme, dtype): float16 serves a float16 export (int64 deq_scale, FP19 path).
@@ -67,8 +65,7 @@ def test_npu_path_gives_the_host_token_ids(runs, case) -> None:  # type: ignore[
     export = _export(case)
     moe = case[0] in MOE_STYLES
     for run in npu["runs"]:  # first pass, then the prefix-cached one
-        same = sum(a == b for a, b in zip(run, host["runs"][0], strict=True))
-        assert same >= (len(run) // 2 if moe else len(run) - 1), (same, len(run))
+        assert run == host["runs"][0]
         gaps = token_gaps(export, prompts(), run, getattr(torch, case[2]))
         if moe:
             outliers = [g for g in gaps if g > TOLERANCE_NATS]

@@ -29,11 +29,10 @@ _tried = False
 def decode_attention() -> DecodeKernel | None:
     """torch.ops.ascend_host_native.decode_attention, or None where it cannot be built.
 
-    Signature: (out, query, key_cache, value_cache, block_table, seq_lens, scale,
-    round_weights=False), with query/out [B, Hq, D] and caches [blocks, block_size, Hk, D]
-    of one dtype (bf16 or float32; head dim contiguous), block_table [>=B, max_blocks]
-    and seq_lens [>=B] int64. Float32 inside, one rounding at the output; round_weights
-    (bf16): the softmax weights rounded to bf16 before V, as torch's CPU flash kernel does.
+    Signature: (out, query, key_cache, value_cache, block_table, seq_lens, scale), with
+    query/out [B, Hq, D] and caches [blocks, block_size, Hk, D] of one dtype (bf16 or
+    float32; head dim contiguous), block_table [>=B, max_blocks] and seq_lens [>=B]
+    int64. Float32 inside, one rounding at the output.
     """
     global _kernel, _tried
     if not _tried:

@@ -3,12 +3,9 @@
 // One task per (sequence, kv head) pair; each computes its `group` query heads in one
 // pass over the valid context positions, read straight from the paged cache planes
 // through the block table (no gather copy). float32 scores, softmax and accumulation,
-// output rounded once to the query dtype (the NPU attention op's precision contract).
-// Positions go in chunks of 512 with an online softmax across chunks, as torch's CPU
-// flash attention splits them. round_weights (bf16 only) copies that kernel's bf16
-// rounding points, the torch path's direct bf16 SDPA: each chunk's weights
-// exp(s - running max) rounded to bf16 before they weight V, the running sum adding
-// the unrounded ones.
+// output rounded once to the query dtype (the NPU attention op's precision contract,
+// and the torch path's: SDPA on float32 copies). Positions go in chunks of 512 with an
+// online softmax across chunks, as torch's CPU flash attention splits them.
 #include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
@@ -31,13 +28,6 @@ constexpr int64_t kChunk = 512;  // torch's CPU flash kv split for contexts >= 5
 inline float bits_to_float(uint32_t u) { return std::bit_cast<float>(u); }
 
 inline uint32_t float_to_bits(float f) { return std::bit_cast<uint32_t>(f); }
-
-// Round to the nearest bf16, ties to even (c10::BFloat16's rounding), as a float.
-inline float round_bf16(float f) {
-  uint32_t u = float_to_bits(f);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return bits_to_float(u & 0xFFFF0000u);
-}
 
 // exp for x <= 0 (softmax arguments), a branch-free Cephes polynomial the compiler
 // vectorises; relative error about 2e-7, 0 below -87. n = round(x / ln 2) by adding
@@ -179,7 +169,7 @@ struct Scratch {
 
 // One (sequence, kv head) pair: its `group` query heads over `len` positions.
 // kD > 0: the head size fixed at compile time (rows in registers); 0: `head_size`.
-template <typename T, int64_t kD, bool kRoundWeights>
+template <typename T, int64_t kD>
 void attend_pair(const T* const* q_rows, T* const* o_rows, const T* k_head, const T* v_head,
                  int64_t ks0, int64_t ks1, int64_t vs0, int64_t vs1, const int64_t* table,
                  int64_t ts1, int64_t block_size, int64_t len, int64_t group, int64_t head_size_rt,
@@ -206,13 +196,9 @@ void attend_pair(const T* const* q_rows, T* const* o_rows, const T* k_head, cons
       for (int64_t i = 0; i < n; ++i) chunk_max = sg[i] > chunk_max ? sg[i] : chunk_max;
       const float new_max = std::max(run_max[g], chunk_max);
       for (int64_t i = 0; i < n; ++i) sg[i] = exp_nonpositive(sg[i] - new_max);
-      // The sum adds the unrounded weights; V is weighted by the rounded ones.
       float chunk_sum = 0.0f;
 #pragma omp simd reduction(+ : chunk_sum)
       for (int64_t i = 0; i < n; ++i) chunk_sum += sg[i];
-      if constexpr (kRoundWeights) {
-        for (int64_t i = 0; i < n; ++i) sg[i] = round_bf16(sg[i]);
-      }
       const float alpha = std::exp(run_max[g] - new_max);  // 0 on the first chunk
       run_sum[g] = chunk_sum + alpha * run_sum[g];
       run_max[g] = new_max;
@@ -230,7 +216,7 @@ void attend_pair(const T* const* q_rows, T* const* o_rows, const T* k_head, cons
   }
 }
 
-template <typename T, bool kRoundWeights>
+template <typename T>
 void decode_kernel(const at::Tensor& out, const at::Tensor& query, const at::Tensor& key_cache,
                    const at::Tensor& value_cache, const at::Tensor& block_table,
                    const at::Tensor& seq_lens, double scale_d) {
@@ -270,7 +256,7 @@ void decode_kernel(const at::Tensor& out, const at::Tensor& query, const at::Ten
         o_rows[g] = o_base + b * os0 + (h * group + g) * os1;
       }
       auto run = [&](auto fixed) {
-        attend_pair<T, decltype(fixed)::value, kRoundWeights>(
+        attend_pair<T, decltype(fixed)::value>(
             q_rows.data(), o_rows.data(), k_base + h * ks2, v_base + h * vs2, ks0, ks1, vs0,
             vs1, table + b * ts0, ts1, block_size, lens[b], group, head_size, chunk, scale,
             scratch);
@@ -288,7 +274,7 @@ void decode_kernel(const at::Tensor& out, const at::Tensor& query, const at::Ten
 
 void decode_attention(const at::Tensor& out, const at::Tensor& query, const at::Tensor& key_cache,
                       const at::Tensor& value_cache, const at::Tensor& block_table,
-                      const at::Tensor& seq_lens, double scale, bool round_weights) {
+                      const at::Tensor& seq_lens, double scale) {
   TORCH_CHECK(query.dim() == 3 && out.dim() == 3 && key_cache.dim() == 4 &&
                   value_cache.dim() == 4,
               "decode_attention: query/out [B, Hq, D], caches [blocks, block_size, Hk, D]");
@@ -307,17 +293,10 @@ void decode_attention(const at::Tensor& out, const at::Tensor& query, const at::
                   block_table.size(0) >= query.size(0),
               "decode_attention: shapes disagree");
   if (query.scalar_type() == at::kBFloat16) {
-    if (round_weights) {
-      decode_kernel<c10::BFloat16, true>(out, query, key_cache, value_cache, block_table,
-                                         seq_lens, scale);
-    } else {
-      decode_kernel<c10::BFloat16, false>(out, query, key_cache, value_cache, block_table,
-                                          seq_lens, scale);
-    }
+    decode_kernel<c10::BFloat16>(out, query, key_cache, value_cache, block_table, seq_lens, scale);
   } else {
     TORCH_CHECK(query.scalar_type() == at::kFloat, "decode_attention: bf16 or float32 only");
-    TORCH_CHECK(!round_weights, "decode_attention: round_weights is for bf16");
-    decode_kernel<float, false>(out, query, key_cache, value_cache, block_table, seq_lens, scale);
+    decode_kernel<float>(out, query, key_cache, value_cache, block_table, seq_lens, scale);
   }
 }
 
@@ -326,6 +305,6 @@ void decode_attention(const at::Tensor& out, const at::Tensor& query, const at::
 TORCH_LIBRARY(ascend_host_native, m) {
   m.def(
       "decode_attention(Tensor(a!) out, Tensor query, Tensor key_cache, Tensor value_cache, "
-      "Tensor block_table, Tensor seq_lens, float scale, bool round_weights=False) -> ()");
+      "Tensor block_table, Tensor seq_lens, float scale) -> ()");
   m.impl("decode_attention", c10::DispatchKey::CPU, &decode_attention);
 }
