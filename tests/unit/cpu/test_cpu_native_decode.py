@@ -194,3 +194,22 @@ def test_unsupported_dtypes_keep_the_torch_path(kernel: native.DecodeKernel) -> 
     ops = CpuOps(native_decode=True)
     assert ops._native_kernel(query, (kc, vc)) is None
     assert ops._native_kernel(query.float(), (kc.float(), vc.float())) is kernel
+
+
+def test_a_failed_build_is_logged_once_and_the_torch_path_serves(monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
+    from torch.utils import cpp_extension
+
+    def fail(**_: object) -> None:
+        raise RuntimeError("Error building extension 'vllm_ascend_host_decode'\nno compiler")
+
+    monkeypatch.setattr(cpp_extension, "load", fail)
+    monkeypatch.setattr(native, "_tried", False)
+    monkeypatch.setattr(native, "_kernel", None)
+    with caplog.at_level("INFO", logger="vllm.plugins.ascend"):
+        assert native.decode_attention() is None
+        assert native.decode_attention() is None
+    notes = [r for r in caplog.records if "native decode attention unavailable" in r.message]
+    assert len(notes) == 1 and "no compiler" in notes[0].getMessage()
+    query, kc, vc, meta = _batch([5, 9], 4, 2, 16, 4, torch.bfloat16, seed=7)
+    native_out, exact = _both(query, kc, vc, meta)  # CpuOps on the torch path
+    assert torch.equal(native_out, exact)
