@@ -213,3 +213,15 @@ def test_a_failed_build_is_logged_once_and_the_torch_path_serves(monkeypatch, ca
     query, kc, vc, meta = _batch([5, 9], 4, 2, 16, 4, torch.bfloat16, seed=7)
     native_out, exact = _both(query, kc, vc, meta)  # CpuOps on the torch path
     assert torch.equal(native_out, exact)
+
+
+def test_the_build_is_named_after_the_cpus_instruction_set() -> None:
+    """-march=native: a build for one CPU kind must not be loaded on another."""
+    from adapters.cpu.native import _cpu_key
+
+    zen = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f\n"
+    older = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2\n"
+    two_cores = zen + zen.replace(": 0", ": 1")
+    assert _cpu_key(zen) != _cpu_key(older)
+    assert _cpu_key(zen) == _cpu_key(two_cores)  # per CPU kind, not per core
+    assert len(_cpu_key()) == 12

@@ -8,6 +8,7 @@ the host keeps its torch path.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -46,7 +47,7 @@ def _build() -> DecodeKernel | None:
         from torch.utils import cpp_extension
 
         cpp_extension.load(
-            name="vllm_ascend_host_decode",
+            name=f"vllm_ascend_host_decode_{_cpu_key()}",
             sources=[str(_SOURCE)],
             extra_cflags=_CFLAGS,
             is_python_module=False,
@@ -61,3 +62,22 @@ def _build() -> DecodeKernel | None:
             str(exc).strip().splitlines()[-1] if str(exc).strip() else "",
         )
         return None
+
+
+def _cpu_key(cpuinfo: str | None = None) -> str:
+    """A short key of this CPU's model and instruction-set flags (/proc/cpuinfo).
+
+    The build is `-march=native`, and torch keys its cache by name, sources and flags
+    only: a shared extensions directory (a home on NFS, a container image) would hand a
+    build for one CPU to another, which can stop on an illegal instruction. Naming the
+    build after the CPU makes each CPU kind build its own.
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return "unknown"
+    lines = cpuinfo.splitlines()
+    wanted = ("model name", "flags", "Features", "CPU part")  # x86 and Arm spellings
+    facts = sorted({line for line in lines if line.split(":")[0].strip() in wanted})
+    return hashlib.sha256("\n".join(facts).encode()).hexdigest()[:12]
