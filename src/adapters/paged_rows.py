@@ -59,3 +59,12 @@ def sequence_rows(block_table: torch.Tensor, seq_lens: torch.Tensor, block_size:
     pos = torch.arange(total, device=lens.device) - starts.index_select(0, seq_of)
     blocks = block_table.long()[seq_of, torch.div(pos, block_size, rounding_mode="floor")]
     return blocks, pos % block_size
+
+
+def gather_planes(
+    planes: tuple[torch.Tensor, ...], block_table: torch.Tensor, seq_lens: torch.Tensor
+) -> torch.Tensor:
+    """Each sequence's rows of every cache plane [blocks, block_size, ...], side by side on
+    the last dim, sequences concatenated: plain indexing, the same on every device."""
+    at = sequence_rows(block_table, seq_lens, planes[0].shape[1])
+    return torch.cat([plane[at] for plane in planes], dim=-1)

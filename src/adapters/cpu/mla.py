@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from adapters.paged_rows import sequence_rows, slot_rows
+from adapters.paged_rows import gather_planes, slot_rows
 from ports.mla import LatentCache, MlaOps
 
 _F32 = torch.float32
@@ -33,8 +33,7 @@ class CpuMlaOps(MlaOps):
     def gather_latent(
         self, cache: LatentCache, block_table: torch.Tensor, seq_lens: torch.Tensor
     ) -> torch.Tensor:
-        at = sequence_rows(block_table, seq_lens, cache.latent.shape[1])
-        return torch.cat((cache.latent[at], cache.rope[at]), dim=-1)
+        return gather_planes((cache.latent, cache.rope), block_table, seq_lens)
 
     def prefill_attention(
         self,

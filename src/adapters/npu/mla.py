@@ -12,7 +12,7 @@ from types import ModuleType
 
 import torch
 
-from adapters.paged_rows import Positions, rows_at, sequence_rows, slot_positions
+from adapters.paged_rows import Positions, gather_planes, rows_at, slot_positions
 from ascend_core.errors import UnsupportedFeatureError
 from ascend_core.op_limits import mla_shape_problems
 from ports.mla import LatentCache, MlaOps
@@ -74,8 +74,7 @@ class NpuMlaOps(MlaOps):
         self, cache: LatentCache, block_table: torch.Tensor, seq_lens: torch.Tensor
     ) -> torch.Tensor:
         """Index ops on the device (no torch_npu op needed): rows of each plane, side by side."""
-        at = sequence_rows(block_table, seq_lens, cache.latent.shape[1])
-        return torch.cat((cache.latent[at], cache.rope[at]), dim=-1)
+        return gather_planes((cache.latent, cache.rope), block_table, seq_lens)
 
     def prefill_attention(
         self,
