@@ -9,9 +9,13 @@ The adapter's ops read the same constants.
 
 from __future__ import annotations
 
-from ascend_core.deployment import Deployment
+from typing import TYPE_CHECKING
+
 from ascend_core.errors import ConfigError
 from ports.device import DeviceKind
+
+if TYPE_CHECKING:  # annotations only: the platform imports ATTENTION_DTYPES in every process
+    from ascend_core.deployment import Deployment
 
 # Query (and so model) dtypes the op takes without int8 quantization parameters.
 ATTENTION_DTYPES = ("float16", "bfloat16")

@@ -14,12 +14,9 @@ import torch
 from vllm.platforms.interface import Platform, PlatformEnum
 
 from adapters.container import container
-from adapters.vllm import translate
-from adapters.vllm.device_classes import DEVICE_CLASSES
 from adapters.vllm.startup import stop_on_our_errors, watch_engine_errors
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import ATTENTION_DTYPES
-from ascend_core.plan import WorkerKind, fields
 from ports.device import ChipFamily, DeviceKind
 
 if TYPE_CHECKING:
@@ -28,13 +25,18 @@ if TYPE_CHECKING:
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
     from ascend_core.deployment import Deployment
+    from ascend_core.plan import WorkerKind
     from ascend_core.plan.result import Change
     from ports.runtime import DeviceRuntime
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
-# The core's worker decision -> the class vLLM instantiates in each worker process.
-WORKER_PATHS: dict[WorkerKind, str] = {kind: c.worker for kind, c in DEVICE_CLASSES.items()}
+# The translation to the core and the core's plan (adapters.vllm.translate,
+# ascend_core.plan and the deployment and config schema they import) are imported by
+# the hooks that use them, not here: every vLLM process imports this module when it
+# resolves current_platform, and only the process that builds the config and the
+# workers plan (about 90 ms of imports, scripts/bench_startup.py).
+
 # torch._inductor.config keys for the host's compiled model (see update_device_settings).
 HOST_INDUCTOR_CONFIG: dict[str, Any] = {
     "size_asserts": False,
@@ -74,11 +76,15 @@ class AscendPlatformBase(Platform):
     def apply_config_platform_defaults(cls, vllm_config: VllmConfig) -> None:
         """Called by vLLM before it resolves unset compilation settings: remember them as
         given, so the plan sees what the operator asked for (as `ascend-doctor plan` does)."""
+        from adapters.vllm import translate
+
         translate.remember_given_compilation(vllm_config)
 
     @classmethod
     def deployment(cls, vllm_config: VllmConfig) -> Deployment | None:
         """The core's Deployment of this config: the same builder the doctor uses."""
+        from adapters.vllm import translate
+
         c = container()
         model = vllm_config.model_config
         directory = getattr(model, "model", None) if model is not None else None
@@ -93,7 +99,9 @@ class AscendPlatformBase(Platform):
 
         The plan's errors stop the start with their messages alone (StartupError).
         """
+        from adapters.vllm import translate
         from adapters.vllm.planning import plan_for
+        from ascend_core.plan import fields
 
         watch_engine_errors()
         with stop_on_our_errors():
@@ -161,7 +169,10 @@ class AscendPlatformBase(Platform):
 
     @classmethod
     def worker_path(cls, kind: WorkerKind) -> str:
-        return WORKER_PATHS[kind]
+        """The class vLLM instantiates in each worker process for the core's decision."""
+        from adapters.vllm.device_classes import DEVICE_CLASSES
+
+        return DEVICE_CLASSES[kind].worker
 
     @classmethod
     def update_device_settings(cls, vllm_config: VllmConfig) -> None:
@@ -216,6 +227,7 @@ class AscendPlatformBase(Platform):
     ) -> str:
         from vllm.config import get_current_vllm_config
 
+        from adapters.vllm import translate
         from adapters.vllm.attention.selection import backend_path
 
         vllm_config = get_current_vllm_config()

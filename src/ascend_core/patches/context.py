@@ -6,10 +6,13 @@ One rule for every caller, so the doctor's plan and the served plan cannot diffe
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from ascend_core.deployment import Deployment
 from ascend_core.patches.spec import Feature, PatchContext
 from ports.device import ChipFamily, DeviceKind
+
+if TYPE_CHECKING:  # annotations only: registration plans device patches in every process
+    from ascend_core.deployment import Deployment
 
 
 def device_context(
