@@ -53,7 +53,11 @@ ENTRIES = (
             "raise RuntimeError, so engine teardown fails unless they are skipped."
         ),
         apply="adapters.vllm.patches.shutdown:skip_accelerator_cache_release",
-        also_rebind=("vllm.v1.engine.core:cleanup_dist_env_and_memory",),
+        # vllm.distributed re-exports it, and the engine core imports it from there.
+        also_rebind=(
+            "vllm.distributed:cleanup_dist_env_and_memory",
+            "vllm.v1.engine.core:cleanup_dist_env_and_memory",
+        ),
     ),
     PatchSpec(
         id="host-onednn-linear",

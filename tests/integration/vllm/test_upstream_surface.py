@@ -136,6 +136,7 @@ SURFACE: tuple[tuple[str, str], ...] = (
     ("vllm.v1.worker.gpu.sample.sampler:apply_top_k_top_p", "NPU patch copy"),
     ("vllm.v1.watermarking.gpu_sampler:apply_top_k_top_p", "NPU patch copy"),
     ("vllm.distributed.parallel_state:cleanup_dist_env_and_memory", "patch target"),
+    ("vllm.distributed:cleanup_dist_env_and_memory", "patch: rebound re-export"),
     ("vllm.v1.engine.core:cleanup_dist_env_and_memory", "patch: rebound copy"),
     # Quantization: `ascend` registered out of tree, its linear methods on vLLM's layers.
     ("vllm.platforms.interface:Platform.pre_register_and_update", "hook: register ascend"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 
@@ -26,3 +27,11 @@ def rebind(symbols: tuple[str, ...], value: Any) -> None:
         holder, attr = holder_and_attr(symbol)
         setattr(holder, attr, value)
 
+
+def rebind_imported(target: str, copies: tuple[str, ...], value: Any) -> None:
+    """`target` becomes `value`, and so does each copy (a `from m import name` binding
+    elsewhere) in a module already imported; a module imported later binds `value` itself
+    when it imports the name, provided every module it imports the name from (re-exports
+    such as a package's __init__) is among `copies`. Importing the others here only to
+    rebind them would add them to every vLLM process's start."""
+    rebind((target, *(c for c in copies if c.partition(":")[0] in sys.modules)), value)

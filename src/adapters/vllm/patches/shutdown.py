@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from adapters.vllm.patches._symbols import rebind, resolve
+from adapters.vllm.patches._symbols import rebind_imported, resolve
 
 if TYPE_CHECKING:
     from ascend_core.patches import PatchSpec
@@ -49,4 +49,4 @@ def skip_accelerator_cache_release(spec: PatchSpec) -> None:
             return original(*args, **kwargs)
 
     cleanup.__ascend_patch__ = spec.id  # type: ignore[attr-defined]
-    rebind(spec.symbols(), cleanup)
+    rebind_imported(spec.target, spec.also_rebind, cleanup)
