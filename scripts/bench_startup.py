@@ -43,6 +43,7 @@ def _ms(start: float) -> float:
 
 def sample(mode: str, model: str) -> dict[str, Any]:
     out: dict[str, Any] = {"mode": mode}
+    cpu = time.process_time()  # user+sys of this process: steadier than wall on a busy host
     t = time.perf_counter()
     import vllm  # noqa: F401
 
@@ -77,6 +78,7 @@ def sample(mode: str, model: str) -> dict[str, Any]:
         importlib.import_module(name)
     out["serve_imports_ms"] = _ms(t)
     out["start_with_serve_imports_ms"] = out["start_total_ms"] + out["serve_imports_ms"]
+    out["start_with_serve_imports_cpu_ms"] = (time.process_time() - cpu) * 1000.0
     if mode == "plugin":
         out.update(_config_times(model, type(current_platform)))
     return out

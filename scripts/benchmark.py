@@ -242,7 +242,8 @@ def _same_ids(results: list[dict[str, Any]], side: str, i: int) -> str:
 
 
 STAGES = ("import_vllm_ms", "register_ms", "resolve_platform_ms", "general_plugins_ms",
-          "start_total_ms", "serve_imports_ms", "start_with_serve_imports_ms")
+          "start_total_ms", "serve_imports_ms", "start_with_serve_imports_ms",
+          "start_with_serve_imports_cpu_ms")
 CONFIG = ("create_engine_config_ms", "check_and_update_config_ms", "plan_config_warm_ms",
           "translate_warm_ms")
 
@@ -324,6 +325,7 @@ def print_report(report: dict[str, Any]) -> None:
             "start_total_ms": "= start (import + register + plugins)",
             "serve_imports_ms": "vLLM modules any Llama serve imports",
             "start_with_serve_imports_ms": "= start incl. those imports",
+            "start_with_serve_imports_cpu_ms": "  its CPU time (user+sys)",
         }
         for key, label in names.items():
             v = st["stages_median_ms"][key]
