@@ -223,6 +223,14 @@ def test_slot_mapping_override_takes_the_kernel_arguments_by_name() -> None:
     assert tuple(inspect.signature(compute_slot_mapping).parameters) == tuple(names)
 
 
+def test_the_registered_method_name_is_the_cores() -> None:
+    from adapters.vllm.quantization.config import METHOD_NAME, AscendQuantConfig
+    from ascend_core.quantization import QuantMethod
+
+    assert METHOD_NAME == QuantMethod.ASCEND.value
+    assert AscendQuantConfig.get_config_filenames() == ["quant_model_description.json"]
+
+
 def test_core_graph_and_compile_enums_mirror_vllm() -> None:
     from vllm.config import CompilationMode, CUDAGraphMode
 

@@ -6,7 +6,7 @@ each layer's scheme comes from the core's per-layer lookup (scheme_for_layer).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
@@ -17,19 +17,15 @@ from vllm.model_executor.layers.quantization.base_config import (
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 
 from ascend_core.errors import QuantizationError
-from ascend_core.quantization import (
-    DEFAULT_FUSED_SHARDS,
-    DESCRIPTION_FILE,
-    ModelSlimDescription,
-    QuantMethod,
-    QuantScheme,
-    parse_description,
-    scheme_for_layer,
-)
-from ascend_core.quantization.modelslim_experts import scheme_for_experts
-from ascend_core.quantization.tensors import scheme_tensors
 
-METHOD_NAME = QuantMethod.ASCEND.value
+if TYPE_CHECKING:
+    from ascend_core.quantization import ModelSlimDescription
+
+# QuantMethod.ASCEND.value, spelled out: registration (every vLLM process) imports this
+# module, and the core's quantization package (description parsing, detection, the
+# per-layer lookup) is imported by the methods that use it, once a model is quantized.
+# tests/integration/vllm/test_upstream_surface.py keeps the two equal.
+METHOD_NAME = "ascend"
 
 
 class AscendQuantConfig(QuantizationConfig):
@@ -53,13 +49,19 @@ class AscendQuantConfig(QuantizationConfig):
 
     @staticmethod
     def get_config_filenames() -> list[str]:
+        from ascend_core.quantization import DESCRIPTION_FILE
+
         return [DESCRIPTION_FILE]
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> AscendQuantConfig:
+        from ascend_core.quantization import parse_description
+
         return cls(parse_description(config))
 
     def fused_shards(self) -> dict[str, tuple[str, ...]]:
+        from ascend_core.quantization import DEFAULT_FUSED_SHARDS
+
         shards = dict(DEFAULT_FUSED_SHARDS)
         shards.update({k: tuple(v) for k, v in self.packed_modules_mapping.items()})
         return shards
@@ -68,6 +70,9 @@ class AscendQuantConfig(QuantizationConfig):
         from vllm.model_executor.layers.fused_moe import RoutedExperts
 
         from adapters.vllm.quantization.linear import LINEAR_METHODS
+        from ascend_core.quantization import DESCRIPTION_FILE, QuantScheme, scheme_for_layer
+        from ascend_core.quantization.modelslim_experts import scheme_for_experts
+        from ascend_core.quantization.tensors import scheme_tensors
 
         if isinstance(layer, LinearBase):
             found = scheme_for_layer(self.description, prefix, self.fused_shards())
