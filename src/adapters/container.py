@@ -10,25 +10,22 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.system.lean_imports import DEPENDENCY_INJECTOR_EXTRAS, without_modules
 
 with without_modules(DEPENDENCY_INJECTOR_EXTRAS):  # its optional integrations: unused here
     from dependency_injector import containers, providers
 
-from adapters.npu.chip import chip_family_from_soc
-from adapters.npu.loader import load_torch_npu
 from adapters.npu.probe import CannLibraryFinder, DavinciDeviceLister, NpuProbe
-from adapters.system.cpus import usable_cpus
 from adapters.system.environment import OsEnvironment
-from adapters.system.model_files import LocalModelFiles
-from adapters.system.upstream import MetadataUpstream
 from ascend_core.device_selection import DeviceDecision, select_device
 from ascend_core.env_registry import EnvSettings, read_env
 from ascend_core.errors import DeviceUnavailableError
 from ports.device import ChipFamily, DeviceKind, DeviceProbe
-from ports.runtime import DeviceRuntime
+
+if TYPE_CHECKING:
+    from ports.runtime import DeviceRuntime
 
 
 def _decide(settings: EnvSettings, npu_probe: DeviceProbe) -> DeviceDecision:
@@ -45,6 +42,8 @@ def _serving_kind(decision: DeviceDecision) -> str:
 def _serving_chip(decision: DeviceDecision, runtime: Callable[[], DeviceRuntime]) -> ChipFamily:
     if decision.kind is not DeviceKind.NPU:
         return ChipFamily.HOST
+    from adapters.npu.chip import chip_family_from_soc
+
     family = chip_family_from_soc(runtime().device_name(0))
     if family is None:
         raise DeviceUnavailableError(
@@ -98,9 +97,13 @@ class Container(containers.DeclarativeContainer):
 
     # Driven ports: the world outside, as the core sees it.
     environment = providers.Singleton(OsEnvironment)
-    upstream = providers.Singleton(MetadataUpstream, environment)
-    model_files = providers.Factory(LocalModelFiles)  # model_files(directory)
-    host_cpus = providers.Callable(usable_cpus)  # CPUs this process may use
+    # Named by path too: registration, in every vLLM process, asks only for the device
+    # decision below (the environment, its settings, the NPU probe).
+    upstream = providers.Singleton(_lazy, "adapters.system.upstream:MetadataUpstream", environment)
+    # model_files(directory)
+    model_files = providers.Factory(_lazy, "adapters.system.model_files:LocalModelFiles")
+    # CPUs this process may use
+    host_cpus = providers.Callable(_lazy, "adapters.system.cpus:usable_cpus")
 
     # What the host holds, looked up once for the probe and the doctor alike.
     cann_library_finder = providers.Singleton(CannLibraryFinder, environment)
@@ -108,7 +111,7 @@ class Container(containers.DeclarativeContainer):
 
     # torch_npu, loaded only when first asked for; one sub-container per device (the NPU's
     # on that torch_npu), of which the decision below selects one, once per process.
-    torch_npu = providers.Singleton(load_torch_npu)
+    torch_npu = providers.Singleton(_lazy, "adapters.npu.loader:load_torch_npu")
     host_device = providers.Container(HostDevice)
     npu_device = providers.Container(NpuDevice, torch_npu=torch_npu)
     npu_runtime = npu_device.runtime

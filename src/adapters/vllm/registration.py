@@ -20,8 +20,12 @@ def register_custom_ops() -> None:
 def register_attention_backend() -> None:
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
-    from adapters.vllm.attention.backend import BACKEND_NAME, BACKEND_PATH
-    from adapters.vllm.attention.mla import MLA_BACKEND_NAME, MLA_BACKEND_PATH
+    from adapters.vllm.attention.names import (
+        BACKEND_NAME,
+        BACKEND_PATH,
+        MLA_BACKEND_NAME,
+        MLA_BACKEND_PATH,
+    )
 
     for name, path in ((BACKEND_NAME, BACKEND_PATH), (MLA_BACKEND_NAME, MLA_BACKEND_PATH)):
         if name not in AttentionBackendEnum.__members__:

@@ -8,7 +8,7 @@ import attrs
 import pytest
 import torch
 
-from adapters.vllm.attention.backend import BACKEND_PATH
+from adapters.vllm.attention.names import BACKEND_PATH
 from adapters.vllm.attention.selection import backend_path
 from ascend_core.errors import BackendSelectionError
 from ports.device import ChipFamily, DeviceKind

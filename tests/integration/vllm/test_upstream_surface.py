@@ -227,7 +227,7 @@ def test_the_registered_method_name_is_the_cores() -> None:
     from adapters.vllm.quantization.config import METHOD_NAME, AscendQuantConfig
     from ascend_core.quantization import QuantMethod
 
-    assert METHOD_NAME == QuantMethod.ASCEND.value
+    assert QuantMethod.ASCEND.value == METHOD_NAME
     assert AscendQuantConfig.get_config_filenames() == ["quant_model_description.json"]
 
 

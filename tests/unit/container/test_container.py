@@ -42,9 +42,13 @@ PORT_OF = {
     "cpu_probe": "ports.device:DeviceProbe",
     "moe_ops": "ports.moe:MoeOps",
     "mla_ops": "ports.mla:MlaOps",
-    # The doctor's providers name functions, not port classes.
+    "upstream": "ports.upstream:Upstream",
+    "model_files": "ports.model_files:ModelFiles",
+    # The doctor's providers, the CPU list and the torch_npu loader name functions.
     "host_facts": None,
     "serve_args_parser": None,
+    "host_cpus": None,
+    "torch_npu": None,
 }
 
 
@@ -77,7 +81,7 @@ def test_production_wiring_names_classes_that_exist_and_implement_their_port():
             else:
                 assert issubclass(cls, _resolve(port)), (name, target)
             checked += 1
-    assert checked >= 9  # ops x2, runtime x2 (one shared with npu_runtime), ...
+    assert checked >= 13  # ops x2, runtime x2 (one shared with npu_runtime), upstream, ...
 
 
 def test_the_lazy_target_check_catches_a_wrong_name():
@@ -143,7 +147,7 @@ def test_the_finder_and_upstream_read_the_overridden_environment(tmp_path):
     (tmp_path / "lib64" / "libhccl.so").write_text("")
     c, _ = make({"ASCEND_HOME_PATH": str(tmp_path)})
     assert c.cann_library_finder()("libhccl.so") == str(tmp_path / "lib64" / "libhccl.so")
-    assert c.upstream.args[0] is c.environment
+    assert c.upstream.args[1] is c.environment
 
 
 def test_model_files_is_a_factory_of_directories(tmp_path):

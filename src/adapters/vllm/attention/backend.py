@@ -10,16 +10,14 @@ from vllm.utils.torch_utils import get_dtype_size
 from vllm.v1.attention.backend import AttentionBackend, AttentionType
 from vllm.v1.kv_cache_layout import KVCacheLayout
 
+from adapters.vllm.attention.names import BACKEND_NAME
+
 if TYPE_CHECKING:
     from vllm.v1.kv_cache_interface import AttentionSpec
 
     from adapters.vllm.attention.impl import PagedAttentionImpl
     from adapters.vllm.attention.metadata import PagedMetadataBuilder
 
-# The AttentionBackendEnum member this backend is registered under (registration.py):
-# vLLM's Attention layer looks a backend up by its get_name() in that enum.
-BACKEND_NAME = "ASCEND_PAGED"
-BACKEND_PATH = "adapters.vllm.attention.backend.PagedAttentionBackend"
 KV_PLANES = 2  # head slot 0 holds K, slot 1 holds V
 
 

@@ -17,14 +17,13 @@ from vllm.v1.attention.backends.mla.prefill.base import MLAPrefillBackend
 
 from adapters.container import container
 from adapters.vllm.attention.mla_metadata import MlaMetadata, MlaMetadataBuilder
+from adapters.vllm.attention.names import MLA_BACKEND_NAME
 from ascend_core.errors import BackendSelectionError, ConfigError, refuse_unsupported
 from ports.mla import LatentCache
 
 if TYPE_CHECKING:
     from vllm.model_executor.layers.linear import ColumnParallelLinear
 
-MLA_BACKEND_NAME = "ASCEND_MLA"
-MLA_BACKEND_PATH = "adapters.vllm.attention.mla.MlaAttentionBackend"
 MLA_PREFILL_PATH = "adapters.vllm.attention.mla.MlaPrefillQuery"
 
 

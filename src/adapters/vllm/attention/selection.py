@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from adapters.vllm.attention.backend import BACKEND_PATH
-from adapters.vllm.attention.mla import MLA_BACKEND_PATH
+from adapters.vllm.attention.names import BACKEND_PATH, MLA_BACKEND_PATH
 from ascend_core.attention import AttentionBackendKind, AttentionRequest, select_attention_backend
 from ascend_core.deployment import ModelFacts
 from ascend_core.errors import BackendSelectionError
