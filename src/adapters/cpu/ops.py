@@ -40,13 +40,17 @@ class CpuOps(Ops):
 
     `native_decode`: bf16/float32 decode attention through the native kernel when it
     builds (False: always the torch path; on float32 copies it is the kernel's golden
-    reference).
+    reference). `native_write`: the KV write through the native copy when it builds
+    (False: two index_put_ calls; both give the same bits).
     """
 
-    def __init__(self, native_decode: bool = True) -> None:
+    def __init__(self, native_decode: bool = True, native_write: bool = True) -> None:
         self._native_wanted = native_decode
         self._native: native.DecodeKernel | None = None
         self._native_checked = False
+        self._write_wanted = native_write
+        self._native_write: native.KvWriteKernel | None = None
+        self._write_checked = False
         self._buffers: dict[str, torch.Tensor] = {}
         self._views: dict[str, tuple[tuple[int, ...], torch.Tensor]] = {}  # last per name
         # The context slots of the last metadata seen: every layer of a step passes the
@@ -126,6 +130,9 @@ class CpuOps(Ops):
         key/value may carry padding tokens past len(slot_mapping); those are ignored.
         Values are cast to the cache dtype.
         """
+        kernel = self._native_write if self._write_checked else self._write_kernel()
+        if kernel is not None and kernel(key, value, key_cache, value_cache, slot_mapping):
+            return  # copied natively (same dtype, contiguous head dims); else index_put_
         block_size = key_cache.shape[1]
         memo = self._writes_of
         if memo is None or memo[0] is not slot_mapping or memo[1] != block_size:
@@ -239,6 +246,14 @@ class CpuOps(Ops):
             )
             out.index_copy_(0, pre_tokens, pre.to(out.dtype))
         return out
+
+    def _write_kernel(self) -> native.KvWriteKernel | None:
+        """The native KV write, or None: the index_put_ path. The kernel itself checks
+        each call's dtypes and layouts, and returns False where it does not apply."""
+        if not self._write_checked:
+            self._write_checked = True
+            self._native_write = native.write_kv_cache() if self._write_wanted else None
+        return self._native_write
 
     def _native_kernel(
         self, query: torch.Tensor, caches: tuple[torch.Tensor, torch.Tensor]

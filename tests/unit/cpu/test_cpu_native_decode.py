@@ -204,11 +204,11 @@ def test_a_failed_build_is_logged_once_and_the_torch_path_serves(monkeypatch, ca
 
     monkeypatch.setattr(cpp_extension, "load", fail)
     monkeypatch.setattr(native, "_tried", False)
-    monkeypatch.setattr(native, "_kernel", None)
+    monkeypatch.setattr(native, "_library", None)
     with caplog.at_level("INFO", logger="vllm.plugins.ascend"):
         assert native.decode_attention() is None
         assert native.decode_attention() is None
-    notes = [r for r in caplog.records if "native decode attention unavailable" in r.message]
+    notes = [r for r in caplog.records if "native kernels unavailable" in r.message]
     assert len(notes) == 1 and "no compiler" in notes[0].getMessage()
     query, kc, vc, meta = _batch([5, 9], 4, 2, 16, 4, torch.bfloat16, seed=7)
     native_out, exact = _both(query, kc, vc, meta)  # CpuOps on the torch path
