@@ -2,8 +2,9 @@
 
 Precision: norms, rotary, attention and silu_and_mul compute in float32 and round once
 to the input dtype at the op's output, as the NPU's ops compute them. bf16 and float32
-decode attention run in a native kernel (adapters/cpu/native) that keeps this contract
-and reads K/V in place; where it does not build, on the torch path.
+attention (decode, and prefills up to 1024 new tokens) runs in a native kernel
+(adapters/cpu/native) that keeps this contract and reads K/V in place, and the KV write
+is a native copy; where they do not build, on the torch path.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from ports.ops import Ops, PagedAttentionMeta
 
 _F32 = torch.float32
 _NATIVE_DTYPES = (torch.bfloat16, torch.float32)  # the native decode kernel's dtypes
+# Steps whose longest prefill has up to this many new tokens run through the native
+# kernel, one row per token; longer prefills through SDPA's flash kernel, whose GEMMs
+# reuse each K/V row across query rows (bench_attention.py --prefill, 1 thread: native
+# 1.75x at 16 x 64 tokens, 1.24x at 1 x 1024, 0.83x at 1 x 2048).
+_NATIVE_PREFILL_MAX_Q = 1024
 _Slots = tuple[torch.Tensor, torch.Tensor]  # flat context slots, and validity [B, L]
 # A step's int64 query_start_loc, seq_lens, query lengths and block table.
 _Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -40,13 +46,17 @@ class CpuOps(Ops):
 
     `native_decode`: bf16/float32 decode attention through the native kernel when it
     builds (False: always the torch path; on float32 copies it is the kernel's golden
-    reference).
+    reference). `native_write`: the KV write through the native copy when it builds
+    (False: two index_put_ calls; both give the same bits).
     """
 
-    def __init__(self, native_decode: bool = True) -> None:
+    def __init__(self, native_decode: bool = True, native_write: bool = True) -> None:
         self._native_wanted = native_decode
         self._native: native.DecodeKernel | None = None
         self._native_checked = False
+        self._write_wanted = native_write
+        self._native_write: native.KvWriteKernel | None = None
+        self._write_checked = False
         self._buffers: dict[str, torch.Tensor] = {}
         self._views: dict[str, tuple[tuple[int, ...], torch.Tensor]] = {}  # last per name
         # The context slots of the last metadata seen: every layer of a step passes the
@@ -126,6 +136,9 @@ class CpuOps(Ops):
         key/value may carry padding tokens past len(slot_mapping); those are ignored.
         Values are cast to the cache dtype.
         """
+        kernel = self._native_write if self._write_checked else self._write_kernel()
+        if kernel is not None and kernel(key, value, key_cache, value_cache, slot_mapping):
+            return  # copied natively (same dtype, contiguous head dims); else index_put_
         block_size = key_cache.shape[1]
         memo = self._writes_of
         if memo is None or memo[0] is not slot_mapping or memo[1] != block_size:
@@ -159,7 +172,9 @@ class CpuOps(Ops):
     ) -> torch.Tensor:
         """Batched over sequences (no per-sequence Python loop); computes in float32.
 
-        Sequences with one new token go through a gather and one SDPA whose query rows
+        Where the native kernel builds (bf16/float32), every token is one row of it, decode
+        and prefill alike (prefills of up to _NATIVE_PREFILL_MAX_Q new tokens). Otherwise:
+        sequences with one new token go through a gather and one SDPA whose query rows
         are each kv head's query group (K/V never copied per query head); the others
         through one scaled_dot_product_attention over a padded batch (causal flag
         for fresh prefills, an explicit mask when earlier context is cached). Rows
@@ -198,6 +213,20 @@ class CpuOps(Ops):
                 return out
             result = self._decode(query, caches, slots("all", block_table, seq_lens), scale)
             rows.copy_(result)
+            return out
+
+        kernel = self._native_kernel(query, caches)
+        if kernel is not None and meta.max_query_len <= _NATIVE_PREFILL_MAX_Q:
+            # Every token as its own row of the decode kernel: its sequence's block table
+            # row and the positions it may see (causal, after any cached context).
+            if "rows" not in memo:
+                memo["rows"] = _token_rows(qsl, seq_lens, q_lens, block_table, n_tok)
+            table_rows, row_lens = memo["rows"]
+            dst = rows if rows.dtype == query.dtype and rows.stride(-1) == 1 else None
+            dst = torch.empty_like(query) if dst is None else dst
+            kernel(dst, query, key_cache, value_cache, table_rows, row_lens, scale)
+            if dst is not rows:
+                rows.copy_(dst)
             return out
 
         is_decode = q_lens == 1
@@ -239,6 +268,14 @@ class CpuOps(Ops):
             )
             out.index_copy_(0, pre_tokens, pre.to(out.dtype))
         return out
+
+    def _write_kernel(self) -> native.KvWriteKernel | None:
+        """The native KV write, or None: the index_put_ path. The kernel itself checks
+        each call's dtypes and layouts, and returns False where it does not apply."""
+        if not self._write_checked:
+            self._write_checked = True
+            self._native_write = native.write_kv_cache() if self._write_wanted else None
+        return self._native_write
 
     def _native_kernel(
         self, query: torch.Tensor, caches: tuple[torch.Tensor, torch.Tensor]
@@ -448,6 +485,18 @@ def _write_positions(slot_mapping: torch.Tensor, block_size: int) -> _Writes:
         slots = slots.index_select(0, idx)
     blocks = torch.div(slots, block_size, rounding_mode="floor")
     return blocks, slots - blocks * block_size, idx
+
+
+def _token_rows(
+    qsl: torch.Tensor, seq_lens: torch.Tensor, q_lens: torch.Tensor, block_table: torch.Tensor,
+    n_tok: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per token: its sequence's block table row, and how many positions it attends to
+    (the context before its sequence's new tokens, then its own and the earlier new ones)."""
+    seq_of = torch.repeat_interleave(torch.arange(q_lens.shape[0]), q_lens, output_size=n_tok)
+    first_new = (seq_lens - q_lens).index_select(0, seq_of)
+    lens = first_new + torch.arange(n_tok) - qsl.index_select(0, seq_of) + 1
+    return block_table.index_select(0, seq_of), lens
 
 
 def _token_index(starts: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:

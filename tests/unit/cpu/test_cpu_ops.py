@@ -385,7 +385,7 @@ def test_write_positions_are_computed_once_per_slot_mapping(mocker) -> None:  # 
     import adapters.cpu.ops as ops_module
 
     gen = torch.Generator().manual_seed(4)
-    ops = CpuOps()
+    ops = CpuOps(native_write=False)  # the index_put_ path, which derives positions
     spy = mocker.spy(ops_module, "_write_positions")
     key = torch.randn(3, 1, 4, generator=gen)
     step = torch.tensor([1, -1, 6])

@@ -1,4 +1,5 @@
-"""The host's native decode attention kernel: built from decode_attention.cpp on first use.
+"""The host's native kernels (decode attention, KV write): built from the .cpp files here
+on first use.
 
 Compiled with torch.utils.cpp_extension into torch's extensions directory (cached
 there; rebuilt when the source or flags change). Where there is no compiler or the
@@ -17,13 +18,14 @@ import torch
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
-_SOURCE = Path(__file__).with_name("decode_attention.cpp")
+_SOURCES = [Path(__file__).with_name(name) for name in ("decode_attention.cpp", "kv_write.cpp")]
 # -fopenmp compiles at::parallel_for's OpenMP loop and the simd reductions; nothing
 # links its own OpenMP runtime: the symbols resolve to the one libtorch_cpu loaded.
 _CFLAGS = ["-O3", "-march=native", "-fopenmp"]
 
 DecodeKernel = Callable[..., None]
-_kernel: DecodeKernel | None = None
+KvWriteKernel = Callable[..., None]
+_library: object | None = None  # torch.ops.ascend_host_native once built
 _tried = False
 
 
@@ -35,29 +37,46 @@ def decode_attention() -> DecodeKernel | None:
     float32; head dim contiguous), block_table [>=B, max_blocks] and seq_lens [>=B]
     int64. Float32 inside, one rounding at the output.
     """
-    global _kernel, _tried
+    library = _built()
+    return None if library is None else library.decode_attention  # type: ignore[attr-defined]
+
+
+def write_kv_cache() -> KvWriteKernel | None:
+    """torch.ops.ascend_host_native.write_kv_cache, or None where it cannot be built.
+
+    Signature: (key, value, key_cache, value_cache, slot_mapping) -> bool, with key/value
+    [>=T, Hk, D], caches [blocks, block_size, Hk, D] (any strides), slot_mapping [T]
+    int64 or int32 (-1: skipped). A plain copy; False (nothing written) where it does not
+    apply: a dtype cast, a head dim that is not contiguous, another device.
+    """
+    library = _built()
+    return None if library is None else library.write_kv_cache  # type: ignore[attr-defined]
+
+
+def _built() -> object | None:
+    global _library, _tried
     if not _tried:
         _tried = True
-        _kernel = _build()
-    return _kernel
+        _library = _build()
+    return _library
 
 
-def _build() -> DecodeKernel | None:
+def _build() -> object | None:
     try:
         from torch.utils import cpp_extension
 
         cpp_extension.load(
-            name=f"vllm_ascend_host_decode_{_cpu_key()}",
-            sources=[str(_SOURCE)],
+            name=f"vllm_ascend_host_native_{_cpu_key()}",
+            sources=[str(source) for source in _SOURCES],
             extra_cflags=_CFLAGS,
             is_python_module=False,
             verbose=False,
         )
-        return torch.ops.ascend_host_native.decode_attention  # type: ignore[no-any-return]
+        return torch.ops.ascend_host_native
     except Exception as exc:  # no compiler, no headers, a failed build: keep the torch path
         logger.info(
-            "Host native decode attention unavailable (%s: %s); the host attends with "
-            "torch's SDPA instead.",
+            "Host native kernels unavailable (%s: %s); the host attends with torch's SDPA "
+            "and writes the KV cache with index_put_ instead.",
             type(exc).__name__,
             str(exc).strip().splitlines()[-1] if str(exc).strip() else "",
         )

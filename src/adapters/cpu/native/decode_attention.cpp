@@ -13,6 +13,9 @@
 
 #include <algorithm>
 #include <bit>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -98,15 +101,55 @@ inline float dot(const float* __restrict a, const float* __restrict b, int64_t d
   return sum;
 }
 
-// Positions [c0, c0 + n) of one sequence and kv head, converted to float rows
-// dst[n][head_size], read through the block table (no division per position).
-template <typename T>
-inline void load_rows(const T* base, int64_t s0, int64_t s1, const int64_t* table, int64_t ts1,
-                      int64_t block_size, int64_t c0, int64_t n, int64_t head_size, float* dst) {
+// Scores s[i] = (q . k_i) * scale of one query head over n float rows (any head size).
+inline void scores(const float* q, const float* k, int64_t n, int64_t head_size, float scale,
+                   float* s) {
+  for (int64_t i = 0; i < n; ++i) s[i] = dot(q, k + i * head_size, head_size) * scale;
+}
+
+// acc += sum_i w[i] * v_i over n float rows of one query head (any head size).
+inline void weigh(const float* w, const float* v, int64_t n, int64_t head_size, float* acc) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* vi = v + i * head_size;
+    for (int64_t d = 0; d < head_size; ++d) acc[d] += w[i] * vi[d];
+  }
+}
+
+// -- fixed head sizes: K and V read straight from the cache, the group's heads in tiles --
+//
+// For head sizes 64 and 128 each K and V row is converted to float32 in registers once
+// and used by a tile of up to kMaxTile query heads of the group (accumulators held in
+// registers), instead of being copied to float32 scratch and read again per head. The
+// arithmetic per head is the same, in the same order (the q . k lanes, hsum, the V sums
+// in position order), so the results are bit for bit those of the scratch path.
+
+using U16x16 = uint16_t __attribute__((vector_size(32), aligned(2)));
+using U32x16 = uint32_t __attribute__((vector_size(64)));
+
+inline V16 load16(const float* p) { return *reinterpret_cast<const V16*>(p); }
+
+inline V16 load16(const c10::BFloat16* p) {
+#if defined(__AVX512F__)
+  // One widening move (GCC splits the generic conversion below into 256-bit halves).
+  const __m512i w = _mm512_slli_epi32(
+      _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16);
+  return __builtin_bit_cast(V16, w);
+#else
+  const U16x16 h = *reinterpret_cast<const U16x16*>(p);
+  const U32x16 w = __builtin_convertvector(h, U32x16) << 16;
+  return __builtin_bit_cast(V16, w);
+#endif
+}
+
+// Calls f(i, row) for positions [c0, c0 + n) of one sequence and kv head, walking the
+// block table (no division per position).
+template <typename T, typename F>
+inline void for_rows(const T* base, int64_t s0, int64_t s1, const int64_t* table, int64_t ts1,
+                     int64_t block_size, int64_t c0, int64_t n, F&& f) {
   int64_t bi = c0 / block_size, off = c0 % block_size;
   const T* block = base + table[bi * ts1] * s0;
   for (int64_t i = 0; i < n; ++i) {
-    load_row(block + off * s1, dst + i * head_size, head_size);
+    f(i, block + off * s1);
     if (++off == block_size && i + 1 < n) {
       off = 0;
       block = base + table[++bi * ts1] * s0;
@@ -114,54 +157,76 @@ inline void load_rows(const T* base, int64_t s0, int64_t s1, const int64_t* tabl
   }
 }
 
-// Scores s[i] = (q . k_i) * scale of one query head over n float rows; kD > 0: the head
-// size at compile time, q held in registers.
-template <int64_t kD>
-inline void scores(const float* q, const float* k, int64_t n, int64_t head_size, float scale,
-                   float* s) {
-  if constexpr (kD > 0) {
-    constexpr int64_t kB = kD / 16;
-    V16 qv[kB];
-    for (int64_t j = 0; j < kB; ++j) qv[j] = *reinterpret_cast<const V16*>(q + 16 * j);
-    for (int64_t i = 0; i < n; ++i) {
-      const float* ki = k + i * kD;
-      V16 lanes = qv[0] * *reinterpret_cast<const V16*>(ki);
-      for (int64_t j = 1; j < kB; ++j) lanes += qv[j] * *reinterpret_cast<const V16*>(ki + 16 * j);
-      s[i] = hsum(lanes) * scale;
+// s[t * stride + i] = (q_t . k_i) * scale for the kT heads of a tile.
+template <typename T, int64_t kD, int64_t kT>
+inline void scores_tile(const float* q, const T* k_head, int64_t ks0, int64_t ks1,
+                        const int64_t* table, int64_t ts1, int64_t block_size, int64_t c0,
+                        int64_t n, float scale, float* s, int64_t stride) {
+  constexpr int64_t kB = kD / 16;
+  V16 qv[kT][kB];
+  for (int64_t t = 0; t < kT; ++t)
+    for (int64_t j = 0; j < kB; ++j) qv[t][j] = load16(q + t * kD + 16 * j);
+  for_rows(k_head, ks0, ks1, table, ts1, block_size, c0, n, [&](int64_t i, const T* row) {
+    V16 kv[kB];
+    for (int64_t j = 0; j < kB; ++j) kv[j] = load16(row + 16 * j);
+    for (int64_t t = 0; t < kT; ++t) {
+      V16 lanes = qv[t][0] * kv[0];
+      for (int64_t j = 1; j < kB; ++j) lanes += qv[t][j] * kv[j];
+      s[t * stride + i] = hsum(lanes) * scale;
     }
-  } else {
-    for (int64_t i = 0; i < n; ++i) s[i] = dot(q, k + i * head_size, head_size) * scale;
-  }
+  });
 }
 
-// acc += sum_i w[i] * v_i over n float rows of one query head.
+// acc_t += sum_i w[t * stride + i] * v_i for the kT heads of a tile.
+template <typename T, int64_t kD, int64_t kT>
+inline void weigh_tile(const float* w, int64_t stride, const T* v_head, int64_t vs0,
+                       int64_t vs1, const int64_t* table, int64_t ts1, int64_t block_size,
+                       int64_t c0, int64_t n, float* acc) {
+  constexpr int64_t kB = kD / 16;
+  V16 a[kT][kB];
+  for (int64_t t = 0; t < kT; ++t)
+    for (int64_t j = 0; j < kB; ++j) a[t][j] = load16(acc + t * kD + 16 * j);
+  for_rows(v_head, vs0, vs1, table, ts1, block_size, c0, n, [&](int64_t i, const T* row) {
+    V16 vv[kB];
+    for (int64_t j = 0; j < kB; ++j) vv[j] = load16(row + 16 * j);
+    for (int64_t t = 0; t < kT; ++t) {
+      const float wi = w[t * stride + i];
+      for (int64_t j = 0; j < kB; ++j) a[t][j] += wi * vv[j];
+    }
+  });
+  for (int64_t t = 0; t < kT; ++t)
+    for (int64_t j = 0; j < kB; ++j) *reinterpret_cast<V16*>(acc + t * kD + 16 * j) = a[t][j];
+}
+
+// Heads per tile: the accumulators of a tile (kT x kD / 16 vectors) and one row stay in
+// the 32 vector registers of AVX-512.
 template <int64_t kD>
-inline void weigh(const float* w, const float* v, int64_t n, int64_t head_size, float* acc) {
-  if constexpr (kD > 0) {
-    constexpr int64_t kB = kD / 16;
-    V16 a[kB];
-    for (int64_t j = 0; j < kB; ++j) a[j] = *reinterpret_cast<const V16*>(acc + 16 * j);
-    for (int64_t i = 0; i < n; ++i) {
-      const float* vi = v + i * kD;
-      for (int64_t j = 0; j < kB; ++j) a[j] += w[i] * *reinterpret_cast<const V16*>(vi + 16 * j);
-    }
-    for (int64_t j = 0; j < kB; ++j) *reinterpret_cast<V16*>(acc + 16 * j) = a[j];
-  } else {
-    for (int64_t i = 0; i < n; ++i) {
-      const float* vi = v + i * head_size;
-      for (int64_t d = 0; d < head_size; ++d) acc[d] += w[i] * vi[d];
-    }
+constexpr int64_t kMaxTile = kD <= 64 ? 4 : 2;
+
+// Runs f(std::integral_constant<kT>, g0) over the group's heads in tiles of kMaxTile,
+// the last tile smaller.
+template <int64_t kD, typename F>
+inline void over_tiles(int64_t group, F&& f) {
+  constexpr int64_t kMax = kMaxTile<kD>;
+  int64_t g0 = 0;
+  for (; g0 + kMax <= group; g0 += kMax) f(std::integral_constant<int64_t, kMax>{}, g0);
+  const int64_t rest = group - g0;
+  if (rest == 1) f(std::integral_constant<int64_t, 1>{}, g0);
+  if constexpr (kMax > 2) {
+    if (rest == 2) f(std::integral_constant<int64_t, 2>{}, g0);
+    if (rest == 3) f(std::integral_constant<int64_t, 3>{}, g0);
   }
 }
 
 // Per-thread scratch of decode_kernel (uninitialised: every use writes before it reads).
+// `rows`: float32 copies of K and V rows, which only the generic head-size path makes.
 struct Scratch {
-  Scratch(int64_t group, int64_t head_size, int64_t chunk)
+  Scratch(int64_t group, int64_t head_size, int64_t chunk, bool rows)
       : q(std::make_unique_for_overwrite<float[]>(group * head_size)),
         acc(std::make_unique_for_overwrite<float[]>(group * head_size)),
         s(std::make_unique_for_overwrite<float[]>(group * chunk)),
-        k(std::make_unique_for_overwrite<float[]>(chunk * head_size)),
-        v(std::make_unique_for_overwrite<float[]>(chunk * head_size)),
+        k(std::make_unique_for_overwrite<float[]>(rows ? chunk * head_size : 0)),
+        v(std::make_unique_for_overwrite<float[]>(rows ? chunk * head_size : 0)),
         run_max(std::make_unique_for_overwrite<float[]>(group)),
         run_sum(std::make_unique_for_overwrite<float[]>(group)) {}
   std::unique_ptr<float[]> q, acc, s, k, v, run_max, run_sum;
@@ -186,11 +251,26 @@ void attend_pair(const T* const* q_rows, T* const* o_rows, const T* k_head, cons
   std::fill(run_sum, run_sum + group, 0.0f);
   for (int64_t c0 = 0; c0 < len; c0 += chunk) {
     const int64_t n = std::min(chunk, len - c0);
-    load_rows(k_head, ks0, ks1, table, ts1, block_size, c0, n, head_size, w.k.get());
-    load_rows(v_head, vs0, vs1, table, ts1, block_size, c0, n, head_size, w.v.get());
+    if constexpr (kD > 0) {
+      over_tiles<kD>(group, [&](auto tile, int64_t g0) {
+        scores_tile<T, kD, decltype(tile)::value>(q + g0 * kD, k_head, ks0, ks1, table, ts1,
+                                                  block_size, c0, n, scale, s + g0 * chunk,
+                                                  chunk);
+      });
+    } else {
+      // Any other head size: float32 copies of the chunk's K and V rows, then per head.
+      float* k = w.k.get();
+      float* v = w.v.get();
+      for_rows(k_head, ks0, ks1, table, ts1, block_size, c0, n, [&](int64_t i, const T* row) {
+        load_row(row, k + i * head_size, head_size);
+      });
+      for_rows(v_head, vs0, vs1, table, ts1, block_size, c0, n, [&](int64_t i, const T* row) {
+        load_row(row, v + i * head_size, head_size);
+      });
+    }
     for (int64_t g = 0; g < group; ++g) {
       float* __restrict sg = s + g * chunk;
-      scores<kD>(q + g * head_size, w.k.get(), n, head_size, scale, sg);
+      if constexpr (kD == 0) scores(q + g * head_size, w.k.get(), n, head_size, scale, sg);
       float chunk_max = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : chunk_max)
       for (int64_t i = 0; i < n; ++i) chunk_max = sg[i] > chunk_max ? sg[i] : chunk_max;
@@ -206,7 +286,13 @@ void attend_pair(const T* const* q_rows, T* const* o_rows, const T* k_head, cons
       if (c0 > 0) {
         for (int64_t d = 0; d < head_size; ++d) ag[d] *= alpha;
       }
-      weigh<kD>(sg, w.v.get(), n, head_size, ag);
+      if constexpr (kD == 0) weigh(sg, w.v.get(), n, head_size, ag);
+    }
+    if constexpr (kD > 0) {
+      over_tiles<kD>(group, [&](auto tile, int64_t g0) {
+        weigh_tile<T, kD, decltype(tile)::value>(s + g0 * chunk, chunk, v_head, vs0, vs1, table,
+                                                 ts1, block_size, c0, n, acc + g0 * kD);
+      });
     }
   }
   for (int64_t g = 0; g < group; ++g) {
@@ -245,7 +331,7 @@ void decode_kernel(const at::Tensor& out, const at::Tensor& query, const at::Ten
   const int64_t ts0 = block_table.stride(0), ts1 = block_table.stride(1);
 
   at::parallel_for(0, num_seqs * num_kv_heads, 1, [&](int64_t begin, int64_t end) {
-    Scratch scratch(group, head_size, chunk);
+    Scratch scratch(group, head_size, chunk, head_size != 64 && head_size != 128);
     std::vector<const T*> q_rows(group);
     std::vector<T*> o_rows(group);
     for (int64_t pair = begin; pair < end; ++pair) {
