@@ -9,14 +9,10 @@ that has imported what a serve imports, so an undeclared copy fails here.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-SRC = Path(__file__).resolve().parents[3] / "src"
+from support.fresh_process import run_ok
+
 SCAN = """
 import importlib, sys
 for name in ("vllm.engine.arg_utils", "vllm.model_executor.models.llama",
@@ -56,10 +52,4 @@ print("ok", len(sys.modules))
 
 @pytest.mark.parametrize("patch_id", ["host-slot-mapping-kernel", "npu-slot-mapping-kernel"])
 def test_the_override_leaves_no_reference_to_the_original_kernel(patch_id: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
-    done = subprocess.run(
-        [sys.executable, "-c", SCAN, patch_id], capture_output=True, text=True, env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.startswith("ok ")
+    run_ok(SCAN, patch_id)

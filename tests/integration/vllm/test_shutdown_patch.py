@@ -11,14 +11,10 @@ the spec's also_rebind fails here.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-SRC = Path(__file__).resolve().parents[3] / "src"
+from support.fresh_process import run_ok
+
 SCAN = """
 import importlib, sys
 engine_core_first = sys.argv[1] == "engine-core-first"
@@ -52,10 +48,4 @@ print("ok", len(sys.modules))
 
 @pytest.mark.parametrize("order", ["engine-core-first", "patch-first"])
 def test_every_binding_of_the_cleanup_is_patched(order: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
-    done = subprocess.run(
-        [sys.executable, "-c", SCAN, order], capture_output=True, text=True, env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.startswith("ok ")
+    run_ok(SCAN, order)
