@@ -12,6 +12,8 @@ from vllm.logger import init_logger
 from vllm.utils.mem_utils import DeviceMemoryProfiler, format_gib
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
+from adapters.vllm.patches.host_linear import prepack_weights
+
 if TYPE_CHECKING:
     import torch
     from vllm.config import VllmConfig
@@ -34,3 +36,6 @@ class HostModelRunner(CPUModelRunner):
             super().load_model(load_dummy_weights)
         self.model_memory_usage = int(m.consumed_memory)
         logger.info_once("Model loading took %s GiB memory", format_gib(self.model_memory_usage))
+        # The host GEMM's packed weights, now rather than in the first forward (the
+        # profiling run, which counts them as it did before).
+        prepack_weights(self.model)

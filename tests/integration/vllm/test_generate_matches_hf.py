@@ -90,6 +90,26 @@ def test_the_plugin_serves(served) -> None:  # type: ignore[no-untyped-def]
     assert moe_methods == ({AscendUnquantizedFusedMoEMethod} if style in MOE_STYLES else set())
 
 
+def test_the_host_gemm_weights_are_packed_at_load(served) -> None:  # type: ignore[no-untyped-def]
+    """Every unquantized linear layer and the LM head hold their packed oneDNN weight
+    from the load on (host_linear.prepack_weights), the one the GEMM then reads."""
+    from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
+    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
+
+    from adapters.vllm.patches import host_linear
+
+    _, _, _, llm = served
+    model = llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
+    layers = [m for m in model.modules()
+              if (isinstance(m, LinearBase) and isinstance(m.quant_method, UnquantizedLinearMethod))
+              or isinstance(m, ParallelLMHead)]
+    assert any(isinstance(m, ParallelLMHead) for m in layers) and len(layers) > 4
+    for layer in layers:
+        entry = host_linear._packed_by_weight.get(id(layer.weight))
+        assert entry is not None and entry[0]() is layer.weight, type(layer).__name__
+        assert host_linear.packed_weight(layer, layer.weight) is entry[2]  # no second pack
+
+
 def test_single_prompts_spanning_many_blocks(served) -> None:  # type: ignore[no-untyped-def]
     _, _, model_dir, llm = served
     prompts = _prompts(1, [5, 70, 200])  # 200 tokens: 13 blocks, prefilled in 4 chunks

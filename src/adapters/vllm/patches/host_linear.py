@@ -25,6 +25,7 @@ _DTYPES = (torch.float32, torch.bfloat16)
 # the graph holds this op and the packing runs when the graph does.
 OP_NAME = "ascend_host::packed_linear"
 _packed_by_weight: dict[int, tuple[weakref.ref[torch.Tensor], int, torch.Tensor]] = {}
+_active_dtypes: tuple[torch.dtype, ...] = ()  # what the host GEMM serves, once in place
 
 
 def _supported_dtypes() -> tuple[torch.dtype, ...]:
@@ -48,14 +49,53 @@ def packed_weight(layer: torch.nn.Module, weight: torch.Tensor) -> torch.Tensor:
     Cached on the layer next to the weight it came from and that weight's version
     counter, so a reload (sleep mode, weight updates) in place or by rebinding repacks.
     The dense weight stays: tied embeddings and vLLM's own weight handling read it.
+    A weight the compiled op (or prepack_weights) packed already is not packed again.
     """
     cached = getattr(layer, _PACKED, None)
     version = _version(weight)
     if cached is not None and cached[0] is weight and cached[1] == version and version >= 0:
         return cached[2]  # type: ignore[no-any-return]
-    packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach())
+    packed = _packed_for(weight)
     object.__setattr__(layer, _PACKED, (weight, version, packed))
     return packed
+
+
+def prepack_weights(model: torch.nn.Module) -> int:
+    """Pack every weight the host GEMM will read, right after the load, in module order.
+
+    As the first forward would, but at once: the packed copies are then allocated one
+    after another, not between the first step's activations (measured alternated in one
+    process, bf16: 1.03-1.06x tokens/s against packing on first use). Returns how many
+    were packed; none where the host GEMM is not in place (no oneDNN, or the patch off).
+    """
+    if not _active_dtypes:
+        return 0
+    from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
+    from vllm.model_executor.layers.vocab_parallel_embedding import (
+        ParallelLMHead,
+        UnquantizedEmbeddingMethod,
+    )
+
+    count = 0
+    for module in model.modules():
+        method = getattr(module, "quant_method", None)
+        gemm = (isinstance(module, LinearBase) and isinstance(method, UnquantizedLinearMethod)) or (
+            isinstance(module, ParallelLMHead) and isinstance(method, UnquantizedEmbeddingMethod)
+        )
+        weight = getattr(module, "weight", None)
+        if gemm and isinstance(weight, torch.Tensor) and _eligible(weight, _active_dtypes):
+            packed_weight(module, weight)
+            count += 1
+    return count
+
+
+def _eligible(weight: torch.Tensor, dtypes: tuple[torch.dtype, ...]) -> bool:
+    return (
+        weight.dtype in dtypes
+        and weight.dim() == 2
+        and weight.layout is torch.strided
+        and weight.device.type == "cpu"
+    )
 
 
 def _plain_version(weight: torch.Tensor) -> int:
@@ -123,12 +163,9 @@ def make_host_gemm(dtypes: tuple[torch.dtype, ...], fallback: Any) -> Any:
         bias: torch.Tensor | None = None,
     ) -> torch.Tensor:
         if (
-            weight.dtype not in dtypes
+            not _eligible(weight, dtypes)
             or x.dtype != weight.dtype
-            or weight.dim() != 2
-            or weight.layout is not torch.strided
             or x.device.type != "cpu"
-            or weight.device.type != "cpu"
             or (bias is not None and bias.dtype != weight.dtype)
         ):
             return fallback(layer, x, weight, bias)
@@ -152,3 +189,5 @@ def use_onednn_gemm(spec: PatchSpec) -> None:
     gemm.__ascend_patch__ = spec.id
     gemm.__wrapped__ = original
     rebind(spec.symbols(), gemm)
+    global _active_dtypes
+    _active_dtypes = dtypes
