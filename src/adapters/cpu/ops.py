@@ -202,31 +202,27 @@ class CpuOps(Ops):
                 memo[part] = _context_slots(table, lens, block_size)
             return memo[part]
 
-        if meta.max_query_len <= 1 and n_tok == num_seqs:
-            kernel = self._native_kernel(query, caches)
-            if kernel is not None:
-                dst = rows if rows.dtype == query.dtype and rows.stride(-1) == 1 else None
-                dst = torch.empty_like(query) if dst is None else dst
-                kernel(dst, query, key_cache, value_cache, block_table, seq_lens, scale)
-                if dst is not rows:
-                    rows.copy_(dst)
-                return out
-            result = self._decode(query, caches, slots("all", block_table, seq_lens), scale)
-            rows.copy_(result)
-            return out
-
+        decode = meta.max_query_len <= 1 and n_tok == num_seqs
         kernel = self._native_kernel(query, caches)
         if kernel is not None and meta.max_query_len <= _NATIVE_PREFILL_MAX_Q:
-            # Every token as its own row of the decode kernel: its sequence's block table
-            # row and the positions it may see (causal, after any cached context).
-            if "rows" not in memo:
-                memo["rows"] = _token_rows(qsl, seq_lens, q_lens, block_table, n_tok)
-            table_rows, row_lens = memo["rows"]
+            # Every token as its own row of the kernel: its sequence's block table row and
+            # the positions it may see (causal, after any cached context); at decode those
+            # are the sequences' own rows and lengths.
+            if decode:
+                table_rows, row_lens = block_table, seq_lens
+            else:
+                if "rows" not in memo:
+                    memo["rows"] = _token_rows(qsl, seq_lens, q_lens, block_table, n_tok)
+                table_rows, row_lens = memo["rows"]
             dst = rows if rows.dtype == query.dtype and rows.stride(-1) == 1 else None
             dst = torch.empty_like(query) if dst is None else dst
             kernel(dst, query, key_cache, value_cache, table_rows, row_lens, scale)
             if dst is not rows:
                 rows.copy_(dst)
+            return out
+        if decode:
+            result = self._decode(query, caches, slots("all", block_table, seq_lens), scale)
+            rows.copy_(result)
             return out
 
         is_decode = q_lens == 1
@@ -242,8 +238,7 @@ class CpuOps(Ops):
         dec_table = block_table.index_select(0, dec_seqs)
         dec_lens = seq_lens.index_select(0, dec_seqs)
         dec_query = query.index_select(0, dec_tokens)
-        kernel = self._native_kernel(query, caches)
-        if kernel is not None:
+        if kernel is not None:  # a prefill past the native limit beside these decodes
             dec = torch.empty_like(dec_query)
             kernel(dec, dec_query, key_cache, value_cache, dec_table, dec_lens, scale)
         else:
