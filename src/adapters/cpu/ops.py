@@ -2,9 +2,11 @@
 
 Precision: norms, rotary, attention and silu_and_mul compute in float32 and round once
 to the input dtype at the op's output, as the NPU's ops compute them. bf16 and float32
-attention (decode, and prefills up to 1024 new tokens) runs in a native kernel
-(adapters/cpu/native) that keeps this contract and reads K/V in place, and the KV write
-is a native copy; where they do not build, on the torch path.
+decode attention run in a native kernel (adapters/cpu/native) that keeps this contract
+and reads K/V in place, and the KV write is a native copy; where they do not build, on
+the torch path. Prefill attention stays on SDPA's flash kernel: a per-token native
+version (1.75x per call at 16 x 64 tokens) moved W8A8-dynamic logprobs off the
+fake-quant reference's by one int8 step (docs/benchmarks.md, Round 7).
 """
 
 from __future__ import annotations
@@ -18,11 +20,6 @@ from ports.ops import Ops, PagedAttentionMeta
 
 _F32 = torch.float32
 _NATIVE_DTYPES = (torch.bfloat16, torch.float32)  # the native decode kernel's dtypes
-# Steps whose longest prefill has up to this many new tokens run through the native
-# kernel, one row per token; longer prefills through SDPA's flash kernel, whose GEMMs
-# reuse each K/V row across query rows (bench_attention.py --prefill, 1 thread: native
-# 1.75x at 16 x 64 tokens, 1.24x at 1 x 1024, 0.83x at 1 x 2048).
-_NATIVE_PREFILL_MAX_Q = 1024
 _Slots = tuple[torch.Tensor, torch.Tensor]  # flat context slots, and validity [B, L]
 # A step's int64 query_start_loc, seq_lens, query lengths and block table.
 _Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -172,9 +169,7 @@ class CpuOps(Ops):
     ) -> torch.Tensor:
         """Batched over sequences (no per-sequence Python loop); computes in float32.
 
-        Where the native kernel builds (bf16/float32), every token is one row of it, decode
-        and prefill alike (prefills of up to _NATIVE_PREFILL_MAX_Q new tokens). Otherwise:
-        sequences with one new token go through a gather and one SDPA whose query rows
+        Sequences with one new token go through a gather and one SDPA whose query rows
         are each kv head's query group (K/V never copied per query head); the others
         through one scaled_dot_product_attention over a padded batch (causal flag
         for fresh prefills, an explicit mask when earlier context is cached). Rows
@@ -202,25 +197,15 @@ class CpuOps(Ops):
                 memo[part] = _context_slots(table, lens, block_size)
             return memo[part]
 
-        decode = meta.max_query_len <= 1 and n_tok == num_seqs
-        kernel = self._native_kernel(query, caches)
-        if kernel is not None and meta.max_query_len <= _NATIVE_PREFILL_MAX_Q:
-            # Every token as its own row of the kernel: its sequence's block table row and
-            # the positions it may see (causal, after any cached context); at decode those
-            # are the sequences' own rows and lengths.
-            if decode:
-                table_rows, row_lens = block_table, seq_lens
-            else:
-                if "rows" not in memo:
-                    memo["rows"] = _token_rows(qsl, seq_lens, q_lens, block_table, n_tok)
-                table_rows, row_lens = memo["rows"]
-            dst = rows if rows.dtype == query.dtype and rows.stride(-1) == 1 else None
-            dst = torch.empty_like(query) if dst is None else dst
-            kernel(dst, query, key_cache, value_cache, table_rows, row_lens, scale)
-            if dst is not rows:
-                rows.copy_(dst)
-            return out
-        if decode:
+        if meta.max_query_len <= 1 and n_tok == num_seqs:
+            kernel = self._native_kernel(query, caches)
+            if kernel is not None:
+                dst = rows if rows.dtype == query.dtype and rows.stride(-1) == 1 else None
+                dst = torch.empty_like(query) if dst is None else dst
+                kernel(dst, query, key_cache, value_cache, block_table, seq_lens, scale)
+                if dst is not rows:
+                    rows.copy_(dst)
+                return out
             result = self._decode(query, caches, slots("all", block_table, seq_lens), scale)
             rows.copy_(result)
             return out
@@ -238,7 +223,8 @@ class CpuOps(Ops):
         dec_table = block_table.index_select(0, dec_seqs)
         dec_lens = seq_lens.index_select(0, dec_seqs)
         dec_query = query.index_select(0, dec_tokens)
-        if kernel is not None:  # a prefill past the native limit beside these decodes
+        kernel = self._native_kernel(query, caches)
+        if kernel is not None:
             dec = torch.empty_like(dec_query)
             kernel(dec, dec_query, key_cache, value_cache, dec_table, dec_lens, scale)
         else:
@@ -480,18 +466,6 @@ def _write_positions(slot_mapping: torch.Tensor, block_size: int) -> _Writes:
         slots = slots.index_select(0, idx)
     blocks = torch.div(slots, block_size, rounding_mode="floor")
     return blocks, slots - blocks * block_size, idx
-
-
-def _token_rows(
-    qsl: torch.Tensor, seq_lens: torch.Tensor, q_lens: torch.Tensor, block_table: torch.Tensor,
-    n_tok: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per token: its sequence's block table row, and how many positions it attends to
-    (the context before its sequence's new tokens, then its own and the earlier new ones)."""
-    seq_of = torch.repeat_interleave(torch.arange(q_lens.shape[0]), q_lens, output_size=n_tok)
-    first_new = (seq_lens - q_lens).index_select(0, seq_of)
-    lens = first_new + torch.arange(n_tok) - qsl.index_select(0, seq_of) + 1
-    return block_table.index_select(0, seq_of), lens
 
 
 def _token_index(starts: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:

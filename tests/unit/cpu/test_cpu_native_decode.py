@@ -166,60 +166,6 @@ def test_native_decode_in_a_mixed_batch(kernel: native.DecodeKernel, dtype: torc
     _close(*_both(q6, kc, vc, mixed))
 
 
-def _prefill_meta(
-    seq_lens: list[int], q_lens: list[int], meta: PagedAttentionMeta
-) -> PagedAttentionMeta:
-    starts = [0]
-    for n in q_lens:
-        starts.append(starts[-1] + n)
-    return PagedAttentionMeta(
-        query_start_loc=torch.tensor(starts, dtype=torch.int32),
-        seq_lens=torch.tensor(seq_lens, dtype=torch.int32),
-        block_table=meta.block_table,
-        max_query_len=max(q_lens),
-        max_seq_len=max(seq_lens),
-        num_actual_tokens=starts[-1],
-    )
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(
-    "q_lens",
-    [[5, 30, 17], [5, 8, 2]],  # fresh prefills (q == seq); after cached context (chunked)
-)
-def test_native_prefill_rows_match_the_torch_path(
-    kernel: native.DecodeKernel, dtype: torch.dtype, q_lens: list[int]
-) -> None:
-    # Each new token is a row of the kernel that sees the context before its sequence's
-    # new tokens and the new ones up to itself: SDPA's causal (or masked) prefill.
-    seq_lens = [5, 30, 17]
-    _, kc, vc, meta = _batch(seq_lens, 6, 2, 64, 16, dtype, seed=12)
-    query = torch.randn(sum(q_lens), 6, 64, generator=torch.Generator().manual_seed(13))
-    _close(*_both(query.to(dtype), kc, vc, _prefill_meta(seq_lens, q_lens, meta)))
-
-
-def test_prefills_past_the_native_limit_take_the_flash_path(
-    kernel: native.DecodeKernel, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import adapters.cpu.ops as ops_module
-
-    seq_lens = [9, 12]
-    _, kc, vc, meta = _batch(seq_lens, 4, 2, 32, 8, torch.float32, seed=14)
-    query = torch.randn(21, 4, 32, generator=torch.Generator().manual_seed(15))
-    prefill = _prefill_meta(seq_lens, seq_lens, meta)
-    monkeypatch.setattr(ops_module, "_NATIVE_PREFILL_MAX_Q", 8)  # 12 new tokens: past it
-    long_path = torch.zeros_like(query)
-    CpuOps().paged_attention(query, kc, vc, prefill, 0.25, long_path)
-    torch_path = torch.zeros_like(query)
-    CpuOps(native_decode=False).paged_attention(query, kc, vc, prefill, 0.25, torch_path)
-    assert torch.equal(long_path, torch_path)  # SDPA itself, not the kernel's sums
-    monkeypatch.setattr(ops_module, "_NATIVE_PREFILL_MAX_Q", 12)
-    native_rows = torch.zeros_like(query)
-    CpuOps().paged_attention(query, kc, vc, prefill, 0.25, native_rows)
-    assert not torch.equal(native_rows, torch_path)  # the kernel's summation order
-    torch.testing.assert_close(native_rows, torch_path, **TOL[torch.float32])
-
-
 def test_native_decode_bf16_equals_the_torch_path_in_bf16(kernel: native.DecodeKernel) -> None:
     # The torch path given the bf16 tensors themselves (its float32 copies inside).
     query, kc, vc, meta = _batch([90, 95, 89, 96, 600] * 3, 12, 4, 64, 128, torch.bfloat16, 3)
