@@ -133,7 +133,7 @@ class CpuOps(Ops):
         key/value may carry padding tokens past len(slot_mapping); those are ignored.
         Values are cast to the cache dtype.
         """
-        kernel = self._native_write if self._write_checked else self._write_kernel()
+        kernel = self._write_kernel()
         if kernel is not None and kernel(key, value, key_cache, value_cache, slot_mapping):
             return  # copied natively (same dtype, contiguous head dims); else index_put_
         block_size = key_cache.shape[1]
