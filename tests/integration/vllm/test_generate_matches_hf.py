@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 
 import pytest
+import torch
 from engine_teardown import shut_down
 
 from support.hf_reference import greedy_token_ids
@@ -92,10 +93,12 @@ def test_the_plugin_serves(served) -> None:  # type: ignore[no-untyped-def]
 
 def test_the_host_gemm_weights_are_packed_at_load(served) -> None:  # type: ignore[no-untyped-def]
     """Every unquantized linear layer and the LM head hold their packed oneDNN weight
-    from the load on (host_linear.prepack_weights), the one the GEMM then reads."""
+    from the load on (host_linear.prepack_weights), the one the GEMM then reads, and a
+    plain-tensor alias of the weight (its storage and version counter) for the graph."""
     from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
     from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
 
+    from adapters.cpu import native
     from adapters.vllm.patches import host_linear
 
     _, _, _, llm = served
@@ -104,10 +107,20 @@ def test_the_host_gemm_weights_are_packed_at_load(served) -> None:  # type: igno
               if (isinstance(m, LinearBase) and isinstance(m.quant_method, UnquantizedLinearMethod))
               or isinstance(m, ParallelLMHead)]
     assert any(isinstance(m, ParallelLMHead) for m in layers) and len(layers) > 4
+    built = native.packed_linear() is not None
+    assert (host_linear._native_linear is not None) == built  # the native GEMM where built
+    held = torch.ops.ascend_host_native.packed_linear_cache_size() if built else None
     for layer in layers:
-        entry = host_linear._packed_by_weight.get(id(layer.weight))
-        assert entry is not None and entry[0]() is layer.weight, type(layer).__name__
-        assert host_linear.packed_weight(layer, layer.weight) is entry[2]  # no second pack
+        plain = getattr(layer, host_linear._PLAIN)
+        assert type(plain) is torch.Tensor and plain.data_ptr() == layer.weight.data_ptr()
+        assert plain._version == layer.weight._version
+        if not built:
+            entry = host_linear._packed_by_weight.get(id(plain))
+            assert entry is not None and entry[0]() is plain, type(layer).__name__
+        packed = host_linear.packed_weight(layer, layer.weight)
+        assert host_linear._packed_for(plain) is packed  # the alias reads the same pack
+    if built:
+        assert torch.ops.ascend_host_native.packed_linear_cache_size() == held  # no new pack
 
 
 def test_single_prompts_spanning_many_blocks(served) -> None:  # type: ignore[no-untyped-def]

@@ -1,5 +1,5 @@
-"""The host's native kernels (decode attention, KV write): built from the .cpp files here
-on first use.
+"""The host's native kernels (decode attention, KV write, packed GEMM): built from the
+.cpp files here on first use.
 
 Compiled with torch.utils.cpp_extension into torch's extensions directory (cached
 there; rebuilt when the source or flags change). Where there is no compiler or the
@@ -13,12 +13,16 @@ import hashlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
-_SOURCES = [Path(__file__).with_name(name) for name in ("decode_attention.cpp", "kv_write.cpp")]
+_SOURCES = [
+    Path(__file__).with_name(name)
+    for name in ("decode_attention.cpp", "kv_write.cpp", "packed_linear.cpp")
+]
 # -fopenmp compiles at::parallel_for's OpenMP loop and the simd reductions; nothing
 # links its own OpenMP runtime: the symbols resolve to the one libtorch_cpu loaded.
 _CFLAGS = ["-O3", "-march=native", "-fopenmp"]
@@ -53,6 +57,26 @@ def write_kv_cache() -> KvWriteKernel | None:
     return None if library is None else library.write_kv_cache  # type: ignore[attr-defined]
 
 
+def packed_linear() -> Any | None:
+    """torch.ops.ascend_host_native.packed_linear.default, or None where it cannot be built.
+
+    Signature: (x, weight, bias) -> x @ weight.T + bias through oneDNN, with the weight
+    packed once into oneDNN's layout and cached by the op (again after an in-place
+    change); float32 or bf16 on a CPU with oneDNN. A meta kernel gives its shape under
+    torch.compile.
+    """
+    library = _built()
+    return None if library is None else library.packed_linear.default  # type: ignore[attr-defined]
+
+
+def pack_linear_weight() -> Any | None:
+    """torch.ops.ascend_host_native.pack_linear_weight.default, or None where it cannot be
+    built: (weight) -> the weight in oneDNN's layout, from packed_linear's cache or packed
+    into it now."""
+    library = _built()
+    return None if library is None else library.pack_linear_weight.default  # type: ignore[attr-defined]
+
+
 def _built() -> object | None:
     global _library, _tried
     if not _tried:
@@ -75,8 +99,8 @@ def _build() -> object | None:
         return torch.ops.ascend_host_native
     except Exception as exc:  # no compiler, no headers, a failed build: keep the torch path
         logger.info(
-            "Host native kernels unavailable (%s: %s); the host attends with torch's SDPA "
-            "and writes the KV cache with index_put_ instead.",
+            "Host native kernels unavailable (%s: %s); the host attends with torch's SDPA, "
+            "writes the KV cache with index_put_ and packs GEMM weights in Python instead.",
             type(exc).__name__,
             str(exc).strip().splitlines()[-1] if str(exc).strip() else "",
         )

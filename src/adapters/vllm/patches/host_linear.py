@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ascend_core.patches import PatchSpec
 
 _PACKED = "_ascend_host_packed_weight"  # layer attribute: (weight, version, packed)
+_PLAIN = "_ascend_host_plain_weight"  # layer attribute: the weight as a plain tensor
 _DTYPES = (torch.float32, torch.bfloat16)
 # The GEMM as one torch op, for a compiled model: Dynamo cannot trace the packing (an
 # op without a fake-tensor kernel, and a cache on the layer), so under torch.compile
@@ -26,6 +27,10 @@ _DTYPES = (torch.float32, torch.bfloat16)
 OP_NAME = "ascend_host::packed_linear"
 _packed_by_weight: dict[int, tuple[weakref.ref[torch.Tensor], int, torch.Tensor]] = {}
 _active_dtypes: tuple[torch.dtype, ...] = ()  # what the host GEMM serves, once in place
+# The native build's GEMM and pack ops (adapters/cpu/native/packed_linear.cpp), once
+# prepack_weights has found them built: the same two oneDNN calls with the cache in C++.
+_native_linear: Any = None
+_native_pack: Any = None
 
 
 def _supported_dtypes() -> tuple[torch.dtype, ...]:
@@ -49,15 +54,28 @@ def packed_weight(layer: torch.nn.Module, weight: torch.Tensor) -> torch.Tensor:
     Cached on the layer next to the weight it came from and that weight's version
     counter, so a reload (sleep mode, weight updates) in place or by rebinding repacks.
     The dense weight stays: tied embeddings and vLLM's own weight handling read it.
-    A weight the compiled op (or prepack_weights) packed already is not packed again.
+    A weight the compiled op (or prepack_weights) packed already is not packed again:
+    the pack is keyed by the layer's plain alias of the weight while it still is one.
     """
     cached = getattr(layer, _PACKED, None)
     version = _version(weight)
     if cached is not None and cached[0] is weight and cached[1] == version and version >= 0:
         return cached[2]  # type: ignore[no-any-return]
-    packed = _packed_for(weight)
+    plain = getattr(layer, _PLAIN, None)
+    packed = _packed_for(plain if plain is not None and _same_tensor(plain, weight) else weight)
     object.__setattr__(layer, _PACKED, (weight, version, packed))
     return packed
+
+
+def _same_tensor(plain: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether `plain` is still an alias of `weight` (not left behind by a rebinding)."""
+    with torch._C.DisableTorchFunctionSubclass():
+        return (
+            plain.data_ptr() == weight.data_ptr()
+            and plain.shape == weight.shape
+            and plain.stride() == weight.stride()
+            and plain.dtype == weight.dtype
+        )
 
 
 def prepack_weights(model: torch.nn.Module) -> int:
@@ -70,6 +88,7 @@ def prepack_weights(model: torch.nn.Module) -> int:
     """
     if not _active_dtypes:
         return 0
+    _use_native_gemm()
     from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
     from vllm.model_executor.layers.vocab_parallel_embedding import (
         ParallelLMHead,
@@ -84,9 +103,29 @@ def prepack_weights(model: torch.nn.Module) -> int:
         )
         weight = getattr(module, "weight", None)
         if gemm and isinstance(weight, torch.Tensor) and _eligible(weight, _active_dtypes):
+            # The graph's GEMM reads the alias, so the pack is keyed by it; the eager
+            # GEMM finds the same pack through packed_weight.
+            object.__setattr__(module, _PLAIN, _plain(weight))
             packed_weight(module, weight)
             count += 1
     return count
+
+
+def _plain(weight: torch.Tensor) -> torch.Tensor:
+    """`weight` as a plain torch.Tensor: the same storage and the same version counter
+    (detach), so an in-place reload reaches the GEMM and repacks."""
+    with torch._C.DisableTorchFunctionSubclass():
+        return weight.detach()
+
+
+def _use_native_gemm() -> None:
+    """The native GEMM and pack ops from now on, where the native build is there."""
+    global _native_linear, _native_pack
+    if _native_linear is None:
+        from adapters.cpu import native
+
+        _native_linear = native.packed_linear()
+        _native_pack = native.pack_linear_weight()
 
 
 def _eligible(weight: torch.Tensor, dtypes: tuple[torch.dtype, ...]) -> bool:
@@ -106,7 +145,11 @@ def _plain_version(weight: torch.Tensor) -> int:
 
 
 def _packed_for(weight: torch.Tensor) -> torch.Tensor:
-    """packed_weight's cache, keyed by the weight itself (the op is not given the layer)."""
+    """packed_weight's cache, keyed by the weight itself (the op is not given the layer);
+    the native op's cache once that is in use, so eager and compiled share one pack."""
+    if _native_pack is not None:
+        with torch._C.DisableTorchFunctionSubclass():
+            return _native_pack(weight)  # type: ignore[no-any-return]
     key = id(weight)
     cached = _packed_by_weight.get(key)
     version = _plain_version(weight)
@@ -170,7 +213,11 @@ def make_host_gemm(dtypes: tuple[torch.dtype, ...], fallback: Any) -> Any:
         ):
             return fallback(layer, x, weight, bias)
         if torch.compiler.is_compiling():
-            return op(x, weight, bias)  # type: ignore[no-any-return]
+            # The plain alias prepack_weights made: a vLLM parameter would run its
+            # Python __torch_function__ (and rewrap the output) at every call. vLLM
+            # reloads weights in place, which the alias shares (storage, version).
+            plain = getattr(layer, _PLAIN, weight)
+            return (_native_linear or op)(x, plain, bias)  # type: ignore[no-any-return]
         packed = packed_weight(layer, weight)
         return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
