@@ -13,6 +13,12 @@ largest difference from F.linear.
 packed with no batch-size hint (what the host patch does) against packed for M rows
 (`_reorder_linear_weight(w, M)`, what Inductor's own mkldnn pass does), at the 87M
 model's shapes (vocab 8000).
+
+`--small` times one decode step's GEMMs of the 87M model (12 layers' qkv, o, gate_up
+and down, then the LM head: 49 calls, each weight read from memory, as in the model)
+with the host's small GEMM over the dense weights (`ascend_host_native::small_gemm`,
+one or two rows) against oneDNN over the packed ones, steps alternated, and reports
+ms per step, the GB/s of weight read, and the largest difference from a float64 sum.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -80,6 +87,50 @@ def pack_hint_ab(dtypes: list[str], tokens: list[int], hint: int, repeats: int) 
                       f"{b:>8.3f} {a / b:>6.2f} {float(diff):>10.2e}", flush=True)
 
 
+def small_gemm_ab(dtypes: list[str], tokens: list[int], repeats: int) -> None:
+    """A decode step's 49 GEMMs: the small GEMM against oneDNN over the packs, alternated."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from adapters.cpu import native
+
+    if native.packed_linear() is None:
+        raise SystemExit("the host's native kernels did not build here (see the INFO log)")
+    small = torch.ops.ascend_host_native.small_gemm
+    layers = [SHAPES_87M[name] for name in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")]
+    step = layers * 12 + [SHAPES_87M["lm_head"]]
+    print(f"{'dtype':<9} {'M':>3} {'small ms':>9} {'GB/s':>6} {'oneDNN ms':>10} {'GB/s':>6} "
+          f"{'speedup':>8} {'small err':>10} {'oneDNN err':>10}")
+    gen = torch.Generator().manual_seed(0)
+    for dtype in (getattr(torch, d) for d in dtypes):
+        weights = [(torch.randn(n, k, generator=gen) * 0.05).to(dtype) for k, n in step]
+        packs = [torch.ops.mkldnn._reorder_linear_weight(w) for w in weights]
+        size = sum(w.numel() * w.element_size() for w in weights)
+        for m in tokens:
+            xs = {k: torch.randn(m, k, generator=gen).to(dtype) for k, _ in step}
+            err = {"small": 0.0, "onednn": 0.0}
+            for (k, _), w, packed in zip(step[:4], weights[:4], packs[:4], strict=True):
+                exact = xs[k].double() @ w.double().t()
+                err["small"] = max(err["small"], float((small(xs[k], w, None) - exact).abs().max()))
+                dnnl = onednn(xs[k], packed)
+                err["onednn"] = max(err["onednn"], float((dnnl - exact).abs().max()))
+            runs = {
+                "small": lambda: [small(xs[k], w, None) for (k, _), w in zip(step, weights, strict=True)],  # noqa: B023, E501
+                "onednn": lambda: [onednn(xs[k], p) for (k, _), p in zip(step, packs, strict=True)],  # noqa: B023
+            }
+            times: dict[str, list[float]] = {key: [] for key in runs}
+            for _ in range(3):
+                for run in runs.values():
+                    run()
+            for _ in range(repeats):
+                for key, run in runs.items():
+                    start = time.perf_counter()
+                    run()
+                    times[key].append(time.perf_counter() - start)
+            a, b = (statistics.median(times[key]) * 1e3 for key in ("small", "onednn"))
+            print(f"{str(dtype).removeprefix('torch.'):<9} {m:>3} {a:>9.2f} {size / a / 1e6:>6.1f} "
+                  f"{b:>10.2f} {size / b / 1e6:>6.1f} {b / a:>7.2f}x {err['small']:>10.2e} "
+                  f"{err['onednn']:>10.2e}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -88,9 +139,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokens", default="1,16,2048", type=lambda s: [int(v) for v in s.split(",")])
     p.add_argument("--pack-hint", type=int, default=None,
                    help="A/B: packing without a batch-size hint against packing for M rows")
+    p.add_argument("--small", action="store_true",
+                   help="a decode step's GEMMs: the host's small GEMM against packed oneDNN")
     p.add_argument("--repeats", type=int, default=30)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.small:
+        small_gemm_ab(args.dtypes, [m for m in args.tokens if m <= 2] or [1, 2], args.repeats)
+        return 0
     if args.pack_hint is not None:
         pack_hint_ab(args.dtypes, args.tokens, args.pack_hint, args.repeats)
         return 0

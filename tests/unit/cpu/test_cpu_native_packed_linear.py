@@ -1,5 +1,6 @@
-"""The native packed GEMM against torch's own two oneDNN calls: the same bits, one pack per
-weight, a repack after an in-place change, and symbolic shapes under torch.compile."""
+"""The native host GEMM: past two rows torch's own two oneDNN calls (the same bits, one
+pack per weight, a repack after an in-place change); at one or two rows the small GEMM
+over the dense weight (against a float64 reference); symbolic shapes under torch.compile."""
 
 from __future__ import annotations
 
@@ -43,10 +44,20 @@ def _cache_size() -> int:
     return int(torch.ops.ascend_host_native.packed_linear_cache_size())
 
 
+def _small_gemm_here(dtype: torch.dtype = torch.float32) -> bool:
+    """Whether this CPU's build has the small GEMM for `dtype` (AVX-512; bf16: and BF16)."""
+    x, w = torch.randn(1, 32).to(dtype), torch.randn(8, 32).to(dtype)
+    try:
+        torch.ops.ascend_host_native.small_gemm(x, w, None)
+    except RuntimeError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("dtype", _dtypes())
-@pytest.mark.parametrize("rows", [(1,), (16,), (2, 5)])
+@pytest.mark.parametrize("rows", [(3,), (16,), (2, 5)])
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_the_same_bits_as_torchs_packed_linear(
+def test_past_two_rows_the_same_bits_as_torchs_packed_linear(
     op: Any, dtype: torch.dtype, rows: tuple[int, ...], with_bias: bool
 ) -> None:
     gen = torch.Generator().manual_seed(len(rows) * 7 + rows[0])
@@ -58,6 +69,66 @@ def test_the_same_bits_as_torchs_packed_linear(
     assert torch.equal(got, _torch_path(x, weight, bias))
     tol = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
     torch.testing.assert_close(got, F.linear(x, weight, bias), **tol)
+
+
+@pytest.mark.parametrize("dtype", _dtypes())
+@pytest.mark.parametrize("rows", [(1,), (2,), (1, 1), (2, 1)])
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("k", [64, 40, 70, 768])
+def test_one_or_two_rows_take_the_small_gemm(
+    op: Any, dtype: torch.dtype, rows: tuple[int, ...], with_bias: bool, k: int
+) -> None:
+    """The small GEMM: float32 sums over the dense weight, within rounding of a float64
+    reference (K with and without a tail chunk), and what the op returns for 1-2 rows."""
+    if not _small_gemm_here(dtype):
+        pytest.skip("no small GEMM for this dtype on this CPU: every row count goes to oneDNN")
+    gen = torch.Generator().manual_seed(k + len(rows))
+    weight = (torch.randn(37, k, generator=gen) * 0.05).to(dtype)
+    bias = torch.randn(37, generator=gen).to(dtype) if with_bias else None
+    x = torch.randn(*rows, k, generator=gen).to(dtype)
+    got = op(x, weight, bias)
+    assert got.shape == (*rows, 37) and got.dtype == dtype
+    x2d = x.reshape(-1, k)
+    small = torch.ops.ascend_host_native.small_gemm
+    assert torch.equal(got.reshape(-1, 37), small(x2d, weight, bias))
+    exact = x.double() @ weight.double().t() + (0 if bias is None else bias.double())
+    if dtype == torch.float32:
+        torch.testing.assert_close(got.double(), exact, atol=1e-5, rtol=1e-5)
+    else:  # float32 sums, one rounding to bf16: at most one bf16 step off the exact value
+        step = exact.abs().clamp_min(1e-30) * 2.0**-7
+        assert bool(((got.double() - exact).abs() <= step).all())
+
+
+@pytest.mark.parametrize("dtype", _dtypes())
+def test_the_small_gemm_gives_each_row_the_same_bits_at_one_or_two_rows(
+    op: Any, dtype: torch.dtype
+) -> None:
+    """A sequence's numbers do not depend on whether its decode step was batched with
+    another: the summation order is the same at one and at two rows."""
+    if not _small_gemm_here(dtype):
+        pytest.skip("no small GEMM for this dtype on this CPU: every row count goes to oneDNN")
+    gen = torch.Generator().manual_seed(5)
+    weight = (torch.randn(300, 768, generator=gen) * 0.05).to(dtype)
+    x = torch.randn(2, 768, generator=gen).to(dtype)
+    pair = op(x, weight, None)
+    assert torch.equal(pair[0], op(x[:1], weight, None)[0])
+    assert torch.equal(pair[1], op(x[1:], weight, None)[0])
+
+
+def test_the_small_gemm_refuses_inputs_it_does_not_take(op: Any) -> None:
+    """Three rows, a packed or non-contiguous weight: an error naming it, never a wrong sum."""
+    if not _small_gemm_here():
+        pytest.skip("this CPU lacks AVX-512: no small GEMM")
+    small = torch.ops.ascend_host_native.small_gemm
+    weight = torch.randn(16, 32)
+    with pytest.raises(RuntimeError, match="small_gemm"):
+        small(torch.randn(3, 32), weight, None)
+    with pytest.raises(RuntimeError, match="small_gemm"):
+        small(torch.randn(1, 32), torch.randn(32, 16).t(), None)
+    # the op itself takes them all, through oneDNN
+    x = torch.randn(1, 32)
+    strided = torch.randn(32, 16).t()
+    torch.testing.assert_close(op(x, strided, None), F.linear(x, strided), atol=1e-5, rtol=1e-5)
 
 
 def test_one_pack_per_weight_and_a_new_one_after_an_in_place_change(op: Any) -> None:
@@ -78,18 +149,18 @@ def test_one_pack_per_weight_and_a_new_one_after_an_in_place_change(op: Any) -> 
 
 def test_a_dropped_weights_pack_goes_when_the_next_is_stored(op: Any) -> None:
     weight = torch.randn(32, 16)
-    op(torch.randn(1, 16), weight, None)
+    op(torch.randn(3, 16), weight, None)  # three rows: oneDNN, over the pack
     size = _cache_size()
     del weight
     gc.collect()
-    op(torch.randn(1, 16), torch.randn(24, 16), None)  # a new weight: dead entries dropped
+    op(torch.randn(3, 16), torch.randn(24, 16), None)  # a new weight: dead entries dropped
     assert _cache_size() == size
 
 
 def test_an_inference_tensor_is_packed_per_call_not_cached(op: Any) -> None:
     with torch.inference_mode():
         weight = torch.randn(32, 16)
-        x = torch.randn(2, 16)
+        x = torch.randn(4, 16)
         size = _cache_size()
         assert torch.equal(op(x, weight, None), _torch_path(x, weight, None))
         assert _cache_size() == size
@@ -102,8 +173,8 @@ def test_under_torch_compile_the_batch_dimension_stays_symbolic(op: Any) -> None
     weight = torch.randn(48, 32)
     counter = CompileCounterWithBackend("inductor")
     compiled = torch.compile(lambda a: op(a, weight, None) * 2, backend=counter, dynamic=True)
-    for batch in (3, 5, 9):
+    for batch in (3, 5, 2, 9):  # 2: the small GEMM, in the same graph
         x = torch.randn(batch, 32)
-        assert torch.equal(compiled(x), _torch_path(x, weight, None) * 2)
+        assert torch.equal(compiled(x), op(x, weight, None) * 2)
     assert counter.frame_count == 1
     assert "ascend_host_native.packed_linear" in counter.graphs[0].code

@@ -21,7 +21,7 @@ logger = logging.getLogger("vllm.plugins.ascend")
 
 _SOURCES = [
     Path(__file__).with_name(name)
-    for name in ("decode_attention.cpp", "kv_write.cpp", "packed_linear.cpp")
+    for name in ("decode_attention.cpp", "kv_write.cpp", "packed_linear.cpp", "small_gemm.cpp")
 ]
 # -fopenmp compiles at::parallel_for's OpenMP loop and the simd reductions; nothing
 # links its own OpenMP runtime: the symbols resolve to the one libtorch_cpu loaded.

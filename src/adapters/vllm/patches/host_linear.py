@@ -218,6 +218,11 @@ def make_host_gemm(dtypes: tuple[torch.dtype, ...], fallback: Any) -> Any:
             # reloads weights in place, which the alias shares (storage, version).
             plain = getattr(layer, _PLAIN, weight)
             return (_native_linear or op)(x, plain, bias)  # type: ignore[no-any-return]
+        if _native_linear is not None:  # eager with the native build: the graph's op
+            plain = getattr(layer, _PLAIN, None)
+            dense = plain if plain is not None and _same_tensor(plain, weight) else weight
+            with torch._C.DisableTorchFunctionSubclass():
+                return _native_linear(x, dense, bias)  # type: ignore[no-any-return]
         packed = packed_weight(layer, weight)
         return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
