@@ -16,7 +16,6 @@ reference's bits.
 from __future__ import annotations
 
 import math
-import shutil
 
 import pytest
 import torch
@@ -24,6 +23,7 @@ import torch
 from adapters.cpu import native
 from adapters.cpu.ops import CpuOps
 from ports.ops import PagedAttentionMeta
+from support.native_kernels import built_or_skip
 
 TOL = {
     torch.float32: {"atol": 2e-6, "rtol": 2e-6},
@@ -34,12 +34,7 @@ DTYPES = [torch.float32, torch.bfloat16]
 
 @pytest.fixture(scope="module")
 def kernel() -> native.DecodeKernel:
-    found = native.decode_attention()
-    if found is None:
-        if shutil.which("c++") or shutil.which("g++"):
-            pytest.fail("a C++ compiler is installed but the native decode kernel did not build")
-        pytest.skip("no C++ compiler: the host keeps the torch path")
-    return found
+    return built_or_skip(native.decode_attention(), "decode kernel", "the torch path")
 
 
 def _batch(

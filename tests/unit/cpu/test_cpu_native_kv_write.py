@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
 
 from adapters.cpu import native
 from adapters.cpu.ops import CpuOps
+from support.native_kernels import built_or_skip
 
 HK, D = 4, 64
 
 
 @pytest.fixture(scope="module")
 def kernel() -> native.KvWriteKernel:
-    found = native.write_kv_cache()
-    if found is None:
-        if shutil.which("c++") or shutil.which("g++"):
-            pytest.fail("a C++ compiler is installed but the native KV write did not build")
-        pytest.skip("no C++ compiler: the host keeps the index_put_ path")
-    return found
+    return built_or_skip(native.write_kv_cache(), "KV write", "the index_put_ path")
 
 
 def _caches(blocks: int, block_size: int, dtype: torch.dtype, planes: bool) -> list[torch.Tensor]:

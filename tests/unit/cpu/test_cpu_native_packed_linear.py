@@ -5,13 +5,13 @@ over the dense weight (against a float64 reference); symbolic shapes under torch
 from __future__ import annotations
 
 import gc
-import shutil
 from typing import Any
 
 import pytest
 import torch
 
 from adapters.cpu import native
+from support.native_kernels import built_or_skip
 
 F = torch.nn.functional
 
@@ -22,12 +22,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def op() -> Any:
-    found = native.packed_linear()
-    if found is None:
-        if shutil.which("c++") or shutil.which("g++"):
-            pytest.fail("a C++ compiler is installed but the native GEMM did not build")
-        pytest.skip("no C++ compiler: the host packs in Python")
-    return found
+    return built_or_skip(native.packed_linear(), "GEMM", "packing in Python")
 
 
 def _dtypes() -> list[torch.dtype]:
