@@ -252,9 +252,17 @@ def summarize_startup(samples: dict[str, list[dict[str, Any]]]) -> dict[str, Any
     def med(mode: str, key: str) -> float:
         return statistics.median(s[key] for s in samples[mode])
 
+    def paired(key: str) -> float:
+        """Median of plugin minus vLLM over the back-to-back pairs (the modes alternate):
+        a drift of the machine between pairs cancels, which the medians' difference keeps."""
+        return statistics.median(
+            p[key] - v[key] for v, p in zip(samples["vllm"], samples["plugin"], strict=True)
+        )
+
     stages = {k: {"vllm": med("vllm", k), "plugin": med("plugin", k)} for k in STAGES}
-    for v in stages.values():
+    for key, v in stages.items():
         v["added"] = v["plugin"] - v["vllm"]
+        v["added_paired"] = paired(key)
         v["ratio"] = v["plugin"] / v["vllm"] if v["vllm"] > 0 else None
     config = {k: med("plugin", k) for k in CONFIG}
     return {
@@ -314,7 +322,8 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"Start: median of {st['repeats']} fresh processes per side; vLLM alone = "
               f"VLLM_PLUGINS naming no plugin ({st['platforms']['vllm']}), plugin = "
               f"VLLM_ASCEND_DEVICE=cpu ({st['platforms']['plugin']}).")
-        hdr = f"{'stage (ms)':<40} {'vLLM alone':>11} {'with plugin':>12} {'added':>9} {'ratio':>7}"
+        hdr = (f"{'stage (ms)':<40} {'vLLM alone':>11} {'with plugin':>12} {'added':>9} "
+               f"{'paired':>9} {'ratio':>7}")
         print(hdr)
         print("-" * len(hdr))
         names = {
@@ -331,7 +340,9 @@ def print_report(report: dict[str, Any]) -> None:
             v = st["stages_median_ms"][key]
             ratio = f"{v['ratio']:.2f}" if v["ratio"] else "-"
             print(f"{label:<40} {v['vllm']:>11.1f} {v['plugin']:>12.1f} "
-                  f"{v['added']:>+9.1f} {ratio:>7}")
+                  f"{v['added']:>+9.1f} {v['added_paired']:>+9.1f} {ratio:>7}")
+        print("(added: difference of the medians; paired: median of each back-to-back "
+              "pair's difference, which a drift of the machine's load does not move)")
         c = st["config_plugin_median_ms"]
         print(f"Config (plugin): create_engine_config {c['create_engine_config_ms']:.1f} ms, of "
               f"which our check_and_update_config (cold: translate + plan + apply) "
