@@ -60,10 +60,11 @@ def write_kv_cache() -> KvWriteKernel | None:
 def packed_linear() -> Any | None:
     """torch.ops.ascend_host_native.packed_linear.default, or None where it cannot be built.
 
-    Signature: (x, weight, bias) -> x @ weight.T + bias through oneDNN, with the weight
-    packed once into oneDNN's layout and cached by the op (again after an in-place
-    change); float32 or bf16 on a CPU with oneDNN. A meta kernel gives its shape under
-    torch.compile.
+    Signature: (x, weight, bias) -> x @ weight.T + bias, float32 or bf16 on a CPU with
+    oneDNN. One or two rows of x: the small GEMM over the dense weight (small_gemm.cpp,
+    where this CPU's build has it); more: oneDNN, with the weight packed once into its
+    layout and cached by the op (again after an in-place change). A meta kernel gives
+    its shape under torch.compile.
     """
     library = _built()
     return None if library is None else library.packed_linear.default  # type: ignore[attr-defined]

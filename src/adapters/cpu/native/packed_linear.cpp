@@ -1,9 +1,10 @@
-// The host's unquantized GEMM as one native op: oneDNN's linear over a weight packed
-// once into oneDNN's blocked layout, the pack cached here.
+// The host's unquantized GEMM as one native op: past two rows of x, oneDNN's linear over
+// a weight packed once into oneDNN's blocked layout, the pack cached here; at one or two
+// rows, the small GEMM over the dense weight (small_gemm.cpp).
 //
-// The same two torch ops the Python kernel of ascend_host::packed_linear calls
-// (mkldnn::_reorder_linear_weight once per weight, mkldnn::_linear_pointwise per call),
-// so the numbers are the same bits; what goes is the Python around them: the compiled
+// Past two rows, the same two torch ops the Python kernel of ascend_host::packed_linear
+// calls (mkldnn::_reorder_linear_weight once per weight, mkldnn::_linear_pointwise per
+// call), so the numbers are the same bits; what goes is the Python around them: the compiled
 // graph calls this op 49 times a step (the 87M Llama), and at a 64 x 64 bf16 weight a
 // call measured 39 us through the Python kernel against 24 us here (2 threads).
 //

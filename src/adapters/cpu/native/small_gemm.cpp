@@ -1,11 +1,11 @@
-// The host GEMM at decode sizes (a few rows of x): each weight row streamed once from the
-// dense [N, K] weight, dotted with every row of x, float32 accumulation.
+// The host GEMM at decode sizes (one or two rows of x): each weight row streamed once
+// from the dense [N, K] weight, dotted with every row of x, float32 accumulation.
 //
-// At one to a few rows a linear layer is bound by reading its weight; oneDNN's kernels
-// over the packed weight read it at 18-22 GB/s on this project's host, while one
-// sequential stream per thread reaches 28-30 GB/s (scripts/bench_gemm.py --small).
-// Summation order, the same for every row count so a sequence's numbers do not depend
-// on its batch: per output, one float32 vector accumulator over K in chunks of 16
+// At one or two rows a linear layer is bound by reading its weight; over a decode step
+// of the 87M Llama, oneDNN's kernels read the packed weights at 15-19 GB/s on this
+// project's host, this kernel's one sequential stream per thread at 20-26 GB/s
+// (scripts/bench_gemm.py --small). Summation order, the same at one and two rows so a
+// sequence's numbers do not depend on its batch: per output, one float32 vector accumulator over K in chunks of 16
 // (float32) or 32 (bf16, as pairs: VDPBF16PS), then the vector's lanes summed, then the
 // bias added, then one rounding to the output dtype.
 #include "small_gemm.h"

@@ -28,7 +28,8 @@ OP_NAME = "ascend_host::packed_linear"
 _packed_by_weight: dict[int, tuple[weakref.ref[torch.Tensor], int, torch.Tensor]] = {}
 _active_dtypes: tuple[torch.dtype, ...] = ()  # what the host GEMM serves, once in place
 # The native build's GEMM and pack ops (adapters/cpu/native/packed_linear.cpp), once
-# prepack_weights has found them built: the same two oneDNN calls with the cache in C++.
+# prepack_weights has found them built: past two rows of x the same two oneDNN calls
+# with the pack cache in C++; at one or two rows the small GEMM over the dense weight.
 _native_linear: Any = None
 _native_pack: Any = None
 
@@ -61,21 +62,25 @@ def packed_weight(layer: torch.nn.Module, weight: torch.Tensor) -> torch.Tensor:
     version = _version(weight)
     if cached is not None and cached[0] is weight and cached[1] == version and version >= 0:
         return cached[2]  # type: ignore[no-any-return]
-    plain = getattr(layer, _PLAIN, None)
-    packed = _packed_for(plain if plain is not None and _same_tensor(plain, weight) else weight)
+    packed = _packed_for(_alias_of(layer, weight))
     object.__setattr__(layer, _PACKED, (weight, version, packed))
     return packed
 
 
-def _same_tensor(plain: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether `plain` is still an alias of `weight` (not left behind by a rebinding)."""
+def _alias_of(layer: torch.nn.Module, weight: torch.Tensor) -> torch.Tensor:
+    """The layer's plain alias of `weight` while it still is one (not left behind by a
+    rebinding of the weight), else `weight` itself: what packs and native calls key on."""
+    plain = getattr(layer, _PLAIN, None)
+    if plain is None:
+        return weight
     with torch._C.DisableTorchFunctionSubclass():
-        return (
+        same = (
             plain.data_ptr() == weight.data_ptr()
             and plain.shape == weight.shape
             and plain.stride() == weight.stride()
             and plain.dtype == weight.dtype
         )
+    return plain if same else weight
 
 
 def prepack_weights(model: torch.nn.Module) -> int:
@@ -219,8 +224,7 @@ def make_host_gemm(dtypes: tuple[torch.dtype, ...], fallback: Any) -> Any:
             plain = getattr(layer, _PLAIN, weight)
             return (_native_linear or op)(x, plain, bias)  # type: ignore[no-any-return]
         if _native_linear is not None:  # eager with the native build: the graph's op
-            plain = getattr(layer, _PLAIN, None)
-            dense = plain if plain is not None and _same_tensor(plain, weight) else weight
+            dense = _alias_of(layer, weight)
             with torch._C.DisableTorchFunctionSubclass():
                 return _native_linear(x, dense, bias)  # type: ignore[no-any-return]
         packed = packed_weight(layer, weight)
