@@ -104,3 +104,20 @@ class MoeOps(abc.ABC):
     ) -> torch.Tensor:
         """[T, H]: each token's sum of its rows times their routing weights [T, k]
         (slots left out by permute add nothing); in the rows' dtype."""
+
+    def experts(
+        self,
+        hidden: torch.Tensor,
+        local_ids: torch.Tensor,
+        weights: torch.Tensor,
+        w13: torch.Tensor,
+        w2: torch.Tensor,
+    ) -> torch.Tensor:
+        """[T, H]: the unquantized experts end to end: permute, grouped_mlp, unpermute.
+
+        A device with one kernel for the three overrides this, with their contract
+        (their roundings; the order of a GEMM's sums is the kernel's own).
+        """
+        rows, permutation = self.permute(hidden, local_ids, w13.shape[0])
+        out_rows = self.grouped_mlp(rows, permutation.group_sizes, w13, w2)
+        return self.unpermute(out_rows, permutation, weights)

@@ -2,12 +2,16 @@
 
 Vectorised over tokens: routing is a few tensor ops, permutation one stable sort, the
 experts one matmul pair per active expert, the combine one index_copy and k - 1 adds.
+`experts` (the three steps in one call, as the vLLM adapter's unquantized MoE runs them)
+takes the native kernel where it is built: the same roundings in one pass, tens of times
+faster at decode than the loop's matmul calls.
 """
 
 from __future__ import annotations
 
 import torch
 
+from adapters.cpu import native
 from adapters.cpu.ops import swiglu
 from ports.moe import MoeOps, Permutation, Routing, Scoring
 
@@ -67,6 +71,27 @@ class CpuMoeOps(MoeOps):
             torch.matmul(act, w2[expert].t(), out=out[start : start + count])
             start += count
         return out
+
+    def experts(
+        self,
+        hidden: torch.Tensor,
+        local_ids: torch.Tensor,
+        weights: torch.Tensor,
+        w13: torch.Tensor,
+        w2: torch.Tensor,
+    ) -> torch.Tensor:
+        """The native kernel (moe_experts.cpp) where it applies, else the three steps.
+
+        Its roundings are the steps': the gate/up, swiglu, down and combine outputs each
+        rounded once, the weights to the rows' dtype first; its GEMMs sum in its own order
+        (bf16 measured bit for bit the loop's, float32 within a rounding step).
+        """
+        kernel = native.moe_experts()
+        if kernel is not None:
+            out = torch.empty(hidden.shape, dtype=hidden.dtype)
+            if kernel(out, hidden, local_ids, weights, w13, w2):
+                return out
+        return super().experts(hidden, local_ids, weights, w13, w2)
 
     def unpermute(
         self, rows: torch.Tensor, permutation: Permutation, weights: torch.Tensor

@@ -1,5 +1,5 @@
-"""The host's native kernels (decode attention, KV write, packed GEMM): built from the
-.cpp files here on first use.
+"""The host's native kernels (decode attention, KV write, packed GEMM, MoE experts): built
+from the .cpp files here on first use.
 
 Compiled with torch.utils.cpp_extension into torch's extensions directory (cached
 there; rebuilt when the source or flags change). Where there is no compiler or the
@@ -21,7 +21,13 @@ logger = logging.getLogger("vllm.plugins.ascend")
 
 _SOURCES = [
     Path(__file__).with_name(name)
-    for name in ("decode_attention.cpp", "kv_write.cpp", "packed_linear.cpp", "small_gemm.cpp")
+    for name in (
+        "decode_attention.cpp",
+        "kv_write.cpp",
+        "packed_linear.cpp",
+        "small_gemm.cpp",
+        "moe_experts.cpp",
+    )
 ]
 # -fopenmp compiles at::parallel_for's OpenMP loop and the simd reductions; nothing
 # links its own OpenMP runtime: the symbols resolve to the one libtorch_cpu loaded.
@@ -29,6 +35,7 @@ _CFLAGS = ["-O3", "-march=native", "-fopenmp"]
 
 DecodeKernel = Callable[..., None]
 KvWriteKernel = Callable[..., None]
+MoeExpertsKernel = Callable[..., bool]
 _library: object | None = None  # torch.ops.ascend_host_native once built
 _tried = False
 
@@ -78,6 +85,21 @@ def pack_linear_weight() -> Any | None:
     return None if library is None else library.pack_linear_weight.default  # type: ignore[attr-defined]
 
 
+def moe_experts() -> MoeExpertsKernel | None:
+    """torch.ops.ascend_host_native.moe_experts, or None where it cannot be built.
+
+    Signature: (out, hidden, local_ids, weights, w13, w2) -> bool, with hidden/out [T, H]
+    (rows contiguous), local_ids [T, k] int32 or int64 (-1: an expert on another rank,
+    left out), weights [T, k] float32, w13 [E, 2I, H] and w2 [E, H, I] contiguous, one
+    float32 or bf16 dtype. Writes out = each token's slots through their experts' SwiGLU
+    MLPs, summed with the weights (CpuMoeOps' permute, grouped_mlp and unpermute, with
+    its roundings); False (nothing written) where it does not apply: another dtype or
+    layout, a CPU whose build has no dot kernel for the dtype.
+    """
+    library = _built()
+    return None if library is None else library.moe_experts  # type: ignore[attr-defined]
+
+
 def _built() -> object | None:
     global _library, _tried
     if not _tried:
@@ -101,7 +123,8 @@ def _build() -> object | None:
     except Exception as exc:  # no compiler, no headers, a failed build: keep the torch path
         logger.info(
             "Host native kernels unavailable (%s: %s); the host attends with torch's SDPA, "
-            "writes the KV cache with index_put_ and packs GEMM weights in Python instead.",
+            "writes the KV cache with index_put_, packs GEMM weights in Python and runs MoE "
+            "experts one torch matmul pair at a time instead.",
             type(exc).__name__,
             str(exc).strip().splitlines()[-1] if str(exc).strip() else "",
         )

@@ -4,80 +4,30 @@
 // At one or two rows a linear layer is bound by reading its weight; over a decode step
 // of the 87M Llama, oneDNN's kernels read the packed weights at 15-19 GB/s on this
 // project's host, this kernel's one sequential stream per thread at 20-26 GB/s
-// (scripts/bench_gemm.py --small). Summation order, the same at one and two rows so a
-// sequence's numbers do not depend on its batch: per output, one float32 vector accumulator over K in chunks of 16
-// (float32) or 32 (bf16, as pairs: VDPBF16PS), then the vector's lanes summed, then the
-// bias added, then one rounding to the output dtype.
+// (scripts/bench_gemm.py --small). Summation order (dot_kernels.h), the same at one and
+// two rows so a sequence's numbers do not depend on its batch: per output, one float32
+// vector accumulator over K, its lanes summed, then the bias added, then one rounding to
+// the output dtype.
 #include "small_gemm.h"
+
+#include "dot_kernels.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
-#include <c10/util/BFloat16.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <optional>
-// float32 needs AVX-512 F; bf16 also BW (its masked tail load) and BF16 (VDPBF16PS).
-// A build for a CPU without them has no small GEMM for that dtype: oneDNN serves it.
-#if defined(__AVX512F__)
-#define ASCEND_SMALL_GEMM_F32 1
-#include <immintrin.h>
-#endif
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512BF16__)
-#define ASCEND_SMALL_GEMM_BF16 1
-#endif
 
 namespace ascend_host {
 
 #if defined(ASCEND_SMALL_GEMM_F32)
 namespace {
 
-// Chunk loads and the multiply-add of one chunk, per dtype: 16 floats, or 32 bf16 as
-// pairs (VDPBF16PS: each float32 lane adds its two products).
-struct F32 {
-  using T = float;
-  static constexpr int64_t kChunk = 16;
-  static __m512 load(const float* p) { return _mm512_loadu_ps(p); }
-  static __m512 load_tail(const float* p, int64_t n) {
-    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
-  }
-  static __m512 madd(__m512 acc, __m512 w, __m512 x) { return _mm512_fmadd_ps(w, x, acc); }
-};
-
+using dot::F32;
 #if defined(ASCEND_SMALL_GEMM_BF16)
-struct BF16 {
-  using T = c10::BFloat16;
-  static constexpr int64_t kChunk = 32;
-  static __m512 load(const c10::BFloat16* p) { return _mm512_castsi512_ps(_mm512_loadu_si512(p)); }
-  static __m512 load_tail(const c10::BFloat16* p, int64_t n) {
-    return _mm512_castsi512_ps(
-        _mm512_maskz_loadu_epi16(static_cast<__mmask32>((1ull << n) - 1), p));
-  }
-  static __m512 madd(__m512 acc, __m512 w, __m512 x) {
-    return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_castps_si512(w), (__m512bh)_mm512_castps_si512(x));
-  }
-};
+using dot::BF16;
 #endif
-
-// One weight row (K long) against Mx rows of x (stride ldx): per output one vector
-// accumulator over K, then its lanes summed into sums[m]. One weight stream per thread:
-// tiles of several weight rows measured slower here at one or two rows of x.
-template <typename D, int Mx>
-inline void row(const typename D::T* w, int64_t K, const typename D::T* x, int64_t ldx,
-                float* sums) {
-  __m512 acc[Mx];
-  for (int m = 0; m < Mx; ++m) acc[m] = _mm512_setzero_ps();
-  int64_t k = 0;
-  for (; k + D::kChunk <= K; k += D::kChunk) {
-    const __m512 wv = D::load(w + k);
-    for (int m = 0; m < Mx; ++m) acc[m] = D::madd(acc[m], wv, D::load(x + m * ldx + k));
-  }
-  if (k < K) {
-    const __m512 wv = D::load_tail(w + k, K - k);
-    for (int m = 0; m < Mx; ++m) acc[m] = D::madd(acc[m], wv, D::load_tail(x + m * ldx + k, K - k));
-  }
-  for (int m = 0; m < Mx; ++m) sums[m] = _mm512_reduce_add_ps(acc[m]);
-}
 
 template <typename D, int Mx>
 void run(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
@@ -91,8 +41,10 @@ void run(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::
   const int64_t ldx = x.stride(0), ldo = out.stride(0);
   at::parallel_for(0, N, 64, [&](int64_t n0, int64_t n1) {
     float sums[Mx];
+    const T* xs[Mx];
+    for (int m = 0; m < Mx; ++m) xs[m] = xp + m * ldx;
     for (int64_t n = n0; n < n1; ++n) {
-      row<D, Mx>(w + n * K, K, xp, ldx, sums);
+      dot::rows<D, Mx>(w + n * K, K, xs, sums);
       const float add = b == nullptr ? 0.0f : static_cast<float>(b[n]);
       for (int m = 0; m < Mx; ++m) o[m * ldo + n] = static_cast<T>(sums[m] + add);
     }

@@ -5,7 +5,8 @@ vLLM 0.33 builds each MoE layer as a runner (router, shared experts, all-reduce)
 A method is *monolithic* when it takes router logits and routes itself, *modular* when
 vLLM's router picks experts first. Ours is monolithic, so routing runs on the device's
 ops too. `AscendMoeMethod` is the seam a quantized method plugs into: it keeps routing,
-permutation and the combine, and asks its subclass only for `run_experts`.
+permutation and the combine, and asks its subclass only for `run_experts`; the
+unquantized method hands the three to `MoeOps.experts` at once.
 """
 
 from __future__ import annotations
@@ -101,6 +102,13 @@ class AscendMoeMethod(FusedMoEMethodBase):
             local_ids = ids
         else:
             local_ids = expert_map.index_select(0, ids.reshape(-1).long()).view_as(ids)
+        return self.routed_experts(layer, x, local_ids, weights)
+
+    def routed_experts(
+        self, layer: RoutedExperts, x: torch.Tensor, local_ids: torch.Tensor, weights: torch.Tensor
+    ) -> torch.Tensor:
+        """[T, H]: x's rows permuted to their local experts, run_experts, the combine."""
+        ops = self.moe_ops
         rows, permutation = ops.permute(x, local_ids, layer.local_num_experts)
         out_rows = self.run_experts(layer, rows, permutation.group_sizes)
         return ops.unpermute(out_rows, permutation, weights)
@@ -128,10 +136,11 @@ class AscendUnquantizedFusedMoEMethod(AscendMoeMethod, UnquantizedFusedMoEMethod
         dtype = str(layer.moe_config.in_dtype).removeprefix("torch.")
         self.moe_ops.check(self.routing_rule, layer.global_num_experts, dtype)
 
-    def run_experts(
-        self, layer: RoutedExperts, rows: torch.Tensor, group_sizes: torch.Tensor
+    def routed_experts(
+        self, layer: RoutedExperts, x: torch.Tensor, local_ids: torch.Tensor, weights: torch.Tensor
     ) -> torch.Tensor:
-        return self.moe_ops.grouped_mlp(rows, group_sizes, layer.w13_weight, layer.w2_weight)
+        # One call for the three steps: the host runs them as one native kernel.
+        return self.moe_ops.experts(x, local_ids, weights, layer.w13_weight, layer.w2_weight)
 
     def forward_native(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         raise AssertionError("a monolithic MoE method is called through apply_monolithic")

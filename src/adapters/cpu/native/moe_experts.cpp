@@ -1,0 +1,249 @@
+// The host's unquantized MoE experts as one native op: each token's k routed slots through
+// their experts' SwiGLU MLPs and summed with the routing weights, in one call.
+//
+// The precision contract of CpuMoeOps (permute, grouped_mlp, unpermute) and of the NPU's
+// grouped-matmul path: every product accumulates in float32 and rounds once at each op's
+// output: the gate/up GEMM's output, swiglu's, the down GEMM's, and the combine's, whose
+// routing weights are first rounded to the rows' dtype. The GEMMs sum in dot_kernels.h's
+// order (CpuMoeOps' torch.matmul sums in oneDNN's), so a row can differ from the loop's by
+// a rounding step; the combine adds the slots in slot order, as the loop does.
+//
+// Why: at decode an expert gets a few rows, and the loop costs a torch matmul call (tens
+// of us on the host) per expert and per GEMM, plus the Python around it; here the experts'
+// rows are bucketed in one pass (stable, in (token, slot) order, as the loop's sort) and
+// every GEMM is a weight-row stream over the expert's rows, in three parallel regions.
+//
+// Returns false, writing nothing, where it does not apply (`fits`): a dtype this CPU's
+// build has no dot kernel for, a layout it does not read. A local id past the experts is
+// an error; -1 (an expert on another rank) is left out.
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
+
+#include "dot_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+#if defined(ASCEND_SMALL_GEMM_F32)
+
+// Columns of one parallel work item: the gate/up GEMM's intermediate columns (two weight
+// rows each), the down GEMM's hidden columns.
+constexpr int64_t kActColumns = 16;
+constexpr int64_t kOutColumns = 32;
+constexpr int kMaxRows = 4;  // rows of x per weight-row stream
+
+struct Item {
+  int64_t expert, begin, end;
+};
+
+struct Layout {
+  int64_t tokens, hidden, top_k, experts, inter;
+  std::vector<int64_t> offsets;  // [E + 1]: rows of expert e are [offsets[e], offsets[e+1])
+  std::vector<int64_t> slot_of_row;  // [N]: flat (token, slot) index of each row
+  std::vector<int64_t> row_of_slot;  // [T * k]: row of each slot, -1 if left out
+};
+
+template <typename Id>
+void bucket(const Id* ids, Layout& lay) {
+  const int64_t slots = lay.tokens * lay.top_k;
+  std::vector<int64_t> counts(lay.experts, 0);
+  for (int64_t s = 0; s < slots; ++s) {
+    const int64_t e = static_cast<int64_t>(ids[s]);
+    if (e < 0) continue;
+    TORCH_CHECK(e < lay.experts, "moe_experts: local expert id ", e, " is past the layer's ",
+                lay.experts, " experts");
+    ++counts[e];
+  }
+  lay.offsets.assign(lay.experts + 1, 0);
+  for (int64_t e = 0; e < lay.experts; ++e) lay.offsets[e + 1] = lay.offsets[e] + counts[e];
+  std::vector<int64_t> next(lay.offsets.begin(), lay.offsets.end() - 1);
+  lay.slot_of_row.resize(lay.offsets[lay.experts]);
+  lay.row_of_slot.assign(slots, -1);
+  for (int64_t s = 0; s < slots; ++s) {
+    const int64_t e = static_cast<int64_t>(ids[s]);
+    if (e < 0) continue;
+    const int64_t r = next[e]++;
+    lay.slot_of_row[r] = s;
+    lay.row_of_slot[s] = r;
+  }
+}
+
+std::vector<Item> items(const Layout& lay, int64_t columns, int64_t block) {
+  std::vector<Item> out;
+  for (int64_t e = 0; e < lay.experts; ++e) {
+    if (lay.offsets[e + 1] == lay.offsets[e]) continue;
+    for (int64_t c = 0; c < columns; c += block) out.push_back({e, c, std::min(columns, c + block)});
+  }
+  return out;
+}
+
+// The expert's rows [first, last) in groups of up to kMaxRows: emit(count, first row of the
+// group, the group's inputs), the count a compile-time constant for the dot kernel.
+template <typename D, typename Emit>
+void over_row_groups(int64_t first, int64_t last, const typename D::T* const* xs_of, Emit emit) {
+  for (int64_t r = first; r < last; r += kMaxRows) {
+    const int n = static_cast<int>(std::min<int64_t>(kMaxRows, last - r));
+    switch (n) {
+      case 1: emit(std::integral_constant<int, 1>{}, r, xs_of + (r - first)); break;
+      case 2: emit(std::integral_constant<int, 2>{}, r, xs_of + (r - first)); break;
+      case 3: emit(std::integral_constant<int, 3>{}, r, xs_of + (r - first)); break;
+      default: emit(std::integral_constant<int, 4>{}, r, xs_of + (r - first)); break;
+    }
+  }
+}
+
+inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
+
+template <typename D>
+void run(const at::Tensor& out, const at::Tensor& hidden, const at::Tensor& weights,
+         const at::Tensor& w13, const at::Tensor& w2, const Layout& lay) {
+  using T = typename D::T;
+  const int64_t H = lay.hidden, I = lay.inter, k = lay.top_k;
+  const int64_t rows = lay.offsets[lay.experts];
+  const T* x = hidden.const_data_ptr<T>();
+  const int64_t ldx = hidden.stride(0);
+  const T* gate_up = w13.const_data_ptr<T>();
+  const T* down = w2.const_data_ptr<T>();
+  std::vector<T> act(rows * I), y(rows * H);
+  std::vector<const T*> x_rows(rows), act_rows(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    x_rows[r] = x + (lay.slot_of_row[r] / k) * ldx;
+    act_rows[r] = act.data() + r * I;
+  }
+
+  // Gate/up, then swiglu: act = round(silu(round(x . gate)) * round(x . up)).
+  const std::vector<Item> act_items = items(lay, I, kActColumns);
+  at::parallel_for(0, static_cast<int64_t>(act_items.size()), 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t it = i0; it < i1; ++it) {
+      const Item item = act_items[it];
+      const T* w = gate_up + item.expert * 2 * I * H;
+      const int64_t first = lay.offsets[item.expert];
+      over_row_groups<D>(first, lay.offsets[item.expert + 1], x_rows.data() + first,
+                         [&](auto count, int64_t r, const T* const* xs) {
+        constexpr int Mx = decltype(count)::value;
+        float g[Mx], u[Mx];
+        for (int64_t c = item.begin; c < item.end; ++c) {
+          ascend_host::dot::rows<D, Mx>(w + c * H, H, xs, g);
+          ascend_host::dot::rows<D, Mx>(w + (I + c) * H, H, xs, u);
+          for (int m = 0; m < Mx; ++m) {
+            const float gm = static_cast<float>(static_cast<T>(g[m]));
+            const float um = static_cast<float>(static_cast<T>(u[m]));
+            act[(r + m) * I + c] = static_cast<T>(silu(gm) * um);
+          }
+        }
+      });
+    }
+  });
+
+  // Down: y = round(act . down).
+  const std::vector<Item> out_items = items(lay, H, kOutColumns);
+  at::parallel_for(0, static_cast<int64_t>(out_items.size()), 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t it = i0; it < i1; ++it) {
+      const Item item = out_items[it];
+      const T* w = down + item.expert * H * I;
+      const int64_t first = lay.offsets[item.expert];
+      over_row_groups<D>(first, lay.offsets[item.expert + 1], act_rows.data() + first,
+                         [&](auto count, int64_t r, const T* const* xs) {
+        constexpr int Mx = decltype(count)::value;
+        float s[Mx];
+        for (int64_t c = item.begin; c < item.end; ++c) {
+          ascend_host::dot::rows<D, Mx>(w + c * I, I, xs, s);
+          for (int m = 0; m < Mx; ++m) y[(r + m) * H + c] = static_cast<T>(s[m]);
+        }
+      });
+    }
+  });
+
+  // Combine: out[t] = round(sum over slots j in order of y[row(t, j)] * round(w[t, j])),
+  // float32 products and sums; a left-out slot adds +0, as the loop's zero row does. The
+  // explicit products and sums keep the compiler from fusing them into one rounding.
+  const float* wp = weights.const_data_ptr<float>();
+  T* o = out.mutable_data_ptr<T>();
+  const int64_t ldo = out.stride(0);
+  at::parallel_for(0, lay.tokens, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> acc(H);
+    for (int64_t t = t0; t < t1; ++t) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t r = lay.row_of_slot[t * k + j];
+        const float wj = static_cast<float>(static_cast<T>(wp[t * k + j]));
+        const T* yr = r < 0 ? nullptr : y.data() + r * H;
+        for (int64_t h = 0; h < H; ++h) {
+          const float p = yr == nullptr ? 0.0f : static_cast<float>(yr[h]) * wj;
+          acc[h] = j == 0 ? p : ascend_host::dot::add_unfused(acc[h], p);
+        }
+      }
+      for (int64_t h = 0; h < H; ++h) o[t * ldo + h] = static_cast<T>(acc[h]);
+    }
+  });
+}
+
+#endif
+
+bool fits(const at::Tensor& out, const at::Tensor& hidden, const at::Tensor& ids,
+          const at::Tensor& weights, const at::Tensor& w13, const at::Tensor& w2) {
+  const auto dtype = hidden.scalar_type();
+  bool kernel = false;
+#if defined(ASCEND_SMALL_GEMM_F32)
+  kernel = kernel || dtype == at::kFloat;
+#endif
+#if defined(ASCEND_SMALL_GEMM_BF16)
+  kernel = kernel || dtype == at::kBFloat16;
+#endif
+  if (!kernel || hidden.dim() != 2 || ids.dim() != 2 || w13.dim() != 3 || w2.dim() != 3 ||
+      out.dim() != 2) {
+    return false;
+  }
+  const int64_t T = hidden.size(0), H = hidden.size(1), E = w13.size(0), I = w2.size(2);
+  for (const at::Tensor* t : {&out, &hidden, &ids, &weights, &w13, &w2}) {
+    if (!t->device().is_cpu() || t->layout() != at::kStrided) return false;
+  }
+  return hidden.stride(1) == 1 && out.stride(1) == 1 && out.scalar_type() == dtype &&
+         out.size(0) == T && out.size(1) == H && w13.scalar_type() == dtype &&
+         w2.scalar_type() == dtype && w13.is_contiguous() && w2.is_contiguous() &&
+         w13.size(1) == 2 * I && w13.size(2) == H && w2.size(0) == E && w2.size(1) == H &&
+         ids.is_contiguous() && ids.size(0) == T &&
+         (ids.scalar_type() == at::kInt || ids.scalar_type() == at::kLong) &&
+         weights.is_contiguous() && weights.scalar_type() == at::kFloat &&
+         weights.sizes() == ids.sizes();
+}
+
+bool moe_experts(const at::Tensor& out, const at::Tensor& hidden, const at::Tensor& local_ids,
+                 const at::Tensor& weights, const at::Tensor& w13, const at::Tensor& w2) {
+  if (!fits(out, hidden, local_ids, weights, w13, w2)) return false;
+#if defined(ASCEND_SMALL_GEMM_F32)
+  Layout lay{hidden.size(0), hidden.size(1), local_ids.size(1), w13.size(0), w2.size(2),
+             {}, {}, {}};
+  if (local_ids.scalar_type() == at::kInt) {
+    bucket(local_ids.const_data_ptr<int32_t>(), lay);
+  } else {
+    bucket(local_ids.const_data_ptr<int64_t>(), lay);
+  }
+  if (hidden.scalar_type() == at::kFloat) {
+    run<ascend_host::dot::F32>(out, hidden, weights, w13, w2, lay);
+  }
+#if defined(ASCEND_SMALL_GEMM_BF16)
+  if (hidden.scalar_type() == at::kBFloat16) {
+    run<ascend_host::dot::BF16>(out, hidden, weights, w13, w2, lay);
+  }
+#endif
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(ascend_host_native, m) {
+  m.def(
+      "moe_experts(Tensor(a!) out, Tensor hidden, Tensor local_ids, Tensor weights, "
+      "Tensor w13, Tensor w2) -> bool");
+  m.impl("moe_experts", c10::DispatchKey::CPU, &moe_experts);
+}

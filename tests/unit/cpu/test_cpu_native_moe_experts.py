@@ -1,0 +1,130 @@
+"""The native host MoE experts against CpuMoeOps' three steps (permute, grouped_mlp,
+unpermute): the same roundings, the GEMMs' sums in the kernel's own order."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from adapters.cpu import native
+from adapters.cpu.moe import CpuMoeOps
+from ports.moe import MoeOps, Routing
+from support.native_kernels import built_or_skip
+
+OPS = CpuMoeOps()
+
+
+@pytest.fixture(scope="module")
+def kernel() -> native.MoeExpertsKernel:
+    return built_or_skip(native.moe_experts(), "MoE experts", "the per-expert matmul loop")
+
+
+def _layer(
+    tokens: int, hidden: int, inter: int, experts: int, top_k: int, dtype: torch.dtype, seed: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, hidden, generator=gen).to(dtype)
+    w13 = (torch.randn(experts, 2 * inter, hidden, generator=gen) / hidden**0.5).to(dtype)
+    w2 = (torch.randn(experts, hidden, inter, generator=gen) / inter**0.5).to(dtype)
+    logits = torch.randn(tokens, experts, generator=gen)
+    weights, ids = OPS.route(logits, Routing(top_k=top_k, renormalize=True))
+    return x, ids, weights, w13, w2
+
+
+def _steps(*args: torch.Tensor) -> torch.Tensor:
+    """The three steps, as CpuMoeOps runs them where the kernel does not apply."""
+    return MoeOps.experts(OPS, *args)
+
+
+def _native(kernel: native.MoeExpertsKernel, *args: torch.Tensor) -> torch.Tensor:
+    out = torch.full(args[0].shape, float("nan"), dtype=args[0].dtype)
+    assert kernel(out, *args)
+    return out
+
+
+# (tokens, hidden, inter, experts, top_k): decode and prefill sizes of the benchmark's small
+# Qwen3-MoE; odd sizes with tails in both GEMMs' K and row groups of 1 to 4.
+SHAPES = [
+    (1, 256, 64, 8, 2),
+    (16, 256, 64, 8, 2),
+    (64, 256, 64, 8, 2),
+    (7, 100, 24, 5, 3),
+    (33, 48, 40, 16, 4),
+]
+# float32: a few float32 rounding steps of the output's scale; bf16: one bf16 step (the
+# gate/up rounding can move an intermediate value by one step, as the loop's oneDNN order).
+TOLERANCE = {
+    torch.float32: {"rtol": 1e-5, "atol": 1e-5},
+    torch.bfloat16: {"rtol": 2**-7, "atol": 2**-7},
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_native_experts_match_the_three_steps(
+    kernel: native.MoeExpertsKernel, shape: tuple[int, ...], dtype: torch.dtype
+) -> None:
+    args = _layer(*shape, dtype=dtype, seed=sum(shape))
+    got, want = _native(kernel, *args), _steps(*args)
+    assert got.dtype == dtype and got.shape == want.shape
+    torch.testing.assert_close(got, want, **TOLERANCE[dtype])
+    if dtype is torch.bfloat16:  # few sums round differently; float32 sums differ in the last bits
+        assert (got != want).float().mean().item() < 0.02
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_tokens_numbers_do_not_depend_on_its_batch(
+    kernel: native.MoeExpertsKernel, dtype: torch.dtype
+) -> None:
+    x, ids, weights, w13, w2 = _layer(12, 96, 40, 4, 2, dtype, seed=3)  # 3 to 12 rows an expert
+    batched = _native(kernel, x, ids, weights, w13, w2)
+    for t in range(x.shape[0]):
+        alone = _native(kernel, x[t : t + 1], ids[t : t + 1], weights[t : t + 1], w13, w2)
+        assert torch.equal(alone[0], batched[t])
+
+
+def test_slots_of_other_ranks_experts_are_left_out(kernel: native.MoeExpertsKernel) -> None:
+    x, ids, weights, w13, w2 = _layer(9, 64, 32, 6, 3, torch.bfloat16, seed=5)
+    local = torch.where(ids >= 3, ids - 3, -1).to(torch.int32)  # rank 1 of 2: experts 3-5
+    assert (local < 0).any() and (local >= 0).any()
+    got = _native(kernel, x, local, weights, w13[3:].contiguous(), w2[3:].contiguous())
+    torch.testing.assert_close(
+        got, _steps(x, local, weights, w13[3:], w2[3:]), rtol=2**-7, atol=2**-7
+    )
+    none_here = torch.full_like(local, -1)
+    assert torch.equal(_native(kernel, x, none_here, weights, w13, w2), torch.zeros_like(x))
+
+
+def test_an_expert_id_past_the_layer_is_an_error(kernel: native.MoeExpertsKernel) -> None:
+    x, ids, weights, w13, w2 = _layer(4, 64, 32, 4, 2, torch.float32, seed=7)
+    ids[2, 1] = 4
+    with pytest.raises(RuntimeError, match="local expert id 4 is past the layer's 4 experts"):
+        kernel(torch.empty_like(x), x, ids, weights, w13, w2)
+
+
+def test_int64_ids_give_the_int32_results(kernel: native.MoeExpertsKernel) -> None:
+    x, ids, weights, w13, w2 = _layer(5, 64, 32, 4, 2, torch.float32, seed=9)
+    assert torch.equal(
+        _native(kernel, x, ids.long(), weights, w13, w2), _native(kernel, x, ids, weights, w13, w2)
+    )
+
+
+def test_what_the_kernel_does_not_take_it_declines_and_the_steps_serve(
+    kernel: native.MoeExpertsKernel,
+) -> None:
+    x, ids, weights, w13, w2 = _layer(4, 64, 32, 4, 2, torch.float16, seed=11)
+    out = torch.full_like(x, 7.0)
+    assert not kernel(out, x, ids, weights, w13, w2)  # no float16 dot kernel
+    assert bool((out == 7.0).all())  # nothing written
+    assert torch.equal(OPS.experts(x, ids, weights, w13, w2), _steps(x, ids, weights, w13, w2))
+    x, ids, weights, w13, w2 = _layer(4, 64, 32, 4, 2, torch.float32, seed=11)
+    strided = w13.transpose(1, 2).contiguous().transpose(1, 2)  # same values, not contiguous
+    assert not kernel(torch.empty_like(x), x, ids, weights, strided, w2)
+    torch.testing.assert_close(
+        OPS.experts(x, ids, weights, strided, w2), _steps(x, ids, weights, w13, w2)
+    )
+
+
+def test_the_host_ops_take_the_kernel(kernel: native.MoeExpertsKernel) -> None:
+    args = _layer(16, 256, 64, 8, 2, torch.float32, seed=13)
+    assert torch.equal(OPS.experts(*args), _native(kernel, *args))
