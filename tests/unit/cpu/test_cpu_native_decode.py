@@ -120,11 +120,13 @@ def test_native_decode_matches_torch_path_across_gqa_ratios(
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(("head_size", "block_size"), [(64, 128), (128, 16), (32, 1), (80, 5)])
+@pytest.mark.parametrize(
+    ("head_size", "block_size"), [(64, 128), (128, 16), (32, 1), (32, 16), (80, 5), (48, 7)]
+)
 def test_native_decode_matches_torch_path_across_head_and_block_sizes(
     kernel: native.DecodeKernel, dtype: torch.dtype, head_size: int, block_size: int
 ) -> None:
-    # 64 and 128 take the compile-time head sizes; 32 and 80 the generic loop.
+    # 32, 64 and 128 take the compile-time head sizes; 48 and 80 the generic loop.
     _close(*_both(*_batch([3, 17, 40, 129], 12, 4, head_size, block_size, dtype, seed=head_size)))
 
 

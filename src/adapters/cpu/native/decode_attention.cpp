@@ -117,7 +117,7 @@ inline void weigh(const float* w, const float* v, int64_t n, int64_t head_size, 
 
 // -- fixed head sizes: K and V read straight from the cache, the group's heads in tiles --
 //
-// For head sizes 64 and 128 each K and V row is converted to float32 in registers once
+// For head sizes 32, 64 and 128 each K and V row is converted to float32 in registers once
 // and used by a tile of up to kMaxTile query heads of the group (accumulators held in
 // registers), instead of being copied to float32 scratch and read again per head. The
 // arithmetic per head is the same, in the same order (the q . k lanes, hsum, the V sums
@@ -331,7 +331,8 @@ void decode_kernel(const at::Tensor& out, const at::Tensor& query, const at::Ten
   const int64_t ts0 = block_table.stride(0), ts1 = block_table.stride(1);
 
   at::parallel_for(0, num_seqs * num_kv_heads, 1, [&](int64_t begin, int64_t end) {
-    Scratch scratch(group, head_size, chunk, head_size != 64 && head_size != 128);
+    Scratch scratch(group, head_size, chunk,
+                    head_size != 32 && head_size != 64 && head_size != 128);
     std::vector<const T*> q_rows(group);
     std::vector<T*> o_rows(group);
     for (int64_t pair = begin; pair < end; ++pair) {
@@ -347,7 +348,9 @@ void decode_kernel(const at::Tensor& out, const at::Tensor& query, const at::Ten
             vs1, table + b * ts0, ts1, block_size, lens[b], group, head_size, chunk, scale,
             scratch);
       };
-      if (head_size == 64) {
+      if (head_size == 32) {
+        run(std::integral_constant<int64_t, 32>{});
+      } else if (head_size == 64) {
         run(std::integral_constant<int64_t, 64>{});
       } else if (head_size == 128) {
         run(std::integral_constant<int64_t, 128>{});
