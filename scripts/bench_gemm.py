@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--small", action="store_true",
                    help="a decode step's GEMMs: the host's small GEMM against packed oneDNN")
     p.add_argument("--small-weights", action="store_true",
-                   help="per call at 3-16 rows: the small GEMM against packed oneDNN, by size")
+                   help="per call at 3-16 rows: the small GEMM against packed oneDNN by weight size")
     p.add_argument("--repeats", type=int, default=30)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
