@@ -19,11 +19,6 @@ and down, then the LM head: 49 calls, each weight read from memory, as in the mo
 with the host's small GEMM over the dense weights (`ascend_host_native::small_gemm`,
 one or two rows) against oneDNN over the packed ones, steps alternated, and reports
 ms per step, the GB/s of weight read, and the largest difference from a float64 sum.
-
-`--small-weights` times single calls at 4, 8 and 16 rows (`--tokens`) on small weights
-(the small Qwen3-MoE's qkv, o and router gate, the 87M Llama's o and qkv): the small GEMM
-against oneDNN over the pack, alternated, in us: where the host's native GEMM takes the
-small GEMM past two rows (`kSmallGemmMaxWork` in small_gemm.h).
 """
 
 from __future__ import annotations
@@ -92,53 +87,14 @@ def pack_hint_ab(dtypes: list[str], tokens: list[int], hint: int, repeats: int) 
                       f"{b:>8.3f} {a / b:>6.2f} {float(diff):>10.2e}", flush=True)
 
 
-def alternated(runs: dict[str, Callable[[], Any]], repeats: int) -> list[float]:
-    """Median ms of each run, the runs alternated call by call after 3 warm-ups each."""
-    times: dict[str, list[float]] = {key: [] for key in runs}
-    for _ in range(3):
-        for run in runs.values():
-            run()
-    for _ in range(repeats):
-        for key, run in runs.items():
-            start = time.perf_counter()
-            run()
-            times[key].append(time.perf_counter() - start)
-    return [statistics.median(times[key]) * 1e3 for key in runs]
-
-
-def native_small_gemm() -> Any:
+def small_gemm_ab(dtypes: list[str], tokens: list[int], repeats: int) -> None:
+    """A decode step's 49 GEMMs: the small GEMM against oneDNN over the packs, alternated."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from adapters.cpu import native
 
     if native.packed_linear() is None:
         raise SystemExit("the host's native kernels did not build here (see the INFO log)")
-    return torch.ops.ascend_host_native.small_gemm
-
-
-# (K, N) of the small Qwen3-MoE's qkv, o and router gate, and of the 87M Llama's o and qkv.
-SMALL_WEIGHTS = [(256, 384), (256, 256), (256, 8), (768, 768), (768, 1280)]
-
-
-def small_weights_ab(dtypes: list[str], tokens: list[int], repeats: int) -> None:
-    """Per call, 3-16 rows: the small GEMM against oneDNN over the pack, by weight size."""
-    small = native_small_gemm()
-    print(f"{'dtype':<9} {'K x N':>10} {'M':>3} {'small us':>9} {'oneDNN us':>10} {'speedup':>8}")
-    gen = torch.Generator().manual_seed(0)
-    for dtype in (getattr(torch, d) for d in dtypes):
-        for k, n in SMALL_WEIGHTS:
-            w = (torch.randn(n, k, generator=gen) * 0.05).to(dtype)
-            packed = torch.ops.mkldnn._reorder_linear_weight(w)
-            for m in tokens:
-                x = torch.randn(m, k, generator=gen).to(dtype)
-                runs = {"small": lambda: small(x, w, None), "onednn": lambda: onednn(x, packed)}  # noqa: B023
-                a, b = alternated(runs, repeats)
-                print(f"{str(dtype).removeprefix('torch.'):<9} {f'{k}x{n}':>10} {m:>3} "
-                      f"{a * 1e3:>9.1f} {b * 1e3:>10.1f} {b / a:>7.2f}x", flush=True)
-
-
-def small_gemm_ab(dtypes: list[str], tokens: list[int], repeats: int) -> None:
-    """A decode step's 49 GEMMs: the small GEMM against oneDNN over the packs, alternated."""
-    small = native_small_gemm()
+    small = torch.ops.ascend_host_native.small_gemm
     layers = [SHAPES_87M[name] for name in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")]
     step = layers * 12 + [SHAPES_87M["lm_head"]]
     print(f"{'dtype':<9} {'M':>3} {'small ms':>9} {'GB/s':>6} {'oneDNN ms':>10} {'GB/s':>6} "
@@ -160,7 +116,16 @@ def small_gemm_ab(dtypes: list[str], tokens: list[int], repeats: int) -> None:
                 "small": lambda: [small(xs[k], w, None) for (k, _), w in zip(step, weights, strict=True)],  # noqa: B023, E501
                 "onednn": lambda: [onednn(xs[k], p) for (k, _), p in zip(step, packs, strict=True)],  # noqa: B023
             }
-            a, b = alternated(runs, repeats)
+            times: dict[str, list[float]] = {key: [] for key in runs}
+            for _ in range(3):
+                for run in runs.values():
+                    run()
+            for _ in range(repeats):
+                for key, run in runs.items():
+                    start = time.perf_counter()
+                    run()
+                    times[key].append(time.perf_counter() - start)
+            a, b = (statistics.median(times[key]) * 1e3 for key in ("small", "onednn"))
             print(f"{str(dtype).removeprefix('torch.'):<9} {m:>3} {a:>9.2f} {size / a / 1e6:>6.1f} "
                   f"{b:>10.2f} {size / b / 1e6:>6.1f} {b / a:>7.2f}x {err['small']:>10.2e} "
                   f"{err['onednn']:>10.2e}", flush=True)
@@ -176,17 +141,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="A/B: packing without a batch-size hint against packing for M rows")
     p.add_argument("--small", action="store_true",
                    help="a decode step's GEMMs: the host's small GEMM against packed oneDNN")
-    p.add_argument("--small-weights", action="store_true",
-                   help="per call at 3-16 rows: the small GEMM against packed oneDNN by weight size")
     p.add_argument("--repeats", type=int, default=30)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.small:
         small_gemm_ab(args.dtypes, [m for m in args.tokens if m <= 2] or [1, 2], args.repeats)
-        return 0
-    if args.small_weights:
-        small_weights_ab(args.dtypes, [m for m in args.tokens if 2 < m <= 16] or [4, 8, 16],
-                         max(args.repeats, 200))
         return 0
     if args.pack_hint is not None:
         pack_hint_ab(args.dtypes, args.tokens, args.pack_hint, args.repeats)

@@ -68,9 +68,8 @@ def packed_linear() -> Any | None:
     """torch.ops.ascend_host_native.packed_linear.default, or None where it cannot be built.
 
     Signature: (x, weight, bias) -> x @ weight.T + bias, float32 or bf16 on a CPU with
-    oneDNN. One or two rows of x, or up to 16 of a small product: the small GEMM over
-    the dense weight (small_gemm.cpp, where this CPU's build has it); more: oneDNN, with
-    the weight packed once into its
+    oneDNN. One or two rows of x: the small GEMM over the dense weight (small_gemm.cpp,
+    where this CPU's build has it); more: oneDNN, with the weight packed once into its
     layout and cached by the op (again after an in-place change). A meta kernel gives
     its shape under torch.compile.
     """

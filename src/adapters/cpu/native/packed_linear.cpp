@@ -1,8 +1,8 @@
-// The host's unquantized GEMM as one native op: oneDNN's linear over a weight packed once
-// into oneDNN's blocked layout, the pack cached here; at one or two rows, and at a few
-// rows of a small product, the small GEMM over the dense weight (small_gemm.cpp).
+// The host's unquantized GEMM as one native op: past two rows of x, oneDNN's linear over
+// a weight packed once into oneDNN's blocked layout, the pack cached here; at one or two
+// rows, the small GEMM over the dense weight (small_gemm.cpp).
 //
-// On oneDNN, the same two torch ops the Python kernel of ascend_host::packed_linear
+// Past two rows, the same two torch ops the Python kernel of ascend_host::packed_linear
 // calls (mkldnn::_reorder_linear_weight once per weight, mkldnn::_linear_pointwise per
 // call), so the numbers are the same bits; what goes is the Python around them: the compiled
 // graph calls this op 49 times a step (the 87M Llama), and at a 64 x 64 bf16 weight a
@@ -79,14 +79,12 @@ at::Tensor packed_for(const at::Tensor& weight) {
 
 // One or two rows of x (decode at batch 1 or 2): the small GEMM over the dense weight,
 // bound by reading the weight, which it streams faster than oneDNN's kernels read the
-// pack (small_gemm.cpp); up to 16 rows of a small product too, where oneDNN's per-call
-// work dominates. More rows, and inputs it does not take: oneDNN over the pack.
+// pack (small_gemm.cpp). More rows, and inputs it does not take: oneDNN over the pack.
 at::Tensor packed_linear(const at::Tensor& x, const at::Tensor& weight,
                          const std::optional<at::Tensor>& bias) {
   if (x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1) && x.numel() > 0) {
     const at::Tensor x2d = x.reshape({-1, x.size(-1)});
-    if (ascend_host::small_gemm_fits(x2d, weight, bias) &&
-        ascend_host::small_gemm_preferred(x2d, weight)) {
+    if (ascend_host::small_gemm_fits(x2d, weight, bias)) {
       auto sizes = x.sizes().vec();
       sizes.back() = weight.size(0);
       return ascend_host::small_gemm(x2d, weight, bias).view(sizes);

@@ -28,9 +28,8 @@ OP_NAME = "ascend_host::packed_linear"
 _packed_by_weight: dict[int, tuple[weakref.ref[torch.Tensor], int, torch.Tensor]] = {}
 _active_dtypes: tuple[torch.dtype, ...] = ()  # what the host GEMM serves, once in place
 # The native build's GEMM and pack ops (adapters/cpu/native/packed_linear.cpp), once
-# prepack_weights has found them built: the same two oneDNN calls with the pack cache in
-# C++; at one or two rows of x, or a few of a small product, the small GEMM over the
-# dense weight.
+# prepack_weights has found them built: past two rows of x the same two oneDNN calls
+# with the pack cache in C++; at one or two rows the small GEMM over the dense weight.
 _native_linear: Any = None
 _native_pack: Any = None
 
