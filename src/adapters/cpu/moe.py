@@ -27,7 +27,30 @@ class CpuMoeOps(MoeOps):
         routing: Routing,
         correction_bias: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Scores in float32, as the models compute them (HF and vLLM alike)."""
+        """Scores in float32, as the models compute them (HF and vLLM alike).
+
+        Plain top-k (no groups, no bias) goes to the native op where it is built: the same
+        torch kernels and float32 steps in one call, so the same bits (moe_route.cpp).
+        """
+        if not routing.grouped and correction_bias is None and router_logits.dim() == 2:
+            kernel = native.moe_route()
+            if kernel is not None:
+                return kernel(
+                    router_logits,
+                    routing.top_k,
+                    routing.scoring is Scoring.SIGMOID,
+                    routing.renormalize,
+                    routing.routed_scaling_factor,
+                )
+        return self._route(router_logits, routing, correction_bias)
+
+    def _route(
+        self,
+        router_logits: torch.Tensor,
+        routing: Routing,
+        correction_bias: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The routing in torch ops, every rule."""
         logits = router_logits.to(_F32)
         softmax = routing.scoring is Scoring.SOFTMAX
         scores = logits.softmax(dim=-1) if softmax else logits.sigmoid()

@@ -1,5 +1,5 @@
-"""The host's native kernels (decode attention, KV write, packed GEMM, MoE experts): built
-from the .cpp files here on first use.
+"""The host's native kernels (decode attention, KV write, packed GEMM, MoE routing and
+experts): built from the .cpp files here on first use.
 
 Compiled with torch.utils.cpp_extension into torch's extensions directory (cached
 there; rebuilt when the source or flags change). Where there is no compiler or the
@@ -27,6 +27,7 @@ _SOURCES = [
         "packed_linear.cpp",
         "small_gemm.cpp",
         "moe_experts.cpp",
+        "moe_route.cpp",
     )
 ]
 # -fopenmp compiles at::parallel_for's OpenMP loop and the simd reductions; nothing
@@ -36,6 +37,7 @@ _CFLAGS = ["-O3", "-march=native", "-fopenmp"]
 DecodeKernel = Callable[..., None]
 KvWriteKernel = Callable[..., None]
 MoeExpertsKernel = Callable[..., bool]
+MoeRouteKernel = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 _library: object | None = None  # torch.ops.ascend_host_native once built
 _tried = False
 
@@ -98,6 +100,17 @@ def moe_experts() -> MoeExpertsKernel | None:
     """
     library = _built()
     return None if library is None else library.moe_experts  # type: ignore[attr-defined]
+
+
+def moe_route() -> MoeRouteKernel | None:
+    """torch.ops.ascend_host_native.moe_route, or None where it cannot be built.
+
+    Signature: (router_logits [T, E], top_k, sigmoid, renormalize, routed_scaling_factor)
+    -> (weights [T, k] float32, ids [T, k] int32): plain top-k routing (no expert groups,
+    no correction bias) with CpuMoeOps.route's bits, torch's softmax, sigmoid and topk.
+    """
+    library = _built()
+    return None if library is None else library.moe_route  # type: ignore[attr-defined]
 
 
 def _built() -> object | None:

@@ -142,6 +142,22 @@ def _eligible(weight: torch.Tensor, dtypes: tuple[torch.dtype, ...]) -> bool:
     )
 
 
+def _serves(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    dtypes: tuple[torch.dtype, ...],
+) -> bool:
+    """Whether the host GEMM takes this call: a dense 2-D CPU weight of `dtypes`, and x and
+    bias of its dtype on the CPU; anything else goes to vLLM's own GEMM."""
+    return (
+        _eligible(weight, dtypes)
+        and x.dtype == weight.dtype
+        and x.device.type == "cpu"
+        and (bias is None or bias.dtype == weight.dtype)
+    )
+
+
 def _plain_version(weight: torch.Tensor) -> int:
     """_version with torch-function subclasses' hooks off: vLLM's weights are Parameter
     subclasses whose Python __torch_function__ would run for this read, per GEMM per step."""
@@ -210,12 +226,15 @@ def make_host_gemm(dtypes: tuple[torch.dtype, ...], fallback: Any) -> Any:
         weight: torch.Tensor,
         bias: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        if (
-            not _eligible(weight, dtypes)
-            or x.dtype != weight.dtype
-            or x.device.type != "cpu"
-            or (bias is not None and bias.dtype != weight.dtype)
-        ):
+        if _native_linear is not None and not torch.compiler.is_compiling():
+            # Eager with the native build: the graph's op, on the plain alias. The checks
+            # with vLLM's Parameter hooks off: each attribute read of its weight would
+            # run its Python __torch_function__ (about 15 us a call, per eager GEMM).
+            with torch._C.DisableTorchFunctionSubclass():
+                if _serves(x, weight, bias, dtypes):
+                    return _native_linear(x, _alias_of(layer, weight), bias)  # type: ignore[no-any-return]
+            return fallback(layer, x, weight, bias)
+        if not _serves(x, weight, bias, dtypes):
             return fallback(layer, x, weight, bias)
         if torch.compiler.is_compiling():
             # The plain alias prepack_weights made: a vLLM parameter would run its
@@ -223,10 +242,6 @@ def make_host_gemm(dtypes: tuple[torch.dtype, ...], fallback: Any) -> Any:
             # reloads weights in place, which the alias shares (storage, version).
             plain = getattr(layer, _PLAIN, weight)
             return (_native_linear or op)(x, plain, bias)  # type: ignore[no-any-return]
-        if _native_linear is not None:  # eager with the native build: the graph's op
-            dense = _alias_of(layer, weight)
-            with torch._C.DisableTorchFunctionSubclass():
-                return _native_linear(x, dense, bias)  # type: ignore[no-any-return]
         packed = packed_weight(layer, weight)
         return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 

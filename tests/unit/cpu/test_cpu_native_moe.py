@@ -1,5 +1,6 @@
-"""The native host MoE experts against CpuMoeOps' three steps (permute, grouped_mlp,
-unpermute): the same roundings, the GEMMs' sums in the kernel's own order."""
+"""The native host MoE ops: the experts against CpuMoeOps' three steps (permute,
+grouped_mlp, unpermute): the same roundings, the GEMMs' sums in the kernel's own order;
+plain top-k routing against the torch route, bit for bit."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import torch
 
 from adapters.cpu import native
 from adapters.cpu.moe import CpuMoeOps
-from ports.moe import MoeOps, Routing
+from ports.moe import MoeOps, Routing, Scoring
 from support.native_kernels import built_or_skip
 
 OPS = CpuMoeOps()
@@ -128,3 +129,58 @@ def test_what_the_kernel_does_not_take_it_declines_and_the_steps_serve(
 def test_the_host_ops_take_the_kernel(kernel: native.MoeExpertsKernel) -> None:
     args = _layer(16, 256, 64, 8, 2, torch.float32, seed=13)
     assert torch.equal(OPS.experts(*args), _native(kernel, *args))
+
+
+@pytest.fixture(scope="module")
+def route_kernel() -> native.MoeRouteKernel:
+    return built_or_skip(native.moe_route(), "MoE routing", "the torch route")
+
+
+@pytest.mark.parametrize(("tokens", "experts", "top_k"), [(1, 8, 2), (5, 64, 8), (64, 128, 4)])
+@pytest.mark.parametrize("scoring", [Scoring.SOFTMAX, Scoring.SIGMOID])
+@pytest.mark.parametrize(("renormalize", "scaling"), [(False, 1.0), (True, 1.0), (True, 2.5)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_plain_top_k_routing_is_the_torch_routes_bits(
+    route_kernel: native.MoeRouteKernel,
+    tokens: int,
+    experts: int,
+    top_k: int,
+    scoring: Scoring,
+    renormalize: bool,
+    scaling: float,
+    dtype: torch.dtype,
+) -> None:
+    gen = torch.Generator().manual_seed(tokens * experts + top_k)
+    logits = torch.randn(tokens, experts, generator=gen).to(dtype)
+    routing = Routing(
+        top_k=top_k, scoring=scoring, renormalize=renormalize, routed_scaling_factor=scaling
+    )
+    weights, ids = OPS.route(logits, routing)  # through the native op
+    want_weights, want_ids = OPS._route(logits, routing, None)
+    assert (weights.dtype, ids.dtype) == (torch.float32, torch.int32)
+    assert torch.equal(ids, want_ids)
+    assert torch.equal(weights.view(torch.int32), want_weights.view(torch.int32))
+    got = route_kernel(logits, top_k, scoring is Scoring.SIGMOID, renormalize, scaling)
+    assert torch.equal(got[0], weights) and torch.equal(got[1], ids)
+
+
+def test_grouped_or_biased_routing_keeps_the_torch_route(
+    route_kernel: native.MoeRouteKernel,
+) -> None:
+    """The op has no expert groups or correction bias: those rules stay in torch ops."""
+    logits = torch.randn(6, 16, generator=torch.Generator().manual_seed(1))
+    bias = torch.linspace(-1, 1, 16)
+    grouped = Routing(top_k=2, scoring=Scoring.SIGMOID, num_expert_group=4, topk_group=2)
+    plain = Routing(top_k=2, scoring=Scoring.SIGMOID)
+    for routing, correction in ((grouped, None), (plain, bias)):
+        weights, ids = OPS.route(logits, routing, correction)
+        want_weights, want_ids = OPS._route(logits, routing, correction)
+        assert torch.equal(ids, want_ids) and torch.equal(weights, want_weights)
+    # the bias moves the choice: the plain op, which has none, would pick otherwise
+    biased_ids = OPS.route(logits, plain, bias)[1]
+    assert not torch.equal(biased_ids, route_kernel(logits, 2, True, False, 1.0)[1])
+
+
+def test_routing_refuses_a_top_k_past_the_experts(route_kernel: native.MoeRouteKernel) -> None:
+    with pytest.raises(RuntimeError, match="1 <= top_k <= E"):
+        route_kernel(torch.randn(2, 4), 5, False, True, 1.0)
