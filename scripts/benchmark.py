@@ -315,7 +315,8 @@ def print_report(report: dict[str, Any]) -> None:
             print(f"{r['dtype']:<9} {r['batch']:>5} "
                   + " ".join(f"{r['sides'][x]['tok_s']:>14.1f}" for x in sides) + " "
                   + " ".join(f"{r['ratios'][k]:>15.2f}" for k in ratio_keys)
-                  + f" {same:>20} {threads:>9} {load:>13}" + ("" if ok else "  LENGTHS OR REPEATED IDS WRONG"))
+                  + f" {same:>20} {threads:>9} {load:>13}"
+                  + ("" if ok else "  LENGTHS OR REPEATED IDS WRONG"))
         modes = {x: report["throughput"][0]["sides"][x]["compile_mode"] for x in sides}
         print("compile mode: " + ", ".join(f"{k} {v}" for k, v in modes.items()))
     if report.get("startup"):
