@@ -5,6 +5,7 @@
 // a row's numbers do not depend on its batch.
 #pragma once
 
+#include <c10/core/ScalarType.h>
 #include <c10/util/BFloat16.h>
 
 #include <cstdint>
@@ -21,6 +22,19 @@
 
 namespace ascend_host {
 namespace dot {
+
+// Whether this build has a dot kernel for `dtype` (float32, bf16; see the flags above).
+inline bool has_kernel(c10::ScalarType dtype) {
+#if defined(ASCEND_SMALL_GEMM_BF16)
+  if (dtype == c10::kBFloat16) return true;
+#endif
+#if defined(ASCEND_SMALL_GEMM_F32)
+  return dtype == c10::kFloat;
+#else
+  (void)dtype;
+  return false;
+#endif
+}
 
 #if defined(ASCEND_SMALL_GEMM_F32)
 // Chunk loads and the multiply-add of one chunk, per dtype: 16 floats, or 32 bf16 as

@@ -189,13 +189,7 @@ void run(const at::Tensor& out, const at::Tensor& hidden, const at::Tensor& weig
 bool fits(const at::Tensor& out, const at::Tensor& hidden, const at::Tensor& ids,
           const at::Tensor& weights, const at::Tensor& w13, const at::Tensor& w2) {
   const auto dtype = hidden.scalar_type();
-  bool kernel = false;
-#if defined(ASCEND_SMALL_GEMM_F32)
-  kernel = kernel || dtype == at::kFloat;
-#endif
-#if defined(ASCEND_SMALL_GEMM_BF16)
-  kernel = kernel || dtype == at::kBFloat16;
-#endif
+  const bool kernel = ascend_host::dot::has_kernel(dtype);
   if (!kernel || hidden.dim() != 2 || ids.dim() != 2 || w13.dim() != 3 || w2.dim() != 3 ||
       out.dim() != 2) {
     return false;

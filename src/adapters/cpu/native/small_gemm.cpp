@@ -68,13 +68,7 @@ void run_rows(const at::Tensor& x, const at::Tensor& weight,
 bool small_gemm_fits(const at::Tensor& x2d, const at::Tensor& weight,
                      const std::optional<at::Tensor>& bias) {
   const auto dtype = weight.scalar_type();
-  bool kernel = false;
-#if defined(ASCEND_SMALL_GEMM_F32)
-  kernel = kernel || dtype == at::kFloat;
-#endif
-#if defined(ASCEND_SMALL_GEMM_BF16)
-  kernel = kernel || dtype == at::kBFloat16;
-#endif
+  const bool kernel = dot::has_kernel(dtype);
   return kernel && x2d.dim() == 2 && x2d.scalar_type() == dtype && x2d.size(0) >= 1 &&
          x2d.size(0) <= kSmallGemmMaxRows && x2d.stride(1) == 1 && weight.dim() == 2 &&
          weight.layout() == at::kStrided && weight.is_contiguous() &&
