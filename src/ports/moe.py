@@ -121,3 +121,9 @@ class MoeOps(abc.ABC):
         rows, permutation = self.permute(hidden, local_ids, w13.shape[0])
         out_rows = self.grouped_mlp(rows, permutation.group_sizes, w13, w2)
         return self.unpermute(out_rows, permutation, weights)
+
+    def traces_in_graph(self, w13: torch.Tensor, w2: torch.Tensor) -> bool:
+        """Whether a compiled graph can trace `route` and `experts` over these weights:
+        ops with shape functions only, nothing read back to the host. Default False:
+        the MoE layer stays one opaque op that the graph calls."""
+        return False

@@ -110,11 +110,16 @@ class CpuMoeOps(MoeOps):
         (bf16 measured bit for bit the loop's, float32 within a rounding step).
         """
         kernel = native.moe_experts()
-        if kernel is not None:
-            out = torch.empty(hidden.shape, dtype=hidden.dtype)
-            if kernel(out, hidden, local_ids, weights, w13, w2):
-                return out
+        if kernel is not None and native.moe_experts_takes(hidden, local_ids, weights, w13, w2):
+            return kernel(hidden, local_ids, weights, w13, w2)
         return super().experts(hidden, local_ids, weights, w13, w2)
+
+    def traces_in_graph(self, w13: torch.Tensor, w2: torch.Tensor) -> bool:
+        """Where the native experts take the weights: route is torch ops or the native
+        route, and the experts one native op, all with shape functions. The three steps'
+        loop reads the group sizes back (a graph break), so other weights stay opaque.
+        Called at load, so the native build is made then, not inside a graph's tracing."""
+        return native.moe_experts() is not None and native.moe_experts_take_weights(w13, w2)
 
     def unpermute(
         self, rows: torch.Tensor, permutation: Permutation, weights: torch.Tensor

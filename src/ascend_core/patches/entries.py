@@ -118,6 +118,20 @@ ENTRIES = (
             "vllm.v1.watermarking.gpu_sampler:apply_top_k_top_p",
         ),
     ),
+    PatchSpec(
+        id="host-moe-direct-entry",
+        target="vllm.model_executor.layers.fused_moe.runner.moe_runner:MoERunner._select_forward",
+        versions=VLLM_0_33,
+        when=Condition(device_kinds={HOST}),
+        reason=(
+            "On an out-of-tree platform vLLM enters every MoE layer through its opaque "
+            "moe_forward op, so the compiled graph stops there and the runner's Python "
+            "runs eagerly at each layer (about 100 us on the host); the host calls the "
+            "runner directly, as vLLM's CPU platform does, where the layer's method says "
+            "its ops trace."
+        ),
+        apply="adapters.vllm.patches.moe_entry:call_traced_moe_directly",
+    ),
 )
 
 REGISTRY = PatchRegistry(ENTRIES)

@@ -91,6 +91,27 @@ def test_the_plugin_serves(served) -> None:  # type: ignore[no-untyped-def]
     assert moe_methods == ({AscendUnquantizedFusedMoEMethod} if style in MOE_STYLES else set())
 
 
+def test_the_host_calls_its_moe_layers_directly(served) -> None:  # type: ignore[no-untyped-def]
+    """Where the native experts take the weights, each MoE method says its ops trace, and
+    the runner enters the layer through the host's patched entry, which then calls vLLM's
+    `_moe_forward` itself rather than the opaque moe_forward op (patch host-moe-direct-entry):
+    the parity cases here run on that path, compiled and eager."""
+    from vllm.model_executor.layers.fused_moe.runner import moe_runner
+
+    from adapters.cpu import native
+
+    style, _, _, llm = served
+    if style not in MOE_STYLES:
+        pytest.skip("no MoE layers")
+    model = llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
+    runners = [m for m in model.modules() if isinstance(m, moe_runner.MoERunner)]
+    assert runners
+    for runner in runners:
+        method = runner.routed_experts.quant_method
+        assert method.traced_in_graph == (native.moe_experts() is not None)
+        assert runner._forward_entry.__name__ == "moe_entry"
+
+
 def test_the_host_gemm_weights_are_packed_at_load(served) -> None:  # type: ignore[no-untyped-def]
     """Every unquantized linear layer and the LM head hold their packed oneDNN weight
     from the load on (host_linear.prepack_weights), the one the GEMM then reads, and a

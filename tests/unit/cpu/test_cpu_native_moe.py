@@ -38,9 +38,8 @@ def _steps(*args: torch.Tensor) -> torch.Tensor:
 
 
 def _native(kernel: native.MoeExpertsKernel, *args: torch.Tensor) -> torch.Tensor:
-    out = torch.full(args[0].shape, float("nan"), dtype=args[0].dtype)
-    assert kernel(out, *args)
-    return out
+    assert native.moe_experts_takes(*args)
+    return kernel(*args)
 
 
 # (tokens, hidden, inter, experts, top_k): decode and prefill sizes of the benchmark's small
@@ -100,7 +99,7 @@ def test_an_expert_id_past_the_layer_is_an_error(kernel: native.MoeExpertsKernel
     x, ids, weights, w13, w2 = _layer(4, 64, 32, 4, 2, torch.float32, seed=7)
     ids[2, 1] = 4
     with pytest.raises(RuntimeError, match="local expert id 4 is past the layer's 4 experts"):
-        kernel(torch.empty_like(x), x, ids, weights, w13, w2)
+        kernel(x, ids, weights, w13, w2)
 
 
 def test_int64_ids_give_the_int32_results(kernel: native.MoeExpertsKernel) -> None:
@@ -114,16 +113,50 @@ def test_what_the_kernel_does_not_take_it_declines_and_the_steps_serve(
     kernel: native.MoeExpertsKernel,
 ) -> None:
     x, ids, weights, w13, w2 = _layer(4, 64, 32, 4, 2, torch.float16, seed=11)
-    out = torch.full_like(x, 7.0)
-    assert not kernel(out, x, ids, weights, w13, w2)  # no float16 dot kernel
-    assert bool((out == 7.0).all())  # nothing written
+    assert not native.moe_experts_takes(x, ids, weights, w13, w2)  # no float16 dot kernel
+    assert not OPS.traces_in_graph(w13, w2)  # the steps' loop would break a graph
+    with pytest.raises(RuntimeError, match=r"check native\.moe_experts_takes before calling"):
+        kernel(x, ids, weights, w13, w2)
     assert torch.equal(OPS.experts(x, ids, weights, w13, w2), _steps(x, ids, weights, w13, w2))
     x, ids, weights, w13, w2 = _layer(4, 64, 32, 4, 2, torch.float32, seed=11)
+    assert OPS.traces_in_graph(w13, w2)
     strided = w13.transpose(1, 2).contiguous().transpose(1, 2)  # same values, not contiguous
-    assert not kernel(torch.empty_like(x), x, ids, weights, strided, w2)
+    assert not native.moe_experts_takes(x, ids, weights, strided, w2)
+    assert not OPS.traces_in_graph(strided, w2)
+    with pytest.raises(RuntimeError, match="moe_experts: takes hidden"):
+        kernel(x, ids, weights, strided, w2)
     torch.testing.assert_close(
         OPS.experts(x, ids, weights, strided, w2), _steps(x, ids, weights, w13, w2)
     )
+
+
+def test_the_shape_functions_keep_the_token_count_symbolic(
+    kernel: native.MoeExpertsKernel, route_kernel: native.MoeRouteKernel
+) -> None:
+    """The Meta kernels a compiled graph traces with: shapes and dtypes of the CPU ops'
+    results, for any token count (a dynamic batch dimension is not pinned)."""
+    x, ids, weights, w13, w2 = _layer(6, 64, 32, 4, 2, torch.bfloat16, seed=5)
+    routing = Routing(top_k=2, renormalize=True)
+
+    def layer(x: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        weights, ids = OPS.route(logits, routing)
+        return OPS.experts(x, ids, weights, w13, w2)
+
+    compiled = torch.compile(layer, fullgraph=True, dynamic=True, backend="eager")
+
+    def check(tokens: int) -> None:
+        logits = torch.randn(tokens, 4)
+        rows = torch.randn(tokens, 64).to(torch.bfloat16)
+        assert torch.equal(compiled(rows, logits), layer(rows, logits))
+
+    check(3)
+    with torch.compiler.set_stance("fail_on_recompile"):  # a pinned size would recompile
+        check(6)
+        check(9)
+    meta = route_kernel(torch.empty(5, 8, device="meta"), 3, False, True, 1.0)
+    assert [(t.shape, t.dtype) for t in meta] == [((5, 3), torch.float32), ((5, 3), torch.int32)]
+    out = kernel(*(t.to("meta") for t in (x, ids, weights, w13, w2)))
+    assert (out.shape, out.dtype, out.device.type) == (x.shape, x.dtype, "meta")
 
 
 def test_the_host_ops_take_the_kernel(kernel: native.MoeExpertsKernel) -> None:

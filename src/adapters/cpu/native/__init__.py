@@ -36,10 +36,11 @@ _CFLAGS = ["-O3", "-march=native", "-fopenmp"]
 
 DecodeKernel = Callable[..., None]
 KvWriteKernel = Callable[..., None]
-MoeExpertsKernel = Callable[..., bool]
+MoeExpertsKernel = Callable[..., torch.Tensor]
 MoeRouteKernel = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 _library: object | None = None  # torch.ops.ascend_host_native once built
 _tried = False
+_dot_dtypes: frozenset[torch.dtype] = frozenset()  # the build's dot kernels (has_dot_kernel)
 
 
 def decode_attention() -> DecodeKernel | None:
@@ -90,16 +91,54 @@ def pack_linear_weight() -> Any | None:
 def moe_experts() -> MoeExpertsKernel | None:
     """torch.ops.ascend_host_native.moe_experts, or None where it cannot be built.
 
-    Signature: (out, hidden, local_ids, weights, w13, w2) -> bool, with hidden/out [T, H]
-    (rows contiguous), local_ids [T, k] int32 or int64 (-1: an expert on another rank,
-    left out), weights [T, k] float32, w13 [E, 2I, H] and w2 [E, H, I] contiguous, one
-    float32 or bf16 dtype. Writes out = each token's slots through their experts' SwiGLU
+    Signature: (hidden, local_ids, weights, w13, w2) -> out, with hidden/out [T, H],
+    local_ids [T, k] (-1: an expert on another rank, left out), weights [T, k] float32,
+    w13 [E, 2I, H] and w2 [E, H, I]: each token's slots through their experts' SwiGLU
     MLPs, summed with the weights (CpuMoeOps' permute, grouped_mlp and unpermute, with
-    its roundings); False (nothing written) where it does not apply: another dtype or
-    layout, a CPU whose build has no dot kernel for the dtype.
+    its roundings). A functional op with a Meta kernel, so a compiled graph can call
+    it; it raises for inputs `moe_experts_takes` declines, so check that first.
     """
     library = _built()
     return None if library is None else library.moe_experts  # type: ignore[attr-defined]
+
+
+def moe_experts_takes(
+    hidden: torch.Tensor,
+    local_ids: torch.Tensor,
+    weights: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+) -> bool:
+    """Whether moe_experts takes these inputs: CPU tensors; hidden [T, H] with contiguous
+    rows, of a dtype this CPU's build has a dot kernel for (float32, bf16 with AVX-512
+    BF16); w13 [E, 2I, H] and w2 [E, H, I] contiguous, of hidden's dtype; local_ids int32
+    or int64 and weights float32, both contiguous [T, k]. Metadata only, so a compiled
+    graph guards on it rather than calling anything."""
+    return (
+        moe_experts_take_weights(w13, w2)
+        and hidden.dtype == w13.dtype
+        and hidden.device.type == "cpu"
+        and hidden.dim() == 2
+        and hidden.stride(1) == 1
+        and local_ids.dtype in (torch.int32, torch.int64)
+        and local_ids.dim() == 2
+        and local_ids.is_contiguous()
+        and weights.dtype == torch.float32
+        and weights.is_contiguous()
+    )
+
+
+def moe_experts_take_weights(w13: torch.Tensor, w2: torch.Tensor) -> bool:
+    """moe_experts_takes' part that depends on the layer's weights alone."""
+    return (
+        w13.dtype in _dot_dtypes
+        and w2.dtype == w13.dtype
+        and w13.device.type == "cpu"
+        and w13.dim() == 3
+        and w2.dim() == 3
+        and w13.is_contiguous()
+        and w2.is_contiguous()
+    )
 
 
 def moe_route() -> MoeRouteKernel | None:
@@ -114,10 +153,15 @@ def moe_route() -> MoeRouteKernel | None:
 
 
 def _built() -> object | None:
-    global _library, _tried
+    global _library, _tried, _dot_dtypes
     if not _tried:
         _tried = True
         _library = _build()
+        if _library is not None:
+            has = _library.has_dot_kernel  # type: ignore[attr-defined]
+            _dot_dtypes = frozenset(
+                dtype for dtype in (torch.float32, torch.bfloat16, torch.float16) if has(dtype)
+            )
     return _library
 
 

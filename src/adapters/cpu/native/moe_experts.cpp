@@ -13,11 +13,13 @@
 // rows are bucketed in one pass (stable, in (token, slot) order, as the loop's sort) and
 // every GEMM is a weight-row stream over the expert's rows, in three parallel regions.
 //
-// Returns false, writing nothing, where it does not apply (`fits`): a dtype this CPU's
-// build has no dot kernel for, a layout it does not read. A local id past the experts is
-// an error; -1 (an expert on another rank) is left out.
+// A functional op with a Meta kernel, so a compiled graph can call it: the caller checks
+// that it applies first (native.moe_experts_takes: a dtype this CPU's build has a dot
+// kernel for, the layouts it reads), and anything else is an error naming the contract,
+// as is a local id past the experts; -1 (an expert on another rank) is left out.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include "dot_kernels.h"
@@ -208,9 +210,16 @@ bool fits(const at::Tensor& out, const at::Tensor& hidden, const at::Tensor& ids
          weights.sizes() == ids.sizes();
 }
 
-bool moe_experts(const at::Tensor& out, const at::Tensor& hidden, const at::Tensor& local_ids,
-                 const at::Tensor& weights, const at::Tensor& w13, const at::Tensor& w2) {
-  if (!fits(out, hidden, local_ids, weights, w13, w2)) return false;
+at::Tensor moe_experts(const at::Tensor& hidden, const at::Tensor& local_ids,
+                       const at::Tensor& weights, const at::Tensor& w13, const at::Tensor& w2) {
+  at::Tensor out = at::empty(hidden.sizes(), hidden.options());
+  TORCH_CHECK(fits(out, hidden, local_ids, weights, w13, w2),
+              "moe_experts: takes hidden [T, H] (rows contiguous) of a dtype this CPU's build ",
+              "has a dot kernel for, local_ids [T, k] int32/int64 and weights [T, k] float32 ",
+              "contiguous, w13 [E, 2I, H] and w2 [E, H, I] contiguous of hidden's dtype; got ",
+              hidden.scalar_type(), " ", hidden.sizes(), ", ids ", local_ids.scalar_type(), " ",
+              local_ids.sizes(), ", w13 ", w13.sizes(), ", w2 ", w2.sizes(),
+              " (check native.moe_experts_takes before calling)");
 #if defined(ASCEND_SMALL_GEMM_F32)
   Layout lay{hidden.size(0), hidden.size(1), local_ids.size(1), w13.size(0), w2.size(2),
              {}, {}, {}};
@@ -227,17 +236,24 @@ bool moe_experts(const at::Tensor& out, const at::Tensor& hidden, const at::Tens
     run<ascend_host::dot::BF16>(out, hidden, weights, w13, w2, lay);
   }
 #endif
-  return true;
-#else
-  return false;
 #endif
+  return out;
 }
+
+// The shape function, for fake tensors (a compiled graph's tracing), in symbolic sizes:
+// reading hidden.sizes() would pin a dynamic token count to the traced one.
+at::Tensor moe_experts_meta(const at::Tensor& hidden, const at::Tensor&, const at::Tensor&,
+                            const at::Tensor&, const at::Tensor&) {
+  return at::empty_symint(hidden.sym_sizes(), hidden.options());
+}
+
+bool has_dot_kernel(at::ScalarType dtype) { return ascend_host::dot::has_kernel(dtype); }
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(ascend_host_native, m) {
-  m.def(
-      "moe_experts(Tensor(a!) out, Tensor hidden, Tensor local_ids, Tensor weights, "
-      "Tensor w13, Tensor w2) -> bool");
+  m.def("moe_experts(Tensor hidden, Tensor local_ids, Tensor weights, Tensor w13, Tensor w2) -> Tensor");
   m.impl("moe_experts", c10::DispatchKey::CPU, &moe_experts);
+  m.impl("moe_experts", c10::DispatchKey::Meta, &moe_experts_meta);
+  m.def("has_dot_kernel(ScalarType dtype) -> bool", &has_dot_kernel);
 }

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <tuple>
+#include <vector>
 
 namespace {
 
@@ -42,6 +43,17 @@ std::tuple<at::Tensor, at::Tensor> moe_route(const at::Tensor& router_logits, in
   return {weights, indices.to(at::kInt)};
 }
 
+// The shape function, for fake tensors (a compiled graph's tracing), in symbolic sizes:
+// reading the token count would pin a dynamic batch dimension to the traced one.
+std::tuple<at::Tensor, at::Tensor> moe_route_meta(const at::Tensor& router_logits, int64_t top_k,
+                                                  bool, bool, double) {
+  TORCH_CHECK(router_logits.dim() == 2 && top_k >= 1, "moe_route: logits [T, E] and top_k >= 1");
+  const std::vector<c10::SymInt> sizes{router_logits.sym_size(0), c10::SymInt(top_k)};
+  const auto options = router_logits.options();
+  return {at::empty_symint(sizes, options.dtype(at::kFloat)),
+          at::empty_symint(sizes, options.dtype(at::kInt))};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(ascend_host_native, m) {
@@ -49,4 +61,5 @@ TORCH_LIBRARY_FRAGMENT(ascend_host_native, m) {
       "moe_route(Tensor router_logits, int top_k, bool sigmoid, bool renormalize, "
       "float routed_scaling_factor) -> (Tensor, Tensor)");
   m.impl("moe_route", c10::DispatchKey::CPU, &moe_route);
+  m.impl("moe_route", c10::DispatchKey::Meta, &moe_route_meta);
 }

@@ -65,6 +65,10 @@ class AscendMoeMethod(FusedMoEMethodBase):
 
     moe_ops: MoeOps
     routing_rule: Routing | None = None
+    # Set at load where the device's ops say a compiled graph can trace this layer's
+    # route and experts (MoeOps.traces_in_graph); the host's MoE entry patch then calls
+    # the runner directly instead of through vLLM's opaque moe_forward op.
+    traced_in_graph: bool = False
 
     def __init__(self, moe: FusedMoEConfig) -> None:
         # FusedMoEMethodBase by name: in a subclass that also derives from one of vLLM's
@@ -135,6 +139,7 @@ class AscendUnquantizedFusedMoEMethod(AscendMoeMethod, UnquantizedFusedMoEMethod
         self.routing_rule = routing_of(layer)
         dtype = str(layer.moe_config.in_dtype).removeprefix("torch.")
         self.moe_ops.check(self.routing_rule, layer.global_num_experts, dtype)
+        self.traced_in_graph = self.moe_ops.traces_in_graph(layer.w13_weight, layer.w2_weight)
 
     def routed_experts(
         self, layer: RoutedExperts, x: torch.Tensor, local_ids: torch.Tensor, weights: torch.Tensor
