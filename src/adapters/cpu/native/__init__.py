@@ -1,5 +1,5 @@
 """The host's native kernels (decode attention, KV write, packed GEMM, MoE routing and
-experts): built from the .cpp files here on first use.
+experts, greedy argmax): built from the .cpp files here on first use.
 
 Compiled with torch.utils.cpp_extension into torch's extensions directory (cached
 there; rebuilt when the source or flags change). Where there is no compiler or the
@@ -28,6 +28,7 @@ _SOURCES = [
         "small_gemm.cpp",
         "moe_experts.cpp",
         "moe_route.cpp",
+        "greedy_argmax.cpp",
     )
 ]
 # -fopenmp compiles at::parallel_for's OpenMP loop and the simd reductions; nothing
@@ -150,6 +151,16 @@ def moe_route() -> MoeRouteKernel | None:
     """
     library = _built()
     return None if library is None else library.moe_route  # type: ignore[attr-defined]
+
+
+def greedy_argmax() -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """torch.ops.ascend_host_native.greedy_argmax, or None where it cannot be built.
+
+    (logits [B, V] float32, rows contiguous) -> [B] int64: torch.argmax(dim=-1)'s answer
+    (the first index of the maximum, or of the first NaN); other inputs raise.
+    """
+    library = _built()
+    return None if library is None else library.greedy_argmax  # type: ignore[attr-defined]
 
 
 def _built() -> object | None:
