@@ -188,20 +188,18 @@ void run(const at::Tensor& out, const at::Tensor& hidden, const at::Tensor& weig
 
 #endif
 
-bool fits(const at::Tensor& out, const at::Tensor& hidden, const at::Tensor& ids,
-          const at::Tensor& weights, const at::Tensor& w13, const at::Tensor& w2) {
+bool fits(const at::Tensor& hidden, const at::Tensor& ids, const at::Tensor& weights,
+          const at::Tensor& w13, const at::Tensor& w2) {
   const auto dtype = hidden.scalar_type();
   const bool kernel = ascend_host::dot::has_kernel(dtype);
-  if (!kernel || hidden.dim() != 2 || ids.dim() != 2 || w13.dim() != 3 || w2.dim() != 3 ||
-      out.dim() != 2) {
+  if (!kernel || hidden.dim() != 2 || ids.dim() != 2 || w13.dim() != 3 || w2.dim() != 3) {
     return false;
   }
   const int64_t T = hidden.size(0), H = hidden.size(1), E = w13.size(0), I = w2.size(2);
-  for (const at::Tensor* t : {&out, &hidden, &ids, &weights, &w13, &w2}) {
+  for (const at::Tensor* t : {&hidden, &ids, &weights, &w13, &w2}) {
     if (!t->device().is_cpu() || t->layout() != at::kStrided) return false;
   }
-  return hidden.stride(1) == 1 && out.stride(1) == 1 && out.scalar_type() == dtype &&
-         out.size(0) == T && out.size(1) == H && w13.scalar_type() == dtype &&
+  return hidden.stride(1) == 1 && w13.scalar_type() == dtype &&
          w2.scalar_type() == dtype && w13.is_contiguous() && w2.is_contiguous() &&
          w13.size(1) == 2 * I && w13.size(2) == H && w2.size(0) == E && w2.size(1) == H &&
          ids.is_contiguous() && ids.size(0) == T &&
@@ -212,14 +210,14 @@ bool fits(const at::Tensor& out, const at::Tensor& hidden, const at::Tensor& ids
 
 at::Tensor moe_experts(const at::Tensor& hidden, const at::Tensor& local_ids,
                        const at::Tensor& weights, const at::Tensor& w13, const at::Tensor& w2) {
-  at::Tensor out = at::empty(hidden.sizes(), hidden.options());
-  TORCH_CHECK(fits(out, hidden, local_ids, weights, w13, w2),
+  TORCH_CHECK(fits(hidden, local_ids, weights, w13, w2),
               "moe_experts: takes hidden [T, H] (rows contiguous) of a dtype this CPU's build ",
               "has a dot kernel for, local_ids [T, k] int32/int64 and weights [T, k] float32 ",
               "contiguous, w13 [E, 2I, H] and w2 [E, H, I] contiguous of hidden's dtype; got ",
               hidden.scalar_type(), " ", hidden.sizes(), ", ids ", local_ids.scalar_type(), " ",
               local_ids.sizes(), ", w13 ", w13.sizes(), ", w2 ", w2.sizes(),
               " (check native.moe_experts_takes before calling)");
+  at::Tensor out = at::empty(hidden.sizes(), hidden.options());
 #if defined(ASCEND_SMALL_GEMM_F32)
   Layout lay{hidden.size(0), hidden.size(1), local_ids.size(1), w13.size(0), w2.size(2),
              {}, {}, {}};
