@@ -1,6 +1,8 @@
-"""The native host GEMM: past two rows torch's own two oneDNN calls (the same bits, one
-pack per weight, a repack after an in-place change); at one or two rows the small GEMM
-over the dense weight (against a float64 reference); symbolic shapes under torch.compile."""
+"""The native host GEMM, by the rows of x: at one or two the small GEMM over the dense
+weight, float32 at 3 to 64 the panel GEMM over the weight's panels (both against a float64
+reference, each row's bits independent of its batch), past those torch's own oneDNN calls
+(the same bits); one pack per weight, a repack after an in-place change; symbolic shapes
+under torch.compile."""
 
 from __future__ import annotations
 
@@ -49,21 +51,119 @@ def _small_gemm_here(dtype: torch.dtype = torch.float32) -> bool:
     return True
 
 
+def _panels_here() -> bool:
+    """Whether this CPU's build has the panel GEMM (float32, AVX-512)."""
+    panels = torch.ops.ascend_host_native.pack_panels(torch.randn(8, 32))
+    try:
+        torch.ops.ascend_host_native.panel_gemm(torch.randn(3, 32), panels, 8, None)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _onednn_rows(dtype: torch.dtype) -> list[tuple[int, ...]]:
+    """Row counts the op sends to oneDNN: past two (bf16, or float32 without the panel
+    GEMM), past 64 (float32 with it)."""
+    if dtype == torch.float32 and _panels_here():
+        return [(65,), (5, 17), (300,)]
+    return [(3,), (16,), (2, 5)]
+
+
 @pytest.mark.parametrize("dtype", _dtypes())
-@pytest.mark.parametrize("rows", [(3,), (16,), (2, 5)])
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_past_two_rows_the_same_bits_as_torchs_packed_linear(
-    op: Any, dtype: torch.dtype, rows: tuple[int, ...], with_bias: bool
+def test_past_the_native_kernels_the_same_bits_as_torchs_packed_linear(
+    op: Any, dtype: torch.dtype, with_bias: bool
 ) -> None:
-    gen = torch.Generator().manual_seed(len(rows) * 7 + rows[0])
-    weight = (torch.randn(96, 64, generator=gen) * 0.05).to(dtype)
-    bias = torch.randn(96, generator=gen).to(dtype) if with_bias else None
-    x = torch.randn(*rows, 64, generator=gen).to(dtype)
+    for rows in _onednn_rows(dtype):
+        gen = torch.Generator().manual_seed(len(rows) * 7 + rows[0])
+        weight = (torch.randn(96, 64, generator=gen) * 0.05).to(dtype)
+        bias = torch.randn(96, generator=gen).to(dtype) if with_bias else None
+        x = torch.randn(*rows, 64, generator=gen).to(dtype)
+        got = op(x, weight, bias)
+        assert got.shape == (*rows, 96) and got.dtype == dtype
+        assert torch.equal(got, _torch_path(x, weight, bias)), rows
+        tol = 1e-5 if dtype == torch.float32 else 2e-2
+        torch.testing.assert_close(got, F.linear(x, weight, bias), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("rows", [(3,), (8,), (9,), (16,), (2, 5), (64,)])
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("shape", [(96, 64), (37, 70), (8, 256), (300, 768)])
+def test_float32_at_3_to_64_rows_takes_the_panel_gemm(
+    op: Any, rows: tuple[int, ...], with_bias: bool, shape: tuple[int, int]
+) -> None:
+    """The panel GEMM: float32 sums within rounding of a float64 reference (output columns
+    past the last full panel, K of any length), and what the op returns at these rows."""
+    if not _panels_here():
+        pytest.skip("no panel GEMM on this CPU: these rows go to oneDNN")
+    n, k = shape
+    gen = torch.Generator().manual_seed(n + k + rows[0])
+    weight = torch.randn(n, k, generator=gen) * 0.05
+    bias = torch.randn(n, generator=gen) if with_bias else None
+    x = torch.randn(*rows, k, generator=gen)
     got = op(x, weight, bias)
-    assert got.shape == (*rows, 96) and got.dtype == dtype
-    assert torch.equal(got, _torch_path(x, weight, bias))
-    tol = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
-    torch.testing.assert_close(got, F.linear(x, weight, bias), **tol)
+    assert got.shape == (*rows, n) and got.dtype == torch.float32
+    panels = native.pack_linear_weight()(weight)
+    assert panels.shape == ((n + 15) // 16, k, 16)  # the op's pack is the weight's panels
+    direct = torch.ops.ascend_host_native.panel_gemm(x.reshape(-1, k), panels, n, bias)
+    assert torch.equal(got.reshape(-1, n), direct)
+    exact = x.double() @ weight.double().t() + (0 if bias is None else bias.double())
+    torch.testing.assert_close(got.double(), exact, atol=1e-5, rtol=1e-5)
+
+
+def test_the_panels_hold_the_weight_by_output_column_with_zeros_past_it() -> None:
+    weight = torch.arange(20 * 3, dtype=torch.float32).reshape(20, 3)
+    panels = torch.ops.ascend_host_native.pack_panels(weight)
+    assert panels.shape == (2, 3, 16)
+    for n in range(20):
+        assert torch.equal(panels[n // 16, :, n % 16], weight[n])
+    assert not panels[1, :, 4:].any()
+    strided = torch.randn(3, 20).t()  # any strides: the pack is a copy
+    assert torch.equal(torch.ops.ascend_host_native.pack_panels(strided)[0, :, 5], strided[5])
+
+
+def test_the_panel_gemm_gives_each_row_the_same_bits_at_any_batch_it_serves(op: Any) -> None:
+    """A sequence's numbers do not depend on the decode batch it shares, from 3 to 64 rows:
+    each output is one multiply-add chain over K, whatever tile it falls in."""
+    if not _panels_here():
+        pytest.skip("no panel GEMM on this CPU")
+    gen = torch.Generator().manual_seed(11)
+    weight = torch.randn(300, 768, generator=gen) * 0.05
+    x = torch.randn(64, 768, generator=gen)
+    full = op(x, weight, None)
+    for start, size in ((0, 3), (5, 8), (7, 9), (20, 16), (40, 24), (1, 63)):
+        part = op(x[start : start + size], weight, None)
+        assert torch.equal(part, full[start : start + size]), (start, size)
+
+
+def test_the_panel_gemm_refuses_inputs_it_does_not_take(op: Any) -> None:
+    """Two or 65 rows, panels of another weight, a bias of another dtype: an error naming
+    the kernel, never a wrong sum; the op itself serves them (small GEMM, oneDNN)."""
+    if not _panels_here():
+        pytest.skip("no panel GEMM on this CPU")
+    gemm = torch.ops.ascend_host_native.panel_gemm
+    weight = torch.randn(40, 32)
+    panels = torch.ops.ascend_host_native.pack_panels(weight)
+    for x, n, bias in (
+        (torch.randn(2, 32), 40, None),
+        (torch.randn(65, 32), 40, None),
+        (torch.randn(4, 32), 60, None),  # 4 panels would hold 60 columns, not 3
+        (torch.randn(4, 31), 40, None),
+        (torch.randn(4, 32), 40, torch.randn(40, dtype=torch.float64)),
+        (torch.randn(4, 32).bfloat16(), 40, None),
+    ):
+        with pytest.raises(RuntimeError, match="panel_gemm"):
+            gemm(x, panels, n, bias)
+    for rows in (2, 65):
+        x = torch.randn(rows, 32)
+        torch.testing.assert_close(op(x, weight, None), F.linear(x, weight), atol=1e-5, rtol=1e-5)
+
+
+def test_a_float32_weight_that_is_not_contiguous_keeps_onednns_pack(op: Any) -> None:
+    strided = torch.randn(32, 48).t()
+    x = torch.randn(5, 32)
+    assert native.pack_linear_weight()(strided).is_mkldnn
+    assert torch.equal(op(x, strided, None), _torch_path(x, strided, None))
 
 
 @pytest.mark.parametrize("dtype", _dtypes())
@@ -138,7 +238,7 @@ def test_one_pack_per_weight_and_a_new_one_after_an_in_place_change(op: Any) -> 
     assert _cache_size() == size  # the op read the pack made above
     weight.mul_(2)  # an in-place reload bumps the version counter
     assert pack(weight) is not first
-    assert torch.equal(op(x, weight, None), _torch_path(x, weight, None))
+    torch.testing.assert_close(op(x, weight, None), F.linear(x, weight), atol=1e-5, rtol=1e-5)
     assert _cache_size() == size  # replaced, not added
 
 
@@ -157,7 +257,7 @@ def test_an_inference_tensor_is_packed_per_call_not_cached(op: Any) -> None:
         weight = torch.randn(32, 16)
         x = torch.randn(4, 16)
         size = _cache_size()
-        assert torch.equal(op(x, weight, None), _torch_path(x, weight, None))
+        torch.testing.assert_close(op(x, weight, None), F.linear(x, weight), atol=1e-5, rtol=1e-5)
         assert _cache_size() == size
 
 

@@ -26,6 +26,7 @@ _SOURCES = [
         "kv_write.cpp",
         "packed_linear.cpp",
         "small_gemm.cpp",
+        "panel_gemm.cpp",
         "moe_experts.cpp",
         "moe_route.cpp",
         "greedy_argmax.cpp",
@@ -73,9 +74,11 @@ def packed_linear() -> Any | None:
 
     Signature: (x, weight, bias) -> x @ weight.T + bias, float32 or bf16 on a CPU with
     oneDNN. One or two rows of x: the small GEMM over the dense weight (small_gemm.cpp,
-    where this CPU's build has it); more: oneDNN, with the weight packed once into its
-    layout and cached by the op (again after an in-place change). A meta kernel gives
-    its shape under torch.compile.
+    where this CPU's build has it). Float32 at 3 to 64 rows: the panel GEMM over the
+    weight packed into panels (panel_gemm.cpp), and oneDNN over the dense weight past
+    that. bf16 past two rows: oneDNN over the weight packed into its layout. Each pack
+    is made once and cached by the op (again after an in-place change). A meta kernel
+    gives its shape under torch.compile.
     """
     library = _built()
     return None if library is None else library.packed_linear.default  # type: ignore[attr-defined]
@@ -83,8 +86,9 @@ def packed_linear() -> Any | None:
 
 def pack_linear_weight() -> Any | None:
     """torch.ops.ascend_host_native.pack_linear_weight.default, or None where it cannot be
-    built: (weight) -> the weight in oneDNN's layout, from packed_linear's cache or packed
-    into it now."""
+    built: (weight) -> the pack packed_linear reads for it (panels for a contiguous float32
+    weight where the build has the panel GEMM, else oneDNN's layout), from its cache or
+    packed into it now."""
     library = _built()
     return None if library is None else library.pack_linear_weight.default  # type: ignore[attr-defined]
 

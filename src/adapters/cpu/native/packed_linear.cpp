@@ -1,8 +1,14 @@
-// The host's unquantized GEMM as one native op: past two rows of x, oneDNN's linear over
-// a weight packed once into oneDNN's blocked layout, the pack cached here; at one or two
-// rows, the small GEMM over the dense weight (small_gemm.cpp).
+// The host's unquantized GEMM as one native op, by the rows of x:
+// - one or two: the small GEMM over the dense weight (small_gemm.cpp);
+// - float32, 3 to kPanelMaxRows: the panel GEMM over the weight packed once into panels
+//   (panel_gemm.cpp), with no per-call set-up; past that, oneDNN's linear over the dense
+//   weight (which reorders it inside, the same bits as over its own pack);
+// - bf16 past two rows, and a float32 weight that is not contiguous: oneDNN's linear over
+//   the weight packed once into oneDNN's blocked layout.
+// Each weight has one pack, cached here: panels for a contiguous float32 weight where this
+// build has the panel kernel, oneDNN's layout otherwise.
 //
-// Past two rows, the same two torch ops the Python kernel of ascend_host::packed_linear
+// oneDNN's calls are the two torch ops the Python kernel of ascend_host::packed_linear
 // calls (mkldnn::_reorder_linear_weight once per weight, mkldnn::_linear_pointwise per
 // call), so the numbers are the same bits; what goes is the Python around them: the compiled
 // graph calls this op 49 times a step (the 87M Llama), and at a 64 x 64 bf16 weight a
@@ -20,6 +26,7 @@
 #include <c10/util/intrusive_ptr.h>
 #include <torch/library.h>
 
+#include "panel_gemm.h"
 #include "small_gemm.h"
 
 #include <mutex>
@@ -55,11 +62,22 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& packed,
   return op.call(x, packed, bias, "none", c10::List<std::optional<at::Scalar>>(), "");
 }
 
-// The weight in oneDNN's layout, from the cache or packed now. Also an op of its own
-// (pack_linear_weight), so a loader can pack every weight at once, in module order,
-// before the first forward, and eager callers share the compiled graph's packs.
+// Whether a weight's pack is panels (the panel GEMM's) rather than oneDNN's layout.
+bool takes_panels(const at::Tensor& weight) {
+  return ascend_host::panel_gemm_builds(weight.scalar_type()) && weight.dim() == 2 &&
+         weight.layout() == at::kStrided && weight.is_contiguous() && weight.device().is_cpu();
+}
+
+at::Tensor pack(const at::Tensor& weight) {
+  return takes_panels(weight) ? ascend_host::pack_panels(weight) : reorder(weight);
+}
+
+// The weight's pack (panels or oneDNN's layout: takes_panels), from the cache or packed
+// now. Also an op of its own (pack_linear_weight), so a loader can pack every weight at
+// once, in module order, before the first forward, and eager callers share the compiled
+// graph's packs.
 at::Tensor packed_for(const at::Tensor& weight) {
-  if (weight.is_inference()) return reorder(weight);
+  if (weight.is_inference()) return pack(weight);
   const c10::TensorImpl* key = weight.unsafeGetTensorImpl();
   const int64_t version = weight._version();
   std::lock_guard<std::mutex> lock(cache_mutex);
@@ -68,7 +86,7 @@ at::Tensor packed_for(const at::Tensor& weight) {
     auto alive = found->second.weight.lock();
     if (alive.get() == key) return found->second.packed;
   }
-  at::Tensor packed = reorder(weight);
+  at::Tensor packed = pack(weight);
   for (auto it = cache.begin(); it != cache.end();) {
     it = it->second.weight.expired() ? cache.erase(it) : std::next(it);
   }
@@ -77,17 +95,24 @@ at::Tensor packed_for(const at::Tensor& weight) {
   return packed;
 }
 
-// One or two rows of x (decode at batch 1 or 2): the small GEMM over the dense weight,
-// bound by reading the weight, which it streams faster than oneDNN's kernels read the
-// pack (small_gemm.cpp). More rows, and inputs it does not take: oneDNN over the pack.
+// By the rows of x (see the top of this file): the small GEMM, the panel GEMM, oneDNN.
 at::Tensor packed_linear(const at::Tensor& x, const at::Tensor& weight,
                          const std::optional<at::Tensor>& bias) {
   if (x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1) && x.numel() > 0) {
     const at::Tensor x2d = x.reshape({-1, x.size(-1)});
+    auto sizes = x.sizes().vec();
+    sizes.back() = weight.size(0);
     if (ascend_host::small_gemm_fits(x2d, weight, bias)) {
-      auto sizes = x.sizes().vec();
-      sizes.back() = weight.size(0);
       return ascend_host::small_gemm(x2d, weight, bias).view(sizes);
+    }
+    if (takes_panels(weight)) {
+      if (x2d.size(0) <= ascend_host::kPanelMaxRows) {
+        const at::Tensor panels = packed_for(weight);
+        if (ascend_host::panel_gemm_fits(x2d, panels, weight.size(0), bias)) {
+          return ascend_host::panel_gemm(x2d, panels, weight.size(0), bias).view(sizes);
+        }
+      }
+      return linear(x, weight, bias);  // its pack is panels: oneDNN reads the dense weight
     }
   }
   return linear(x, packed_for(weight), bias);
@@ -117,6 +142,10 @@ TORCH_LIBRARY_FRAGMENT(ascend_host_native, m) {
   m.impl("pack_linear_weight", c10::DispatchKey::CPU, &packed_for);
   m.def("small_gemm(Tensor x, Tensor weight, Tensor? bias) -> Tensor");
   m.impl("small_gemm", c10::DispatchKey::CPU, &ascend_host::small_gemm);
+  m.def("pack_panels(Tensor weight) -> Tensor");
+  m.impl("pack_panels", c10::DispatchKey::CPU, &ascend_host::pack_panels);
+  m.def("panel_gemm(Tensor x, Tensor panels, int n, Tensor? bias) -> Tensor");
+  m.impl("panel_gemm", c10::DispatchKey::CPU, &ascend_host::panel_gemm);
   m.impl("packed_linear", c10::DispatchKey::CPU, &packed_linear);
   m.impl("packed_linear", c10::DispatchKey::Meta, &packed_linear_meta);
 }

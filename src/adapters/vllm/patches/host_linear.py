@@ -28,8 +28,8 @@ OP_NAME = "ascend_host::packed_linear"
 _packed_by_weight: dict[int, tuple[weakref.ref[torch.Tensor], int, torch.Tensor]] = {}
 _active_dtypes: tuple[torch.dtype, ...] = ()  # what the host GEMM serves, once in place
 # The native build's GEMM and pack ops (adapters/cpu/native/packed_linear.cpp), once
-# prepack_weights has found them built: past two rows of x the same two oneDNN calls
-# with the pack cache in C++; at one or two rows the small GEMM over the dense weight.
+# prepack_weights has found them built: the small GEMM at one or two rows, the panel GEMM
+# for float32 up to 64 rows, oneDNN past those, with the pack cache in C++.
 _native_linear: Any = None
 _native_pack: Any = None
 
@@ -50,7 +50,8 @@ def _version(weight: torch.Tensor) -> int:
 
 
 def packed_weight(layer: torch.nn.Module, weight: torch.Tensor) -> torch.Tensor:
-    """`weight` in oneDNN's layout, packed on first use and again after it changes.
+    """`weight`'s pack for the host GEMM, made on first use and again after it changes:
+    oneDNN's layout, or the native GEMM's panels (a contiguous float32 weight).
 
     Cached on the layer next to the weight it came from and that weight's version
     counter, so a reload (sleep mode, weight updates) in place or by rebinding repacks.
@@ -184,6 +185,8 @@ def _packed_for(weight: torch.Tensor) -> torch.Tensor:
 def _packed_linear(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 ) -> torch.Tensor:
+    if _native_linear is not None:  # its packs may be panels, which only it reads
+        return _native_linear(x, weight, bias)  # type: ignore[no-any-return]
     return torch.ops.mkldnn._linear_pointwise(x, _packed_for(weight), bias, "none", [], "")
 
 
