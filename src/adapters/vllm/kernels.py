@@ -27,6 +27,25 @@ def compute_slot_mapping(
     """
     if TOTAL_CP_WORLD_SIZE != 1:
         raise NotImplementedError("context parallelism is not supported on this device")
+    if slot_mapping_ptr.device.type == "cpu" and _host_kernel(
+        query_start_loc_ptr, positions_ptr, block_table_ptr, slot_mapping_ptr
+    ):
+        from adapters.cpu import native
+
+        kernel = native.compute_slot_mapping()
+        if kernel is not None:  # one pass in C++, where the torch ops below are nine calls
+            kernel(
+                num_tokens,
+                max_num_tokens,
+                query_start_loc_ptr,
+                positions_ptr,
+                block_table_ptr,
+                block_table_stride,
+                slot_mapping_ptr,
+                KV_CACHE_BLOCK_SIZE,
+                PAD_ID,
+            )
+            return
     qsl = query_start_loc_ptr.long()
     num_reqs = qsl.shape[0] - 1
     # vLLM passes the scheduled tokens' positions, so their count is num_tokens: no
@@ -43,3 +62,8 @@ def compute_slot_mapping(
     flat = block_table_ptr.reshape(-1)
     blocks = flat.index_select(0, req_of * block_table_stride + pos // KV_CACHE_BLOCK_SIZE)
     slot_mapping_ptr[:total] = blocks.long() * KV_CACHE_BLOCK_SIZE + pos % KV_CACHE_BLOCK_SIZE
+
+
+def _host_kernel(*tensors: torch.Tensor) -> bool:
+    """Whether the native slot-mapping kernel takes these: contiguous int32/int64."""
+    return all(t.is_contiguous() and t.dtype in (torch.int32, torch.int64) for t in tensors)

@@ -1,5 +1,5 @@
 """The host's native kernels (decode attention, KV write, packed GEMM, MoE routing and
-experts, greedy argmax): built from the .cpp files here on first use.
+experts, greedy argmax, slot mapping): built from the .cpp files here on first use.
 
 Compiled with torch.utils.cpp_extension into torch's extensions directory (cached
 there; rebuilt when the source or flags change). Where there is no compiler or the
@@ -30,6 +30,7 @@ _SOURCES = [
         "moe_experts.cpp",
         "moe_route.cpp",
         "greedy_argmax.cpp",
+        "slot_mapping.cpp",
     )
 ]
 # -fopenmp compiles at::parallel_for's OpenMP loop and the simd reductions; nothing
@@ -165,6 +166,18 @@ def greedy_argmax() -> Callable[[torch.Tensor], torch.Tensor] | None:
     """
     library = _built()
     return None if library is None else library.greedy_argmax  # type: ignore[attr-defined]
+
+
+def compute_slot_mapping() -> Callable[..., None] | None:
+    """torch.ops.ascend_host_native.compute_slot_mapping, or None where it cannot be built.
+
+    (num_tokens, max_num_tokens, query_start_loc, positions, block_table,
+    block_table_stride, slot_mapping, block_size, pad_id) -> None: vLLM's slot-mapping
+    kernel's contract (adapters/vllm/kernels.py) on contiguous int32/int64 CPU tensors,
+    written into slot_mapping; other inputs, and a position past its block table, raise.
+    """
+    library = _built()
+    return None if library is None else library.compute_slot_mapping  # type: ignore[attr-defined]
 
 
 def _built() -> object | None:
