@@ -1,5 +1,5 @@
 """The native host GEMM, by the rows of x: at one or two the small GEMM over the dense
-weight, float32 at 3 to 64 the panel GEMM over the weight's panels (both against a float64
+weight, at 3 to 64 the panel GEMM over the weight's panels (both against a float64
 reference, each row's bits independent of its batch), past those torch's own oneDNN calls
 (the same bits); one pack per weight, a repack after an in-place change; symbolic shapes
 under torch.compile."""
@@ -51,20 +51,19 @@ def _small_gemm_here(dtype: torch.dtype = torch.float32) -> bool:
     return True
 
 
-def _panels_here() -> bool:
-    """Whether this CPU's build has the panel GEMM (float32, AVX-512)."""
-    panels = torch.ops.ascend_host_native.pack_panels(torch.randn(8, 32))
+def _panels_here(dtype: torch.dtype = torch.float32) -> bool:
+    """Whether this CPU's build has the panel GEMM for `dtype` (AVX-512; bf16: and BF16)."""
     try:
-        torch.ops.ascend_host_native.panel_gemm(torch.randn(3, 32), panels, 8, None)
+        panels = torch.ops.ascend_host_native.pack_panels(torch.randn(8, 32).to(dtype))
+        torch.ops.ascend_host_native.panel_gemm(torch.randn(3, 32).to(dtype), panels, 8, None)
     except RuntimeError:
         return False
     return True
 
 
 def _onednn_rows(dtype: torch.dtype) -> list[tuple[int, ...]]:
-    """Row counts the op sends to oneDNN: past two (bf16, or float32 without the panel
-    GEMM), past 64 (float32 with it)."""
-    if dtype == torch.float32 and _panels_here():
+    """Row counts the op sends to oneDNN: past 64 with the panel GEMM, past two without."""
+    if _panels_here(dtype):
         return [(65,), (5, 17), (300,)]
     return [(3,), (16,), (2, 5)]
 
@@ -86,50 +85,95 @@ def test_past_the_native_kernels_the_same_bits_as_torchs_packed_linear(
         torch.testing.assert_close(got, F.linear(x, weight, bias), atol=tol, rtol=tol)
 
 
+@pytest.mark.parametrize("dtype", _dtypes())
 @pytest.mark.parametrize("rows", [(3,), (8,), (9,), (16,), (2, 5), (64,)])
 @pytest.mark.parametrize("with_bias", [False, True])
-@pytest.mark.parametrize("shape", [(96, 64), (37, 70), (8, 256), (300, 768)])
-def test_float32_at_3_to_64_rows_takes_the_panel_gemm(
-    op: Any, rows: tuple[int, ...], with_bias: bool, shape: tuple[int, int]
+@pytest.mark.parametrize("shape", [(96, 64), (37, 70), (8, 256), (300, 768), (40, 33)])
+def test_at_3_to_64_rows_the_op_takes_the_panel_gemm(
+    op: Any, dtype: torch.dtype, rows: tuple[int, ...], with_bias: bool, shape: tuple[int, int]
 ) -> None:
-    """The panel GEMM: float32 sums within rounding of a float64 reference (output columns
-    past the last full panel, K of any length), and what the op returns at these rows."""
-    if not _panels_here():
-        pytest.skip("no panel GEMM on this CPU: these rows go to oneDNN")
+    """The panel GEMM: float32 sums within rounding of a float64 reference (bf16: one
+    rounding, at most a bf16 step off), output columns past the last full panel, K of any
+    length (odd: bf16's last pair half empty), and what the op returns at these rows."""
+    if not _panels_here(dtype):
+        pytest.skip("no panel GEMM for this dtype on this CPU: these rows go to oneDNN")
     n, k = shape
     gen = torch.Generator().manual_seed(n + k + rows[0])
-    weight = torch.randn(n, k, generator=gen) * 0.05
-    bias = torch.randn(n, generator=gen) if with_bias else None
-    x = torch.randn(*rows, k, generator=gen)
+    weight = (torch.randn(n, k, generator=gen) * 0.05).to(dtype)
+    bias = torch.randn(n, generator=gen).to(dtype) if with_bias else None
+    x = torch.randn(*rows, k, generator=gen).to(dtype)
     got = op(x, weight, bias)
-    assert got.shape == (*rows, n) and got.dtype == torch.float32
+    assert got.shape == (*rows, n) and got.dtype == dtype
     panels = native.pack_linear_weight()(weight)
-    assert panels.shape == ((n + 15) // 16, k, 16)  # the op's pack is the weight's panels
+    per_step = 2 if dtype == torch.bfloat16 else 1  # the op's pack is the weight's panels
+    assert panels.shape == ((n + 15) // 16, (k + per_step - 1) // per_step, 16 * per_step)
     direct = torch.ops.ascend_host_native.panel_gemm(x.reshape(-1, k), panels, n, bias)
     assert torch.equal(got.reshape(-1, n), direct)
     exact = x.double() @ weight.double().t() + (0 if bias is None else bias.double())
-    torch.testing.assert_close(got.double(), exact, atol=1e-5, rtol=1e-5)
+    if dtype == torch.float32:
+        torch.testing.assert_close(got.double(), exact, atol=1e-5, rtol=1e-5)
+    else:
+        step = exact.abs().clamp_min(1e-30) * 2.0**-7
+        assert bool(((got.double() - exact).abs() <= step).all())
+
+
+def _onednn_blocks_k_as_measured() -> bool:
+    """AVX-512 without AMX: the kernels oneDNN's linear runs on this project's host, whose
+    K blocks the panel GEMM follows (panel_gemm.cpp, k_block)."""
+    amx = torch.cpu._is_amx_tile_supported()
+    return torch.backends.cpu.get_cpu_capability() == "AVX512" and not amx
+
+
+@pytest.mark.parametrize("dtype", _dtypes())
+def test_the_panel_gemm_gives_onednns_bits_where_it_blocks_k_the_same(
+    op: Any, dtype: torch.dtype
+) -> None:
+    """The panel GEMM sums in oneDNN's order on its host's kernels (one chain up to K 512,
+    blocks of 512 up to 1024, of 1024 past it): the host's numbers at 3 to 64 rows are the
+    ones oneDNN gave there, so the NPU path's linears (oneDNN's, on the emulator) match."""
+    if not _panels_here(dtype):
+        pytest.skip("no panel GEMM for this dtype on this CPU")
+    if not _onednn_blocks_k_as_measured():
+        pytest.skip("oneDNN's kernels on this CPU (AMX, or no AVX-512) block K their own way")
+    gen = torch.Generator().manual_seed(2)
+    for k in (64, 71, 256, 512, 513, 768, 1024, 1025, 2048, 4096):
+        for rows, n in ((3, 384), (16, 1024), (64, 40), (9, 8)):
+            weight = (torch.randn(n, k, generator=gen) * 0.05).to(dtype)
+            bias = torch.randn(n, generator=gen).to(dtype)
+            x = torch.randn(rows, k, generator=gen).to(dtype)
+            assert torch.equal(op(x, weight, bias), _torch_path(x, weight, bias)), (rows, n, k)
 
 
 def test_the_panels_hold_the_weight_by_output_column_with_zeros_past_it() -> None:
+    if not _panels_here():
+        pytest.skip("no panel GEMM on this CPU")
     weight = torch.arange(20 * 3, dtype=torch.float32).reshape(20, 3)
     panels = torch.ops.ascend_host_native.pack_panels(weight)
     assert panels.shape == (2, 3, 16)
     for n in range(20):
         assert torch.equal(panels[n // 16, :, n % 16], weight[n])
     assert not panels[1, :, 4:].any()
+    if _panels_here(torch.bfloat16):  # pairs of k per column, the odd K's last half zero
+        pairs = torch.ops.ascend_host_native.pack_panels(weight.bfloat16()).view(2, 2, 16, 2)
+        for n in range(20):
+            assert torch.equal(pairs[n // 16, :, n % 16].reshape(-1)[:3], weight[n].bfloat16())
+            assert pairs[n // 16, 1, n % 16, 1] == 0
+        assert not pairs[1, :, 4:].any()
     strided = torch.randn(3, 20).t()  # any strides: the pack is a copy
     assert torch.equal(torch.ops.ascend_host_native.pack_panels(strided)[0, :, 5], strided[5])
 
 
-def test_the_panel_gemm_gives_each_row_the_same_bits_at_any_batch_it_serves(op: Any) -> None:
+@pytest.mark.parametrize("dtype", _dtypes())
+def test_the_panel_gemm_gives_each_row_the_same_bits_at_any_batch_it_serves(
+    op: Any, dtype: torch.dtype
+) -> None:
     """A sequence's numbers do not depend on the decode batch it shares, from 3 to 64 rows:
     each output is one multiply-add chain over K, whatever tile it falls in."""
-    if not _panels_here():
-        pytest.skip("no panel GEMM on this CPU")
+    if not _panels_here(dtype):
+        pytest.skip("no panel GEMM for this dtype on this CPU")
     gen = torch.Generator().manual_seed(11)
-    weight = torch.randn(300, 768, generator=gen) * 0.05
-    x = torch.randn(64, 768, generator=gen)
+    weight = (torch.randn(300, 768, generator=gen) * 0.05).to(dtype)
+    x = torch.randn(64, 768, generator=gen).to(dtype)
     full = op(x, weight, None)
     for start, size in ((0, 3), (5, 8), (7, 9), (20, 16), (40, 24), (1, 63)):
         part = op(x[start : start + size], weight, None)
@@ -150,7 +194,7 @@ def test_the_panel_gemm_refuses_inputs_it_does_not_take(op: Any) -> None:
         (torch.randn(4, 32), 60, None),  # 4 panels would hold 60 columns, not 3
         (torch.randn(4, 31), 40, None),
         (torch.randn(4, 32), 40, torch.randn(40, dtype=torch.float64)),
-        (torch.randn(4, 32).bfloat16(), 40, None),
+        (torch.randn(4, 32).bfloat16(), 40, None),  # float32 panels
     ):
         with pytest.raises(RuntimeError, match="panel_gemm"):
             gemm(x, panels, n, bias)
@@ -159,9 +203,10 @@ def test_the_panel_gemm_refuses_inputs_it_does_not_take(op: Any) -> None:
         torch.testing.assert_close(op(x, weight, None), F.linear(x, weight), atol=1e-5, rtol=1e-5)
 
 
-def test_a_float32_weight_that_is_not_contiguous_keeps_onednns_pack(op: Any) -> None:
-    strided = torch.randn(32, 48).t()
-    x = torch.randn(5, 32)
+@pytest.mark.parametrize("dtype", _dtypes())
+def test_a_weight_that_is_not_contiguous_keeps_onednns_pack(op: Any, dtype: torch.dtype) -> None:
+    strided = torch.randn(32, 48).to(dtype).t()
+    x = torch.randn(5, 32).to(dtype)
     assert native.pack_linear_weight()(strided).is_mkldnn
     assert torch.equal(op(x, strided, None), _torch_path(x, strided, None))
 

@@ -75,11 +75,11 @@ def packed_linear() -> Any | None:
 
     Signature: (x, weight, bias) -> x @ weight.T + bias, float32 or bf16 on a CPU with
     oneDNN. One or two rows of x: the small GEMM over the dense weight (small_gemm.cpp,
-    where this CPU's build has it). Float32 at 3 to 64 rows: the panel GEMM over the
-    weight packed into panels (panel_gemm.cpp), and oneDNN over the dense weight past
-    that. bf16 past two rows: oneDNN over the weight packed into its layout. Each pack
-    is made once and cached by the op (again after an in-place change). A meta kernel
-    gives its shape under torch.compile.
+    where this CPU's build has it). 3 to 64 rows: the panel GEMM over the weight packed
+    into panels (panel_gemm.cpp, where the build has it), and oneDNN over the dense
+    weight past that; a weight the panel GEMM does not take: oneDNN over the weight
+    packed into its layout. Each pack is made once and cached by the op (again after an
+    in-place change). A meta kernel gives its shape under torch.compile.
     """
     library = _built()
     return None if library is None else library.packed_linear.default  # type: ignore[attr-defined]
@@ -87,9 +87,9 @@ def packed_linear() -> Any | None:
 
 def pack_linear_weight() -> Any | None:
     """torch.ops.ascend_host_native.pack_linear_weight.default, or None where it cannot be
-    built: (weight) -> the pack packed_linear reads for it (panels for a contiguous float32
-    weight where the build has the panel GEMM, else oneDNN's layout), from its cache or
-    packed into it now."""
+    built: (weight) -> the pack packed_linear reads for it (panels for a contiguous weight
+    where the build has the panel GEMM for its dtype, else oneDNN's layout), from its
+    cache or packed into it now."""
     library = _built()
     return None if library is None else library.pack_linear_weight.default  # type: ignore[attr-defined]
 

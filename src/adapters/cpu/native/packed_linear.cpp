@@ -1,12 +1,12 @@
 // The host's unquantized GEMM as one native op, by the rows of x:
 // - one or two: the small GEMM over the dense weight (small_gemm.cpp);
-// - float32, 3 to kPanelMaxRows: the panel GEMM over the weight packed once into panels
+// - 3 to kPanelMaxRows: the panel GEMM over the weight packed once into panels
 //   (panel_gemm.cpp), with no per-call set-up; past that, oneDNN's linear over the dense
 //   weight (which reorders it inside, the same bits as over its own pack);
-// - bf16 past two rows, and a float32 weight that is not contiguous: oneDNN's linear over
-//   the weight packed once into oneDNN's blocked layout.
-// Each weight has one pack, cached here: panels for a contiguous float32 weight where this
-// build has the panel kernel, oneDNN's layout otherwise.
+// - a weight that is not contiguous, or a build without the panel GEMM for its dtype:
+//   oneDNN's linear over the weight packed once into oneDNN's blocked layout.
+// Each weight has one pack, cached here: panels where the panel GEMM takes the weight,
+// oneDNN's layout otherwise.
 //
 // oneDNN's calls are the two torch ops the Python kernel of ascend_host::packed_linear
 // calls (mkldnn::_reorder_linear_weight once per weight, mkldnn::_linear_pointwise per

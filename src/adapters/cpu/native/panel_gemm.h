@@ -1,5 +1,5 @@
-// The host's float32 GEMM at decode batches (panel_gemm.cpp): x [rows, K] @ weight^T + bias
-// over the weight packed once into panels of 16 output columns.
+// The host's GEMM at decode batches (panel_gemm.cpp), float32 and bf16: x [rows, K] @
+// weight^T + bias over the weight packed once into panels of 16 output columns.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -14,15 +14,18 @@ namespace ascend_host {
 constexpr int64_t kPanelMinRows = 3;
 constexpr int64_t kPanelMaxRows = 64;
 
-// Whether this build has the panel kernel for `dtype` (float32, with AVX-512 F).
+// Whether this build has the panel kernel for `dtype`: float32 (AVX-512 F), bf16 (also BW
+// and BF16, as dot_kernels.h).
 bool panel_gemm_builds(c10::ScalarType dtype);
 
-// `weight` [N, K] (float32, any strides) as panels: [ceil(N / 16), K, 16], row k of panel p
-// holding weight[16 p .. 16 p + 15, k], the columns past N zero.
+// `weight` [N, K] (any strides) as panels, zero past N and K. float32: [ceil(N / 16), K, 16],
+// row k of panel p holding weight[16 p .. 16 p + 15, k]. bf16: [ceil(N / 16), ceil(K / 2),
+// 32], row s of panel p holding the pairs (weight[16 p + c, 2 s], weight[16 p + c, 2 s + 1])
+// for c = 0 .. 15, as VDPBF16PS reads them.
 at::Tensor pack_panels(const at::Tensor& weight);
 
-// Whether the panel GEMM serves x2d against a pack of an [n, K] weight: float32, x 2-D with
-// a contiguous last dim and kPanelMinRows to kPanelMaxRows rows, bias [n] contiguous.
+// Whether the panel GEMM serves x2d against a pack of an [n, K] weight: x's dtype, x 2-D
+// with a contiguous last dim and kPanelMinRows to kPanelMaxRows rows, bias [n] contiguous.
 bool panel_gemm_fits(const at::Tensor& x2d, const at::Tensor& panels, int64_t n,
                      const std::optional<at::Tensor>& bias);
 

@@ -29,7 +29,7 @@ _packed_by_weight: dict[int, tuple[weakref.ref[torch.Tensor], int, torch.Tensor]
 _active_dtypes: tuple[torch.dtype, ...] = ()  # what the host GEMM serves, once in place
 # The native build's GEMM and pack ops (adapters/cpu/native/packed_linear.cpp), once
 # prepack_weights has found them built: the small GEMM at one or two rows, the panel GEMM
-# for float32 up to 64 rows, oneDNN past those, with the pack cache in C++.
+# up to 64 rows, oneDNN past those, with the pack cache in C++.
 _native_linear: Any = None
 _native_pack: Any = None
 
@@ -51,7 +51,7 @@ def _version(weight: torch.Tensor) -> int:
 
 def packed_weight(layer: torch.nn.Module, weight: torch.Tensor) -> torch.Tensor:
     """`weight`'s pack for the host GEMM, made on first use and again after it changes:
-    oneDNN's layout, or the native GEMM's panels (a contiguous float32 weight).
+    oneDNN's layout, or the native GEMM's panels (a contiguous weight).
 
     Cached on the layer next to the weight it came from and that weight's version
     counter, so a reload (sleep mode, weight updates) in place or by rebinding repacks.
