@@ -168,7 +168,7 @@ def test_the_panel_gemm_gives_each_row_the_same_bits_at_any_batch_it_serves(
     op: Any, dtype: torch.dtype
 ) -> None:
     """A sequence's numbers do not depend on the decode batch it shares, from 3 to 64 rows:
-    each output is one multiply-add chain over K, whatever tile it falls in."""
+    each output is the same multiply-add chains over K's blocks, whatever tile it falls in."""
     if not _panels_here(dtype):
         pytest.skip("no panel GEMM for this dtype on this CPU")
     gen = torch.Generator().manual_seed(11)

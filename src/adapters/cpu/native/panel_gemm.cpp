@@ -222,17 +222,8 @@ at::Tensor pack(const at::Tensor& weight) {
 
 }  // namespace
 
-bool panel_gemm_builds(c10::ScalarType dtype) {
-#if defined(ASCEND_SMALL_GEMM_BF16)
-  if (dtype == c10::kBFloat16) return true;
-#endif
-#if defined(ASCEND_SMALL_GEMM_F32)
-  return dtype == c10::kFloat;
-#else
-  (void)dtype;
-  return false;
-#endif
-}
+// The same instruction sets as the dot kernels (dot_kernels.h), so the same dtypes.
+bool panel_gemm_builds(c10::ScalarType dtype) { return dot::has_kernel(dtype); }
 
 at::Tensor pack_panels(const at::Tensor& weight) {
   TORCH_CHECK(weight.dim() == 2 && panel_gemm_builds(weight.scalar_type()) &&
