@@ -101,21 +101,35 @@ def test_the_kernel_writes_int32_slots_and_pads_an_empty_batch(op: Any) -> None:
     assert empty.tolist() == [PAD] * 4
 
 
-def test_a_position_past_its_block_table_is_an_error_not_a_stray_read(op: Any) -> None:
-    batch = _batch([2], [0], torch.int64)
-    batch["positions"] = torch.tensor([0, 6 * BLOCK * 2], dtype=torch.int64)
+@pytest.mark.parametrize(
+    ("lens", "position"),
+    [
+        ([2], 6 * BLOCK * 2),  # past the whole table
+        ([2, 1], 6 * BLOCK),  # past its own row, inside the next request's
+    ],
+    ids=["past-the-table", "into-the-next-row"],
+)
+def test_a_position_past_its_block_table_is_an_error_not_a_stray_read(
+    op: Any, lens: list[int], position: int
+) -> None:
+    batch = _batch(lens, [0] * len(lens), torch.int64)
+    batch["positions"][1] = position  # the first request's second token
     with pytest.raises(RuntimeError, match="past its block table"):
         op(
-            2,
-            2,
+            sum(lens),
+            sum(lens),
             batch["qsl"],
             batch["positions"],
             batch["table"],
             6,
-            torch.zeros(2, dtype=torch.int64),
+            torch.zeros(sum(lens), dtype=torch.int64),
             BLOCK,
             PAD,
         )
+
+
+def test_a_float_index_tensor_is_refused_with_the_contract(op: Any) -> None:
+    batch = _batch([2], [0], torch.int64)
     with pytest.raises(RuntimeError, match="compute_slot_mapping: takes"):
         op(
             2,

@@ -86,8 +86,7 @@ struct Tile {
   int64_t ldx;
   const T* panel;  // the first of the tile's panels
   int64_t K;
-  T* out;
-  int64_t ldo;
+  T* out;  // the tile's first row, of n columns
   int64_t col0;  // the first output column of the tile's first panel
   int64_t n;     // the weight's output columns
   const T* bias;
@@ -144,7 +143,7 @@ inline void tile(const Tile<D>& t) {
     const __m512 b = t.bias == nullptr ? _mm512_setzero_ps() : D::bias(t.bias + col, mask);
     for (int m = 0; m < MR; ++m) {
       const __m512 v = t.bias == nullptr ? acc[m][p] : _mm512_add_ps(acc[m][p], b);
-      D::store(t.out + m * t.ldo + col, mask, v);
+      D::store(t.out + m * t.n + col, mask, v);
     }
   }
 }
@@ -184,7 +183,7 @@ void run(const at::Tensor& x, const at::Tensor& panels, int64_t n,
       const int64_t p = 2 * q;
       for (int64_t m0 = 0; m0 < M; m0 += kTileRows) {
         const Tile<D> t{xp + m0 * x.stride(0), x.stride(0), wp + p * panel_size, K,
-                        o + m0 * n, n, p * kWidth, n, b};
+                        o + m0 * n, p * kWidth, n, b};
         const int64_t rows = std::min<int64_t>(kTileRows, M - m0);
         if (p + 1 < P) {
           rows_of<D, 2>(rows, t);
