@@ -36,9 +36,9 @@ void fill(int64_t num_tokens, int64_t max_num_tokens, const at::Tensor& qsl,
       const int64_t block = p / block_size, entry = r * stride + block;
       // Within the request's own row of the table (a block past it would read the next
       // request's row), and the row within the table.
-      TORCH_CHECK(p >= 0 && block < stride && entry < table_size, "compute_slot_mapping: position ", p,
-                  " of request ", r, " is past its block table (", stride, " blocks of ",
-                  block_size, ")");
+      TORCH_CHECK(p >= 0 && block < stride && entry < table_size,
+                  "compute_slot_mapping: position ", p, " of request ", r,
+                  " is past its block table (", stride, " blocks of ", block_size, ")");
       out[i] = static_cast<S>(static_cast<int64_t>(table[entry]) * block_size + p % block_size);
     }
   }
