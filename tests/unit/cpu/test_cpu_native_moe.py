@@ -72,13 +72,22 @@ def test_native_experts_match_the_three_steps(
         assert (got != want).float().mean().item() < 0.02
 
 
+# A token alone gives each of its experts one row (the 16-output tiles of one row); in a
+# batch its rows go in groups of 4 (tiles of 4 x 4), 2 (2 x 8) or 3 (one-row streams), and
+# an item's last weight rows are one-row streams too: all of them must give the same bits.
+# (12, 96, 40, 4, 2): 3 to 12 rows an expert, tails in K and in the items; (256, 256, 64, 8,
+# 2): a prefill of the benchmark's small Qwen3-MoE, every 16th token checked.
+INVARIANCE = [((12, 96, 40, 4, 2), 1), ((256, 256, 64, 8, 2), 16)]
+
+
+@pytest.mark.parametrize(("shape", "every"), INVARIANCE, ids=["small", "prefill"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_a_tokens_numbers_do_not_depend_on_its_batch(
-    kernel: native.MoeExpertsKernel, dtype: torch.dtype
+    kernel: native.MoeExpertsKernel, shape: tuple[int, ...], every: int, dtype: torch.dtype
 ) -> None:
-    x, ids, weights, w13, w2 = _layer(12, 96, 40, 4, 2, dtype, seed=3)  # 3 to 12 rows an expert
+    x, ids, weights, w13, w2 = _layer(*shape, dtype=dtype, seed=3)
     batched = _native(kernel, x, ids, weights, w13, w2)
-    for t in range(x.shape[0]):
+    for t in range(0, x.shape[0], every):
         alone = _native(kernel, x[t : t + 1], ids[t : t + 1], weights[t : t + 1], w13, w2)
         assert torch.equal(alone[0], batched[t])
 

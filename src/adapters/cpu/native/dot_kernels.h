@@ -1,8 +1,9 @@
 // The dot-product kernels the host's native GEMMs share (small_gemm.cpp, moe_experts.cpp):
-// one weight row of K dotted with a few rows of x, each output one float32 vector
-// accumulator over K in chunks of 16 (float32) or 32 (bf16, as pairs: VDPBF16PS), then
-// the vector's lanes summed. The order does not depend on how many rows go together, so
-// a row's numbers do not depend on its batch.
+// one weight row of K dotted with a few rows of x (rows), or 16 such outputs at once
+// (tile), each output one float32 vector accumulator over K in chunks of 16 (float32) or
+// 32 (bf16, as pairs: VDPBF16PS), then the vector's lanes summed in one fixed order. The
+// order does not depend on how many rows go together, nor on which of the two computed an
+// output, so a row's numbers do not depend on its batch.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -81,6 +82,63 @@ inline void rows(const typename D::T* w, int64_t K, const typename D::T* const* 
     for (int m = 0; m < Mx; ++m) acc[m] = D::madd(acc[m], wv, D::load_tail(xs[m] + k, K - k));
   }
   for (int m = 0; m < Mx; ++m) sums[m] = _mm512_reduce_add_ps(acc[m]);
+}
+
+// The lane sums of 16 accumulators in one vector, lane n holding a[n]'s: each sum in
+// _mm512_reduce_add_ps's order (GCC's: the 256-bit halves added, then the 128-bit halves,
+// then lanes 0 + 2 and 1 + 3, then those two), so a tile's outputs are rows' bits. Four
+// levels of shuffles and adds over all 16 at once instead of 16 separate reductions.
+inline __m512 sum16(const __m512* a) {
+  __m512 p[8], q[4], r[2];
+  for (int i = 0; i < 8; ++i) {  // lanes 0-7: a[2i]'s halves added, 8-15: a[2i + 1]'s
+    p[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE),
+                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44));
+  }
+  for (int i = 0; i < 4; ++i) {  // 128-bit lane l: a[4i + l]'s quarters added
+    q[i] = _mm512_add_ps(_mm512_shuffle_f32x4(p[2 * i], p[2 * i + 1], 0xDD),
+                         _mm512_shuffle_f32x4(p[2 * i], p[2 * i + 1], 0x88));
+  }
+  for (int i = 0; i < 2; ++i) {  // lane l: a[8i + l]'s (0 + 2, 1 + 3), a[8i + 4 + l]'s
+    r[i] = _mm512_add_ps(_mm512_shuffle_ps(q[2 * i], q[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(q[2 * i], q[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // Lane 4l + j holds a[4j + l]'s sum; permuted so lane n holds a[n]'s.
+  const __m512 s = _mm512_add_ps(_mm512_shuffle_ps(r[0], r[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(r[0], r[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(order, s);
+}
+
+// Nw weight rows (ws[j], each K long) against Mx rows of x, Mx * Nw = 16:
+// sums[m * Nw + j] = ws[j] . x_m, in rows' order (the same chunks, then sum16), so the bits
+// do not depend on which of the two computed a row. Each chunk of x and of the weights is
+// loaded once for Nw or Mx multiply-adds, and the 16 lane sums share their shuffles: at
+// many rows an expert (a prefill), rows' one-row streams paid a load and a reduction per
+// output.
+template <typename D, int Mx, int Nw>
+inline void tile(const typename D::T* const* ws, int64_t K, const typename D::T* const* xs,
+                 float* sums) {
+  static_assert(Mx * Nw == 16, "a tile is 16 accumulators");
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + D::kChunk <= K; k += D::kChunk) {
+    __m512 wv[Nw];
+    for (int j = 0; j < Nw; ++j) wv[j] = D::load(ws[j] + k);
+    for (int m = 0; m < Mx; ++m) {
+      const __m512 xv = D::load(xs[m] + k);
+      for (int j = 0; j < Nw; ++j) acc[m * Nw + j] = D::madd(acc[m * Nw + j], wv[j], xv);
+    }
+  }
+  if (k < K) {
+    __m512 wv[Nw];
+    for (int j = 0; j < Nw; ++j) wv[j] = D::load_tail(ws[j] + k, K - k);
+    for (int m = 0; m < Mx; ++m) {
+      const __m512 xv = D::load_tail(xs[m] + k, K - k);
+      for (int j = 0; j < Nw; ++j) acc[m * Nw + j] = D::madd(acc[m * Nw + j], wv[j], xv);
+    }
+  }
+  _mm512_storeu_ps(sums, sum16(acc));
 }
 
 // a + b rounded once, never fused with the product that made b (the build's default
