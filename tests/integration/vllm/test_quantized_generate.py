@@ -31,6 +31,8 @@ from support.quant_reference import (
 MAX_NEW = 12
 BLOCK = 16
 TOLERANCE_NATS = 0.25
+NOISE_NATS = 1e-4  # float32 noise in a served logprob (measured: 1e-7 to 2e-5)
+INT8_STEPS_NATS = 2e-2  # a few int8 steps of one activation (measured: one step 4.9e-3)
 CASES = [("llama", "w8a8"), ("llama", "w8a8_dynamic"), ("llama", "mixed"), ("qwen3", "mixed")]
 
 
@@ -128,7 +130,17 @@ def test_logprobs_follow_the_quantized_model_not_the_float_one(served) -> None: 
 
 
 def check_logprobs_follow_the_quantized_model(llm, style: str, export: str) -> None:  # type: ignore[no-untyped-def]
-    """Served logprobs: the fake-quant model's to float32 noise, the float model's far off."""
+    """Served logprobs: the fake-quant model's to float32 noise on most tokens and within a
+    few int8 steps on all, the float model's far off.
+
+    Per token, not only the largest difference: activation quantization (per-token
+    dynamic scales most of all) is discontinuous. A float32-noise difference upstream of a
+    quantizer (the host's attention sums in its own order, not transformers' SDPA's, as
+    the NPU's fused attention does too) can carry one activation across an int8 rounding
+    step, which moves the logprobs after it by a few 1e-3 nats: measured on the
+    W8A8_DYNAMIC Llama, 4.9e-3 and 1.0e-3 on 2 tokens of 24, the other 22 at most 1.3e-4
+    (docs/benchmarks.md, Round 13). The float model is off on every token.
+    """
     from vllm import SamplingParams, TokensPrompt
 
     prompts = _prompts(4, [20, 70])
@@ -142,10 +154,15 @@ def check_logprobs_follow_the_quantized_model(llm, style: str, export: str) -> N
     quant_lp = torch.tensor(chosen_logprobs(fake_quant_model(export), prompts, generated))
     float_model, _ = load_float(str(local_model(style)))
     float_lp = torch.tensor(chosen_logprobs(float_model, prompts, generated))
-    to_quant = float((served_lp - quant_lp).abs().max())
-    to_float = float((served_lp - float_lp).abs().max())
-    assert to_quant < 1e-3
-    assert to_float > 10 * max(to_quant, 1e-4), (to_quant, to_float)
+    to_quant = (served_lp - quant_lp).abs().flatten()
+    to_float = (served_lp - float_lp).abs().flatten()
+    near_quant = float((to_quant < NOISE_NATS).float().mean())
+    near_float = float((to_float < NOISE_NATS).float().mean())
+    assert near_quant >= 0.75, to_quant.tolist()
+    assert float(to_quant.max()) < INT8_STEPS_NATS, to_quant.tolist()
+    assert near_float < 0.25, to_float.tolist()
+    assert float(to_float.median()) > 100 * max(float(to_quant.median()), 1e-6), (
+        to_quant.tolist(), to_float.tolist())
 
 
 HALF_CASES = [("w8a8", "bfloat16", None), ("w8a8_dynamic", "bfloat16", None),
