@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     outs = {name: torch.empty_like(query) for name in ops}
 
     exact = torch.empty(query.shape)
-    CpuOps(native_decode=False).paged_attention(
+    CpuOps(native_attention=False).paged_attention(
         query.float(), key_cache.float(), value_cache.float(), meta,
                              scale, exact)
     attend = {

@@ -2,11 +2,11 @@
 
 Precision: norms, rotary, attention and silu_and_mul compute in float32 and round once
 to the input dtype at the op's output, as the NPU's ops compute them. bf16 and float32
-decode attention run in a native kernel (adapters/cpu/native) that keeps this contract
-and reads K/V in place, and the KV write is a native copy; where they do not build, on
-the torch path. Prefill attention stays on SDPA's flash kernel: a per-token native
-version (1.75x per call at 16 x 64 tokens) moved W8A8-dynamic logprobs off the
-fake-quant reference's by one int8 step (docs/benchmarks.md, Round 7).
+attention run in a native kernel (adapters/cpu/native) that keeps this contract and
+reads K/V in place: decodes a row a sequence, prefills of up to _NATIVE_MAX_QUERY new
+tokens a row a token (its context: the cache up to itself); the KV write is a native
+copy. Longer prefills, and builds without the kernels, take the torch path (SDPA's
+flash kernel, index_put_).
 """
 
 from __future__ import annotations
@@ -20,6 +20,11 @@ from ports.ops import Ops, PagedAttentionMeta
 
 _F32 = torch.float32
 _NATIVE_DTYPES = (torch.bfloat16, torch.float32)  # the native decode kernel's dtypes
+# Steps whose prefills have at most this many new tokens a sequence attend in the native
+# kernel, a row a token; longer ones through SDPA's flash kernel, whose GEMMs reuse each
+# K/V row across query rows (per call, 1 thread: 16 x 64 tokens 1.65-1.75x faster, 1 x
+# 1024 1.24x, 1 x 2048 0.83x; docs/benchmarks.md, Round 7).
+_NATIVE_MAX_QUERY = 1024
 _Slots = tuple[torch.Tensor, torch.Tensor]  # flat context slots, and validity [B, L]
 # A step's int64 query_start_loc, seq_lens, query lengths and block table.
 _Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -41,14 +46,15 @@ def swiglu(x: torch.Tensor) -> torch.Tensor:
 class CpuOps(Ops):
     """Ops on host tensors. Holds only scratch buffers that paged_attention reuses.
 
-    `native_decode`: bf16/float32 decode attention through the native kernel when it
-    builds (False: always the torch path; on float32 copies it is the kernel's golden
-    reference). `native_write`: the KV write through the native copy when it builds
-    (False: two index_put_ calls; both give the same bits).
+    `native_attention`: bf16/float32 attention (decodes, and prefills of up to
+    _NATIVE_MAX_QUERY new tokens) through the native kernel when it builds (False:
+    always the torch path; on float32 copies it is the kernel's golden reference).
+    `native_write`: the KV write through the native copy when it builds (False: two
+    index_put_ calls; both give the same bits).
     """
 
-    def __init__(self, native_decode: bool = True, native_write: bool = True) -> None:
-        self._native_wanted = native_decode
+    def __init__(self, native_attention: bool = True, native_write: bool = True) -> None:
+        self._native_wanted = native_attention
         self._native: native.DecodeKernel | None = None
         self._native_checked = False
         self._write_wanted = native_write
@@ -169,7 +175,10 @@ class CpuOps(Ops):
     ) -> torch.Tensor:
         """Batched over sequences (no per-sequence Python loop); computes in float32.
 
-        Sequences with one new token go through a gather and one SDPA whose query rows
+        Where the native kernel applies, one call for the whole step: every new token
+        one row with its own context length (decodes, fresh and chunked prefills and
+        mixed batches alike), prefills up to _NATIVE_MAX_QUERY new tokens. Otherwise
+        sequences with one new token go through a gather and one SDPA whose query rows
         are each kv head's query group (K/V never copied per query head); the others
         through one scaled_dot_product_attention over a padded batch (causal flag
         for fresh prefills, an explicit mask when earlier context is cached). Rows
@@ -197,15 +206,22 @@ class CpuOps(Ops):
                 memo[part] = _context_slots(table, lens, block_size)
             return memo[part]
 
-        if meta.max_query_len <= 1 and n_tok == num_seqs:
-            kernel = self._native_kernel(query, caches)
-            if kernel is not None:
-                dst = rows if rows.dtype == query.dtype and rows.stride(-1) == 1 else None
-                dst = torch.empty_like(query) if dst is None else dst
-                kernel(dst, query, key_cache, value_cache, block_table, seq_lens, scale)
-                if dst is not rows:
-                    rows.copy_(dst)
-                return out
+        decode_only = meta.max_query_len <= 1 and n_tok == num_seqs
+        kernel = self._native_kernel(query, caches)
+        if kernel is not None and (decode_only or meta.max_query_len <= _NATIVE_MAX_QUERY):
+            if decode_only:
+                table, lens = block_table, seq_lens
+            else:  # every new token one row of the kernel (the memo: once a step)
+                if "rows" not in memo:
+                    memo["rows"] = _token_rows(qsl, seq_lens, q_lens, block_table, n_tok)
+                table, lens = memo["rows"]
+            dst = rows if rows.dtype == query.dtype and rows.stride(-1) == 1 else None
+            dst = torch.empty_like(query) if dst is None else dst
+            kernel(dst, query, key_cache, value_cache, table, lens, scale)
+            if dst is not rows:
+                rows.copy_(dst)
+            return out
+        if decode_only:
             result = self._decode(query, caches, slots("all", block_table, seq_lens), scale)
             rows.copy_(result)
             return out
@@ -453,6 +469,21 @@ def _step_tensors(meta: PagedAttentionMeta) -> _Step:
     num_seqs = seq_lens.shape[0]
     q_lens = qsl[1 : num_seqs + 1] - qsl[:num_seqs]
     return qsl, seq_lens, q_lens, meta.block_table[:num_seqs].long()
+
+
+def _token_rows(
+    qsl: torch.Tensor,
+    seq_lens: torch.Tensor,
+    q_lens: torch.Tensor,
+    block_table: torch.Tensor,
+    n_tok: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each new token as one decode row: its sequence's block-table row [n_tok, blocks],
+    and its context length [n_tok]: the cached positions and the new tokens up to itself
+    (the causal mask, and a chunked prefill's earlier context, in one length)."""
+    seq_of = torch.repeat_interleave(torch.arange(q_lens.shape[0]), q_lens, output_size=n_tok)
+    first_new = (seq_lens - q_lens - qsl[: q_lens.shape[0]]).index_select(0, seq_of)
+    return block_table.index_select(0, seq_of), first_new + torch.arange(1, n_tok + 1)
 
 
 def _write_positions(slot_mapping: torch.Tensor, block_size: int) -> _Writes:

@@ -1,4 +1,5 @@
-"""The native host decode kernel against CpuOps' torch path (its reference semantics).
+"""The native host attention kernel against CpuOps' torch path (its reference semantics):
+decodes a row a sequence, prefills a row a new token.
 
 The kernel computes in float32 and rounds once at the output, in bf16 too: the NPU
 attention op's contract (the emulated-NPU generate test pins the host's ids to it), and
@@ -94,8 +95,8 @@ def _both(
     sentinel = 7.0
     native_out = torch.full_like(query, sentinel)
     exact = torch.full_like(query, sentinel, dtype=torch.float32)
-    CpuOps(native_decode=True).paged_attention(query, kc, vc, meta, scale, native_out)
-    CpuOps(native_decode=False).paged_attention(
+    CpuOps(native_attention=True).paged_attention(query, kc, vc, meta, scale, native_out)
+    CpuOps(native_attention=False).paged_attention(
         query.float(), kc.float(), vc.float(), meta, scale, exact
     )
     n = meta.num_actual_tokens
@@ -147,8 +148,8 @@ def test_native_decode_on_cache_planes_with_padding_rows(
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_native_decode_in_a_mixed_batch(kernel: native.DecodeKernel, dtype: torch.dtype) -> None:
-    # Decodes beside a chunked prefill: the decode rows go through the kernel, the
-    # prefill through SDPA, and both land in their rows of `out`.
+    # Decodes beside a chunked prefill, in one kernel call: each decode a row, each of
+    # the prefill's new tokens a row with its own context length.
     query, kc, vc, meta = _batch([9, 40, 13, 70], 8, 2, 64, 16, dtype, seed=8)
     extra = torch.randn(3, 8, 64, generator=torch.Generator().manual_seed(9)).to(dtype)
     mixed = PagedAttentionMeta(
@@ -163,12 +164,88 @@ def test_native_decode_in_a_mixed_batch(kernel: native.DecodeKernel, dtype: torc
     _close(*_both(q6, kc, vc, mixed))
 
 
+def _prefill_step(
+    q_lens: list[int], seq_lens: list[int], dtype: torch.dtype, seed: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, PagedAttentionMeta]:
+    """A step of prefills: q_lens new tokens after seq_len - q_len cached ones each."""
+    _, kc, vc, meta = _batch(seq_lens, 12, 4, 64, 16, dtype, seed=seed)
+    starts = [0]
+    for n in q_lens:
+        starts.append(starts[-1] + n)
+    gen = torch.Generator().manual_seed(seed + 1)
+    step = PagedAttentionMeta(
+        query_start_loc=torch.tensor(starts, dtype=torch.int32),
+        seq_lens=meta.seq_lens,
+        block_table=meta.block_table,
+        max_query_len=max(q_lens),
+        max_seq_len=meta.max_seq_len,
+        num_actual_tokens=starts[-1],
+    )
+    return torch.randn(starts[-1] + 2, 12, 64, generator=gen).to(dtype), kc, vc, step
+
+
+# Fresh prompts of equal and of ragged lengths, chunks after cached context, and a
+# prefill beside decodes: every new token a row of the kernel.
+PREFILLS = [
+    ([64] * 4, [64] * 4),
+    ([5, 33, 17], [5, 33, 17]),
+    ([7, 20], [40, 20]),
+    ([1, 9, 1, 30], [61, 9, 14, 30]),
+]
+
+
+@pytest.mark.parametrize(
+    ("q_lens", "seq_lens"), PREFILLS, ids=["equal", "ragged", "chunked", "mixed"]
+)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_native_prefill_matches_the_torch_path(
+    kernel: native.DecodeKernel, q_lens: list[int], seq_lens: list[int], dtype: torch.dtype
+) -> None:
+    _close(*_both(*_prefill_step(q_lens, seq_lens, dtype, seed=len(q_lens))))
+
+
+def test_a_token_of_a_prefill_gets_the_bits_of_the_same_token_decoded(
+    kernel: native.DecodeKernel,
+) -> None:
+    # Token i of a prompt sees positions 0..i: as a decode of a sequence of length i + 1.
+    query, kc, vc, step = _prefill_step([24], [24], torch.float32, seed=2)
+    out = torch.empty_like(query)
+    CpuOps().paged_attention(query, kc, vc, step, 0.125, out)
+    for i in (0, 11, 23):
+        one = PagedAttentionMeta(
+            query_start_loc=torch.tensor([0, 1], dtype=torch.int32),
+            seq_lens=torch.tensor([i + 1], dtype=torch.int32),
+            block_table=step.block_table,
+            max_query_len=1,
+            max_seq_len=i + 1,
+            num_actual_tokens=1,
+        )
+        alone = torch.empty(1, 12, 64)
+        CpuOps().paged_attention(query[i : i + 1], kc, vc, one, 0.125, alone)
+        assert torch.equal(alone[0], out[i])
+
+
+def test_a_prefill_past_the_native_limit_takes_sdpa(
+    kernel: native.DecodeKernel, monkeypatch, mocker  # type: ignore[no-untyped-def]
+) -> None:
+    import adapters.cpu.ops as ops_module
+
+    monkeypatch.setattr(ops_module, "_NATIVE_MAX_QUERY", 16)
+    ops = CpuOps()
+    spy = mocker.spy(ops, "_prefill")
+    for longest, sdpa_calls in ((16, 0), (17, 1)):  # at the limit: the kernel; past it: SDPA
+        step = _prefill_step([longest, 9], [longest, 30], torch.float32, seed=3)
+        ops.paged_attention(*step, 0.125, torch.empty_like(step[0]))
+        assert spy.call_count == sdpa_calls
+        _close(*_both(*step))
+
+
 def test_native_decode_bf16_equals_the_torch_path_in_bf16(kernel: native.DecodeKernel) -> None:
     # The torch path given the bf16 tensors themselves (its float32 copies inside).
     query, kc, vc, meta = _batch([90, 95, 89, 96, 600] * 3, 12, 4, 64, 128, torch.bfloat16, 3)
     native_out, exact = _both(query, kc, vc, meta)
     torch_out = torch.empty_like(query)
-    CpuOps(native_decode=False).paged_attention(query, kc, vc, meta, 0.125, torch_out)
+    CpuOps(native_attention=False).paged_attention(query, kc, vc, meta, 0.125, torch_out)
     assert torch.equal(torch_out, exact)
     _close(native_out, torch_out)
 
@@ -188,7 +265,7 @@ def test_native_decode_runs_on_two_threads(kernel: native.DecodeKernel) -> None:
 
 def test_unsupported_dtypes_keep_the_torch_path(kernel: native.DecodeKernel) -> None:
     query, kc, vc, _ = _batch([5, 9], 4, 2, 16, 4, torch.float16, seed=6)
-    ops = CpuOps(native_decode=True)
+    ops = CpuOps(native_attention=True)
     assert ops._native_kernel(query, (kc, vc)) is None
     assert ops._native_kernel(query.float(), (kc.float(), vc.float())) is kernel
 

@@ -240,7 +240,7 @@ def test_attention_decode_batch(dtype: torch.dtype) -> None:
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_attention_decode_batch_on_the_torch_path(dtype: torch.dtype) -> None:
     # The path taken where the native decode kernel does not build.
-    ops = CpuOps(native_decode=False)
+    ops = CpuOps(native_attention=False)
     _check_attention([1, 1, 1, 1], [1, 5, 13, 8], dtype=dtype, ops=ops)
     _check_attention([1, 4, 1, 7, 1], [9, 4, 2, 12, 17], dtype=dtype, ops=ops)
 
@@ -369,7 +369,7 @@ def test_context_slots_are_computed_once_per_metadata(mocker) -> None:  # type: 
     import adapters.cpu.ops as ops_module
 
     gen = torch.Generator().manual_seed(9)
-    ops = CpuOps(native_decode=False)  # the torch path's decode slots (the kernel needs none)
+    ops = CpuOps(native_attention=False)  # the torch path's decode slots (the kernel needs none)
     query, kc, vc, meta = _paged_batch([1, 4, 1], [9, 4, 6], 4, 2, 16, 4, torch.float32, gen)
     spy = mocker.spy(ops_module, "_context_slots")
     first = ops.paged_attention(query, kc, vc, meta, 0.25, torch.empty_like(query)).clone()
