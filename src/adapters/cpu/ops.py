@@ -19,7 +19,7 @@ from adapters.cpu import native
 from ports.ops import Ops, PagedAttentionMeta
 
 _F32 = torch.float32
-_NATIVE_DTYPES = (torch.bfloat16, torch.float32)  # the native decode kernel's dtypes
+_NATIVE_DTYPES = (torch.bfloat16, torch.float32)  # the native attention kernel's dtypes
 # Steps whose prefills have at most this many new tokens a sequence attend in the native
 # kernel, a row a token; longer ones through SDPA's flash kernel, whose GEMMs reuse each
 # K/V row across query rows (per call, 1 thread: 16 x 64 tokens 1.65-1.75x faster, 1 x
