@@ -77,10 +77,20 @@ def test_native_experts_match_the_three_steps(
 # an item's last weight rows are one-row streams too: all of them must give the same bits.
 # (12, 96, 40, 4, 2): 3 to 12 rows an expert, tails in K and in the items; (256, 256, 64, 8,
 # 2): a prefill of the benchmark's small Qwen3-MoE, every 16th token checked.
-INVARIANCE = [((12, 96, 40, 4, 2), 1), ((256, 256, 64, 8, 2), 16)]
+# bf16 on a CPU with AMX: (12, 96, 64, 4, 2) and (48, 64, 32, 3, 2) take the tiles (hidden
+# and intermediate multiples of 32), with groups of 16 rows an expert padded (6 rows) or
+# whole and padded (32 to 33); the prefill takes them too, (12, 96, 40) keeps the dot path.
+INVARIANCE = [
+    ((12, 96, 40, 4, 2), 1),
+    ((256, 256, 64, 8, 2), 16),
+    ((12, 96, 64, 4, 2), 1),
+    ((48, 64, 32, 3, 2), 1),
+]
 
 
-@pytest.mark.parametrize(("shape", "every"), INVARIANCE, ids=["small", "prefill"])
+@pytest.mark.parametrize(
+    ("shape", "every"), INVARIANCE, ids=["small", "prefill", "tiles-padded", "tiles-whole"]
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_a_tokens_numbers_do_not_depend_on_its_batch(
     kernel: native.MoeExpertsKernel, shape: tuple[int, ...], every: int, dtype: torch.dtype
@@ -90,6 +100,19 @@ def test_a_tokens_numbers_do_not_depend_on_its_batch(
     for t in range(0, x.shape[0], every):
         alone = _native(kernel, x[t : t + 1], ids[t : t + 1], weights[t : t + 1], w13, w2)
         assert torch.equal(alone[0], batched[t])
+
+
+@pytest.mark.skipif(
+    not torch.cpu._is_amx_tile_supported(), reason="this CPU has no AMX: bf16 keeps the dot path"
+)
+def test_on_a_cpu_with_amx_bf16_layers_of_whole_tiles_take_them(
+    kernel: native.MoeExpertsKernel,
+) -> None:
+    takes = torch.ops.ascend_host_native.moe_experts_amx_takes
+    assert takes(256, 64) and takes(2048, 768)
+    assert not takes(100, 64) and not takes(256, 40)  # K of a GEMM not a multiple of 32
+    args = _layer(33, 64, 32, 4, 2, dtype=torch.bfloat16, seed=5)
+    torch.testing.assert_close(_native(kernel, *args), _steps(*args), **TOLERANCE[torch.bfloat16])
 
 
 def test_slots_of_other_ranks_experts_are_left_out(kernel: native.MoeExpertsKernel) -> None:

@@ -28,6 +28,7 @@ _SOURCES = [
         "small_gemm.cpp",
         "panel_gemm.cpp",
         "moe_experts.cpp",
+        "moe_experts_amx.cpp",
         "moe_route.cpp",
         "greedy_argmax.cpp",
         "slot_mapping.cpp",
