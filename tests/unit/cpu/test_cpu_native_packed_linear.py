@@ -163,6 +163,24 @@ def test_the_panels_hold_the_weight_by_output_column_with_zeros_past_it() -> Non
     assert torch.equal(torch.ops.ascend_host_native.pack_panels(strided)[0, :, 5], strided[5])
 
 
+@pytest.mark.skipif(
+    not torch.cpu._is_amx_tile_supported(), reason="this CPU has no AMX: bf16 keeps VDPBF16PS"
+)
+def test_on_a_cpu_with_amx_bf16_panels_of_whole_tiles_take_them(op: Any) -> None:
+    """K a multiple of 32: the AMX tiles (one chain over K, not the K blocks), within a bf16
+    step of the exact product; other K keep the AVX-512 kernel."""
+    takes = torch.ops.ascend_host_native.panel_gemm_amx_takes
+    assert takes(256) and takes(2048) and not takes(70) and not takes(33)
+    gen = torch.Generator().manual_seed(4)
+    weight = (torch.randn(40, 1024 + 64, generator=gen) * 0.05).bfloat16()
+    bias = torch.randn(40, generator=gen).bfloat16()
+    for rows in (3, 17, 33, 64):  # row blocks of 16, the last padded or whole
+        x = torch.randn(rows, 1024 + 64, generator=gen).bfloat16()
+        exact = x.double() @ weight.double().t() + bias.double()
+        step = exact.abs().clamp_min(1e-30) * 2.0**-7
+        assert bool(((op(x, weight, bias).double() - exact).abs() <= step).all()), rows
+
+
 @pytest.mark.parametrize("dtype", _dtypes())
 def test_the_panel_gemm_gives_each_row_the_same_bits_at_any_batch_it_serves(
     op: Any, dtype: torch.dtype

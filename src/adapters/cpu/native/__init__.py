@@ -27,6 +27,7 @@ _SOURCES = [
         "packed_linear.cpp",
         "small_gemm.cpp",
         "panel_gemm.cpp",
+        "panel_gemm_amx.cpp",
         "moe_experts.cpp",
         "moe_experts_amx.cpp",
         "moe_route.cpp",

@@ -1,7 +1,8 @@
 // The host's unquantized GEMM as one native op, by the rows of x:
 // - one or two: the small GEMM over the dense weight (small_gemm.cpp);
 // - 3 to kPanelMaxRows: the panel GEMM over the weight packed once into panels
-//   (panel_gemm.cpp), with no per-call set-up; past that, oneDNN's linear over the dense
+//   (panel_gemm.cpp; bf16 on AMX tiles where the CPU has them and K is a multiple of 32,
+//   panel_gemm_amx.cpp), with no per-call set-up; past that, oneDNN's linear over the dense
 //   weight (which reorders it inside, the same bits as over its own pack);
 // - a weight that is not contiguous, or a build without the panel GEMM for its dtype:
 //   oneDNN's linear over the weight packed once into oneDNN's blocked layout.
@@ -27,6 +28,7 @@
 #include <torch/library.h>
 
 #include "panel_gemm.h"
+#include "panel_gemm_amx.h"
 #include "small_gemm.h"
 
 #include <mutex>
@@ -146,6 +148,7 @@ TORCH_LIBRARY_FRAGMENT(ascend_host_native, m) {
   m.impl("pack_panels", c10::DispatchKey::CPU, &ascend_host::pack_panels);
   m.def("panel_gemm(Tensor x, Tensor panels, int n, Tensor? bias) -> Tensor");
   m.impl("panel_gemm", c10::DispatchKey::CPU, &ascend_host::panel_gemm);
+  m.def("panel_gemm_amx_takes(int k) -> bool", &ascend_host::panel_gemm_amx_takes);
   m.impl("packed_linear", c10::DispatchKey::CPU, &packed_linear);
   m.impl("packed_linear", c10::DispatchKey::Meta, &packed_linear_meta);
 }

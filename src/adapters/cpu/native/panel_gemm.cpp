@@ -17,9 +17,16 @@
 // of rows. It is also the order of oneDNN's linear on this project's host (AVX-512 Zen 4):
 // the same bits as before this kernel, measured at K from 64 to 4096; a CPU where oneDNN
 // blocks K otherwise (AMX, other caches) gets its own last bits, within rounding.
+//
+// bf16 on a CPU with AMX, K a multiple of 32: the same panels on AMX tiles instead
+// (panel_gemm_amx.cpp), one chain over all of K, which gave oneDNN's AMX bits there at
+// 3 to 16 rows; at 16 rows of the benchmark's bf16 shapes, 2 threads, 8192 x 256 (the
+// lm_head) took 122-135 us against 685 us for the AVX-512 kernel at K 258 (oneDNN over
+// its own pack: 258 us), and 450-470 against 2950 at 64 rows.
 #include "panel_gemm.h"
 
 #include "dot_kernels.h"
+#include "panel_gemm_amx.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
@@ -264,7 +271,13 @@ at::Tensor panel_gemm(const at::Tensor& x2d, const at::Tensor& panels, int64_t n
               "panel GEMM for that dtype");
   at::Tensor out = at::empty({x2d.size(0), n}, x2d.options());
 #if defined(ASCEND_SMALL_GEMM_BF16)
-  if (x2d.scalar_type() == at::kBFloat16) run<BF16>(x2d, panels, n, bias, out);
+  if (x2d.scalar_type() == at::kBFloat16) {
+    if (panel_gemm_amx_takes(x2d.size(1))) {
+      panel_gemm_amx(x2d, panels, n, bias, out);
+    } else {
+      run<BF16>(x2d, panels, n, bias, out);
+    }
+  }
 #endif
 #if defined(ASCEND_SMALL_GEMM_F32)
   if (x2d.scalar_type() == at::kFloat) run<F32>(x2d, panels, n, bias, out);

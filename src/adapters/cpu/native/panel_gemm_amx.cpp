@@ -1,0 +1,175 @@
+// The bf16 panel GEMM on AMX tiles (amx_tiles.h), where the CPU has them.
+//
+// The bf16 panels (pack_panels: panel p's row s holds the pairs of k 2s, 2s + 1 of its 16
+// output columns) are already B in TDPBF16PS's pair layout: 16 consecutive rows of a panel
+// are one tile, 32 k of 16 columns. A is 16 rows of x, 32 k, read in place (a last block of
+// fewer rows from a zero-padded copy); each step multiplies two row blocks with two panels
+// into four 16 x 16 float32 output tiles. One TDPBF16PS does the work of 16 VDPBF16PS of
+// the AVX-512 kernel (panel_gemm.cpp), which at 16 rows and more measured up to 5x slower
+// than oneDNN's own AMX kernels on this project's Intel host.
+//
+// Summation order: per output, one float32 chain from zero over K in TDPBF16PS steps of 32,
+// then the bias added, then one rounding to bf16 (to nearest even; subnormal outputs flush
+// to zero, as VCVTNEPS2BF16 does). It does not depend on the tile an output falls in nor on
+// the other rows beside it, so a row's numbers do not depend on its batch.
+#include "panel_gemm_amx.h"
+
+#include "amx_tiles.h"
+#include "scratch.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace ascend_host {
+
+#if defined(ASCEND_AMX_BF16)
+namespace {
+
+using bf16 = c10::BFloat16;
+constexpr int64_t kRows = amx::kRows;   // rows of x an A tile holds
+constexpr int64_t kStep = amx::kStepK;  // k of one tile step
+constexpr int64_t kWidth = 16;          // columns of a panel
+
+struct Blocks {
+  const bf16* a[2];  // the two row blocks' first rows (the second may be absent)
+  int64_t lda[2];    // their row strides, in bytes
+  int64_t rows[2];   // their real rows (0: absent)
+};
+
+// Output tile t (16 x 16 float32, `acc`) plus the bias, rounded, into out's rows of the block.
+inline void store_tile(const float* acc, int64_t rows, bf16* out, int64_t ldo, int64_t col,
+                       int64_t n, const bf16* bias) {
+  const int64_t cols = std::min<int64_t>(kWidth, n - col);
+  const __mmask16 mask = static_cast<__mmask16>(cols >= kWidth ? 0xFFFFu : (1u << cols) - 1u);
+  __m512 b = _mm512_setzero_ps();
+  if (bias != nullptr) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, bias + col));
+    b = _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+  for (int64_t m = 0; m < rows; ++m) {
+    __m512 v = _mm512_load_ps(acc + m * kWidth);
+    if (bias != nullptr) v = _mm512_add_ps(v, b);
+    _mm256_mask_storeu_epi16(out + m * ldo + col, mask, (__m256i)_mm512_cvtneps_pbh(v));
+  }
+}
+
+// Two row blocks (or one: RB) against two panels (or one: NP) over all of K.
+template <int RB, int NP>
+void step_tiles(const Blocks& blk, const bf16* panel, int64_t panel_size, int64_t K, bf16* out,
+                int64_t ldo, int64_t col, int64_t n, const bf16* bias) {
+  _tile_zero(0);
+  if constexpr (NP == 2) _tile_zero(1);
+  if constexpr (RB == 2) _tile_zero(2);
+  if constexpr (RB == 2 && NP == 2) _tile_zero(3);
+  for (int64_t k = 0; k < K; k += kStep) {
+    const bf16* b0 = panel + (k / 2) * 2 * kWidth;  // rows k/2 .. k/2 + 15 of the panel
+    _tile_loadd(4, blk.a[0] + k, blk.lda[0]);
+    _tile_loadd(6, b0, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    if constexpr (NP == 2) {
+      _tile_loadd(7, b0 + panel_size, 64);
+      _tile_dpbf16ps(1, 4, 7);
+    }
+    if constexpr (RB == 2) {
+      _tile_loadd(5, blk.a[1] + k, blk.lda[1]);
+      _tile_dpbf16ps(2, 5, 6);
+      if constexpr (NP == 2) _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  alignas(64) float acc[kRows * kWidth];
+  _tile_stored(0, acc, 64);
+  store_tile(acc, blk.rows[0], out, ldo, col, n, bias);
+  if constexpr (NP == 2) {
+    _tile_stored(1, acc, 64);
+    store_tile(acc, blk.rows[0], out, ldo, col + kWidth, n, bias);
+  }
+  if constexpr (RB == 2) {
+    bf16* out1 = out + kRows * ldo;
+    _tile_stored(2, acc, 64);
+    store_tile(acc, blk.rows[1], out1, ldo, col, n, bias);
+    if constexpr (NP == 2) {
+      _tile_stored(3, acc, 64);
+      store_tile(acc, blk.rows[1], out1, ldo, col + kWidth, n, bias);
+    }
+  }
+}
+
+}  // namespace
+
+bool panel_gemm_amx_takes(int64_t K) { return amx::amx_ready() && K > 0 && K % kStep == 0; }
+
+void panel_gemm_amx(const at::Tensor& x2d, const at::Tensor& panels, int64_t n,
+                    const std::optional<at::Tensor>& bias, at::Tensor& out) {
+  const int64_t M = x2d.size(0), K = x2d.size(1), P = panels.size(0);
+  TORCH_CHECK(panel_gemm_amx_takes(K), "panel_gemm: the AMX path got K = ", K);
+  const bf16* x = x2d.const_data_ptr<bf16>();
+  const int64_t ldx = x2d.stride(0);
+  const bf16* w = panels.const_data_ptr<bf16>();
+  const bf16* b = bias.has_value() ? bias->const_data_ptr<bf16>() : nullptr;
+  bf16* o = out.mutable_data_ptr<bf16>();
+  const int64_t panel_size = panels.size(1) * panels.size(2);
+  // The last row block, when short of 16 rows: a copy padded with zero rows (scratch slot 0
+  // of this thread; the tile loads read 16 rows).
+  const int64_t blocks = (M + kRows - 1) / kRows, tail = M % kRows;
+  bf16* pad = nullptr;
+  if (tail != 0) {
+    pad = scratch<bf16>(0, kRows * K);
+    std::memset(pad, 0, kRows * K * sizeof(bf16));
+    for (int64_t m = 0; m < tail; ++m) {
+      std::memcpy(pad + m * K, x + (M - tail + m) * ldx, K * sizeof(bf16));
+    }
+  }
+  const auto block = [&](int64_t i, const bf16** a, int64_t* lda, int64_t* rows) {
+    const bool short_block = tail != 0 && i == blocks - 1;
+    *a = short_block ? pad : x + i * kRows * ldx;
+    *lda = (short_block ? K : ldx) * static_cast<int64_t>(sizeof(bf16));
+    *rows = short_block ? tail : kRows;
+  };
+  const int64_t pairs = (P + 1) / 2;
+  // About 64K multiply-adds of 32 k (one TDPBF16PS: 16 x 16 of them) a chunk at the least.
+  const int64_t per_pair = std::max<int64_t>(1, M * (K / kStep) * 2 * kWidth);
+  const int64_t grain = std::max<int64_t>(1, 65536 / per_pair);
+  at::parallel_for(0, pairs, grain, [&](int64_t q0, int64_t q1) {
+    amx::TileScope scope;
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t p = 2 * q;
+      const bool two_panels = p + 1 < P;
+      for (int64_t i = 0; i < blocks; i += 2) {
+        Blocks blk{};
+        block(i, &blk.a[0], &blk.lda[0], &blk.rows[0]);
+        const bool two_blocks = i + 1 < blocks;
+        if (two_blocks) block(i + 1, &blk.a[1], &blk.lda[1], &blk.rows[1]);
+        bf16* ob = o + i * kRows * n;
+        const int64_t col = p * kWidth;
+        const bf16* panel = w + p * panel_size;
+        if (two_blocks && two_panels) {
+          step_tiles<2, 2>(blk, panel, panel_size, K, ob, n, col, n, b);
+        } else if (two_blocks) {
+          step_tiles<2, 1>(blk, panel, panel_size, K, ob, n, col, n, b);
+        } else if (two_panels) {
+          step_tiles<1, 2>(blk, panel, panel_size, K, ob, n, col, n, b);
+        } else {
+          step_tiles<1, 1>(blk, panel, panel_size, K, ob, n, col, n, b);
+        }
+      }
+    }
+  });
+}
+
+#else
+
+bool panel_gemm_amx_takes(int64_t) { return false; }
+
+void panel_gemm_amx(const at::Tensor&, const at::Tensor&, int64_t, const std::optional<at::Tensor>&,
+                    at::Tensor&) {
+  TORCH_CHECK(false, "panel_gemm: this build has no AMX path (check panel_gemm_amx_takes first)");
+}
+
+#endif
+
+}  // namespace ascend_host
