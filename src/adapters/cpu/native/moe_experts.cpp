@@ -220,7 +220,6 @@ void dot_mlps(const at::Tensor& hidden, const at::Tensor& w13, const at::Tensor&
       });
     }
   });
-
 }
 
 // The experts' MLPs (the AMX tiles where they serve the layer, else the dot kernels), then

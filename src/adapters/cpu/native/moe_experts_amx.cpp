@@ -117,6 +117,40 @@ void pack_pairs(const bf16* x, const int32_t* offsets, int64_t count, int64_t K,
   }
 }
 
+// out[t] (16 x 16 float32) = the 16 weight rows from a[t] (row stride `stride` bytes) dotted
+// with the 16 rows of one group's B tiles `b`, over K: tiles 0 to NA - 1 the outputs, 4 B,
+// 5 to 7 A (in turn).
+template <int NA>
+inline void weight_tiles(const bf16* const (&a)[NA], int64_t stride, const bf16* b, int64_t K,
+                         float (*out)[kGroup][kGroup]) {
+  static_assert(NA == 2 || NA == 4, "two or four output tiles");
+  _tile_zero(0);
+  _tile_zero(1);
+  if constexpr (NA == 4) {
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int64_t kk = 0; kk < K; kk += kStep) {
+    _tile_loadd(4, b + kk * kGroup, 64);
+    _tile_loadd(5, a[0] + kk, stride);
+    _tile_dpbf16ps(0, 5, 4);
+    _tile_loadd(6, a[1] + kk, stride);
+    _tile_dpbf16ps(1, 6, 4);
+    if constexpr (NA == 4) {
+      _tile_loadd(7, a[2] + kk, stride);
+      _tile_dpbf16ps(2, 7, 4);
+      _tile_loadd(5, a[3] + kk, stride);
+      _tile_dpbf16ps(3, 5, 4);
+    }
+  }
+  _tile_stored(0, out[0], 64);
+  _tile_stored(1, out[1], 64);
+  if constexpr (NA == 4) {
+    _tile_stored(2, out[2], 64);
+    _tile_stored(3, out[3], 64);
+  }
+}
+
 }  // namespace
 
 bool amx_takes(int64_t hidden, int64_t inter, int64_t x_span) {
@@ -154,7 +188,7 @@ void amx_expert_mlps(const at::Tensor& hidden, const at::Tensor& w13, const at::
     }
   });
 
-  // Gate/up and swiglu: tiles 0, 1 the item's gate rows, 2, 3 its up rows; 4 x; 5 to 7 A.
+  // Gate/up and swiglu: output tiles 0, 1 the item's gate rows, 2, 3 its up rows.
   const std::vector<Item> act_items = items_of(lay, g, I);
   at::parallel_for(0, static_cast<int64_t>(act_items.size()), 1, [&](int64_t i0, int64_t i1) {
     amx::TileScope scope;
@@ -169,25 +203,7 @@ void amx_expert_mlps(const at::Tensor& hidden, const at::Tensor& w13, const at::
       const int64_t stride = H * static_cast<int64_t>(sizeof(bf16));
       for (int64_t q = g.first[item.expert]; q < g.first[item.expert + 1]; ++q) {
         const bf16* xq = xb + q * kGroup * H;
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        for (int64_t kk = 0; kk < H; kk += kStep) {
-          _tile_loadd(4, xq + kk * kGroup, 64);
-          _tile_loadd(5, gate0 + kk, stride);
-          _tile_dpbf16ps(0, 5, 4);
-          _tile_loadd(6, gate1 + kk, stride);
-          _tile_dpbf16ps(1, 6, 4);
-          _tile_loadd(7, up0 + kk, stride);
-          _tile_dpbf16ps(2, 7, 4);
-          _tile_loadd(5, up1 + kk, stride);
-          _tile_dpbf16ps(3, 5, 4);
-        }
-        _tile_stored(0, out[0], 64);
-        _tile_stored(1, out[1], 64);
-        _tile_stored(2, out[2], 64);
-        _tile_stored(3, out[3], 64);
+        weight_tiles<4>({gate0, gate1, up0, up1}, stride, xq, H, out);
         // out[t][c]: weight row c of tile t, for the group's 16 rows. act as B of the down
         // GEMM: row (column / 2) holds the pairs of columns (2j, 2j + 1).
         auto* aq = reinterpret_cast<__m512i*>(ab + q * kGroup * I);
@@ -202,7 +218,7 @@ void amx_expert_mlps(const at::Tensor& hidden, const at::Tensor& w13, const at::
     }
   });
 
-  // Down: tiles 0, 1 the item's 32 hidden columns; 4 the swiglu output; 5, 6 A.
+  // Down: output tiles 0, 1 the item's 32 hidden columns.
   const std::vector<Item> out_items = items_of(lay, g, H);
   at::parallel_for(0, static_cast<int64_t>(out_items.size()), 1, [&](int64_t i0, int64_t i1) {
     amx::TileScope scope;
@@ -214,17 +230,7 @@ void amx_expert_mlps(const at::Tensor& hidden, const at::Tensor& w13, const at::
       const int64_t stride = I * static_cast<int64_t>(sizeof(bf16));
       for (int64_t q = g.first[item.expert]; q < g.first[item.expert + 1]; ++q) {
         const bf16* aq = ab + q * kGroup * I;
-        _tile_zero(0);
-        _tile_zero(1);
-        for (int64_t kk = 0; kk < I; kk += kStep) {
-          _tile_loadd(4, aq + kk * kGroup, 64);
-          _tile_loadd(5, d0 + kk, stride);
-          _tile_dpbf16ps(0, 5, 4);
-          _tile_loadd(6, d1 + kk, stride);
-          _tile_dpbf16ps(1, 6, 4);
-        }
-        _tile_stored(0, out[0], 64);
-        _tile_stored(1, out[1], 64);
+        weight_tiles<2>({d0, d1}, stride, aq, I, out);
         const int64_t r0 = lay.offsets[item.expert] + (q - g.first[item.expert]) * kGroup;
         const int64_t count = std::min(kGroup, lay.offsets[item.expert + 1] - r0);
         // out[t][c][n] to y[r0 + n][column + 16 t + c]: a gather of each row's 16 columns.
