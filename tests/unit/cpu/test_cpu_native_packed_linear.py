@@ -1,8 +1,9 @@
 """The native host GEMM, by the rows of x: at one or two the small GEMM over the dense
 weight, at 3 to 64 the panel GEMM over the weight's panels (both against a float64
 reference, each row's bits independent of its batch), past those torch's own oneDNN calls
-(the same bits); one pack per weight, a repack after an in-place change; symbolic shapes
-under torch.compile."""
+(the same bits); bf16 on AMX tiles (K a multiple of 32): the panels from 1 to 32 rows,
+oneDNN past them, oneDNN's bits at every row count; one pack per weight, a repack after an
+in-place change; symbolic shapes under torch.compile."""
 
 from __future__ import annotations
 
@@ -61,6 +62,12 @@ def _panels_here(dtype: torch.dtype = torch.float32) -> bool:
     return True
 
 
+def _panel_rows(dtype: torch.dtype, k: int) -> tuple[int, int]:
+    """The rows of x the op sends to the panel GEMM at K = k: 3 to 64, bf16 on AMX tiles 1 to 32."""
+    first, last = torch.ops.ascend_host_native.panel_gemm_rows(dtype, k)
+    return first, last
+
+
 def _onednn_rows(dtype: torch.dtype) -> list[tuple[int, ...]]:
     """Row counts the op sends to oneDNN: past 64 with the panel GEMM, past two without."""
     if _panels_here(dtype):
@@ -108,7 +115,10 @@ def test_at_3_to_64_rows_the_op_takes_the_panel_gemm(
     per_step = 2 if dtype == torch.bfloat16 else 1  # the op's pack is the weight's panels
     assert panels.shape == ((n + 15) // 16, (k + per_step - 1) // per_step, 16 * per_step)
     direct = torch.ops.ascend_host_native.panel_gemm(x.reshape(-1, k), panels, n, bias)
-    assert torch.equal(got.reshape(-1, n), direct)
+    if x.numel() // k <= _panel_rows(dtype, k)[1]:
+        assert torch.equal(got.reshape(-1, n), direct)
+    else:  # bf16 on AMX tiles past 32 rows: oneDNN's own K blocks
+        assert torch.equal(got, _torch_path(x, weight, bias))
     exact = x.double() @ weight.double().t() + (0 if bias is None else bias.double())
     if dtype == torch.float32:
         torch.testing.assert_close(got.double(), exact, atol=1e-5, rtol=1e-5)
@@ -185,17 +195,38 @@ def test_on_a_cpu_with_amx_bf16_panels_of_whole_tiles_take_them(op: Any) -> None
 def test_the_panel_gemm_gives_each_row_the_same_bits_at_any_batch_it_serves(
     op: Any, dtype: torch.dtype
 ) -> None:
-    """A sequence's numbers do not depend on the decode batch it shares, from 3 to 64 rows:
-    each output is the same multiply-add chains over K's blocks, whatever tile it falls in."""
+    """A sequence's numbers do not depend on the decode batch it shares, across the panel
+    GEMM's rows (3 to 64; bf16 on AMX tiles 1 to 32): each output is the same multiply-add
+    chains over K's blocks, whatever tile it falls in."""
     if not _panels_here(dtype):
         pytest.skip("no panel GEMM for this dtype on this CPU")
+    first, last = _panel_rows(dtype, 768)
     gen = torch.Generator().manual_seed(11)
     weight = (torch.randn(300, 768, generator=gen) * 0.05).to(dtype)
-    x = torch.randn(64, 768, generator=gen).to(dtype)
+    x = torch.randn(last, 768, generator=gen).to(dtype)
     full = op(x, weight, None)
-    for start, size in ((0, 3), (5, 8), (7, 9), (20, 16), (40, 24), (1, 63)):
+    spans = [(0, 3), (5, 8), (7, 9), (20, 16), (1, last - 1), (last - first, first)]
+    for start, size in spans:
         part = op(x[start : start + size], weight, None)
         assert torch.equal(part, full[start : start + size]), (start, size)
+
+
+@pytest.mark.skipif(
+    not torch.cpu._is_amx_tile_supported(), reason="this CPU has no AMX: oneDNN keeps VDPBF16PS"
+)
+def test_on_a_cpu_with_amx_bf16_gives_onednns_bits_at_every_row_count(op: Any) -> None:
+    """K a multiple of 32: oneDNN's bits from 1 row to past 64 (the tiles' one chain over K
+    to 32 rows, oneDNN itself past them), so the NPU path's linears on the emulator (oneDNN's)
+    give the host's numbers; K of other lengths keeps the AVX-512 kernels' own order."""
+    gen = torch.Generator().manual_seed(6)
+    for k, n in ((64, 4096), (128, 6144), (512, 4096), (768, 576), (4096, 768)):
+        assert _panel_rows(torch.bfloat16, k) == (1, 32)
+        weight = (torch.randn(n, k, generator=gen) * 0.05).bfloat16()
+        bias = torch.randn(n, generator=gen).bfloat16()
+        for rows in (1, 2, 3, 16, 17, 32, 33, 48, 64, 65):
+            x = torch.randn(rows, k, generator=gen).bfloat16()
+            assert torch.equal(op(x, weight, bias), _torch_path(x, weight, bias)), (k, n, rows)
+    assert _panel_rows(torch.bfloat16, 70) == (3, 64)
 
 
 def test_the_panel_gemm_refuses_inputs_it_does_not_take(op: Any) -> None:
@@ -233,11 +264,12 @@ def test_a_weight_that_is_not_contiguous_keeps_onednns_pack(op: Any, dtype: torc
 @pytest.mark.parametrize("rows", [(1,), (2,), (1, 1), (2, 1)])
 @pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("k", [64, 40, 70, 768])
-def test_one_or_two_rows_take_the_small_gemm(
+def test_one_or_two_rows_take_the_small_gemm_or_on_amx_the_tiles(
     op: Any, dtype: torch.dtype, rows: tuple[int, ...], with_bias: bool, k: int
 ) -> None:
     """The small GEMM: float32 sums over the dense weight, within rounding of a float64
-    reference (K with and without a tail chunk), and what the op returns for 1-2 rows."""
+    reference (K with and without a tail chunk), and what the op returns for 1-2 rows but
+    where bf16 takes AMX tiles (K a multiple of 32): the panel GEMM's there."""
     if not _small_gemm_here(dtype):
         pytest.skip("no small GEMM for this dtype on this CPU: every row count goes to oneDNN")
     gen = torch.Generator().manual_seed(k + len(rows))
@@ -248,7 +280,12 @@ def test_one_or_two_rows_take_the_small_gemm(
     assert got.shape == (*rows, 37) and got.dtype == dtype
     x2d = x.reshape(-1, k)
     small = torch.ops.ascend_host_native.small_gemm
-    assert torch.equal(got.reshape(-1, 37), small(x2d, weight, bias))
+    if x2d.shape[0] < _panel_rows(dtype, k)[0]:
+        assert torch.equal(got.reshape(-1, 37), small(x2d, weight, bias))
+    else:
+        panels = native.pack_linear_weight()(weight)
+        direct = torch.ops.ascend_host_native.panel_gemm(x2d, panels, 37, bias)
+        assert torch.equal(got.reshape(-1, 37), direct)
     exact = x.double() @ weight.double().t() + (0 if bias is None else bias.double())
     if dtype == torch.float32:
         torch.testing.assert_close(got.double(), exact, atol=1e-5, rtol=1e-5)
@@ -262,7 +299,8 @@ def test_the_small_gemm_gives_each_row_the_same_bits_at_one_or_two_rows(
     op: Any, dtype: torch.dtype
 ) -> None:
     """A sequence's numbers do not depend on whether its decode step was batched with
-    another: the summation order is the same at one and at two rows."""
+    another: the summation order is the same at one and at two rows (bf16 on AMX tiles:
+    the panel GEMM's one chain, the same too)."""
     if not _small_gemm_here(dtype):
         pytest.skip("no small GEMM for this dtype on this CPU: every row count goes to oneDNN")
     gen = torch.Generator().manual_seed(5)

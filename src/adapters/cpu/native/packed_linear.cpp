@@ -1,8 +1,9 @@
 // The host's unquantized GEMM as one native op, by the rows of x:
 // - one or two: the small GEMM over the dense weight (small_gemm.cpp);
 // - 3 to kPanelMaxRows: the panel GEMM over the weight packed once into panels
-//   (panel_gemm.cpp; bf16 on AMX tiles where the CPU has them and K is a multiple of 32,
-//   panel_gemm_amx.cpp), with no per-call set-up; past that, oneDNN's linear over the dense
+//   (panel_gemm.cpp), with no per-call set-up; bf16 where the CPU has AMX and K is a
+//   multiple of 32: the panels on AMX tiles from 1 to 32 rows instead (panel_gemm_amx.cpp,
+//   oneDNN's bits there: panel_gemm_rows); past those, oneDNN's linear over the dense
 //   weight (which reorders it inside, the same bits as over its own pack);
 // - a weight that is not contiguous, or a build without the panel GEMM for its dtype:
 //   oneDNN's linear over the weight packed once into oneDNN's blocked layout.
@@ -34,6 +35,7 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 namespace {
 
@@ -104,16 +106,19 @@ at::Tensor packed_linear(const at::Tensor& x, const at::Tensor& weight,
     const at::Tensor x2d = x.reshape({-1, x.size(-1)});
     auto sizes = x.sizes().vec();
     sizes.back() = weight.size(0);
-    if (ascend_host::small_gemm_fits(x2d, weight, bias)) {
+    const int64_t rows = x2d.size(0);
+    const auto panel_rows = ascend_host::panel_gemm_rows(x2d.scalar_type(), x2d.size(1));
+    const bool panels_here = takes_panels(weight);
+    if (panels_here && rows >= panel_rows.min && rows <= panel_rows.max) {
+      const at::Tensor panels = packed_for(weight);
+      if (ascend_host::panel_gemm_fits(x2d, panels, weight.size(0), bias)) {
+        return ascend_host::panel_gemm(x2d, panels, weight.size(0), bias).view(sizes);
+      }
+    }
+    if (rows < panel_rows.min && ascend_host::small_gemm_fits(x2d, weight, bias)) {
       return ascend_host::small_gemm(x2d, weight, bias).view(sizes);
     }
-    if (takes_panels(weight)) {
-      if (x2d.size(0) <= ascend_host::kPanelMaxRows) {
-        const at::Tensor panels = packed_for(weight);
-        if (ascend_host::panel_gemm_fits(x2d, panels, weight.size(0), bias)) {
-          return ascend_host::panel_gemm(x2d, panels, weight.size(0), bias).view(sizes);
-        }
-      }
+    if (panels_here) {
       return linear(x, weight, bias);  // its pack is panels: oneDNN reads the dense weight
     }
   }
@@ -135,6 +140,13 @@ int64_t packed_linear_cache_size() {
   return static_cast<int64_t>(cache.size());
 }
 
+// The rows packed_linear sends to the panel GEMM for x of `dtype` and K columns, as
+// [first, last] (for tests: panel_gemm_rows).
+std::vector<int64_t> panel_gemm_rows(c10::ScalarType dtype, int64_t k) {
+  const auto rows = ascend_host::panel_gemm_rows(dtype, k);
+  return {rows.min, rows.max};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(ascend_host_native, m) {
@@ -149,6 +161,7 @@ TORCH_LIBRARY_FRAGMENT(ascend_host_native, m) {
   m.def("panel_gemm(Tensor x, Tensor panels, int n, Tensor? bias) -> Tensor");
   m.impl("panel_gemm", c10::DispatchKey::CPU, &ascend_host::panel_gemm);
   m.def("panel_gemm_amx_takes(int k) -> bool", &ascend_host::panel_gemm_amx_takes);
+  m.def("panel_gemm_rows(ScalarType dtype, int k) -> int[]", &panel_gemm_rows);
   m.impl("packed_linear", c10::DispatchKey::CPU, &packed_linear);
   m.impl("packed_linear", c10::DispatchKey::Meta, &packed_linear_meta);
 }

@@ -1,4 +1,5 @@
-// The host's GEMM at decode batches (3 to kPanelMaxRows rows of x), float32 and bf16, over
+// The host's GEMM at decode batches (3 to kPanelMaxRows rows of x; bf16 on AMX tiles: 1 to
+// kPanelMaxRows), float32 and bf16, over
 // the weight packed once into panels of 16 output columns (pack_panels).
 //
 // At these sizes a linear layer's work is a few microseconds to a few hundred; torch's
@@ -19,8 +20,8 @@
 // blocks K otherwise (AMX, other caches) gets its own last bits, within rounding.
 //
 // bf16 on a CPU with AMX, K a multiple of 32: the same panels on AMX tiles instead
-// (panel_gemm_amx.cpp), one chain over all of K, which gave oneDNN's AMX bits there at
-// 3 to 16 rows; at 16 rows of the benchmark's bf16 shapes, 2 threads, 8192 x 256 (the
+// (panel_gemm_amx.cpp), one chain over all of K, which gives oneDNN's AMX bits there from
+// 1 to 32 rows (packed_linear sends it those: panel_gemm_rows); at 16 rows of the benchmark's bf16 shapes, 2 threads, 8192 x 256 (the
 // lm_head) took 122-135 us against 685 us for the AVX-512 kernel at K 258 (oneDNN over
 // its own pack: 258 us), and 450-470 against 2950 at 64 rows.
 #include "panel_gemm.h"
@@ -252,7 +253,8 @@ bool panel_gemm_fits(const at::Tensor& x2d, const at::Tensor& panels, int64_t n,
   const auto dtype = x2d.scalar_type();
   if (!panel_gemm_builds(dtype) || x2d.dim() != 2 || panels.dim() != 3) return false;
   const int64_t per_step = dtype == at::kBFloat16 ? 2 : 1;
-  return x2d.device().is_cpu() && x2d.size(0) >= kPanelMinRows && x2d.size(0) <= kPanelMaxRows &&
+  const int64_t min_rows = panel_gemm_rows(dtype, x2d.size(1)).min;
+  return x2d.device().is_cpu() && x2d.size(0) >= min_rows && x2d.size(0) <= kPanelMaxRows &&
          x2d.stride(1) == 1 && panels.scalar_type() == dtype && panels.device().is_cpu() &&
          panels.is_contiguous() && panels.size(2) == kWidth * per_step &&
          panels.size(1) == (x2d.size(1) + per_step - 1) / per_step && n > 0 &&
@@ -262,10 +264,16 @@ bool panel_gemm_fits(const at::Tensor& x2d, const at::Tensor& panels, int64_t n,
                                 bias->device().is_cpu()));
 }
 
+PanelRows panel_gemm_rows(c10::ScalarType dtype, int64_t K) {
+  constexpr int64_t kAmxChainedRows = 32;
+  if (dtype == at::kBFloat16 && panel_gemm_amx_takes(K)) return {1, kAmxChainedRows};
+  return {kPanelMinRows, kPanelMaxRows};
+}
+
 at::Tensor panel_gemm(const at::Tensor& x2d, const at::Tensor& panels, int64_t n,
                       const std::optional<at::Tensor>& bias) {
   TORCH_CHECK(panel_gemm_fits(x2d, panels, n, bias),
-              "panel_gemm: takes x [", kPanelMinRows, " to ", kPanelMaxRows,
+              "panel_gemm: takes x [", kPanelMinRows, " (bf16 on AMX tiles: 1) to ", kPanelMaxRows,
               " rows, K] with a contiguous last dim, the panels pack_panels made of an [n, K] "
               "weight of x's dtype and a contiguous bias [n] of it, on a CPU build with the "
               "panel GEMM for that dtype");

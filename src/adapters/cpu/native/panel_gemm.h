@@ -14,6 +14,18 @@ namespace ascend_host {
 constexpr int64_t kPanelMinRows = 3;
 constexpr int64_t kPanelMaxRows = 64;
 
+// The rows of x packed_linear sends to the panel GEMM, for x of `dtype` and K columns:
+// kPanelMinRows to kPanelMaxRows, but 1 to 32 where the bf16 tiles take K
+// (panel_gemm_amx_takes). oneDNN's bf16 linear on AMX chains K through the tiles from 1 to
+// 32 rows, in the tiles' order (the same bits, measured at K 64 to 4096, N 128 to 8000),
+// and blocks K its own way past 32; there it is as fast. So on AMX the host keeps oneDNN's
+// numbers at every row count, which are what the NPU path's linears (oneDNN's, on the
+// emulator) give.
+struct PanelRows {
+  int64_t min, max;
+};
+PanelRows panel_gemm_rows(c10::ScalarType dtype, int64_t K);
+
 // Whether this build has the panel kernel for `dtype`: float32 (AVX-512 F), bf16 (also BW
 // and BF16, as dot_kernels.h).
 bool panel_gemm_builds(c10::ScalarType dtype);
@@ -25,7 +37,8 @@ bool panel_gemm_builds(c10::ScalarType dtype);
 at::Tensor pack_panels(const at::Tensor& weight);
 
 // Whether the panel GEMM serves x2d against a pack of an [n, K] weight: x's dtype, x 2-D
-// with a contiguous last dim and kPanelMinRows to kPanelMaxRows rows, bias [n] contiguous.
+// with a contiguous last dim and kPanelMinRows to kPanelMaxRows rows (from 1 where the
+// tiles take K), bias [n] contiguous.
 bool panel_gemm_fits(const at::Tensor& x2d, const at::Tensor& panels, int64_t n,
                      const std::optional<at::Tensor>& bias);
 
