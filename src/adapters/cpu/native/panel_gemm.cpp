@@ -1,6 +1,6 @@
-// The host's GEMM at decode batches (3 to kPanelMaxRows rows of x; bf16 on AMX tiles: 1 to
-// kPanelMaxRows), float32 and bf16, over
-// the weight packed once into panels of 16 output columns (pack_panels).
+// The host's GEMM at decode batches (3 to kPanelMaxRows rows of x; bf16 on AMX tiles: from
+// 1), float32 and bf16, over the weight packed once into panels of 16 output columns
+// (pack_panels).
 //
 // At these sizes a linear layer's work is a few microseconds to a few hundred; torch's
 // oneDNN linear adds 10-20 us of its own to every call (it builds oneDNN's primitive
@@ -21,8 +21,8 @@
 //
 // bf16 on a CPU with AMX, K a multiple of 32: the same panels on AMX tiles instead
 // (panel_gemm_amx.cpp), one chain over all of K, which gives oneDNN's AMX bits there from
-// 1 to 32 rows (packed_linear sends it those: panel_gemm_rows); at 16 rows of the benchmark's bf16 shapes, 2 threads, 8192 x 256 (the
-// lm_head) took 122-135 us against 685 us for the AVX-512 kernel at K 258 (oneDNN over
+// 1 to 32 rows (packed_linear sends it those: panel_gemm_rows); at 16 rows of the
+// benchmark's bf16 shapes, 2 threads, 8192 x 256 (the lm_head) took 122-135 us against 685 us for the AVX-512 kernel at K 258 (oneDNN over
 // its own pack: 258 us), and 450-470 against 2950 at 64 rows.
 #include "panel_gemm.h"
 

@@ -17,7 +17,7 @@ constexpr int64_t kPanelMaxRows = 64;
 // The rows of x packed_linear sends to the panel GEMM, for x of `dtype` and K columns:
 // kPanelMinRows to kPanelMaxRows, but 1 to 32 where the bf16 tiles take K
 // (panel_gemm_amx_takes). oneDNN's bf16 linear on AMX chains K through the tiles from 1 to
-// 32 rows, in the tiles' order (the same bits, measured at K 64 to 4096, N 128 to 8000),
+// 32 rows, in the tiles' order (the same bits, measured at K 64 to 7168, N 128 to 8000),
 // and blocks K its own way past 32; there it is as fast. So on AMX the host keeps oneDNN's
 // numbers at every row count, which are what the NPU path's linears (oneDNN's, on the
 // emulator) give.
