@@ -22,8 +22,9 @@
 // bf16 on a CPU with AMX, K a multiple of 32: the same panels on AMX tiles instead
 // (panel_gemm_amx.cpp), one chain over all of K, which gives oneDNN's AMX bits there from
 // 1 to 32 rows (packed_linear sends it those: panel_gemm_rows); at 16 rows of the
-// benchmark's bf16 shapes, 2 threads, 8192 x 256 (the lm_head) took 122-135 us against 685 us for the AVX-512 kernel at K 258 (oneDNN over
-// its own pack: 258 us), and 450-470 against 2950 at 64 rows.
+// benchmark's bf16 shapes, 2 threads, 8192 x 256 (the lm_head) took 122-135 us against
+// 685 us for the AVX-512 kernel at K 258 (oneDNN over its own pack: 258 us), and 450-470
+// against 2950 at 64 rows.
 #include "panel_gemm.h"
 
 #include "dot_kernels.h"
