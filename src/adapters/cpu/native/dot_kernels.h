@@ -63,6 +63,17 @@ struct BF16 {
     return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_castps_si512(w), (__m512bh)_mm512_castps_si512(x));
   }
 };
+
+// 16 bf16 values (masked) widened to float32, and 16 float32 values stored as bf16,
+// rounded to nearest even (as c10's conversion does for every value but subnormals,
+// which it flushes): the edges of the GEMMs' bf16 outputs and biases.
+inline __m512 load_bf16x16(const c10::BFloat16* p, __mmask16 mask) {
+  const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+inline void store_bf16x16(c10::BFloat16* p, __mmask16 mask, __m512 v) {
+  _mm256_mask_storeu_epi16(p, mask, (__m256i)_mm512_cvtneps_pbh(v));
+}
 #endif
 
 // One weight row w (K long) against Mx rows of x (xs[m], each K long): sums[m] = w . x_m.

@@ -137,17 +137,15 @@ void item_sums(WRow wrow, int64_t n, int64_t K, const typename D::T* const* xs, 
 
 inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
 
-// 16 values (masked) as float32, and float32 values stored as T (bf16: rounded to nearest
-// even, as c10's conversion does for every value but subnormals, which it flushes).
+// 16 values (masked) as float32, and float32 values stored as T (bf16: dot_kernels.h).
 inline __m512 load16(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
 inline void store16(float* p, __mmask16 mask, __m512 v) { _mm512_mask_storeu_ps(p, mask, v); }
 #if defined(ASCEND_SMALL_GEMM_BF16)
 inline __m512 load16(const c10::BFloat16* p, __mmask16 mask) {
-  const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  return ascend_host::dot::load_bf16x16(p, mask);
 }
 inline void store16(c10::BFloat16* p, __mmask16 mask, __m512 v) {
-  _mm256_mask_storeu_epi16(p, mask, (__m256i)_mm512_cvtneps_pbh(v));
+  ascend_host::dot::store_bf16x16(p, mask, v);
 }
 #endif
 

@@ -78,13 +78,8 @@ struct BF16 {
   static __m512 madd(__m512 acc, __m512 w, __m512 x) {
     return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_castps_si512(w), (__m512bh)_mm512_castps_si512(x));
   }
-  static __m512 bias(const T* b, __mmask16 mask) {
-    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, b));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-  }
-  static void store(T* out, __mmask16 mask, __m512 v) {
-    _mm256_mask_storeu_epi16(out, mask, (__m256i)_mm512_cvtneps_pbh(v));
-  }
+  static __m512 bias(const T* b, __mmask16 mask) { return dot::load_bf16x16(b, mask); }
+  static void store(T* out, __mmask16 mask, __m512 v) { dot::store_bf16x16(out, mask, v); }
 };
 #endif
 

@@ -15,6 +15,7 @@
 #include "panel_gemm_amx.h"
 
 #include "amx_tiles.h"
+#include "dot_kernels.h"
 #include "scratch.h"
 
 #include <ATen/Parallel.h>
@@ -27,7 +28,8 @@
 
 namespace ascend_host {
 
-#if defined(ASCEND_AMX_BF16)
+// (dot_kernels.h's bf16 helpers, for the tiles' edges: any CPU with AMX has their AVX-512 parts)
+#if defined(ASCEND_AMX_BF16) && defined(ASCEND_SMALL_GEMM_BF16)
 namespace {
 
 using bf16 = c10::BFloat16;
@@ -47,14 +49,11 @@ inline void store_tile(const float* acc, int64_t rows, bf16* out, int64_t ldo, i
   const int64_t cols = std::min<int64_t>(kWidth, n - col);
   const __mmask16 mask = static_cast<__mmask16>(cols >= kWidth ? 0xFFFFu : (1u << cols) - 1u);
   __m512 b = _mm512_setzero_ps();
-  if (bias != nullptr) {
-    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, bias + col));
-    b = _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-  }
+  if (bias != nullptr) b = dot::load_bf16x16(bias + col, mask);
   for (int64_t m = 0; m < rows; ++m) {
     __m512 v = _mm512_load_ps(acc + m * kWidth);
     if (bias != nullptr) v = _mm512_add_ps(v, b);
-    _mm256_mask_storeu_epi16(out + m * ldo + col, mask, (__m256i)_mm512_cvtneps_pbh(v));
+    dot::store_bf16x16(out + m * ldo + col, mask, v);
   }
 }
 
