@@ -170,6 +170,27 @@ def throughput(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
     return results
 
 
+def score_fp32(args: argparse.Namespace, results: list[dict[str, Any]], log: Path) -> None:
+    """Each run's ids scored under the float32 model (scripts/bench_score.py), in place.
+
+    In bfloat16 the sides' greedy ids part on a near-tied model whatever their math, so
+    how often each side's step picked the float32 argmax is what compares their accuracy.
+    """
+    sequences = [{"key": f"{n}/{i}", "batch": run["batch"], "token_ids": run["token_ids"]}
+                 for n, r in enumerate(results) for i, run in enumerate(r["runs"])]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"sequences": sequences}, f)
+    print("  scoring every side's ids under the float32 model ...", file=sys.stderr, flush=True)
+    try:
+        scores = _run_worker("bench_score.py", ["--model", str(args.model), "--prompt-len",
+                                                str(args.prompt_len), "--in", f.name], {}, log)
+    finally:
+        Path(f.name).unlink()
+    for n, r in enumerate(results):
+        for i, run in enumerate(r["runs"]):
+            run["fp32_score"] = scores[f"{n}/{i}"]
+
+
 def startup(args: argparse.Namespace, log: Path) -> dict[str, list[dict[str, Any]]]:
     samples: dict[str, list[dict[str, Any]]] = {"vllm": [], "plugin": []}
     envs = {
@@ -218,6 +239,11 @@ def summarize_throughput(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "platform": best_r["platform"],
                     "compile_mode": best_r.get("compile_mode"),
                 }
+                if all("fp32_score" in run for _, run in runs):
+                    sc = [run["fp32_score"] for _, run in runs]
+                    steps = sum(x["steps"] for x in sc)
+                    row["sides"][side]["fp32_argmax"] = sum(x["argmax_steps"] for x in sc) / steps
+                    row["sides"][side]["fp32_regret"] = sum(x["regret_sum"] for x in sc) / steps
             if "plugin" in sides:
                 plugin_tok = row["sides"]["plugin"]["tok_s"]
                 row["ratios"] = {f"plugin/{side}": plugin_tok / row["sides"][side]["tok_s"]
@@ -225,6 +251,7 @@ def summarize_throughput(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 row["identical_to_plugin"] = {
                     side: _same_ids(mine, side, i) for side in sides if side != "plugin"
                 }
+                row["accuracy_ok"] = _accuracy_ok(row)
             rows.append(row)
     return rows
 
@@ -240,6 +267,22 @@ def _same_ids(results: list[dict[str, Any]], side: str, i: int) -> str:
         same += sum(a == b for a, b in zip(ours, theirs, strict=True))
         total += len(ours)
     return f"{same}/{total}"
+
+
+# bfloat16: the plugin picks the float32 argmax at most this much less often than the
+# least accurate peer (the sides part on near ties, so the fraction moves by a few points).
+ARGMAX_SLACK = 0.05
+
+
+def _accuracy_ok(row: dict[str, Any]) -> bool:
+    """float32: every sequence the same as every peer's. bfloat16 (ids part on near ties):
+    the plugin's steps pick the float32 argmax about as often as the peers' do."""
+    if row["dtype"] == "float32":
+        return all(a == b for a, _, b in (v.partition("/") for v in
+                                           row["identical_to_plugin"].values()))
+    scored = {k: v["fp32_argmax"] for k, v in row["sides"].items() if "fp32_argmax" in v}
+    peers = [v for k, v in scored.items() if not k.startswith("plugin")]
+    return "plugin" in scored and bool(peers) and scored["plugin"] >= min(peers) - ARGMAX_SLACK
 
 
 STAGES = ("import_vllm_ms", "register_ms", "resolve_platform_ms", "general_plugins_ms",
@@ -304,7 +347,8 @@ def print_report(report: dict[str, Any]) -> None:
         hdr = (f"{'dtype':<9} {'batch':>5} "
                + " ".join(f"{side + ' tok/s':>14}" for side in sides) + " "
                + " ".join(f"{k:>15}" for k in ratio_keys)
-               + f" {'same ids as plugin':>20} {'threads':>9} {'load':>13}")
+               + f" {'same ids as plugin':>20} {'fp32 argmax %':>17} {'threads':>9} "
+               f"{'load':>13}")
         print(hdr)
         print("-" * len(hdr))
         for r in report["throughput"]:
@@ -312,11 +356,18 @@ def print_report(report: dict[str, Any]) -> None:
             threads = "/".join(str(r["sides"][x]["threads"]) for x in sides)
             load = "/".join(f"{r['sides'][x]['load_avg_1m']:.1f}" for x in sides)
             ok = all(v["lengths_ok"] for v in r["sides"].values())
+            argmax = "/".join(f"{r['sides'][x]['fp32_argmax'] * 100:.0f}"
+                              if "fp32_argmax" in r["sides"][x] else "-" for x in sides)
             print(f"{r['dtype']:<9} {r['batch']:>5} "
                   + " ".join(f"{r['sides'][x]['tok_s']:>14.1f}" for x in sides) + " "
                   + " ".join(f"{r['ratios'][k]:>15.2f}" for k in ratio_keys)
-                  + f" {same:>20} {threads:>9} {load:>13}"
-                  + ("" if ok else "  LENGTHS OR REPEATED IDS WRONG"))
+                  + f" {same:>20} {argmax:>17} {threads:>9} {load:>13}"
+                  + ("" if ok else "  LENGTHS OR REPEATED IDS WRONG")
+                  + ("" if r.get("accuracy_ok", True) else "  IDS OFF THE PEERS"))
+        print("fp32 argmax %: of each side's generated steps, how many chose the float32 "
+              "model's argmax given that side's own tokens so far (scripts/bench_score.py); "
+              "the bfloat16 check, where the sides' ids part on near-tied logits. float32 "
+              "checks that the ids are the same.")
         modes = {x: report["throughput"][0]["sides"][x]["compile_mode"] for x in sides}
         print("compile mode: " + ", ".join(f"{k} {v}" for k, v in modes.items()))
     if report.get("startup"):
@@ -421,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Benchmark (worker logs: {args.log})", file=sys.stderr, flush=True)
     if not args.skip_throughput:
         raw = throughput(args, args.log)
+        score_fp32(args, raw, args.log)
         report["throughput"] = summarize_throughput(raw)
         report["throughput_raw"] = [
             {**r, "runs": [{k: v for k, v in run.items() if k != "token_ids"}
