@@ -17,8 +17,10 @@ model's shapes (vocab 8000).
 `--small` times one decode step's GEMMs of the 87M model (12 layers' qkv, o, gate_up
 and down, then the LM head: 49 calls, each weight read from memory, as in the model)
 with the host's small GEMM over the dense weights (`ascend_host_native::small_gemm`,
-one or two rows) against oneDNN over the packed ones, steps alternated, and reports
-ms per step, the GB/s of weight read, and the largest difference from a float64 sum.
+one or two rows) against oneDNN over the packed ones and against what the host's linears
+call (`ascend_host_native::packed_linear`: on AMX the bf16 tiles from one row), steps
+alternated, and reports ms per step, the GB/s of weight read, and the largest difference
+from a float64 sum.
 """
 
 from __future__ import annotations
@@ -95,10 +97,11 @@ def small_gemm_ab(dtypes: list[str], tokens: list[int], repeats: int) -> None:
     if native.packed_linear() is None:
         raise SystemExit("the host's native kernels did not build here (see the INFO log)")
     small = torch.ops.ascend_host_native.small_gemm
+    host = torch.ops.ascend_host_native.packed_linear  # what the host's linears call
     layers = [SHAPES_87M[name] for name in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")]
     step = layers * 12 + [SHAPES_87M["lm_head"]]
     print(f"{'dtype':<9} {'M':>3} {'small ms':>9} {'GB/s':>6} {'oneDNN ms':>10} {'GB/s':>6} "
-          f"{'speedup':>8} {'small err':>10} {'oneDNN err':>10}")
+          f"{'speedup':>8} {'small err':>10} {'oneDNN err':>10} {'host ms':>8} {'GB/s':>6}")
     gen = torch.Generator().manual_seed(0)
     for dtype in (getattr(torch, d) for d in dtypes):
         weights = [(torch.randn(n, k, generator=gen) * 0.05).to(dtype) for k, n in step]
@@ -115,6 +118,7 @@ def small_gemm_ab(dtypes: list[str], tokens: list[int], repeats: int) -> None:
             runs = {
                 "small": lambda: [small(xs[k], w, None) for (k, _), w in zip(step, weights, strict=True)],  # noqa: B023, E501
                 "onednn": lambda: [onednn(xs[k], p) for (k, _), p in zip(step, packs, strict=True)],  # noqa: B023
+                "host": lambda: [host(xs[k], w, None) for (k, _), w in zip(step, weights, strict=True)],  # noqa: B023, E501
             }
             times: dict[str, list[float]] = {key: [] for key in runs}
             for _ in range(3):
@@ -125,10 +129,10 @@ def small_gemm_ab(dtypes: list[str], tokens: list[int], repeats: int) -> None:
                     start = time.perf_counter()
                     run()
                     times[key].append(time.perf_counter() - start)
-            a, b = (statistics.median(times[key]) * 1e3 for key in ("small", "onednn"))
+            a, b, h = (statistics.median(times[key]) * 1e3 for key in ("small", "onednn", "host"))
             print(f"{str(dtype).removeprefix('torch.'):<9} {m:>3} {a:>9.2f} {size / a / 1e6:>6.1f} "
                   f"{b:>10.2f} {size / b / 1e6:>6.1f} {b / a:>7.2f}x {err['small']:>10.2e} "
-                  f"{err['onednn']:>10.2e}", flush=True)
+                  f"{err['onednn']:>10.2e} {h:>8.2f} {size / h / 1e6:>6.1f}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,6 +36,10 @@ using bf16 = c10::BFloat16;
 constexpr int64_t kRows = amx::kRows;   // rows of x an A tile holds
 constexpr int64_t kStep = amx::kStepK;  // k of one tile step
 constexpr int64_t kWidth = 16;          // columns of a panel
+// Each step prefetches the panel lines 4 tile steps ahead (dot::kPrefetchBytes). The tile
+// loads alone read the 87M Llama's bf16 panels at 10-12 GB/s on this project's Intel host
+// at 1 to 16 rows; with the prefetch 14-16 (2 threads; scripts/bench_gemm.py --small, the
+// host column, and 1 to 32 rows alike).
 
 struct Blocks {
   const bf16* a[2];  // the two row blocks' first rows (the second may be absent)
@@ -67,6 +71,13 @@ void step_tiles(const Blocks& blk, const bf16* panel, int64_t panel_size, int64_
   if constexpr (RB == 2 && NP == 2) _tile_zero(3);
   for (int64_t k = 0; k < K; k += kStep) {
     const bf16* b0 = panel + (k / 2) * 2 * kWidth;  // rows k/2 .. k/2 + 15 of the panel
+    const char* ahead = reinterpret_cast<const char*>(b0) + dot::kPrefetchBytes;
+    for (int line = 0; line < kRows; ++line) {  // a prefetch past the pack's end is harmless
+      _mm_prefetch(ahead + 64 * line, _MM_HINT_T0);
+      if constexpr (NP == 2) {
+        _mm_prefetch(ahead + panel_size * sizeof(bf16) + 64 * line, _MM_HINT_T0);
+      }
+    }
     _tile_loadd(4, blk.a[0] + k, blk.lda[0]);
     _tile_loadd(6, b0, 64);
     _tile_dpbf16ps(0, 4, 6);
@@ -130,9 +141,14 @@ void panel_gemm_amx(const at::Tensor& x2d, const at::Tensor& panels, int64_t n,
     *rows = short_block ? tail : kRows;
   };
   const int64_t pairs = (P + 1) / 2;
-  // About 64K multiply-adds of 32 k (one TDPBF16PS: 16 x 16 of them) a chunk at the least.
+  // A chunk is worth a thread with about 64K multiply-adds of 32 k (one TDPBF16PS: 16 x 16
+  // of them) or 64 KiB of panels to read, whichever comes first: at one or two rows the
+  // tiles wait on the weight, and a multiply-add count alone put the 87M Llama's qkv, o and
+  // down projections on one thread at batch 1 (16.4 ms a decode step's GEMMs, 2 threads,
+  // against 12.6 for the small GEMM over the same weights).
   const int64_t per_pair = std::max<int64_t>(1, M * (K / kStep) * 2 * kWidth);
-  const int64_t grain = std::max<int64_t>(1, 65536 / per_pair);
+  const int64_t pair_bytes = 2 * panel_size * static_cast<int64_t>(sizeof(bf16));
+  const int64_t grain = std::max<int64_t>(1, std::min(65536 / per_pair, 65536 / pair_bytes));
   at::parallel_for(0, pairs, grain, [&](int64_t q0, int64_t q1) {
     amx::TileScope scope;
     for (int64_t q = q0; q < q1; ++q) {
