@@ -311,6 +311,27 @@ def test_the_small_gemm_gives_each_row_the_same_bits_at_one_or_two_rows(
     assert torch.equal(pair[1], op(x[1:], weight, None)[0])
 
 
+@pytest.mark.parametrize("dtype", _dtypes())
+@pytest.mark.parametrize("k", [70, 768])
+@pytest.mark.parametrize("m", [1, 2])
+def test_the_small_gemms_weight_streams_give_each_output_one_rows_bits(
+    dtype: torch.dtype, k: int, m: int
+) -> None:
+    """Each thread walks its weight rows as several streams side by side; an output's sum
+    is still its row's own (one weight row alone takes the one-stream path): the bits do
+    not depend on which stream, nor how many rows, a layer has."""
+    if not _small_gemm_here(dtype):
+        pytest.skip("no small GEMM for this dtype on this CPU: every row count goes to oneDNN")
+    gen = torch.Generator().manual_seed(k + m)
+    weight = (torch.randn(301, k, generator=gen) * 0.05).to(dtype)
+    bias = torch.randn(301, generator=gen).to(dtype)
+    x = torch.randn(m, k, generator=gen).to(dtype)
+    small = torch.ops.ascend_host_native.small_gemm
+    whole = small(x, weight, bias)
+    alone = torch.cat([small(x, weight[n : n + 1], bias[n : n + 1]) for n in range(301)], dim=1)
+    assert torch.equal(whole, alone)
+
+
 def test_the_small_gemm_refuses_inputs_it_does_not_take(op: Any) -> None:
     """Three rows, a packed or non-contiguous weight: an error naming it, never a wrong sum."""
     if not _small_gemm_here():

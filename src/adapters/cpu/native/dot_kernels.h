@@ -84,7 +84,7 @@ inline void store_bf16x16(c10::BFloat16* p, __mmask16 mask, __m512 v) {
 #endif
 
 // One weight row w (K long) against Mx rows of x (xs[m], each K long): sums[m] = w . x_m.
-// One weight stream: tiles of several weight rows measured slower here at one or two rows.
+// One weight stream (streams below walks several such rows side by side).
 template <typename D, int Mx>
 inline void rows(const typename D::T* w, int64_t K, const typename D::T* const* xs,
                  float* sums) {
@@ -101,6 +101,36 @@ inline void rows(const typename D::T* w, int64_t K, const typename D::T* const* 
     for (int m = 0; m < Mx; ++m) acc[m] = D::madd(acc[m], wv, D::load_tail(xs[m] + k, K - k));
   }
   for (int m = 0; m < Mx; ++m) sums[m] = _mm512_reduce_add_ps(acc[m]);
+}
+
+// S weight rows (ws[s], each K long, each its own stream) against Mx rows of x:
+// sums[s * Mx + m] = ws[s] . x_m, each in rows' order (the same chunks, one accumulator,
+// then its lanes summed), so the bits are rows' bits. Several streams a thread keep more
+// weight lines in flight than one: the decode GEMM is bound by reading its weight.
+template <typename D, int Mx, int S>
+inline void streams(const typename D::T* const* ws, int64_t K, const typename D::T* const* xs,
+                    float* sums) {
+  __m512 acc[S * Mx];
+  for (int i = 0; i < S * Mx; ++i) acc[i] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + D::kChunk <= K; k += D::kChunk) {
+    __m512 xv[Mx];
+    for (int m = 0; m < Mx; ++m) xv[m] = D::load(xs[m] + k);
+    for (int s = 0; s < S; ++s) {
+      _mm_prefetch(reinterpret_cast<const char*>(ws[s] + k) + kPrefetchBytes, _MM_HINT_T0);
+      const __m512 wv = D::load(ws[s] + k);
+      for (int m = 0; m < Mx; ++m) acc[s * Mx + m] = D::madd(acc[s * Mx + m], wv, xv[m]);
+    }
+  }
+  if (k < K) {
+    __m512 xv[Mx];
+    for (int m = 0; m < Mx; ++m) xv[m] = D::load_tail(xs[m] + k, K - k);
+    for (int s = 0; s < S; ++s) {
+      const __m512 wv = D::load_tail(ws[s] + k, K - k);
+      for (int m = 0; m < Mx; ++m) acc[s * Mx + m] = D::madd(acc[s * Mx + m], wv, xv[m]);
+    }
+  }
+  for (int i = 0; i < S * Mx; ++i) sums[i] = _mm512_reduce_add_ps(acc[i]);
 }
 
 // The lane sums of 16 accumulators in one vector, lane n holding a[n]'s: each sum in

@@ -2,8 +2,8 @@
 // from the dense [N, K] weight, dotted with every row of x, float32 accumulation.
 //
 // At one or two rows a linear layer is bound by reading its weight; over a decode step
-// of the 87M Llama, oneDNN's kernels read the packed weights at 15-19 GB/s on this
-// project's host, this kernel's one sequential stream per thread at 20-26 GB/s
+// of the 87M Llama, oneDNN's kernels read the packed weights at 20-24 GB/s on this
+// project's Intel host, this kernel's four streams per thread at 35-37 GB/s
 // (scripts/bench_gemm.py --small). Summation order (dot_kernels.h), the same at one and
 // two rows so a sequence's numbers do not depend on its batch: per output, one float32
 // vector accumulator over K, its lanes summed, then the bias added, then one rounding to
@@ -25,6 +25,11 @@ namespace ascend_host {
 namespace {
 
 using dot::F32;
+// Weight streams per thread: each thread's rows as this many contiguous parts, walked side
+// by side (dot::streams). A decode step's GEMMs of the 87M Llama at one row, 2 threads, on
+// this project's Intel host: float32 12.7 -> 8.8-8.9 ms (one stream -> four; six and eight
+// no faster), bf16 6.9 -> 4.7-4.9 (scripts/bench_gemm.py --small).
+constexpr int kStreams = 4;
 #if defined(ASCEND_SMALL_GEMM_BF16)
 using dot::BF16;
 #endif
@@ -39,14 +44,25 @@ void run(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::
   const T* b = bias.has_value() ? bias->const_data_ptr<T>() : nullptr;
   T* o = out.mutable_data_ptr<T>();
   const int64_t ldx = x.stride(0), ldo = out.stride(0);
+  auto store = [&](int64_t n, const float* sums) {
+    const float add = b == nullptr ? 0.0f : static_cast<float>(b[n]);
+    for (int m = 0; m < Mx; ++m) o[m * ldo + n] = static_cast<T>(sums[m] + add);
+  };
   at::parallel_for(0, N, 64, [&](int64_t n0, int64_t n1) {
-    float sums[Mx];
     const T* xs[Mx];
     for (int m = 0; m < Mx; ++m) xs[m] = xp + m * ldx;
-    for (int64_t n = n0; n < n1; ++n) {
+    const int64_t part = (n1 - n0) / kStreams;
+    for (int64_t i = 0; i < part; ++i) {
+      const T* ws[kStreams];
+      for (int s = 0; s < kStreams; ++s) ws[s] = w + (n0 + s * part + i) * K;
+      float sums[kStreams * Mx];
+      dot::streams<D, Mx, kStreams>(ws, K, xs, sums);
+      for (int s = 0; s < kStreams; ++s) store(n0 + s * part + i, sums + s * Mx);
+    }
+    for (int64_t n = n0 + kStreams * part; n < n1; ++n) {
+      float sums[Mx];
       dot::rows<D, Mx>(w + n * K, K, xs, sums);
-      const float add = b == nullptr ? 0.0f : static_cast<float>(b[n]);
-      for (int m = 0; m < Mx; ++m) o[m * ldo + n] = static_cast<T>(sums[m] + add);
+      store(n, sums);
     }
   });
 }
