@@ -11,6 +11,8 @@
 #include <c10/util/BFloat16.h>
 #include <torch/library.h>
 
+#include "dot_kernels.h"
+
 #include <algorithm>
 #include <bit>
 #if defined(__AVX512F__)
@@ -166,15 +168,41 @@ inline void scores_tile(const float* q, const T* k_head, int64_t ks0, int64_t ks
   V16 qv[kT][kB];
   for (int64_t t = 0; t < kT; ++t)
     for (int64_t j = 0; j < kB; ++j) qv[t][j] = load16(q + t * kD + 16 * j);
+#if defined(ASCEND_SMALL_GEMM_F32)
+  // Each head's lanes of 16 positions, summed together by dot::sum16 (hsum's order, one
+  // shuffle tree for 16 sums instead of 16 trees; the same bits). bf16, 8/2 heads of 32,
+  // 16 sequences of 100 positions, 2 threads: 25 -> 19 us a call; 1024 prefill rows of
+  // 1-64 positions: 608 -> 524 us.
+  __m512 lanes16[kT][16];
+  const __m512 scale16 = _mm512_set1_ps(scale);
+  auto flush = [&](int64_t first, int64_t count) {
+    for (int64_t t = 0; t < kT; ++t) {
+      for (int64_t r = count; r < 16; ++r) lanes16[t][r] = _mm512_setzero_ps();
+      const __m512 sums = _mm512_mul_ps(ascend_host::dot::sum16(lanes16[t]), scale16);
+      _mm512_mask_storeu_ps(s + t * stride + first, static_cast<__mmask16>((1u << count) - 1),
+                            sums);
+    }
+  };
+#endif
   for_rows(k_head, ks0, ks1, table, ts1, block_size, c0, n, [&](int64_t i, const T* row) {
     V16 kv[kB];
     for (int64_t j = 0; j < kB; ++j) kv[j] = load16(row + 16 * j);
     for (int64_t t = 0; t < kT; ++t) {
       V16 lanes = qv[t][0] * kv[0];
       for (int64_t j = 1; j < kB; ++j) lanes += qv[t][j] * kv[j];
+#if defined(ASCEND_SMALL_GEMM_F32)
+      lanes16[t][i % 16] = __builtin_bit_cast(__m512, lanes);
+#else
       s[t * stride + i] = hsum(lanes) * scale;
+#endif
     }
+#if defined(ASCEND_SMALL_GEMM_F32)
+    if (i % 16 == 15) flush(i - 15, 16);
+#endif
   });
+#if defined(ASCEND_SMALL_GEMM_F32)
+  if (n % 16 != 0) flush(n - n % 16, n % 16);
+#endif
 }
 
 // acc_t += sum_i w[t * stride + i] * v_i for the kT heads of a tile.
