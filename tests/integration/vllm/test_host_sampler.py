@@ -44,6 +44,24 @@ def test_the_native_argmax_is_torchs(kernel, rows: int) -> None:  # type: ignore
     assert torch.equal(kernel(strided), strided.argmax(dim=-1))
 
 
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 63, 64, 65, 130, 8193])
+def test_the_native_argmax_is_torchs_at_every_vector_edge(kernel, n: int) -> None:  # type: ignore[no-untyped-def]
+    """Lengths around the kernel's 16- and 64-value steps, each special value placed at
+    every kind of position: ties of small integers (the first wins), a NaN, +inf, +0 among
+    -0 and -0 among +0 (equal: the first), all -inf."""
+    gen = torch.Generator().manual_seed(n)
+    for j in sorted({0, n // 2, n - 1, min(n - 1, 63), min(n - 1, 64)}):
+        x = torch.randint(-3, 3, (7, n), generator=gen).float()
+        x[1] = float("-inf")
+        x[2, j] = float("nan")
+        x[3, j] = float("inf")
+        x[4] = -0.0
+        x[4, j] = 0.0
+        x[5] = 0.0
+        x[5, j] = -0.0
+        assert torch.equal(kernel(x), x.argmax(dim=-1)), (n, j)
+
+
 def test_what_it_does_not_take_is_an_error(kernel) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(RuntimeError, match="takes float32 logits"):
         kernel(torch.randn(2, 8).to(torch.bfloat16))
