@@ -219,7 +219,7 @@ def test_on_a_cpu_with_amx_bf16_gives_onednns_bits_at_every_row_count(op: Any) -
     to 32 rows, oneDNN itself past them), so the NPU path's linears on the emulator (oneDNN's)
     give the host's numbers; K of other lengths keeps the AVX-512 kernels' own order."""
     gen = torch.Generator().manual_seed(6)
-    for k, n in ((64, 4096), (128, 6144), (512, 4096), (768, 576), (4096, 768)):
+    for k, n in ((64, 4096), (128, 6144), (512, 4096), (768, 576), (768, 1000), (4096, 768)):
         assert _panel_rows(torch.bfloat16, k) == (1, 32)
         weight = (torch.randn(n, k, generator=gen) * 0.05).bfloat16()
         bias = torch.randn(n, generator=gen).bfloat16()
