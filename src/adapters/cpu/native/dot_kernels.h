@@ -83,30 +83,11 @@ inline void store_bf16x16(c10::BFloat16* p, __mmask16 mask, __m512 v) {
 }
 #endif
 
-// One weight row w (K long) against Mx rows of x (xs[m], each K long): sums[m] = w . x_m.
-// One weight stream (streams below walks several such rows side by side).
-template <typename D, int Mx>
-inline void rows(const typename D::T* w, int64_t K, const typename D::T* const* xs,
-                 float* sums) {
-  __m512 acc[Mx];
-  for (int m = 0; m < Mx; ++m) acc[m] = _mm512_setzero_ps();
-  int64_t k = 0;
-  for (; k + D::kChunk <= K; k += D::kChunk) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + k) + kPrefetchBytes, _MM_HINT_T0);
-    const __m512 wv = D::load(w + k);
-    for (int m = 0; m < Mx; ++m) acc[m] = D::madd(acc[m], wv, D::load(xs[m] + k));
-  }
-  if (k < K) {
-    const __m512 wv = D::load_tail(w + k, K - k);
-    for (int m = 0; m < Mx; ++m) acc[m] = D::madd(acc[m], wv, D::load_tail(xs[m] + k, K - k));
-  }
-  for (int m = 0; m < Mx; ++m) sums[m] = _mm512_reduce_add_ps(acc[m]);
-}
-
-// S weight rows (ws[s], each K long, each its own stream) against Mx rows of x:
-// sums[s * Mx + m] = ws[s] . x_m, each in rows' order (the same chunks, one accumulator,
-// then its lanes summed), so the bits are rows' bits. Several streams a thread keep more
-// weight lines in flight than one: the decode GEMM is bound by reading its weight.
+// S weight rows (ws[s], each K long, each its own stream) against Mx rows of x (xs[m],
+// each K long): sums[s * Mx + m] = ws[s] . x_m, one float32 accumulator per output over
+// K's chunks, then its lanes summed. An output's bits do not depend on S: several streams
+// a thread keep more weight lines in flight than one, and the decode GEMM is bound by
+// reading its weight.
 template <typename D, int Mx, int S>
 inline void streams(const typename D::T* const* ws, int64_t K, const typename D::T* const* xs,
                     float* sums) {
@@ -131,6 +112,14 @@ inline void streams(const typename D::T* const* ws, int64_t K, const typename D:
     }
   }
   for (int i = 0; i < S * Mx; ++i) sums[i] = _mm512_reduce_add_ps(acc[i]);
+}
+
+// One weight row w against Mx rows of x: sums[m] = w . x_m (streams' order, one stream).
+template <typename D, int Mx>
+inline void rows(const typename D::T* w, int64_t K, const typename D::T* const* xs,
+                 float* sums) {
+  const typename D::T* const ws[1] = {w};
+  streams<D, Mx, 1>(ws, K, xs, sums);
 }
 
 // The lane sums of 16 accumulators in one vector, lane n holding a[n]'s: each sum in

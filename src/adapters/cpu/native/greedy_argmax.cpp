@@ -41,7 +41,8 @@ int64_t row_argmax(const float* v, int64_t n) {
         m[j] = _mm512_max_ps(m[j], x);
       }
     }
-    best = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3])));
+    const __m512 both = _mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3]));
+    best = _mm512_reduce_max_ps(both);
     nans = unordered != 0;
   }
 #endif

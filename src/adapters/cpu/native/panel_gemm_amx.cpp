@@ -61,6 +61,18 @@ inline void store_tile(const float* acc, int64_t rows, bf16* out, int64_t ldo, i
   }
 }
 
+// The lines of one tile step's NP panels (from `step`, panels panel_size apart) 4 KiB
+// ahead (dot::kPrefetchBytes); a prefetch past the pack's end is harmless.
+template <int NP>
+inline void prefetch_ahead(const bf16* step, int64_t panel_size) {
+  const char* ahead = reinterpret_cast<const char*>(step) + dot::kPrefetchBytes;
+  for (int line = 0; line < kRows; ++line) {
+    for (int j = 0; j < NP; ++j) {
+      _mm_prefetch(ahead + j * panel_size * sizeof(bf16) + 64 * line, _MM_HINT_T0);
+    }
+  }
+}
+
 // Two row blocks (or one: RB) against two panels (or one: NP) over all of K.
 template <int RB, int NP>
 void step_tiles(const Blocks& blk, const bf16* panel, int64_t panel_size, int64_t K, bf16* out,
@@ -71,13 +83,7 @@ void step_tiles(const Blocks& blk, const bf16* panel, int64_t panel_size, int64_
   if constexpr (RB == 2 && NP == 2) _tile_zero(3);
   for (int64_t k = 0; k < K; k += kStep) {
     const bf16* b0 = panel + (k / 2) * 2 * kWidth;  // rows k/2 .. k/2 + 15 of the panel
-    const char* ahead = reinterpret_cast<const char*>(b0) + dot::kPrefetchBytes;
-    for (int line = 0; line < kRows; ++line) {  // a prefetch past the pack's end is harmless
-      _mm_prefetch(ahead + 64 * line, _MM_HINT_T0);
-      if constexpr (NP == 2) {
-        _mm_prefetch(ahead + panel_size * sizeof(bf16) + 64 * line, _MM_HINT_T0);
-      }
-    }
+    prefetch_ahead<NP>(b0, panel_size);
     _tile_loadd(4, blk.a[0] + k, blk.lda[0]);
     _tile_loadd(6, b0, 64);
     _tile_dpbf16ps(0, 4, 6);
@@ -123,14 +129,8 @@ void step_tiles_two_streams(const Blocks& blk, const bf16* panel_a, int64_t col_
   for (int64_t k = 0; k < K; k += kStep) {
     const bf16* a0 = panel_a + (k / 2) * 2 * kWidth;
     const bf16* b0 = panel_b + (k / 2) * 2 * kWidth;
-    const char* ahead_a = reinterpret_cast<const char*>(a0) + dot::kPrefetchBytes;
-    const char* ahead_b = reinterpret_cast<const char*>(b0) + dot::kPrefetchBytes;
-    for (int line = 0; line < kRows; ++line) {  // a prefetch past the pack's end is harmless
-      _mm_prefetch(ahead_a + 64 * line, _MM_HINT_T0);
-      _mm_prefetch(ahead_a + panel_size * sizeof(bf16) + 64 * line, _MM_HINT_T0);
-      _mm_prefetch(ahead_b + 64 * line, _MM_HINT_T0);
-      _mm_prefetch(ahead_b + panel_size * sizeof(bf16) + 64 * line, _MM_HINT_T0);
-    }
+    prefetch_ahead<2>(a0, panel_size);
+    prefetch_ahead<2>(b0, panel_size);
     _tile_loadd(4, blk.a[0] + k, blk.lda[0]);
     _tile_loadd(6, a0, 64);
     _tile_loadd(7, a0 + panel_size, 64);
