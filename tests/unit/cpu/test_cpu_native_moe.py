@@ -4,6 +4,12 @@ plain top-k routing against the torch route, bit for bit."""
 
 from __future__ import annotations
 
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -249,3 +255,74 @@ def test_grouped_or_biased_routing_keeps_the_torch_route(
 def test_routing_refuses_a_top_k_past_the_experts(route_kernel: native.MoeRouteKernel) -> None:
     with pytest.raises(RuntimeError, match="1 <= top_k <= E"):
         route_kernel(torch.randn(2, 4), 5, False, True, 1.0)
+
+
+def _hard_logits(tokens: int, experts: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """Rows that try the one-pass softmax's every branch: many exact ties (a few values
+    repeated, where the top-k order is torch's tie order), plain random rows, a NaN, +inf
+    (inf - inf is NaN), -inf, and a row all -inf."""
+    gen = torch.Generator().manual_seed(seed)
+    ties = torch.randint(-2, 3, (tokens, experts), generator=gen).float() / 2
+    plain = torch.randn(tokens, experts, generator=gen) * 4
+    logits = torch.where(torch.arange(tokens)[:, None] % 2 == 0, ties, plain)
+    logits[1, experts // 2] = float("nan")
+    logits[3, 0] = float("inf")
+    logits[5, experts - 1] = float("-inf")
+    logits[7] = float("-inf")
+    return logits.to(dtype)
+
+
+@pytest.mark.parametrize("experts", [2, 7, 8, 15, 16, 17, 60, 128, 256])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_softmax_routing_keeps_torchs_bits_on_ties_nans_and_widths_not_a_vector(
+    route_kernel: native.MoeRouteKernel, experts: int, dtype: torch.dtype
+) -> None:
+    """300 tokens: more rows than one thread's share at 128 experts and more. Every row's
+    choice, its order among ties and its weights' bits (NaN payloads included) as the
+    torch route gives them."""
+    logits = _hard_logits(300, experts, dtype, seed=experts)
+    for top_k in sorted({1, 2, min(4, experts), min(8, experts)}):
+        routing = Routing(top_k=top_k, renormalize=True, routed_scaling_factor=1.5)
+        got_weights, got_ids = route_kernel(logits, top_k, False, True, 1.5)
+        want_weights, want_ids = OPS._route(logits, routing, None)
+        assert torch.equal(got_ids, want_ids), (experts, top_k)
+        assert torch.equal(got_weights.view(torch.int32), want_weights.view(torch.int32))
+
+
+def test_routing_reads_rows_with_a_stride(route_kernel: native.MoeRouteKernel) -> None:
+    """Logits that are a column slice of a wider tensor (rows not back to back)."""
+    wide = torch.randn(20, 24, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
+    logits = wide[:, :8]
+    got = route_kernel(logits, 2, False, True, 1.0)
+    want = route_kernel(logits.contiguous(), 2, False, True, 1.0)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    want_weights, want_ids = OPS._route(logits, Routing(top_k=2, renormalize=True), None)
+    assert torch.equal(got[1], want_ids) and torch.equal(got[0], want_weights)
+
+
+def test_routing_at_a_lower_torch_width_keeps_torchs_ops() -> None:
+    """ATEN_CPU_CAPABILITY=default: torch's softmax runs its scalar-width kernels, which
+    the one-pass softmax does not copy; the op scores with torch's ops then, same bits."""
+    script = "\n".join([
+        "import torch",
+        "from adapters.cpu import native",
+        "from adapters.cpu.moe import CpuMoeOps",
+        "from ports.moe import Routing",
+        inspect.getsource(_hard_logits),
+        "assert torch.backends.cpu.get_cpu_capability() == 'DEFAULT'",
+        "kernel = native.moe_route()",
+        "if kernel is None: print('unbuilt'); raise SystemExit",
+        "logits = _hard_logits(64, 60, torch.bfloat16, seed=1)",
+        "w, i = kernel(logits, 4, False, True, 1.0)",
+        "ww, wi = CpuMoeOps()._route(logits, Routing(top_k=4, renormalize=True), None)",
+        "print(torch.equal(i, wi) and torch.equal(w.view(torch.int32), ww.view(torch.int32)))",
+    ])
+    src = Path(native.__file__).resolve().parents[3]
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default", "PYTHONPATH": str(src)}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True,
+        timeout=600,
+    ).stdout.strip().splitlines()[-1]
+    if out == "unbuilt":
+        pytest.skip("the native kernels are not built here")
+    assert out == "True"
