@@ -203,8 +203,7 @@ inline void scores_tile(const float* q, const T* k_head, int64_t ks0, int64_t ks
     for (int64_t t = 0; t < kT; ++t) {
       for (int64_t r = count; r < 16; ++r) lanes16[t][r] = _mm512_setzero_ps();
       const __m512 sums = _mm512_mul_ps(ascend_host::dot::sum16(lanes16[t]), scale16);
-      _mm512_mask_storeu_ps(s + t * stride + first, static_cast<__mmask16>((1u << count) - 1),
-                            sums);
+      _mm512_storeu_ps(s + t * stride + first, sums);  // whole: see score_stride
     }
   };
 #endif
@@ -270,13 +269,91 @@ inline void over_tiles(int64_t group, F&& f) {
   }
 }
 
+// -- a head's softmax over a chunk of scores: the max, exp(s - max) in place, their sum --
+//
+// In AVX-512 lanes of 16 positions, the last group masked, the sum's lanes added by hsum's
+// tree: an order of this file's own, the same for a row whatever its batch (the compiler's
+// vectorised loops these replace fell to scalar chains at the few positions of a prefill's
+// first rows, and their order was the vectoriser's). Elsewhere the plain loops.
+#if defined(__AVX512F__)
+inline __mmask16 lanes_from(int64_t i, int64_t n) {
+  return n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+}
+
+// exp_nonpositive in 16 lanes (its steps, each multiply-add one FMA).
+inline __m512 exp_nonpositive16(__m512 x) {
+  const __m512 xc = _mm512_max_ps(_mm512_set1_ps(-87.0f), x);  // a NaN stays NaN
+  const __m512 shifted =
+      _mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(12582912.0f));
+  const __m512 n = _mm512_sub_ps(shifted, _mm512_set1_ps(12582912.0f));
+  const __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(shifted), _mm512_set1_epi32(0x4B400000));
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  const __m512 two_n = _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(127)), 23));
+  const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
+  return _mm512_maskz_mul_ps(static_cast<__mmask16>(~under), y, two_n);
+}
+
+// The largest of s[0, n) (a NaN score is passed over, as the scalar comparison does).
+inline float chunk_max_of(const float* s, int64_t n) {
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t i = 0; i < n; i += 16) {
+    m = _mm512_mask_max_ps(m, lanes_from(i, n), _mm512_loadu_ps(s + i), m);
+  }
+  return _mm512_reduce_max_ps(m);
+}
+
+// s[i] = exp(s[i] - max) for i < n (lanes past n up to the next 16 become 0; the row's
+// score_stride holds them), and the sum of those.
+inline float exp_and_sum(float* s, int64_t n, float max) {
+  const __m512 mx = _mm512_set1_ps(max);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 e = _mm512_maskz_mov_ps(
+        lanes_from(i, n), exp_nonpositive16(_mm512_sub_ps(_mm512_loadu_ps(s + i), mx)));
+    _mm512_storeu_ps(s + i, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  return hsum(__builtin_bit_cast(V16, sum));
+}
+#else
+inline float chunk_max_of(const float* s, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = s[i] > m ? s[i] : m;
+  return m;
+}
+
+inline float exp_and_sum(float* s, int64_t n, float max) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    s[i] = exp_nonpositive(s[i] - max);
+    sum += s[i];
+  }
+  return sum;
+}
+#endif
+
+// A head's row of scores in the scratch: the chunk rounded up to 16 positions, so the lanes
+// of 16 sums are stored whole (lanes past the chunk's positions are never read). A masked
+// store there could not forward to the loads of the softmax right after it: a 1024-row
+// prefill of 1-64 positions spent about a third of its time in those stalls.
+constexpr int64_t score_stride(int64_t chunk) { return (chunk + 15) / 16 * 16; }
+
 // Per-thread scratch of decode_kernel (uninitialised: every use writes before it reads).
 // `rows`: float32 copies of K and V rows, which only the generic head-size path makes.
 struct Scratch {
   Scratch(int64_t group, int64_t head_size, int64_t chunk, bool rows)
       : q(std::make_unique_for_overwrite<float[]>(group * head_size)),
         acc(std::make_unique_for_overwrite<float[]>(group * head_size)),
-        s(std::make_unique_for_overwrite<float[]>(group * chunk)),
+        s(std::make_unique_for_overwrite<float[]>(group * score_stride(chunk))),
         k(std::make_unique_for_overwrite<float[]>(rows ? chunk * head_size : 0)),
         v(std::make_unique_for_overwrite<float[]>(rows ? chunk * head_size : 0)),
         run_max(std::make_unique_for_overwrite<float[]>(group)),
@@ -303,11 +380,11 @@ void attend_pair(const T* const* q_rows, T* const* o_rows, const T* k_head, cons
   std::fill(run_sum, run_sum + group, 0.0f);
   for (int64_t c0 = 0; c0 < len; c0 += chunk) {
     const int64_t n = std::min(chunk, len - c0);
+    const int64_t ss = score_stride(chunk);
     if constexpr (kD > 0) {
       over_tiles<kD>(group, [&](auto tile, int64_t g0) {
         scores_tile<T, kD, decltype(tile)::value>(q + g0 * kD, k_head, ks0, ks1, table, ts1,
-                                                  block_size, c0, n, scale, s + g0 * chunk,
-                                                  chunk);
+                                                  block_size, c0, n, scale, s + g0 * ss, ss);
       });
     } else {
       // Any other head size: float32 copies of the chunk's K and V rows, then per head.
@@ -321,17 +398,11 @@ void attend_pair(const T* const* q_rows, T* const* o_rows, const T* k_head, cons
       });
     }
     for (int64_t g = 0; g < group; ++g) {
-      float* __restrict sg = s + g * chunk;
+      float* __restrict sg = s + g * ss;
       if constexpr (kD == 0) scores(q + g * head_size, w.k.get(), n, head_size, scale, sg);
-      float chunk_max = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : chunk_max)
-      for (int64_t i = 0; i < n; ++i) chunk_max = sg[i] > chunk_max ? sg[i] : chunk_max;
       const float old_max = run_max[g];
-      const float new_max = std::max(old_max, chunk_max);
-      for (int64_t i = 0; i < n; ++i) sg[i] = exp_nonpositive(sg[i] - new_max);
-      float chunk_sum = 0.0f;
-#pragma omp simd reduction(+ : chunk_sum)
-      for (int64_t i = 0; i < n; ++i) chunk_sum += sg[i];
+      const float new_max = std::max(old_max, chunk_max_of(sg, n));
+      const float chunk_sum = exp_and_sum(sg, n, new_max);
       run_max[g] = new_max;
       float* __restrict ag = acc + g * head_size;
       if (c0 == 0) {
@@ -347,7 +418,7 @@ void attend_pair(const T* const* q_rows, T* const* o_rows, const T* k_head, cons
     }
     if constexpr (kD > 0) {
       over_tiles<kD>(group, [&](auto tile, int64_t g0) {
-        weigh_tile<T, kD, decltype(tile)::value>(s + g0 * chunk, chunk, v_head, vs0, vs1, table,
+        weigh_tile<T, kD, decltype(tile)::value>(s + g0 * ss, ss, v_head, vs0, vs1, table,
                                                  ts1, block_size, c0, n, acc + g0 * kD);
       });
     }
