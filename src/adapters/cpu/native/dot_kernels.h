@@ -126,7 +126,7 @@ inline void rows(const typename D::T* w, int64_t K, const typename D::T* const* 
 // _mm512_reduce_add_ps's order (GCC's: the 256-bit halves added, then the 128-bit halves,
 // then lanes 0 + 2 and 1 + 3, then those two), so a tile's outputs are rows' bits. Four
 // levels of shuffles and adds over all 16 at once instead of 16 separate reductions.
-inline __m512 sum16(const __m512* a) {
+__attribute__((always_inline)) inline __m512 sum16(const __m512* a) {
   __m512 p[8], q[4], r[2];
   for (int i = 0; i < 8; ++i) {  // lanes 0-7: a[2i]'s halves added, 8-15: a[2i + 1]'s
     p[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE),
