@@ -12,6 +12,7 @@
 #include <torch/library.h>
 
 #include "dot_kernels.h"
+#include "vec_exp.h"
 
 #include <algorithm>
 #include <bit>
@@ -271,35 +272,14 @@ inline void over_tiles(int64_t group, F&& f) {
 
 // -- a head's softmax over a chunk of scores: the max, exp(s - max) in place, their sum --
 //
-// In AVX-512 lanes of 16 positions, the last group masked, the sum's lanes added by hsum's
-// tree: an order of this file's own, the same for a row whatever its batch (the compiler's
-// vectorised loops these replace fell to scalar chains at the few positions of a prefill's
-// first rows, and their order was the vectoriser's). Elsewhere the plain loops.
+// In AVX-512 lanes of 16 positions (e^x: vec_exp.h), the last group masked, the sum's lanes
+// added by hsum's tree: an order of this file's own, the same for a row whatever its batch
+// (the compiler's vectorised loops these replace fell to scalar chains at the few positions
+// of a prefill's first rows, and their order was the vectoriser's). Elsewhere the plain
+// loops.
 #if defined(__AVX512F__)
 inline __mmask16 lanes_from(int64_t i, int64_t n) {
   return n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
-}
-
-// exp_nonpositive in 16 lanes (its steps, each multiply-add one FMA).
-inline __m512 exp_nonpositive16(__m512 x) {
-  const __m512 xc = _mm512_max_ps(_mm512_set1_ps(-87.0f), x);  // a NaN stays NaN
-  const __m512 shifted =
-      _mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(12582912.0f));
-  const __m512 n = _mm512_sub_ps(shifted, _mm512_set1_ps(12582912.0f));
-  const __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(shifted), _mm512_set1_epi32(0x4B400000));
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
-  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
-  const __m512 two_n = _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(127)), 23));
-  const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
-  return _mm512_maskz_mul_ps(static_cast<__mmask16>(~under), y, two_n);
 }
 
 // The largest of s[0, n) (a NaN score is passed over, as the scalar comparison does).
@@ -318,7 +298,7 @@ inline float exp_and_sum(float* s, int64_t n, float max) {
   __m512 sum = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
     const __m512 e = _mm512_maskz_mov_ps(
-        lanes_from(i, n), exp_nonpositive16(_mm512_sub_ps(_mm512_loadu_ps(s + i), mx)));
+        lanes_from(i, n), ascend_host::exp16(_mm512_sub_ps(_mm512_loadu_ps(s + i), mx)));
     _mm512_storeu_ps(s + i, e);
     sum = _mm512_add_ps(sum, e);
   }

@@ -21,6 +21,7 @@
 
 #include "amx_tiles.h"
 #include "scratch.h"
+#include "vec_exp.h"
 
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
@@ -72,25 +73,6 @@ std::vector<Item> items_of(const Layout& lay, const Groups& g, int64_t columns) 
   return out;
 }
 
-// e^x, float32, 16 lanes: 2^n e^r with n = round(x / ln 2), r = x - n ln 2 (in two parts),
-// e^r by a degree-7 polynomial (Cephes' expf coefficients): within a few float32 ulps of
-// std::exp, past float32's range inf or 0 as it.
-inline __m512 exp16(__m512 x) {
-  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(89.0f)), _mm512_set1_ps(-104.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
-
 // 16 float32 lanes rounded to bf16 (to nearest even), as bf16 bits in the low half of each
 // 32-bit lane, and those bits back as float32.
 inline __m512i bf16_bits(__m512 v) { return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(v)); }
@@ -99,7 +81,7 @@ inline __m512 widened(__m512i bits) { return _mm512_castsi512_ps(_mm512_slli_epi
 // act for 16 rows of x: round(silu(round(gate)) * round(up)), as bf16 bits in 32-bit lanes.
 inline __m512i swiglu16(__m512 gate, __m512 up) {
   const __m512 g = widened(bf16_bits(gate)), u = widened(bf16_bits(up));
-  const __m512 denominator = _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(_mm512_sub_ps(_mm512_setzero_ps(), g)));
+  const __m512 denominator = _mm512_add_ps(_mm512_set1_ps(1.0f), ascend_host::exp16(_mm512_sub_ps(_mm512_setzero_ps(), g)));
   return bf16_bits(_mm512_mul_ps(_mm512_div_ps(g, denominator), u));
 }
 
