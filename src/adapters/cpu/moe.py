@@ -29,8 +29,8 @@ class CpuMoeOps(MoeOps):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores in float32, as the models compute them (HF and vLLM alike).
 
-        Plain top-k (no groups, no bias) goes to the native op where it is built: the same
-        torch kernels and float32 steps in one call, so the same bits (moe_route.cpp).
+        Plain top-k (no groups, no bias) goes to the native op where it is built: torch's
+        softmax steps and top-k loop (or its ops) in one call, so the same bits (moe_route.cpp).
         """
         if not routing.grouped and correction_bias is None and router_logits.dim() == 2:
             kernel = native.moe_route()

@@ -35,8 +35,8 @@ inline float bits_to_float(uint32_t u) { return std::bit_cast<float>(u); }
 
 inline uint32_t float_to_bits(float f) { return std::bit_cast<uint32_t>(f); }
 
-// exp for x <= 0 (softmax arguments), a branch-free Cephes polynomial the compiler
-// vectorises; relative error about 2e-7, 0 below -87. n = round(x / ln 2) by adding
+// exp for x <= 0 (softmax arguments) where the build has no AVX-512 (exp16 of vec_exp.h
+// otherwise): a branch-free Cephes polynomial; relative error about 2e-7, 0 below -87. n = round(x / ln 2) by adding
 // 1.5 * 2^23 (round to nearest in float), read back from that sum's low bits.
 inline float exp_nonpositive(float x) {
   const float xc = x < -87.0f ? -87.0f : x;
@@ -321,10 +321,9 @@ inline float exp_and_sum(float* s, int64_t n, float max) {
 }
 #endif
 
-// A head's row of scores in the scratch: the chunk rounded up to 16 positions, so the lanes
-// of 16 sums are stored whole (lanes past the chunk's positions are never read). A masked
-// store there could not forward to the loads of the softmax right after it: a 1024-row
-// prefill of 1-64 positions spent about a third of its time in those stalls.
+// A head's row of scores in the scratch: the chunk rounded up to 16 positions, so the
+// scores' flush and exp_and_sum store whole lanes of 16 without reaching the next head's
+// row (the lanes past the chunk's positions are masked wherever they are read).
 constexpr int64_t score_stride(int64_t chunk) { return (chunk + 15) / 16 * 16; }
 
 // Per-thread scratch of decode_kernel (uninitialised: every use writes before it reads).
@@ -358,9 +357,9 @@ void attend_pair(const T* const* q_rows, T* const* o_rows, const T* k_head, cons
   std::fill(acc, acc + group * head_size, 0.0f);
   std::fill(run_max, run_max + group, -std::numeric_limits<float>::infinity());
   std::fill(run_sum, run_sum + group, 0.0f);
+  const int64_t ss = score_stride(chunk);
   for (int64_t c0 = 0; c0 < len; c0 += chunk) {
     const int64_t n = std::min(chunk, len - c0);
-    const int64_t ss = score_stride(chunk);
     if constexpr (kD > 0) {
       over_tiles<kD>(group, [&](auto tile, int64_t g0) {
         scores_tile<T, kD, decltype(tile)::value>(q + g0 * kD, k_head, ks0, ks1, table, ts1,
