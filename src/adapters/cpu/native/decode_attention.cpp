@@ -36,8 +36,9 @@ inline float bits_to_float(uint32_t u) { return std::bit_cast<float>(u); }
 inline uint32_t float_to_bits(float f) { return std::bit_cast<uint32_t>(f); }
 
 // exp for x <= 0 (softmax arguments) where the build has no AVX-512 (exp16 of vec_exp.h
-// otherwise): a branch-free Cephes polynomial; relative error about 2e-7, 0 below -87. n = round(x / ln 2) by adding
-// 1.5 * 2^23 (round to nearest in float), read back from that sum's low bits.
+// otherwise): a branch-free Cephes polynomial; relative error about 2e-7, 0 below -87.
+// n = round(x / ln 2) by adding 1.5 * 2^23 (round to nearest in float), read back from
+// that sum's low bits.
 inline float exp_nonpositive(float x) {
   const float xc = x < -87.0f ? -87.0f : x;
   const float shifted = xc * 1.44269504088896341f + 12582912.0f;
