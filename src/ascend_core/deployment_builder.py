@@ -29,7 +29,7 @@ from ascend_core.deployment import (
 )
 from ascend_core.env.mapping import MappingEnvironment
 from ascend_core.env.unknown import PREFIX as ASCEND_PREFIX
-from ascend_core.env_registry import read_env
+from ascend_core.env_registry import batch_invariant_requested, read_env
 from ascend_core.errors import AscendError
 from ascend_core.quantization import QuantMethod, detect_quantization
 from ports.device import ChipFamily, DeviceKind
@@ -119,7 +119,7 @@ def build_deployment(
         omp_num_threads=env.get(OMP_NUM_THREADS),
         host_cpus=host_cpus,
         lora=requested.lora,
-        training_consistency=settings.training_consistency,
+        training_consistency=batch_invariant_requested(env, settings),
         ascend_env=ascend_variables(env),
         readable_files=(
             probe_referenced_files(requested.additional_config, local_files)

@@ -229,14 +229,16 @@ class AscendPlatformBase(Platform):
 
         from adapters.vllm import translate
         from adapters.vllm.attention.selection import backend_path
+        from ascend_core.env_registry import batch_invariant_requested
 
         vllm_config = get_current_vllm_config()
+        c = container()
         with stop_on_our_errors(vllm_config.parallel_config):
             return backend_path(
                 attn_selector_config,
                 cls.device_kind,
                 cls.chip_family(),
-                training_consistency=container().env_settings().training_consistency,
+                batch_invariant=batch_invariant_requested(c.environment(), c.env_settings()),
                 model=translate.model_facts(vllm_config),
             )
 
