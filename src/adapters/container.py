@@ -104,6 +104,8 @@ class Container(containers.DeclarativeContainer):
     model_files = providers.Factory(_lazy, "adapters.system.model_files:LocalModelFiles")
     # CPUs this process may use
     host_cpus = providers.Callable(_lazy, "adapters.system.cpus:usable_cpus")
+    # Whether files additional_config names exist on this machine
+    local_files = providers.Singleton(_lazy, "adapters.system.local_files:OsLocalFiles")
 
     # What the host holds, looked up once for the probe and the doctor alike.
     cann_library_finder = providers.Singleton(CannLibraryFinder, environment)

@@ -37,6 +37,10 @@ logger = logging.getLogger("vllm.plugins.ascend")
 # resolves current_platform, and only the process that builds the config and the
 # workers plan (about 90 ms of imports, scripts/bench_startup.py).
 
+# Where check_and_update_config keeps the deployment's patch plan: an attribute of the
+# config, so it travels with it to the worker processes.
+PATCH_PLAN_ATTR = "_ascend_patch_plan"
+
 # torch._inductor.config keys for the host's compiled model (see update_device_settings).
 HOST_INDUCTOR_CONFIG: dict[str, Any] = {
     "size_asserts": False,
@@ -90,12 +94,18 @@ class AscendPlatformBase(Platform):
         directory = getattr(model, "model", None) if model is not None else None
         files = c.model_files(directory) if directory and os.path.isdir(directory) else None
         return translate.deployment(
-            vllm_config, cls.device_kind, cls.chip_family(), c.environment(), files, c.host_cpus()
+            vllm_config,
+            cls.device_kind,
+            cls.chip_family(),
+            c.environment(),
+            files,
+            c.host_cpus(),
+            c.local_files(),
         )
 
     @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
-        """Translate VllmConfig into a Deployment, ask the core for the plan, apply it.
+        """Translate VllmConfig into a Deployment (once), ask the core for the plan, apply it.
 
         The plan's errors stop the start with their messages alone (StartupError).
         """
@@ -105,20 +115,19 @@ class AscendPlatformBase(Platform):
 
         watch_engine_errors()
         with stop_on_our_errors():
-            plan = plan_for(cls.deployment(vllm_config))
-        if plan is None:
+            deployment = cls.deployment(vllm_config)
+            plan = plan_for(deployment)
+        if plan is None or deployment is None:
             return  # vLLM builds configs without a model too (e.g. in tests); nothing to plan
         quantization = vllm_config.model_config.quantization
-        translate.apply_changes(
-            vllm_config, plan.changes, log=container().env_settings().log_plan
-        )
+        translate.apply_changes(vllm_config, plan.changes, log=container().env_settings().log_plan)
         if vllm_config.model_config.quantization != quantization:
             cls.rebuild_quant_config(vllm_config)
         cls.size_torch_threads(plan.changes_to(fields.OMP_NUM_THREADS))
         if vllm_config.parallel_config.worker_cls == "auto":
             vllm_config.parallel_config.worker_cls = cls.worker_path(plan.worker_kind)
         cls.update_device_settings(vllm_config)
-        cls.apply_deployment_patches(vllm_config)
+        cls.apply_deployment_patches(vllm_config, deployment)
 
     @classmethod
     def rebuild_quant_config(cls, vllm_config: VllmConfig) -> None:
@@ -155,17 +164,27 @@ class AscendPlatformBase(Platform):
                 torch.set_num_threads(int(change.new))
 
     @classmethod
-    def apply_deployment_patches(cls, vllm_config: VllmConfig) -> None:
+    def apply_deployment_patches(
+        cls, vllm_config: VllmConfig, deployment: Deployment | None = None
+    ) -> None:
         """The core's patch plan for this deployment, applied in the calling process.
 
-        check_and_update_config runs where the config is built; workers in other
-        processes call this again with the config they were given.
+        check_and_update_config runs where the config is built, with the Deployment it
+        translated; it keeps the patch plan on the config, which travels to the workers,
+        so a worker in another process applies it without translating the config again.
         """
         from adapters.vllm.patches import apply_plan, deployment_patch_plan
 
-        deployment = cls.deployment(vllm_config)
+        plan = getattr(vllm_config, PATCH_PLAN_ATTR, None)
         if deployment is not None:
-            apply_plan(deployment_patch_plan(deployment))
+            plan = deployment_patch_plan(deployment)
+            setattr(vllm_config, PATCH_PLAN_ATTR, plan)
+        elif plan is None:  # a config our check_and_update_config did not plan
+            deployment = cls.deployment(vllm_config)
+            if deployment is None:
+                return
+            plan = deployment_patch_plan(deployment)
+        apply_plan(plan)
 
     @classmethod
     def worker_path(cls, kind: WorkerKind) -> str:
@@ -181,7 +200,6 @@ class AscendPlatformBase(Platform):
             # The host runs one step at a time and captures no graphs.
             vllm_config.scheduler_config.async_scheduling = False
             vllm_config.compilation_config.cudagraph_capture_sizes = []
-            vllm_config.parallel_config.disable_custom_all_reduce = True
 
     @classmethod
     def update_block_size_for_backend(cls, vllm_config: VllmConfig) -> None:
@@ -301,11 +319,6 @@ class AscendPlatformBase(Platform):
     @classmethod
     def inference_mode(cls) -> Any:
         return torch.no_grad()
-
-    @classmethod
-    def use_custom_allreduce(cls) -> bool:
-        # vLLM's custom all-reduce is a CUDA IPC kernel; ours reduce through HCCL or gloo.
-        return False
 
     @classmethod
     def support_hybrid_kv_cache(cls) -> bool:

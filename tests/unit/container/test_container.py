@@ -44,6 +44,7 @@ PORT_OF = {
     "mla_ops": "ports.mla:MlaOps",
     "upstream": "ports.upstream:Upstream",
     "model_files": "ports.model_files:ModelFiles",
+    "local_files": "ports.local_files:LocalFiles",
     # The doctor's providers, the CPU list and the torch_npu loader name functions.
     "host_facts": None,
     "serve_args_parser": None,
