@@ -19,9 +19,9 @@ with without_modules(DEPENDENCY_INJECTOR_EXTRAS):  # its optional integrations: 
 
 from adapters.npu.probe import CannLibraryFinder, DavinciDeviceLister, NpuProbe
 from adapters.system.environment import OsEnvironment
+from ascend_core.chip import served_chip_family
 from ascend_core.device_selection import DeviceDecision, select_device
 from ascend_core.env_registry import EnvSettings, read_env
-from ascend_core.errors import DeviceUnavailableError
 from ports.device import ChipFamily, DeviceKind, DeviceProbe
 
 if TYPE_CHECKING:
@@ -42,16 +42,7 @@ def _serving_kind(decision: DeviceDecision) -> str:
 def _serving_chip(decision: DeviceDecision, runtime: Callable[[], DeviceRuntime]) -> ChipFamily:
     if decision.kind is not DeviceKind.NPU:
         return ChipFamily.HOST
-    from adapters.npu.chip import chip_family_from_soc
-
-    family = chip_family_from_soc(runtime().device_name(0))
-    if family is None:
-        raise DeviceUnavailableError(
-            f"NPU {runtime().device_name(0)!r} is not of a chip family this plugin serves "
-            "(A2, A3, A5, 310P).",
-            "serve on an Atlas A2/A3/A5 or 300I (310P) device, or set VLLM_ASCEND_DEVICE=cpu",
-        )
-    return family
+    return served_chip_family(runtime().device_name(0))
 
 
 def _lazy(target: str, *args: Any) -> Any:
@@ -76,8 +67,8 @@ class HostDevice(containers.DeclarativeContainer):
 class NpuDevice(containers.DeclarativeContainer):
     """An NPU: adapters.npu's ops and runtime on the torch_npu module injected, and HCCL.
 
-    A stand-in torch_npu (the emulated one in tests) is injected here and nothing else
-    changes; a host without CANN also has no HCCL, so it wires a gloo communicator.
+    A stand-in torch_npu (the emulated one in tests) is injected here; HCCL comes with
+    CANN, so the emulator also overrides the communicator (gloo) where there is none.
     """
 
     torch_npu = providers.Dependency()
@@ -124,7 +115,6 @@ class Container(containers.DeclarativeContainer):
     npu_probe = providers.Singleton(
         NpuProbe, environment, find_library=cann_library_finder, list_devices=device_lister
     )
-    cpu_probe = providers.Singleton(_lazy, "adapters.cpu.probe:CpuProbe")
     env_settings = providers.Singleton(read_env, environment)
     device_decision = providers.Singleton(_decide, env_settings, npu_probe)
 

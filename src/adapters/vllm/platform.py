@@ -17,6 +17,7 @@ from adapters.container import container
 from adapters.vllm.startup import stop_on_our_errors, watch_engine_errors
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import ATTENTION_DTYPES
+from ascend_core.visible_devices import VISIBLE_DEVICES_VARIABLE
 from ports.device import ChipFamily, DeviceKind
 
 if TYPE_CHECKING:
@@ -373,7 +374,7 @@ class AscendNpuPlatform(AscendPlatformBase):
     device_type = "npu"
     dispatch_key = "PrivateUse1"
     ray_device_key = "NPU"
-    device_control_env_var = "ASCEND_RT_VISIBLE_DEVICES"
+    device_control_env_var = VISIBLE_DEVICES_VARIABLE
     simple_compile_backend = "eager"
 
     @property

@@ -39,7 +39,6 @@ PORT_OF = {
     "runtime": "ports.runtime:DeviceRuntime",
     "npu_runtime": "ports.runtime:DeviceRuntime",
     "communicator": "ports.collective:Communicator",
-    "cpu_probe": "ports.device:DeviceProbe",
     "moe_ops": "ports.moe:MoeOps",
     "mla_ops": "ports.mla:MlaOps",
     "upstream": "ports.upstream:Upstream",
