@@ -17,7 +17,7 @@ from adapters.system.lean_imports import DEPENDENCY_INJECTOR_EXTRAS, without_mod
 with without_modules(DEPENDENCY_INJECTOR_EXTRAS):  # its optional integrations: unused here
     from dependency_injector import containers, providers
 
-from adapters.npu.probe import CannLibraryFinder, DavinciDeviceLister, NpuProbe
+from adapters.npu.probe import CANN_LIBRARIES, CannLibraryFinder, DavinciDeviceLister, NpuProbe
 from adapters.system.environment import OsEnvironment
 from ascend_core.chip import served_chip_family
 from ascend_core.device_selection import DeviceDecision, select_device
@@ -142,7 +142,11 @@ class Container(containers.DeclarativeContainer):
     # by path: serving never asks for them, and their imports (the preflight checks)
     # would add to every vLLM start (scripts/bench_startup.py).
     host_facts = providers.Singleton(
-        _lazy, "adapters.doctor.host:gather_host_facts", cann_library_finder, device_lister
+        _lazy,
+        "adapters.doctor.host:gather_host_facts",
+        cann_library_finder,
+        device_lister,
+        CANN_LIBRARIES,
     )
     serve_args_parser = providers.Singleton(_lazy, "adapters.doctor.serve_args:vllm_parser")
 
