@@ -7,8 +7,10 @@ import enum
 from attrs import frozen
 
 from ascend_core.deployment import ModelFacts
+from ascend_core.env_registry import EnvSettings
 from ascend_core.errors import BackendSelectionError
 from ports.device import ChipFamily, DeviceKind
+from ports.environment import Environment
 
 
 class AttentionBackendKind(enum.Enum):
@@ -192,6 +194,20 @@ def _platform(request: AttentionRequest) -> Platform:
             "Check the NPU driver (npu-smi info), or set VLLM_ASCEND_DEVICE=cpu.",
         )
     return Platform.NPU
+
+
+# vLLM's own switch for the same kernels (vllm/envs.py reads it as an int, nonzero: on).
+VLLM_BATCH_INVARIANT = "VLLM_BATCH_INVARIANT"
+
+
+def batch_invariant_requested(env: Environment, settings: EnvSettings) -> bool:
+    """Whether batch-invariant attention is asked for, by our variable or by vLLM's."""
+    raw = (env.get(VLLM_BATCH_INVARIANT) or "0").strip()
+    try:
+        vllm_switch = int(raw) != 0
+    except ValueError:
+        vllm_switch = False  # vLLM itself stops on the value when it reads it
+    return settings.training_consistency or vllm_switch
 
 
 # The backend kinds this build has a backend for (the vLLM adapter maps each to a class;

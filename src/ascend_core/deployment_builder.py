@@ -16,6 +16,7 @@ from typing import Any
 from attrs import evolve, field, frozen
 
 from ascend_core.ascend_config.files import probe_referenced_files
+from ascend_core.attention import batch_invariant_requested
 from ascend_core.deployment import (
     CacheSettings,
     CompilationSettings,
@@ -29,7 +30,7 @@ from ascend_core.deployment import (
 )
 from ascend_core.env.mapping import MappingEnvironment
 from ascend_core.env.unknown import PREFIX as ASCEND_PREFIX
-from ascend_core.env_registry import batch_invariant_requested, read_env
+from ascend_core.env_registry import read_env
 from ascend_core.errors import AscendError
 from ascend_core.quantization import QuantMethod, detect_quantization
 from ports.device import ChipFamily, DeviceKind

@@ -30,7 +30,6 @@ __all__ = [
     "RetiredVariable",
     "UnknownVariable",
     "VarType",
-    "batch_invariant_requested",
     "read_env",
     "unknown_variables",
 ]
@@ -192,20 +191,6 @@ class EnvSettings:
     @property
     def training_consistency(self) -> bool:
         return self.get(TRAINING_CONSISTENCY)
-
-
-# vLLM's own switch for the same kernels (vllm/envs.py reads it as an int, nonzero: on).
-VLLM_BATCH_INVARIANT = "VLLM_BATCH_INVARIANT"
-
-
-def batch_invariant_requested(env: Environment, settings: EnvSettings) -> bool:
-    """Whether batch-invariant attention is asked for, by our variable or by vLLM's."""
-    raw = (env.get(VLLM_BATCH_INVARIANT) or "0").strip()
-    try:
-        vllm_switch = int(raw) != 0
-    except ValueError:
-        vllm_switch = False  # vLLM itself stops on the value when it reads it
-    return settings.training_consistency or vllm_switch
 
 
 def read_env(env: Environment, registry: tuple[EnvVar[Any], ...] = ENV_VARS) -> EnvSettings:

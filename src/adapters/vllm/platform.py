@@ -248,7 +248,7 @@ class AscendPlatformBase(Platform):
 
         from adapters.vllm import translate
         from adapters.vllm.attention.selection import backend_path
-        from ascend_core.env_registry import batch_invariant_requested
+        from ascend_core.attention import batch_invariant_requested
 
         vllm_config = get_current_vllm_config()
         c = container()

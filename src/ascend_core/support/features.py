@@ -20,9 +20,7 @@ class Feature(enum.Enum):
     MULTIMODAL = "a multimodal (vision/audio) tower"
     LORA = "LoRA adapters (--enable-lora)"
     SLEEP_MODE = "sleep mode (--enable-sleep-mode)"
-    BATCH_INVARIANT = (
-        "batch-invariant attention (VLLM_ASCEND_TRAINING_CONSISTENCY=1 or VLLM_BATCH_INVARIANT=1)"
-    )
+    BATCH_INVARIANT = "batch-invariant attention (VLLM_ASCEND_TRAINING_CONSISTENCY=1)"
     SPEC_NGRAM = "speculative decoding: ngram"
     SPEC_SUFFIX = "speculative decoding: suffix"
     SPEC_EAGLE = "speculative decoding: eagle"

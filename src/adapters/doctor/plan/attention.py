@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from adapters.doctor.plan.items import PASS, failed
 from adapters.doctor.plan.model import Target
-from ascend_core.attention import attention_request, serving_backend
+from ascend_core.attention import attention_request, batch_invariant_requested, serving_backend
 from ascend_core.deployment import ModelFacts
 from ascend_core.env.mapping import MappingEnvironment
-from ascend_core.env_registry import batch_invariant_requested, read_env
+from ascend_core.env_registry import read_env
 from ascend_core.errors import AscendError
 from ascend_core.preflight import CheckItem
 from ports.environment import Environment
