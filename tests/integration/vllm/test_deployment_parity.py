@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from typing import Any
 
 import attrs
@@ -193,5 +194,7 @@ def test_check_and_update_config_translates_the_config_once(
     assert len(calls) == 1
     plan = getattr(config, PATCH_PLAN_ATTR)
     assert plan.ids, "the host deployment applies patches"
-    AscendHostPlatform.apply_deployment_patches(config)  # as a worker does
+    in_worker = pickle.loads(pickle.dumps(config))  # as it reaches a worker process
+    assert getattr(in_worker, PATCH_PLAN_ATTR).ids == plan.ids
+    AscendHostPlatform.apply_deployment_patches(in_worker)  # as the worker does
     assert len(calls) == 1
