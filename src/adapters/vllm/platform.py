@@ -196,11 +196,11 @@ class AscendPlatformBase(Platform):
 
     @classmethod
     def update_device_settings(cls, vllm_config: VllmConfig) -> None:
-        """Settings that follow from where tensors live rather than from a plan decision."""
+        """Settings that follow from where tensors live rather than from a plan decision
+        (vLLM resolves async_scheduling before the hook, so the plan never sees it as given)."""
         if cls.tensors_on_host():
-            # The host runs one step at a time and captures no graphs.
+            # The host runs one step at a time.
             vllm_config.scheduler_config.async_scheduling = False
-            vllm_config.compilation_config.cudagraph_capture_sizes = []
 
     @classmethod
     def update_block_size_for_backend(cls, vllm_config: VllmConfig) -> None:

@@ -192,6 +192,7 @@ def test_check_and_update_config_translates_the_config_once(
     ns.model = ns.model_tag or ns.model
     config = AsyncEngineArgs.from_cli_args(ns).create_engine_config()
     assert len(calls) == 1
+    assert config.compilation_config.cudagraph_capture_sizes == []  # the plan's change
     plan = getattr(config, PATCH_PLAN_ATTR)
     assert plan.ids, "the host deployment applies patches"
     in_worker = pickle.loads(pickle.dumps(config))  # as it reaches a worker process
