@@ -30,11 +30,11 @@ PORT_OF = {
     "runtime": "ports.runtime:DeviceRuntime",
     "npu_runtime": "ports.runtime:DeviceRuntime",
     "communicator": "ports.collective:Communicator",
-    "cpu_probe": "ports.device:DeviceProbe",
     "moe_ops": "ports.moe:MoeOps",
     "mla_ops": "ports.mla:MlaOps",
     "upstream": "ports.upstream:Upstream",
     "model_files": "ports.model_files:ModelFiles",
+    "local_files": "ports.local_files:LocalFiles",
     # The doctor's providers, the CPU list and the torch_npu loader name functions.
     "host_facts": None,
     "serve_args_parser": None,
