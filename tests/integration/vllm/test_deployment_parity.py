@@ -170,28 +170,26 @@ def test_the_cases_vary_every_requested_input(
     assert expected <= varied, expected - varied
 
 
-def test_check_and_update_config_translates_the_config_once(
-    model_dirs: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """One translation (and one reading of the model files) per hook; the patch plan it
-    chose travels on the config, so a worker applies it without translating again."""
+def test_check_and_update_config_translates_the_config_once(model_dirs: dict[str, str]) -> None:
+    """One translation (one reading of the model files, through the container's
+    model_files) per hook; the patch plan it chose travels on the config, so a worker
+    applies it without translating again."""
+    from dependency_injector import providers
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    from adapters.vllm import translate
     from adapters.vllm.platform import PATCH_PLAN_ATTR, AscendHostPlatform
 
-    calls: list[object] = []
-    original = translate.deployment
+    calls: list[str] = []
 
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args[0])
-        return original(*args, **kwargs)
+    def counting(directory: str) -> LocalModelFiles:
+        calls.append(directory)
+        return LocalModelFiles(directory)
 
-    monkeypatch.setattr(translate, "deployment", counting)
-    ns = _serve_parser().parse_args([model_dirs["qwen3"]])
-    ns.model = ns.model_tag or ns.model
-    config = AsyncEngineArgs.from_cli_args(ns).create_engine_config()
-    assert len(calls) == 1
+    with container().model_files.override(providers.Factory(counting)):
+        ns = _serve_parser().parse_args([model_dirs["qwen3"]])
+        ns.model = ns.model_tag or ns.model
+        config = AsyncEngineArgs.from_cli_args(ns).create_engine_config()
+    assert calls == [model_dirs["qwen3"]]
     assert config.compilation_config.cudagraph_capture_sizes == []  # the plan's change
     plan = getattr(config, PATCH_PLAN_ATTR)
     assert plan.ids, "the host deployment applies patches"
