@@ -522,9 +522,9 @@ class _GraphDispatchMode:
             out_op = op.out if op._only != "out" else op
             if op._only != "out":
                 name = op.__name__
-                workspace = getattr(_TORCH_NPU, f"_{name}_get_max_workspace")(*args, **kwargs)
+                workspace = getattr(op._owner, f"_{name}_get_max_workspace")(*args, **kwargs)
                 keys = _OUT_KWARGS.get(name, ())
-                output, lse = getattr(_TORCH_NPU, f"_{name}_infer_output")(
+                output, lse = getattr(op._owner, f"_{name}_infer_output")(
                     args[0], args[2], **{k: kwargs[k] for k in keys if k in kwargs}
                 )
                 kwargs["workspace"] = workspace
