@@ -142,12 +142,16 @@ READS: dict[str, tuple[Callable[[torch.Tensor], Any], tuple[str, ...]]] = {
         lambda t: torch.as_tensor(t, device="cpu"),
         ("device-to-host copy", "a host tensor made from device data"),
     ),
+    "pageable_host_to_device_copy": (
+        lambda t: t.add_(torch.ones(8).to("npu")),
+        ("aten::_copy_from", "host-to-device copy from pageable host memory"),
+    ),
     "nonzero": (lambda t: t.nonzero(), ("aten::nonzero", "output size")),
     "masked_select": (lambda t: t.masked_select(t > 0), ("aten::masked_select", "output size")),
     "unique": (lambda t: torch.unique(t), ("aten::_unique2", "output size")),
     "boolean_mask_index": (lambda t: t[t > 0], ("aten::nonzero", "output size")),
     "repeat_interleave": (
-        lambda t: torch.repeat_interleave(torch.tensor([1, 2], device="npu")),
+        lambda t: torch.repeat_interleave(t.abs().long()),
         ("aten::repeat_interleave", "output_size"),
     ),
     "synchronize": (lambda t: NPU.synchronize(), ("device synchronisation",)),
@@ -181,6 +185,19 @@ def repeat_interleave_with_output_size_is_captured() -> None:
     reps.copy_(torch.tensor([0, 3, 3, 0]))
     graph.replay()
     assert out.cpu().tolist() == [1, 1, 1, 2, 2, 2]
+
+
+@check
+def a_copy_from_pinned_memory_is_captured_and_reads_the_host_buffer_at_replay() -> None:
+    host = torch.arange(4.0).pin_memory()
+    dev = torch.zeros(4, device="npu")
+    graph = NPU.NPUGraph()
+    with NPU.graph(graph):
+        dev.copy_(host, non_blocking=True)
+        out = dev * 2
+    host.fill_(5.0)  # the captured copy reads the pinned buffer when the replay runs
+    graph.replay()
+    assert out.cpu().tolist() == [10.0] * 4
 
 
 @check

@@ -21,6 +21,7 @@ NAMES = (
     "graphs_sharing_a_pool_reuse_its_free_blocks",
     "every_refusal_raises_with_the_ops_name",
     "repeat_interleave_with_output_size_is_captured",
+    "a_copy_from_pinned_memory_is_captured_and_reads_the_host_buffer_at_replay",
     "a_side_stream_not_joined_back_fails_the_capture",
     "a_side_stream_joined_back_is_captured",
     "capture_state_and_default_stream",

@@ -665,7 +665,13 @@ at::Tensor npu_empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
                                            c10::dtype_or_default(dtype));
 }
 
-at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
+bool is_pinned(const at::Tensor& t) {
+  if (!t.has_storage()) return false;
+  std::lock_guard<std::mutex> lock(g_pinned_mutex);
+  return g_pinned.count(t.storage().data()) > 0;
+}
+
+at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   const bool src_dev = self.device().type() == kNpu;
   const bool dst_dev = dst.device().type() == kNpu;
   const int64_t bytes = self.numel() * static_cast<int64_t>(self.element_size());
@@ -679,6 +685,14 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
       }
       check_not_blocked(device, t_current_stream[device], "a device-to-host copy");
     } else {
+      if (!src_dev && !(non_blocking && is_pinned(self)) && !captures_refusing(device).empty()) {
+        // A copy from pageable memory (or a blocking one) returns only when it is done.
+        refuse(device, "aten::_copy_from, a host-to-device copy from pageable host memory or "
+               "with non_blocking=False (.to('npu'), torch.tensor(..., device='npu'); it "
+               "waits for the host)",
+               "Copy into the device buffers before the captured region, or from pinned "
+               "memory with non_blocking=True.");
+      }
       check_not_blocked(device, t_current_stream[device], "aten::copy_");
     }
     graph = graph_on_current(device);
