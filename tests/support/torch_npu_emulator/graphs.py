@@ -11,6 +11,18 @@ the device: its host-side arguments (the `actual_seq_lengths` lists) are copied 
 and a replay runs it with those values, unless the task group holding it was updated
 (graph_task_update_begin/end). A replay that reaches a captured ExternalEvent wait not yet
 recorded pauses there and goes on when the event is recorded, as the device would.
+
+Where the emulation differs from a device, knowingly:
+- the capture runs the work once as it records it (a device only records): captured
+  outputs and memory written during the capture hold values, not garbage;
+- a replay's temporaries (the CPU kernels' results before they are copied into the
+  captured outputs, an emulated torch_npu kernel's scratch) are host memory outside the
+  device's books: the device's allocated, peak and allocation counts do not move;
+- work issued on a stream behind a replay that waits for an ExternalEvent is refused
+  (the emulator runs work when issued) where a device would queue it;
+- a torch_npu op's node keeps its tensors alive (aten ops address pool memory without
+  owning it, so the pool reuses freed blocks as the caching allocator's private pool does,
+  first fit up to twice the size).
 """
 
 from __future__ import annotations
