@@ -244,20 +244,20 @@ def capture_state_and_default_stream() -> None:
     try:
         other.capture_begin()  # on the default stream
     except RuntimeError as exc:
-        assert "default stream" in str(exc), exc
+        assert "must be captured on a non-default stream" in str(exc), exc
     else:
         raise AssertionError("capture on the default stream did not fail")
     try:
         with NPU.stream(NPU.Stream()):
             graph.capture_begin()
     except RuntimeError as exc:
-        assert "reset()" in str(exc), exc
+        assert "already owns a captured graph" in str(exc), exc
     else:
         raise AssertionError("a second capture into a captured graph did not fail")
     try:
         NPU.NPUGraph().replay()
     except RuntimeError as exc:
-        assert "holds no capture" in str(exc)
+        assert "without a preceding successful capture" in str(exc)
     else:
         raise AssertionError("replay of an empty graph did not fail")
 

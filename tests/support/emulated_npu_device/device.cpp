@@ -1228,14 +1228,15 @@ void capture_begin(int64_t id, int64_t pool, const std::string& mode) {
               mode, "\"");
   const int device = t_current_device;
   const int64_t stream = t_current_stream[device];
-  TORCH_CHECK(stream != 0, "NPUGraph.capture_begin: npu:", device, " is on its default stream; "
-              "NPU graphs are captured on a side stream (torch.npu.graph uses its own; or "
-              "`with torch.npu.stream(torch.npu.Stream()):`)");
+  TORCH_CHECK(stream != 0, "NPU graphs must be captured on a non-default stream (emulated NPU: "
+              "npu:", device, " is on its default stream; torch.npu.graph uses a side stream "
+              "of its own, or capture under `with torch.npu.stream(torch.npu.Stream()):`)");
   check_not_blocked(device, stream, "NPUGraph.capture_begin");
   std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
   auto g = find_graph(id);
-  TORCH_CHECK(!g->capturing && !g->captured, "NPUGraph.capture_begin: this graph already ",
-              g->capturing ? "is capturing" : "holds a capture", "; call reset() first");
+  TORCH_CHECK(!g->captured, "This NPUGraph instance already owns a captured graph (emulated "
+              "NPU): reset() it, or capture into a new NPUGraph");
+  TORCH_CHECK(!g->capturing, "NPUGraph.capture_begin: this graph is already capturing");
   TORCH_CHECK(!g_capturing.count({device, stream}), "NPUGraph.capture_begin: stream ", stream,
               " on npu:", device, " is already capturing another graph");
   if (pool == 0) pool = pool_new();
@@ -1344,8 +1345,8 @@ void record_python_node(int64_t id, int64_t py_index, int64_t stream, const std:
 // stopped: the number of nodes when the replay is complete.
 int64_t graph_replay(int64_t id, int64_t start, py::function callback) {
   auto g = find_graph(id);
-  TORCH_CHECK(g->captured, "NPUGraph.replay: the graph holds no capture (capture it first; "
-              "reset() drops it)");
+  TORCH_CHECK(g->captured, "Called NPUGraph::replay without a preceding successful capture "
+              "(emulated NPU: capture it first; reset() drops a capture)");
   const int device = t_current_device;
   TORCH_CHECK(!graph_on_current(device), "NPUGraph.replay inside a capture is not emulated");
   if (start == 0) {
