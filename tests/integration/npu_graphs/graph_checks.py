@@ -465,6 +465,28 @@ def an_eager_wait_on_an_unrecorded_external_event_holds_its_stream() -> None:
         assert torch.ones(2, device="npu").add_(1).cpu().tolist() == [2.0, 2.0]
 
 
+@check
+def vllms_torch_cuda_graph_names_capture_through_the_npu_runtime() -> None:
+    # vLLM's CUDAGraphWrapper under NpuRuntime.runner_scope: torch.cuda.CUDAGraph,
+    # torch.cuda.graph(..., pool=, stream=) and the graph pool reach torch_npu.npu's.
+    from adapters.npu.runtime import NpuRuntime
+
+    x, w, idx, cache = inputs()
+    with NpuRuntime(TNPU).runner_scope():
+        pool = torch.cuda.graph_pool_handle()
+        stream = torch.cuda.Stream()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool, stream=stream):
+            assert torch.cuda.is_current_stream_capturing()
+            output = small_model(x, w, idx, cache)
+            weak = TNPU._C._weak_ref_tensor(output)  # what vLLM keeps of a graph's output
+        del output  # its block goes back to the pool; the graph still writes there
+        x.mul_(-1)
+        graph.replay()
+        assert graph.pool() == pool
+    assert torch.allclose(weak.cpu(), small_model(x, w, idx, cache).cpu())
+
+
 def main() -> None:
     names = sys.argv[1:] or list(CHECKS)
     results: dict[str, str] = {}

@@ -31,6 +31,7 @@ NAMES = (
     "mla_decode_lengths_are_captured_and_updated",
     "counters_per_step",
     "an_eager_wait_on_an_unrecorded_external_event_holds_its_stream",
+    "vllms_torch_cuda_graph_names_capture_through_the_npu_runtime",
 )
 
 
