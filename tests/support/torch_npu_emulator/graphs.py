@@ -346,17 +346,20 @@ class NPUGraph:
         _ext().capture_begin(self._id, pool_id, capture_error_mode)
 
     def capture_end(self) -> None:
-        stream = _current()
-        key = _key(stream)
-        if key in _OPEN_GROUPS and _OPEN_GROUPS[key][0] is self:
+        left_open = [key for key, (graph, _) in _OPEN_GROUPS.items() if graph is self]
+        for key in left_open:
             del _OPEN_GROUPS[key]
-            _ext().capture_end(self._id)  # may fail with the capture's own error first
-            raise RuntimeError("NPUGraph.capture_end: a task group was left open")
         try:
             _ext().capture_end(self._id)
         except RuntimeError:
             self._py_nodes = []
             raise
+        if left_open:
+            self.reset()
+            raise RuntimeError(
+                "NPUGraph.capture_end: graph_task_group_begin without graph_task_group_end "
+                f"on stream(s) {[key[1] for key in left_open]}; the capture is dropped"
+            )
 
     def replay(self) -> None:
         if any(p[0] is self for p in _PAUSED):
@@ -387,7 +390,9 @@ class NPUGraph:
         return int(name.removeprefix("python:"))
 
     def reset(self) -> None:
-        _PAUSED[:] = [p for p in _PAUSED if p[0] is not self]
+        for entry in [p for p in _PAUSED if p[0] is self]:
+            _PAUSED.remove(entry)
+            _ext().clear_blocked(*entry[2])  # the replay's remaining work is dropped
         _ext().graph_reset(self._id)
         self._py_nodes = []
 
