@@ -487,6 +487,28 @@ def vllms_torch_cuda_graph_names_capture_through_the_npu_runtime() -> None:
     assert torch.allclose(weak.cpu(), small_model(x, w, idx, cache).cpu())
 
 
+@check
+def a_compiled_function_traces_the_emulated_ops_and_is_captured() -> None:
+    # torch_npu's ops are dispatcher ops: Dynamo keeps them whole (fullgraph), as vLLM's
+    # piecewise compile needs; the compiled code is then captured like eager code.
+    x = torch.randn(4, 16).to("npu")
+    gamma = torch.ones(16).to("npu")
+
+    def layer(x: torch.Tensor) -> torch.Tensor:
+        y, _ = TNPU.npu_rms_norm(x * 2, gamma, epsilon=1e-6)
+        return TNPU.npu_swiglu(torch.cat([y, y], -1)) + 1
+
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+    assert torch.equal(compiled(x).cpu(), layer(x).cpu())
+    assert [c[0] for c in TNPU.calls[-2:]] == ["npu_rms_norm", "npu_swiglu"]
+    graph = NPU.NPUGraph()
+    with NPU.graph(graph):
+        out = compiled(x)
+    x.mul_(-3)
+    graph.replay()
+    assert torch.equal(out.cpu(), layer(x).cpu())
+
+
 def main() -> None:
     names = sys.argv[1:] or list(CHECKS)
     results: dict[str, str] = {}

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from adapters.npu.schemas import load_schemas
-from support.torch_npu_emulator import graphs
+from support.torch_npu_emulator import dispatcher, graphs
 from support.torch_npu_emulator.binding import bind
 from support.torch_npu_emulator.npu_runtime import EmulatedNpuModule
 from support.torch_npu_emulator.semantics import IMPLEMENTED as _DENSE
@@ -57,6 +57,10 @@ class EmulatedOp:
         return op
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():
+            # Traced by Dynamo: the dispatcher op, as torch_npu's ops are (dispatcher.py).
+            op = dispatcher.traced(self.__name__, self._only)
+            return op(*args, **_out_list(self._overloads, kwargs))
         return self._owner._launch(self, args, kwargs)
 
 
@@ -106,6 +110,7 @@ class EmulatedTorchNpu(types.ModuleType):
             torch_npu=self,
         )
         self._C = types.SimpleNamespace(_weak_ref_tensor=self._weak_ref_tensor)
+        dispatcher.register(self, self._ops, IMPLEMENTED)
 
     def _weak_ref_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
         """torch_npu._C._weak_ref_tensor: the same memory, not kept alive."""

@@ -1,0 +1,77 @@
+"""The emulated torch_npu ops as dispatcher ops (torch.ops.npu.*), for torch.compile.
+
+Test support, not product. torch_npu's ops are dispatcher ops with meta kernels, so
+Dynamo puts them in its graph as they are; the emulated ones are Python callables, which
+Dynamo would trace into (and stop at the device's counters). Here each op the emulator
+computes is defined under torch.ops.npu with its schema from the 2.14.0 wheel: its kernel
+runs the emulated op (binding, logging, counting and graph capture as in eager), and its
+fake kernel runs the same semantics on fake tensors to give the output shapes. An op whose
+semantics read device data (the MoE routing ops) has no usable fake kernel here, where the
+wheel has one: tracing it fails. Inductor has no `npu` backend on the emulator: compile
+with the "eager" or "aot_eager" backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+_LIBRARY: torch.library.Library | None = None
+_OWNER: list[Any] = []  # the emulated torch_npu whose ops the kernels run (the latest made)
+
+
+def register(
+    owner: Any,
+    ops: Mapping[str, list[dict[str, Any]]],
+    implemented: Mapping[str, Callable[[dict[str, Any]], Any]],
+) -> None:
+    """Defines every implemented op once per process; later calls only switch `owner`."""
+    global _LIBRARY
+    _OWNER[:] = [owner]
+    if _LIBRARY is not None:
+        return
+    from support.torch_npu_emulator.binding import bind
+
+    library = torch.library.Library("npu", "DEF")
+    for name, impl in implemented.items():
+        for overload in ops.get(name, []):
+            which = overload["overload"]
+            qualified = name + (f".{which}" if which else "")
+            library.define(overload["schema"])
+
+            def kernel(*args: Any, _name: str = name, _which: str = which, **kwargs: Any) -> Any:
+                op = getattr(_OWNER[0], _name)
+                return (getattr(op, _which) if _which else op)(*args, **kwargs)
+
+            def fake(
+                *args: Any,
+                _name: str = name,
+                _schema: dict[str, Any] = overload,
+                _impl: Callable[[dict[str, Any]], Any] = impl,
+                **kwargs: Any,
+            ) -> Any:
+                _, bound = bind(_name, [_schema], args, kwargs)
+                where = next(
+                    (v.device for v in bound.values() if isinstance(v, torch.Tensor)), None
+                )
+                with torch.device(where) if where is not None else contextlib.nullcontext():
+                    result = _impl(bound)
+                mutable = [a["name"] for a in _schema["arguments"] if a.get("mutable")]
+                if not mutable or _schema["overload"] != "out":
+                    return result
+                return tuple(bound[n] for n in mutable)
+
+            library.impl(qualified, kernel, "CompositeExplicitAutograd")
+            torch.library.register_fake(f"npu::{qualified}", fake, lib=library)
+    _LIBRARY = library
+
+
+def traced(name: str, overload: str | None) -> Any:
+    """torch.ops.npu.<name>[.<overload>]: what a compiled graph calls."""
+    packet = getattr(torch.ops.npu, name)
+    if overload is None:
+        return packet
+    return getattr(packet, overload)
