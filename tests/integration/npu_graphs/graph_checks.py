@@ -491,16 +491,20 @@ def vllms_torch_cuda_graph_names_capture_through_the_npu_runtime() -> None:
 def a_compiled_function_traces_the_emulated_ops_and_is_captured() -> None:
     # torch_npu's ops are dispatcher ops: Dynamo keeps them whole (fullgraph), as vLLM's
     # piecewise compile needs; the compiled code is then captured like eager code.
-    x = torch.randn(4, 16).to("npu")
-    gamma = torch.ones(16).to("npu")
+    x = torch.randn(4, 32).to("npu")
+    gamma = torch.ones(32).to("npu")
+    positions = torch.tensor([0, 3, 1, 7], device="npu")
+    cos_sin = torch.randn(8, 16).to("npu")
 
     def layer(x: torch.Tensor) -> torch.Tensor:
         y, _ = TNPU.npu_rms_norm(x * 2, gamma, epsilon=1e-6)
-        return TNPU.npu_swiglu(torch.cat([y, y], -1)) + 1
+        # npu_mrope checks its positions on the device: its fake kernel must not.
+        q, k = TNPU.npu_mrope(positions, y, y[:, :16].contiguous(), cos_sin, 16)
+        return TNPU.npu_swiglu(torch.cat([q, q], -1)) + k.sum()
 
     compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
     assert torch.equal(compiled(x).cpu(), layer(x).cpu())
-    assert [c[0] for c in TNPU.calls[-2:]] == ["npu_rms_norm", "npu_swiglu"]
+    assert [c[0] for c in TNPU.calls[-3:]] == ["npu_rms_norm", "npu_mrope", "npu_swiglu"]
     graph = NPU.NPUGraph()
     with NPU.graph(graph):
         out = compiled(x)

@@ -5,10 +5,11 @@ Dynamo puts them in its graph as they are; the emulated ones are Python callable
 Dynamo would trace into (and stop at the device's counters). Here each op the emulator
 computes is defined under torch.ops.npu with its schema from the 2.14.0 wheel: its kernel
 runs the emulated op (binding, logging, counting and graph capture as in eager), and its
-fake kernel runs the same semantics on fake tensors to give the output shapes. An op whose
-semantics read device data (the MoE routing ops) has no usable fake kernel here, where the
-wheel has one: tracing it fails. Inductor has no `npu` backend on the emulator: compile
-with the "eager" or "aot_eager" backend.
+fake kernel gives the output shapes: written out below for the dense ops (their semantics
+check device values, which fake tensors do not have), else the semantics run on fake
+tensors. An op whose semantics need device data (the MoE routing ops) has no usable fake
+kernel here, where the wheel has one: tracing it fails. Inductor has no `npu` backend on
+the emulator: compile with the "eager" or "aot_eager" backend.
 """
 
 from __future__ import annotations
@@ -21,6 +22,41 @@ import torch
 
 _LIBRARY: torch.library.Library | None = None
 _OWNER: list[Any] = []  # the emulated torch_npu whose ops the kernels run (the latest made)
+
+
+def _rstd(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    kept = x.shape[: x.dim() - gamma.dim()]
+    return x.new_empty((*kept, *([1] * gamma.dim())), dtype=torch.float32)
+
+
+def _swiglu(a: dict[str, Any]) -> torch.Tensor:
+    x, dim = a["self"], a["dim"]
+    shape = list(x.shape)
+    shape[dim] //= 2
+    return x.new_empty(shape)
+
+
+def _attention(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    from support.torch_npu_emulator.semantics_graph import IMPLEMENTED as HELPERS
+
+    return HELPERS["_npu_fused_infer_attention_score_infer_output"](a)  # type: ignore[no-any-return]
+
+
+# Output shapes of the dense ops, as their meta kernels in the wheel give them.
+FAKES: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "npu_rms_norm": lambda a: (torch.empty_like(a["self"]), _rstd(a["self"], a["gamma"])),
+    "npu_add_rms_norm": lambda a: (
+        torch.empty_like(a["x1"]),
+        _rstd(a["x1"], a["gamma"]),
+        torch.empty_like(a["x1"]),
+    ),
+    "npu_swiglu": _swiglu,
+    "npu_rotary_mul": lambda a: torch.empty_like(a["self"]),
+    "npu_mrope": lambda a: (torch.empty_like(a["query"]), torch.empty_like(a["key"])),
+    "npu_scatter_nd_update_": lambda a: a["self"],
+    "npu_scatter_pa_kv_cache": lambda a: None,
+    "npu_fused_infer_attention_score": _attention,
+}
 
 
 def register(
@@ -58,7 +94,7 @@ def register(
                     (v.device for v in bound.values() if isinstance(v, torch.Tensor)), None
                 )
                 with torch.device(where) if where is not None else contextlib.nullcontext():
-                    result = _impl(bound)
+                    result = FAKES.get(_name, _impl)(bound)
                 mutable = [a["name"] for a in _schema["arguments"] if a.get("mutable")]
                 if not mutable or _schema["overload"] != "out":
                     return result
