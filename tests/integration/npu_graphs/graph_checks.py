@@ -512,6 +512,17 @@ def a_compiled_function_traces_the_emulated_ops_and_is_captured() -> None:
     graph.replay()
     assert torch.equal(out.cpu(), layer(x).cpu())
 
+    # dtype arguments (typed `int` by torch_npu) and tensors made on npu inside the graph.
+    def quantized(x: torch.Tensor) -> torch.Tensor:
+        q, scale = TNPU.npu_dynamic_quant(x.bfloat16())
+        w = torch.ones(32, 8, dtype=torch.int8, device="npu")
+        return TNPU.npu_quant_matmul(
+            q, w, torch.ones(8, device="npu"), pertoken_scale=scale, output_dtype=torch.bfloat16
+        )
+
+    compiled = torch.compile(quantized, fullgraph=True, backend="aot_eager")
+    assert torch.equal(compiled(x).cpu(), quantized(x).cpu())
+
 
 def main() -> None:
     names = sys.argv[1:] or list(CHECKS)

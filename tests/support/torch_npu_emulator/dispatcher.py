@@ -36,6 +36,41 @@ def _swiglu(a: dict[str, Any]) -> torch.Tensor:
     return x.new_empty(shape)
 
 
+# torch's ScalarType numbers (c10/core/ScalarType.h), which the dispatcher passes for a
+# dtype given to an `int` argument (torch_npu types its dtype arguments `int`).
+_SCALAR_TYPES = {
+    0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
+    5: torch.float16, 6: torch.float32, 7: torch.float64, 11: torch.bool, 12: torch.qint8,
+    13: torch.quint8, 14: torch.qint32, 15: torch.bfloat16,
+}  # fmt: skip
+
+
+def _is_dtype_param(param: dict[str, Any]) -> bool:
+    name = param["name"]
+    return param["type"].rstrip("?") == "int" and (
+        name == "dtype" or name.endswith(("_dtype", "dst_type"))
+    )
+
+
+def _dtype(value: Any) -> Any:
+    return _SCALAR_TYPES.get(value, value) if isinstance(value, int) else value
+
+
+def _restore_dtypes(
+    schema: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The torch dtypes the caller gave, back from the numbers the dispatcher made them."""
+    params = schema["arguments"]
+    positional = [p for p in params if not p["kwarg_only"]]
+    args = tuple(
+        _dtype(v) if i < len(positional) and _is_dtype_param(positional[i]) else v
+        for i, v in enumerate(args)
+    )
+    dtype_names = {p["name"] for p in params if _is_dtype_param(p)}
+    kwargs = {k: _dtype(v) if k in dtype_names else v for k, v in kwargs.items()}
+    return args, kwargs
+
+
 def _attention(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     from support.torch_npu_emulator.semantics_graph import IMPLEMENTED as HELPERS
 
@@ -56,6 +91,13 @@ FAKES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "npu_scatter_nd_update_": lambda a: a["self"],
     "npu_scatter_pa_kv_cache": lambda a: None,
     "npu_fused_infer_attention_score": _attention,
+    "npu_dynamic_quant": lambda a: (
+        a["input"].new_empty(a["input"].shape, dtype=torch.int8),
+        a["input"].new_empty(a["input"].shape[:-1], dtype=torch.float32),
+    ),
+    "npu_quant_matmul": lambda a: a["x1"].new_empty(
+        (a["x1"].shape[0], a["x2"].shape[1]), dtype=_dtype(a["output_dtype"])
+    ),
 }
 
 
@@ -78,8 +120,15 @@ def register(
             qualified = name + (f".{which}" if which else "")
             library.define(overload["schema"])
 
-            def kernel(*args: Any, _name: str = name, _which: str = which, **kwargs: Any) -> Any:
+            def kernel(
+                *args: Any,
+                _name: str = name,
+                _which: str = which,
+                _schema: dict[str, Any] = overload,
+                **kwargs: Any,
+            ) -> Any:
                 op = getattr(_OWNER[0], _name)
+                args, kwargs = _restore_dtypes(_schema, args, kwargs)
                 return (getattr(op, _which) if _which else op)(*args, **kwargs)
 
             def fake(
@@ -89,6 +138,7 @@ def register(
                 _impl: Callable[[dict[str, Any]], Any] = impl,
                 **kwargs: Any,
             ) -> Any:
+                args, kwargs = _restore_dtypes(_schema, args, kwargs)
                 _, bound = bind(_name, [_schema], args, kwargs)
                 where = next(
                     (v.device for v in bound.values() if isinstance(v, torch.Tensor)), None

@@ -127,6 +127,10 @@ class EmulatedNpuModule(types.ModuleType):
         self._record("is_available")
         return True
 
+    def is_initialized(self) -> bool:  # asked by fake tensors made on npu (torch.compile)
+        self._record("is_initialized")
+        return True
+
     def set_device(self, device: Any) -> None:
         self._record("set_device")
         index = device if isinstance(device, int) else torch.device(device).index or 0
