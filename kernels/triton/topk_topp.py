@@ -26,6 +26,23 @@ DEFAULT_BLOCK = 1024
 _STEPS = tl.constexpr(33)
 
 
+# Reductions through tl.reduce with combine functions of this module, not tl.sum/tl.max
+# (Triton's own @jit helpers): so load_interpreted() can interpret this module alone.
+@triton.jit
+def _add(a, b):
+    return a + b
+
+
+@triton.jit
+def _max(a, b):
+    return tl.maximum(a, b)
+
+
+@triton.jit
+def _min(a, b):
+    return tl.minimum(a, b)
+
+
 @triton.jit
 def topk_topp_kernel(
     logits_ptr,  # [num_rows, vocab] float32, rows row_stride apart; masked in place
@@ -51,9 +68,9 @@ def topk_topp_kernel(
         x = tl.load(base + offs, mask=inb, other=float("-inf")).to(tl.float32)
         bits = x.to(tl.int32, bitcast=True)
         key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
-        kmin = tl.minimum(kmin, tl.min(tl.where(inb, key, 2147483647), axis=0))
-        kmax = tl.maximum(kmax, tl.max(tl.where(inb, key, -2147483648), axis=0))
-        xmax = tl.maximum(xmax, tl.max(x, axis=0))
+        kmin = tl.minimum(kmin, tl.reduce(tl.where(inb, key, 2147483647), 0, _min))
+        kmax = tl.maximum(kmax, tl.reduce(tl.where(inb, key, -2147483648), 0, _max))
+        xmax = tl.maximum(xmax, tl.reduce(x, 0, _max))
 
     # Top-k: the largest key t with count(key >= t) >= k (lo always holds).
     lo = kmin
@@ -64,27 +81,27 @@ def topk_topp_kernel(
             if lo < hi - 1:  # not hi - lo: that overflows int32
                 # floor((lo + hi) / 2) without int32 overflow
                 mid = (lo >> 1) + (hi >> 1) + (lo & hi & 1)
-                count = tl.zeros([], tl.int32)
+                count = tl.full([], 0, tl.int32)
                 for start in range(0, vocab, BLOCK):
                     offs = start + cols
                     inb = offs < vocab
                     x = tl.load(base + offs, mask=inb, other=float("-inf")).to(tl.float32)
                     bits = x.to(tl.int32, bitcast=True)
                     key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
-                    count += tl.sum(tl.where(inb & (key >= mid), 1, 0), axis=0)
+                    count += tl.reduce(tl.where(inb & (key >= mid), 1, 0), 0, _add)
                 if count >= k:
                     lo = mid
                 else:
                     hi = mid
         # lo holds and hi = lo + 1 failed, unless hi is still kmax, never tried: try it.
-        count_top = tl.zeros([], tl.int32)
+        count_top = tl.full([], 0, tl.int32)
         for start in range(0, vocab, BLOCK):
             offs = start + cols
             inb = offs < vocab
             x = tl.load(base + offs, mask=inb, other=float("-inf")).to(tl.float32)
             bits = x.to(tl.int32, bitcast=True)
             key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
-            count_top += tl.sum(tl.where(inb & (key >= hi), 1, 0), axis=0)
+            count_top += tl.reduce(tl.where(inb & (key >= hi), 1, 0), 0, _add)
         if count_top >= k:
             lo = hi
     threshold = lo
@@ -92,7 +109,7 @@ def topk_topp_kernel(
     if HAS_P:
         p = tl.load(p_ptr + row).to(tl.float32)
         # Softmax denominator over what top-k kept.
-        total = tl.zeros([], tl.float32)
+        total = tl.full([], 0.0, tl.float32)
         for start in range(0, vocab, BLOCK):
             offs = start + cols
             inb = offs < vocab
@@ -100,7 +117,7 @@ def topk_topp_kernel(
             bits = x.to(tl.int32, bitcast=True)
             key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
             e = tl.where(inb & (key >= threshold), tl.exp(x - xmax), 0.0)
-            total += tl.sum(e, axis=0)
+            total += tl.reduce(e, 0, _add)
         # The smallest key t with mass(threshold <= key <= t) > 1 - p; by definition the
         # largest key qualifies (the reference keeps its last logit) and threshold - 1
         # does not.
@@ -109,7 +126,7 @@ def topk_topp_kernel(
         for _ in range(_STEPS):
             if plo < phi - 1:
                 mid = (plo >> 1) + (phi >> 1) + (plo & phi & 1)
-                mass = tl.zeros([], tl.float32)
+                mass = tl.full([], 0.0, tl.float32)
                 for start in range(0, vocab, BLOCK):
                     offs = start + cols
                     inb = offs < vocab
@@ -117,7 +134,7 @@ def topk_topp_kernel(
                     bits = x.to(tl.int32, bitcast=True)
                     key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
                     sel = inb & (key >= threshold) & (key <= mid)
-                    mass += tl.sum(tl.where(sel, tl.exp(x - xmax) / total, 0.0), axis=0)
+                    mass += tl.reduce(tl.where(sel, tl.exp(x - xmax) / total, 0.0), 0, _add)
                 if mass > 1.0 - p:
                     phi = mid
                 else:
