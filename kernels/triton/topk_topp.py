@@ -77,6 +77,8 @@ def topk_topp_kernel(
     if HAS_K:
         k = tl.load(k_ptr + row).to(tl.int32)
         hi = kmax
+        if k >= vocab:  # no top-k on this row (vLLM passes k = vocab): nothing to search
+            hi = kmin
         for _ in range(_STEPS):
             if lo < hi - 1:  # not hi - lo: that overflows int32
                 # floor((lo + hi) / 2) without int32 overflow
