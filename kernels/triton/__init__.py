@@ -5,11 +5,13 @@ Each module holds one kernel, its host launcher and ``LOWERING_CASES`` (the sign
 modules needs ``triton`` only: no torch, so the lowering venv stays small.
 """
 
+from types import ModuleType
+
 # The kernel modules, in the order the lowering check reports them.
 KERNEL_MODULES = ("kernels.triton.slot_mapping", "kernels.triton.topk_topp")
 
 
-def load_interpreted(module_name: str):  # type: ignore[no-untyped-def]
+def load_interpreted(module_name: str) -> ModuleType:
     """A fresh copy of one kernel module whose kernels run in Triton's interpreter.
 
     For the host: the interpreter runs the kernels on CPU tensors (numerics, not the

@@ -46,7 +46,9 @@ def kernels_run() -> subprocess.CompletedProcess[str]:
     return kernels_check()
 
 
-def test_every_kernel_lowers_to_hivm_for_a2_and_a3(kernels_run) -> None:  # type: ignore[no-untyped-def]
+def test_every_kernel_lowers_to_hivm_for_a2_and_a3(
+    kernels_run: subprocess.CompletedProcess[str],
+) -> None:
     out = kernels_run.stdout + kernels_run.stderr
     assert kernels_run.returncode == 0, out
     lines = out.splitlines()
@@ -57,7 +59,9 @@ def test_every_kernel_lowers_to_hivm_for_a2_and_a3(kernels_run) -> None:  # type
             assert hits[0].startswith("ok ") and "reached hivm" in hits[0], hits[0]
 
 
-def test_a_unified_buffer_overflow_fails_with_the_compilers_message(kernels_run) -> None:  # type: ignore[no-untyped-def]
+def test_a_unified_buffer_overflow_fails_with_the_compilers_message(
+    kernels_run: subprocess.CompletedProcess[str],
+) -> None:
     assert kernels_run.returncode == 0  # the venv is there; the planted run only lowers
     run = kernels_check("--cases", PLANTED)
     out = run.stdout + run.stderr

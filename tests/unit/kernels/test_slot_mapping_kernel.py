@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import pytest
 import torch
 from kernels.triton import load_interpreted
@@ -10,7 +12,7 @@ PAD = -1
 
 
 @pytest.fixture(scope="module")
-def kernel():  # type: ignore[no-untyped-def]
+def kernel() -> ModuleType:
     return load_interpreted("kernels.triton.slot_mapping")
 
 
@@ -31,7 +33,16 @@ def expected_slots(
     return slots
 
 
-def run(kernel, lens, starts, kv_block, max_num_tokens, table_width=8, tile=4, base=0):  # type: ignore[no-untyped-def]
+def run(
+    kernel: ModuleType,
+    lens: list[int],
+    starts: list[int],
+    kv_block: int,
+    max_num_tokens: int,
+    table_width: int = 8,
+    tile: int = 4,
+    base: int = 0,
+) -> None:
     """Lay out requests of ``lens`` tokens whose first position is ``starts``; run; compare."""
     gen = torch.Generator().manual_seed(len(lens) * 31 + kv_block)
     qsl = [0]
@@ -62,30 +73,30 @@ def run(kernel, lens, starts, kv_block, max_num_tokens, table_width=8, tile=4, b
     assert slot_mapping[max_num_tokens:].tolist() == [12345] * 3
 
 
-def test_prefill_and_decode_mixed_across_tile_and_kv_block_edges(kernel) -> None:  # type: ignore[no-untyped-def]
+def test_prefill_and_decode_mixed_across_tile_and_kv_block_edges(kernel: ModuleType) -> None:
     # Request lengths 1, tile-1, tile, tile+1 and 2*tile+1; starts on, before and after
     # a KV-block edge (kv_block 4: positions 3|4, 7|8).
     run(kernel, lens=[1, 3, 4, 5, 9], starts=[7, 0, 3, 14, 4], kv_block=4, max_num_tokens=30)
 
 
-def test_pads_longer_than_a_tile(kernel) -> None:  # type: ignore[no-untyped-def]
+def test_pads_longer_than_a_tile(kernel: ModuleType) -> None:
     run(kernel, lens=[2, 1], starts=[5, 30], kv_block=16, max_num_tokens=19)
 
 
-def test_no_pads_when_the_batch_is_full(kernel) -> None:  # type: ignore[no-untyped-def]
+def test_no_pads_when_the_batch_is_full(kernel: ModuleType) -> None:
     run(kernel, lens=[4, 4], starts=[0, 60], kv_block=16, max_num_tokens=8)
 
 
-def test_no_requests_pads_everything(kernel) -> None:  # type: ignore[no-untyped-def]
+def test_no_requests_pads_everything(kernel: ModuleType) -> None:
     run(kernel, lens=[], starts=[], kv_block=16, max_num_tokens=9)
 
 
-def test_slots_past_int32_stay_exact(kernel) -> None:  # type: ignore[no-untyped-def]
+def test_slots_past_int32_stay_exact(kernel: ModuleType) -> None:
     # Block ids near 2**25 with 128-token blocks: slots near 2**32, in int64.
     run(kernel, lens=[3, 2], starts=[126, 250], kv_block=128, max_num_tokens=6, base=2**25)
 
 
-def test_column_strided_block_table_is_refused_with_the_fix(kernel) -> None:  # type: ignore[no-untyped-def]
+def test_column_strided_block_table_is_refused_with_the_fix(kernel: ModuleType) -> None:
     table = torch.zeros(4, 8, dtype=torch.int32)[:, ::2]
     with pytest.raises(ValueError, match=r"contiguous\(\)"):
         kernel.compute_slot_mapping(
