@@ -2,7 +2,7 @@
 
 Runs in the kernels venv (`make kernels-check` makes it: triton-ascend, ascendnpu-ir,
 pybind11), never in the serving venv. Per kernel case and target it prints the furthest
-stage reached: ttir (Triton IR), linalg (triton-adapter-opt), hivm (bishengir-compile's
+stage reached: frontend (refused before any IR), ttir (Triton IR), linalg (triton-adapter-opt), hivm (bishengir-compile's
 scheduled HIVM MLIR, after on-chip buffer planning). The step after HIVM needs `hivmc`
 from CANN; "Cannot find hivmc" is where this check ends on a machine without CANN, and
 counts as a pass. Any other compiler error fails the check (exit 1) and is printed.
@@ -157,7 +157,7 @@ def _lower(
         except Exception as exc:  # the compiler's own error, reported as is
             error = str(exc) or repr(exc)
         hivm = sorted(Path(tmp).glob("*.hivm*.mlir"))
-        reached = _done[-1] if _done else "none"
+        reached = _done[-1] if _done else "frontend"  # refused before Triton IR
         if reached == "linalg" and hivm:
             reached = "hivm"  # bishengir-compile wrote it, then stopped before hivmc
         if keep is not None and hivm:
