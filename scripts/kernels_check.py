@@ -2,8 +2,9 @@
 
 Runs in the kernels venv (`make kernels-check` makes it: triton-ascend, ascendnpu-ir,
 pybind11), never in the serving venv. Per kernel case and target it prints the furthest
-stage reached: frontend (refused before any IR), ttir (Triton IR), linalg (triton-adapter-opt), hivm (bishengir-compile's
-scheduled HIVM MLIR, after on-chip buffer planning). The step after HIVM needs `hivmc`
+stage reached: frontend (refused before any IR), ttir (Triton IR), linalg
+(triton-adapter-opt), hivm (bishengir-compile's scheduled HIVM MLIR, after on-chip
+buffer planning). The step after HIVM needs `hivmc`
 from CANN; "Cannot find hivmc" is where this check ends on a machine without CANN, and
 counts as a pass. Any other compiler error fails the check (exit 1) and is printed.
 
