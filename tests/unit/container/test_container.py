@@ -127,10 +127,10 @@ def test_the_host_serves_its_sampling_slot_mapping_and_gemm_ports():
 
 
 def test_the_npu_serves_sampling_and_slot_mapping_without_loading_torch_npu():
+    from dependency_injector import providers
+
     from adapters.npu.sampling import NpuSamplingOps
     from adapters.npu.slot_mapping import NpuSlotMapping
-
-    from dependency_injector import providers
 
     def load_torch_npu() -> None:
         raise AssertionError("torch_npu asked for")
