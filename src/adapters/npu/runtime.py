@@ -25,10 +25,6 @@ class NpuRuntime(DeviceRuntime):
     def __init__(self, torch_npu: ModuleType) -> None:
         self._torch_npu = torch_npu
 
-    @property
-    def device_type(self) -> str:
-        return "npu"
-
     def device(self, index: int) -> torch.device:
         return torch.device("npu", index)
 
@@ -36,6 +32,7 @@ class NpuRuntime(DeviceRuntime):
         self._torch_npu.npu.set_device(index)
 
     def device_count(self) -> int:
+        """How many NPUs this process sees (for facts; not a port method)."""
         return int(self._torch_npu.npu.device_count())
 
     def device_name(self, index: int = 0) -> str:
@@ -70,12 +67,6 @@ class NpuRuntime(DeviceRuntime):
 
     def current_stream(self) -> Any:
         return self._torch_npu.npu.current_stream()
-
-    def new_stream(self) -> Any:
-        return self._torch_npu.npu.Stream()
-
-    def new_event(self, enable_timing: bool = False) -> Any:
-        return self._torch_npu.npu.Event(enable_timing=enable_timing)
 
     @contextlib.contextmanager
     def runner_scope(self) -> Iterator[None]:
