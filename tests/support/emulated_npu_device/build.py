@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -49,14 +48,6 @@ def load() -> ModuleType:
         from torch.utils import cpp_extension
 
         directory.mkdir(parents=True, exist_ok=True)
-        if not built.exists():  # (else another process is linking it: wait for it)
-            # Before vLLM's banner (scripts/emulated_npu.py) no logger prints INFO.
-            print(
-                "Compiling the emulated NPU device (first use, about 30 s on 2 cores; "
-                f"cached in {directory})",
-                file=sys.stderr,
-                flush=True,
-            )
         os.environ.setdefault("MAX_JOBS", "2")
         module = cpp_extension.load(
             name=name,
