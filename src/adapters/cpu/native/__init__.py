@@ -103,17 +103,25 @@ class NativeKernels:
 
     def load(self, name: str) -> bool:
         """Whether extension `name`'s ops are registered (under torch.ops.ascend_host_native),
-        building it first where needed; a failure is logged once and kept."""
+        building it first where needed; a failure is logged once and kept.
+
+        Once decided, a dict lookup and nothing else: compiled graphs trace the accessors
+        (a lock is a graph break), and a build inside tracing is what callers avoid."""
+        loaded = self._loaded.get(name)
+        return self._load_once(name) if loaded is None else loaded
+
+    def _load_once(self, name: str) -> bool:
         with self._lock:
             if name not in self._loaded:
-                self._loaded[name] = self._build(name)
-                if name == "moe_experts" and self._loaded[name]:
+                loaded = self._build(name)
+                if name == "moe_experts" and loaded:
                     has = torch.ops.ascend_host_native.has_dot_kernel
                     self.dot_dtypes = frozenset(
                         dtype
                         for dtype in (torch.float32, torch.bfloat16, torch.float16)
                         if has(dtype)
                     )
+                self._loaded[name] = loaded
             return self._loaded[name]
 
     def _build(self, name: str) -> bool:
