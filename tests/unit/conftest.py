@@ -1,11 +1,12 @@
 """tests/unit runs no compiler: every test there sees CC and CXX pointing at a stand-in
 that refuses to compile and records the call, and a test that called it fails.
 
-torch's C++ extensions (the host's native kernels, the emulated NPU device) and
-Inductor's C++ code take their compiler from CXX, in this process and in the children
-it starts. A test that needs compiled code belongs in tests/integration
+torch's C++ extensions (the host's native kernels, the emulated NPU device) read CXX at
+each build, in this process and in the children it starts (Inductor reads it when its
+config is first imported: children are covered, this process only if no test imported
+it earlier). A test that needs compiled code belongs in tests/integration
 (tests/integration/native/, tests/integration/npu_ops/); a unit test that reaches the
-native kernels indirectly asks for the torch path (CpuOps' flags) instead.
+native kernels indirectly asks for the torch path (CpuOps' and CpuMoeOps' flags).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def no_compiler(
         pytest.fail(
             "a compiler ran under tests/unit (the host's native kernels, the emulated NPU "
             f"device or Inductor): {ran.splitlines()[0]}. Move the test to tests/integration, "
-            "or give it the torch path (CpuOps(native_attention=False, native_write=False)).",
+            "or give it the torch path (CpuOps(native_attention=False, native_write=False), "
+            "CpuMoeOps(native_kernels=False)).",
             pytrace=False,
         )

@@ -151,3 +151,10 @@ def test_a_failure_reason_is_the_compilers_first_error_else_the_last_line() -> N
         "OSError: ninja: not found"
     )
     assert native._reason(RuntimeError("")) == "RuntimeError"
+
+
+def test_a_native_build_here_would_reach_the_refusing_compiler() -> None:
+    """tests/unit/conftest.py's guard is in place: torch's extension builds take CXX."""
+    from torch.utils import cpp_extension
+
+    assert cpp_extension.get_cxx_compiler().endswith("refuse-cxx")
