@@ -110,7 +110,7 @@ def test_one_failing_extension_costs_only_itself_and_is_logged_once(
         assert kernels.load("bad") is False
         assert kernels.load("bad") is False  # kept: not rebuilt, not logged again
         assert kernels.load("good") is True
-    assert [c["sources"] for c in loader.calls] == [
+    assert sorted(c["sources"] for c in loader.calls) == [  # each built once, both at once
         [str(tmp_path / "bad.cpp"), str(tmp_path / "bad_helper.cpp")],
         [str(tmp_path / "good.cpp")],
     ]
@@ -131,16 +131,17 @@ def test_the_first_cold_build_is_announced_once_with_its_cache(
         kernels.load("bad")
     notes = [r.getMessage() for r in caplog.records if "Compiling" in r.getMessage()]
     assert len(notes) == 1
-    assert "about 30 s" in notes[0] and str(tmp_path / "ext") in notes[0]
+    assert "about 15 s on 2 cores" in notes[0] and str(tmp_path / "ext") in notes[0]
 
 
-def test_a_cached_build_is_not_announced(
+def test_cached_builds_are_not_announced(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
-    name = f"vllm_ascend_host_good_{native._cpu_key()}"
-    (tmp_path / "ext" / name).mkdir(parents=True)
-    (tmp_path / "ext" / name / f"{name}.so").touch()
+    for extension in EXTS:
+        name = f"vllm_ascend_host_{extension}_{native._cpu_key()}"
+        (tmp_path / "ext" / name).mkdir(parents=True)
+        (tmp_path / "ext" / name / f"{name}.so").touch()
     with caplog.at_level(logging.INFO, logger="vllm.plugins.ascend"):
         assert NativeKernels(tmp_path, EXTS, load_library=Loader()).load("good")
     assert not [r for r in caplog.records if "Compiling" in r.getMessage()]

@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,13 +33,13 @@ _CFLAGS = ("-O3", "-march=native", "-fopenmp")
 @dataclass(frozen=True)
 class Extension:
     """One native extension: its sources (built into one library), the accessors it
-    serves, what the host runs without it, and its cold build's seconds on 2 idle cores
-    (the compiler's CPU seconds, measured, over the sources ninja can run at once)."""
+    serves, what the host runs without it, and its cold build's CPU seconds (g++ -O3,
+    measured on this project's host; README.md)."""
 
     sources: tuple[str, ...]
     serves: tuple[str, ...]
     fallback: str
-    seconds: int
+    cpu_seconds: int
 
 
 EXTENSIONS: Mapping[str, Extension] = {
@@ -55,13 +56,13 @@ EXTENSIONS: Mapping[str, Extension] = {
         ("packed_linear.cpp", "small_gemm.cpp", "panel_gemm.cpp", "panel_gemm_amx.cpp"),
         ("packed_linear", "pack_linear_weight"),
         "the GEMMs through oneDNN packs made in Python",
-        13,
+        24,
     ),
     "moe_experts": Extension(
         ("moe_experts.cpp", "moe_experts_amx.cpp"),
         ("moe_experts",),
         "MoE experts one torch matmul pair per expert",
-        7,
+        13,
     ),
     "moe_route": Extension(("moe_route.cpp",), ("moe_route",), "MoE routing in torch ops", 14),
     "greedy_argmax": Extension(
@@ -80,8 +81,14 @@ Loader = Callable[..., Any]  # torch.utils.cpp_extension.load's signature
 
 
 class NativeKernels:
-    """The extensions of one source directory, each built (or loaded from torch's
-    extensions cache) on its first `load` and kept, loaded or not, for the process.
+    """The extensions of one source directory, built (or loaded from torch's extensions
+    cache) at the first `load` of any of them, each on its own, and kept, loaded or not,
+    for the process.
+
+    All at once, because compiled graphs trace the accessors: a kernel first asked for
+    inside a trace could not be built there, so every kernel is ready once any caller
+    has asked for one before tracing (as the host's weight loading does). Two builds
+    run at a time (ninja runs each one's sources in parallel too).
 
     `load_library`: torch.utils.cpp_extension.load, looked up at call time (None), or
     a stand-in. The accessors below use one instance over this package's sources.
@@ -97,44 +104,44 @@ class NativeKernels:
         self._extensions = extensions
         self._load_library = load_library
         self._loaded: dict[str, bool] = {}
-        self._announced = False
         self._lock = threading.Lock()
         self.dot_dtypes: frozenset[torch.dtype] = frozenset()  # moe_experts' dot kernels
 
     def load(self, name: str) -> bool:
         """Whether extension `name`'s ops are registered (under torch.ops.ascend_host_native),
-        building it first where needed; a failure is logged once and kept.
+        every extension built first where none was yet; a failure is logged once and kept.
 
         Once decided, a dict lookup and nothing else: compiled graphs trace the accessors
-        (a lock is a graph break), and a build inside tracing is what callers avoid."""
+        (a lock is a graph break)."""
         loaded = self._loaded.get(name)
-        return self._load_once(name) if loaded is None else loaded
+        return self._load_all(name) if loaded is None else loaded
 
-    def _load_once(self, name: str) -> bool:
+    def _load_all(self, name: str) -> bool:
         with self._lock:
-            if name not in self._loaded:
-                loaded = self._build(name)
-                if name == "moe_experts" and loaded:
+            if not self._loaded:
+                names = list(self._extensions)
+                self._announce(names)
+                with ThreadPoolExecutor(max_workers=2) as pool:
+                    built = list(pool.map(self._build, names))
+                self._loaded.update(zip(names, built, strict=True))
+                if self._loaded.get("moe_experts"):
                     has = torch.ops.ascend_host_native.has_dot_kernel
                     self.dot_dtypes = frozenset(
                         dtype
                         for dtype in (torch.float32, torch.bfloat16, torch.float16)
                         if has(dtype)
                     )
-                self._loaded[name] = loaded
             return self._loaded[name]
 
     def _build(self, name: str) -> bool:
         extension = self._extensions[name]
-        build_name = f"vllm_ascend_host_{name}_{_cpu_key()}"
         started = time.monotonic()
         try:
             from torch.utils import cpp_extension
 
             load = self._load_library or cpp_extension.load
-            self._announce(build_name)
             load(
-                name=build_name,
+                name=_build_name(name),
                 sources=[str(self._dir / source) for source in extension.sources],
                 extra_cflags=list(_CFLAGS),
                 is_python_module=False,
@@ -152,20 +159,24 @@ class NativeKernels:
         logger.debug("Host native kernel %s ready in %.1f s.", name, time.monotonic() - started)
         return True
 
-    def _announce(self, build_name: str) -> None:
-        """Once, before the first cold build: what the pause is and about how long."""
-        if self._announced:
+    def _announce(self, names: list[str]) -> None:
+        """Before cold builds: what the pause is and about how long (nothing when every
+        build is cached: then it is a load of well under a second)."""
+        directories = {name: _build_directory(_build_name(name)) for name in names}
+        cold = [
+            name
+            for name, directory in directories.items()
+            if directory is None or not any(directory.glob(f"{_build_name(name)}*.so"))
+        ]
+        if not cold:
             return
-        directory = _build_directory(build_name)
-        if directory is not None and any(directory.glob(f"{build_name}*.so")):
-            return  # cached: a load, not a compile
-        self._announced = True
-        total = sum(extension.seconds for extension in self._extensions.values())
+        seconds = sum(self._extensions[name].cpu_seconds for name in cold) / 2
+        where = next((d.parent for d in directories.values() if d is not None), None)
         logger.info(
             "Compiling the host's native kernels (first start on this CPU: about %d s on 2 "
-            "cores in all, less on more, each kernel as it is first used; cached in %s).",
-            total,
-            directory.parent if directory is not None else "torch's extensions directory",
+            "cores, less on more; cached in %s).",
+            round(seconds),  # two compilers at a time
+            where if where is not None else "torch's extensions directory",
         )
 
 
@@ -309,6 +320,10 @@ def compute_slot_mapping() -> Callable[..., None] | None:
     if not _KERNELS.load("slot_mapping"):
         return None
     return torch.ops.ascend_host_native.compute_slot_mapping
+
+
+def _build_name(name: str) -> str:
+    return f"vllm_ascend_host_{name}_{_cpu_key()}"
 
 
 def _reason(exc: Exception) -> str:
