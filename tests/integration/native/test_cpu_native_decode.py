@@ -275,7 +275,8 @@ def test_a_failed_build_is_logged_once_and_the_torch_path_serves(caplog) -> None
     def fail(**_: object) -> None:
         raise RuntimeError("Error building extension 'vllm_ascend_host_attention'\nno compiler")
 
-    kernels = native.NativeKernels(Path(native.__file__).parent, load_library=fail)
+    attention = {"attention": native.EXTENSIONS["attention"]}
+    kernels = native.NativeKernels(Path(native.__file__).parent, attention, load_library=fail)
     with caplog.at_level("INFO", logger="vllm.plugins.ascend"):
         assert kernels.load("attention") is False
         assert kernels.load("attention") is False
