@@ -1,12 +1,12 @@
-"""The host's native kernels, each port role's C++ op built from the sources here on
-first use of its accessor (README.md: which op serves which role, built, cached, fallen
-back from).
+"""The host's native kernels: each port role's C++ op, built from the sources here at
+the first call of any accessor (README.md: which op serves which role, how they are
+built, cached, fallen back from).
 
 Seven independent extensions (EXTENSIONS): a source that fails to build costs only its
-own ops; each accessor then returns None once the reason is logged at INFO, and the host
-keeps its torch path for that role. Every op's schema is written once, in its .cpp's
-TORCH_LIBRARY_FRAGMENT (all in the `ascend_host_native` namespace); README.md's table
-lists them (a unit test holds the two equal).
+own ops; their accessors then return None once the reason is logged at INFO, and the
+host keeps its torch path for those roles. Every op's schema is written once, in its
+.cpp's TORCH_LIBRARY_FRAGMENT (all in the `ascend_host_native` namespace); README.md's
+table lists them (a unit test holds the two equal).
 """
 
 from __future__ import annotations
