@@ -17,11 +17,11 @@ from adapters.system.lean_imports import DEPENDENCY_INJECTOR_EXTRAS, without_mod
 with without_modules(DEPENDENCY_INJECTOR_EXTRAS):  # its optional integrations: unused here
     from dependency_injector import containers, providers
 
-from adapters.npu.probe import CannLibraryFinder, DavinciDeviceLister, NpuProbe
+from adapters.npu.probe import CANN_LIBRARIES, CannLibraryFinder, DavinciDeviceLister, NpuProbe
 from adapters.system.environment import OsEnvironment
+from ascend_core.chip import served_chip_family
 from ascend_core.device_selection import DeviceDecision, select_device
 from ascend_core.env_registry import EnvSettings, read_env
-from ascend_core.errors import DeviceUnavailableError
 from ports.device import ChipFamily, DeviceKind, DeviceProbe
 
 if TYPE_CHECKING:
@@ -42,16 +42,7 @@ def _serving_kind(decision: DeviceDecision) -> str:
 def _serving_chip(decision: DeviceDecision, runtime: Callable[[], DeviceRuntime]) -> ChipFamily:
     if decision.kind is not DeviceKind.NPU:
         return ChipFamily.HOST
-    from adapters.npu.chip import chip_family_from_soc
-
-    family = chip_family_from_soc(runtime().device_name(0))
-    if family is None:
-        raise DeviceUnavailableError(
-            f"NPU {runtime().device_name(0)!r} is not of a chip family this plugin serves "
-            "(A2, A3, A5, 310P).",
-            "serve on an Atlas A2/A3/A5 or 300I (310P) device, or set VLLM_ASCEND_DEVICE=cpu",
-        )
-    return family
+    return served_chip_family(runtime().device_name(0))
 
 
 def _lazy(target: str, *args: Any) -> Any:
@@ -76,8 +67,8 @@ class HostDevice(containers.DeclarativeContainer):
 class NpuDevice(containers.DeclarativeContainer):
     """An NPU: adapters.npu's ops and runtime on the torch_npu module injected, and HCCL.
 
-    A stand-in torch_npu (the emulated one in tests) is injected here and nothing else
-    changes; a host without CANN also has no HCCL, so it wires a gloo communicator.
+    A stand-in torch_npu (the emulated one in tests) is injected here; HCCL comes with
+    CANN, so the emulator also overrides the communicator (gloo) where there is none.
     """
 
     torch_npu = providers.Dependency()
@@ -104,6 +95,8 @@ class Container(containers.DeclarativeContainer):
     model_files = providers.Factory(_lazy, "adapters.system.model_files:LocalModelFiles")
     # CPUs this process may use
     host_cpus = providers.Callable(_lazy, "adapters.system.cpus:usable_cpus")
+    # Whether files additional_config names exist on this machine
+    local_files = providers.Singleton(_lazy, "adapters.system.local_files:OsLocalFiles")
 
     # What the host holds, looked up once for the probe and the doctor alike.
     cann_library_finder = providers.Singleton(CannLibraryFinder, environment)
@@ -122,7 +115,6 @@ class Container(containers.DeclarativeContainer):
     npu_probe = providers.Singleton(
         NpuProbe, environment, find_library=cann_library_finder, list_devices=device_lister
     )
-    cpu_probe = providers.Singleton(_lazy, "adapters.cpu.probe:CpuProbe")
     env_settings = providers.Singleton(read_env, environment)
     device_decision = providers.Singleton(_decide, env_settings, npu_probe)
 
@@ -150,7 +142,11 @@ class Container(containers.DeclarativeContainer):
     # by path: serving never asks for them, and their imports (the preflight checks)
     # would add to every vLLM start (scripts/bench_startup.py).
     host_facts = providers.Singleton(
-        _lazy, "adapters.doctor.host:gather_host_facts", cann_library_finder, device_lister
+        _lazy,
+        "adapters.doctor.host:gather_host_facts",
+        cann_library_finder,
+        device_lister,
+        CANN_LIBRARIES,
     )
     serve_args_parser = providers.Singleton(_lazy, "adapters.doctor.serve_args:vllm_parser")
 

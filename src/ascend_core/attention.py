@@ -6,8 +6,11 @@ import enum
 
 from attrs import frozen
 
+from ascend_core.deployment import ModelFacts
+from ascend_core.env_registry import EnvSettings
 from ascend_core.errors import BackendSelectionError
 from ports.device import ChipFamily, DeviceKind
+from ports.environment import Environment
 
 
 class AttentionBackendKind(enum.Enum):
@@ -48,15 +51,18 @@ class AttentionRequest:
     chip_family: ChipFamily
     device_kind: DeviceKind
     use_compressed: bool = False  # compressed latent KV with an indexer
-    training_consistency: bool = False  # VLLM_ASCEND_TRAINING_CONSISTENCY=1
+    training_consistency: bool = False  # batch-invariant kernels asked for
     model: str = ""  # architecture name, for messages only
+    sliding_window: bool = False  # some layer attends over a window only
+    attention_sinks: bool = False  # learned per-head sink logits
 
     def describe(self) -> str:
         return (
             f"use_mla={self.use_mla}, use_sparse={self.use_sparse}, "
             f"use_compressed={self.use_compressed}, chip_family={self.chip_family.value}, "
             f"device_kind={self.device_kind.value}, "
-            f"training_consistency={self.training_consistency}"
+            f"training_consistency={self.training_consistency}, "
+            f"sliding_window={self.sliding_window}, attention_sinks={self.attention_sinks}"
         )
 
 
@@ -188,3 +194,94 @@ def _platform(request: AttentionRequest) -> Platform:
             "Check the NPU driver (npu-smi info), or set VLLM_ASCEND_DEVICE=cpu.",
         )
     return Platform.NPU
+
+
+# vLLM's own switch for the same kernels (vllm/envs.py reads it as an int, nonzero: on).
+VLLM_BATCH_INVARIANT = "VLLM_BATCH_INVARIANT"
+
+
+def batch_invariant_requested(env: Environment, settings: EnvSettings) -> bool:
+    """Whether batch-invariant attention is asked for, by our variable or by vLLM's."""
+    raw = (env.get(VLLM_BATCH_INVARIANT) or "0").strip()
+    try:
+        vllm_switch = int(raw) != 0
+    except ValueError:
+        vllm_switch = False  # vLLM itself stops on the value when it reads it
+    return settings.training_consistency or vllm_switch
+
+
+# The backend kinds this build has a backend for (the vLLM adapter maps each to a class;
+# a test keeps its map and this set equal). MHA/GQA on the host and on an NPU are one
+# backend, MLA another: the device's ops ports do the math.
+BUILT_BACKENDS: frozenset[AttentionBackendKind] = frozenset({_K.HOST, _K.STANDARD, _K.MLA})
+
+
+@frozen
+class LayerAttention:
+    """What vLLM's attention layer says of itself (its `AttentionSelectorConfig`)."""
+
+    use_mla: bool
+    use_sparse: bool
+    sliding_window: bool = False
+    attention_sinks: bool = False
+
+
+def attention_request(
+    model: ModelFacts | None,
+    device_kind: DeviceKind,
+    chip_family: ChipFamily,
+    *,
+    batch_invariant: bool,
+    layer: LayerAttention | None = None,
+) -> AttentionRequest:
+    """The one way to build the request, for `vllm serve` and `ascend-doctor plan` alike.
+
+    model: the core's facts of the model (None: vLLM asked before it knew the model);
+    layer: what the serving layer says (MLA as vLLM enabled it; a window or sinks the
+    config did not show), None where no layer exists yet (the doctor);
+    batch_invariant: VLLM_ASCEND_TRAINING_CONSISTENCY or vLLM's VLLM_BATCH_INVARIANT.
+    """
+    if layer is None:
+        if model is None:
+            raise ValueError("attention_request needs the model's facts or the layer's flags")
+        layer = LayerAttention(model.use_mla, model.use_sparse)
+    return AttentionRequest(
+        use_mla=layer.use_mla,
+        use_sparse=layer.use_sparse,
+        chip_family=chip_family,
+        device_kind=device_kind,
+        use_compressed=model is not None and model.compressed_attention,
+        training_consistency=batch_invariant,
+        model=model.architecture if model is not None else "",
+        sliding_window=layer.sliding_window or (model is not None and model.sliding_window),
+        attention_sinks=layer.attention_sinks or (model is not None and model.attention_sinks),
+    )
+
+
+def serving_backend(request: AttentionRequest) -> BackendChoice:
+    """The table's choice, refused where this build has no such backend, or where the
+    paged backends cannot compute what the model's layers ask (a window, sink logits)."""
+    choice = select_attention_backend(request)
+    if choice.kind not in BUILT_BACKENDS:
+        raise BackendSelectionError(
+            f"The core chose the {choice.kind.value} attention backend for "
+            f"{request.model or 'the model'} ({choice.reason}), which this build does not "
+            "have yet.",
+            "Serve a standard MHA/GQA or MLA model.",
+        )
+    extras = [
+        name
+        for name, present in (
+            ("attention sinks", request.attention_sinks),
+            ("sliding window", request.sliding_window),
+        )
+        if present
+    ]
+    if extras:
+        raise BackendSelectionError(
+            f"The {choice.kind.value} attention backend does not support "
+            f"{', '.join(extras)} ({request.model or 'the model'}): it computes full causal "
+            "attention without sink logits, so the outputs would be wrong.",
+            "Serve a model with full causal attention.",
+        )
+    return choice

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from ascend_core.errors import DeviceUnavailableError
 from ports.device import ChipFamily
 
 # Whole names the reference lists that no family prefix below covers (short build names).
@@ -50,6 +51,17 @@ def chip_family_from_soc(soc_name: str) -> ChipFamily | None:
         if name.startswith(prefix):
             return family
     return None
+
+
+def served_chip_family(soc_name: str) -> ChipFamily:
+    """The family of the NPU that serves, or DeviceUnavailableError naming the chip."""
+    family = chip_family_from_soc(soc_name)
+    if family is None:
+        raise DeviceUnavailableError(
+            f"NPU {soc_name!r} is not of a chip family this plugin serves (A2, A3, A5, 310P).",
+            "serve on an Atlas A2/A3/A5 or 300I (310P) device, or set VLLM_ASCEND_DEVICE=cpu",
+        )
+    return family
 
 
 def chip_family_from_soc_version(version: int) -> ChipFamily | None:

@@ -195,7 +195,7 @@ class Deployment:
     # None when the adapter could not tell.
     host_cpus: int | None = field(default=None, validator=validators.optional(_positive))
     lora: bool = False  # --enable-lora
-    training_consistency: bool = False  # VLLM_ASCEND_TRAINING_CONSISTENCY=1
+    training_consistency: bool = False  # batch-invariant kernels asked for
     # The VLLM_ASCEND_* variables as set (name -> raw text); the plan parses them, so a
     # bad value is one more error of the same pass.
     ascend_env: Mapping[str, str] = field(

@@ -16,6 +16,7 @@ from typing import Any
 from attrs import evolve, field, frozen
 
 from ascend_core.ascend_config.files import probe_referenced_files
+from ascend_core.attention import batch_invariant_requested
 from ascend_core.deployment import (
     CacheSettings,
     CompilationSettings,
@@ -119,7 +120,7 @@ def build_deployment(
         omp_num_threads=env.get(OMP_NUM_THREADS),
         host_cpus=host_cpus,
         lora=requested.lora,
-        training_consistency=settings.training_consistency,
+        training_consistency=batch_invariant_requested(env, settings),
         ascend_env=ascend_variables(env),
         readable_files=(
             probe_referenced_files(requested.additional_config, local_files)

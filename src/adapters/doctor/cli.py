@@ -110,7 +110,13 @@ def main(
             probe_safely(c.npu_probe), c.env_settings().device, chip, memory, _host_memory(c)
         )
         report = plan_report(
-            serve, c.model_files(serve.model), env, c.upstream(), target, c.host_cpus()
+            serve,
+            c.model_files(serve.model),
+            env,
+            c.upstream(),
+            target,
+            c.host_cpus(),
+            c.local_files(),
         )
     print(_render(report, options.json, out), file=out)
     return report.exit_code

@@ -1,7 +1,8 @@
 """Host facts for `check`: Python, CANN libraries, NPU count and network interfaces.
 
 Reads files and sockets only (CANN libraries and devices through the NPU probe's own
-finder and lister); never imports torch, so it works where `import torch` is broken.
+finder and lister, which the container hands in); never imports torch, so it works
+where `import torch` is broken.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import socket
 import struct
 from collections.abc import Callable, Sequence
 
-from adapters.npu.probe import CANN_LIBRARIES
 from ascend_core.preflight import HostFacts
 
 _SIOCGIFADDR = 0x8915
@@ -57,12 +57,15 @@ def _ipv6() -> list[tuple[str, str]]:
 
 
 def gather_host_facts(
-    find_library: Callable[[str], str | None], list_devices: Callable[[], Sequence[int]]
+    find_library: Callable[[str], str | None],
+    list_devices: Callable[[], Sequence[int]],
+    libraries: Sequence[str],
 ) -> HostFacts:
-    """The facts `check` needs, through the same CANN finder and device lister as the probe."""
+    """The facts `check` needs, through the same CANN finder, device lister and library
+    names as the probe."""
     return HostFacts(
         python_version=platform.python_version(),
-        cann_libraries={lib: find_library(lib) for lib in CANN_LIBRARIES},
+        cann_libraries={lib: find_library(lib) for lib in libraries},
         device_count=len(list_devices()),
         interfaces=interfaces(),
     )

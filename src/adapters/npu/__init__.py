@@ -1,6 +1,6 @@
 """The NPU adapter: ops, runtime, HCCL and probe on torch_npu (injected, never imported here).
 
-Public: NpuOps, NpuRuntime, HcclCommunicator, NpuProbe, chip_family_from_soc. Each is
+Public: NpuOps, NpuRuntime, HcclCommunicator, NpuProbe. Each is
 imported on first use: ops and runtime import torch, which fails where torch_npu is
 installed without CANN, exactly the host `adapters.npu.probe` must explain.
 """
@@ -11,7 +11,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from adapters.npu.chip import chip_family_from_soc
     from adapters.npu.collective import HcclCommunicator
     from adapters.npu.ops import NpuOps
     from adapters.npu.probe import NpuProbe
@@ -22,9 +21,8 @@ _HOMES = {
     "NpuOps": "adapters.npu.ops",
     "NpuProbe": "adapters.npu.probe",
     "NpuRuntime": "adapters.npu.runtime",
-    "chip_family_from_soc": "adapters.npu.chip",
 }
-__all__ = ["HcclCommunicator", "NpuOps", "NpuProbe", "NpuRuntime", "chip_family_from_soc"]
+__all__ = ["HcclCommunicator", "NpuOps", "NpuProbe", "NpuRuntime"]
 
 
 def __getattr__(name: str) -> Any:

@@ -5,15 +5,13 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from ascend_core.visible_devices import VISIBLE_DEVICES_VARIABLE
 from ports.collective import Communicator
 
 if TYPE_CHECKING:
     import torch
 
 HCCL_BACKEND = "hccl"
-# CANN's own variable (not the plugin's): which NPUs a process may see, like
-# CUDA_VISIBLE_DEVICES.
-VISIBLE_DEVICES_VARIABLE = "ASCEND_RT_VISIBLE_DEVICES"
 
 
 class HcclCommunicator(Communicator):

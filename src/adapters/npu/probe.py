@@ -77,8 +77,9 @@ class NpuProbe(DeviceProbe):
     find_spec: importlib.util.find_spec, to see torch_npu without importing it.
     find_library: library file name -> path or None (default CannLibraryFinder(env)).
     list_devices: the NPUs the driver exposes (default DavinciDeviceLister()).
-    read_facts: optional; reads DeviceFacts from the initialised runtime once the
-        checks pass (the composition root wires NpuRuntime.facts on an NPU host).
+    read_facts: optional; reads DeviceFacts from an initialised runtime once the checks
+        pass. The container leaves it unset: the probe decides in every vLLM process,
+        before torch_npu is imported, and the chip is read once it serves (serving_chip).
     """
 
     def __init__(

@@ -9,8 +9,7 @@ from typing import Any
 
 import torch
 
-from adapters.npu.chip import chip_family_from_soc
-from ascend_core.errors import DeviceUnavailableError
+from ascend_core.chip import chip_family_from_soc, served_chip_family
 from ports.device import ChipFamily, DeviceFacts, DeviceKind
 from ports.runtime import DeviceRuntime, MemoryInfo
 
@@ -123,12 +122,7 @@ class NpuRuntime(DeviceRuntime):
     def facts(self) -> DeviceFacts:
         """What the core asks of the devices, read from the initialised runtime."""
         name = self.device_name(0)
-        family = chip_family_from_soc(name)
-        if family is None:
-            raise DeviceUnavailableError(
-                f"NPU {name!r} is not of a chip family this plugin serves (A2, A3, A5, 310P).",
-                "serve on an Atlas A2/A3/A5 or 300I (310P) device, or set VLLM_ASCEND_DEVICE=cpu",
-            )
+        family = served_chip_family(name)
         _, total = self._torch_npu.npu.mem_get_info()
         return DeviceFacts(
             kind=DeviceKind.NPU,

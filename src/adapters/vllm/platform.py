@@ -17,6 +17,7 @@ from adapters.container import container
 from adapters.vllm.startup import stop_on_our_errors, watch_engine_errors
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import ATTENTION_DTYPES
+from ascend_core.visible_devices import VISIBLE_DEVICES_VARIABLE
 from ports.device import ChipFamily, DeviceKind
 
 if TYPE_CHECKING:
@@ -36,6 +37,10 @@ logger = logging.getLogger("vllm.plugins.ascend")
 # the hooks that use them, not here: every vLLM process imports this module when it
 # resolves current_platform, and only the process that builds the config and the
 # workers plan (about 90 ms of imports, scripts/bench_startup.py).
+
+# Where check_and_update_config keeps the deployment's patch plan: an attribute of the
+# config, so it travels with it to the worker processes.
+PATCH_PLAN_ATTR = "_ascend_patch_plan"
 
 # torch._inductor.config keys for the host's compiled model (see update_device_settings).
 HOST_INDUCTOR_CONFIG: dict[str, Any] = {
@@ -90,12 +95,18 @@ class AscendPlatformBase(Platform):
         directory = getattr(model, "model", None) if model is not None else None
         files = c.model_files(directory) if directory and os.path.isdir(directory) else None
         return translate.deployment(
-            vllm_config, cls.device_kind, cls.chip_family(), c.environment(), files, c.host_cpus()
+            vllm_config,
+            cls.device_kind,
+            cls.chip_family(),
+            c.environment(),
+            files,
+            c.host_cpus(),
+            c.local_files(),
         )
 
     @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
-        """Translate VllmConfig into a Deployment, ask the core for the plan, apply it.
+        """Translate VllmConfig into a Deployment (once), ask the core for the plan, apply it.
 
         The plan's errors stop the start with their messages alone (StartupError).
         """
@@ -105,20 +116,19 @@ class AscendPlatformBase(Platform):
 
         watch_engine_errors()
         with stop_on_our_errors():
-            plan = plan_for(cls.deployment(vllm_config))
-        if plan is None:
+            deployment = cls.deployment(vllm_config)
+            plan = plan_for(deployment)
+        if plan is None or deployment is None:
             return  # vLLM builds configs without a model too (e.g. in tests); nothing to plan
         quantization = vllm_config.model_config.quantization
-        translate.apply_changes(
-            vllm_config, plan.changes, log=container().env_settings().log_plan
-        )
+        translate.apply_changes(vllm_config, plan.changes, log=container().env_settings().log_plan)
         if vllm_config.model_config.quantization != quantization:
             cls.rebuild_quant_config(vllm_config)
         cls.size_torch_threads(plan.changes_to(fields.OMP_NUM_THREADS))
         if vllm_config.parallel_config.worker_cls == "auto":
             vllm_config.parallel_config.worker_cls = cls.worker_path(plan.worker_kind)
         cls.update_device_settings(vllm_config)
-        cls.apply_deployment_patches(vllm_config)
+        cls.apply_deployment_patches(vllm_config, deployment)
 
     @classmethod
     def rebuild_quant_config(cls, vllm_config: VllmConfig) -> None:
@@ -155,17 +165,27 @@ class AscendPlatformBase(Platform):
                 torch.set_num_threads(int(change.new))
 
     @classmethod
-    def apply_deployment_patches(cls, vllm_config: VllmConfig) -> None:
+    def apply_deployment_patches(
+        cls, vllm_config: VllmConfig, deployment: Deployment | None = None
+    ) -> None:
         """The core's patch plan for this deployment, applied in the calling process.
 
-        check_and_update_config runs where the config is built; workers in other
-        processes call this again with the config they were given.
+        check_and_update_config runs where the config is built, with the Deployment it
+        translated; it keeps the patch plan on the config, which travels to the workers,
+        so a worker in another process applies it without translating the config again.
         """
         from adapters.vllm.patches import apply_plan, deployment_patch_plan
 
-        deployment = cls.deployment(vllm_config)
+        plan = getattr(vllm_config, PATCH_PLAN_ATTR, None)
         if deployment is not None:
-            apply_plan(deployment_patch_plan(deployment))
+            plan = deployment_patch_plan(deployment)
+            setattr(vllm_config, PATCH_PLAN_ATTR, plan)
+        elif plan is None:  # a config our check_and_update_config did not plan
+            deployment = cls.deployment(vllm_config)
+            if deployment is None:
+                return
+            plan = deployment_patch_plan(deployment)
+        apply_plan(plan)
 
     @classmethod
     def worker_path(cls, kind: WorkerKind) -> str:
@@ -176,12 +196,11 @@ class AscendPlatformBase(Platform):
 
     @classmethod
     def update_device_settings(cls, vllm_config: VllmConfig) -> None:
-        """Settings that follow from where tensors live rather than from a plan decision."""
+        """Settings that follow from where tensors live rather than from a plan decision
+        (vLLM resolves async_scheduling before the hook, so the plan never sees it as given)."""
         if cls.tensors_on_host():
-            # The host runs one step at a time and captures no graphs.
+            # The host runs one step at a time.
             vllm_config.scheduler_config.async_scheduling = False
-            vllm_config.compilation_config.cudagraph_capture_sizes = []
-            vllm_config.parallel_config.disable_custom_all_reduce = True
 
     @classmethod
     def update_block_size_for_backend(cls, vllm_config: VllmConfig) -> None:
@@ -229,14 +248,16 @@ class AscendPlatformBase(Platform):
 
         from adapters.vllm import translate
         from adapters.vllm.attention.selection import backend_path
+        from ascend_core.attention import batch_invariant_requested
 
         vllm_config = get_current_vllm_config()
+        c = container()
         with stop_on_our_errors(vllm_config.parallel_config):
             return backend_path(
                 attn_selector_config,
                 cls.device_kind,
                 cls.chip_family(),
-                training_consistency=container().env_settings().training_consistency,
+                batch_invariant=batch_invariant_requested(c.environment(), c.env_settings()),
                 model=translate.model_facts(vllm_config),
             )
 
@@ -301,11 +322,6 @@ class AscendPlatformBase(Platform):
         return torch.no_grad()
 
     @classmethod
-    def use_custom_allreduce(cls) -> bool:
-        # vLLM's custom all-reduce is a CUDA IPC kernel; ours reduce through HCCL or gloo.
-        return False
-
-    @classmethod
     def support_hybrid_kv_cache(cls) -> bool:
         return False
 
@@ -358,7 +374,7 @@ class AscendNpuPlatform(AscendPlatformBase):
     device_type = "npu"
     dispatch_key = "PrivateUse1"
     ray_device_key = "NPU"
-    device_control_env_var = "ASCEND_RT_VISIBLE_DEVICES"
+    device_control_env_var = VISIBLE_DEVICES_VARIABLE
     simple_compile_backend = "eager"
 
     @property

@@ -82,4 +82,7 @@ def register_general() -> None:
     """
     from adapters.vllm import registration
 
-    registration.register_all()
+    kind, family = serving_device()
+    if kind is None:
+        return  # another platform serves: leave vLLM's layers alone
+    registration.register_all(kind, family)

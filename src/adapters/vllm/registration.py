@@ -1,8 +1,14 @@
-"""What `register_general` puts in place in every vLLM process; each step is re-entrant."""
+"""What `register_general` puts in place in every vLLM process; each step is re-entrant.
+
+The entry point (adapters.vllm.plugin) asks the container for the serving device and
+hands it here; nothing here imports the entry point back.
+"""
 
 from __future__ import annotations
 
 import logging
+
+from ports.device import ChipFamily, DeviceKind
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
@@ -45,22 +51,16 @@ def register_quantization() -> None:
         register_quantization_config(METHOD_NAME)(AscendQuantConfig)
 
 
-def apply_device_patches() -> None:
+def apply_device_patches(kind: DeviceKind, family: ChipFamily) -> None:
     """The patches the serving device alone calls for; the deployment's come later."""
     from adapters.vllm.patches import apply_plan, device_patch_plan
-    from adapters.vllm.plugin import serving_device
 
-    kind, family = serving_device()
-    if kind is not None:
-        apply_plan(device_patch_plan(kind, family))
+    apply_plan(device_patch_plan(kind, family))
 
 
-def register_all() -> None:
-    from adapters.vllm.plugin import decide_device
-
-    if decide_device().kind is None:
-        return  # another platform serves: leave vLLM's layers alone
+def register_all(kind: DeviceKind, family: ChipFamily) -> None:
+    """Everything our platform needs in vLLM's registries, for the device that serves."""
     register_custom_ops()
     register_attention_backend()
     register_quantization()
-    apply_device_patches()
+    apply_device_patches(kind, family)

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from adapters.system.local_files import OsLocalFiles
 from ascend_core.deployment import (
     CacheSettings,
     CompilationSettings,
@@ -26,6 +25,7 @@ from ascend_core.deployment_builder import Requested, build_deployment, files_sa
 from ascend_core.model_facts import model_facts_from_config
 from ports.device import ChipFamily, DeviceKind
 from ports.environment import Environment
+from ports.local_files import LocalFiles
 from ports.model_files import ModelFiles
 
 if TYPE_CHECKING:
@@ -168,6 +168,7 @@ def deployment(
     env: Environment,
     files: ModelFiles | None,
     host_cpus: int | None,
+    local_files: LocalFiles,
 ) -> Deployment | None:
     """The Deployment the core plans for; None before vLLM knows the model."""
     model = model_facts(vllm_config)
@@ -181,7 +182,7 @@ def deployment(
         env,
         files_say(files),
         host_cpus,
-        OsLocalFiles(),
+        local_files,
     )
 
 

@@ -58,7 +58,7 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
     draft = draft.decide(compile_mode=comp.mode, capture_sizes=comp.capture_sizes)
     graph_mode = comp.graph_mode
     if deployment.device_kind is DeviceKind.CPU:
-        return _host(draft, graph_mode, comp.mode, comp.enforce_eager)
+        return _no_capture(_host(draft, graph_mode, comp.mode, comp.enforce_eager))
     if comp.enforce_eager:
         return _eager(draft, graph_mode, comp.mode, "enforce_eager is set", unset_compiles=True)
     if deployment.launch_blocking:
@@ -150,6 +150,17 @@ def _host(
         )
         draft = draft.decide(compile_mode=CompileMode.DYNAMO_TRACE_ONCE)
     return draft.decide(graph_mode=GraphMode.NONE)
+
+
+def _no_capture(draft: Draft) -> Draft:
+    """The host captures nothing: no capture sizes, whatever was given or left unset
+    (vLLM fills unset sizes in for the graphs it would capture)."""
+    sizes = draft.decisions.capture_sizes
+    if sizes == ():
+        return draft
+    return draft.change(fields.CAPTURE_SIZES, sizes, (), HOST_GRAPHS_REASON).decide(
+        capture_sizes=()
+    )
 
 
 def _eager(

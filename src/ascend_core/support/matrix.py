@@ -108,7 +108,7 @@ _NO_SLEEP = Refused(
 _NO_INVARIANT = Refused(
     "the core's attention table picks the batch-invariant backend for it, and this build "
     "does not have that backend yet",
-    "unset VLLM_ASCEND_TRAINING_CONSISTENCY",
+    "unset VLLM_ASCEND_TRAINING_CONSISTENCY and VLLM_BATCH_INVARIANT",
 )
 _NO_SPEC_HOST = Refused(
     "vLLM's rejection sampler runs Triton kernels, which have no host implementation here",

@@ -30,7 +30,7 @@ def test_plain_mha_gets_the_paged_backend_on_both_devices() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "flags"),
-    [({"training_consistency": True}, {}), ({}, {"use_batch_invariant": True})],
+    [({"batch_invariant": True}, {}), ({}, {"use_batch_invariant": True})],
     ids=["VLLM_ASCEND_TRAINING_CONSISTENCY", "vllm use_batch_invariant"],
 )
 def test_training_consistency_reaches_the_decision(kwargs, flags) -> None:  # type: ignore[no-untyped-def]
@@ -61,3 +61,25 @@ def test_the_models_name_is_in_a_refusal() -> None:
             _selector(use_mla=True, use_sparse=True), DeviceKind.CPU, ChipFamily.HOST,
             model=dense_model(),
         )
+
+
+def test_every_built_backend_has_a_class_and_no_other() -> None:
+    from adapters.vllm.attention.selection import BACKEND_PATHS
+    from ascend_core.attention import BUILT_BACKENDS
+
+    assert set(BACKEND_PATHS) == BUILT_BACKENDS
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [({"has_sink": True}, "attention sinks"), ({"has_sliding_window": True}, "sliding window")],
+)
+def test_the_layers_sinks_and_window_are_refused(flags: dict[str, bool], named: str) -> None:
+    with pytest.raises(BackendSelectionError, match=named):
+        backend_path(_selector(**flags), DeviceKind.CPU, ChipFamily.HOST)
+
+
+def test_the_models_window_is_refused_though_the_layer_does_not_say() -> None:
+    model = attrs.evolve(dense_model(), sliding_window=True)
+    with pytest.raises(BackendSelectionError, match="sliding window"):
+        backend_path(_selector(), DeviceKind.CPU, ChipFamily.HOST, model=model)

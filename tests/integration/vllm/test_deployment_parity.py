@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from typing import Any
 
 import attrs
@@ -46,6 +47,7 @@ CASES: list[tuple[list[str], dict[str, str]]] = [
     ([], {"ASCEND_LAUNCH_BLOCKING": "1", "PYTORCH_NPU_ALLOC_CONF": "max_split_size_mb:64"}),
     ([], {"OMP_NUM_THREADS": "3"}),  # a value no shell here sets
     ([], {"VLLM_ASCEND_TRAINING_CONSISTENCY": "1"}),
+    ([], {"VLLM_BATCH_INVARIANT": "1"}),  # vLLM's switch for the same kernels
     ([], {"VLLM_ASCEND_ENABLE_PREFETCH_MLP": "1"}),  # reaches the plan as ascend_env
     (  # the expert map is probed through LocalFiles into readable_files
         ["--additional-config", json.dumps({"eplb_config": {"expert_map_path": "/no/map.json"}})],
@@ -82,7 +84,7 @@ def _doctor_deployment(argv: list[str]) -> Deployment:
     model = read_model(files, args, c.environment())
     assert isinstance(model, ModelFacts), model
     return build_deployment(
-        args, model, HOST, c.environment(), files_say(files), c.host_cpus()
+        args, model, HOST, c.environment(), files_say(files), c.host_cpus(), c.local_files()
     )
 
 
@@ -166,3 +168,32 @@ def test_the_cases_vary_every_requested_input(
         "model.max_model_len", "model.dtype",
     }
     assert expected <= varied, expected - varied
+
+
+def test_check_and_update_config_translates_the_config_once(model_dirs: dict[str, str]) -> None:
+    """One translation (one reading of the model files, through the container's
+    model_files) per hook; the patch plan it chose travels on the config, so a worker
+    applies it without translating again."""
+    from dependency_injector import providers
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    from adapters.vllm.platform import PATCH_PLAN_ATTR, AscendHostPlatform
+
+    calls: list[str] = []
+
+    def counting(directory: str) -> LocalModelFiles:
+        calls.append(directory)
+        return LocalModelFiles(directory)
+
+    with container().model_files.override(providers.Factory(counting)):
+        ns = _serve_parser().parse_args([model_dirs["qwen3"]])
+        ns.model = ns.model_tag or ns.model
+        config = AsyncEngineArgs.from_cli_args(ns).create_engine_config()
+    assert calls == [model_dirs["qwen3"]]
+    assert config.compilation_config.cudagraph_capture_sizes == []  # the plan's change
+    plan = getattr(config, PATCH_PLAN_ATTR)
+    assert plan.ids, "the host deployment applies patches"
+    in_worker = pickle.loads(pickle.dumps(config))  # as it reaches a worker process
+    assert getattr(in_worker, PATCH_PLAN_ATTR).ids == plan.ids
+    AscendHostPlatform.apply_deployment_patches(in_worker)  # as the worker does
+    assert len(calls) == 1

@@ -11,7 +11,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,6 +80,56 @@ def test_doctor_and_serve_agree(model_dirs: dict[str, str], argv: list[str], ref
     by_doctor, report = doctor_refuses(argv)
     by_serve, error = serve_refuses(argv)
     assert (by_doctor, by_serve) == (refused, refused), (report[-1500:], error[-1500:])
+
+
+# The attention rows: the tiny Qwen3 with config.json edited, or an environment variable
+# set. (id, config.json edits, environment, what the doctor's refusal names)
+ATTENTION_ROWS: list[tuple[str, dict[str, Any], dict[str, str], str]] = [
+    ("batch-invariant (vLLM's switch)", {}, {"VLLM_BATCH_INVARIANT": "1"}, "batch-invariant"),
+    ("batch-invariant (ours)", {}, {"VLLM_ASCEND_TRAINING_CONSISTENCY": "1"}, "batch-invariant"),
+    ("sliding window", {"sliding_window": 64, "use_sliding_window": True,
+                        "max_window_layers": 0}, {}, "sliding window"),
+    ("sliding layer kinds", {"layer_types": ["sliding_attention", "full_attention"],
+                             "sliding_window": 64}, {}, "sliding window"),
+    ("attention sinks", {"architectures": ["GptOssForCausalLM"]}, {}, "attention sinks"),
+]  # fmt: skip
+
+
+def _variant(tiny: str, edits: dict[str, Any], where: Path) -> str:
+    if not edits:
+        return tiny
+    target = where / "model"
+    shutil.copytree(tiny, target)
+    config = json.loads((target / "config.json").read_text())
+    config.update(edits)
+    (target / "config.json").write_text(json.dumps(config))
+    return str(target)
+
+
+def _attention_items(report: str) -> list[dict[str, Any]]:
+    sections = json.loads(report)["sections"]
+    return next(s["items"] for s in sections if s["title"] == "attention")
+
+
+@pytest.mark.parametrize(("edits", "env", "named"), [(e, v, n) for _, e, v, n in ATTENTION_ROWS],
+                         ids=[i for i, _, _, _ in ATTENTION_ROWS])  # fmt: skip
+def test_doctor_and_serve_refuse_what_the_attention_backends_cannot_do(
+    model_dirs: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    edits: dict[str, Any],
+    env: dict[str, str],
+    named: str,
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    argv = [_variant(model_dirs["qwen3"], edits, tmp_path)]
+    by_doctor, report = doctor_refuses(argv)
+    by_serve, error = serve_refuses(argv)
+    assert (by_doctor, by_serve) == (True, True), (report[-1500:], error[-1500:])
+    # The doctor's attention section says what serve's backend selection would refuse.
+    (item,) = _attention_items(report)
+    assert item["status"].upper() == "FAIL" and named in item["detail"].lower(), item
 
 
 def test_a_missing_directory_is_named_as_missing() -> None:

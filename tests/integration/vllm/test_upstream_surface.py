@@ -1,216 +1,326 @@
 """Every vLLM internal the adapter leans on, checked against the installed vLLM.
 
 An upgrade that renames or removes one of these fails here, naming the symbol, before
-anything fails at serving time. Upstream patches are data in the core's registry
-(ascend_core.patches.entries); their targets are listed here too.
+anything fails at serving time. What can be read from the code is derived from it, so the
+list cannot drift from what the code does:
+
+- every vLLM name the adapters' source imports or reads off an imported name (their AST);
+- every symbol of the core's patch registry (ascend_core.patches.entries);
+- every hook our vLLM subclasses define: a method or attribute a vLLM base class declares
+  (found by walking the classes of adapters.vllm), and the KV-cache layouts our backends
+  declare. A hook vLLM drops or renames becomes a name no vLLM class declares: every such
+  name must be one of ours, listed in OWN, so the rename fails here.
+
+What the code reaches without naming it (vLLM methods called on instances, config fields
+read, vLLM's side of a hook we rely on) is listed by hand in NOT_NAMED.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
+import pkgutil
+import types
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-# (symbol "module:Attr.sub", how the adapter uses it)
-SURFACE: tuple[tuple[str, str], ...] = (
-    # Platform: subclassed; the hooks we override or call.
-    ("vllm.platforms.interface:Platform", "AscendPlatformBase subclasses it"),
-    ("vllm.platforms.interface:PlatformEnum.OOT", "our platform's _enum"),
-    ("vllm.platforms.interface:Platform.check_and_update_config", "hook: apply the plan"),
-    ("vllm.platforms.interface:Platform.get_attn_backend_cls", "hook: core's backend kind"),
-    ("vllm.platforms.interface:Platform.register_triton_kernel_overrides", "hook: patches"),
-    ("vllm.platforms.interface:Platform.import_kernels", "hook: no compiled vLLM ops"),
-    ("vllm.platforms.interface:Platform.update_block_size_for_backend", "keep plan's size"),
+import adapters
+
+ADAPTERS = Path(adapters.__file__).resolve().parent
+ROOT_PACKAGE = "vllm"
+
+# (symbol "module:Attr.sub", how the adapter relies on it) for what the code reaches
+# without naming it in an import.
+NOT_NAMED: tuple[tuple[str, str], ...] = (
+    # Platform and config: read on instances vLLM hands us.
     ("vllm.platforms.interface:Platform._find_non_ssm_backends", "private: backends in use"),
-    ("vllm.platforms.interface:Platform.validate_environ", "VLLM_ASCEND_* are ours"),
-    ("vllm.platforms.interface:Platform.get_device_total_memory", "runtime port"),
-    ("vllm.platforms.interface:Platform.get_current_memory_usage", "runtime port"),
-    ("vllm.platforms.interface:Platform.manual_seed_all", "runtime port"),
-    ("vllm.platforms.interface:Platform.check_runner_kv_caches_multi_layer", "host runner"),
-    ("vllm.envs:environment_variables", "validate_environ: vLLM's own names"),
-    ("vllm.platforms.interface:Platform.apply_config_platform_defaults",
-     "hook: the compilation settings as given, before vLLM resolves them"),
-    ("vllm.platforms.interface:Platform.use_custom_allreduce", "hook: no CUDA IPC all-reduce"),
-    ("vllm.platforms.interface:Platform.opaque_attention_op", "host: attention opaque to Dynamo"),
-    ("vllm.config:get_current_vllm_config", "attention selection: the model being served"),
+    ("vllm.platforms.interface:Platform.is_unspecified", "nothing served: repeat our reason"),
+    ("vllm.platforms:_current_platform",
+     "private: the declined plugin's exit hook reads which platform served"),
+    ("vllm.utils.torch_utils:current_stream", "asks Platform.current_stream off CUDA/CPU"),
     ("vllm.config:VllmConfig.lora_config", "the LoRA switch for the support matrix"),
+    ("vllm.config:VllmConfig.speculative_config", "MLA: are the host seq lens exact"),
     ("vllm.config:ModelConfig.is_multimodal_model", "model facts: multimodal"),
     ("vllm.config:ModelConfig.is_encoder_decoder", "model facts: encoder-decoder"),
-    # Worker and model runner: reused by subclassing.
-    ("vllm.v1.worker.gpu_worker:Worker", "HostWorker subclasses it"),
-    ("vllm.v1.worker.gpu_worker:Worker.init_device", "overridden: host device"),
-    ("vllm.v1.worker.gpu_worker:Worker._maybe_get_memory_pool_context",
-     "private, overridden: the CuMem pool is skipped only for built-in platforms"),
-    ("vllm.v1.worker.gpu_worker:Worker.determine_available_memory", "overridden: port"),
-    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.profile_run", "called: memory profiling pass"),
+    ("vllm.config:ParallelConfig.local_world_size", "host default: workers sharing the RAM"),
+    ("vllm.config:CacheConfig.gpu_memory_utilization",
+     "its default counts as not given (VLLM_DEFAULT_UTILIZATION)"),
+    # Worker and model runner: called on the runner and the KV spec.
     ("vllm.v1.worker.gpu_worker:Worker.randomize_dummy_inputs", "profile_run argument"),
-    ("vllm.config:set_current_vllm_config", "profiling pass context"),
-    ("vllm.v1.worker.gpu_worker:Worker.compile_or_warm_up_model", "overridden: eager host"),
-    ("vllm.v1.worker.gpu_worker:init_worker_distributed_environment", "called: gloo"),
-    ("vllm.v1.worker.worker_base:CompilationTimes", "returned by warm-up"),
-    ("vllm.v1.worker.cpu_model_runner:CPUModelRunner", "HostModelRunner subclasses it"),
-    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner", "NpuModelRunner subclasses it"),
-    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.execute_model", "NPU: in runner_scope"),
-    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.sample_tokens", "NPU: in runner_scope"),
-    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.capture_model", "NPU: in runner_scope"),
-    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.initialize_kv_cache",
-     "NPU: in runner_scope"),
-    ("vllm.utils.torch_utils:current_stream", "asks Platform.current_stream off CUDA/CPU"),
-    ("vllm.platforms.interface:Platform.get_device_communicator_cls", "NPU: ours"),
-    ("vllm.distributed.device_communicators.base_device_communicator:DeviceCommunicatorBase",
-     "NpuDeviceCommunicator subclasses it (host staging over gloo)"),
     ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.get_kv_cache_spec", "KV bytes/seq"),
     ("vllm.v1.kv_cache_interface:KVCacheSpec.max_memory_usage_bytes", "KV bytes/seq"),
-    ("vllm.utils.torch_utils:set_random_seed", "worker seeding"),
-    # Attention backend interface.
-    ("vllm.v1.attention.backend:AttentionBackend", "PagedAttentionBackend"),
-    ("vllm.v1.attention.backend:AttentionBackend.supported_kv_cache_layouts",
-     "declares LBNHC so the layer cache is a plain [block, token, head, K|V] view"),
-    ("vllm.v1.attention.backend:AttentionImpl", "PagedAttentionImpl"),
-    ("vllm.v1.attention.backend:AttentionMetadata", "PagedMetadata"),
-    ("vllm.v1.attention.backend:AttentionMetadataBuilder", "PagedMetadataBuilder"),
-    ("vllm.v1.attention.backend:AttentionCGSupport.NEVER", "no graphs on the host"),
-    ("vllm.v1.attention.backend:AttentionType.DECODER", "the one type we serve"),
-    ("vllm.v1.attention.backend:CommonAttentionMetadata", "read in build()"),
+    # Attention: read in the metadata builders.
     ("vllm.v1.attention.backend:CommonAttentionMetadata.seq_lens_cpu_upper_bound",
      "host-side seq lens for the NPU step plan and the MLA lengths (exact without "
      "speculative decoding)"),
-    ("vllm.config:VllmConfig.speculative_config", "MLA: are the host seq lens exact"),
-    ("vllm.v1.kv_cache_layout:KVCacheLayout.LBNHC", "the layout we declare"),
-    ("vllm.v1.attention.backends.registry:AttentionBackendEnum.register",
-     "Attention looks backends up by get_name() in this enum"),
-    ("vllm.v1.attention.selector:AttentionSelectorConfig", "fields read in selection"),
-    # Custom ops.
+    # Custom ops: vLLM's registration and the private method our rope relies on.
     ("vllm.model_executor.custom_op:CustomOp.register_oot", "our layers replace vLLM's"),
-    ("vllm.model_executor.custom_op:CustomOp.forward_oot", "dispatch on OOT platforms"),
-    ("vllm.model_executor.custom_op:op_registry_oot", "re-entrant registration"),
-    ("vllm.model_executor.layers.layernorm:RMSNorm", "AscendRMSNorm"),
-    ("vllm.model_executor.layers.activation:SiluAndMul", "AscendSiluAndMul"),
-    ("vllm.model_executor.layers.rotary_embedding.base:RotaryEmbedding", "rope"),
     ("vllm.model_executor.layers.rotary_embedding.base:"
      "RotaryEmbeddingBase._match_cos_sin_cache_dtype", "private: cache in query dtype"),
-    # Fused MoE: our monolithic method in place of vLLM's unquantized one.
-    ("vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method:"
-     "UnquantizedFusedMoEMethod", "register_oot: AscendUnquantizedFusedMoEMethod"),
+    # Fused MoE: vLLM's side of our monolithic method.
     ("vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method:"
      "UnquantizedFusedMoEMethod.create_weights", "reused: w13 [E, 2I, H], w2 [E, H, I]"),
-    ("vllm.model_executor.layers.fused_moe.fused_moe_method_base:FusedMoEMethodBase",
-     "AscendMoeMethod subclasses it"),
-    ("vllm.model_executor.layers.fused_moe.fused_moe_method_base:"
-     "FusedMoEMethodBase.is_monolithic", "overridden: True, we route"),
-    ("vllm.model_executor.layers.fused_moe.fused_moe_method_base:"
-     "FusedMoEMethodBase.apply_monolithic", "overridden: our MoE ops"),
-    ("vllm.model_executor.layers.fused_moe.fused_moe_method_base:"
-     "FusedMoEMethodBase.maybe_roundup_sizes", "called: no kernel padding"),
-    ("vllm.model_executor.layers.fused_moe.config:FusedMoEConfig", "the method's argument"),
-    ("vllm.model_executor.layers.fused_moe.config:FusedMoEQuantConfig", "annotation"),
     ("vllm.model_executor.layers.fused_moe.routed_experts:RoutedExperts.forward_monolithic",
      "calls apply_monolithic with router logits"),
     ("vllm.model_executor.layers.fused_moe.routed_experts:RoutedExperts.expert_map",
      "global -> local expert ids under expert parallel"),
     ("vllm.model_executor.layers.fused_moe.runner.moe_runner:MoERunner._apply_quant_method",
      "private: branches on is_monolithic"),
-    # MLA: our backend under vLLM's MLAAttention layer.
+    # MLA: vLLM's MLAAttention layer calls our backend.
     ("vllm.model_executor.layers.attention.mla_attention:MLAAttention.forward_impl",
      "calls forward_mha (prefill rows) and forward_mqa (decode rows first)"),
     ("vllm.model_executor.layers.attention.mla_attention:MLAAttention.update_kv_cache",
      "calls do_kv_cache_update before attention"),
     ("vllm.model_executor.layers.attention.mla_attention:MLAAttention.get_kv_cache_spec",
      "the latent spec: one slot of kv_lora_rank + rope per token"),
-    ("vllm.v1.attention.backend:MLAAttentionImpl", "MlaAttentionImpl subclasses it"),
-    ("vllm.v1.attention.backend:AttentionBackend.is_mla", "MlaAttentionBackend: True"),
-    ("vllm.v1.attention.backend:AttentionMetadataBuilder.reorder_batch_threshold",
-     "1: one-token requests first"),
-    ("vllm.v1.attention.backends.utils:split_decodes_and_prefills", "MlaMetadataBuilder"),
-    ("vllm.v1.attention.backends.mla.prefill.base:MLAPrefillBackend", "MlaPrefillQuery"),
-    ("vllm.platforms.interface:Platform.get_mla_prefill_backend_cls",
-     "hook: MLAAttention asks for a prefill class when built"),
-    # Kernel overrides and patches (targets of the core's patch registry).
-    ("vllm.triton_utils.dispatcher:KernelOverride", "the wrapper our kernel overrides install"),
-    ("vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel", "patch target"),
-    ("vllm.v1.sample.ops.topk_topp_sampler:apply_top_k_top_p", "NPU patch target"),
-    ("vllm.v1.sample.ops.topk_topp_sampler:apply_top_k_top_p_pytorch", "its replacement"),
-    ("vllm.v1.sample.rejection_sampler:apply_top_k_top_p", "NPU patch copy"),
-    ("vllm.v1.worker.gpu.sample.states:apply_top_k_top_p", "NPU patch copy"),
-    ("vllm.v1.worker.gpu.sample.sampler:apply_top_k_top_p", "NPU patch copy"),
-    ("vllm.v1.watermarking.gpu_sampler:apply_top_k_top_p", "NPU patch copy"),
-    ("vllm.distributed.parallel_state:cleanup_dist_env_and_memory", "patch target"),
-    ("vllm.distributed:cleanup_dist_env_and_memory", "patch: rebound re-export"),
-    ("vllm.v1.engine.core:cleanup_dist_env_and_memory", "patch: rebound copy"),
-    # Quantization: `ascend` registered out of tree, its linear methods on vLLM's layers.
-    ("vllm.platforms.interface:Platform.pre_register_and_update", "hook: register ascend"),
-    ("vllm.model_executor.layers.quantization:register_quantization_config", "ascend"),
-    ("vllm.model_executor.layers.quantization:QUANTIZATION_METHODS", "re-entrant registration"),
-    ("vllm.model_executor.layers.quantization.base_config:QuantizationConfig",
-     "AscendQuantConfig subclasses it"),
-    ("vllm.config:VllmConfig.get_quantization_config", "rebuilt after the plan picks ascend"),
-    ("vllm.model_executor.layers.linear:LinearMethodBase", "our int8 linear methods"),
-    ("vllm.model_executor.layers.linear:LinearBase", "layers get_quant_method serves"),
-    ("vllm.model_executor.layers.linear:UnquantizedLinearMethod", "FLOAT layers"),
-    ("vllm.model_executor.layers.linear:QKVParallelLinear", "shard ids q, k, v"),
-    ("vllm.model_executor.layers.linear:RowParallelLinear", "quant_bias on rank 0 only"),
+    # Quantization: vLLM's loaders call ours.
     ("vllm.model_executor.layers.linear:adjust_scalar_to_fused_array",
      "per-tensor input_scale per shard (param attr needs_scalar_to_array)"),
-    ("vllm.model_executor.layers.fused_moe:RoutedExperts",
-     "get_quant_method gives W8A8_DYNAMIC experts our MoE method"),
-    ("vllm.model_executor.layers.fused_moe.routed_experts:FusedMoeWeightScaleSupported",
-     "CHANNEL: per-channel expert scales / offsets"),
     ("vllm.model_executor.layers.fused_moe.routed_experts:RoutedExperts.weight_loader",
      "wrapped: (param, loaded_weight, weight_name, shard_id, expert_id, return_success)"),
     ("vllm.model_executor.layers.fused_moe.routed_experts:RoutedExperts.load_weights",
      "calls each param's weight_loader per expert"),
-    ("vllm.model_executor.layers.vocab_parallel_embedding:VocabParallelEmbedding",
-     "quantized embeddings / lm_head refused"),
-    ("vllm.model_executor.utils:set_weight_attrs", "loader attributes on our params"),
-    ("vllm.model_executor.kernels.linear:_POSSIBLE_INT8_KERNELS",
-     "patch target: our int8 ScaledMM kernel under PlatformEnum.OOT"),
-    ("vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel:"
-     "Int8ScaledMMLinearKernel", "AscendInt8ScaledMMLinearKernel subclasses it"),
-    ("vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel:"
-     "Int8ScaledMMLinearLayerConfig", "is_channelwise, is_static_input_scheme, symmetric"),
-    ("vllm.model_executor.layers.quantization.utils.w8a8_utils:convert_to_channelwise",
-     "per-tensor weight scales of fused layers"),
-    # Startup and platform resolution (issue 13).
-    ("vllm.platforms:_current_platform",
-     "private: the declined plugin's exit hook reads which platform served"),
-    ("vllm.platforms.interface:Platform.is_unspecified", "nothing served: repeat our reason"),
-    ("vllm.config:get_current_vllm_config_or_none", "backend errors: which executor runs us"),
-    ("vllm.config:ParallelConfig.local_world_size", "host default: workers sharing the RAM"),
-    ("vllm.config:CacheConfig.gpu_memory_utilization",
-     "its default counts as not given (VLLM_DEFAULT_UTILIZATION)"),
-    # Config types translated to and from the core.
-    ("vllm.config:CompilationMode", "CompileMode mirrors its member names"),
-    ("vllm.config:CUDAGraphMode", "GraphMode mirrors its member names"),
 )
+
+# Methods and attributes our vLLM subclasses define that no vLLM class declares: ours.
+# A name missing here is either a new one of ours (add it) or a hook vLLM dropped or
+# renamed (follow vLLM: our override is no longer called).
+OWN: frozenset[str] = frozenset({
+    "adapters.vllm.attention.mla_metadata:MlaMetadata.decode",
+    "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill",
+    "adapters.vllm.communicator:NpuDeviceCommunicator._staged",
+    "adapters.vllm.layers.fused_moe:AscendMoeMethod.routed_experts",
+    "adapters.vllm.layers.fused_moe:AscendMoeMethod.routing_rule",
+    "adapters.vllm.layers.fused_moe:AscendMoeMethod.run_experts",
+    "adapters.vllm.layers.fused_moe:AscendMoeMethod.traced_in_graph",
+    "adapters.vllm.layers.fused_moe:AscendUnquantizedFusedMoEMethod.routed_experts",
+    "adapters.vllm.platform:AscendHostPlatform.device_kind",
+    "adapters.vllm.platform:AscendHostPlatform.update_device_settings",
+    "adapters.vllm.platform:AscendNpuPlatform.chip_family",
+    "adapters.vllm.platform:AscendNpuPlatform.device_kind",
+    "adapters.vllm.platform:AscendPlatformBase.apply_deployment_patches",
+    "adapters.vllm.platform:AscendPlatformBase.chip_family",
+    # vLLM calls it by name without declaring it (NOT_NAMED: torch_utils.current_stream).
+    "adapters.vllm.platform:AscendPlatformBase.current_stream",
+    "adapters.vllm.platform:AscendPlatformBase.deployment",
+    "adapters.vllm.platform:AscendPlatformBase.rebuild_quant_config",
+    "adapters.vllm.platform:AscendPlatformBase.runtime",
+    "adapters.vllm.platform:AscendPlatformBase.size_torch_threads",
+    "adapters.vllm.platform:AscendPlatformBase.tensors_on_host",
+    "adapters.vllm.platform:AscendPlatformBase.update_device_settings",
+    "adapters.vllm.platform:AscendPlatformBase.worker_path",
+    "adapters.vllm.quantization.config:AscendQuantConfig.fused_shards",
+    "adapters.vllm.quantization.linear:AscendW8A8DynamicLinearMethod.finish",
+    "adapters.vllm.quantization.linear:AscendW8A8DynamicLinearMethod.scheme",
+    "adapters.vllm.quantization.linear:AscendW8A8LinearMethod.finish",
+    "adapters.vllm.quantization.linear:AscendW8A8LinearMethod.scheme",
+    "adapters.vllm.quantization.linear:Int8LinearMethod._checked",
+    "adapters.vllm.quantization.linear:Int8LinearMethod._checkpoint_name",
+    "adapters.vllm.quantization.linear:Int8LinearMethod.finish",
+    "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod._checked",
+    "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod._checkpoint_name",
+    "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod._require_loaded",
+    "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.run_experts",
+    "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.scheme",
+    "adapters.vllm.worker:DeviceWorker._host_workers",
+    "adapters.vllm.worker:DeviceWorker._one_sequence_bytes",
+    "adapters.vllm.worker:DeviceWorker._profile_memory",
+    "adapters.vllm.worker:HostWorker.runner_path",
+    "adapters.vllm.worker:NpuWorker.runner_path",
+})
+
+
+def _is_vllm(module: str | None) -> bool:
+    return (module or "").split(".")[0] == ROOT_PACKAGE
+
+
+def _named_in_source(root: Path = ADAPTERS) -> dict[str, str]:
+    """vLLM symbols the adapters' source names -> where first named (file:line).
+
+    Imports from vLLM, attribute chains read off an imported vLLM name
+    (`KVCacheLayout.LHBNC`, `envs.environment_variables`) and `getattr(name, "literal")`.
+    """
+    found: dict[str, str] = {}
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        where = path.relative_to(root.parent)
+        bound: dict[str, str] = {}  # local name -> "module:Attr" (or "module:" for a module)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and _is_vllm(node.module):
+                for alias in node.names:
+                    bound[alias.asname or alias.name] = f"{node.module}:{alias.name}"
+                    found.setdefault(f"{node.module}:{alias.name}", f"{where}:{node.lineno}")
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if _is_vllm(alias.name):
+                        name = alias.asname or alias.name.split(".")[0]
+                        bound[name] = f"{alias.name if alias.asname else ROOT_PACKAGE}:"
+
+        def join(base: str, attrs: list[str]) -> str:
+            return base + ("" if base.endswith(":") else ".") + ".".join(attrs)
+
+        for node in ast.walk(tree):
+            symbol = None
+            if isinstance(node, ast.Attribute):
+                attrs: list[str] = []
+                current: ast.expr = node
+                while isinstance(current, ast.Attribute):
+                    attrs.insert(0, current.attr)
+                    current = current.value
+                if isinstance(current, ast.Name) and current.id in bound:
+                    symbol = join(bound[current.id], attrs)
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr")
+                and len(node.args) >= 2
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in bound
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+            ):
+                symbol = join(bound[node.args[0].id], [node.args[1].value])
+            if symbol is not None:
+                found.setdefault(symbol, f"{where}:{node.lineno}")
+    return found
+
+
+def _declares(cls: type, name: str) -> bool:
+    return name in vars(cls) or name in vars(cls).get("__annotations__", {})
+
+
+def _our_vllm_subclasses() -> Iterator[tuple[type, list[type]]]:
+    """Each class adapters.vllm defines with a vLLM class among its bases, and those bases."""
+    import adapters.vllm as package
+
+    for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+        module = importlib.import_module(info.name)
+        for cls in vars(module).values():
+            if inspect.isclass(cls) and cls.__module__ == module.__name__:
+                bases = [b for b in cls.__mro__[1:] if _is_vllm(b.__module__)]
+                if bases:
+                    yield cls, bases
+
+
+def _defined(cls: type) -> list[str]:
+    return [n for n in vars(cls) if not n.startswith("__") and n != "_abc_impl"]
+
+
+def _hooks_and_own() -> tuple[dict[str, str], set[str]]:
+    """(vLLM symbol of each hook we define -> the class defining it, names of our own)."""
+    hooks: dict[str, str] = {}
+    own: set[str] = set()
+    for cls, bases in _our_vllm_subclasses():
+        for name in _defined(cls):
+            base = next((b for b in bases if _declares(b, name)), None)
+            if base is None:
+                own.add(f"{cls.__module__}:{cls.__qualname__}.{name}")
+            else:
+                hooks.setdefault(f"{base.__module__}:{base.__qualname__}.{name}", cls.__name__)
+    return hooks, own
 
 
 def _resolve(symbol: str) -> object:
+    """The object `module:Attr.sub` names. Submodules are imported; a class's fields count
+    (dataclass, pydantic, annotations); past an instance the rest is its data, not checked."""
     module_name, _, path = symbol.partition(":")
     obj: object = importlib.import_module(module_name)
-    for part in path.split("."):
-        obj = getattr(obj, part)
+    for part in filter(None, path.split(".")):
+        if isinstance(obj, types.ModuleType):
+            try:
+                obj = getattr(obj, part)
+            except AttributeError:
+                obj = importlib.import_module(f"{obj.__name__}.{part}")
+        elif inspect.isclass(obj):
+            if hasattr(obj, part):
+                obj = getattr(obj, part)
+            elif any(
+                part in getattr(k, "__dataclass_fields__", {})
+                or part in vars(k).get("__annotations__", {})
+                or part in (getattr(k, "model_fields", None) or {})
+                for k in obj.__mro__
+            ):
+                return obj
+            else:
+                raise AttributeError(f"{obj.__qualname__} has no attribute {part!r}")
+        else:
+            return obj
     return obj
 
 
-@pytest.mark.parametrize(("symbol", "use"), SURFACE, ids=[s for s, _ in SURFACE])
-def test_symbol_exists(symbol: str, use: str) -> None:
+def _check(symbol: str, use: str) -> None:
     try:
         _resolve(symbol)
     except (ImportError, AttributeError) as exc:
         pytest.fail(f"{symbol} ({use}) is gone from the installed vLLM: {exc}")
 
 
-def test_every_patch_target_is_listed() -> None:
+NAMED = _named_in_source()
+
+
+@pytest.mark.parametrize(("symbol", "where"), sorted(NAMED.items()), ids=sorted(NAMED))
+def test_what_the_adapters_name_exists(symbol: str, where: str) -> None:
+    _check(symbol, f"named in {where}")
+
+
+@pytest.mark.parametrize(("symbol", "use"), NOT_NAMED, ids=[s for s, _ in NOT_NAMED])
+def test_what_the_adapters_reach_without_naming_exists(symbol: str, use: str) -> None:
+    _check(symbol, use)
+
+
+def test_every_patch_registry_symbol_exists() -> None:
     from ascend_core.patches import REGISTRY
 
-    listed = {s for s, _ in SURFACE}
-    applied_here = {"adapters.vllm.patches.torch_kernels:override",
-                    "adapters.vllm.patches.shutdown:skip_accelerator_cache_release",
-                    "adapters.vllm.patches.npu_sampler:use_torch_top_k_top_p"}
     for spec in REGISTRY:
-        if spec.apply in applied_here:
-            assert set(spec.symbols()) <= listed, spec.id
+        for symbol in spec.symbols():
+            _check(symbol, f"patch {spec.id}")
+
+
+def test_the_source_scan_sees_imports_attributes_and_getattr() -> None:
+    """Guards the derivation: names known to be in the adapters' source are found."""
+    for symbol in (
+        "vllm.v1.attention.backend:AttentionBackend",  # an import
+        "vllm.platforms.interface:PlatformEnum.OOT",  # an attribute of an imported name
+        "vllm:envs.environment_variables",  # an attribute of an imported module
+    ):
+        assert symbol in NAMED, symbol
+
+
+def test_every_hook_we_define_is_declared_by_vllm_or_is_ours() -> None:
+    hooks, own = _hooks_and_own()
+    # The derivation sees the hooks of the attention backend and the platform.
+    assert {
+        "vllm.v1.attention.backend:AttentionBackend.customize_spec",
+        "vllm.v1.attention.backend:AttentionBackend.supported_kv_cache_layouts",
+        "vllm.platforms.interface:Platform.check_and_update_config",
+    } <= set(hooks)
+    for symbol, cls in hooks.items():
+        _check(symbol, f"hook {cls} overrides")
+    unknown = sorted(own - OWN)
+    assert not unknown, (
+        "no vLLM class declares these names our vLLM subclasses define: if vLLM dropped or "
+        "renamed the hook, follow it; if the name is ours, add it to OWN: " + ", ".join(unknown)
+    )
+    stale = sorted(OWN - own)
+    assert not stale, f"OWN lists names no longer ours (gone, or now a vLLM hook): {stale}"
+
+
+def test_the_kv_cache_layouts_our_backends_declare_are_vllms() -> None:
+    from vllm.v1.attention.backend import AttentionBackend
+    from vllm.v1.kv_cache_layout import KVCacheLayout
+
+    declared = {
+        cls.__name__: cls.supported_kv_cache_layouts() or ()  # None: vLLM's default
+        for cls, _ in _our_vllm_subclasses()
+        if issubclass(cls, AttentionBackend)
+    }
+    assert any(declared.values()), f"no attention backend declares a layout: {declared}"
+    for name, layouts in declared.items():
+        for layout in layouts:
+            assert KVCacheLayout[layout.name] is layout, (name, layout)
 
 
 def test_slot_mapping_override_takes_the_kernel_arguments_by_name() -> None:

@@ -6,75 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import torch
 from engine_teardown import shut_down
 
-from ports.runtime import DeviceRuntime, MemoryInfo
+from ports.runtime import MemoryInfo
+from unit.fakes.recording_runtime import FixedMemoryRuntime, RecordingRuntime
 
 EXPLICIT = 32 << 20
 GIB = 1 << 30
-
-
-class RecordingRuntime(DeviceRuntime):
-    """The worker's real runtime, with every memory call written to a shared event list."""
-
-    def __init__(self, inner: DeviceRuntime, events: list[str]) -> None:
-        self.inner = inner
-        self.events = events
-        self.readings: list[MemoryInfo] = []
-
-    @property
-    def device_type(self) -> str:
-        return self.inner.device_type
-
-    def device(self, index: int) -> torch.device:
-        return self.inner.device(index)
-
-    def set_device(self, index: int) -> None:
-        self.inner.set_device(index)
-
-    def device_count(self) -> int:
-        return self.inner.device_count()
-
-    def device_name(self, index: int = 0) -> str:
-        return self.inner.device_name(index)
-
-    def memory_info(self) -> MemoryInfo:
-        self.events.append("memory_info")
-        info = self.inner.memory_info()
-        self.readings.append(info)
-        return info
-
-    def allocated_bytes(self) -> int | None:
-        self.events.append("allocated_bytes")
-        return self.inner.allocated_bytes()
-
-    def reset_peak_memory(self) -> None:
-        self.events.append("reset_peak_memory")
-        self.inner.reset_peak_memory()
-
-    def synchronize(self) -> None:
-        self.events.append("synchronize")
-        self.inner.synchronize()
-
-    def empty_cache(self) -> None:
-        self.events.append("empty_cache")
-        self.inner.empty_cache()
-
-    def seed(self, seed: int) -> None:
-        self.inner.seed(seed)
-
-    def current_stream(self) -> Any:
-        return self.inner.current_stream()
-
-    def new_stream(self) -> Any:
-        return self.inner.new_stream()
-
-    def new_event(self, enable_timing: bool = False) -> Any:
-        return self.inner.new_event(enable_timing)
-
-    def runner_scope(self) -> Any:
-        return self.inner.runner_scope()
 
 
 @pytest.fixture(scope="module")
@@ -149,17 +87,6 @@ def test_utilization_budget_is_positive_below_total_and_counts_the_activation_pe
     hf = worker.model_config.hf_config
     gate_up = worker.scheduler_config.max_num_batched_tokens * 2 * hf.intermediate_size * 4
     assert measured.peak_allocated_bytes - held_before >= gate_up
-
-
-class FixedMemoryRuntime(RecordingRuntime):
-    """The real runtime, with the memory numbers of another machine."""
-
-    def __init__(self, inner: DeviceRuntime, memory: MemoryInfo) -> None:
-        super().__init__(inner, [])
-        self.memory = memory
-
-    def memory_info(self) -> MemoryInfo:
-        return self.memory
 
 
 @pytest.mark.parametrize(

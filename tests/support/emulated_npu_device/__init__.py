@@ -3,7 +3,8 @@
 Test support, not product. `install()` builds (once, cached) and loads the C++ extension
 in device.cpp, registers it and names it `npu`: tensors then have device type `npu`,
 every aten op runs on CPU kernels over the same memory, an op mixing devices fails, and
-device-to-host copies, scalar reads, host-to-device copies and ops are counted.
+device-to-host copies, scalar reads, host-to-device copies and ops are counted. It also
+captures and replays NPU graphs (the Python API: support.torch_npu_emulator.graphs).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from support.emulated_npu_device.build import load
 __all__ = [
     "counters",
     "extension",
+    "graph_memory",
     "install",
+    "launches",
     "op_counts",
     "reset_counters",
     "syncs",
@@ -52,8 +55,21 @@ def install(device_count: int, capacity: int, device_module: Any) -> ModuleType:
 
 def counters() -> dict[str, int]:
     """d2h_copies/bytes, h2d_copies/bytes, d2d_copies, scalar_reads, fallback_ops (ops
-    dispatched), dynamic_shape_ops (ops whose output size the host must wait for)."""
+    launched from the host: aten ops and torch_npu kernels, captured ones included,
+    replayed ones not), dynamic_shape_ops (ops whose output size the host must wait for),
+    graph_captures (captures ended), graph_replays (NPUGraph.replay calls) and
+    graph_replayed_ops (recorded ops those replays ran). Reset per step to read a step."""
     return dict(load().counters())
+
+
+def launches(c: dict[str, int]) -> int:
+    """Ops launched from the host outside graph replays (each a host call and a launch)."""
+    return c["fallback_ops"]
+
+
+def graph_memory(device: int = 0) -> int:
+    """Bytes the device's graph pools hold (part of its allocated bytes)."""
+    return int(load().memory(device)["graph_pools"])
 
 
 def op_counts() -> dict[str, int]:

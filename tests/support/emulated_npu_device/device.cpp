@@ -5,6 +5,13 @@
 // as on an NPU. Counting what costs time on a device: device-to-host copies, scalar reads
 // and host-to-device copies, and every op run through the fallback. Allocated and peak
 // bytes are tracked per device against a configurable capacity (backs mem_get_info).
+//
+// Graphs (torch_npu's NPUGraph, see tests/support/torch_npu_emulator/graphs.py): a capture
+// records what is launched on the capturing stream (and the streams forked from it) and
+// refuses what a real capture refuses (reads to the host, ops that wait for an output size,
+// synchronisations, side streams not joined back); memory taken during a capture comes from
+// the graph's pool, which keeps its blocks until the last graph using it is reset. A replay
+// runs the record again over the same memory and allocates no device memory.
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
@@ -26,9 +33,12 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -51,6 +61,9 @@ struct Counters {
   std::atomic<int64_t> scalar_reads{0};
   std::atomic<int64_t> fallback_ops{0};
   std::atomic<int64_t> dynamic_shape_ops{0};  // e.g. nonzero: the host waits for the size
+  std::atomic<int64_t> graph_captures{0};     // captures ended successfully
+  std::atomic<int64_t> graph_replays{0};      // NPUGraph.replay() calls
+  std::atomic<int64_t> graph_replayed_ops{0}; // recorded ops run by replays (not launches)
 };
 Counters g_counters;
 std::mutex g_op_mutex;
@@ -60,6 +73,9 @@ thread_local int t_current_device = 0;
 // Inside one emulated fused kernel (a torch_npu op computed with aten ops): nothing counts,
 // as a real kernel launches once and reads nothing back.
 thread_local bool t_uncounted = false;
+// Inside a replay: device memory an op takes is the kernel's own scratch (a real replay
+// runs on memory the capture reserved), so it is host memory outside the device's books.
+thread_local bool t_scratch = false;
 
 void count_op(const std::string& name) {
   g_counters.fallback_ops.fetch_add(1);
@@ -75,6 +91,7 @@ struct DeviceMemory {
   std::atomic<int64_t> allocated{0};
   std::atomic<int64_t> peak{0};
   std::atomic<int64_t> allocations{0};
+  std::atomic<int64_t> graph_pools{0};  // bytes held by graph pools (part of `allocated`)
 };
 DeviceMemory g_memory[kMaxDevices];
 
@@ -82,15 +99,105 @@ struct Block {
   int device;
   size_t bytes;
   void* data;
+  int64_t pool = 0;      // the graph pool that owns it (0: none)
+  bool scratch = false;  // a replay's scratch: not device memory on the books
 };
 
 void free_block(void* ctx);
+
+// ---- graph pools and captures (state; the logic is further down) ------------------------
+
+struct Pool {
+  int device = 0;
+  int64_t graphs = 0;                    // graphs capturing into it or holding a capture
+  int64_t reserved = 0;                  // bytes of its blocks
+  std::multimap<size_t, Block*> free;    // blocks no tensor holds, kept for later captures
+  std::set<Block*> blocks;               // every block it owns
+};
+
+struct SideStream {
+  int64_t last = 0;    // sequence number of its last recorded op
+  int64_t joined = 0;  // sequence number the capturing stream last waited for
+  std::string last_op;
+};
+
+struct Node {
+  int kind = 0;  // 0: an aten op, 1: a copy, 2: a Python node (torch_npu op, external event)
+  std::optional<c10::OperatorHandle> op;
+  std::vector<c10::IValue> args;  // device tensors as aliases of the captured memory
+  std::vector<c10::IValue> outs;  // per return: the captured output when it was fresh memory
+  at::Tensor src, dst;
+  int64_t py_index = -1;
+};
+
+struct Graph {
+  int64_t id = 0;
+  int device = 0;
+  int64_t stream = 0;
+  int64_t pool = 0;
+  std::string mode;
+  std::thread::id thread;
+  bool capturing = false;
+  bool captured = false;
+  std::vector<Node> nodes;
+  std::map<int64_t, SideStream> side;
+  int64_t seq = 0;
+  std::string invalid;  // the first refusal during the capture
+};
+
+std::recursive_mutex g_graph_mutex;
+std::map<int64_t, Pool> g_pools;
+std::map<int64_t, std::shared_ptr<Graph>> g_graphs;
+std::map<std::pair<int, int64_t>, int64_t> g_capturing;     // (device, stream) -> graph
+std::map<std::pair<int, int64_t>, std::string> g_blocked;   // stream -> why it cannot run
+std::atomic<int> g_captures_underway{0};
+std::atomic<int> g_blocked_streams{0};
+std::atomic<int64_t> g_next_graph{1};
+std::atomic<int64_t> g_next_pool{1};
+
+std::shared_ptr<Graph> graph_on(int device, int64_t stream) {
+  if (g_captures_underway.load() == 0) return nullptr;
+  std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+  auto it = g_capturing.find({device, stream});
+  if (it == g_capturing.end()) return nullptr;
+  auto g = g_graphs.find(it->second);
+  return g == g_graphs.end() ? nullptr : g->second;
+}
+
+std::shared_ptr<Graph> graph_on_current(int device) {
+  return graph_on(device, t_current_stream[device]);
+}
+
+size_t pool_round(size_t n) { return (n + 511) / 512 * 512; }
 
 class NpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     int device = t_current_device;
     auto& mem = g_memory[device];
+    const auto where = c10::Device(kNpu, static_cast<c10::DeviceIndex>(device));
+    if (t_scratch) {
+      void* data = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
+      auto* block = new Block{device, nbytes, data, 0, true};
+      return {data, block, &free_block, where};
+    }
+    int64_t pool = 0;
+    if (nbytes > 0) {
+      if (auto g = graph_on_current(device)) pool = g->pool;
+    }
+    if (pool != 0) {
+      // A capture takes its memory from the graph's pool: a block freed earlier in this
+      // capture, or by a graph that shares the pool, is reused; otherwise a new one.
+      nbytes = pool_round(nbytes);
+      std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+      auto& p = g_pools[pool];
+      auto it = p.free.lower_bound(nbytes);
+      if (it != p.free.end() && it->first <= 2 * nbytes) {
+        Block* block = it->second;
+        p.free.erase(it);
+        return {block->data, block, &free_block, where};
+      }
+    }
     int64_t now = mem.allocated.load() + static_cast<int64_t>(nbytes);
     if (now > g_capacity.load()) {
       TORCH_CHECK_WITH(
@@ -99,13 +206,20 @@ class NpuAllocator final : public c10::DeviceAllocator {
           " bytes allocated");
     }
     void* data = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
-    auto* block = new Block{device, nbytes, data};
+    auto* block = new Block{device, nbytes, data, pool, false};
     now = mem.allocated.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
     int64_t peak = mem.peak.load();
     while (now > peak && !mem.peak.compare_exchange_weak(peak, now)) {
     }
     mem.allocations.fetch_add(1);
-    return {data, block, &free_block, c10::Device(kNpu, static_cast<c10::DeviceIndex>(device))};
+    if (pool != 0) {
+      std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+      auto& p = g_pools[pool];
+      p.reserved += static_cast<int64_t>(nbytes);
+      p.blocks.insert(block);
+      mem.graph_pools.fetch_add(static_cast<int64_t>(nbytes));
+    }
+    return {data, block, &free_block, where};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -136,8 +250,28 @@ class NpuAllocator final : public c10::DeviceAllocator {
   }
 };
 
+void release_block(Block* block) {
+  if (block->data) c10::free_cpu(block->data);
+  g_memory[block->device].allocated.fetch_sub(static_cast<int64_t>(block->bytes));
+  g_memory[block->device].allocations.fetch_sub(1);
+  delete block;
+}
+
 void free_block(void* ctx) {
   auto* block = static_cast<Block*>(ctx);
+  if (block->scratch) {
+    if (block->data) c10::free_cpu(block->data);
+    delete block;
+    return;
+  }
+  if (block->pool != 0) {
+    std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+    auto it = g_pools.find(block->pool);
+    if (it != g_pools.end()) {  // back to its pool: graphs may still address it
+      it->second.free.emplace(block->bytes, block);
+      return;
+    }
+  }
   if (block->data) c10::free_cpu(block->data);
   g_memory[block->device].allocated.fetch_sub(static_cast<int64_t>(block->bytes));
   g_memory[block->device].allocations.fetch_sub(1);
@@ -188,7 +322,80 @@ namespace {
 
 struct EventRecord {
   double millis;
+  int64_t graph = 0;   // recorded on a stream of this capture
+  int64_t stream = 0;  // ... on this stream
+  int64_t seq = 0;     // ... after the capture's op of this sequence number
 };
+
+// Refusals during a capture. `where` names the op and what it does; the capture(s) it
+// breaks are marked so that capture_end fails too, as a real capture is invalidated.
+[[noreturn]] void refuse(int device, const std::string& what, const std::string& fix);
+
+// Whether work launched now on the current stream would be refused by a capture: on the
+// capturing stream always; elsewhere under a "global" capture, or a "thread_local" one of
+// this thread ("relaxed" lets other streams run).
+std::vector<std::shared_ptr<Graph>> captures_refusing(int device) {
+  std::vector<std::shared_ptr<Graph>> out;
+  if (g_captures_underway.load() == 0) return out;
+  std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+  auto here = g_capturing.find({device, t_current_stream[device]});
+  if (here != g_capturing.end()) {
+    out.push_back(g_graphs[here->second]);
+    return out;
+  }
+  for (const auto& [id, g] : g_graphs) {
+    if (!g->capturing) continue;
+    if (g->mode == "global" || (g->mode == "thread_local" && g->thread == std::this_thread::get_id()))
+      out.push_back(g);
+  }
+  return out;
+}
+
+void refuse(int device, const std::string& what, const std::string& fix) {
+  auto graphs = captures_refusing(device);
+  std::string msg = "emulated NPU graph capture: " + what + " on npu:" + std::to_string(device) +
+                    " stream " + std::to_string(t_current_stream[device]) +
+                    " while an NPU graph is being captured";
+  if (!graphs.empty()) {
+    msg += " (capturing stream " + std::to_string(graphs[0]->stream) +
+           ", capture_error_mode=" + graphs[0]->mode + ")";
+  }
+  msg += "; a real capture refuses it. " + fix;
+  {
+    std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+    for (auto& g : graphs) {
+      if (g->invalid.empty()) g->invalid = msg;
+    }
+  }
+  TORCH_CHECK(false, msg);
+}
+
+constexpr const char* kReadFix =
+    "Keep the value on the device (index with tensors, torch.where), or read it before "
+    "the captured region.";
+
+// A stream whose work cannot start: a replay waiting for an ExternalEvent, or an eager
+// wait on one. The emulator runs work when it is issued, so later work there is refused.
+void check_not_blocked(int device, int64_t stream, const std::string& what) {
+  if (g_blocked_streams.load() == 0) return;
+  std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+  auto it = g_blocked.find({device, stream});
+  if (it == g_blocked.end()) return;
+  TORCH_CHECK(false, "emulated NPU: ", what, " issued on npu:", device, " stream ", stream,
+              ", which waits for ", it->second,
+              ". On an NPU it would queue behind that wait (or hang, for a synchronisation); "
+              "the emulator runs work when issued: record the event (after "
+              "graph_task_update_end) before issuing more work on this stream.");
+}
+
+bool any_blocked(int device) {
+  if (g_blocked_streams.load() == 0) return false;
+  std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+  for (const auto& [key, why] : g_blocked) {
+    if (key.first == device) return true;
+  }
+  return false;
+}
 
 double now_millis() {
   using namespace std::chrono;
@@ -239,18 +446,66 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     delete static_cast<EventRecord*>(event);
   }
-  void record(void** event, const c10::Stream&, const c10::DeviceIndex,
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex,
               const c10::EventFlag) const override {
     if (*event == nullptr) *event = new EventRecord{0.0};
-    static_cast<EventRecord*>(*event)->millis = now_millis();
+    auto* ev = static_cast<EventRecord*>(*event);
+    ev->millis = now_millis();
+    ev->graph = 0;
+    if (auto g = graph_on(stream.device_index(), stream.id())) {
+      // Recorded inside a capture: a stream that waits for it joins the capture.
+      std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+      ev->graph = g->id;
+      ev->stream = stream.id();
+      ev->seq = g->seq;
+    }
   }
-  // Work runs when it is issued, so every wait is already satisfied.
-  void block(void*, const c10::Stream&) const override {}
+  // Work runs when it is issued, so every wait is already satisfied; inside a capture a
+  // wait forks the waiting stream into the capture, or joins a side stream back.
+  void block(void* event, const c10::Stream& stream) const override {
+    auto* ev = static_cast<EventRecord*>(event);
+    if (ev == nullptr || ev->graph == 0) return;
+    std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+    auto found = g_graphs.find(ev->graph);
+    if (found == g_graphs.end() || !found->second->capturing) return;
+    auto& g = *found->second;
+    const int device = stream.device_index();
+    const auto key = std::make_pair(device, stream.id());
+    auto on = g_capturing.find(key);
+    if (on == g_capturing.end()) {
+      g_capturing[key] = g.id;
+      g.side[stream.id()];
+    } else if (on->second == g.id && stream.id() == g.stream && ev->stream != g.stream) {
+      auto& side = g.side[ev->stream];
+      side.joined = std::max(side.joined, ev->seq);
+    }
+  }
   bool queryEvent(void*) const override { return true; }
   bool queryStream(const c10::Stream&) const override { return true; }
-  void synchronizeStream(const c10::Stream&) const override {}
-  void synchronizeEvent(void*) const override {}
-  void synchronizeDevice(const c10::DeviceIndex) const override {}
+  void synchronizeStream(const c10::Stream& stream) const override {
+    const int device = stream.device_index();
+    if (graph_on(device, stream.id()) || !captures_refusing(device).empty()) {
+      refuse(device, "a stream synchronisation", "Synchronise before or after the capture.");
+    }
+    check_not_blocked(device, stream.id(), "a stream synchronisation");
+  }
+  void synchronizeEvent(void*) const override {
+    if (!captures_refusing(t_current_device).empty()) {
+      refuse(t_current_device, "an event synchronisation",
+             "Synchronise before or after the capture.");
+    }
+  }
+  void synchronizeDevice(const c10::DeviceIndex device) const override {
+    if (!captures_refusing(device).empty()) {
+      refuse(device, "a device synchronisation (torch.npu.synchronize())",
+             "Synchronise before or after the capture.");
+    }
+    if (any_blocked(device)) {
+      TORCH_CHECK(false, "emulated NPU: torch.npu.synchronize() on npu:", int(device),
+                  " while a stream waits for an ExternalEvent that nothing has recorded: "
+                  "on an NPU this hangs. Record the event first.");
+    }
+  }
   double elapsedTime(void* a, void* b, const c10::DeviceIndex) const override {
     TORCH_CHECK(a && b, "elapsedTime: both events must have been recorded");
     return static_cast<EventRecord*>(b)->millis - static_cast<EventRecord*>(a)->millis;
@@ -331,6 +586,66 @@ at::Tensor device_view(const c10::Storage& storage, caffe2::TypeMeta dtype, at::
 
 at::Tensor host_view(const at::Tensor& t) { return t.is_cpu() ? t : host_alias(t); }
 
+// ---- what a capture records ------------------------------------------------------------
+
+Block* block_of(const at::Tensor& t) {
+  if (!t.has_storage()) return nullptr;
+  const auto& dp = t.storage().data_ptr();
+  if (dp.get_deleter() != &free_block) return nullptr;
+  return static_cast<Block*>(dp.get_context());
+}
+
+// The tensor as the graph addresses it: its geometry now, over its memory. Memory of the
+// graph's own pool is addressed without owning it (the pool keeps it, and a block freed
+// during the capture may be reused by a later op, as on a device); other memory (inputs,
+// weights, caches) is kept alive by the record. Host scalars are taken by value.
+at::Tensor record_tensor(const Graph& g, const at::Tensor& t) {
+  if (!t.defined()) return t;
+  if (t.device().type() != kNpu) return t.dim() == 0 ? t.clone() : t;
+  Block* block = block_of(t);
+  c10::Storage storage = t.storage();
+  if (block != nullptr && block->pool == g.pool) {
+    void* data = t.storage().mutable_data();
+    storage = c10::Storage(c10::Storage::use_byte_size_t(), t.storage().nbytes(),
+                           c10::DataPtr(data, data, &noop_delete, t.device()), nullptr, false);
+  }
+  return device_view(storage, t.dtype(), t.sizes(), t.strides(), t.storage_offset());
+}
+
+c10::IValue record_value(const Graph& g, const c10::IValue& v) {
+  if (v.isTensor()) return record_tensor(g, v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const auto& t : v.toTensorList()) out.push_back(record_tensor(g, t));
+    return out;
+  }
+  if (v.isList()) {
+    bool has_tensor = false;
+    for (const auto& e : v.toListRef()) has_tensor |= e.isTensor();
+    if (has_tensor) {
+      c10::List<std::optional<at::Tensor>> out;
+      for (const auto& e : v.toListRef()) {
+        if (e.isTensor()) {
+          out.push_back(record_tensor(g, e.toTensor()));
+        } else {
+          out.push_back(std::nullopt);
+        }
+      }
+      return out;
+    }
+  }
+  return v;
+}
+
+void note_recorded(Graph& g, int64_t stream, const std::string& name) {
+  ++g.seq;
+  if (stream != g.stream) {
+    auto& side = g.side[stream];
+    side.last = g.seq;
+    side.last_op = name;
+  }
+}
+
 // ---- kernels ---------------------------------------------------------------------------
 
 at::Tensor npu_empty(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
@@ -350,10 +665,49 @@ at::Tensor npu_empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
                                            c10::dtype_or_default(dtype));
 }
 
-at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
+bool is_pinned(const at::Tensor& t) {
+  if (!t.has_storage()) return false;
+  std::lock_guard<std::mutex> lock(g_pinned_mutex);
+  return g_pinned.count(t.storage().data()) > 0;
+}
+
+at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   const bool src_dev = self.device().type() == kNpu;
   const bool dst_dev = dst.device().type() == kNpu;
   const int64_t bytes = self.numel() * static_cast<int64_t>(self.element_size());
+  std::shared_ptr<Graph> graph;
+  if (!t_uncounted) {
+    const int device = src_dev ? self.device().index() : dst.device().index();
+    if (src_dev && !dst_dev) {
+      if (!captures_refusing(device).empty()) {
+        refuse(device, "aten::_copy_from, a device-to-host copy (.cpu(), .tolist(), .numpy(), "
+               ".to('cpu'), a host tensor made from device data)", kReadFix);
+      }
+      check_not_blocked(device, t_current_stream[device], "a device-to-host copy");
+    } else {
+      if (!src_dev && !(non_blocking && is_pinned(self)) && !captures_refusing(device).empty()) {
+        // A copy from pageable memory (or a blocking one) returns only when it is done.
+        refuse(device, "aten::_copy_from, a host-to-device copy from pageable host memory or "
+               "with non_blocking=False (.to('npu'), torch.tensor(..., device='npu'); it "
+               "waits for the host)",
+               "Copy into the device buffers before the captured region, or from pinned "
+               "memory with non_blocking=True.");
+      }
+      check_not_blocked(device, t_current_stream[device], "aten::copy_");
+    }
+    graph = graph_on_current(device);
+  }
+  if (graph) {
+    // Captured: a copy node over the same memory (a host source is read again at each
+    // replay, as a captured copy from pinned memory is).
+    std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+    Node node;
+    node.kind = 1;
+    node.src = src_dev ? record_tensor(*graph, self) : self;
+    node.dst = record_tensor(*graph, dst);
+    graph->nodes.push_back(std::move(node));
+    note_recorded(*graph, t_current_stream[graph->device], "aten::copy_");
+  }
   if (t_uncounted) {
   } else if (src_dev && !dst_dev) {
     g_counters.d2h_copies.fetch_add(1);
@@ -403,7 +757,15 @@ at::Tensor npu_copy_from_and_resize(const at::Tensor& self, const at::Tensor& ds
 }
 
 at::Scalar npu_local_scalar_dense(const at::Tensor& self) {
-  if (!t_uncounted) g_counters.scalar_reads.fetch_add(1);
+  if (!t_uncounted) {
+    const int device = self.device().index();
+    if (!captures_refusing(device).empty()) {
+      refuse(device, "aten::_local_scalar_dense, a scalar read (.item(), int(t), float(t), "
+             "bool(t), an `if` on a device value)", kReadFix);
+    }
+    check_not_blocked(device, t_current_stream[device], "a scalar read (.item())");
+    g_counters.scalar_reads.fetch_add(1);
+  }
   return at::_local_scalar_dense(host_alias(self));
 }
 
@@ -526,14 +888,68 @@ bool waits_for_host(const c10::OperatorHandle& op, const torch::jit::Stack& stac
   return true;
 }
 
+// Device tensors on the stack become host views of the same memory (`replaced` says
+// which, and which the op writes); an npu device argument becomes cpu.
+void hostify(const c10::FunctionSchema& schema, torch::jit::Stack& stack, size_t start,
+             std::vector<Replaced>& replaced) {
+  bool written = false;
+  auto replace = [&](const at::Tensor& t) -> at::Tensor {
+    if (!t.defined() || t.device().type() != kNpu) return t;
+    auto host = host_alias(t);
+    replaced.push_back({t, host, t.storage().data(), written});
+    return host;
+  };
+  for (size_t i = start; i < stack.size(); ++i) {
+    const auto* alias = schema.arguments()[i - start].alias_info();
+    written = alias != nullptr && alias->isWrite();
+    auto& v = stack[i];
+    if (v.isTensor()) {
+      v = replace(v.toTensor());
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      c10::List<at::Tensor> fresh;
+      for (const auto& t : list) fresh.push_back(replace(t));
+      v = fresh;
+    } else if (v.isList()) {
+      const auto& list = v.toListRef();
+      bool has_tensor = false;
+      for (const auto& e : list) has_tensor |= e.isTensor();
+      if (has_tensor) {
+        c10::List<std::optional<at::Tensor>> fresh;
+        for (const auto& e : list) {
+          if (e.isTensor()) {
+            fresh.push_back(replace(e.toTensor()));
+          } else {
+            fresh.push_back(std::nullopt);
+          }
+        }
+        v = fresh;
+      }
+    } else if (v.isDevice() && v.toDevice().type() == kNpu) {
+      v = c10::IValue(c10::Device(c10::DeviceType::CPU));
+    }
+  }
+}
+
+bool is_fresh(const at::Tensor& out, const std::vector<Replaced>& replaced) {
+  if (!out.defined() || !out.is_cpu()) return false;
+  for (const auto& r : replaced) {
+    if (out.is_same(r.host)) return false;
+    if (out.has_storage() && out.storage().data() == r.data) return false;
+  }
+  return true;
+}
+
 void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const auto num_args = schema.arguments().size();
   const auto start = stack->size() - num_args;
+  const std::string name = schema.operator_name().name +
+                           (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+  const bool waits = !t_uncounted && waits_for_host(op, *stack, start);
   if (!t_uncounted) {
-    count_op(schema.operator_name().name +
-             (schema.overload_name().empty() ? "" : "." + schema.overload_name()));
-    if (waits_for_host(op, *stack, start)) g_counters.dynamic_shape_ops.fetch_add(1);
+    count_op(name);
+    if (waits) g_counters.dynamic_shape_ops.fetch_add(1);
   }
 
   std::vector<at::Tensor> tensors;
@@ -561,46 +977,27 @@ void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
     return;
   }
+  const int index = device.index();
+  std::shared_ptr<Graph> graph;
+  if (!t_uncounted) {
+    if (waits && !captures_refusing(index).empty()) {
+      refuse(index, name + ", an op whose output size depends on device data (the host "
+             "waits for it: nonzero, masked_select, unique, a boolean-mask index, "
+             "repeat_interleave without output_size)",
+             "Give the output a fixed size (output_size=, a padded index, torch.where).");
+    }
+    check_not_blocked(index, t_current_stream[index], name);
+    graph = graph_on_current(index);
+  }
   c10::DeviceGuard guard(device);
 
-  std::vector<Replaced> replaced;
-  bool written = false;
-  auto replace = [&](const at::Tensor& t) -> at::Tensor {
-    if (!t.defined() || t.device().type() != kNpu) return t;
-    auto host = host_alias(t);
-    replaced.push_back({t, host, t.storage().data(), written});
-    return host;
-  };
-  for (size_t i = start; i < stack->size(); ++i) {
-    const auto* alias = schema.arguments()[i - start].alias_info();
-    written = alias != nullptr && alias->isWrite();
-    auto& v = (*stack)[i];
-    if (v.isTensor()) {
-      v = replace(v.toTensor());
-    } else if (v.isTensorList()) {
-      auto list = v.toTensorList();
-      c10::List<at::Tensor> fresh;
-      for (const auto& t : list) fresh.push_back(replace(t));
-      v = fresh;
-    } else if (v.isList()) {
-      const auto& list = v.toListRef();
-      bool has_tensor = false;
-      for (const auto& e : list) has_tensor |= e.isTensor();
-      if (has_tensor) {
-        c10::List<std::optional<at::Tensor>> fresh;
-        for (const auto& e : list) {
-          if (e.isTensor()) {
-            fresh.push_back(replace(e.toTensor()));
-          } else {
-            fresh.push_back(std::nullopt);
-          }
-        }
-        v = fresh;
-      }
-    } else if (v.isDevice() && v.toDevice().type() == kNpu) {
-      v = c10::IValue(c10::Device(c10::DeviceType::CPU));
-    }
+  std::vector<c10::IValue> recorded;
+  if (graph) {
+    for (size_t i = start; i < stack->size(); ++i) recorded.push_back(record_value(*graph, (*stack)[i]));
   }
+
+  std::vector<Replaced> replaced;
+  hostify(schema, *stack, start, replaced);
 
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   for (const auto& r : replaced) write_back(r);
@@ -609,17 +1006,81 @@ void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // tensors are copied into device memory.
   const auto num_returns = schema.returns().size();
   const auto out_start = stack->size() - num_returns;
+  std::vector<c10::IValue> outs;
   for (size_t i = out_start; i < stack->size(); ++i) {
     auto& v = (*stack)[i];
     if (v.isTensor()) {
+      const bool fresh = is_fresh(v.toTensor(), replaced);
       v = to_device_output(v.toTensor(), replaced, device);
+      if (graph) outs.push_back(fresh ? record_tensor(*graph, v.toTensor()) : at::Tensor());
     } else if (v.isTensorList()) {
       c10::List<at::Tensor> fresh;
-      for (const auto& t : v.toTensorList()) fresh.push_back(to_device_output(t, replaced, device));
+      c10::List<at::Tensor> kept;
+      for (const auto& t : v.toTensorList()) {
+        const bool is_new = is_fresh(t, replaced);
+        fresh.push_back(to_device_output(t, replaced, device));
+        if (graph) kept.push_back(is_new ? record_tensor(*graph, fresh.get(fresh.size() - 1)) : at::Tensor());
+      }
       v = fresh;
+      if (graph) outs.push_back(kept);
+    } else if (graph) {
+      outs.push_back(c10::IValue());
+    }
+  }
+  if (graph) {
+    std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+    Node node;
+    node.kind = 0;
+    node.op = op;
+    node.args = std::move(recorded);
+    node.outs = std::move(outs);
+    graph->nodes.push_back(std::move(node));
+    note_recorded(*graph, t_current_stream[index], name);
+  }
+}
+
+// ---- replay ------------------------------------------------------------------------------
+
+void replay_aten(const Node& node) {
+  const auto& schema = node.op->schema();
+  torch::jit::Stack stack(node.args.begin(), node.args.end());
+  std::vector<Replaced> replaced;
+  hostify(schema, stack, 0, replaced);
+  node.op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+  for (const auto& r : replaced) {
+    TORCH_CHECK(!r.written || r.host.storage().data() == r.data,
+                "emulated NPU replay: ", schema.operator_name().name,
+                " resized an output it wrote at capture; a replay cannot move memory");
+  }
+  const auto out_start = stack.size() - schema.returns().size();
+  for (size_t i = 0; i < node.outs.size() && out_start + i < stack.size(); ++i) {
+    const auto& captured = node.outs[i];
+    const auto& v = stack[out_start + i];
+    if (captured.isTensor()) {
+      const auto& dst = captured.toTensor();
+      if (dst.defined() && v.isTensor()) host_alias(dst).copy_(v.toTensor());
+    } else if (captured.isTensorList() && v.isTensorList()) {
+      auto dsts = captured.toTensorList();
+      auto srcs = v.toTensorList();
+      for (size_t j = 0; j < dsts.size() && j < srcs.size(); ++j) {
+        const at::Tensor dst = dsts.get(j);
+        if (dst.defined()) host_alias(dst).copy_(srcs.get(j));
+      }
     }
   }
 }
+
+struct ReplayScope {
+  bool uncounted, scratch;
+  ReplayScope() : uncounted(t_uncounted), scratch(t_scratch) {
+    t_uncounted = true;
+    t_scratch = true;
+  }
+  ~ReplayScope() {
+    t_uncounted = uncounted;
+    t_scratch = scratch;
+  }
+};
 
 }  // namespace
 
@@ -671,6 +1132,9 @@ std::map<std::string, int64_t> counters() {
       {"scalar_reads", g_counters.scalar_reads.load()},
       {"fallback_ops", g_counters.fallback_ops.load()},
       {"dynamic_shape_ops", g_counters.dynamic_shape_ops.load()},
+      {"graph_captures", g_counters.graph_captures.load()},
+      {"graph_replays", g_counters.graph_replays.load()},
+      {"graph_replayed_ops", g_counters.graph_replayed_ops.load()},
   };
   return out;
 }
@@ -689,6 +1153,9 @@ void reset_counters() {
   g_counters.scalar_reads = 0;
   g_counters.fallback_ops = 0;
   g_counters.dynamic_shape_ops = 0;
+  g_counters.graph_captures = 0;
+  g_counters.graph_replays = 0;
+  g_counters.graph_replayed_ops = 0;
   std::lock_guard<std::mutex> lock(g_op_mutex);
   g_op_counts.clear();
 }
@@ -698,12 +1165,266 @@ std::map<std::string, int64_t> memory(int device) {
   return {{"allocated", g_memory[device].allocated.load()},
           {"peak", g_memory[device].peak.load()},
           {"allocations", g_memory[device].allocations.load()},
+          {"graph_pools", g_memory[device].graph_pools.load()},
           {"capacity", g_capacity.load()}};
 }
 
 void reset_peak(int device) {
   check_index(static_cast<c10::DeviceIndex>(device));
   g_memory[device].peak.store(g_memory[device].allocated.load());
+}
+
+// ---- graphs: the Python side's entry points ----------------------------------------------
+
+std::shared_ptr<Graph> find_graph(int64_t id) {
+  std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+  auto it = g_graphs.find(id);
+  TORCH_CHECK(it != g_graphs.end(), "emulated NPU: no graph ", id);
+  return it->second;
+}
+
+int64_t graph_new() {
+  std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+  const int64_t id = g_next_graph.fetch_add(1);
+  auto g = std::make_shared<Graph>();
+  g->id = id;
+  g_graphs[id] = g;
+  return id;
+}
+
+int64_t pool_new() { return g_next_pool.fetch_add(1); }
+
+// The last graph using a pool is gone: its free blocks go back to the device; blocks that
+// tensors still hold become ordinary memory, freed with their tensors.
+void pool_unref(int64_t id) {
+  std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+  auto it = g_pools.find(id);
+  if (it == g_pools.end() || --it->second.graphs > 0) return;
+  Pool pool = std::move(it->second);
+  g_pools.erase(it);
+  g_memory[pool.device].graph_pools.fetch_sub(pool.reserved);
+  std::set<Block*> free_blocks;
+  for (auto& [bytes, block] : pool.free) free_blocks.insert(block);
+  for (Block* block : pool.blocks) {
+    if (free_blocks.count(block)) {
+      release_block(block);
+    } else {
+      block->pool = 0;
+    }
+  }
+}
+
+void end_capture_locked(Graph& g) {
+  for (auto it = g_capturing.begin(); it != g_capturing.end();) {
+    it = it->second == g.id ? g_capturing.erase(it) : std::next(it);
+  }
+  if (g.capturing) g_captures_underway.fetch_sub(1);
+  g.capturing = false;
+}
+
+void capture_begin(int64_t id, int64_t pool, const std::string& mode) {
+  TORCH_CHECK(mode == "global" || mode == "thread_local" || mode == "relaxed",
+              "capture_error_mode must be \"global\", \"thread_local\" or \"relaxed\", not \"",
+              mode, "\"");
+  const int device = t_current_device;
+  const int64_t stream = t_current_stream[device];
+  TORCH_CHECK(stream != 0, "NPU graphs must be captured on a non-default stream (emulated NPU: "
+              "npu:", device, " is on its default stream; torch.npu.graph uses a side stream "
+              "of its own, or capture under `with torch.npu.stream(torch.npu.Stream()):`)");
+  check_not_blocked(device, stream, "NPUGraph.capture_begin");
+  std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+  auto g = find_graph(id);
+  TORCH_CHECK(!g->captured, "This NPUGraph instance already owns a captured graph (emulated "
+              "NPU): reset() it, or capture into a new NPUGraph");
+  TORCH_CHECK(!g->capturing, "NPUGraph.capture_begin: this graph is already capturing");
+  TORCH_CHECK(!g_capturing.count({device, stream}), "NPUGraph.capture_begin: stream ", stream,
+              " on npu:", device, " is already capturing another graph");
+  if (pool == 0) pool = pool_new();
+  auto& p = g_pools[pool];
+  TORCH_CHECK(p.graphs == 0 || p.device == device, "NPUGraph.capture_begin: pool ", pool,
+              " belongs to npu:", p.device, ", not npu:", device);
+  p.device = device;
+  p.graphs++;
+  g->device = device;
+  g->stream = stream;
+  g->pool = pool;
+  g->mode = mode;
+  g->thread = std::this_thread::get_id();
+  g->capturing = true;
+  g->nodes.clear();
+  g->side.clear();
+  g->seq = 0;
+  g->invalid.clear();
+  g_capturing[{device, stream}] = id;
+  g_captures_underway.fetch_add(1);
+}
+
+void capture_end(int64_t id) {
+  std::shared_ptr<Graph> g = find_graph(id);
+  std::string failure;
+  {
+    std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+    TORCH_CHECK(g->capturing, "NPUGraph.capture_end: the graph is not capturing");
+    const int64_t here = t_current_stream[g->device];
+    if (here != g->stream) {
+      failure = "NPUGraph.capture_end on stream " + std::to_string(here) +
+                ", not on the capturing stream " + std::to_string(g->stream);
+    }
+    for (const auto& [stream, side] : g->side) {
+      if (failure.empty() && side.last > side.joined) {
+        failure = "work on stream " + std::to_string(stream) + " (last: " + side.last_op +
+                  ") was forked into the capture but not joined back into the capturing "
+                  "stream " + std::to_string(g->stream) +
+                  ": record an event on it after its work and make the capturing stream "
+                  "wait for it (capture_stream.wait_stream(side_stream))";
+      }
+    }
+    if (failure.empty() && !g->invalid.empty()) {
+      failure = "the capture was invalidated: " + g->invalid;
+    }
+    end_capture_locked(*g);
+    if (failure.empty()) {
+      g->captured = true;
+      g_counters.graph_captures.fetch_add(1);
+      return;
+    }
+  }
+  std::vector<Node> dropped;
+  {
+    std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+    dropped.swap(g->nodes);
+  }
+  dropped.clear();
+  pool_unref(g->pool);
+  g->pool = 0;
+  TORCH_CHECK(false, "emulated NPU: NPUGraph.capture_end failed: ", failure);
+}
+
+void graph_reset(int64_t id) {
+  std::shared_ptr<Graph> g;
+  {
+    std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+    auto it = g_graphs.find(id);
+    if (it == g_graphs.end()) return;
+    g = it->second;
+    end_capture_locked(*g);
+    it->second = std::make_shared<Graph>();
+    it->second->id = id;
+  }
+  const int64_t pool = g->pool;
+  const bool held = g->captured || !g->nodes.empty() || pool != 0;
+  g.reset();  // drops the record (and what it kept alive) outside the lock
+  if (held && pool != 0) pool_unref(pool);
+}
+
+void graph_delete(int64_t id) {
+  graph_reset(id);
+  std::shared_ptr<Graph> g;
+  std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+  g_graphs.erase(id);
+}
+
+int64_t capture_of(int device, int64_t stream) {
+  auto g = graph_on(device, stream);
+  return g ? g->id : 0;
+}
+
+void record_python_node(int64_t id, int64_t py_index, int64_t stream, const std::string& name) {
+  std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+  auto g = find_graph(id);
+  TORCH_CHECK(g->capturing, "emulated NPU: graph ", id, " is not capturing");
+  Node node;
+  node.kind = 2;
+  node.py_index = py_index;
+  g->nodes.push_back(std::move(node));
+  note_recorded(*g, stream, name);
+}
+
+// Runs the record from `start`; a Python node runs through `callback(py_index)`, which
+// returns False to pause (a wait for an ExternalEvent not yet recorded). Returns where it
+// stopped: the number of nodes when the replay is complete.
+int64_t graph_replay(int64_t id, int64_t start, py::function callback) {
+  auto g = find_graph(id);
+  TORCH_CHECK(g->captured, "Called NPUGraph::replay without a preceding successful capture "
+              "(emulated NPU: capture it first; reset() drops a capture)");
+  const int device = t_current_device;
+  TORCH_CHECK(!graph_on_current(device), "NPUGraph.replay inside a capture is not emulated");
+  if (start == 0) {
+    check_not_blocked(device, t_current_stream[device], "NPUGraph.replay");
+    g_counters.graph_replays.fetch_add(1);
+  }
+  ReplayScope scope;
+  c10::DeviceGuard guard(c10::Device(kNpu, static_cast<c10::DeviceIndex>(g->device)));
+  const int64_t n = static_cast<int64_t>(g->nodes.size());
+  for (int64_t i = start; i < n; ++i) {
+    const Node& node = g->nodes[i];
+    if (node.kind == 0) {
+      replay_aten(node);
+    } else if (node.kind == 1) {
+      host_view(node.dst).copy_(host_view(node.src));
+    } else if (!callback(node.py_index).cast<bool>()) {
+      return i;
+    }
+    g_counters.graph_replayed_ops.fetch_add(1);
+  }
+  return n;
+}
+
+std::map<std::string, int64_t> graph_info(int64_t id) {
+  auto g = find_graph(id);
+  std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+  std::map<std::string, int64_t> out{{"nodes", static_cast<int64_t>(g->nodes.size())},
+                                     {"pool", g->pool},
+                                     {"captured", g->captured},
+                                     {"capturing", g->capturing},
+                                     {"device", g->device},
+                                     {"stream", g->stream}};
+  auto p = g_pools.find(g->pool);
+  out["pool_bytes"] = p == g_pools.end() ? 0 : p->second.reserved;
+  int64_t free_bytes = 0;
+  if (p != g_pools.end()) {
+    for (const auto& [bytes, block] : p->second.free) free_bytes += static_cast<int64_t>(bytes);
+  }
+  out["pool_free_bytes"] = free_bytes;
+  return out;
+}
+
+std::vector<std::string> graph_nodes(int64_t id) {
+  auto g = find_graph(id);
+  std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+  std::vector<std::string> out;
+  for (const auto& node : g->nodes) {
+    if (node.kind == 0) {
+      const auto& schema = node.op->schema();
+      out.push_back(schema.operator_name().name +
+                    (schema.overload_name().empty() ? "" : "." + schema.overload_name()));
+    } else if (node.kind == 1) {
+      out.push_back("aten::copy_");
+    } else {
+      out.push_back("python:" + std::to_string(node.py_index));
+    }
+  }
+  return out;
+}
+
+void set_blocked(int device, int64_t stream, const std::string& why) {
+  std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+  const bool fresh = g_blocked.emplace(std::make_pair(device, stream), why).second;
+  if (fresh) g_blocked_streams.fetch_add(1);
+}
+
+void clear_blocked(int device, int64_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
+  if (g_blocked.erase({device, stream})) g_blocked_streams.fetch_sub(1);
+}
+
+// A tensor over the same memory that does not keep it alive (torch_npu._C._weak_ref_tensor).
+at::Tensor weak_ref(const at::Tensor& t) {
+  if (!t.defined() || t.device().type() != kNpu) return t;
+  void* data = t.storage().mutable_data();
+  c10::Storage storage(c10::Storage::use_byte_size_t(), t.storage().nbytes(),
+                       c10::DataPtr(data, data, &noop_delete, t.device()), nullptr, false);
+  return device_view(storage, t.dtype(), t.sizes(), t.strides(), t.storage_offset());
 }
 
 }  // namespace
@@ -728,4 +1449,27 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return old;
   });
   m.def("count_op", &count_op);
+  m.def("graph_new", &graph_new);
+  m.def("pool_new", &pool_new);
+  m.def("capture_begin", &capture_begin);
+  m.def("capture_end", &capture_end);
+  m.def("graph_reset", &graph_reset);
+  m.def("graph_delete", &graph_delete);
+  m.def("capture_of", &capture_of);
+  m.def("capture_of_current", []() {
+    return capture_of(t_current_device, t_current_stream[t_current_device]);
+  });
+  m.def("record_python_node", &record_python_node);
+  m.def("graph_replay", &graph_replay);
+  m.def("graph_info", &graph_info);
+  m.def("graph_nodes", &graph_nodes);
+  m.def("set_blocked", &set_blocked);
+  m.def("clear_blocked", &clear_blocked);
+  m.def("check_not_blocked", [](const std::string& what) {
+    check_not_blocked(t_current_device, t_current_stream[t_current_device], what);
+  });
+  m.def("refuse_if_capturing", [](const std::string& what, const std::string& fix) {
+    if (!captures_refusing(t_current_device).empty()) refuse(t_current_device, what, fix);
+  });
+  m.def("weak_ref", &weak_ref);
 }

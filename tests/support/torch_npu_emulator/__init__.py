@@ -15,37 +15,142 @@ from typing import Any
 import torch
 
 from adapters.npu.schemas import load_schemas
+from support.torch_npu_emulator import dispatcher, graphs
 from support.torch_npu_emulator.binding import bind
 from support.torch_npu_emulator.npu_runtime import EmulatedNpuModule
 from support.torch_npu_emulator.semantics import IMPLEMENTED as _DENSE
+from support.torch_npu_emulator.semantics_graph import HOST_HELPERS
+from support.torch_npu_emulator.semantics_graph import IMPLEMENTED as _GRAPH
 from support.torch_npu_emulator.semantics_mla import IMPLEMENTED as _MLA
 from support.torch_npu_emulator.semantics_moe import IMPLEMENTED as _MOE
 
-IMPLEMENTED = {**_DENSE, **_MOE, **_MLA}  # _MLA's attention op adds the MLA cases
+IMPLEMENTED = {**_DENSE, **_MOE, **_MLA, **_GRAPH}  # _MLA's attention op adds the MLA cases
 
 __all__ = ["EmulatedOp", "EmulatedTorchNpu", "make_torch_npu"]
 
 
 class EmulatedOp:
-    """torch_npu.<op>: binds, logs, computes."""
+    """torch_npu.<op>: binds, logs, computes; `op.out` / `op.default` reach one overload
+    (the out overload takes `out=[...]`, as torch_npu's Python binding does)."""
 
-    def __init__(self, owner: EmulatedTorchNpu, name: str, overloads: list[dict[str, Any]]):
+    def __init__(
+        self,
+        owner: EmulatedTorchNpu,
+        name: str,
+        overloads: list[dict[str, Any]],
+        only: str | None = None,
+    ):
         self._owner = owner
         self.__name__ = name
         self._overloads = overloads
+        self._only = only
+
+    def __getattr__(self, attr: str) -> EmulatedOp:
+        if attr.startswith("_") or self._only is not None:
+            raise AttributeError(attr)
+        wanted = "" if attr == "default" else attr
+        chosen = [o for o in self._overloads if o["overload"] == wanted]
+        if not chosen:
+            raise AttributeError(f"torch_npu.{self.__name__} has no overload '{attr}'")
+        op = EmulatedOp(self._owner, self.__name__, chosen, only=attr)
+        setattr(self, attr, op)
+        return op
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        overload, bound = bind(self.__name__, self._overloads, args, kwargs)
-        self._owner.calls.append((self.__name__, overload, bound))
-        impl = IMPLEMENTED.get(self.__name__)
-        if impl is None or overload != "":
-            shown = f"{self.__name__}.{overload}" if overload else self.__name__
+        if torch.compiler.is_compiling():
+            # Traced by Dynamo: the dispatcher op, as torch_npu's ops are (dispatcher.py).
+            op = dispatcher.traced(self.__name__, self._only)
+            return op(*args, **_out_list(self._overloads, kwargs))
+        return self._owner._launch(self, args, kwargs)
+
+
+def _out_list(overloads: list[dict[str, Any]], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """out=[a, b] onto the out overload's mutable arguments, in order."""
+    if "out" not in kwargs:
+        return kwargs
+    mutable = [
+        a["name"]
+        for o in overloads
+        if o["overload"] == "out"
+        for a in o["arguments"]
+        if a.get("mutable")
+    ]
+    kwargs = dict(kwargs)
+    outs = kwargs.pop("out")
+    outs = [outs] if isinstance(outs, torch.Tensor) else list(outs)
+    if len(outs) != len(mutable):
+        raise TypeError(f"out= takes {len(mutable)} tensor(s) ({', '.join(mutable)})")
+    kwargs.update(zip(mutable, outs, strict=True))
+    return kwargs
+
+
+def _mutable(overloads: list[dict[str, Any]], overload: str) -> list[str]:
+    return [
+        a["name"]
+        for o in overloads
+        if o["overload"] == overload
+        for a in o["arguments"]
+        if a.get("mutable")
+    ]
+
+
+class EmulatedTorchNpu(types.ModuleType):
+    """Stands in for the torch_npu module; only what 2.14.0 has can be reached."""
+
+    def __init__(self, soc_name: str = "Ascend910B1", device_count: int = 1) -> None:
+        super().__init__("torch_npu")
+        data = load_schemas()
+        self._ops: dict[str, list[dict[str, Any]]] = data["ops"]
+        self.__version__ = data["provenance"]["torch_npu_version"]
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+        self.npu = EmulatedNpuModule(
+            data["python_api"]["torch_npu.npu"],
+            soc_name=soc_name,
+            device_count=device_count,
+            torch_npu=self,
+        )
+        self._C = types.SimpleNamespace(_weak_ref_tensor=self._weak_ref_tensor)
+        dispatcher.register(self, self._ops, IMPLEMENTED)
+
+    def _weak_ref_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
+        """torch_npu._C._weak_ref_tensor: the same memory, not kept alive."""
+        return self.npu.device().weak_ref(tensor)
+
+    def _launch(self, op: EmulatedOp, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        name = op.__name__
+        device = self.npu._ext
+        if device is not None:
+            mode = graphs.active_dispatch_mode(name)
+            if mode is not None and graphs.is_current_stream_capturing():
+                return mode.dispatch(op, args, kwargs)
+        overload, bound = bind(name, op._overloads, args, _out_list(op._overloads, kwargs))
+        self.calls.append((name, overload, bound))
+        impl = IMPLEMENTED.get(name)
+        if impl is None or overload not in ("", "out"):
+            shown = f"{name}.{overload}" if overload else name
             raise NotImplementedError(f"torch_npu.{shown} exists in 2.14.0 but is not emulated")
-        device = self._owner.npu._ext
+
+        def run(which: str, values: dict[str, Any]) -> Any:
+            result = impl(values)
+            if which != "out":
+                return result
+            outs = [values[n] for n in _mutable(self._ops[name], which)]
+            results = result if isinstance(result, tuple) else (result,)
+            for dst, src in zip(outs, results, strict=False):
+                if dst.numel() == src.numel():  # a softmax_lse the semantics do not model
+                    dst.copy_(src.reshape(dst.shape))
+            return tuple(outs)
+
         if device is None:
-            return impl(bound)  # host tensors: the emulated device is not installed
+            return run(overload, bound)  # host tensors: the emulated device is not installed
+        if name in HOST_HELPERS:
+            return run(overload, bound)  # host-side helpers: no kernel launch
+        current = torch.accelerator.current_stream()
+        if graphs.updating(current):
+            return graphs.apply_update(name, overload, bound)
+        graphs.check_launch(name)
         # One kernel launch on a device: its aten ops and reads are not the caller's.
-        device.count_op(f"torch_npu::{self.__name__}")
+        device.count_op(f"torch_npu::{name}")
         # The kernel runs on its inputs' device: tensors the semantics make without a
         # device (index lists, masks, outputs) are made there, as a device kernel's are.
         where = next(
@@ -59,23 +164,12 @@ class EmulatedOp:
         old = device.set_uncounted(True)
         try:
             with torch.device(where) if where is not None else contextlib.nullcontext():
-                return impl(bound)
+                result = run(overload, bound)
         finally:
             device.set_uncounted(old)
-
-
-class EmulatedTorchNpu(types.ModuleType):
-    """Stands in for the torch_npu module; only what 2.14.0 has can be reached."""
-
-    def __init__(self, soc_name: str = "Ascend910B1", device_count: int = 1) -> None:
-        super().__init__("torch_npu")
-        data = load_schemas()
-        self._ops: dict[str, list[dict[str, Any]]] = data["ops"]
-        self.__version__ = data["provenance"]["torch_npu_version"]
-        self.calls: list[tuple[str, str, dict[str, Any]]] = []
-        self.npu = EmulatedNpuModule(
-            data["python_api"]["torch_npu.npu"], soc_name=soc_name, device_count=device_count
-        )
+        if device.capture_of_current():
+            graphs.record_op(name, overload, run, bound, result, where)
+        return result
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):

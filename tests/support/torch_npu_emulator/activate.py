@@ -29,7 +29,7 @@ class AvailableNpuProbe:
     def __init__(
         self, soc_name: str, device_count: int, memory_bytes: int = DEFAULT_MEMORY
     ) -> None:
-        from adapters.npu.chip import chip_family_from_soc
+        from ascend_core.chip import chip_family_from_soc
         from ports.device import ChipFamily, DeviceFacts, DeviceKind, ProbeResult
 
         family = chip_family_from_soc(soc_name) or ChipFamily.A2

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from support.torch_npu_emulator import graphs
+
 
 def _npu(device: Any = None) -> torch.device:
     if device is None:
@@ -50,6 +52,7 @@ class EmulatedNpuModule(types.ModuleType):
         soc_name: str = "Ascend910B1",
         device_count: int = 1,
         total_memory: int = 64 * 2**30,
+        torch_npu: Any = None,
     ) -> None:
         super().__init__("torch_npu.npu")
         self._api = frozenset(api_names)
@@ -61,6 +64,23 @@ class EmulatedNpuModule(types.ModuleType):
         self._ext: Any = None
         self.Stream = self._api_class("Stream", EmulatedStream)
         self.Event = self._api_function("Event", emulated_event)
+        self._torch_npu = torch_npu
+        graphs.bind(self, torch_npu)
+        # The graph API (torch_npu/npu/graphs.py): classes as they are, so that isinstance
+        # and subclassing work; the device is installed when one is first made.
+        for name in (
+            "NPUGraph",
+            "graph",
+            "ExternalEvent",
+            "graph_pool_handle",
+            "graph_task_group_begin",
+            "graph_task_group_end",
+            "graph_task_update_begin",
+            "graph_task_update_end",
+        ):
+            if name not in self._api:
+                raise AttributeError(f"module 'torch_npu.npu' has no attribute '{name}'")
+            setattr(self, name, getattr(graphs, name))
 
     def _api_class(self, name: str, cls: type) -> type:
         if name not in self._api:
@@ -91,6 +111,7 @@ class EmulatedNpuModule(types.ModuleType):
             from support.emulated_npu_device import install
 
             self._ext = install(self.num_devices, self.total_memory, self)
+            graphs.bind(self, self._torch_npu)
         return self._ext
 
     def _record(self, name: str) -> None:
@@ -104,6 +125,10 @@ class EmulatedNpuModule(types.ModuleType):
 
     def is_available(self) -> bool:
         self._record("is_available")
+        return True
+
+    def is_initialized(self) -> bool:  # asked by fake tensors made on npu (torch.compile)
+        self._record("is_initialized")
         return True
 
     def set_device(self, device: Any) -> None:
@@ -188,7 +213,10 @@ class EmulatedNpuModule(types.ModuleType):
 
     def is_current_stream_capturing(self) -> bool:
         self._record("is_current_stream_capturing")
-        return False
+        return graphs.is_current_stream_capturing()
+
+    def host_empty_cache(self) -> None:
+        self._record("host_empty_cache")
 
     def _is_in_bad_fork(self) -> bool:  # torch's device-module protocol, not torch_npu API
         return False

@@ -6,26 +6,17 @@ from adapters.container import Container
 from adapters.cpu.ops import CpuOps
 from adapters.cpu.runtime import CpuRuntime
 from ascend_core.errors import DeviceUnavailableError
-from ports.device import DeviceKind, DeviceProbe, ProbeResult
+from ports.device import DeviceKind, ProbeResult
+from unit.fakes.chip_runtime import FakeChipRuntime
 from unit.fakes.environment import FakeEnvironment
-
-
-class FakeNpuProbe(DeviceProbe):
-    def __init__(self, result: ProbeResult) -> None:
-        self.result = result
-        self.calls = 0
-
-    def probe(self) -> ProbeResult:
-        self.calls += 1
-        return self.result
-
+from unit.fakes.probe import FakeProbe
 
 ABSENT = ProbeResult(DeviceKind.NPU, False, "libascendcl.so not found", "source set_env.sh")
 
 
-def make(env: dict[str, str], probe: ProbeResult = ABSENT) -> tuple[Container, FakeNpuProbe]:
+def make(env: dict[str, str], probe: ProbeResult = ABSENT) -> tuple[Container, FakeProbe]:
     c = Container()
-    fake_probe = FakeNpuProbe(probe)
+    fake_probe = FakeProbe(probe)
     c.environment.override(FakeEnvironment(env))
     c.npu_probe.override(fake_probe)
     return c, fake_probe
@@ -39,11 +30,11 @@ PORT_OF = {
     "runtime": "ports.runtime:DeviceRuntime",
     "npu_runtime": "ports.runtime:DeviceRuntime",
     "communicator": "ports.collective:Communicator",
-    "cpu_probe": "ports.device:DeviceProbe",
     "moe_ops": "ports.moe:MoeOps",
     "mla_ops": "ports.mla:MlaOps",
     "upstream": "ports.upstream:Upstream",
     "model_files": "ports.model_files:ModelFiles",
+    "local_files": "ports.local_files:LocalFiles",
     # The doctor's providers, the CPU list and the torch_npu loader name functions.
     "host_facts": None,
     "serve_args_parser": None,
@@ -171,18 +162,6 @@ def test_importing_the_container_loads_no_torch():
     assert done.stdout.strip() == "[]"
 
 
-class NamedRuntime:
-    """The runtime port's device_name only, counting reads."""
-
-    def __init__(self, soc: str) -> None:
-        self.soc = soc
-        self.reads = 0
-
-    def device_name(self, index: int = 0) -> str:
-        self.reads += 1
-        return self.soc
-
-
 @pytest.mark.parametrize(
     ("soc", "family"),
     [("Ascend910B2", "A2"), ("Ascend910_9391", "A3"), ("Ascend310P3", "310P")],
@@ -191,7 +170,7 @@ def test_the_serving_chip_is_read_once_from_the_npu_runtime(soc: str, family: st
     from ports.device import ChipFamily
 
     c, _ = make({}, ProbeResult(DeviceKind.NPU, True, "1 device"))
-    runtime = NamedRuntime(soc)
+    runtime = FakeChipRuntime(soc)
     c.runtime.override(runtime)
     assert c.serving_chip() is ChipFamily(family)
     assert c.serving_chip() is ChipFamily(family)
@@ -202,7 +181,7 @@ def test_the_host_device_has_the_host_chip_and_reads_no_runtime():
     from ports.device import ChipFamily
 
     c, _ = make({"VLLM_ASCEND_DEVICE": "cpu"})
-    runtime = NamedRuntime("unused")
+    runtime = FakeChipRuntime("unused")
     c.runtime.override(runtime)
     assert c.serving_chip() is ChipFamily.HOST
     assert runtime.reads == 0
@@ -210,6 +189,6 @@ def test_the_host_device_has_the_host_chip_and_reads_no_runtime():
 
 def test_an_npu_of_no_served_family_stops_with_its_name():
     c, _ = make({}, ProbeResult(DeviceKind.NPU, True, "1 device"))
-    c.runtime.override(NamedRuntime("Ascend910A"))
+    c.runtime.override(FakeChipRuntime("Ascend910A"))
     with pytest.raises(DeviceUnavailableError, match="Ascend910A"):
         c.serving_chip()

@@ -3,17 +3,7 @@
 from __future__ import annotations
 
 from ascend_core.ascend_config.files import probe_referenced_files, referenced_files
-from ports.local_files import LocalFiles
-
-
-class FakeLocalFiles(LocalFiles):
-    def __init__(self, readable: set[str]) -> None:
-        self.readable = readable
-        self.asked: list[str] = []
-
-    def is_readable_file(self, path: str) -> bool:
-        self.asked.append(path)
-        return path in self.readable
+from unit.fakes.local_files import FakeLocalFiles
 
 
 def test_the_expert_map_is_the_file_to_check():

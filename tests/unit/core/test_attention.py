@@ -166,3 +166,58 @@ def test_any_request_gives_a_choice_or_a_backend_selection_error(req: AttentionR
         assert error.what and error.hint
     else:
         assert isinstance(choice.kind, AttentionBackendKind) and choice.reason
+
+
+# -- the one request both `vllm serve` and `ascend-doctor plan` build -------------------
+
+
+def test_the_request_from_the_models_facts_alone_carries_its_window_and_sinks() -> None:
+    import attrs
+
+    from ascend_core.attention import attention_request
+    from unit.core.plan_fixtures import dense_model
+
+    model = attrs.evolve(dense_model(), sliding_window=True, attention_sinks=True)
+    req = attention_request(model, DeviceKind.CPU, ChipFamily.HOST, batch_invariant=False)
+    assert (req.sliding_window, req.attention_sinks, req.use_mla) == (True, True, False)
+    assert req.model == model.architecture
+
+
+def test_the_layers_flags_win_for_mla_and_add_to_the_models_window() -> None:
+    from ascend_core.attention import LayerAttention, attention_request
+    from unit.core.plan_fixtures import dense_model
+
+    layer = LayerAttention(use_mla=True, use_sparse=False, sliding_window=True)
+    req = attention_request(
+        dense_model(), DeviceKind.NPU, ChipFamily.A2, batch_invariant=True, layer=layer
+    )
+    assert (req.use_mla, req.sliding_window, req.training_consistency) == (True, True, True)
+    bare = attention_request(None, DeviceKind.NPU, ChipFamily.A2, batch_invariant=False,
+                             layer=layer)  # fmt: skip
+    assert bare.model == "" and bare.sliding_window
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        ({"sliding_window": True}, "sliding window"),
+        ({"attention_sinks": True}, "attention sinks"),
+        ({"training_consistency": True}, "batch_invariant attention backend"),
+        ({"chip_family": ChipFamily.P310}, "310p attention backend"),
+    ],
+)
+def test_serving_backend_refuses_what_this_build_cannot_serve(
+    overrides: dict[str, Any], match: str
+) -> None:
+    from ascend_core.attention import serving_backend
+
+    with pytest.raises(BackendSelectionError, match=match):
+        serving_backend(request(**overrides))
+
+
+def test_serving_backend_passes_the_built_backends() -> None:
+    from ascend_core.attention import BUILT_BACKENDS, serving_backend
+
+    assert serving_backend(request()).kind is K.STANDARD
+    assert serving_backend(request(**MLA)).kind is K.MLA
+    assert serving_backend(request(device_kind=DeviceKind.CPU)).kind in BUILT_BACKENDS

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-import adapters.npu.chip as adapter_chip
 from ascend_core.chip import chip_family_from_soc, chip_family_from_soc_version
 from ports.device import ChipFamily
 
@@ -73,6 +72,10 @@ def test_numbers_outside_the_ranges(version):
     assert chip_family_from_soc_version(version) is None
 
 
-def test_the_adapter_delegates_to_the_core():
-    assert adapter_chip.chip_family_from_soc is chip_family_from_soc
-    assert adapter_chip.chip_family_from_soc("ascend910_9391") is A3
+def test_a_chip_of_no_served_family_is_refused_by_name():
+    from ascend_core.chip import served_chip_family
+    from ascend_core.errors import DeviceUnavailableError
+
+    assert served_chip_family("ascend910_9391") is A3
+    with pytest.raises(DeviceUnavailableError, match="'Ascend610' is not of a chip family"):
+        served_chip_family("Ascend610")

@@ -37,6 +37,17 @@ def test_host_captures_no_graphs_and_traces_once_instead_of_piecewise() -> None:
     assert "enforce_eager" in compile_.reason  # says how to run eagerly instead
 
 
+@pytest.mark.parametrize("sizes", [None, (1, 2, 4)])
+@pytest.mark.parametrize("eager", [False, True])
+def test_the_host_plan_empties_capture_sizes(sizes: tuple[int, ...] | None, eager: bool) -> None:
+    """A change of the plan (so `ascend-doctor plan` lists it), not a platform setting."""
+    plan = plan_config(host(compilation={"capture_sizes": sizes, "enforce_eager": eager}))
+    (change,) = plan.changes_to(fields.CAPTURE_SIZES)
+    assert (change.old, change.new) == (sizes, ())
+    assert "captures no graphs" in change.reason
+    assert not plan_config(host(compilation={"capture_sizes": ()})).changes_to(fields.CAPTURE_SIZES)
+
+
 @pytest.mark.parametrize(
     "mode", [CompileMode.NONE, CompileMode.STOCK_TORCH_COMPILE, CompileMode.DYNAMO_TRACE_ONCE]
 )

@@ -13,7 +13,7 @@ README = Path(__file__).resolve().parents[3] / "README.md"
 
 def _table() -> dict[str, tuple[str, str]]:
     text = README.read_text()
-    section = text.split("### What this build serves", 1)[1].split("\n### ", 1)[0]
+    section = text.split("\n## What this build serves", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]

@@ -1,4 +1,4 @@
-"""CpuRuntime, CpuProbe and GlooCommunicator: the host as a device."""
+"""CpuRuntime and GlooCommunicator: the host as a device."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from adapters.cpu.communicator import GlooCommunicator
-from adapters.cpu.probe import CpuProbe
 from adapters.cpu.runtime import CpuRuntime
-from ports.device import ChipFamily, DeviceKind
 from ports.runtime import DeviceRuntime
 
 
@@ -74,17 +72,6 @@ def test_seed_makes_torch_random_repeatable() -> None:
     a = torch.randn(4)
     rt.seed(7)
     assert torch.equal(a, torch.randn(4))
-
-
-def test_probe_always_offers_the_host() -> None:
-    result = CpuProbe().probe()
-    assert result.available and result.kind is DeviceKind.CPU
-    assert result.reason
-    assert result.facts is not None
-    assert result.facts.kind is DeviceKind.CPU
-    assert result.facts.chip_family is ChipFamily.HOST
-    assert result.facts.device_count == 1
-    assert result.facts.memory_bytes_per_device == psutil.virtual_memory().total
 
 
 def test_communicator_without_group_is_a_world_of_one() -> None:

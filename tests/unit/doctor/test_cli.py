@@ -23,6 +23,7 @@ from unit.doctor.large_models import (
 )
 from unit.fakes.environment import FakeEnvironment
 from unit.fakes.model_files import FakeModelFiles
+from unit.fakes.probe import FakeProbe
 from unit.fakes.upstream import FakeUpstream
 
 GIB = 1 << 30
@@ -42,14 +43,6 @@ def fake_parse(argv: Sequence[str]) -> Mapping[str, Any]:
         key, kind = _FLAGS[flag]
         parsed[key] = kind(value)
     return parsed
-
-
-class FakeProbe(DeviceProbe):
-    def __init__(self, result: ProbeResult) -> None:
-        self.result = result
-
-    def probe(self) -> ProbeResult:
-        return self.result
 
 
 def wiring(

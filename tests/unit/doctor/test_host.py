@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from adapters.doctor.host import gather_host_facts
-from adapters.npu.probe import CannLibraryFinder
+from adapters.npu.probe import CANN_LIBRARIES, CannLibraryFinder
 from unit.fakes.environment import FakeEnvironment
 
 CANN = "/usr/local/Ascend/ascend-toolkit/latest"
@@ -12,7 +12,7 @@ CANN = "/usr/local/Ascend/ascend-toolkit/latest"
 def test_libraries_and_devices_through_the_probe_lookups() -> None:
     files = {f"{CANN}/lib64/libascendcl.so"}
     finder = CannLibraryFinder(FakeEnvironment({"ASCEND_HOME_PATH": CANN}), files.__contains__)
-    facts = gather_host_facts(finder, lambda: [4, 5])
+    facts = gather_host_facts(finder, lambda: [4, 5], CANN_LIBRARIES)
     assert dict(facts.cann_libraries) == {
         "libascendcl.so": f"{CANN}/lib64/libascendcl.so",
         "libhccl.so": None,

@@ -9,16 +9,11 @@ from adapters.doctor.serve_args import ServeArgs
 from ascend_core.model_facts import model_facts_from_config
 from ascend_core.plan import plan_config
 from ports.device import ChipFamily, DeviceKind
-from ports.local_files import LocalFiles
 from unit.doctor.large_models import LLAMA_70B_CONFIG
 from unit.fakes.environment import FakeEnvironment
+from unit.fakes.local_files import FakeLocalFiles
 
 A2 = Target(DeviceKind.NPU, ChipFamily.A2, 64 << 30, None, "test: nominal A2")
-
-
-class NoFiles(LocalFiles):
-    def is_readable_file(self, path: str) -> bool:
-        return False
 
 
 def test_variables_and_file_facts_reach_the_plan() -> None:
@@ -30,7 +25,7 @@ def test_variables_and_file_facts_reach_the_plan() -> None:
     )
     model = model_facts_from_config(LLAMA_70B_CONFIG, source="/m/llama/config.json")
     env = FakeEnvironment({"VLLM_ASCEND_ENABLE_PREFETCH_MLP": "1", "OTHER": "x"})
-    deployment = build_deployment(args, model, A2, env, local_files=NoFiles())
+    deployment = build_deployment(args, model, A2, env, local_files=FakeLocalFiles())
     assert dict(deployment.ascend_env) == {"VLLM_ASCEND_ENABLE_PREFETCH_MLP": "1"}
     assert dict(deployment.readable_files) == {"/maps/ep.json": False}
     plan = plan_config(deployment)

@@ -88,10 +88,27 @@ def test_an_op_of_2_14_0_without_emulated_semantics_says_so(tnpu):
         tnpu.npu_gemma_rms_norm(torch.randn(2, 4), torch.ones(4))
 
 
-def test_the_out_overload_binds_but_is_not_emulated(tnpu):
-    x = torch.randn(1, 1, 8, dtype=torch.float16)
-    with pytest.raises(NotImplementedError, match=r"npu_fused_infer_attention_score\.out"):
-        tnpu.npu_fused_infer_attention_score(x, x, x, attention_out=x, softmax_lse=torch.zeros(1))
+def test_the_out_overload_writes_the_default_overloads_results_into_out(tnpu):
+    # The graph capture launches the .out overload (torch_npu's graph handler does).
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 1, 32, generator=g).half()  # BSH decode, 2 heads of 16
+    cache = torch.randn(3, 16, 32, generator=g).half()
+    table = torch.tensor([[0, 1], [2, 0]], dtype=torch.int32)
+    kw = {"num_heads": 2, "input_layout": "BSH", "block_table": table, "block_size": 16}
+    ref, _ = tnpu.npu_fused_infer_attention_score(
+        q, cache, cache, actual_seq_lengths_kv=[20, 5], **kw
+    )
+    out, lse = torch.empty_like(q), torch.empty(1)
+    got = tnpu.npu_fused_infer_attention_score.out(
+        q, cache, cache, actual_seq_lengths_kv=[20, 5], out=[out, lse], **kw
+    )
+    assert got[0] is out and torch.equal(out, ref)
+    assert tnpu.calls[-1][1] == "out"
+
+
+def test_an_overload_that_does_not_exist_is_an_attribute_error(tnpu):
+    with pytest.raises(AttributeError, match="no overload 'inplace'"):
+        tnpu.npu_fused_infer_attention_score.inplace  # noqa: B018 - the access is the test
 
 
 def test_runtime_names_outside_the_wheel_api_do_not_exist(tnpu):

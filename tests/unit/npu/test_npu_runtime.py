@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from adapters.npu import HcclCommunicator, NpuRuntime, chip_family_from_soc
+from adapters.npu import HcclCommunicator, NpuRuntime
+from ascend_core.chip import chip_family_from_soc
 from ports.device import ChipFamily
 from support.torch_npu_emulator import make_torch_npu
 

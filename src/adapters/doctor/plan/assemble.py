@@ -17,6 +17,7 @@ from adapters.doctor.report import Report, Section
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core.quantization import QuantMethod
 from ports.environment import Environment
+from ports.local_files import LocalFiles
 from ports.model_files import ModelFiles
 from ports.upstream import Upstream
 
@@ -28,6 +29,7 @@ def plan_report(
     upstream: Upstream,
     target: Target,
     host_cpus: int | None = None,
+    local_files: LocalFiles | None = None,
 ) -> Report:
     """Every section of `plan`; a failing section does not stop the others."""
     sections: list[Section] = []
@@ -39,7 +41,7 @@ def plan_report(
 
     quant_items, detection = quantization_items(files, args)
     detected = detection.files_say if detection is not None else QuantMethod.NONE
-    deployment = build_deployment(args, model, target, env, detected, host_cpus)
+    deployment = build_deployment(args, model, target, env, detected, host_cpus, local_files)
     plan_items, plan = config_plan_items(deployment)
     sections.append(Section("config plan", plan_items))
     sections.append(Section("attention", attention_items(model, target, env)))

@@ -7,7 +7,6 @@ from typing import Any
 from adapters.doctor.plan.items import FAIL, PASS, WARN, failed
 from adapters.doctor.plan.model import Target
 from adapters.doctor.serve_args import ServeArgs
-from adapters.system.local_files import OsLocalFiles
 from ascend_core.deployment import (
     CacheSettings,
     CompilationSettings,
@@ -45,8 +44,9 @@ def requested(args: ServeArgs) -> Requested:
             pcp=args.pcp,
             dcp=args.dcp,
             expert_parallel=args.expert_parallel,
-            # vLLM turns it on for every platform whose use_custom_allreduce() is False, as
-            # both of ours are (reductions go through HCCL or gloo), whatever the flag says.
+            # What vLLM's ParallelConfig holds when our hook runs: it turns the switch on
+            # for every platform whose use_custom_allreduce() is False (Platform's default,
+            # which ours keep), whatever the flag says; the plan decides from there.
             disable_custom_all_reduce=True,
         ),
         speculative=SpeculativeSettings(
@@ -86,8 +86,8 @@ def build_deployment(
 ) -> Deployment:
     """The Deployment `vllm serve` builds from these arguments: the core's one builder.
 
-    `local_files` answers whether files additional_config names exist (default: this
-    machine's file system, as serving checks them)."""
+    `local_files` answers whether files additional_config names exist (the container's,
+    as serving checks them); without it they are not checked."""
     return core_build_deployment(
         model,
         target.kind,
@@ -96,7 +96,7 @@ def build_deployment(
         env,
         detected,
         host_cpus,
-        local_files or OsLocalFiles(),
+        local_files,
     )
 
 
