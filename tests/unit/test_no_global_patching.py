@@ -18,11 +18,6 @@ KNOWN: dict[str, str] = {
         "spies on the Deployment check_and_update_config plans: the platform could keep that "
         "Deployment on the config, as it keeps the patch plan"
     ),
-    "test_cpu_native_decode.py native._library": (
-        "resets the native loader's module-level cache: the loader could be an object the "
-        "container serves"
-    ),
-    "test_cpu_native_decode.py native._tried": "as native._library",
     "test_cpu_native_decode.py ops_module._NATIVE_MAX_QUERY": (
         "lowers the native prefill limit: a CpuOps constructor parameter"
     ),

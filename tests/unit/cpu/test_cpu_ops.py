@@ -12,7 +12,7 @@ from adapters.cpu.ops import CpuOps
 from ports.ops import PagedAttentionMeta
 from support import reference_ops as ref
 
-OPS = CpuOps()
+OPS = CpuOps(native_attention=False, native_write=False)
 
 # float32 results come from float32 arithmetic (eps 1.2e-7) summed over <= a few hundred
 # terms, against a float64 oracle: 1e-5 leaves two orders of magnitude of slack.
@@ -240,7 +240,7 @@ def test_attention_decode_batch(dtype: torch.dtype) -> None:
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_attention_decode_batch_on_the_torch_path(dtype: torch.dtype) -> None:
     # The path taken where the native decode kernel does not build.
-    ops = CpuOps(native_attention=False)
+    ops = CpuOps(native_attention=False, native_write=False)
     _check_attention([1, 1, 1, 1], [1, 5, 13, 8], dtype=dtype, ops=ops)
     _check_attention([1, 4, 1, 7, 1], [9, 4, 2, 12, 17], dtype=dtype, ops=ops)
 
@@ -369,7 +369,8 @@ def test_context_slots_are_computed_once_per_metadata(mocker) -> None:  # type: 
     import adapters.cpu.ops as ops_module
 
     gen = torch.Generator().manual_seed(9)
-    ops = CpuOps(native_attention=False)  # the torch path's decode slots (the kernel needs none)
+    # The torch path's decode slots (the kernel needs none).
+    ops = CpuOps(native_attention=False, native_write=False)
     query, kc, vc, meta = _paged_batch([1, 4, 1], [9, 4, 6], 4, 2, 16, 4, torch.float32, gen)
     spy = mocker.spy(ops_module, "_context_slots")
     first = ops.paged_attention(query, kc, vc, meta, 0.25, torch.empty_like(query)).clone()
@@ -385,7 +386,8 @@ def test_write_positions_are_computed_once_per_slot_mapping(mocker) -> None:  # 
     import adapters.cpu.ops as ops_module
 
     gen = torch.Generator().manual_seed(4)
-    ops = CpuOps(native_write=False)  # the index_put_ path, which derives positions
+    # The index_put_ path, which derives positions.
+    ops = CpuOps(native_attention=False, native_write=False)
     spy = mocker.spy(ops_module, "_write_positions")
     key = torch.randn(3, 1, 4, generator=gen)
     step = torch.tensor([1, -1, 6])

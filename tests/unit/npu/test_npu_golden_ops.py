@@ -20,6 +20,12 @@ from ascend_core.errors import ConfigError
 from ports.ops import PagedAttentionMeta
 from support.torch_npu_emulator import make_torch_npu
 
+
+def host() -> CpuOps:
+    """The host's torch path, the reference (no native kernels: no compiler in tests/unit)."""
+    return CpuOps(native_attention=False, native_write=False)
+
+
 HALF_TOL = {torch.bfloat16: 2e-2, torch.float16: 2e-3, torch.float32: 1e-5}
 
 
@@ -50,7 +56,7 @@ def test_rms_norm(npu_ops, tnpu, dtype):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(7, 64, generator=g).to(dtype)
     w = (torch.rand(64, generator=g) + 0.5).to(dtype)
-    same_bits(npu_ops.rms_norm(x, w, 1e-5), CpuOps().rms_norm(x, w, 1e-5))
+    same_bits(npu_ops.rms_norm(x, w, 1e-5), host().rms_norm(x, w, 1e-5))
     assert tnpu.calls_of("npu_rms_norm")[0]["epsilon"] == 1e-5
 
 
@@ -60,7 +66,7 @@ def test_add_rms_norm(npu_ops, dtype):
     x, r = (torch.randn(5, 32, generator=g).to(dtype) for _ in range(2))
     w = torch.rand(32, generator=g).to(dtype)
     y, s = npu_ops.add_rms_norm(x, r, w, 1e-6)
-    y_ref, s_ref = CpuOps().add_rms_norm(x, r, w, 1e-6)
+    y_ref, s_ref = host().add_rms_norm(x, r, w, 1e-6)
     same_bits(y, y_ref)
     assert torch.equal(s, s_ref)
 
@@ -68,13 +74,13 @@ def test_add_rms_norm(npu_ops, dtype):
 def test_weight_of_another_dtype_is_cast_as_the_op_requires(npu_ops):
     x = torch.randn(3, 16, dtype=torch.bfloat16)
     w = torch.rand(16, dtype=torch.float32)
-    same_bits(npu_ops.rms_norm(x, w, 1e-6), CpuOps().rms_norm(x, w, 1e-6))
+    same_bits(npu_ops.rms_norm(x, w, 1e-6), host().rms_norm(x, w, 1e-6))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_silu_and_mul(npu_ops, dtype):
     x = torch.randn(4, 3, 2 * 48, generator=torch.Generator().manual_seed(2)).to(dtype)
-    same_bits(npu_ops.silu_and_mul(x), CpuOps().silu_and_mul(x))
+    same_bits(npu_ops.silu_and_mul(x), host().silu_and_mul(x))
 
 
 @pytest.mark.parametrize("neox", [True, False])
@@ -99,7 +105,7 @@ def test_rotary_embedding(npu_ops, tnpu, neox, head_size, rotary_dim, hq, hk, dt
     cache = torch.cat((freqs.cos(), freqs.sin()), dim=-1).to(dtype)
     args = (positions, q, k, cache, head_size, rotary_dim, neox)
     q_out, k_out = npu_ops.rotary_embedding(*args)
-    q_ref, k_ref = CpuOps().rotary_embedding(*args)
+    q_ref, k_ref = host().rotary_embedding(*args)
     assert q_out.shape == q.shape and k_out.shape == k.shape
     close(q_out, q_ref, dtype)
     close(k_out, k_ref, dtype)
@@ -120,7 +126,7 @@ def test_write_kv_cache_ignores_padding_rows(npu_ops, tnpu):
     slots = torch.tensor([3, 40, 2, 95, 17])
     caches = [torch.zeros(blocks, size, hk, d) for _ in range(4)]
     npu_ops.write_kv_cache(key, value, caches[0], caches[1], slots)
-    CpuOps().write_kv_cache(key, value, caches[2], caches[3], slots)
+    host().write_kv_cache(key, value, caches[2], caches[3], slots)
     assert torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
     # Contiguous caches: K and V in one launch.
     assert [c["cache_mode"] for c in tnpu.calls_of("npu_scatter_pa_kv_cache")] == ["Norm"]
@@ -184,7 +190,7 @@ def test_paged_attention(npu_ops, tnpu, case, hq, hk, dtype):
     out = torch.full_like(query, 7.0)
     ref = torch.full_like(query, 7.0)
     npu_ops.paged_attention(query, kc, vc, meta, scale, out)
-    CpuOps().paged_attention(query, kc, vc, meta, scale, ref)
+    host().paged_attention(query, kc, vc, meta, scale, ref)
     n = meta.num_actual_tokens
     assert not out[:n].isnan().any()
     close(out[:n], ref[:n], dtype)
@@ -225,7 +231,7 @@ def test_decode_accepts_block_size_16(npu_ops):
     query, kc, vc, meta = paged_batch([1, 1], [20, 3], 2, 2, 16, 16, torch.float16)
     out, ref = torch.empty_like(query), torch.empty_like(query)
     npu_ops.paged_attention(query, kc, vc, meta, 0.25, out)
-    CpuOps().paged_attention(query, kc, vc, meta, 0.25, ref)
+    host().paged_attention(query, kc, vc, meta, 0.25, ref)
     close(out, ref, torch.float16)
 
 

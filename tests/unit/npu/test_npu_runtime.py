@@ -1,4 +1,5 @@
-"""NpuRuntime on the emulated torch_npu.npu, the chip families, and the HCCL communicator."""
+"""NpuRuntime, the chip families, and the HCCL communicator (NpuRuntime's calls on the
+emulated device: tests/integration/npu_ops/test_npu_runtime_on_device.py)."""
 
 from __future__ import annotations
 

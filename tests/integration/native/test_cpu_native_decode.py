@@ -17,6 +17,7 @@ reference's bits.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -270,23 +271,29 @@ def test_unsupported_dtypes_keep_the_torch_path(kernel: native.DecodeKernel) -> 
     assert ops._native_kernel(query.float(), (kc.float(), vc.float())) is kernel
 
 
-def test_a_failed_build_is_logged_once_and_the_torch_path_serves(monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
-    from torch.utils import cpp_extension
-
+def test_a_failed_build_is_logged_once_and_the_torch_path_serves(caplog) -> None:  # type: ignore[no-untyped-def]
     def fail(**_: object) -> None:
-        raise RuntimeError("Error building extension 'vllm_ascend_host_decode'\nno compiler")
+        raise RuntimeError("Error building extension 'vllm_ascend_host_attention'\nno compiler")
 
-    monkeypatch.setattr(cpp_extension, "load", fail)
-    monkeypatch.setattr(native, "_tried", False)
-    monkeypatch.setattr(native, "_library", None)
+    attention = {"attention": native.EXTENSIONS["attention"]}
+    kernels = native.NativeKernels(Path(native.__file__).parent, attention, load_library=fail)
     with caplog.at_level("INFO", logger="vllm.plugins.ascend"):
-        assert native.decode_attention() is None
-        assert native.decode_attention() is None
-    notes = [r for r in caplog.records if "native kernels unavailable" in r.message]
-    assert len(notes) == 1 and "no compiler" in notes[0].getMessage()
+        assert kernels.load("attention") is False
+        assert kernels.load("attention") is False
+    notes = [r.getMessage() for r in caplog.records if "unavailable" in r.getMessage()]
+    assert len(notes) == 1 and "no compiler" in notes[0]
+    assert "attention (decode_attention)" in notes[0] and "torch's SDPA" in notes[0]
     query, kc, vc, meta = _batch([5, 9], 4, 2, 16, 4, torch.bfloat16, seed=7)
-    native_out, exact = _both(query, kc, vc, meta)  # CpuOps on the torch path
-    assert torch.equal(native_out, exact)
+    scale = 1 / math.sqrt(query.shape[-1])
+    out = torch.empty_like(query)
+    exact = torch.empty_like(query, dtype=torch.float32)
+    torch_path = CpuOps(native_attention=False)
+    torch_path.paged_attention(query, kc, vc, meta, scale, out)
+    CpuOps(native_attention=False).paged_attention(
+        query.float(), kc.float(), vc.float(), meta, scale, exact
+    )
+    n = meta.num_actual_tokens
+    assert torch.equal(out[:n], exact[:n].to(query.dtype))
 
 
 def test_the_build_is_named_after_the_cpus_instruction_set() -> None:
