@@ -10,7 +10,7 @@ from adapters.container import container
 from adapters.cpu import host_gemm
 from adapters.vllm.patches import host_linear
 from ascend_core.patches import REGISTRY
-from ports.host_gemm import HostGemm
+from unit.fakes.host_gemm import FakeHostGemm
 
 F = torch.nn.functional
 SPEC = next(s for s in REGISTRY if s.id == "host-onednn-linear")
@@ -75,28 +75,17 @@ def test_other_dtypes_and_shapes_fall_back() -> None:
     assert len(calls) == 3
 
 
-class ServesNothing(HostGemm):
-    """A host-GEMM port that serves no dtype (a torch without oneDNN)."""
-
-    def dtypes(self):  # type: ignore[no-untyped-def]
-        return ()
-
-    def prepack(self, layers):  # type: ignore[no-untyped-def]
-        raise AssertionError("never called")
-
-    def linear(self, layer, x, weight, bias):  # type: ignore[no-untyped-def]
-        raise AssertionError("never called")
-
-
 def test_a_port_that_serves_nothing_leaves_vllms_gemm(monkeypatch: pytest.MonkeyPatch) -> None:
     import vllm.model_executor.layers.utils as utils
 
     current = utils.default_unquantized_gemm
     original = getattr(current, "__wrapped__", current)
     monkeypatch.setattr(utils, "default_unquantized_gemm", original)  # restored afterwards
-    with container().host_gemm.override(ServesNothing()):
+    serves_nothing = FakeHostGemm(())  # a torch without oneDNN
+    with container().host_gemm.override(serves_nothing):
         host_linear.use_onednn_gemm(SPEC)
     assert utils.default_unquantized_gemm is original  # F.linear stays
+    assert serves_nothing.packed == [] and serves_nothing.calls == []
 
 
 def test_the_patch_makes_vllms_dispatch_return_the_host_gemm(
