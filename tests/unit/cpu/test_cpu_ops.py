@@ -414,5 +414,5 @@ def test_a_plan_without_token_rows_is_refused_with_the_fix() -> None:
     ops = CpuOps()
     if ops._native_kernel(query, (kc, vc)) is None:
         pytest.skip("the native attention kernel is not built here: the reference path serves")
-    with pytest.raises(ValueError, match="CpuOps.plan_needs"):
+    with pytest.raises(ValueError, match=r"CpuOps\.plan_needs"):
         ops.paged_attention(query, kc, vc, reference_plan, 0.25, torch.empty_like(query))
