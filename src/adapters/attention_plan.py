@@ -24,6 +24,7 @@ def build_attention_plan(
     needs: AttentionPlanNeeds = AttentionPlanNeeds(),  # noqa: B008 (frozen)
     slot_mapping: torch.Tensor | None = None,
     on_device: tuple[torch.Tensor, torch.Tensor] | None = None,
+    num_decodes: int | None = None,
 ) -> AttentionPlan:
     """The plan of a batch of B = len(seq_lens) sequences.
 
@@ -34,6 +35,10 @@ def build_attention_plan(
     on_device: the device's own (query_start_loc, seq_lens), when the caller has them,
         so they are not copied again; else the host tensors are moved.
     needs: what the device's ops read (Ops.plan_needs).
+    num_decodes: the decode part is the first num_decodes sequences and the prefill part
+        the rest (vLLM's MLA split, where a one-token request past the boundary counts as
+        a prefill); None: one new token makes a decode, more a prefill.
+    Sequences with no new token are in neither part.
     """
     num_seqs = seq_lens.shape[0]
     qsl = query_start_loc[: num_seqs + 1].to(_I64)
@@ -46,9 +51,14 @@ def build_attention_plan(
     qsl_host = tuple(int(v) for v in qsl.tolist())
     lens_host = tuple(int(v) for v in lens.tolist())
     batch_qsl, batch_lens = on_device if on_device is not None else (qsl, lens)
+    if num_decodes is None:
+        first, rest = q_lens == 1, q_lens > 1
+    else:
+        leading = torch.arange(num_seqs) < num_decodes
+        first, rest = leading & (q_lens > 0), ~leading & (q_lens > 0)
     parts = (
-        _part(q_lens == 1, qsl, q_lens, lens, table, n_tok, move),
-        _part(q_lens > 1, qsl, q_lens, lens, table, n_tok, move),
+        _part(first, qsl, q_lens, lens, table, n_tok, move),
+        _part(rest, qsl, q_lens, lens, table, n_tok, move),
     )
     token_table = token_lens = None
     if needs.token_rows:

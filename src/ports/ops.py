@@ -32,9 +32,10 @@ class AttentionPlanNeeds:
 
 @frozen
 class AttentionPart:
-    """The decode sequences (one new token each) or the prefill sequences (more) of a
-    step, laid out as one padded [b, S] query, S = max_query_len. Sequences with no new
-    token are in neither part.
+    """The decode sequences (one new token each) or the prefill sequences (more; with
+    vLLM's MLA split also one-token requests past its boundary) of a step, laid out as
+    one padded [b, S] query, S = max_query_len. Sequences with no new token are in
+    neither part.
 
     seqs: [b] int64, their rows of the batch (of block_table, seq_lens).
     actual_query_lens / actual_seq_lens: their new tokens and context lengths as host ints

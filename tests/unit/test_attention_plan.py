@@ -62,7 +62,7 @@ def _check_part(
 
 
 def _check(q_lens: list[int], seq_lens: list[int], needs: AttentionPlanNeeds,
-           pad_tokens: int = 0) -> AttentionPlan:
+           pad_tokens: int = 0, num_decodes: int | None = None) -> AttentionPlan:
     qsl = [0]
     for n in q_lens:
         qsl.append(qsl[-1] + n)
@@ -77,6 +77,7 @@ def _check(q_lens: list[int], seq_lens: list[int], needs: AttentionPlanNeeds,
         n_tok,
         needs=needs,
         slot_mapping=slots,
+        num_decodes=num_decodes,
     )
     dtype = getattr(torch, needs.block_table_dtype)
     assert plan.query_start_loc_host == tuple(qsl)
@@ -87,8 +88,12 @@ def _check(q_lens: list[int], seq_lens: list[int], needs: AttentionPlanNeeds,
     assert plan.max_seq_len == max(seq_lens, default=0)
     assert plan.num_actual_tokens == n_tok
     assert plan.slot_mapping is not None and plan.slot_mapping.tolist() == list(range(n_tok))
-    decode = [i for i, q in enumerate(q_lens) if q == 1]
-    prefill = [i for i, q in enumerate(q_lens) if q > 1]
+    if num_decodes is None:
+        decode = [i for i, q in enumerate(q_lens) if q == 1]
+        prefill = [i for i, q in enumerate(q_lens) if q > 1]
+    else:
+        decode = [i for i, q in enumerate(q_lens) if q and i < num_decodes]
+        prefill = [i for i, q in enumerate(q_lens) if q and i >= num_decodes]
     _check_part(plan.decode, decode, qsl, seq_lens, table, n_tok, dtype)
     _check_part(plan.prefill, prefill, qsl, seq_lens, table, n_tok, dtype)
     assert [p.is_decode for p in plan.parts] == [True] * bool(decode) + [False] * bool(prefill)
@@ -136,6 +141,18 @@ def test_empty_steps(needs: AttentionPlanNeeds) -> None:
     assert plan.parts == () and plan.num_seqs == 0
 
 
+@pytest.mark.parametrize("needs", [AttentionPlanNeeds(), HOST], ids=["npu", "host"])
+def test_the_mla_split_is_by_position(needs: AttentionPlanNeeds) -> None:
+    # vLLM's MLA split: the leading one-token requests are decodes, everything after the
+    # first longer one a prefill, one-token requests included.
+    plan = _check([1, 1, 1, 21, 1, 39], [9, 4, 2, 30, 7, 39], needs, num_decodes=3)
+    assert plan.decode is not None and plan.decode.seqs.tolist() == [0, 1, 2]
+    assert plan.prefill is not None and plan.prefill.seqs.tolist() == [3, 4, 5]
+    assert plan.prefill.actual_query_lens == (21, 1, 39) and not plan.prefill.is_decode
+    plan = _check([2, 3], [2, 3], needs, num_decodes=0)
+    assert plan.decode is None and plan.prefill is not None
+
+
 def test_padding_rows_take_the_row_past_the_last_token() -> None:
     plan = _check([2, 5], [2, 9], HOST, pad_tokens=3)
     assert plan.prefill is not None
@@ -152,6 +169,9 @@ def test_random_batches_match_the_oracle() -> None:
         seq_lens = [q + rng.randint(0, 30) if q else 0 for q in q_lens]
         for needs in (AttentionPlanNeeds(), HOST):
             _check(q_lens, seq_lens, needs)
+            # vLLM's boundary: the leading requests of at most one token.
+            boundary = next((i for i, q in enumerate(q_lens) if q > 1), b)
+            _check(q_lens, seq_lens, needs, num_decodes=boundary)
 
 
 def test_a_device_plan_takes_the_device_batch_tensors_as_given() -> None:

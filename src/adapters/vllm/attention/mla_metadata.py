@@ -21,7 +21,6 @@ from vllm.v1.attention.backends.utils import split_decodes_and_prefills
 from adapters.attention_plan import build_attention_plan
 from adapters.container import container
 from adapters.vllm.attention.metadata import host_seq_lens
-from ascend_core.errors import ConfigError
 from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds
 
 
@@ -49,7 +48,8 @@ class MlaMetadata(AttentionMetadata):
 
 
 class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
-    """The step's AttentionPlan, whose decode and prefill parts are vLLM's split."""
+    """The step's AttentionPlan, whose decode and prefill parts are vLLM's split: the
+    leading decode requests (reordered first), then the rest."""
 
     _cudagraph_support = AttentionCGSupport.NEVER
     reorder_batch_threshold = 1
@@ -82,19 +82,9 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
             needs=self.needs,
             slot_mapping=cm.slot_mapping,
             on_device=(cm.query_start_loc[: num_reqs + 1], cm.seq_lens[:num_reqs]),
+            num_decodes=num_decodes,
         )
-        decode, prefill = plan.decode, plan.prefill
-        if (decode.num_seqs if decode else 0, prefill.num_seqs if prefill else 0) != (
-            num_decodes,
-            num_prefills,
-        ):
-            raise ConfigError(
-                f"The MLA step's plan has other decode/prefill counts than vLLM's split "
-                f"({num_decodes} decodes, {num_prefills} prefills; query lengths "
-                f"{plan.query_start_loc_host}): the batch was not reordered decodes first.",
-                "report this with the vLLM version; the MLA backend needs "
-                "reorder_batch_threshold = 1 honoured",
-            )
+        prefill = plan.prefill
         assert plan.slot_mapping is not None
         return MlaMetadata(
             num_actual_tokens=plan.num_actual_tokens,
