@@ -1,14 +1,18 @@
 """The per-step AttentionPlan, built on the host with array ops and moved to the device.
 
 Every index is computed from the runner's host copies of the batch (query_start_loc,
-seq_lens) with torch ops over whole tensors, never a loop over tokens; then each tensor
-goes to the device in one copy. Graph mode can keep the same tensors in persistent
-buffers of fixed size and copy into them in place instead (`_Mover` is that seam).
+seq_lens) with torch ops over whole tensors, never a loop over tokens; then all of them
+go to the device in one copy (each tensor a view of it). Graph mode can keep the same
+tensors in a persistent buffer of fixed size and copy into it in place instead
+(`_to_device` is that seam).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
+from attrs import frozen
 
 from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds
 
@@ -45,27 +49,34 @@ def build_attention_plan(
     lens = seq_lens[:num_seqs].to(_I64)
     q_lens = qsl[1:] - qsl[:-1]
     n_tok = int(qsl[-1]) if num_actual_tokens is None else num_actual_tokens
-    device = block_table.device
-    move = _Mover(device)
     table = block_table[:num_seqs].to(getattr(torch, needs.block_table_dtype))
-    qsl_host = tuple(int(v) for v in qsl.tolist())
-    lens_host = tuple(int(v) for v in lens.tolist())
-    batch_qsl, batch_lens = on_device if on_device is not None else (qsl, lens)
     if num_decodes is None:
         first, rest = q_lens == 1, q_lens > 1
     else:
         leading = torch.arange(num_seqs) < num_decodes
         first, rest = leading & (q_lens > 0), ~leading & (q_lens > 0)
-    parts = (
-        _part(first, qsl, q_lens, lens, table, n_tok, move),
-        _part(rest, qsl, q_lens, lens, table, n_tok, move),
-    )
-    token_table = token_lens = None
+    host_parts = [_host_part(member, qsl, q_lens, lens, n_tok) for member in (first, rest)]
+    # Everything the device reads, in one list: the batch's offsets and lengths (unless
+    # the caller has them there), each part's indices, the token rows.
+    staged: list[torch.Tensor] = [] if on_device is not None else [qsl, lens]
+    for part in host_parts:
+        staged += part.tensors() if part is not None else []
+    token_seqs = token_lens = None
     if needs.token_rows:
-        token_table, token_lens = _token_rows(qsl, q_lens, lens, table, move)
+        token_seqs, token_lens = _token_rows(qsl, q_lens, lens)
+        staged += [token_seqs, token_lens]
+    moved = iter(_to_device(staged, block_table.device))
+    batch_qsl, batch_lens = on_device if on_device is not None else (next(moved), next(moved))
+    parts = [None if part is None else part.on_device(moved, table) for part in host_parts]
+    token_table = None
+    if token_seqs is not None:
+        token_table = table.index_select(0, next(moved))
+        token_lens = next(moved)
+    qsl_host = tuple(int(v) for v in qsl.tolist())
+    lens_host = tuple(int(v) for v in lens.tolist())
     return AttentionPlan(
-        query_start_loc=move(batch_qsl[: num_seqs + 1]),
-        seq_lens=move(batch_lens[:num_seqs]),
+        query_start_loc=batch_qsl[: num_seqs + 1],
+        seq_lens=batch_lens[:num_seqs],
         block_table=table,
         slot_mapping=None if slot_mapping is None else slot_mapping[:n_tok],
         max_query_len=max((part.max_query_len for part in parts if part), default=0),
@@ -80,29 +91,64 @@ def build_attention_plan(
     )
 
 
-class _Mover:
-    """Host tensors to the device, one non-blocking copy each from pinned memory."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-
-    def __call__(self, host: torch.Tensor) -> torch.Tensor:
-        if host.device == self.device:
-            return host
-        if host.device.type == "cpu" and not host.is_pinned():
-            host = host.pin_memory()
-        return host.to(self.device, non_blocking=True)
+def _to_device(host: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """The int64 host tensors on `device`: one non-blocking copy of all of them from
+    pinned memory (one launch a step, not one a tensor), each a view of it."""
+    if device.type == "cpu" or not host:
+        return host
+    flat = torch.cat([t.reshape(-1) for t in host])
+    on_device = flat.pin_memory().to(device, non_blocking=True)
+    return list(on_device.split([t.numel() for t in host]))
 
 
-def _part(
+@frozen
+class _HostPart:
+    """A part's host-side values, before its tensors go to the device."""
+
+    seqs: torch.Tensor
+    actual_query_lens: tuple[int, ...]
+    actual_seq_lens: tuple[int, ...]
+    query_start_loc: torch.Tensor
+    query_lens: torch.Tensor
+    seq_lens: torch.Tensor
+    tokens: torch.Tensor
+    padded_rows: torch.Tensor
+    gather: torch.Tensor
+    whole: bool  # every sequence of the batch: its block table as it is
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [
+            self.seqs, self.query_start_loc, self.query_lens, self.seq_lens,
+            self.tokens, self.padded_rows, self.gather,
+        ]
+
+    def on_device(self, moved: Iterator[torch.Tensor], table: torch.Tensor) -> AttentionPart:
+        """The part with its tensors taken, in tensors()' order, from `moved`."""
+        seqs, qsl, q_lens, seq_lens, tokens, padded_rows, gather = (
+            next(moved) for _ in range(7)
+        )
+        return AttentionPart(
+            seqs=seqs,
+            actual_query_lens=self.actual_query_lens,
+            actual_seq_lens=self.actual_seq_lens,
+            max_query_len=max(self.actual_query_lens),
+            query_start_loc=qsl,
+            query_lens=q_lens,
+            seq_lens=seq_lens,
+            block_table=table if self.whole else table.index_select(0, seqs),
+            tokens=tokens,
+            padded_rows=padded_rows,
+            gather=gather,
+        )
+
+
+def _host_part(
     member: torch.Tensor,
     qsl: torch.Tensor,
     q_lens: torch.Tensor,
     seq_lens: torch.Tensor,
-    block_table: torch.Tensor,
     n_tok: int,
-    move: _Mover,
-) -> AttentionPart | None:
+) -> _HostPart | None:
     """The sequences where `member` holds, padded to their longest query."""
     seqs = member.nonzero().squeeze(1)
     count = seqs.shape[0]
@@ -125,36 +171,27 @@ def _part(
     padded_rows = seq_of * width + within
     gather = torch.full((count * width,), n_tok, dtype=_I64)
     gather.index_copy_(0, padded_rows, tokens)
-    device_seqs = move(seqs)
-    return AttentionPart(
-        seqs=device_seqs,
+    return _HostPart(
+        seqs=seqs,
         actual_query_lens=actual_q,
         actual_seq_lens=tuple(int(v) for v in part_s.tolist()),
-        max_query_len=width,
-        query_start_loc=move(part_qsl),
-        query_lens=move(part_q),
-        seq_lens=move(part_s),
-        block_table=block_table if whole else block_table.index_select(0, device_seqs),
-        tokens=move(tokens),
-        padded_rows=move(padded_rows),
-        gather=move(gather),
+        query_start_loc=part_qsl,
+        query_lens=part_q,
+        seq_lens=part_s,
+        tokens=tokens,
+        padded_rows=padded_rows,
+        gather=gather,
+        whole=whole,
     )
 
 
 def _token_rows(
-    qsl: torch.Tensor,
-    q_lens: torch.Tensor,
-    seq_lens: torch.Tensor,
-    block_table: torch.Tensor,
-    move: _Mover,
+    qsl: torch.Tensor, q_lens: torch.Tensor, seq_lens: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each new token as one decode row: its sequence's block-table row [T, blocks], and
-    its context length [T]: the cached positions and the new tokens up to itself (the
-    causal mask, and a chunked prefill's earlier context, in one length)."""
+    """Each new token as one decode row: its sequence (whose block-table row it reads),
+    and its context length [T]: the cached positions and the new tokens up to itself
+    (the causal mask, and a chunked prefill's earlier context, in one length)."""
     total = int(qsl[-1])
     seq_of = torch.repeat_interleave(torch.arange(q_lens.shape[0]), q_lens, output_size=total)
     first_new = (seq_lens - q_lens - qsl[:-1]).index_select(0, seq_of)
-    return (
-        block_table.index_select(0, move(seq_of)),
-        move(first_new + torch.arange(1, total + 1)),
-    )
+    return seq_of, first_new + torch.arange(1, total + 1)
