@@ -49,7 +49,7 @@ def build_attention_plan(
     lens = seq_lens[:num_seqs].to(_I64)
     q_lens = qsl[1:] - qsl[:-1]
     n_tok = int(qsl[-1]) if num_actual_tokens is None else num_actual_tokens
-    table = block_table[:num_seqs].to(getattr(torch, needs.block_table_dtype))
+    table = block_table[:num_seqs].to(getattr(torch, needs.block_table_dtype.value))
     if num_decodes is None:
         first, rest = q_lens == 1, q_lens > 1
     else:

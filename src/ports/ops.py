@@ -8,6 +8,7 @@ sequences in the batch.
 from __future__ import annotations
 
 import abc
+import enum
 from typing import TYPE_CHECKING, ClassVar
 
 from attrs import frozen
@@ -16,17 +17,23 @@ if TYPE_CHECKING:
     import torch
 
 
+class IndexDtype(enum.Enum):
+    """An integer tensor type, by its torch name."""
+
+    INT32 = "int32"  # vLLM's block tables; what torch_npu's attention takes
+    INT64 = "int64"  # what the host's native kernels take
+
+
 @frozen
 class AttentionPlanNeeds:
     """What a device's attention ops read from an AttentionPlan beyond its common fields.
 
-    block_table_dtype: the integer type of every block table in the plan ("int32", vLLM's
-        own and what torch_npu's attention takes; "int64", the host kernels').
+    block_table_dtype: the integer type of every block table in the plan.
     token_rows: whether the plan carries every new token as a row of its own
         (token_block_table, token_seq_lens).
     """
 
-    block_table_dtype: str = "int32"
+    block_table_dtype: IndexDtype = IndexDtype.INT32
     token_rows: bool = False
 
 
@@ -74,14 +81,14 @@ class AttentionPart:
 class AttentionPlan:
     """The batch layout of one step's attention calls over a paged KV cache, built once
     per step (adapters/attention_plan.py) from the runner's host copies and shared by
-    every layer. Every tensor is on the device, moved there in one copy per tensor; the
-    host-side lengths are tuples of ints.
+    every layer. Every tensor is on the device (the derived indices moved there in one
+    copy a step); the host-side lengths are tuples of ints.
 
     query_start_loc: [B + 1] cumulative query-token offsets of each sequence.
     seq_lens: [B] context length of each sequence, counting this step's tokens.
     block_table: [B, max_blocks] cache block ids of each sequence (needs' dtype).
-    slot_mapping: [num_actual_tokens] flat cache slot of each new token; -1 writes
-        nothing (a padding row). None where the caller writes the cache itself.
+    slot_mapping: [num_actual_tokens] flat cache slot of each new token (vLLM's, cut at
+        num_actual_tokens); None where the caller writes the cache itself.
     max_query_len / max_seq_len / num_actual_tokens: host-side, so adapters need no sync.
     query_start_loc_host / seq_lens_host: the offsets and lengths as host ints.
     decode / prefill: the two parts (None: no such sequence this step).
@@ -92,7 +99,7 @@ class AttentionPlan:
 
     With fixed maximum sizes, every tensor here can live in a persistent buffer written
     in place each step (graph mode): padding sequences have no new token (in no part),
-    padding tokens slot -1.
+    padding tokens slot -1 (which write_kv_cache must then skip on every device).
     """
 
     query_start_loc: torch.Tensor

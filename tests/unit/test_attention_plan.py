@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from adapters.attention_plan import build_attention_plan
-from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds
+from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds, IndexDtype
 
-HOST = AttentionPlanNeeds(block_table_dtype="int64", token_rows=True)
+HOST = AttentionPlanNeeds(block_table_dtype=IndexDtype.INT64, token_rows=True)
 
 
 def _oracle_part(
@@ -79,7 +79,7 @@ def _check(q_lens: list[int], seq_lens: list[int], needs: AttentionPlanNeeds,
         slot_mapping=slots,
         num_decodes=num_decodes,
     )
-    dtype = getattr(torch, needs.block_table_dtype)
+    dtype = getattr(torch, needs.block_table_dtype.value)
     assert plan.query_start_loc_host == tuple(qsl)
     assert plan.seq_lens_host == tuple(seq_lens)
     assert plan.query_start_loc.tolist() == qsl and plan.seq_lens.tolist() == seq_lens

@@ -10,7 +10,7 @@ import torch
 
 from adapters.paged_rows import gather_planes, slot_rows
 from ports.mla import LatentCache, MlaOps
-from ports.ops import AttentionPart, AttentionPlanNeeds
+from ports.ops import AttentionPart, AttentionPlanNeeds, IndexDtype
 
 _F32 = torch.float32
 
@@ -18,7 +18,7 @@ _F32 = torch.float32
 class CpuMlaOps(MlaOps):
     """Stateless; every result is a new tensor (the cache write is in place)."""
 
-    plan_needs = AttentionPlanNeeds(block_table_dtype="int64")
+    plan_needs = AttentionPlanNeeds(block_table_dtype=IndexDtype.INT64)
 
     def write_latent_cache(
         self,

@@ -13,7 +13,7 @@ import torch
 
 from adapters.cpu import native
 from adapters.cpu.reference_ops import ReferenceOps, swiglu
-from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds
+from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds, IndexDtype
 
 __all__ = ["CpuOps", "swiglu"]
 
@@ -36,7 +36,7 @@ class CpuOps(ReferenceOps):
     """
 
     # The native kernel takes int64 block tables, and every new token as a row.
-    plan_needs = AttentionPlanNeeds(block_table_dtype="int64", token_rows=True)
+    plan_needs = AttentionPlanNeeds(block_table_dtype=IndexDtype.INT64, token_rows=True)
 
     def __init__(self, native_attention: bool = True, native_write: bool = True) -> None:
         super().__init__()

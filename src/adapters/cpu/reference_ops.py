@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds, Ops
+from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds, IndexDtype, Ops
 
 _F32 = torch.float32
 _Slots = tuple[torch.Tensor, torch.Tensor]  # flat context slots, and validity [B, L]
@@ -34,7 +34,7 @@ class ReferenceOps(Ops):
     """Ops on host tensors in plain torch. Holds only scratch buffers that paged_attention
     reuses, and what it derives once per step from the step's plan."""
 
-    plan_needs = AttentionPlanNeeds(block_table_dtype="int64")
+    plan_needs = AttentionPlanNeeds(block_table_dtype=IndexDtype.INT64)
 
     def __init__(self) -> None:
         self._buffers: dict[str, torch.Tensor] = {}
