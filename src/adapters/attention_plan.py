@@ -50,20 +50,31 @@ def build_attention_plan(
     q_lens = qsl[1:] - qsl[:-1]
     n_tok = int(qsl[-1]) if num_actual_tokens is None else num_actual_tokens
     table = block_table[:num_seqs].to(getattr(torch, needs.block_table_dtype.value))
-    if num_decodes is None:
-        first, rest = q_lens == 1, q_lens > 1
+    qsl_host = tuple(int(v) for v in qsl.tolist())
+    lens_host = tuple(int(v) for v in lens.tolist())
+    host_parts: list[_HostPart | None]
+    one_each = num_seqs > 0 and qsl_host == tuple(range(num_seqs + 1))
+    if one_each and (num_decodes is None or num_decodes == num_seqs):
+        # Every sequence one new token (a decode step): the indices are the identity.
+        host_parts = [_all_decodes(qsl, q_lens, lens, lens_host), None]
     else:
-        leading = torch.arange(num_seqs) < num_decodes
-        first, rest = leading & (q_lens > 0), ~leading & (q_lens > 0)
-    host_parts = [_host_part(member, qsl, q_lens, lens, n_tok) for member in (first, rest)]
+        if num_decodes is None:
+            first, rest = q_lens == 1, q_lens > 1
+        else:
+            leading = torch.arange(num_seqs) < num_decodes
+            first, rest = leading & (q_lens > 0), ~leading & (q_lens > 0)
+        host_parts = [_host_part(member, qsl, q_lens, lens, n_tok) for member in (first, rest)]
     # Everything the device reads, in one list: the batch's offsets and lengths (unless
     # the caller has them there), each part's indices, the token rows.
     staged: list[torch.Tensor] = [] if on_device is not None else [qsl, lens]
     for part in host_parts:
         staged += part.tensors() if part is not None else []
     token_seqs = token_lens = None
-    if needs.token_rows:
+    if needs.token_rows and one_each:  # each token its sequence's one row
+        token_seqs, token_lens = torch.arange(num_seqs), lens
+    elif needs.token_rows:
         token_seqs, token_lens = _token_rows(qsl, q_lens, lens)
+    if token_seqs is not None and token_lens is not None:
         staged += [token_seqs, token_lens]
     moved = iter(_to_device(staged, block_table.device))
     batch_qsl, batch_lens = on_device if on_device is not None else (next(moved), next(moved))
@@ -72,8 +83,6 @@ def build_attention_plan(
     if token_seqs is not None:
         token_table = table.index_select(0, next(moved))
         token_lens = next(moved)
-    qsl_host = tuple(int(v) for v in qsl.tolist())
-    lens_host = tuple(int(v) for v in lens.tolist())
     return AttentionPlan(
         query_start_loc=batch_qsl[: num_seqs + 1],
         seq_lens=batch_lens[:num_seqs],
@@ -140,6 +149,25 @@ class _HostPart:
             padded_rows=padded_rows,
             gather=gather,
         )
+
+
+def _all_decodes(
+    qsl: torch.Tensor, q_lens: torch.Tensor, seq_lens: torch.Tensor, lens_host: tuple[int, ...]
+) -> _HostPart:
+    """The decode part of a step where every sequence has exactly one new token."""
+    rows = torch.arange(q_lens.shape[0])
+    return _HostPart(
+        seqs=rows,
+        actual_query_lens=(1,) * rows.shape[0],
+        actual_seq_lens=lens_host,
+        query_start_loc=qsl,
+        query_lens=q_lens,
+        seq_lens=seq_lens,
+        tokens=rows,
+        padded_rows=rows,
+        gather=rows,
+        whole=True,
+    )
 
 
 def _host_part(
