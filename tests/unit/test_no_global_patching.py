@@ -18,15 +18,6 @@ KNOWN: dict[str, str] = {
         "spies on the Deployment check_and_update_config plans: the platform could keep that "
         "Deployment on the config, as it keeps the patch plan"
     ),
-    "test_cpu_native_decode.py ops_module._NATIVE_MAX_QUERY": (
-        "lowers the native prefill limit: a CpuOps constructor parameter"
-    ),
-    "test_cpu_native_slot_mapping.py native.compute_slot_mapping": (
-        "forces the torch slot mapping: the slot-mapping port with its torch implementation"
-    ),
-    "test_npu_golden_ops.py ops_module.plan_groups": (
-        "spies on the step's grouping: the prepared step plan as a typed value to read"
-    ),
 }
 
 

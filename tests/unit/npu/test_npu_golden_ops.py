@@ -9,15 +9,16 @@ cos/sin spreading, index pairs), not the NPU kernels themselves.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
-import attrs
 import pytest
 import torch
 
+from adapters.attention_plan import build_attention_plan
 from adapters.cpu.ops import CpuOps
 from adapters.npu.ops import NpuOps
 from ascend_core.errors import ConfigError
-from ports.ops import PagedAttentionMeta
+from ports.ops import AttentionPlan
 from support.torch_npu_emulator import make_torch_npu
 
 
@@ -160,15 +161,23 @@ def paged_batch(q_lens, seq_lens, hq, hk, d, block_size, dtype, seed=0, pad_toke
     kc = torch.randn(num_blocks, block_size, hk, d, generator=g).to(dtype)
     vc = torch.randn(num_blocks, block_size, hk, d, generator=g).to(dtype)
     qsl = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
-    meta = PagedAttentionMeta(
-        query_start_loc=qsl,
-        seq_lens=torch.tensor(seq_lens, dtype=torch.int32),
-        block_table=table,
-        max_query_len=max(q_lens),
-        max_seq_len=max(seq_lens),
-        num_actual_tokens=tokens,
+    lens = torch.tensor(seq_lens, dtype=torch.int32)
+    meta = Plans(
+        build_attention_plan(qsl, lens, table, needs=NpuOps.plan_needs),
+        build_attention_plan(qsl, lens, table, needs=CpuOps.plan_needs),
     )
     return query, kc, vc, meta
+
+
+class Plans(NamedTuple):
+    """One step's plan as each device's ops read it."""
+
+    npu: AttentionPlan
+    host: AttentionPlan
+
+    @property
+    def num_actual_tokens(self) -> int:
+        return self.npu.num_actual_tokens
 
 
 CASES = {
@@ -189,8 +198,8 @@ def test_paged_attention(npu_ops, tnpu, case, hq, hk, dtype):
     scale = d**-0.5
     out = torch.full_like(query, 7.0)
     ref = torch.full_like(query, 7.0)
-    npu_ops.paged_attention(query, kc, vc, meta, scale, out)
-    host().paged_attention(query, kc, vc, meta, scale, ref)
+    npu_ops.paged_attention(query, kc, vc, meta.npu, scale, out)
+    host().paged_attention(query, kc, vc, meta.host, scale, ref)
     n = meta.num_actual_tokens
     assert not out[:n].isnan().any()
     close(out[:n], ref[:n], dtype)
@@ -205,40 +214,36 @@ def test_paged_attention(npu_ops, tnpu, case, hq, hk, dtype):
         assert c["block_size"] == block_size
 
 
-def test_the_step_plan_is_built_once_for_every_layer(npu_ops, monkeypatch):
-    query, kc, vc, meta = paged_batch([3, 1], [3, 5], 2, 2, 16, 128, torch.float16)
-    from adapters.npu import ops as ops_module
-
-    planned = []
-    real = ops_module.plan_groups
-    monkeypatch.setattr(ops_module, "plan_groups", lambda *a: planned.append(a) or real(*a))
-    host = attrs.evolve(meta, query_start_loc_host=(0, 3, 4), seq_lens_host=(3, 5))
-    prepared = npu_ops.prepare_attention(host)  # the metadata builder, once per step
-    for _ in range(3):  # three layers, one meta
-        npu_ops.paged_attention(query, kc, vc, prepared, 0.25, torch.empty_like(query))
-    # Planned once, from the host copies given (not read back from the tensors).
-    assert planned == [([0, 3, 4], [3, 5], 4)]
+def test_the_plan_gives_the_op_its_host_lengths(npu_ops, tnpu):
+    query, kc, vc, meta = paged_batch([3, 1, 0], [3, 5, 0], 2, 2, 16, 128, torch.float16)
+    for _ in range(3):  # three layers, one plan
+        npu_ops.paged_attention(query, kc, vc, meta.npu, 0.25, torch.empty_like(query))
+    calls = tnpu.calls_of("npu_fused_infer_attention_score")
+    # The decode part, then the prefill part; the empty sequence is in neither.
+    lengths = [(c["actual_seq_lengths"], c["actual_seq_lengths_kv"]) for c in calls]
+    assert lengths == [([1], [5]), ([3], [3])] * 3
+    assert {c["block_table"].dtype for c in calls} == {torch.int32}
 
 
 def test_prefill_with_a_block_size_the_op_refuses_is_a_config_error(npu_ops):
     query, kc, vc, meta = paged_batch([4], [4], 2, 2, 16, 16, torch.float16)
     with pytest.raises(ConfigError, match="block_size 16") as err:
-        npu_ops.paged_attention(query, kc, vc, meta, 0.25, torch.empty_like(query))
+        npu_ops.paged_attention(query, kc, vc, meta.npu, 0.25, torch.empty_like(query))
     assert "--block-size 128" in err.value.hint
 
 
 def test_decode_accepts_block_size_16(npu_ops):
     query, kc, vc, meta = paged_batch([1, 1], [20, 3], 2, 2, 16, 16, torch.float16)
     out, ref = torch.empty_like(query), torch.empty_like(query)
-    npu_ops.paged_attention(query, kc, vc, meta, 0.25, out)
-    host().paged_attention(query, kc, vc, meta, 0.25, ref)
+    npu_ops.paged_attention(query, kc, vc, meta.npu, 0.25, out)
+    host().paged_attention(query, kc, vc, meta.host, 0.25, ref)
     close(out, ref, torch.float16)
 
 
 def test_float32_query_is_refused_as_the_op_documents(npu_ops):
     query, kc, vc, meta = paged_batch([2], [2], 2, 2, 16, 128, torch.float32)
     with pytest.raises(ValueError, match="query dtype"):
-        npu_ops.paged_attention(query, kc, vc, meta, 0.25, torch.empty_like(query))
+        npu_ops.paged_attention(query, kc, vc, meta.npu, 0.25, torch.empty_like(query))
 
 
 def test_interleaved_kv_caches_are_refused_with_the_layout_the_op_needs(npu_ops):
@@ -246,5 +251,7 @@ def test_interleaved_kv_caches_are_refused_with_the_layout_the_op_needs(npu_ops)
     kv = torch.cat((kc, vc), dim=-1)  # [blocks, size, Hk, 2D]: K|V side by side
     key_cache, value_cache = kv.split(16, dim=-1)
     with pytest.raises(ConfigError, match="contiguous") as err:
-        npu_ops.paged_attention(query, key_cache, value_cache, meta, 0.25, torch.empty_like(query))
+        npu_ops.paged_attention(
+            query, key_cache, value_cache, meta.npu, 0.25, torch.empty_like(query)
+        )
     assert "separate contiguous" in err.value.hint
