@@ -82,6 +82,7 @@ class DeviceWorker(Worker):
                 self.model_config.max_model_len,
                 self.cache_config.block_size,
                 host_workers=self._host_workers(),
+                max_num_seqs=self.scheduler_config.max_num_seqs,
             )
         if budget.warning is not None:
             logger.warning("%s", budget.warning)

@@ -32,6 +32,8 @@ _FLAGS = {
     "--max-model-len": ("max_model_len", int),
     "--gpu-memory-utilization": ("gpu_memory_utilization", float),
     "--quantization": ("quantization", str),
+    "--max-num-seqs": ("max_num_seqs", int),
+    "--max-num-batched-tokens": ("max_num_batched_tokens", int),
 }
 
 

@@ -69,9 +69,34 @@ def test_the_doctor_shows_the_number_the_worker_computes_from_the_same_memory() 
 
 
 def test_a_large_host_shows_the_cap() -> None:
-    statuses, data, _ = _plan(MemoryInfo(free_bytes=20 * GIB, total_bytes=24 * GIB))
+    # 1024 sequences of 2048 tokens could fill 8 GiB: the 4 GiB cap rules.
+    memory = MemoryInfo(free_bytes=20 * GIB, total_bytes=24 * GIB)
+    statuses, data, _ = _plan(memory, "--max-num-seqs", "1024")
     assert statuses["KV cache"] == "pass"
     assert data["kv_bytes_available"] == 4 * GIB
+
+
+def test_the_default_stops_at_what_max_num_seqs_sequences_can_fill() -> None:
+    # vLLM's default 256 sequences (a host under 70 GiB) of 2048 tokens at 4 KiB a token
+    # fill 2 GiB and one block, not the 4 GiB cap; the worker caps at the same number.
+    memory = MemoryInfo(free_bytes=20 * GIB, total_bytes=24 * GIB)
+    statuses, data, text = _plan(memory)
+    usable = 256 * 2048 * KV_PER_TOKEN + 128 * KV_PER_TOKEN
+    assert statuses["KV cache"] == "pass"
+    assert data["kv_bytes_available"] == usable
+    assert "capped because max_num_seqs=256 sequences of max_model_len=2048" in text
+    at_serve = MemoryInfo(18 * GIB, 24 * GIB, 2 * GIB)
+    worker = kv_cache_budget(
+        at_serve, 0.92, None, 2048 * KV_PER_TOKEN, 2048, 128, host_workers=1, max_num_seqs=256
+    )
+    assert worker.kv_cache_bytes == usable
+    assert "capped because max_num_seqs=256" in worker.reason
+
+
+def test_max_num_seqs_given_caps_at_its_own_value() -> None:
+    memory = MemoryInfo(free_bytes=20 * GIB, total_bytes=24 * GIB)
+    _, data, _ = _plan(memory, "--max-num-seqs", "4")
+    assert data["kv_bytes_available"] == (4 * 2048 + 128) * KV_PER_TOKEN
 
 
 def test_a_flag_that_takes_most_of_the_ram_is_a_warning() -> None:

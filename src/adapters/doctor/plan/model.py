@@ -27,6 +27,8 @@ class Target:
     kind: DeviceKind
     chip_family: ChipFamily
     memory_bytes: int
+    # Devices per node; None when unknown or unbounded (the host device: each TP/PP/DP
+    # rank is a worker process on the same CPUs, as `vllm serve` starts them).
     device_count: int | None
     source: str
     # The host device: memory the OS has available now (the runtime port's free bytes),
@@ -49,7 +51,12 @@ def choose_target(
         mem = memory_bytes or (host_memory.total_bytes if host_memory else 0)
         available = host_memory.free_bytes if host_memory else None
         return Target(
-            DeviceKind.CPU, ChipFamily.HOST, mem, 1, "VLLM_ASCEND_DEVICE=cpu: host", available
+            DeviceKind.CPU,
+            ChipFamily.HOST,
+            mem,
+            None,
+            "VLLM_ASCEND_DEVICE=cpu: host (every rank a worker process on this machine's CPUs)",
+            available,
         )
     facts = probe.facts if probe.available else None
     if facts is not None and chip is None:
