@@ -83,6 +83,18 @@ def test_check_on_a_host_without_npu_fails_and_says_why() -> None:
     assert text.rstrip().endswith("(exit 2)")
 
 
+def test_check_without_npu_names_the_host_device_once_as_the_fix() -> None:
+    code, out = run(["check", "--json"], wiring())
+    items = [i for s in json.loads(out)["sections"] for i in s["items"]]
+    naming = [i for i in items if "VLLM_ASCEND_DEVICE=cpu" in f"{i['detail']} {i['fix']}"]
+    assert code == 2
+    assert [(i["name"], i["status"]) for i in naming] == [("device", "fail")]
+    assert "VLLM_ASCEND_DEVICE=cpu" in naming[0]["fix"]
+    assert "pip install torch-npu" in naming[0]["fix"]  # the NPU fix stays first
+    _, text = run(["check"], wiring())
+    assert text.count("VLLM_ASCEND_DEVICE=cpu") == 1
+
+
 def test_check_on_the_host_device_passes() -> None:
     code, text = run(["check"], wiring(env={"VLLM_ASCEND_DEVICE": "cpu"}))
     assert code == 0, text

@@ -107,3 +107,17 @@ def test_a_flag_that_takes_most_of_the_ram_is_a_warning() -> None:
     assert "WARN  host RAM" in text and "80% of the host's 24.00 GiB RAM" in text
     statuses, _, text = _plan(memory, "--gpu-memory-utilization", "0.3")
     assert statuses["host RAM"] == "pass" and "PASS  host RAM" in text
+
+
+def test_tensor_parallel_on_the_host_is_not_limited_to_one_device() -> None:
+    # `vllm serve --tensor-parallel-size 2` on the host starts two worker processes.
+    files = {"/m/small": FakeModelFiles({"config.json": SMALL_LLAMA}, HEADERS, "/m/small")}
+    c = wiring(env={"VLLM_ASCEND_DEVICE": "cpu"}, files=files)
+    c.runtime.override(FakeRuntime(MemoryInfo(free_bytes=20 * GIB, total_bytes=24 * GIB)))
+    argv = ["/m/small", "--gpu-memory-utilization", "0.92", "--tensor-parallel-size", "2"]
+    code, out = run(["plan", "--json", "--", *argv], c)
+    report = json.loads(out)
+    (model,) = [s for s in report["sections"] if s["title"] == "model"]
+    assert code == 0, out
+    assert "devices" not in {item["name"] for item in model["items"]}
+    assert report["data"]["target"]["device_count"] is None
