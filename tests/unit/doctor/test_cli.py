@@ -264,3 +264,16 @@ def test_check_reports_a_probe_that_cannot_be_built() -> None:
     code, text = run(["check"], c)
     assert code == 2
     assert "the NPU probe failed: ImportError: libhccl.so" in text
+
+
+def test_plan_reports_the_graph_mode_the_engine_runs_not_the_one_it_asks_for() -> None:
+    _, data = plan_json(["/m/llama", "--tensor-parallel-size", "4"], _llama())
+    execution = data["data"]["execution"]
+    # The plan asks vLLM for piecewise NPU graphs; no worker captures them yet.
+    assert "npu_graph_mode=PIECEWISE" in data["data"]["plan"]
+    assert execution["graph_mode"] == "NONE"
+    assert "the NPU worker captures no graphs yet" in execution["how"]
+    (section,) = [s for s in data["sections"] if s["title"] == "config plan"]
+    items = {i["name"]: i["detail"] for i in section["items"]}
+    assert "graph NONE" in items["decisions"]
+    assert items["execution"] == execution["how"]

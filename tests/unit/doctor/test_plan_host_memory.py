@@ -121,3 +121,10 @@ def test_tensor_parallel_on_the_host_is_not_limited_to_one_device() -> None:
     assert code == 0, out
     assert "devices" not in {item["name"] for item in model["items"]}
     assert report["data"]["target"]["device_count"] is None
+
+
+def test_plan_on_the_host_says_it_compiles_without_graphs() -> None:
+    _, _, text = _plan(MemoryInfo(free_bytes=20 * GIB, total_bytes=24 * GIB))
+    assert "graph NONE, compile DYNAMO_TRACE_ONCE" in text
+    assert "one Dynamo trace, Inductor generates the host code" in text
+    assert "no graphs: graph capture is an NPU feature" in text
