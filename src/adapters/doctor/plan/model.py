@@ -13,7 +13,7 @@ from ascend_core.device_selection import DeviceRequest
 from ascend_core.errors import AscendError
 from ascend_core.memory_budget import NOMINAL_DEVICE_MEMORY, format_bytes
 from ascend_core.model_facts import max_model_len_error, model_facts_from_config
-from ascend_core.preflight import CheckItem
+from ascend_core.preflight import CheckItem, missing_model_error, names_local_path
 from ports.device import ChipFamily, DeviceKind, ProbeResult
 from ports.environment import Environment
 from ports.model_files import ModelFiles
@@ -87,6 +87,9 @@ def read_model(
 ) -> ModelFacts | list[CheckItem]:
     """The model's facts from its config.json, or the items saying why they cannot be read."""
     if not files.exists():
+        if names_local_path(args.model):
+            error = missing_model_error(args.model)
+            return [CheckItem("model", FAIL, error.what, error.hint)]
         return [
             CheckItem(
                 "model",
