@@ -51,8 +51,8 @@ class SequenceCap:
 
     def describe(self) -> str:
         return (
-            f"max_num_seqs={self.max_num_seqs} sequences of max_model_len="
-            f"{self.max_model_len} can use at most {exact_bytes(self.bytes)}"
+            f"{exact_bytes(self.bytes)} that max_num_seqs={self.max_num_seqs} sequences of "
+            f"max_model_len={self.max_model_len} can use"
         )
 
 
@@ -93,9 +93,9 @@ class HostKvDefault:
         )
         if self.sequences is not None and self.capped_by_sequences:
             return (
-                f"{text} = {format_bytes(self.memory_share_bytes)}, capped because "
-                f"{self.sequences.describe()}, gives {exact_bytes(self.kv_cache_bytes)} "
-                "(--max-num-seqs or --kv-cache-memory-bytes for more)"
+                f"{text} = {format_bytes(self.memory_share_bytes)}, capped at the "
+                f"{self.sequences.describe()} (--max-num-seqs or --kv-cache-memory-bytes "
+                "for more)"
             )
         return f"{text}, gives {exact_bytes(self.kv_cache_bytes)}"
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 from engine_teardown import shut_down
 
+from ascend_core.memory_budget import format_bytes
 from ports.runtime import DeviceRuntime, MemoryInfo
 
 EXPLICIT = 32 << 20
@@ -203,4 +204,4 @@ def test_the_host_default_stops_at_what_max_num_seqs_sequences_can_fill(
 
     # The tiny model's sequences fill far less than the 4 GiB cap.
     assert kv_bytes == seqs * one_sequence + block * per_token < 4 * GIB
-    assert f"capped because max_num_seqs={seqs} sequences of max_model_len=512" in caplog.text
+    assert f"B ({format_bytes(kv_bytes)}) that max_num_seqs={seqs} sequences of max_model_len=512 can use" in caplog.text

@@ -64,8 +64,8 @@ def test_the_default_never_exceeds_what_the_sequences_can_fill() -> None:
     budget = plan_budget(MemoryDemand.from_host_default(default, 512, 2048, 16))
     assert budget.fits and budget.sequences == 256
     text = budget.what()
-    assert "= 4.00 GiB, capped because max_num_seqs=256 sequences of max_model_len=2048" in text
-    assert f"gives {cap.bytes} B" in text and "--max-num-seqs" in text
+    assert f"= 4.00 GiB, capped at the {cap.bytes} B (256.0 MiB) that max_num_seqs=256 " in text
+    assert "sequences of max_model_len=2048 can use (--max-num-seqs" in text
 
 
 def test_a_sequence_cap_above_the_share_changes_nothing() -> None:

@@ -84,13 +84,13 @@ def test_the_default_stops_at_what_max_num_seqs_sequences_can_fill() -> None:
     usable = 256 * 2048 * KV_PER_TOKEN + 128 * KV_PER_TOKEN
     assert statuses["KV cache"] == "pass"
     assert data["kv_bytes_available"] == usable
-    assert "capped because max_num_seqs=256 sequences of max_model_len=2048" in text
+    assert "that max_num_seqs=256 sequences of max_model_len=2048 can use" in text
     at_serve = MemoryInfo(18 * GIB, 24 * GIB, 2 * GIB)
     worker = kv_cache_budget(
         at_serve, 0.92, None, 2048 * KV_PER_TOKEN, 2048, 128, host_workers=1, max_num_seqs=256
     )
     assert worker.kv_cache_bytes == usable
-    assert "capped because max_num_seqs=256" in worker.reason
+    assert f"capped at the {usable} B" in worker.reason
 
 
 def test_max_num_seqs_given_caps_at_its_own_value() -> None:
