@@ -142,11 +142,17 @@ class AscendPlatformBase(Platform):
 
     @classmethod
     def pre_register_and_update(cls, parser: Any = None) -> None:
-        """`ascend` among vLLM's quantization methods (and the CLI's choices, if any)."""
+        """`ascend` among vLLM's quantization methods (and the CLI's choices, if any).
+
+        Called with no parser first thing in EngineArgs.create_engine_config: there the
+        arguments vLLM would fail on with a traceback are refused first (startup.py)."""
+        from adapters.vllm import startup
         from adapters.vllm.quantization.config import METHOD_NAME
         from adapters.vllm.registration import register_quantization
 
         register_quantization()
+        if parser is None:
+            startup.refuse_before_start(startup.engine_args_calling(), container().model_files)
         action = None if parser is None else parser._option_string_actions.get("--quantization")
         if action is not None and action.choices is not None and METHOD_NAME not in action.choices:
             action.choices = [*action.choices, METHOD_NAME]
