@@ -7,7 +7,7 @@ import logging
 import sys
 
 from adapters.container import container
-from adapters.vllm.startup import decline_reason, stop_on_our_errors
+from adapters.vllm.startup_errors import decline_reason, stop_on_our_errors
 from ascend_core.device_selection import DeviceDecision
 from ports.device import ChipFamily, DeviceKind
 

@@ -17,7 +17,7 @@ from vllm.v1.worker.worker_base import CompilationTimes
 from adapters.container import container
 from adapters.vllm.device_classes import DEVICE_CLASSES
 from adapters.vllm.memory import kv_cache_budget
-from adapters.vllm.startup import stop_on_our_errors
+from adapters.vllm.startup_errors import stop_on_our_errors
 from ascend_core.memory_budget import format_bytes
 from ascend_core.plan import WorkerKind
 from ports.device import DeviceKind

@@ -313,7 +313,7 @@ def compute_slot_mapping() -> Callable[..., None] | None:
     """torch.ops.ascend_host_native.compute_slot_mapping (schema: README.md), or None where
     it cannot be built.
 
-    vLLM's slot-mapping kernel's contract (adapters/vllm/kernels.py) on contiguous
+    vLLM's slot-mapping kernel's contract (ports/slot_mapping.py) on contiguous
     int32/int64 CPU tensors, written into slot_mapping; other inputs, and a position past
     its block table, raise.
     """

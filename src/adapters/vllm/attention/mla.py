@@ -24,9 +24,6 @@ from ports.mla import LatentCache
 if TYPE_CHECKING:
     from vllm.model_executor.layers.linear import ColumnParallelLinear
 
-MLA_PREFILL_PATH = "adapters.vllm.attention.mla.MlaPrefillQuery"
-
-
 class MlaAttentionBackend(AttentionBackend):
     """vLLM's MLAAttentionSpec as it stands (one KV head, head_size L + R, no separate V),
     so KV bytes per token per layer = (L + R) x dtype size; the impl reads each layer's
