@@ -15,6 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests judge results, not speed: on a loaded 2-core machine input generation can
+# be slow, which hypothesis would report as a failed health check or a missed deadline.
+settings.register_profile(
+    "unit", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("unit")
 
 _REFUSE = """#!/bin/sh
 echo "$0 $*" >> "{log}"
