@@ -44,6 +44,25 @@ def _min(a, b):
 
 
 @triton.jit
+def _keys(x):
+    """Order-preserving int32 keys of float32 values (a < b exactly when key(a) < key(b))."""
+    bits = x.to(tl.int32, bitcast=True)
+    return tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+
+
+@triton.jit
+def _count_at_least(base, vocab, cols, t, BLOCK: tl.constexpr):
+    """How many logits of the row at `base` have a key >= t: one tiled pass."""
+    count = tl.full([], 0, tl.int32)
+    for start in range(0, vocab, BLOCK):
+        offs = start + cols
+        inb = offs < vocab
+        key = _keys(tl.load(base + offs, mask=inb, other=float("-inf")).to(tl.float32))
+        count += tl.reduce(tl.where(inb & (key >= t), 1, 0), 0, _add)
+    return count
+
+
+@triton.jit
 def topk_topp_kernel(
     logits_ptr,  # [num_rows, vocab] float32, rows row_stride apart; masked in place
     row_stride,
@@ -66,8 +85,7 @@ def topk_topp_kernel(
         offs = start + cols
         inb = offs < vocab
         x = tl.load(base + offs, mask=inb, other=float("-inf")).to(tl.float32)
-        bits = x.to(tl.int32, bitcast=True)
-        key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+        key = _keys(x)
         kmin = tl.minimum(kmin, tl.reduce(tl.where(inb, key, 2147483647), 0, _min))
         kmax = tl.maximum(kmax, tl.reduce(tl.where(inb, key, -2147483648), 0, _max))
         xmax = tl.maximum(xmax, tl.reduce(x, 0, _max))
@@ -83,27 +101,13 @@ def topk_topp_kernel(
             if lo < hi - 1:  # not hi - lo: that overflows int32
                 # floor((lo + hi) / 2) without int32 overflow
                 mid = (lo >> 1) + (hi >> 1) + (lo & hi & 1)
-                count = tl.full([], 0, tl.int32)
-                for start in range(0, vocab, BLOCK):
-                    offs = start + cols
-                    inb = offs < vocab
-                    x = tl.load(base + offs, mask=inb, other=float("-inf")).to(tl.float32)
-                    bits = x.to(tl.int32, bitcast=True)
-                    key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
-                    count += tl.reduce(tl.where(inb & (key >= mid), 1, 0), 0, _add)
+                count = _count_at_least(base, vocab, cols, mid, BLOCK)
                 if count >= k:
                     lo = mid
                 else:
                     hi = mid
         # lo holds and hi = lo + 1 failed, unless hi is still kmax, never tried: try it.
-        count_top = tl.full([], 0, tl.int32)
-        for start in range(0, vocab, BLOCK):
-            offs = start + cols
-            inb = offs < vocab
-            x = tl.load(base + offs, mask=inb, other=float("-inf")).to(tl.float32)
-            bits = x.to(tl.int32, bitcast=True)
-            key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
-            count_top += tl.reduce(tl.where(inb & (key >= hi), 1, 0), 0, _add)
+        count_top = _count_at_least(base, vocab, cols, hi, BLOCK)
         if count_top >= k:
             lo = hi
     threshold = lo
@@ -116,8 +120,7 @@ def topk_topp_kernel(
             offs = start + cols
             inb = offs < vocab
             x = tl.load(base + offs, mask=inb, other=float("-inf")).to(tl.float32)
-            bits = x.to(tl.int32, bitcast=True)
-            key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+            key = _keys(x)
             e = tl.where(inb & (key >= threshold), tl.exp(x - xmax), 0.0)
             total += tl.reduce(e, 0, _add)
         # The smallest key t with mass(threshold <= key <= t) > 1 - p; by definition the
@@ -133,8 +136,7 @@ def topk_topp_kernel(
                     offs = start + cols
                     inb = offs < vocab
                     x = tl.load(base + offs, mask=inb, other=float("-inf")).to(tl.float32)
-                    bits = x.to(tl.int32, bitcast=True)
-                    key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+                    key = _keys(x)
                     sel = inb & (key >= threshold) & (key <= mid)
                     mass += tl.reduce(tl.where(sel, tl.exp(x - xmax) / total, 0.0), 0, _add)
                 if mass > 1.0 - p:
@@ -149,8 +151,7 @@ def topk_topp_kernel(
         inb = offs < vocab
         raw = tl.load(base + offs, mask=inb, other=float("-inf"))
         x = raw.to(tl.float32)
-        bits = x.to(tl.int32, bitcast=True)
-        key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+        key = _keys(x)
         out = tl.where(key >= threshold, x, float("-inf"))
         tl.store(base + offs, out, mask=inb)
 
