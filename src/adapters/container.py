@@ -60,6 +60,7 @@ class HostDevice(containers.DeclarativeContainer):
     moe_ops = providers.Singleton(_lazy, "adapters.cpu.moe:CpuMoeOps")
     quant_moe_ops = providers.Singleton(_lazy, "adapters.cpu.quant_moe:CpuQuantMoeOps")
     mla_ops = providers.Singleton(_lazy, "adapters.cpu.mla:CpuMlaOps")
+    rejection_ops = providers.Singleton(_lazy, "adapters.cpu.rejection:CpuRejectionOps")
     runtime = providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime")
     communicator = providers.Singleton(_lazy, "adapters.cpu.communicator:GlooCommunicator")
 
@@ -79,6 +80,9 @@ class NpuDevice(containers.DeclarativeContainer):
         _lazy, "adapters.npu.quant_moe:NpuQuantMoeOps", torch_npu
     )
     mla_ops = providers.Singleton(_lazy, "adapters.npu.mla:NpuMlaOps", torch_npu)
+    rejection_ops = providers.Singleton(
+        _lazy, "adapters.npu.rejection:NpuRejectionOps", torch_npu
+    )
     runtime = providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu)
     communicator = providers.Singleton(_lazy, "adapters.npu.collective:HcclCommunicator")
 
@@ -130,6 +134,10 @@ class Container(containers.DeclarativeContainer):
     )
     quant_moe_ops = providers.Selector(
         serving_kind, npu=npu_device.quant_moe_ops, cpu=host_device.quant_moe_ops
+    )
+    # Speculative decoding's draft verification (ports/rejection.py).
+    rejection_ops = providers.Selector(
+        serving_kind, npu=npu_device.rejection_ops, cpu=host_device.rejection_ops
     )
     runtime = providers.Selector(serving_kind, npu=npu_runtime, cpu=host_device.runtime)
     # The chip family, read once from the serving runtime (torch_npu's device name).

@@ -110,9 +110,14 @@ _NO_INVARIANT = Refused(
     "does not have that backend yet",
     "unset VLLM_ASCEND_TRAINING_CONSISTENCY and VLLM_BATCH_INVARIANT",
 )
+_SPEC_NGRAM_HOST = Supported(
+    "vLLM's n-gram proposer (numba, on the host) with the rejection sampler's Triton "
+    "kernels replaced by the plugin's torch RejectionOps; eager and compiled"
+)
 _NO_SPEC_HOST = Refused(
-    "vLLM's rejection sampler runs Triton kernels, which have no host implementation here",
-    "serve without --speculative-config on the host",
+    "this method's proposer has not been built or checked on the host device in this "
+    "plugin (only ngram is)",
+    "serve with speculative_config method 'ngram', or without --speculative-config",
 )
 _NO_SPEC_NPU = Refused(
     "speculative decoding has not been built for the NPU path of this plugin yet (its "
@@ -149,6 +154,7 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     **{(Feature.SLEEP_MODE, d): _NO_SLEEP for d in (_CPU, _NPU)},
     **{(Feature.BATCH_INVARIANT, d): _NO_INVARIANT for d in (_CPU, _NPU)},
     **{(f, _CPU): _NO_SPEC_HOST for f in _SPEC},
+    (Feature.SPEC_NGRAM, _CPU): _SPEC_NGRAM_HOST,
     **{(f, _NPU): _NO_SPEC_NPU for f in _SPEC},
 }
 
