@@ -47,10 +47,11 @@ class _Grid:
     ) -> None:
         """Row b: tokens[b, :n+1] where n drafts were accepted, bonus at column `count`
         when all were; only rows where `rows` (None: all)."""
-        flags = accepted.to(torch.int64)
-        n_acc = torch.cumprod(flags, dim=1).sum(dim=1)  # leading accepted drafts [B]
         k = self.max_len
         cols = self.cols[:k].unsqueeze(0)
+        # Grid cells past a request's drafts hold fill values that may compare equal.
+        flags = (accepted & (cols < self.counts.unsqueeze(1))).to(torch.int64)
+        n_acc = torch.cumprod(flags, dim=1).sum(dim=1)  # leading accepted drafts [B]
         take = (cols <= n_acc.unsqueeze(1)) & (cols < self.counts.unsqueeze(1))
         all_in = (n_acc == self.counts).unsqueeze(1)
         bonus_at = (self.cols.unsqueeze(0) == self.counts.unsqueeze(1)) & all_in  # [B, K+1]
