@@ -124,6 +124,11 @@ _NO_SPEC_NPU = Refused(
     "rejection sampler and draft runners are CUDA/Triton code)",
     "serve without --speculative-config, or use vllm-ascend",
 )
+_UNKNOWN_SPEC = Refused(
+    "the speculative_config method is none this plugin knows (ngram, suffix, eagle, "
+    "eagle3, mtp or *_mtp, medusa, draft_model)",
+    "set speculative_config method to one of those (on the host: ngram)",
+)
 
 _SPEC = (
     Feature.SPEC_NGRAM,
@@ -156,6 +161,7 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     **{(f, _CPU): _NO_SPEC_HOST for f in _SPEC},
     (Feature.SPEC_NGRAM, _CPU): _SPEC_NGRAM_HOST,
     **{(f, _NPU): _NO_SPEC_NPU for f in _SPEC},
+    **{(Feature.SPEC_OTHER, d): _UNKNOWN_SPEC for d in (_CPU, _NPU)},
 }
 
 

@@ -32,6 +32,7 @@ PORT_OF = {
     "communicator": "ports.collective:Communicator",
     "moe_ops": "ports.moe:MoeOps",
     "mla_ops": "ports.mla:MlaOps",
+    "rejection_ops": "ports.rejection:RejectionOps",
     "upstream": "ports.upstream:Upstream",
     "model_files": "ports.model_files:ModelFiles",
     "local_files": "ports.local_files:LocalFiles",
