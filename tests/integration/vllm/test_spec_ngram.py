@@ -2,9 +2,10 @@
 
 One engine per mode (plain, ngram k=3) serves every case, eager, fp32: a batch of 8 mixed
 lengths with chunked prefill (max_num_batched_tokens=64 is shorter than the long prompts),
-then the same batch again through the prefix cache. The prompts repeat a short random
-phrase, and the tiny random model's greedy continuation falls into loops, so n-gram
-proposals exist and some are accepted; the rate is printed (`-s`) from vLLM's metrics.
+then the same batch again through the prefix cache. The model is make_models.py's
+`llama_repeat` (its greedy continuations repeat tokens; attention still moves its
+logits) and the prompts repeat a short random phrase, so n-gram proposals exist and get
+accepted; the rate is printed (`-s`) from vLLM's metrics.
 The verification runs on the plugin's RejectionOps (patch spec-rejection-sample-torch).
 """
 
@@ -14,6 +15,8 @@ import random
 
 import pytest
 from engine_teardown import shut_down
+
+from support.hf_reference import local_model
 
 MAX_NEW = 24
 BLOCK = 16
@@ -67,8 +70,8 @@ def _run(model_dir: str, spec: dict[str, object] | None) -> dict[str, object]:
 
 
 @pytest.fixture(scope="module")
-def runs(model_dirs: dict[str, str]) -> dict[str, dict[str, object]]:
-    model_dir = model_dirs["llama"]
+def runs() -> dict[str, dict[str, object]]:
+    model_dir = str(local_model("llama_repeat", "tiny"))
     plain = _run(model_dir, None)
     ngram = _run(
         model_dir,
