@@ -112,7 +112,8 @@ _NO_INVARIANT = Refused(
 )
 _SPEC_NGRAM_HOST = Supported(
     "vLLM's n-gram proposer (numba, on the host) with the rejection sampler's Triton "
-    "kernels replaced by the plugin's torch RejectionOps; eager and compiled"
+    "kernels replaced by the plugin's torch RejectionOps (patches spec-*-torch); greedy "
+    "ids equal the run without speculation (eager, fp32); k + 1 <= 16 as on the NPU"
 )
 _NO_SPEC_HOST = Refused(
     "this method's proposer has not been built or checked on the host device in this "
