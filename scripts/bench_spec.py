@@ -6,7 +6,8 @@ Each mode runs in its own child process (one vLLM engine each, in-process engine
 eager, fp32) on a repetitive prompt: a short random phrase repeated to --prompt-len
 tokens, --batch copies with different phrases, --new greedy tokens each. Printed per
 mode: generated tokens per second over the timed pass (after one warm-up pass), and for
-ngram the draft tokens proposed and accepted (vLLM's spec-decode counters). The default
+ngram the draft tokens proposed and accepted in that pass (vLLM's spec-decode counters).
+Both modes run one after the other: numbers are only comparable on a quiet machine. The default
 model (scripts/make_models.py --style llama_repeat) repeats itself, the case n-gram
 lookup is for; on a model that does not, ngram only adds work.
 """
@@ -34,6 +35,13 @@ def _prompts(batch: int, length: int) -> list[list[int]]:
     return out
 
 
+def _spec_counters(llm: object) -> tuple[int, int]:
+    """vLLM's draft tokens proposed and accepted so far (0, 0 without speculation)."""
+    metrics = {m.name: getattr(m, "value", 0) for m in llm.get_metrics()}  # type: ignore[attr-defined]
+    return (int(metrics.get("vllm:spec_decode_num_draft_tokens", 0)),
+            int(metrics.get("vllm:spec_decode_num_accepted_tokens", 0)))
+
+
 def child(args: argparse.Namespace) -> None:
     os.environ.setdefault("VLLM_ASCEND_DEVICE", "cpu")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -49,15 +57,15 @@ def child(args: argparse.Namespace) -> None:
     params = SamplingParams(max_tokens=args.new, temperature=0.0, ignore_eos=True)
     prompts = [TokensPrompt(prompt_token_ids=p) for p in _prompts(args.batch, args.prompt_len)]
     llm.generate(prompts, params, use_tqdm=False)  # warm-up (and the prefix cache)
+    before = _spec_counters(llm)
     start = time.perf_counter()
     outs = llm.generate(prompts, params, use_tqdm=False)
     seconds = time.perf_counter() - start
     tokens = sum(len(o.outputs[0].token_ids) for o in outs)
-    metrics = {m.name: getattr(m, "value", None) for m in llm.get_metrics()}
+    after = _spec_counters(llm)
     print(json.dumps({
         "mode": args.mode, "tokens": tokens, "seconds": seconds,
-        "drafts": metrics.get("vllm:spec_decode_num_draft_tokens"),
-        "accepted": metrics.get("vllm:spec_decode_num_accepted_tokens"),
+        "drafts": after[0] - before[0], "accepted": after[1] - before[1],
         "ids": [list(o.outputs[0].token_ids) for o in outs],
     }))
     llm.llm_engine.engine_core.shutdown()
