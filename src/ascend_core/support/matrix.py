@@ -121,8 +121,10 @@ _NO_SPEC_HOST = Refused(
     "serve with speculative_config method 'ngram', or without --speculative-config",
 )
 _NO_SPEC_NPU = Refused(
-    "speculative decoding has not been built for the NPU path of this plugin yet (its "
-    "rejection sampler and draft runners are CUDA/Triton code)",
+    "speculative decoding is not proven on the NPU path of this plugin yet: the rejection "
+    "sampler has a torch path (RejectionOps), but the fused attention op takes host-side "
+    "sequence lengths, which with draft tokens are only upper bounds, and the draft "
+    "runners (EAGLE, MTP, draft model) are CUDA/Triton code",
     "serve without --speculative-config, or use vllm-ascend",
 )
 _UNKNOWN_SPEC = Refused(
