@@ -63,6 +63,7 @@ class HostDevice(containers.DeclarativeContainer):
     sampling_ops = providers.Singleton(_lazy, "adapters.cpu.sampling:CpuSamplingOps")
     slot_mapping = providers.Singleton(_lazy, "adapters.cpu.slot_mapping:CpuSlotMapping")
     host_gemm = providers.Singleton(_lazy, "adapters.cpu.host_gemm:CpuHostGemm")
+    rejection_ops = providers.Singleton(_lazy, "adapters.cpu.rejection:CpuRejectionOps")
     runtime = providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime")
     communicator = providers.Singleton(_lazy, "adapters.cpu.communicator:GlooCommunicator")
 
@@ -85,6 +86,9 @@ class NpuDevice(containers.DeclarativeContainer):
     # Plain torch on the device's tensors: no torch_npu asked for.
     sampling_ops = providers.Singleton(_lazy, "adapters.npu.sampling:NpuSamplingOps")
     slot_mapping = providers.Singleton(_lazy, "adapters.npu.slot_mapping:NpuSlotMapping")
+    rejection_ops = providers.Singleton(
+        _lazy, "adapters.npu.rejection:NpuRejectionOps", torch_npu
+    )
     runtime = providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu)
     communicator = providers.Singleton(_lazy, "adapters.npu.collective:HcclCommunicator")
 
@@ -147,6 +151,10 @@ class Container(containers.DeclarativeContainer):
     # The host GEMM (ports/host_gemm.py), the host's alone: an NPU's linear layers keep
     # vLLM's GEMM on the device.
     host_gemm = host_device.host_gemm
+    # Speculative decoding's draft verification (ports/rejection.py).
+    rejection_ops = providers.Selector(
+        serving_kind, npu=npu_device.rejection_ops, cpu=host_device.rejection_ops
+    )
     runtime = providers.Selector(serving_kind, npu=npu_runtime, cpu=host_device.runtime)
     # The chip family, read once from the serving runtime (torch_npu's device name).
     serving_chip = providers.Singleton(_serving_chip, device_decision, runtime.provider)

@@ -35,6 +35,7 @@ PORT_OF = {
     "sampling_ops": "ports.sampling:SamplingOps",
     "slot_mapping": "ports.slot_mapping:SlotMapping",
     "host_gemm": "ports.host_gemm:HostGemm",
+    "rejection_ops": "ports.rejection:RejectionOps",
     "upstream": "ports.upstream:Upstream",
     "model_files": "ports.model_files:ModelFiles",
     "local_files": "ports.local_files:LocalFiles",
