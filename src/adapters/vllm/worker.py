@@ -59,6 +59,11 @@ class DeviceWorker(Worker):
             current_platform.dist_backend,
         )
         set_random_seed(self.model_config.seed)
+        # vLLM's runner takes scratch from its workspace manager and locks it before graph
+        # capture (so a captured graph never sees it move): one per worker, on its device.
+        from vllm.v1.worker.workspace import init_workspace_manager
+
+        init_workspace_manager(self.device, 2 if self.parallel_config.enable_dbo else 1)
         module, _, name = self.runner_path.partition(":")
         runner = getattr(importlib.import_module(module), name)
         with stop_on_our_errors(self.parallel_config):
@@ -132,8 +137,23 @@ class DeviceWorker(Worker):
         return sum(spec.max_memory_usage_bytes(self.vllm_config) for spec in specs.values())
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
+        """vLLM captures the plan's graphs here (the NPU: through the platform's graph
+        wrapper); the compiled model was already built by the profiling pass."""
+        from vllm.config import CUDAGraphMode
         from vllm.utils.torch_utils import set_random_seed
 
+        mode = self.compilation_config.cudagraph_mode
+        if not self.model_config.enforce_eager and mode not in (None, CUDAGraphMode.NONE):
+            start = time.perf_counter()
+            with set_current_vllm_config(self.vllm_config):
+                graph_bytes = self.model_runner.capture_model()
+            logger.info(
+                "Captured %s graphs for sizes %s in %.2f s; graph memory %s.",
+                mode.name,
+                self.compilation_config.cudagraph_capture_sizes,
+                time.perf_counter() - start,
+                format_bytes(int(graph_bytes or 0)),
+            )
         set_random_seed(self.model_config.seed)
         return CompilationTimes(
             language_model=self.compilation_config.compilation_time,

@@ -31,6 +31,7 @@ def decide_graph_mode(deployment: Deployment, draft: Draft) -> Draft:
     for. On an NPU: eager with enforce_eager; with launch blocking, compiled without graphs;
     otherwise NPU graphs."""
     draft = _decide(deployment, draft)
+    draft = _no_cuda_fusion_passes(deployment, draft)
     config = draft.decisions.ascend_config
     if config is None:
         return draft
@@ -50,6 +51,25 @@ def decide_graph_mode(deployment: Deployment, draft: Draft) -> Draft:
         else:
             continue
         draft = draft.warn(f"additional_config.{_COMPILE}.{key} has no effect: {why}.")
+    return draft
+
+
+# vLLM's RMSNorm/SiluMul + quant fusion passes replace patterns with its CUDA kernels
+# (RMSNormQuantFusionPass and its kin); on an NPU they fail when the compiler builds them.
+FUSION_PASSES_REASON = (
+    "vLLM's norm/activation + quant fusion passes rewrite the graph into its CUDA kernels, "
+    "which the NPU has none of; the NPU's own fused ops come through the ops port"
+)
+
+
+def _no_cuda_fusion_passes(deployment: Deployment, draft: Draft) -> Draft:
+    """On an NPU that runs vLLM's compiler, its CUDA-only fusion passes go, with the reason."""
+    if deployment.device_kind is not DeviceKind.NPU:
+        return draft
+    if draft.decisions.compile_mode not in (None, CompileMode.VLLM_COMPILE):
+        return draft
+    for field in (fields.FUSE_NORM_QUANT, fields.FUSE_ACT_QUANT):
+        draft = draft.change(field, None, False, FUSION_PASSES_REASON)
     return draft
 
 

@@ -248,3 +248,14 @@ def test_sequence_parallel_fitting_and_a5_reduction_are_one_change() -> None:
     assert change.old == sizes
     assert change.new == (2, 12, 24, 64)  # (2, 4, 8, 12, 16, 24, 32, 48, 64) reduced to 4
     assert "sequence parallelism" in change.reason and "A5" in change.reason
+
+
+def test_npu_compiling_turns_off_vllms_cuda_fusion_passes_with_the_reason() -> None:
+    from ascend_core.plan.graph import FUSION_PASSES_REASON
+
+    compiled = plan_config(npu())
+    for field in (fields.FUSE_NORM_QUANT, fields.FUSE_ACT_QUANT):
+        (change,) = compiled.changes_to(field)
+        assert change.new is False and change.reason == FUSION_PASSES_REASON
+    eager = plan_config(npu(compilation={"enforce_eager": True}))
+    assert not eager.changes_to(fields.FUSE_NORM_QUANT)
