@@ -413,6 +413,13 @@ class AscendNpuPlatform(AscendPlatformBase):
     # -- graphs --------------------------------------------------------------------
 
     @classmethod
+    def opaque_attention_op(cls) -> bool:
+        """Attention as vLLM's one opaque op, where vLLM's piecewise compiler splits the
+        model: PIECEWISE graphs hold what lies between, and attention (whose host-side
+        lengths change every step) runs eagerly between their replays."""
+        return True
+
+    @classmethod
     def support_static_graph_mode(cls) -> bool:
         """vLLM captures the plan's NPU graphs through get_static_graph_wrapper_cls."""
         return True

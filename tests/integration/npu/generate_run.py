@@ -137,10 +137,11 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
     params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
     batch = [TokensPrompt(prompt_token_ids=p) for p in prompts(0, lengths or LENGTHS)]
     if lengths:  # the graph runs: one pass, its counters, no sampling or cost passes
-        from support.emulated_npu_device import counters, reset_counters
-
         captured = compilation_counter.num_cudagraph_captured
-        reset_counters()
+        if device == "npu":
+            from support.emulated_npu_device import counters, reset_counters
+
+            reset_counters()
         out = llm.generate(batch, params, use_tqdm=False)
         compilation = llm.llm_engine.vllm_config.compilation_config
         print("RESULT " + json.dumps({
