@@ -55,6 +55,7 @@ class NpuModelRunner(GPUModelRunner):
     sample_tokens = _in_scope("sample_tokens")
     profile_run = _in_scope("profile_run")
     capture_model = _in_scope("capture_model")
+    profile_cudagraph_memory = _in_scope("profile_cudagraph_memory")
     initialize_kv_cache = _in_scope("initialize_kv_cache")
 
 

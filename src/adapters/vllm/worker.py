@@ -9,6 +9,7 @@ import logging
 import time
 from typing import Any, ClassVar
 
+import attrs
 import torch
 from vllm.config import set_current_vllm_config
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
@@ -78,6 +79,10 @@ class DeviceWorker(Worker):
         """The KV-cache bytes, sized after a profiling pass as vLLM's GPU worker does, so the
         memory the process holds includes the activation peak of the largest batch."""
         memory = self._profile_memory()
+        graph_bytes = self._graph_memory_estimate()
+        if graph_bytes:
+            # The graphs captured after the KV cache is allocated need their pool too.
+            memory = attrs.evolve(memory, free_bytes=max(0, memory.free_bytes - graph_bytes))
         with stop_on_our_errors(self.parallel_config):
             budget = kv_cache_budget(
                 memory,
@@ -93,6 +98,32 @@ class DeviceWorker(Worker):
         logger.info("%s", budget.reason)
         return budget.kv_cache_bytes
 
+    def _graph_memory_estimate(self) -> int:
+        """Bytes the graphs the plan captures will hold, measured as vLLM's GPU worker
+        measures CUDA graphs (a few throwaway captures in a pool of their own); 0 on a
+        device without graphs or when none are captured."""
+        from vllm.config import CUDAGraphMode
+
+        mode = self.compilation_config.cudagraph_mode
+        if (
+            self.model_config.enforce_eager
+            or mode in (None, CUDAGraphMode.NONE)
+            or self.runtime.graphs() is None
+        ):
+            return 0
+        with set_current_vllm_config(self.vllm_config):
+            estimate = int(self.model_runner.profile_cudagraph_memory())
+        fixed = self.cache_config.kv_cache_memory_bytes is not None
+        logger.info(
+            "%s graphs are estimated to hold %s; %s.",
+            mode.name,
+            format_bytes(estimate),
+            "--kv-cache-memory-bytes fixes the KV cache, the graphs come on top"
+            if fixed
+            else "the KV cache budget leaves it free",
+        )
+        return estimate
+
     def _host_workers(self) -> int | None:
         """On the host device, the workers on this machine that share its RAM; else None."""
         from vllm.platforms import current_platform
@@ -107,8 +138,8 @@ class DeviceWorker(Worker):
         then the sampler), with the peak of that pass, read through the runtime port.
 
         Run with --kv-cache-memory-bytes too, as vLLM does: an activation peak that does
-        not fit then fails at start instead of at the first full batch. No graph memory is
-        estimated: this worker captures no graphs.
+        not fit then fails at start instead of at the first full batch. Graph memory is
+        estimated apart (_graph_memory_estimate).
         """
         gc.collect()
         self.runtime.empty_cache()
