@@ -149,6 +149,14 @@ NPU_MOE_GRAPHS_REASON = (
     "NPU graph capture refuses; the MoE model runs compiled without graphs"
 )
 
+# Whether NPU workers capture graphs under tensor/pipeline/data parallelism: not yet.
+NPU_PARALLEL_GRAPHS = False
+NPU_PARALLEL_GRAPHS_REASON = (
+    "vLLM's graph capture (GroupCoordinator.graph_capture) takes only its CUDA and XPU "
+    "device communicators, so with tensor, pipeline or data parallelism the NPU workers "
+    "capture no graphs yet; the model runs compiled without graphs"
+)
+
 
 def _npu_serves(deployment: Deployment, mode: GraphMode) -> tuple[GraphMode, list[str]]:
     """The graph mode the NPU's backends and layers can capture, and why it differs."""
@@ -162,6 +170,10 @@ def _npu_serves(deployment: Deployment, mode: GraphMode) -> tuple[GraphMode, lis
     if mode is not GraphMode.NONE and deployment.model.is_moe:
         mode = GraphMode.NONE
         reasons.append(NPU_MOE_GRAPHS_REASON)
+    par = deployment.parallel
+    if mode is not GraphMode.NONE and not NPU_PARALLEL_GRAPHS and max(par.tp, par.pp, par.dp) > 1:
+        mode = GraphMode.NONE
+        reasons.append(NPU_PARALLEL_GRAPHS_REASON)
     return mode, reasons
 
 
