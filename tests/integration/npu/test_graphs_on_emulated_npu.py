@@ -7,10 +7,11 @@ captures graphs for sizes 1, 2, 4 and 8 through the platform's static graph wrap
 emulated device records what a capture launches and refuses what a real capture refuses
 (a device-to-host read, a sync); replays run the record again over the same memory.
 
-Prompts of five different lengths (1 to 77 tokens) finish prefill at different steps and
+Prompts of five different lengths (1 to 150 tokens) finish prefill at different steps and
 decode together in batches of 3 to 5 requests, padded to the captured 4 and 8: their
-greedy ids must equal the eager NPU run's and the host's.
-bf16, block 128, chunked prefill (a 77-token prompt, 64 tokens a step). An emulator,
+greedy ids must equal the eager NPU run's and the host's, in both passes (the second
+finds the 150-token prompt's first block in the prefix cache).
+bf16, block 128, chunked prefill (the 150-token prompt, 64 tokens a step). An emulator,
 not Ascend hardware.
 """
 
@@ -22,7 +23,7 @@ import pytest
 
 from integration.npu.test_generate_on_emulated_npu import _result, _start
 
-LENGTHS = "5,40,1,77,20"
+LENGTHS = "5,40,1,150,20"
 # style -> the graph mode the operator asks for. Qwen3 asks FULL_DECODE_ONLY, which the
 # NPU's attention cannot capture yet: the plan serves it as PIECEWISE, logged with its
 # reason (ascend_core/plan/graph.py), never silently as NONE.
@@ -85,7 +86,8 @@ def test_npu_graphs_are_captured_and_give_the_eager_ids(graph_runs, style: str) 
     assert counters["fallback_ops"] < eager["counters"]["fallback_ops"]
     assert counters["d2h_copies"] == eager["counters"]["d2h_copies"]
     assert counters["scalar_reads"] == 0
-    assert graphs["runs"] == eager["runs"]
+    assert graphs["runs"] == eager["runs"] and len(graphs["runs"]) == 2
+    assert graphs["cached_tokens"] == [0, 0, 0, 128, 0] == eager["cached_tokens"]
     if style in HOST_TOO:
         assert eager["runs"] == graph_runs["host", style, "eager"]["runs"]
 
