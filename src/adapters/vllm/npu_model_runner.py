@@ -3,7 +3,9 @@
 The pattern of vLLM's own XPU runner: the GPU runner unchanged in its math and buffers
 (device tensors with pinned host staging and non-blocking copies), constructed and run
 inside the runtime's `runner_scope`, which binds the torch.cuda stream, event and graph
-names it calls to the device's API and restores them on exit.
+names it calls to the device's API and restores them on exit. NpuGraphWrapper is the
+static graph wrapper the platform names: vLLM's capture/replay decisions, carried out
+through the runtime port's graphs.
 """
 
 from __future__ import annotations
@@ -113,7 +115,8 @@ class NpuGraphWrapper(CUDAGraphWrapper):
         if entry is None:
             entry = self.concrete_cudagraph_entries[key] = CUDAGraphEntry(batch_descriptor=key)
         if entry.cudagraph is not None:
-            _before_replay(self, entry, context)
+            # PIECEWISE only (plan/graph.py): attention runs eagerly between the pieces,
+            # so no host-side argument of a captured op changes between replays.
             self._graphs.replay(entry.cudagraph)
             return entry.output
         validate_cudagraph_capturing_enabled()
@@ -132,7 +135,3 @@ class NpuGraphWrapper(CUDAGraphWrapper):
         entry.cudagraph = graph
         compilation_counter.num_cudagraph_captured += 1
         return output
-
-
-def _before_replay(wrapper: NpuGraphWrapper, entry: CUDAGraphEntry, context: Any) -> None:
-    """Host-side work due before a replay (the FULL graphs' attention lengths)."""
