@@ -70,3 +70,21 @@ serve: venv model
 	VLLM_ASCEND_DEVICE=cpu $(BIN)/vllm serve $(MODEL_DIR) --host 127.0.0.1 --port $(PORT) \
 		--dtype float32 --max-model-len 2048 $(SERVE_FLAGS) \
 		$(if $(KV_CACHE_BYTES),--kv-cache-memory-bytes $(KV_CACHE_BYTES)) --shutdown-timeout 5
+
+# Lowering of kernels/triton for Ascend targets up to HIVM (scripts/kernels_check.py), in a
+# venv of its own: triton-ascend installs as `triton`, beside the serving venv's triton.
+# No torch: lowering ahead of time needs none. pybind11: triton-ascend imports it
+# without declaring it. KERNELS_CHECK_ARGS passes options (--cases FILE, --keep DIR).
+KERNELS_VENV := .cache/kernels-venv
+KERNELS_STAMP := $(KERNELS_VENV)/.installed
+KERNELS_CHECK_ARGS ?=
+
+.PHONY: kernels-check
+
+$(KERNELS_STAMP):
+	test -x $(KERNELS_VENV)/bin/python || $(PYTHON) -m venv $(KERNELS_VENV)
+	$(KERNELS_VENV)/bin/pip install --quiet triton-ascend==3.2.0 ascendnpu-ir==1.2.0 pybind11
+	touch $@
+
+kernels-check: $(KERNELS_STAMP)
+	$(KERNELS_VENV)/bin/python scripts/kernels_check.py $(KERNELS_CHECK_ARGS)

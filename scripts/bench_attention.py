@@ -26,15 +26,15 @@ from typing import Any
 
 import torch
 
+from adapters.attention_plan import build_attention_plan
 from adapters.cpu.ops import CpuOps
-from ports.ops import PagedAttentionMeta
 
 HQ, HK, D, BLOCK = 12, 4, 64, 128
 
 
 def load_baseline(src: Path) -> Any:
-    """CpuOps of another source tree, as module `baseline_cpu_ops` (its ports import is
-    this tree's: the PagedAttentionMeta fields are the same)."""
+    """CpuOps of another source tree, as module `baseline_cpu_ops` (its imports are this
+    tree's: the baseline must read the same AttentionPlan, i.e. be of this tree's API)."""
     spec = importlib.util.spec_from_file_location("baseline_cpu_ops", src / "adapters/cpu/ops.py")
     if spec is None or spec.loader is None:
         raise SystemExit(f"no adapters/cpu/ops.py under {src}")
@@ -103,11 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     q_lens = seq_lens if args.prefill else torch.ones(b, dtype=torch.int32)
     qsl = torch.zeros(b + 1, dtype=torch.int32)
     torch.cumsum(q_lens, 0, out=qsl[1:])
-    meta = PagedAttentionMeta(
-        query_start_loc=qsl, seq_lens=seq_lens, block_table=table,
-        max_query_len=int(q_lens.max()), max_seq_len=int(seq_lens.max()),
-        num_actual_tokens=int(qsl[-1]),
-    )
+    meta = build_attention_plan(qsl, seq_lens, table, needs=CpuOps.plan_needs)
     query = torch.randn(int(qsl[-1]), HQ, D).to(dtype)
     scale = D**-0.5
     ops = {"baseline": load_baseline(args.baseline)(), "current": CpuOps()}

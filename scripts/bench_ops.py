@@ -20,8 +20,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from adapters.cpu.ops import CpuOps, _context_slots
-from ports.ops import PagedAttentionMeta
+from adapters.attention_plan import build_attention_plan
+from adapters.cpu.ops import CpuOps
+from adapters.cpu.reference_ops import _context_slots
 
 HQ, HK, D, HIDDEN, INTER, BLOCK = 12, 4, 64, 768, 2048, 128
 
@@ -98,10 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     block_table = block_table.to(torch.int32)
     seq_lens = torch.full((b,), args.ctx, dtype=torch.int32)
     seq_lens[::2] -= 7  # ragged, as in a real batch
-    meta = PagedAttentionMeta(
-        query_start_loc=torch.arange(b + 1, dtype=torch.int32), seq_lens=seq_lens,
-        block_table=block_table, max_query_len=1, max_seq_len=int(seq_lens.max()),
-        num_actual_tokens=b,
+    meta = build_attention_plan(
+        torch.arange(b + 1, dtype=torch.int32), seq_lens, block_table, needs=CpuOps.plan_needs
     )
     query = torch.randn(b, HQ, D)
     out = torch.empty(b, HQ, D)

@@ -29,11 +29,15 @@ DENSE_STYLES = ("llama", "qwen3")
 # experts, sigmoid scores with a correction bias, grouped top-k, routed scaling),
 # DeepSeek-V2-Lite (MLA without q LoRA, softmax greedy top-k) and Qwen3-MoE (GQA).
 MOE_STYLES = ("deepseek_v3", "deepseek_v2", "qwen3_moe")
-STYLES = DENSE_STYLES + MOE_STYLES
+# A Llama whose greedy continuations repeat (its lm_head leans towards the current token's
+# embedding), so n-gram and suffix proposals of speculative decoding get accepted.
+REPEAT_STYLES = ("llama_repeat",)
+STYLES = DENSE_STYLES + MOE_STYLES + REPEAT_STYLES
 # Which tokenizer and chat template each style takes (BOS-prefixed or not).
 TOKENIZER_FAMILY = {
     "llama": "llama", "qwen3": "qwen3",
     "deepseek_v3": "llama", "deepseek_v2": "llama", "qwen3_moe": "qwen3",
+    "llama_repeat": "llama",
 }
 DTYPES = ("float32", "bfloat16")
 
@@ -206,6 +210,8 @@ def _build(out: Path, style: str, size: str, seed: int, dtype: str) -> None:
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         _shape_weights(model, shape["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
         _shape_moe_weights(model)
+        if style in REPEAT_STYLES:
+            _shape_repeat_weights(model)
     if dtype == "bfloat16":
         model = model.to(torch.bfloat16)
     model.config.dtype = dtype
@@ -246,7 +252,7 @@ def _config(
     }
     if style in MOE_STYLES:
         return _moe_config(style, common, size)
-    if style == "llama":
+    if style in ("llama", *REPEAT_STYLES):
         return LlamaConfig(
             **common, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}
         )
@@ -330,6 +336,22 @@ def _shape_weights(model: Any, hidden: int, special_ids: list[int]) -> None:
         head = model.get_output_embeddings().weight
         head.normal_(0.0, 4.0 / hidden**0.5)
         head[special_ids] = 0.0
+
+
+def _shape_repeat_weights(model: Any) -> None:
+    """After _shape_weights: layer outputs at 0.8 scale and an lm_head that is mostly
+    the input embedding, so the current token usually scores highest and greedy decoding
+    settles into repeats; attention still moves the logits (not a pure copy model)."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                param.mul_(0.8)
+        head = model.get_output_embeddings().weight
+        special = (head == 0).all(dim=1)
+        head.mul_(0.6).add_(model.get_input_embeddings().weight)
+        head[special] = 0.0
 
 
 def _corpus() -> list[str]:

@@ -60,6 +60,10 @@ class HostDevice(containers.DeclarativeContainer):
     moe_ops = providers.Singleton(_lazy, "adapters.cpu.moe:CpuMoeOps")
     quant_moe_ops = providers.Singleton(_lazy, "adapters.cpu.quant_moe:CpuQuantMoeOps")
     mla_ops = providers.Singleton(_lazy, "adapters.cpu.mla:CpuMlaOps")
+    sampling_ops = providers.Singleton(_lazy, "adapters.cpu.sampling:CpuSamplingOps")
+    slot_mapping = providers.Singleton(_lazy, "adapters.cpu.slot_mapping:CpuSlotMapping")
+    host_gemm = providers.Singleton(_lazy, "adapters.cpu.host_gemm:CpuHostGemm")
+    rejection_ops = providers.Singleton(_lazy, "adapters.cpu.rejection:CpuRejectionOps")
     runtime = providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime")
     communicator = providers.Singleton(_lazy, "adapters.cpu.communicator:GlooCommunicator")
 
@@ -79,6 +83,12 @@ class NpuDevice(containers.DeclarativeContainer):
         _lazy, "adapters.npu.quant_moe:NpuQuantMoeOps", torch_npu
     )
     mla_ops = providers.Singleton(_lazy, "adapters.npu.mla:NpuMlaOps", torch_npu)
+    # Plain torch on the device's tensors: no torch_npu asked for.
+    sampling_ops = providers.Singleton(_lazy, "adapters.npu.sampling:NpuSamplingOps")
+    slot_mapping = providers.Singleton(_lazy, "adapters.npu.slot_mapping:NpuSlotMapping")
+    rejection_ops = providers.Singleton(
+        _lazy, "adapters.npu.rejection:NpuRejectionOps", torch_npu
+    )
     runtime = providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu)
     communicator = providers.Singleton(_lazy, "adapters.npu.collective:HcclCommunicator")
 
@@ -130,6 +140,20 @@ class Container(containers.DeclarativeContainer):
     )
     quant_moe_ops = providers.Selector(
         serving_kind, npu=npu_device.quant_moe_ops, cpu=host_device.quant_moe_ops
+    )
+    # Sampling (ports/sampling.py) and the step's KV-cache slots (ports/slot_mapping.py).
+    sampling_ops = providers.Selector(
+        serving_kind, npu=npu_device.sampling_ops, cpu=host_device.sampling_ops
+    )
+    slot_mapping = providers.Selector(
+        serving_kind, npu=npu_device.slot_mapping, cpu=host_device.slot_mapping
+    )
+    # The host GEMM (ports/host_gemm.py), the host's alone: an NPU's linear layers keep
+    # vLLM's GEMM on the device.
+    host_gemm = host_device.host_gemm
+    # Speculative decoding's draft verification (ports/rejection.py).
+    rejection_ops = providers.Selector(
+        serving_kind, npu=npu_device.rejection_ops, cpu=host_device.rejection_ops
     )
     runtime = providers.Selector(serving_kind, npu=npu_runtime, cpu=host_device.runtime)
     # The chip family, read once from the serving runtime (torch_npu's device name).

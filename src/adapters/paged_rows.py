@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from ports.ops import AttentionPart
+
 Rows = tuple[torch.Tensor, torch.Tensor]  # (block ids, offsets in the block), int64
 
 
@@ -46,12 +48,12 @@ def slot_rows(
     return rows_at(positions, slot_mapping.numel(), *values)
 
 
-def sequence_rows(block_table: torch.Tensor, seq_lens: torch.Tensor, block_size: int) -> Rows:
-    """(block, offset) of positions 0 .. seq_len - 1 of each sequence, concatenated.
-
-    seq_lens may be a host tensor (the total is read from it, not from the device)."""
-    total = int(seq_lens.sum())
-    lens = seq_lens.long().to(block_table.device)
+def sequence_rows(
+    block_table: torch.Tensor, seq_lens: torch.Tensor, block_size: int, total: int
+) -> Rows:
+    """(block, offset) of positions 0 .. seq_len - 1 of each sequence, concatenated;
+    `total` is sum(seq_lens), given from the host (nothing is read back)."""
+    lens = seq_lens.long()
     seq_of = torch.repeat_interleave(
         torch.arange(lens.shape[0], device=lens.device), lens, output_size=total
     )
@@ -61,10 +63,10 @@ def sequence_rows(block_table: torch.Tensor, seq_lens: torch.Tensor, block_size:
     return blocks, pos % block_size
 
 
-def gather_planes(
-    planes: tuple[torch.Tensor, ...], block_table: torch.Tensor, seq_lens: torch.Tensor
-) -> torch.Tensor:
-    """Each sequence's rows of every cache plane [blocks, block_size, ...], side by side on
-    the last dim, sequences concatenated: plain indexing, the same on every device."""
-    at = sequence_rows(block_table, seq_lens, planes[0].shape[1])
+def gather_planes(planes: tuple[torch.Tensor, ...], part: AttentionPart) -> torch.Tensor:
+    """Each of the part's sequences' rows of every cache plane [blocks, block_size, ...],
+    side by side on the last dim, sequences concatenated: plain indexing, the same on
+    every device."""
+    total = sum(part.actual_seq_lens)
+    at = sequence_rows(part.block_table, part.seq_lens, planes[0].shape[1], total)
     return torch.cat([plane[at] for plane in planes], dim=-1)

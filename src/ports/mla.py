@@ -3,16 +3,19 @@
 A latent cache is two planes with the same paging: `latent` [num_blocks, block_size, L]
 (the compressed KV, kv_lora_rank L) and `rope` [num_blocks, block_size, R] (the rope key
 shared by all heads, qk_rope_head_dim R), each contiguous, as torch_npu's MLA attention
-takes them. N query heads; T tokens; B sequences. Lengths (seq_lens, query_lens,
-kv_lens) are host tensors: a device reads them without waiting for its stream.
+takes them. N query heads; T tokens; B sequences. The sequences of a call are a part of
+the step's AttentionPlan (ports.ops), built once per step: its lengths as host ints and
+its index tensors on the device, so a device reads no length back.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from attrs import frozen
+
+from ports.ops import AttentionPart, AttentionPlanNeeds
 
 if TYPE_CHECKING:
     import torch
@@ -28,6 +31,9 @@ class LatentCache:
 
 class MlaOps(abc.ABC):
     """The MLA role of a device adapter."""
+
+    #: What this device's MLA ops read from the step's AttentionPlan parts.
+    plan_needs: ClassVar[AttentionPlanNeeds] = AttentionPlanNeeds()
 
     def check(self, num_heads: int, latent_dim: int, rope_dim: int, qk_dim: int,  # noqa: B027
               v_dim: int, block_size: int, dtype_name: str) -> None:
@@ -45,13 +51,9 @@ class MlaOps(abc.ABC):
         """Store latent [T, L] and rope_key [T, R] (or [T, 1, R]) at flat slots; -1 skips."""
 
     @abc.abstractmethod
-    def gather_latent(
-        self, cache: LatentCache, block_table: torch.Tensor, seq_lens: torch.Tensor
-    ) -> torch.Tensor:
-        """[sum(seq_lens), L + R]: positions 0 .. seq_len - 1 of each sequence, concatenated.
-
-        block_table [B, max_blocks]; seq_lens [B] (host-readable lengths).
-        """
+    def gather_latent(self, cache: LatentCache, part: AttentionPart) -> torch.Tensor:
+        """[sum(seq_lens), L + R]: positions 0 .. seq_len - 1 of each of the part's
+        sequences, concatenated (its block_table and seq_lens)."""
 
     @abc.abstractmethod
     def prefill_attention(
@@ -59,15 +61,15 @@ class MlaOps(abc.ABC):
         query: torch.Tensor,
         key: torch.Tensor,
         value: torch.Tensor,
-        query_lens: torch.Tensor,
-        kv_lens: torch.Tensor,
+        part: AttentionPart,
         scale: float,
     ) -> torch.Tensor:
-        """Causal attention over ragged sequences: query [Tq, N, Dqk] against key
-        [Tk, N, Dqk], value [Tk, N, Dv], sequences concatenated in the same order.
+        """Causal attention over the part's ragged sequences: query [Tq, N, Dqk] (its new
+        tokens) against key [Tk, N, Dqk], value [Tk, N, Dv] (each sequence's whole
+        context, seq_len rows), sequences concatenated in the same order.
 
         The queries of a sequence are its last query_len positions: query i sees
-        keys 0 .. kv_len - query_len + i. Returns [Tq, N, Dv] in the query's dtype.
+        keys 0 .. seq_len - query_len + i. Returns [Tq, N, Dv] in the query's dtype.
         """
 
     @abc.abstractmethod
@@ -76,11 +78,11 @@ class MlaOps(abc.ABC):
         query_latent: torch.Tensor,
         query_rope: torch.Tensor,
         cache: LatentCache,
-        block_table: torch.Tensor,
-        seq_lens: torch.Tensor,
+        part: AttentionPart,
         scale: float,
     ) -> torch.Tensor:
-        """One new token per sequence, attending in latent space (absorbed projections).
+        """One new token per sequence of the decode part, attending in latent space
+        (absorbed projections), over its block_table and seq_lens.
 
         query_latent [B, N, L] (q_nope already multiplied by W_UK), query_rope [B, N, R];
         score = scale * (q_latent . latent + q_rope . rope_key) over the cache rows

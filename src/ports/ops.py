@@ -8,7 +8,8 @@ sequences in the batch.
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Any
+import enum
+from typing import TYPE_CHECKING, ClassVar
 
 from attrs import frozen
 
@@ -16,32 +17,120 @@ if TYPE_CHECKING:
     import torch
 
 
-@frozen
-class PagedAttentionMeta:
-    """The batch layout of one attention call over a paged KV cache.
+class IndexDtype(enum.Enum):
+    """An integer tensor type, by its torch name."""
 
-    query_start_loc: [B+1] cumulative query-token offsets of each sequence.
+    INT32 = "int32"  # vLLM's block tables; what torch_npu's attention takes
+    INT64 = "int64"  # what the host's native kernels take
+
+
+@frozen
+class AttentionPlanNeeds:
+    """What a device's attention ops read from an AttentionPlan beyond its common fields.
+
+    block_table_dtype: the integer type of every block table in the plan.
+    token_rows: whether the plan carries every new token as a row of its own
+        (token_block_table, token_seq_lens).
+    """
+
+    block_table_dtype: IndexDtype = IndexDtype.INT32
+    token_rows: bool = False
+
+
+@frozen
+class AttentionPart:
+    """The decode sequences (one new token each) or the prefill sequences (more; with
+    vLLM's MLA split also one-token requests past its boundary) of a step, laid out as
+    one padded [b, S] query, S = max_query_len. Sequences with no new token are in
+    neither part.
+
+    seqs: [b] int64, their rows of the batch (of block_table, seq_lens).
+    actual_query_lens / actual_seq_lens: their new tokens and context lengths as host ints
+        (torch_npu's attention takes its lengths as host lists).
+    query_start_loc: [b + 1] int64 offsets of their tokens among the part's own.
+    query_lens / seq_lens: [b] int64, the same lengths as tensors.
+    block_table: [b, max_blocks] their block-table rows (AttentionPlanNeeds' dtype).
+    tokens: [n] int64, the batch token of each of their n tokens, in order.
+    padded_rows: [n] int64, the row (i * S + s) of each of those tokens in [b * S].
+    gather: [b * S] int64, the batch token each padded row takes; padding rows take
+        num_actual_tokens (one past the last token: a zero row the adapter appends).
+    """
+
+    seqs: torch.Tensor
+    actual_query_lens: tuple[int, ...]
+    actual_seq_lens: tuple[int, ...]
+    max_query_len: int
+    query_start_loc: torch.Tensor
+    query_lens: torch.Tensor
+    seq_lens: torch.Tensor
+    block_table: torch.Tensor
+    tokens: torch.Tensor
+    padded_rows: torch.Tensor
+    gather: torch.Tensor
+
+    @property
+    def num_seqs(self) -> int:
+        return len(self.actual_query_lens)
+
+    @property
+    def is_decode(self) -> bool:
+        return self.max_query_len == 1
+
+
+@frozen
+class AttentionPlan:
+    """The batch layout of one step's attention calls over a paged KV cache, built once
+    per step (adapters/attention_plan.py) from the runner's host copies and shared by
+    every layer. Every tensor is on the device (the derived indices moved there in one
+    copy a step); the host-side lengths are tuples of ints.
+
+    query_start_loc: [B + 1] cumulative query-token offsets of each sequence.
     seq_lens: [B] context length of each sequence, counting this step's tokens.
-    block_table: [B, max_blocks] cache block ids of each sequence.
-    max_query_len / max_seq_len: host-side maxima, so adapters need no sync.
-    query_start_loc_host / seq_lens_host: the same offsets and lengths as host ints,
-        from the runner's CPU-side copies of the batch (None: adapters read the tensors).
-    prepared: what the device adapter's `prepare_attention` built for this step.
+    block_table: [B, max_blocks] cache block ids of each sequence (needs' dtype).
+    slot_mapping: [num_actual_tokens] flat cache slot of each new token (vLLM's, cut at
+        num_actual_tokens); None where the caller writes the cache itself.
+    max_query_len / max_seq_len / num_actual_tokens: host-side, so adapters need no sync.
+    query_start_loc_host / seq_lens_host: the offsets and lengths as host ints.
+    decode / prefill: the two parts (None: no such sequence this step).
+    token_block_table / token_seq_lens: with AttentionPlanNeeds.token_rows, every new
+        token as a decode row: its sequence's block-table row [T, max_blocks], and its
+        context length [T] int64 (the cache before the step, and the new tokens up to
+        itself); else None.
+
+    With fixed maximum sizes, every tensor here can live in a persistent buffer written
+    in place each step (graph mode): padding sequences have no new token (in no part),
+    padding tokens slot -1 (which write_kv_cache must then skip on every device).
     """
 
     query_start_loc: torch.Tensor
     seq_lens: torch.Tensor
     block_table: torch.Tensor
+    slot_mapping: torch.Tensor | None
     max_query_len: int
     max_seq_len: int
     num_actual_tokens: int
-    query_start_loc_host: tuple[int, ...] | None = None
-    seq_lens_host: tuple[int, ...] | None = None
-    prepared: Any = None
+    query_start_loc_host: tuple[int, ...]
+    seq_lens_host: tuple[int, ...]
+    decode: AttentionPart | None
+    prefill: AttentionPart | None
+    token_block_table: torch.Tensor | None = None
+    token_seq_lens: torch.Tensor | None = None
+
+    @property
+    def num_seqs(self) -> int:
+        return len(self.seq_lens_host)
+
+    @property
+    def parts(self) -> tuple[AttentionPart, ...]:
+        """The decode part, then the prefill part, those that exist."""
+        return tuple(part for part in (self.decode, self.prefill) if part is not None)
 
 
 class Ops(abc.ABC):
     """Device ops with one meaning across devices."""
+
+    #: What this device's paged_attention reads from the step's AttentionPlan.
+    plan_needs: ClassVar[AttentionPlanNeeds] = AttentionPlanNeeds()
 
     @abc.abstractmethod
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -89,18 +178,13 @@ class Ops(abc.ABC):
         mapping (the host adapter also skips -1; a device adapter need not check).
         """
 
-    def prepare_attention(self, meta: PagedAttentionMeta) -> PagedAttentionMeta:
-        """Once per step, before any layer: `meta` with what every layer's attention call
-        reuses in `prepared` (index tensors, host-side lengths). By default nothing."""
-        return meta
-
     @abc.abstractmethod
     def paged_attention(
         self,
         query: torch.Tensor,
         key_cache: torch.Tensor,
         value_cache: torch.Tensor,
-        meta: PagedAttentionMeta,
+        plan: AttentionPlan,
         scale: float,
         out: torch.Tensor,
     ) -> torch.Tensor:

@@ -26,11 +26,6 @@ class MemoryInfo:
 class DeviceRuntime(abc.ABC):
     """One device's runtime as a worker sees it."""
 
-    @property
-    @abc.abstractmethod
-    def device_type(self) -> str:
-        """The torch device type string: `npu` or `cpu`."""
-
     @abc.abstractmethod
     def device(self, index: int) -> torch.device:
         """The torch device for a local index."""
@@ -38,10 +33,6 @@ class DeviceRuntime(abc.ABC):
     @abc.abstractmethod
     def set_device(self, index: int) -> None:
         """Make `index` the current device of this process."""
-
-    @abc.abstractmethod
-    def device_count(self) -> int:
-        """How many devices this process can see."""
 
     @abc.abstractmethod
     def device_name(self, index: int = 0) -> str:
@@ -75,14 +66,6 @@ class DeviceRuntime(abc.ABC):
     @abc.abstractmethod
     def current_stream(self) -> Any:
         """The current stream (an opaque handle on devices without streams)."""
-
-    @abc.abstractmethod
-    def new_stream(self) -> Any:
-        """A new stream of the current device (a handle; host work is in order anyway)."""
-
-    @abc.abstractmethod
-    def new_event(self, enable_timing: bool = False) -> Any:
-        """A new event with record/synchronize/query (and elapsed_time when timing)."""
 
     @abc.abstractmethod
     def runner_scope(self) -> AbstractContextManager[None]:

@@ -10,6 +10,16 @@ import pytest
 T = TypeVar("T")
 
 
+def has_compiler() -> bool:
+    """A C++ compiler torch's extension builds can use (ninja drives it)."""
+    return bool((shutil.which("c++") or shutil.which("g++")) and shutil.which("ninja"))
+
+
+needs_compiler = pytest.mark.skipif(
+    not has_compiler(), reason="no C++ compiler or ninja: the native kernels cannot be built"
+)
+
+
 def built_or_skip(found: T | None, kernel: str, fallback: str) -> T:
     """`found` (a native kernel accessor's answer), or the test skips where there is no
     C++ compiler (the host keeps `fallback`); with a compiler, a failed build fails."""

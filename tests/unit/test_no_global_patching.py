@@ -14,23 +14,9 @@ PATCHERS = {"setattr", "delattr", "patch", "object"}  # monkeypatch.*, mock.patc
 # Where a module global is still the only seam: (file name, patched name) -> what would
 # replace it. Keyed by file name, so a test file that moves keeps its entry.
 KNOWN: dict[str, str] = {
-    "test_deployment_parity.py planning.plan_for": (
+    "test_deployment_parity.py config_plan.plan_for": (
         "spies on the Deployment check_and_update_config plans: the platform could keep that "
         "Deployment on the config, as it keeps the patch plan"
-    ),
-    "test_cpu_native_decode.py native._library": (
-        "resets the native loader's module-level cache: the loader could be an object the "
-        "container serves"
-    ),
-    "test_cpu_native_decode.py native._tried": "as native._library",
-    "test_cpu_native_decode.py ops_module._NATIVE_MAX_QUERY": (
-        "lowers the native prefill limit: a CpuOps constructor parameter"
-    ),
-    "test_cpu_native_slot_mapping.py native.compute_slot_mapping": (
-        "forces the torch slot mapping: the slot-mapping port with its torch implementation"
-    ),
-    "test_npu_golden_ops.py ops_module.plan_groups": (
-        "spies on the step's grouping: the prepared step plan as a typed value to read"
     ),
 }
 
@@ -47,7 +33,7 @@ def _is_module(dotted: str) -> bool:
 
 
 def _our_modules(tree: ast.Module) -> set[str]:
-    """Local names bound to modules of our packages (`from adapters.vllm import planning`,
+    """Local names bound to modules of our packages (`from adapters.vllm import config_plan`,
     `import adapters.vllm.translate as translate`)."""
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -103,17 +89,17 @@ def test_no_test_patches_a_module_global_of_ours() -> None:
 def test_the_scan_sees_a_patch_of_our_module(tmp_path: Path) -> None:
     """Guards the scan with the three spellings it looks for."""
     source = (
-        "from adapters.vllm import planning\n"
+        "from adapters.vllm import config_plan\n"
         "import adapters.vllm.translate as translate\n"
         "def test(monkeypatch, mocker):\n"
-        "    monkeypatch.setattr(planning, 'plan_for', None)\n"
+        "    monkeypatch.setattr(config_plan, 'plan_for', None)\n"
         "    monkeypatch.setattr(translate, 'deployment', None)\n"
         "    mocker.patch('adapters.container.container')\n"
         "    monkeypatch.setattr(object(), 'x', 1)\n"  # an object the test holds: fine
     )
     (tmp_path / "scan_probe.py").write_text(source)
     assert _patches_of_our_globals(tmp_path / "scan_probe.py") == [
-        "scan_probe.py planning.plan_for",
+        "scan_probe.py config_plan.plan_for",
         "scan_probe.py translate.deployment",
         "scan_probe.py adapters.container.container",
     ]

@@ -10,12 +10,15 @@ import torch
 
 from adapters.paged_rows import gather_planes, slot_rows
 from ports.mla import LatentCache, MlaOps
+from ports.ops import AttentionPart, AttentionPlanNeeds, IndexDtype
 
 _F32 = torch.float32
 
 
 class CpuMlaOps(MlaOps):
     """Stateless; every result is a new tensor (the cache write is in place)."""
+
+    plan_needs = AttentionPlanNeeds(block_table_dtype=IndexDtype.INT64)
 
     def write_latent_cache(
         self,
@@ -30,23 +33,20 @@ class CpuMlaOps(MlaOps):
         cache.latent.index_put_(at, latent.to(cache.latent.dtype))
         cache.rope.index_put_(at, rope_key.to(cache.rope.dtype))
 
-    def gather_latent(
-        self, cache: LatentCache, block_table: torch.Tensor, seq_lens: torch.Tensor
-    ) -> torch.Tensor:
-        return gather_planes((cache.latent, cache.rope), block_table, seq_lens)
+    def gather_latent(self, cache: LatentCache, part: AttentionPart) -> torch.Tensor:
+        return gather_planes((cache.latent, cache.rope), part)
 
     def prefill_attention(
         self,
         query: torch.Tensor,
         key: torch.Tensor,
         value: torch.Tensor,
-        query_lens: torch.Tensor,
-        kv_lens: torch.Tensor,
+        part: AttentionPart,
         scale: float,
     ) -> torch.Tensor:
         """Padded to [B, N, max_len, D], one SDPA with an explicit causal-offset mask."""
-        q_lens, k_lens = query_lens.long(), kv_lens.long()
-        max_q, max_k = int(q_lens.max()), int(k_lens.max())
+        q_lens, k_lens = part.query_lens, part.seq_lens
+        max_q, max_k = part.max_query_len, max(part.actual_seq_lens)
         q_pad, q_at = _pad(query, q_lens, max_q)
         k_pad, _ = _pad(key, k_lens, max_k)
         v_pad, _ = _pad(value, k_lens, max_k)
@@ -71,18 +71,17 @@ class CpuMlaOps(MlaOps):
         query_latent: torch.Tensor,
         query_rope: torch.Tensor,
         cache: LatentCache,
-        block_table: torch.Tensor,
-        seq_lens: torch.Tensor,
+        part: AttentionPart,
         scale: float,
     ) -> torch.Tensor:
         """MQA over the latent rows: one key/value row per position shared by all heads."""
-        lens = seq_lens.long()
+        lens = part.seq_lens
         latent_dim = query_latent.shape[-1]
-        max_len = int(lens.max())
+        max_len = max(part.actual_seq_lens)
         block_size = cache.latent.shape[1]
         pos = torch.arange(max_len)
         valid = pos[None, :] < lens[:, None]
-        blocks = block_table.long().index_select(
+        blocks = part.block_table.index_select(
             1, torch.div(pos, block_size, rounding_mode="floor")
         )
         # Positions past a sequence's end read its first row (written, so finite).
@@ -98,7 +97,7 @@ class CpuMlaOps(MlaOps):
 
 
 def _ragged_positions(lens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """For concatenated sequences of `lens`: each row's sequence and position in it."""
+    """For concatenated sequences of host `lens`: each row's sequence and position in it."""
     total = int(lens.sum())
     seq_of = torch.repeat_interleave(torch.arange(lens.shape[0]), lens, output_size=total)
     starts = torch.cumsum(lens, 0) - lens

@@ -19,7 +19,14 @@ _F32 = torch.float32
 
 
 class CpuMoeOps(MoeOps):
-    """Stateless; every result is a new tensor."""
+    """Stateless; every result is a new tensor.
+
+    `native_kernels`: routing and experts through the native ops where they build (False:
+    always the torch steps, the reference the native ops are checked against).
+    """
+
+    def __init__(self, native_kernels: bool = True) -> None:
+        self._native_kernels = native_kernels
 
     def route(
         self,
@@ -32,7 +39,8 @@ class CpuMoeOps(MoeOps):
         Plain top-k (no groups, no bias) goes to the native op where it is built: torch's
         softmax steps and top-k loop (or its ops) in one call, so the same bits (moe_route.cpp).
         """
-        if not routing.grouped and correction_bias is None and router_logits.dim() == 2:
+        plain = not routing.grouped and correction_bias is None and router_logits.dim() == 2
+        if plain and self._native_kernels:
             kernel = native.moe_route()
             if kernel is not None:
                 return kernel(
@@ -109,7 +117,7 @@ class CpuMoeOps(MoeOps):
         rounded once, the weights to the rows' dtype first; its GEMMs sum in its own order
         (bf16 measured bit for bit the loop's, float32 within a rounding step).
         """
-        kernel = native.moe_experts()
+        kernel = native.moe_experts() if self._native_kernels else None
         if kernel is not None and native.moe_experts_takes(hidden, local_ids, weights, w13, w2):
             return kernel(hidden, local_ids, weights, w13, w2)
         return super().experts(hidden, local_ids, weights, w13, w2)
@@ -119,7 +127,9 @@ class CpuMoeOps(MoeOps):
         route, and the experts one native op, all with shape functions. The three steps'
         loop reads the group sizes back (a graph break), so other weights stay opaque.
         Called at load, so the native build is made then, not inside a graph's tracing."""
-        return native.moe_experts() is not None and native.moe_experts_take_weights(w13, w2)
+        if not self._native_kernels or native.moe_experts() is None:
+            return False
+        return native.moe_experts_take_weights(w13, w2)
 
     def unpermute(
         self, rows: torch.Tensor, permutation: Permutation, weights: torch.Tensor

@@ -1,130 +1,59 @@
-"""The ops port in plain torch on the host: the reference semantics every device matches.
+"""The ops port on the host, accelerated: native kernels where they build, else the reference.
 
-Precision: norms, rotary, attention and silu_and_mul compute in float32 and round once
-to the input dtype at the op's output, as the NPU's ops compute them. bf16 and float32
-attention run in a native kernel (adapters/cpu/native) that keeps this contract and
-reads K/V in place: decodes a row a sequence, prefills of up to _NATIVE_MAX_QUERY new
-tokens a row a token (its context: the cache up to itself); the KV write is a native
-copy. Longer prefills, and builds without the kernels, take the torch path (SDPA's
-flash kernel, index_put_).
+bf16 and float32 attention run in a native kernel (adapters/cpu/native) that keeps the
+reference's precision contract and reads K/V in place: decodes a row a sequence,
+prefills of up to _NATIVE_MAX_QUERY new tokens a row a token (its context: the cache up
+to itself); the KV write is a native copy. Longer prefills, other dtypes and builds
+without the kernels take ReferenceOps' torch path (SDPA's flash kernel, index_put_).
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from adapters.cpu import native
-from ports.ops import Ops, PagedAttentionMeta
+from adapters.cpu.reference_ops import ReferenceOps, swiglu
+from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds, IndexDtype
 
-_F32 = torch.float32
+__all__ = ["CpuOps", "swiglu"]
+
 _NATIVE_DTYPES = (torch.bfloat16, torch.float32)  # the native attention kernel's dtypes
 # Steps whose prefills have at most this many new tokens a sequence attend in the native
 # kernel, a row a token; longer ones through SDPA's flash kernel, whose GEMMs reuse each
 # K/V row across query rows (per call, 1 thread: 16 x 64 tokens 1.65-1.75x faster, 1 x
 # 1024 1.24x, 1 x 2048 0.83x; docs/benchmarks.md, Round 7).
 _NATIVE_MAX_QUERY = 1024
-_Slots = tuple[torch.Tensor, torch.Tensor]  # flat context slots, and validity [B, L]
-# A step's int64 query_start_loc, seq_lens, query lengths and block table.
-_Step = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
-# Where write_kv_cache writes: block, offset, and the kept token rows (None: all of them).
-_Writes = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
 
 
-def swiglu(x: torch.Tensor) -> torch.Tensor:
-    """silu(first half) * second half of the last dim, in float32, rounded once.
-
-    One rounding at the output, as torch_npu's npu_swiglu and vLLM's fused silu_and_mul
-    kernels compute it; in float32 it is the plain formula.
-    """
-    d = x.shape[-1] // 2
-    xf = x.to(_F32)
-    return (torch.nn.functional.silu(xf[..., :d]) * xf[..., d:]).to(x.dtype)
-
-
-class CpuOps(Ops):
-    """Ops on host tensors. Holds only scratch buffers that paged_attention reuses.
+class CpuOps(ReferenceOps):
+    """The host's ops: ReferenceOps with the native attention and KV write in front.
 
     `native_attention`: bf16/float32 attention (decodes, and prefills of up to
     _NATIVE_MAX_QUERY new tokens) through the native kernel when it builds (False:
-    always the torch path; on float32 copies it is the kernel's golden reference).
-    `native_write`: the KV write through the native copy when it builds (False: two
-    index_put_ calls; both give the same bits).
+    always the reference's torch path).
+    `native_write`: the KV write through the native copy when it builds (False: the
+    reference's two index_put_ calls; both give the same bits).
+    `native_max_query`: the longest prefill (new tokens of one sequence) the native kernel
+    takes; longer ones go to the reference's SDPA.
     """
 
-    def __init__(self, native_attention: bool = True, native_write: bool = True) -> None:
+    # The native kernel takes int64 block tables, and every new token as a row.
+    plan_needs = AttentionPlanNeeds(block_table_dtype=IndexDtype.INT64, token_rows=True)
+
+    def __init__(
+        self,
+        native_attention: bool = True,
+        native_write: bool = True,
+        native_max_query: int = _NATIVE_MAX_QUERY,
+    ) -> None:
+        super().__init__()
+        self._native_max_query = native_max_query
         self._native_wanted = native_attention
         self._native: native.DecodeKernel | None = None
         self._native_checked = False
         self._write_wanted = native_write
         self._native_write: native.KvWriteKernel | None = None
         self._write_checked = False
-        self._buffers: dict[str, torch.Tensor] = {}
-        self._views: dict[str, tuple[tuple[int, ...], torch.Tensor]] = {}  # last per name
-        # The context slots of the last metadata seen: every layer of a step passes the
-        # same PagedAttentionMeta object, so they are computed once per step, not per layer.
-        # (With the step's int64 index tensors, also derived once per step.)
-        self._slots_of: tuple[PagedAttentionMeta, dict[str, _Slots], _Step] | None = None
-        # The same for write_kv_cache: the step's slot mapping tensor is shared by every
-        # layer, so its (block, offset) split is computed once per step.
-        self._writes_of: tuple[torch.Tensor, int, _Writes] | None = None
-        # The decode step's additive mask (None: every position valid), per validity.
-        self._mask_of: tuple[torch.Tensor, torch.Tensor | None] | None = None
-
-    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-        """Normalise and scale by weight in float32, rounded once to x's dtype.
-
-        One rounding at the output, as torch_npu's npu_rms_norm computes it (and vLLM's
-        fused kernels); Hugging Face's PyTorch RMSNorm rounds before the weight product,
-        so half-precision results can differ from it by one ulp.
-        """
-        if x.dtype == _F32 and weight.dtype == _F32:
-            # torch's fused kernel: the same float32 arithmetic in one pass (0.0 apart
-            # from the spelled-out form, measured), 1.5x faster at decode shapes.
-            return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)
-        xf = x.to(_F32)
-        variance = xf.pow(2).mean(dim=-1, keepdim=True)
-        # A weight of another dtype takes x's first, as npu_rms_norm requires gamma's.
-        return (xf * torch.rsqrt(variance + eps) * weight.to(x.dtype).to(_F32)).to(x.dtype)
-
-    def add_rms_norm(
-        self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The sum is taken in float32 and returned in x's dtype; the norm is of that sum."""
-        if x.dtype == _F32 and residual.dtype == _F32:
-            summed = x + residual
-        else:
-            summed = (x.to(_F32) + residual.to(_F32)).to(x.dtype)
-        return self.rms_norm(summed, weight, eps), summed
-
-    def silu_and_mul(self, x: torch.Tensor) -> torch.Tensor:
-        return swiglu(x)
-
-    def rotary_embedding(
-        self,
-        positions: torch.Tensor,
-        query: torch.Tensor,
-        key: torch.Tensor,
-        cos_sin_cache: torch.Tensor,
-        head_size: int,
-        rotary_dim: int,
-        is_neox_style: bool,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """New tensors of the input shapes; channels past rotary_dim are copied unchanged.
-
-        Neox style rotates the halves (x[:r/2], x[r/2:r]); GPT-J style rotates the
-        interleaved pairs (x[0::2], x[1::2]). positions is [T] (any shape that
-        flattens to the token count of query).
-        """
-        cos_sin = cos_sin_cache.index_select(0, positions.reshape(-1).long()).to(_F32)
-        cos, sin = cos_sin.chunk(2, dim=-1)  # [T, rotary_dim / 2] each
-        cos = cos.unsqueeze(1)
-        sin = sin.unsqueeze(1)
-        return (
-            _rotate(query, cos, sin, head_size, rotary_dim, is_neox_style),
-            _rotate(key, cos, sin, head_size, rotary_dim, is_neox_style),
-        )
 
     def write_kv_cache(
         self,
@@ -134,137 +63,67 @@ class CpuOps(Ops):
         value_cache: torch.Tensor,
         slot_mapping: torch.Tensor,
     ) -> None:
-        """Scatter in place; caches may be any strided views (written through, never copied).
-
-        key/value may carry padding tokens past len(slot_mapping); those are ignored.
-        Values are cast to the cache dtype.
-        """
         kernel = self._write_kernel()
         if kernel is not None and kernel(key, value, key_cache, value_cache, slot_mapping):
             return  # copied natively (same dtype, contiguous head dims); else index_put_
-        block_size = key_cache.shape[1]
-        memo = self._writes_of
-        if memo is None or memo[0] is not slot_mapping or memo[1] != block_size:
-            memo = (slot_mapping, block_size, _write_positions(slot_mapping, block_size))
-            self._writes_of = memo
-        blocks, offsets, idx = memo[2]
-        n = slot_mapping.numel()
-        if idx is not None:
-            key = key[:n].index_select(0, idx)
-            value = value[:n].index_select(0, idx)
-        elif key.shape[0] != n:  # sliced only when there are padding rows (aten ops per layer)
-            key = key[:n]
-            value = value[:n]
-        if key.dtype != key_cache.dtype:
-            key = key.to(key_cache.dtype)
-        if value.dtype != value_cache.dtype:
-            value = value.to(value_cache.dtype)
-        # Two-index index_put_ writes through views of any stride, so a cache that is a
-        # slice of a larger [num_blocks, 2, ...] allocation is updated where it lives.
-        key_cache.index_put_((blocks, offsets), key)
-        value_cache.index_put_((blocks, offsets), value)
+        super().write_kv_cache(key, value, key_cache, value_cache, slot_mapping)
 
     def paged_attention(
         self,
         query: torch.Tensor,
         key_cache: torch.Tensor,
         value_cache: torch.Tensor,
-        meta: PagedAttentionMeta,
+        plan: AttentionPlan,
         scale: float,
         out: torch.Tensor,
     ) -> torch.Tensor:
-        """Batched over sequences (no per-sequence Python loop); computes in float32.
-
-        Where the native kernel applies, one call for the whole step: every new token
+        """Where the native kernel applies, one call for the whole step: every new token
         one row with its own context length (decodes, fresh and chunked prefills and
-        mixed batches alike), prefills up to _NATIVE_MAX_QUERY new tokens. Otherwise
-        sequences with one new token go through a gather and one SDPA whose query rows
-        are each kv head's query group (K/V never copied per query head); the others
-        through one scaled_dot_product_attention over a padded batch (causal flag
-        for fresh prefills, an explicit mask when earlier context is cached). Rows
-        of `out` past num_actual_tokens are left untouched. Not safe for concurrent
-        calls on one instance: gathered context lands in reused scratch buffers.
-        """
-        n_tok = meta.num_actual_tokens
-        if meta.seq_lens.shape[0] == 0 or n_tok == 0:
+        mixed batches alike), prefills up to _NATIVE_MAX_QUERY new tokens. Otherwise the
+        reference's path, with the decodes of a mixed batch still in the kernel."""
+        n_tok = plan.num_actual_tokens
+        decode = plan.decode
+        if not plan.parts or n_tok == 0:
             return out
-        if self._slots_of is None or self._slots_of[0] is not meta:
-            self._slots_of = (meta, {}, _step_tensors(meta))
-        _, memo, (qsl, seq_lens, q_lens, block_table) = self._slots_of
-        num_seqs = seq_lens.shape[0]
-        # Rows past num_actual_tokens are padding; slice only when there are any (each
-        # slice is aten ops, in every layer of every step).
+        kernel = self._native_kernel(query, (key_cache, value_cache))
+        decode_only = plan.prefill is None and decode is not None and decode.num_seqs == (
+            plan.num_seqs
+        )
+        if kernel is None or not (decode_only or plan.max_query_len <= self._native_max_query):
+            return super().paged_attention(query, key_cache, value_cache, plan, scale, out)
+        if decode is not None and decode_only:
+            table, lens = decode.block_table, decode.seq_lens
+        elif plan.token_block_table is None or plan.token_seq_lens is None:
+            raise ValueError(
+                "CpuOps.paged_attention was given an AttentionPlan without token rows; "
+                "build the step's plan with CpuOps.plan_needs (adapters.attention_plan)."
+            )
+        else:
+            table, lens = plan.token_block_table, plan.token_seq_lens
         if query.shape[0] != n_tok:
             query = query[:n_tok]
         rows = out if out.shape[0] == n_tok else out[:n_tok]
-        caches = (key_cache, value_cache)
-
-        block_size = key_cache.shape[1]
-
-        def slots(part: str, table: torch.Tensor, lens: torch.Tensor) -> _Slots:
-            if part not in memo:
-                memo[part] = _context_slots(table, lens, block_size)
-            return memo[part]
-
-        decode_only = meta.max_query_len <= 1 and n_tok == num_seqs
-        kernel = self._native_kernel(query, caches)
-        if kernel is not None and (decode_only or meta.max_query_len <= _NATIVE_MAX_QUERY):
-            if decode_only:
-                table, lens = block_table, seq_lens
-            else:  # every new token one row of the kernel (the memo: once a step)
-                if "rows" not in memo:
-                    memo["rows"] = _token_rows(qsl, seq_lens, q_lens, block_table, n_tok)
-                table, lens = memo["rows"]
-            dst = rows if rows.dtype == query.dtype and rows.stride(-1) == 1 else None
-            dst = torch.empty_like(query) if dst is None else dst
-            kernel(dst, query, key_cache, value_cache, table, lens, scale)
-            if dst is not rows:
-                rows.copy_(dst)
-            return out
-        if decode_only:
-            result = self._decode(query, caches, slots("all", block_table, seq_lens), scale)
-            rows.copy_(result)
-            return out
-
-        is_decode = q_lens == 1
-        if not bool(is_decode.any()):
-            ctx = slots("all", block_table, seq_lens)
-            result = self._prefill(query, caches, ctx, qsl, seq_lens, q_lens, scale)
-            rows.copy_(result)
-            return out
-
-        # Mixed batch: decodes and prefills go their own ways, then meet in `out`.
-        dec_seqs = is_decode.nonzero().squeeze(1)
-        dec_tokens = qsl.index_select(0, dec_seqs)
-        dec_table = block_table.index_select(0, dec_seqs)
-        dec_lens = seq_lens.index_select(0, dec_seqs)
-        dec_query = query.index_select(0, dec_tokens)
-        kernel = self._native_kernel(query, caches)
-        if kernel is not None:
-            dec = torch.empty_like(dec_query)
-            kernel(dec, dec_query, key_cache, value_cache, dec_table, dec_lens, scale)
-        else:
-            dec = self._decode(dec_query, caches, slots("decode", dec_table, dec_lens), scale)
-        out.index_copy_(0, dec_tokens, dec.to(out.dtype))
-        pre_seqs = (q_lens > 1).nonzero().squeeze(1)
-        if pre_seqs.numel() > 0:
-            pre_q_lens = q_lens.index_select(0, pre_seqs)
-            pre_tokens = _token_index(qsl.index_select(0, pre_seqs), pre_q_lens)
-            pre_qsl = torch.zeros(pre_seqs.numel() + 1, dtype=torch.long)
-            torch.cumsum(pre_q_lens, 0, out=pre_qsl[1:])
-            pre_seq_lens = seq_lens.index_select(0, pre_seqs)
-            pre_ctx = slots("prefill", block_table.index_select(0, pre_seqs), pre_seq_lens)
-            pre = self._prefill(
-                query.index_select(0, pre_tokens),
-                caches,
-                pre_ctx,
-                pre_qsl,
-                pre_seq_lens,
-                pre_q_lens,
-                scale,
-            )
-            out.index_copy_(0, pre_tokens, pre.to(out.dtype))
+        dst = rows if rows.dtype == query.dtype and rows.stride(-1) == 1 else None
+        dst = torch.empty_like(query) if dst is None else dst
+        kernel(dst, query, key_cache, value_cache, table, lens, scale)
+        if dst is not rows:
+            rows.copy_(dst)
         return out
+
+    def _attend(
+        self,
+        part: AttentionPart,
+        query: torch.Tensor,
+        caches: tuple[torch.Tensor, torch.Tensor],
+        plan: AttentionPlan,
+        scale: float,
+    ) -> torch.Tensor:
+        kernel = self._native_kernel(query, caches) if part.is_decode else None
+        if kernel is None:
+            return super()._attend(part, query, caches, plan, scale)
+        rows = torch.empty_like(query)
+        kernel(rows, query, caches[0], caches[1], part.block_table, part.seq_lens, scale)
+        return rows
 
     def _write_kernel(self) -> native.KvWriteKernel | None:
         """The native KV write, or None: the index_put_ path. The kernel itself checks
@@ -289,234 +148,3 @@ class CpuOps(Ops):
         if caches[0].stride(-1) != 1 or caches[1].stride(-1) != 1:
             return None
         return self._native
-
-    def _decode(
-        self,
-        query: torch.Tensor,
-        caches: tuple[torch.Tensor, torch.Tensor],
-        context: _Slots,
-        scale: float,
-    ) -> torch.Tensor:
-        """One new token per sequence: query [B, Hq, D] -> [B, Hq, D] in float32.
-
-        On float32 copies of the gathered K/V even in bf16: attending on the bf16 rows
-        directly measured 1.08-1.10x faster per call, but torch's CPU flash kernel then
-        rounds the softmax weights to bf16 before they weight V, a second rounding the
-        precision contract (README) and the emulated NPU's attention do not have, and
-        the emulated NPU runs then gave other greedy ids than the host
-        (docs/benchmarks.md, Round 5).
-        """
-        num_seqs, num_q_heads, head_size = query.shape
-        num_kv_heads = caches[0].shape[2]
-        group = num_q_heads // num_kv_heads
-        slots, valid = context
-        ctx_len = valid.shape[1]
-        keys = self._gather(caches[0], slots, "key")
-        values = self._gather(caches[1], slots, "value")
-        # GQA folded into the query rows: each kv head attends for its `group` query heads
-        # as one [group, D] query block, so one SDPA call reads the gathered K/V through
-        # strided views (no per-head loop, no repeat of K/V). Measured 1.2-1.4x faster
-        # than per-kv-head batched matmuls at 16 x 192..512 (scripts/bench_ops.py).
-        q = query.to(_F32).view(num_seqs, num_kv_heads, group, head_size)
-        result = torch.nn.functional.scaled_dot_product_attention(
-            q,
-            keys.view(num_seqs, ctx_len, num_kv_heads, head_size).transpose(1, 2),
-            values.view(num_seqs, ctx_len, num_kv_heads, head_size).transpose(1, 2),
-            attn_mask=self._decode_mask(valid),
-            scale=scale,
-        )  # [B, Hk, group, D]
-        return result.reshape(num_seqs, num_q_heads, head_size)
-
-    def _decode_mask(self, valid: torch.Tensor) -> torch.Tensor | None:
-        """The additive float32 mask [B, 1, 1, L] of `valid`, or None when every position
-        is valid (all sequences of the same length), derived once per step.
-
-        Adding 0.0 or -inf is what SDPA does with a boolean mask, so float32 results are
-        the same; built here once, not converted inside SDPA in every layer.
-        """
-        if self._mask_of is not None and self._mask_of[0] is valid:
-            return self._mask_of[1]
-        mask = None
-        if not bool(valid.all()):
-            mask = torch.zeros(valid.shape, dtype=_F32).masked_fill_(~valid, float("-inf"))
-            mask = mask[:, None, None, :]
-        self._mask_of = (valid, mask)
-        return mask
-
-    def _prefill(
-        self,
-        query: torch.Tensor,
-        caches: tuple[torch.Tensor, torch.Tensor],
-        context: _Slots,
-        query_start_loc: torch.Tensor,
-        seq_lens: torch.Tensor,
-        q_lens: torch.Tensor,
-        scale: float,
-    ) -> torch.Tensor:
-        """Any query lengths: pad to [B, Hq, max_q, D], one SDPA, unpad. Float32 (bf16
-        read directly measured 0.9-1.0x here, scripts/bench_attention.py --prefill).
-        Sequences that all have max_q new tokens need no padding: the query is viewed."""
-        n_tok, num_q_heads, head_size = query.shape
-        num_seqs = seq_lens.shape[0]
-        num_kv_heads = caches[0].shape[2]
-        max_q = int(q_lens.max())
-        slots, valid = context
-        ctx_len = valid.shape[1]
-        keys = self._gather(caches[0], slots, "key").view(num_seqs, ctx_len, num_kv_heads, -1)
-        values = self._gather(caches[1], slots, "value").view(num_seqs, ctx_len, num_kv_heads, -1)
-
-        flat_pos = None  # None: no padding, token t of the batch is row t
-        if n_tok == num_seqs * max_q:  # every sequence has max_q tokens (none has more)
-            q_pad = query.to(_F32)
-        else:
-            seq_of = torch.repeat_interleave(torch.arange(num_seqs), q_lens, output_size=n_tok)
-            flat_pos = (
-                seq_of * max_q + torch.arange(n_tok) - query_start_loc.index_select(0, seq_of)
-            )
-            q_pad = torch.zeros(num_seqs * max_q, num_q_heads, head_size)
-            q_pad.index_copy_(0, flat_pos, query.to(_F32))
-        q_pad = q_pad.view(num_seqs, max_q, num_q_heads, head_size).transpose(1, 2)
-
-        mask = None
-        fresh = bool(torch.equal(q_lens, seq_lens))
-        if not fresh:
-            # Row i sees positions <= seq_len - q_len + i and never past seq_len, so
-            # padded rows stay finite (they are dropped below).
-            last = (seq_lens - q_lens).unsqueeze(1) + torch.arange(max_q).unsqueeze(0)
-            mask = torch.arange(ctx_len)[None, None, :] <= last[:, :, None]
-            mask = (mask & valid[:, None, :]).unsqueeze(1)  # [B, 1, max_q, L]
-        # A fresh prefill is plain causal attention over its own tokens (ctx_len ==
-        # max_q); the causal flag lets the kernel skip the upper triangle.
-        attn = torch.nn.functional.scaled_dot_product_attention(
-            q_pad,
-            keys.transpose(1, 2),
-            values.transpose(1, 2),
-            attn_mask=mask,
-            is_causal=fresh,
-            scale=scale,
-            enable_gqa=num_q_heads != num_kv_heads,
-        )  # [B, Hq, max_q, D]
-        attn = attn.transpose(1, 2).reshape(num_seqs * max_q, num_q_heads, head_size)
-        return attn if flat_pos is None else attn.index_select(0, flat_pos)
-
-    def _gather(self, cache: torch.Tensor, slots: torch.Tensor, name: str) -> torch.Tensor:
-        """Cache rows at flat `slots` as [N, Hk, D] float32, in a reused scratch buffer.
-
-        Reuse matters on the host: a fresh multi-megabyte tensor per call costs more
-        in page faults than the copy itself.
-        """
-        num_blocks, block_size, num_kv_heads, head_size = cache.shape
-        shape = (slots.shape[0], num_kv_heads, head_size)
-        try:
-            flat = cache.view(num_blocks * block_size, num_kv_heads, head_size)
-        except RuntimeError:  # a strided view whose block rows cannot merge
-            flat = None
-        if flat is None:
-            blocks = torch.div(slots, block_size, rounding_mode="floor")
-            rows = cache[blocks, slots - blocks * block_size]
-        else:
-            rows = self._scratch(name, shape, cache.dtype)
-            torch.index_select(flat, 0, slots, out=rows)
-        if rows.dtype == _F32:
-            return rows
-        rows32 = self._scratch(name + "32", shape, _F32)
-        rows32.copy_(rows)
-        return rows32
-
-    def _scratch(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        # Every layer of a step asks for the same shape: the last view is handed out
-        # again (a slice and a view less per call) while it fits the buffer it came from.
-        last = self._views.get(name)
-        if last is not None and last[0] == shape and last[1].dtype == dtype:
-            return last[1]
-        numel = math.prod(shape)
-        buf = self._buffers.get(name)
-        if buf is None or buf.dtype != dtype or buf.numel() < numel:
-            buf = torch.empty(numel, dtype=dtype)
-            self._buffers[name] = buf
-        view = buf[:numel].view(shape)
-        self._views[name] = (shape, view)
-        return view
-
-
-def _rotate(
-    x: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    head_size: int,
-    rotary_dim: int,
-    is_neox_style: bool,
-) -> torch.Tensor:
-    shape = x.shape
-    heads = x.reshape(shape[0], -1, head_size)
-    rot = heads[..., :rotary_dim].to(_F32)
-    if is_neox_style:
-        x1, x2 = rot.chunk(2, dim=-1)
-        rotated = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
-    else:
-        x1, x2 = rot[..., 0::2], rot[..., 1::2]
-        rotated = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
-    if rotary_dim == head_size:  # nothing passes through: no copy of the input
-        return rotated.to(x.dtype).reshape(shape)
-    result = heads.clone()
-    result[..., :rotary_dim] = rotated.to(x.dtype)
-    return result.reshape(shape)
-
-
-def _step_tensors(meta: PagedAttentionMeta) -> _Step:
-    qsl = meta.query_start_loc.long()
-    seq_lens = meta.seq_lens.long()
-    num_seqs = seq_lens.shape[0]
-    q_lens = qsl[1 : num_seqs + 1] - qsl[:num_seqs]
-    return qsl, seq_lens, q_lens, meta.block_table[:num_seqs].long()
-
-
-def _token_rows(
-    qsl: torch.Tensor,
-    seq_lens: torch.Tensor,
-    q_lens: torch.Tensor,
-    block_table: torch.Tensor,
-    n_tok: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each new token as one decode row: its sequence's block-table row [n_tok, blocks],
-    and its context length [n_tok]: the cached positions and the new tokens up to itself
-    (the causal mask, and a chunked prefill's earlier context, in one length)."""
-    seq_of = torch.repeat_interleave(torch.arange(q_lens.shape[0]), q_lens, output_size=n_tok)
-    first_new = (seq_lens - q_lens - qsl[: q_lens.shape[0]]).index_select(0, seq_of)
-    return block_table.index_select(0, seq_of), first_new + torch.arange(1, n_tok + 1)
-
-
-def _write_positions(slot_mapping: torch.Tensor, block_size: int) -> _Writes:
-    """(block, offset) of each slot >= 0, and the indices of those tokens when some are
-    -1 (padding, skipped), else None."""
-    slots = slot_mapping.reshape(-1).long()
-    valid = slots >= 0
-    idx = None
-    if not bool(valid.all()):
-        idx = valid.nonzero().squeeze(1)
-        slots = slots.index_select(0, idx)
-    blocks = torch.div(slots, block_size, rounding_mode="floor")
-    return blocks, slots - blocks * block_size, idx
-
-
-def _token_index(starts: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
-    """Flat token indices of the ranges [start, start + len), concatenated."""
-    total = int(lens.sum())
-    seq_of = torch.repeat_interleave(torch.arange(lens.shape[0]), lens, output_size=total)
-    firsts = torch.cumsum(lens, 0) - lens
-    return starts.index_select(0, seq_of) + torch.arange(total) - firsts.index_select(0, seq_of)
-
-
-def _context_slots(block_table: torch.Tensor, seq_lens: torch.Tensor, block_size: int) -> _Slots:
-    """Flat cache slots of positions 0 .. max(seq_lens) - 1 of each sequence, and validity.
-
-    Positions past a sequence's length point at its position 0, a row that was
-    written: unused cache memory may hold NaN, and NaN times a zero attention
-    weight is still NaN.
-    """
-    ctx_len = int(seq_lens.max())
-    pos = torch.arange(ctx_len)
-    slots = block_table.index_select(1, pos // block_size) * block_size + pos % block_size
-    valid = pos.unsqueeze(0) < seq_lens.unsqueeze(1)
-    slots = torch.where(valid, slots, block_table[:, :1] * block_size)
-    return slots.reshape(-1), valid

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import platform
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,19 +25,12 @@ class CpuRuntime(DeviceRuntime):
     def __init__(self) -> None:
         self._peak_floor = 0
 
-    @property
-    def device_type(self) -> str:
-        return "cpu"
-
     def device(self, index: int) -> torch.device:
         """Always the one host device; every local index maps to it."""
         return torch.device("cpu")
 
     def set_device(self, index: int) -> None:
         """Nothing to select on the host."""
-
-    def device_count(self) -> int:
-        return 1
 
     def device_name(self, index: int = 0) -> str:
         return host_cpu_name()
@@ -88,12 +80,6 @@ class CpuRuntime(DeviceRuntime):
         """A HostStream: the host runs ops in order, so every stream call is a no-op."""
         return _HOST_STREAM
 
-    def new_stream(self) -> Any:
-        return HostStream()
-
-    def new_event(self, enable_timing: bool = False) -> Any:
-        return HostEvent()
-
     def runner_scope(self) -> contextlib.AbstractContextManager[None]:
         """vLLM's CPUModelRunner maps torch.cuda for itself; nothing to bind here."""
         return contextlib.nullcontext()
@@ -138,31 +124,6 @@ class HostStream:
 
     def query(self) -> bool:
         return True
-
-
-class HostEvent:
-    """An event on the host: recorded when the preceding work has run, i.e. at once."""
-
-    def __init__(self) -> None:
-        self._at: float | None = None
-
-    def record(self, stream: Any = None) -> None:
-        self._at = time.perf_counter()
-
-    def synchronize(self) -> None:
-        """Host work is finished when the op returns."""
-
-    def query(self) -> bool:
-        return True
-
-    def wait(self, stream: Any = None) -> None:
-        """Nothing runs out of order on the host."""
-
-    def elapsed_time(self, end: HostEvent) -> float:
-        """Milliseconds from this event's record to `end`'s."""
-        if self._at is None or end._at is None:
-            raise RuntimeError("elapsed_time needs both events recorded")
-        return (end._at - self._at) * 1000.0
 
 
 _HOST_STREAM = HostStream()

@@ -13,7 +13,7 @@ from typing import TextIO
 
 from adapters.container import Container, container
 from adapters.doctor.checking import check_report, probe_safely
-from adapters.doctor.planning import choose_target, plan_report
+from adapters.doctor.plan_command import choose_target, plan_report
 from adapters.doctor.render_json import render_json
 from adapters.doctor.render_text import render_text, use_colour
 from adapters.doctor.report import EXIT_CODES, Report

@@ -62,6 +62,7 @@ class ServeArgs:
     enforce_eager: bool = False
     enable_sleep_mode: bool = False
     max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
     compilation: Mapping[str, Any] = field(factory=dict, converter=_mapping)
     speculative: Mapping[str, Any] = field(factory=dict, converter=_mapping)
     kv_transfer: Mapping[str, Any] = field(factory=dict, converter=_mapping)
@@ -109,6 +110,7 @@ class ServeArgs:
             enforce_eager=bool(get("enforce_eager", False)),
             enable_sleep_mode=bool(get("enable_sleep_mode", False)),
             max_num_batched_tokens=d.get("max_num_batched_tokens"),
+            max_num_seqs=d.get("max_num_seqs"),
             compilation=get("compilation_config", {}),
             speculative=get("speculative_config", {}),
             kv_transfer=get("kv_transfer_config", {}),

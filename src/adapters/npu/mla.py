@@ -3,11 +3,12 @@
 Every torch_npu call goes through `self._torch_npu` (injected; the emulator in tests),
 checked against the 2.14.0 schemas by tests/unit/npu/test_npu_contract.py. Facts and
 limits are from the docs of npu_fused_infer_attention_score in the wheel
-(torch_npu/_op_plugin_docs.py); the layout assumptions are listed in the README.
+(torch_npu/_op_plugin_docs.py); the layout assumptions are listed in docs/npu-ops.md.
 """
 
 from __future__ import annotations
 
+from itertools import accumulate
 from types import ModuleType
 
 import torch
@@ -16,6 +17,7 @@ from adapters.paged_rows import Positions, gather_planes, rows_at, slot_position
 from ascend_core.errors import UnsupportedFeatureError
 from ascend_core.op_limits import mla_shape_problems
 from ports.mla import LatentCache, MlaOps
+from ports.ops import AttentionPart
 
 RIGHT_DOWN_CAUSAL, NO_MASK = 3, 0
 MASK_SIZE = 2048
@@ -70,31 +72,28 @@ class NpuMlaOps(MlaOps):
         self._torch_npu.npu_scatter_nd_update_(cache.latent, indices, latent.to(cache.latent.dtype))
         self._torch_npu.npu_scatter_nd_update_(cache.rope, indices, rope_key.to(cache.rope.dtype))
 
-    def gather_latent(
-        self, cache: LatentCache, block_table: torch.Tensor, seq_lens: torch.Tensor
-    ) -> torch.Tensor:
+    def gather_latent(self, cache: LatentCache, part: AttentionPart) -> torch.Tensor:
         """Index ops on the device (no torch_npu op needed): rows of each plane, side by side."""
-        return gather_planes((cache.latent, cache.rope), block_table, seq_lens)
+        return gather_planes((cache.latent, cache.rope), part)
 
     def prefill_attention(
         self,
         query: torch.Tensor,
         key: torch.Tensor,
         value: torch.Tensor,
-        query_lens: torch.Tensor,
-        kv_lens: torch.Tensor,
+        part: AttentionPart,
         scale: float,
     ) -> torch.Tensor:
         """npu_fused_infer_attention_score in TND with rightDownCausal (sparse_mode 3):
-        the lengths go as running sums, as TND takes them."""
+        the plan's host lengths go as running sums, as TND takes them."""
         heads = query.shape[1]
         out, _ = self._torch_npu.npu_fused_infer_attention_score(
             query.contiguous(),
             key.contiguous(),
             value.contiguous(),
             atten_mask=self._causal_mask(query.device),
-            actual_seq_lengths=[int(v) for v in torch.cumsum(query_lens, 0).tolist()],
-            actual_seq_lengths_kv=[int(v) for v in torch.cumsum(kv_lens, 0).tolist()],
+            actual_seq_lengths=list(accumulate(part.actual_query_lens)),
+            actual_seq_lengths_kv=list(accumulate(part.actual_seq_lens)),
             num_heads=heads,
             scale=float(scale),
             input_layout="TND",
@@ -109,8 +108,7 @@ class NpuMlaOps(MlaOps):
         query_latent: torch.Tensor,
         query_rope: torch.Tensor,
         cache: LatentCache,
-        block_table: torch.Tensor,
-        seq_lens: torch.Tensor,
+        part: AttentionPart,
         scale: float,
     ) -> torch.Tensor:
         """npu_fused_infer_attention_score, BSND with S = 1, query_rope/key_rope, paged:
@@ -122,8 +120,8 @@ class NpuMlaOps(MlaOps):
             cache.latent,
             query_rope=query_rope.contiguous().view(batch, 1, heads, query_rope.shape[-1]),
             key_rope=cache.rope,
-            block_table=block_table.to(torch.int32),
-            actual_seq_lengths_kv=[int(v) for v in seq_lens.tolist()],
+            block_table=part.block_table,
+            actual_seq_lengths_kv=list(part.actual_seq_lens),
             num_heads=heads,
             scale=float(scale),
             input_layout="BSND",

@@ -3,7 +3,7 @@
 Every torch_npu call goes through `self._torch_npu` (injected; the emulator in tests),
 checked against the 2.14.0 schemas by tests/unit/npu/test_npu_contract.py. Facts and
 limits are from the op docs in the wheel (torch_npu/_op_plugin_docs.py); the layout
-assumptions are listed in the README's op table.
+assumptions are listed in docs/npu-ops.md.
 """
 
 from __future__ import annotations

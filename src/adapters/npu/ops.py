@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
-import attrs
 import torch
 
-from adapters.npu.attention_plan import AttentionGroup, plan_groups
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import block_size_error
-from ports.ops import Ops, PagedAttentionMeta
+from ports.ops import AttentionPlan, Ops
 
 # sparse_mode 3 is "rightDownCausal": query row i of a sequence with q new tokens and
 # kv context sees keys 0 .. kv - q + i, which is exactly the ops port's rule for
@@ -177,85 +175,52 @@ class NpuOps(Ops):
         query: torch.Tensor,
         key_cache: torch.Tensor,
         value_cache: torch.Tensor,
-        meta: PagedAttentionMeta,
+        plan: AttentionPlan,
         scale: float,
         out: torch.Tensor,
     ) -> torch.Tensor:
         """npu_fused_infer_attention_score, BSH layout, paged KV via block_table.
 
-        Decodes go as one call with S = 1 (no mask; sparse_mode does not apply there);
-        sequences with more new tokens as another, padded to their longest, with
-        sparse_mode 3 and the compressed causal mask. The caches are viewed as
-        [num_blocks, block_size, Hk*D], the only paged KV layout BSH accepts.
+        The plan's decode part goes as one call with S = 1 (no mask; sparse_mode does not
+        apply there); its prefill part as another, padded to its longest query, with
+        sparse_mode 3 and the compressed causal mask: the op takes a padded [B, S, H*D]
+        query and each sequence's lengths as host lists (the plan's actual_*_lens). The
+        caches are viewed as [num_blocks, block_size, Hk*D], the only paged KV layout
+        BSH accepts.
         """
-        num_tokens = meta.num_actual_tokens
-        if num_tokens == 0:
+        num_tokens = plan.num_actual_tokens
+        if num_tokens == 0 or not plan.parts:
             return out
-        plan = meta.prepared if isinstance(meta.prepared, StepPlan) else None
-        if plan is None:
-            plan = self.prepare_attention(meta).prepared
         _, block_size, kv_heads, head_size = key_cache.shape
         q_heads = query.shape[1]
+        # The padded rows take row num_tokens (the plan's gather): one zero row appended.
         packed = torch.cat((query[:num_tokens], query.new_zeros(1, q_heads, head_size)))
         packed = packed.reshape(num_tokens + 1, q_heads * head_size)
         key, value = _paged_view(key_cache), _paged_view(value_cache)
-        for group, index in zip(plan.groups, plan.indices, strict=True):
-            _check_block_size(block_size, group.is_decode)
-            width = group.max_q_len
-            batch = len(group.seq_ids)
-            q = packed.index_select(0, index.gather).view(batch, width, -1)
+        for part in plan.parts:
+            _check_block_size(block_size, part.is_decode)
+            width = part.max_query_len
+            batch = part.num_seqs
+            q = packed.index_select(0, part.gather).view(batch, width, -1)
             attn, _ = self._torch_npu.npu_fused_infer_attention_score(
                 q,
                 key,
                 value,
-                atten_mask=None if group.is_decode else self._causal_mask(query.device),
-                actual_seq_lengths=list(group.q_lens),
-                actual_seq_lengths_kv=list(group.kv_lens),
-                block_table=index.block_table,
+                atten_mask=None if part.is_decode else self._causal_mask(query.device),
+                actual_seq_lengths=list(part.actual_query_lens),
+                actual_seq_lengths_kv=list(part.actual_seq_lens),
+                block_table=part.block_table,
                 num_heads=q_heads,
                 scale=float(scale),
                 input_layout="BSH",
                 num_key_value_heads=kv_heads,
-                sparse_mode=NO_MASK if group.is_decode else RIGHT_DOWN_CAUSAL,
+                sparse_mode=NO_MASK if part.is_decode else RIGHT_DOWN_CAUSAL,
                 block_size=block_size,
             )
             rows = attn.reshape(batch * width, q_heads, head_size)
-            rows = rows.index_select(0, index.valid_rows)
-            out.index_copy_(0, index.tokens, rows.to(out.dtype))
+            rows = rows.index_select(0, part.padded_rows)
+            out.index_copy_(0, part.tokens, rows.to(out.dtype))
         return out
-
-    def prepare_attention(self, meta: PagedAttentionMeta) -> PagedAttentionMeta:
-        """The step's groups and their index tensors, built once for every layer.
-
-        The lengths come from the host-side copies in `meta` (the runner's CPU tensors);
-        all index values go to the device in one non-blocking copy from pinned memory.
-        """
-        qsl, seq_lens = meta.query_start_loc_host, meta.seq_lens_host
-        num_seqs = meta.seq_lens.shape[0]
-        if qsl is None:  # a caller without host copies: read them back once
-            qsl = tuple(int(v) for v in meta.query_start_loc[: num_seqs + 1].tolist())
-        if seq_lens is None:
-            seq_lens = tuple(int(v) for v in meta.seq_lens.tolist())
-        groups = plan_groups(list(qsl), list(seq_lens), meta.num_actual_tokens)
-        device = meta.block_table.device
-        flat: list[int] = []
-        for group in groups:
-            flat += (*group.gather, *group.seq_ids, *group.valid_rows, *group.tokens)
-        host = torch.tensor(flat, dtype=torch.long, pin_memory=device.type != "cpu")
-        values = host.to(device, non_blocking=True)
-        indices: list[GroupIndex] = []
-        at = 0
-        for group in groups:
-            parts = []
-            for n in (len(group.gather), len(group.seq_ids), len(group.valid_rows)):
-                parts.append(values[at : at + n])
-                at += n
-            tokens = values[at : at + len(group.tokens)]
-            at += len(group.tokens)
-            block_table = meta.block_table.index_select(0, parts[1]).to(torch.int32)
-            indices.append(GroupIndex(parts[0], block_table, parts[2], tokens))
-        plan = StepPlan(groups=groups, indices=tuple(indices))
-        return attrs.evolve(meta, query_start_loc_host=qsl, seq_lens_host=seq_lens, prepared=plan)
 
     def _causal_mask(self, device: torch.device) -> torch.Tensor:
         mask = self._masks.get(device)
@@ -278,25 +243,6 @@ def _paged_view(cache: torch.Tensor) -> torch.Tensor:
         )
     blocks, size, heads, dim = cache.shape
     return cache.view(blocks, size, heads * dim)
-
-
-@attrs.frozen
-class GroupIndex:
-    """One group's device index tensors: query rows to gather, its block table (int32),
-    the padded rows holding real tokens, and their packed token positions."""
-
-    gather: torch.Tensor
-    block_table: torch.Tensor
-    valid_rows: torch.Tensor
-    tokens: torch.Tensor
-
-
-@attrs.frozen
-class StepPlan:
-    """The attention layout of one step, shared by every layer."""
-
-    groups: tuple[AttentionGroup, ...]
-    indices: tuple[GroupIndex, ...]
 
 
 def _check_block_size(block_size: int, decode_only: bool) -> None:

@@ -26,10 +26,6 @@ class NpuRuntime(DeviceRuntime):
         self._torch_npu = torch_npu
         self._graphs: NpuGraphs | None = None
 
-    @property
-    def device_type(self) -> str:
-        return "npu"
-
     def device(self, index: int) -> torch.device:
         return torch.device("npu", index)
 
@@ -37,6 +33,7 @@ class NpuRuntime(DeviceRuntime):
         self._torch_npu.npu.set_device(index)
 
     def device_count(self) -> int:
+        """How many NPUs this process sees (for facts; not a port method)."""
         return int(self._torch_npu.npu.device_count())
 
     def device_name(self, index: int = 0) -> str:
@@ -71,12 +68,6 @@ class NpuRuntime(DeviceRuntime):
 
     def current_stream(self) -> Any:
         return self._torch_npu.npu.current_stream()
-
-    def new_stream(self) -> Any:
-        return self._torch_npu.npu.Stream()
-
-    def new_event(self, enable_timing: bool = False) -> Any:
-        return self._torch_npu.npu.Event(enable_timing=enable_timing)
 
     def graphs(self) -> NpuGraphs:
         """torch_npu.npu's NPUGraph: one per process, holding its capture stream."""

@@ -19,7 +19,7 @@ class DeviceClasses:
 
 DEVICE_CLASSES: dict[WorkerKind, DeviceClasses] = {
     WorkerKind.HOST: DeviceClasses(
-        "adapters.vllm.worker.HostWorker", "adapters.vllm.model_runner:HostModelRunner"
+        "adapters.vllm.worker.HostWorker", "adapters.vllm.host_model_runner:HostModelRunner"
     ),
     WorkerKind.NPU: DeviceClasses(
         "adapters.vllm.worker.NpuWorker", "adapters.vllm.npu_model_runner:NpuModelRunner"

@@ -15,6 +15,7 @@ from ascend_core.memory_budget import (
     BudgetFlag,
     KvCacheTooSmallError,
     MemoryDemand,
+    SequenceCap,
     exact_bytes,
     flags_leave_default,
     format_bytes,
@@ -40,13 +41,15 @@ def kv_cache_budget(
     max_model_len: int,
     block_size: int = 1,
     host_workers: int | None = None,
+    max_num_seqs: int | None = None,
 ) -> KvCacheBudget:
     """--kv-cache-memory-bytes when given, else utilization x total minus what this process holds.
 
     host_workers: on the host device, the local workers sharing its RAM. There, with
     neither flag given, the core's host default sizes the cache instead (a capped share
     of the memory available after the weights), and a flag that takes most of the RAM
-    comes with a warning.
+    comes with a warning. max_num_seqs (the scheduler's) caps that default at what so many
+    sequences of max_model_len can fill.
 
     Raises the core's KvCacheTooSmallError (a ConfigError with the numbers and the flag to
     change) when the result cannot hold one sequence of max_model_len tokens, and a
@@ -57,7 +60,14 @@ def kv_cache_budget(
     warning = None
     if host_workers is not None:
         if flags_leave_default(utilization, explicit_bytes):
-            default = host_kv_default(memory, host_workers)
+            sequences = (
+                SequenceCap(
+                    max_num_seqs, max_model_len, max(1, one_sequence_bytes), per_token * block_size
+                )
+                if max_num_seqs
+                else None
+            )
+            default = host_kv_default(memory, host_workers, sequences)
             demand = MemoryDemand.from_host_default(default, per_token, max_model_len, block_size)
             return _checked(demand)
         flag = BudgetFlag.KV_CACHE_MEMORY_BYTES if explicit_bytes else BudgetFlag.MEMORY_UTILIZATION

@@ -14,7 +14,7 @@ import torch
 from vllm.platforms.interface import Platform, PlatformEnum
 
 from adapters.container import container
-from adapters.vllm.startup import stop_on_our_errors, watch_engine_errors
+from adapters.vllm.startup_errors import stop_on_our_errors, watch_engine_errors
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import ATTENTION_DTYPES
 from ascend_core.visible_devices import VISIBLE_DEVICES_VARIABLE
@@ -111,7 +111,7 @@ class AscendPlatformBase(Platform):
         The plan's errors stop the start with their messages alone (StartupError).
         """
         from adapters.vllm import translate
-        from adapters.vllm.planning import plan_for
+        from adapters.vllm.config_plan import plan_for
         from ascend_core.plan import fields
 
         watch_engine_errors()
@@ -142,11 +142,19 @@ class AscendPlatformBase(Platform):
 
     @classmethod
     def pre_register_and_update(cls, parser: Any = None) -> None:
-        """`ascend` among vLLM's quantization methods (and the CLI's choices, if any)."""
+        """`ascend` among vLLM's quantization methods (and the CLI's choices, if any).
+
+        Called with no parser first thing in EngineArgs.create_engine_config: there the
+        arguments vLLM would fail on with a traceback are refused first (startup_errors.py)."""
+        from adapters.vllm import startup_errors
         from adapters.vllm.quantization.config import METHOD_NAME
         from adapters.vllm.registration import register_quantization
 
         register_quantization()
+        if parser is None:
+            startup_errors.refuse_before_start(
+                startup_errors.engine_args_calling(), container().model_files
+            )
         action = None if parser is None else parser._option_string_actions.get("--quantization")
         if action is not None and action.choices is not None and METHOD_NAME not in action.choices:
             action.choices = [*action.choices, METHOD_NAME]

@@ -7,7 +7,7 @@ import logging
 import sys
 
 from adapters.container import container
-from adapters.vllm.startup import stop_on_our_errors
+from adapters.vllm.startup_errors import decline_reason, stop_on_our_errors
 from ascend_core.device_selection import DeviceDecision
 from ports.device import ChipFamily, DeviceKind
 
@@ -49,9 +49,11 @@ def register() -> str | None:
     with stop_on_our_errors():
         decision = decide_device()
     if decision.kind is None:
+        # With the VLLM_ASCEND_* names nothing reads (a misspelt VLLM_ASCEND_DEVICE=cpu).
+        reason = decline_reason(decision.reason, container().environment())
         # A warning, so it shows before vLLM has configured its logging (INFO would not).
-        logger.warning("%s", decision.reason)
-        atexit.register(repeat_if_nothing_served, decision.reason)
+        logger.warning("%s", reason)
+        atexit.register(repeat_if_nothing_served, reason)
         return None
     return PLATFORM_PATHS[decision.kind]
 

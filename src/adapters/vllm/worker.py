@@ -18,7 +18,7 @@ from vllm.v1.worker.worker_base import CompilationTimes
 from adapters.container import container
 from adapters.vllm.device_classes import DEVICE_CLASSES
 from adapters.vllm.memory import kv_cache_budget
-from adapters.vllm.startup import stop_on_our_errors
+from adapters.vllm.startup_errors import stop_on_our_errors
 from ascend_core.memory_budget import format_bytes
 from ascend_core.plan import WorkerKind
 from ports.device import DeviceKind
@@ -92,6 +92,7 @@ class DeviceWorker(Worker):
                 self.model_config.max_model_len,
                 self.cache_config.block_size,
                 host_workers=self._host_workers(),
+                max_num_seqs=self.scheduler_config.max_num_seqs,
             )
         if budget.warning is not None:
             logger.warning("%s", budget.warning)
@@ -144,6 +145,7 @@ class DeviceWorker(Worker):
         gc.collect()
         self.runtime.empty_cache()
         self.runtime.reset_peak_memory()
+        self._announce_compile()
         start = time.perf_counter()
         with set_current_vllm_config(self.vllm_config):
             self.model_runner.profile_run(randomize_inputs=self.randomize_dummy_inputs)
@@ -162,6 +164,26 @@ class DeviceWorker(Worker):
             format_bytes(memory.total_bytes),
         )
         return memory
+
+    def _announce_compile(self) -> None:
+        """Once, before the profiling pass: its first forward compiles the model, the
+        longest silent step of a first start."""
+        from vllm.config import CompilationMode
+
+        if self.compilation_config.mode == CompilationMode.NONE or self.local_rank != 0:
+            return
+        if self._host_workers() is not None:
+            logger.info(
+                "Compiling the model with Dynamo and Inductor in the first forward of the "
+                "profiling pass: about 30 s for a small model on 2 cores on a first start, "
+                "longer for larger models; later starts reuse the compile caches "
+                "(--enforce-eager runs eagerly and skips it)."
+            )
+        else:
+            logger.info(
+                "Tracing the model with Dynamo in the first forward of the profiling pass: "
+                "seconds to a minute on a first start (--enforce-eager skips it)."
+            )
 
     def _one_sequence_bytes(self) -> int:
         specs = self.model_runner.get_kv_cache_spec()

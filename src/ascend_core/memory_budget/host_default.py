@@ -35,6 +35,28 @@ def _not_negative(value: int) -> int:
 
 
 @frozen
+class SequenceCap:
+    """The most KV cache one worker can ever fill: max_num_seqs sequences of max_model_len
+    tokens at once, in whole blocks, plus the one block vLLM's block pool keeps aside
+    (its null block)."""
+
+    max_num_seqs: int = field(validator=validators.ge(1))
+    max_model_len: int = field(validator=validators.ge(1))
+    sequence_bytes: int = field(validator=validators.ge(1))  # one sequence, whole blocks
+    block_bytes: int = field(default=0, validator=validators.ge(0))
+
+    @property
+    def bytes(self) -> int:
+        return self.max_num_seqs * self.sequence_bytes + self.block_bytes
+
+    def describe(self) -> str:
+        return (
+            f"{exact_bytes(self.bytes)} that max_num_seqs={self.max_num_seqs} sequences of "
+            f"max_model_len={self.max_model_len} can use"
+        )
+
+
+@frozen
 class HostKvDefault:
     """The host default's inputs (memory numbers from the runtime port) and its result."""
 
@@ -43,26 +65,49 @@ class HostKvDefault:
     workers: int = field(default=1, validator=validators.ge(1))  # local workers sharing it
     share: float = HOST_KV_SHARE
     cap_bytes: int = HOST_KV_CAP_BYTES
+    # What each worker can fill; None when unknown (then only the share and the cap).
+    sequences: SequenceCap | None = None
+
+    @property
+    def memory_share_bytes(self) -> int:
+        """Each worker's part of min(cap, share x available), before the sequence cap."""
+        return min(self.cap_bytes, int(self.available_bytes * self.share)) // self.workers
+
+    @property
+    def capped_by_sequences(self) -> bool:
+        return self.sequences is not None and self.sequences.bytes < self.memory_share_bytes
 
     @property
     def kv_cache_bytes(self) -> int:
         """Each worker's KV cache."""
-        return min(self.cap_bytes, int(self.available_bytes * self.share)) // self.workers
+        if self.sequences is not None and self.capped_by_sequences:
+            return self.sequences.bytes
+        return self.memory_share_bytes
 
     def arithmetic(self) -> str:
         split = f" / {self.workers} local workers" if self.workers > 1 else ""
-        return (
+        text = (
             f"the host default, min({format_bytes(self.cap_bytes)} cap, {self.share:.2f} x "
             f"{format_bytes(self.available_bytes)} available after the weights of "
-            f"{format_bytes(self.total_bytes)} RAM){split}, gives "
-            f"{exact_bytes(self.kv_cache_bytes)}"
+            f"{format_bytes(self.total_bytes)} RAM){split}"
         )
+        if self.sequences is not None and self.capped_by_sequences:
+            return (
+                f"{text} = {format_bytes(self.memory_share_bytes)}, capped at the "
+                f"{self.sequences.describe()} (--max-num-seqs or --kv-cache-memory-bytes "
+                "for more)"
+            )
+        return f"{text}, gives {exact_bytes(self.kv_cache_bytes)}"
 
 
-def host_kv_default(memory: MemoryInfo, workers: int = 1) -> HostKvDefault:
+def host_kv_default(
+    memory: MemoryInfo, workers: int = 1, sequences: SequenceCap | None = None
+) -> HostKvDefault:
     """The default for memory read once the weights are loaded (free = what the OS has
     available; the weights already count as used)."""
-    return HostKvDefault(memory.free_bytes, memory.total_bytes, max(1, workers))
+    return HostKvDefault(
+        memory.free_bytes, memory.total_bytes, max(1, workers), sequences=sequences
+    )
 
 
 def flags_leave_default(utilization: float, explicit_bytes: int | None) -> bool:
@@ -84,6 +129,7 @@ def host_flag_warning(flag: str, kv_share_bytes: int, total_bytes: int) -> str |
         "(the host device's memory is this machine's): other processes may be swapped "
         "out or killed. Fix: leave out --gpu-memory-utilization and "
         "--kv-cache-memory-bytes for the host default (at most "
-        f"{format_bytes(HOST_KV_CAP_BYTES)}, half the memory available after the weights), "
+        f"{format_bytes(HOST_KV_CAP_BYTES)}, half the memory available after the weights, no "
+        "more than max_num_seqs sequences can fill), "
         "or lower the flag"
     )

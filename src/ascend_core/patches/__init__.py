@@ -3,7 +3,7 @@
 from ascend_core.patches.context import context_for, device_context
 from ascend_core.patches.drift import Drift, check_drift
 from ascend_core.patches.entries import ENTRIES, REGISTRY
-from ascend_core.patches.plan import (
+from ascend_core.patches.selection import (
     PatchPlan,
     PlannedPatch,
     SkipCause,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from attrs import frozen
 
-from ascend_core.patches.plan import parse_vllm_version
+from ascend_core.patches.selection import parse_vllm_version
 from ascend_core.patches.spec import PatchRegistry
 from ports.upstream import Upstream
 

@@ -29,6 +29,7 @@ NPU = DeviceKind.NPU
 # The ranges and conditions most entries share, named once.
 VLLM_0_33 = ">=0.33.0,<0.34"
 HOST_WITHOUT_TRITON = Condition(device_kinds={HOST}, excludes={Feature.TRITON})
+SPECULATIVE = Condition(requires={Feature.SPECULATIVE_DECODING})
 ENTRIES = (
     PatchSpec(
         id="host-slot-mapping-kernel",
@@ -144,6 +145,31 @@ ENTRIES = (
             "kernel), so the host's sampler takes the native one where it is built."
         ),
         apply="adapters.vllm.patches.host_sampler:use_native_greedy_argmax",
+    ),
+    PatchSpec(
+        id="spec-rejection-sample-torch",
+        target="vllm.v1.sample.rejection_sampler:rejection_sample",
+        versions=VLLM_0_33,
+        when=SPECULATIVE,
+        reason=(
+            "With speculative decoding the rejection sampler verifies drafts with Triton "
+            "kernels written for CUDA (on the host they are placeholders that raise), so "
+            "verification runs on the device's RejectionOps (ports/rejection.py): torch "
+            "ops with no host read, the host's as the reference."
+        ),
+        apply="adapters.vllm.patches.rejection_sampler:use_rejection_ops",
+    ),
+    PatchSpec(
+        id="spec-expand-to-tokens-torch",
+        target="vllm.v1.sample.rejection_sampler:expand_batch_to_tokens",
+        versions=VLLM_0_33,
+        when=SPECULATIVE,
+        reason=(
+            "The rejection sampler spreads each request's temperature, top-k and top-p over "
+            "its draft tokens with a Triton kernel before any random verification, so the "
+            "device's RejectionOps does it in torch ops instead."
+        ),
+        apply="adapters.vllm.patches.rejection_sampler:use_rejection_ops",
     ),
 )
 

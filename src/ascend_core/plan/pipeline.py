@@ -17,6 +17,7 @@ from ascend_core.plan.limits import check_op_limits, check_support
 from ascend_core.plan.parallel import validate_parallel
 from ascend_core.plan.quantization import resolve_quantization
 from ascend_core.plan.result import ConfigPlan, Decisions, Draft
+from ascend_core.plan.speculative import check_speculative
 from ascend_core.plan.worker import pick_worker
 
 Step = Callable[[Deployment, Draft], Draft]
@@ -40,6 +41,7 @@ STEPS: tuple[Step, ...] = (
     plan_allocator,
     decide_host_threads,
     check_kv_transfer,
+    check_speculative,
 )
 
 

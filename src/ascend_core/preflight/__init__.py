@@ -9,6 +9,11 @@ from __future__ import annotations
 from ascend_core.preflight.cann import SOURCE_CANN
 from ascend_core.preflight.host_facts import HostFacts
 from ascend_core.preflight.items import CheckItem, CheckStatus, Preflight, worst
+from ascend_core.preflight.model_location import (
+    MissingModelError,
+    missing_model_error,
+    names_local_path,
+)
 from ascend_core.preflight.network import (
     HCCL_CONNECT_TIMEOUT_RANGE,
     NETWORK_VARIABLES,
@@ -25,7 +30,10 @@ __all__ = [
     "CheckItem",
     "CheckStatus",
     "HostFacts",
+    "MissingModelError",
     "Preflight",
+    "missing_model_error",
+    "names_local_path",
     "network_items",
     "run_preflight",
     "worst",

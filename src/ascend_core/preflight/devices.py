@@ -9,6 +9,8 @@ from ascend_core.visible_devices import VISIBLE_DEVICES_VARIABLE, visible_device
 from ports.device import DeviceKind, ProbeResult
 from ports.environment import Environment
 
+HOST_DEVICE_SETTING = "VLLM_ASCEND_DEVICE=cpu"
+
 
 def target_device(env: Environment) -> DeviceKind:
     raw = env.get(DEVICE.name)
@@ -33,11 +35,17 @@ def device_item(target: DeviceKind, probe: ProbeResult) -> CheckItem:
                 f"{facts.memory_bytes_per_device / (1 << 30):.0f} GiB each)"
             )
         return CheckItem("device", CheckStatus.PASS, f"NPU usable: {probe.reason}{extra}")
+    # The one place `check` names the host device: without an NPU every NPU item fails,
+    # and serving on this machine's CPUs is what a first try usually wants.
+    host = (
+        f"to serve on this machine's CPUs instead, set {HOST_DEVICE_SETTING} (then "
+        "`ascend-doctor check` checks what the host device needs)"
+    )
     return CheckItem(
         "device",
         CheckStatus.FAIL,
         f"no usable NPU: {probe.reason}; the plugin will decline and vLLM will not serve on Ascend",
-        probe.hint or "set VLLM_ASCEND_DEVICE=cpu to serve on the host instead",
+        f"{probe.hint}; or, {host}" if probe.hint else host,
     )
 
 

@@ -110,14 +110,27 @@ _NO_INVARIANT = Refused(
     "does not have that backend yet",
     "unset VLLM_ASCEND_TRAINING_CONSISTENCY and VLLM_BATCH_INVARIANT",
 )
+_SPEC_NGRAM_HOST = Supported(
+    "vLLM's n-gram proposer (numba, on the host) with the rejection sampler's Triton "
+    "kernels replaced by the plugin's torch RejectionOps (patches spec-*-torch); greedy "
+    "ids equal the run without speculation (eager, fp32); k + 1 <= 16 as on the NPU"
+)
 _NO_SPEC_HOST = Refused(
-    "vLLM's rejection sampler runs Triton kernels, which have no host implementation here",
-    "serve without --speculative-config on the host",
+    "this method's proposer has not been built or checked on the host device in this "
+    "plugin (only ngram is)",
+    "serve with speculative_config method 'ngram', or without --speculative-config",
 )
 _NO_SPEC_NPU = Refused(
-    "speculative decoding has not been built for the NPU path of this plugin yet (its "
-    "rejection sampler and draft runners are CUDA/Triton code)",
+    "speculative decoding is not proven on the NPU path of this plugin yet: the rejection "
+    "sampler has a torch path (RejectionOps), but the fused attention op takes host-side "
+    "sequence lengths, which with draft tokens are only upper bounds, and the draft "
+    "runners (EAGLE, MTP, draft model) are CUDA/Triton code",
     "serve without --speculative-config, or use vllm-ascend",
+)
+_UNKNOWN_SPEC = Refused(
+    "the speculative_config method is none this plugin knows (ngram, suffix, eagle, "
+    "eagle3, mtp or *_mtp, medusa, draft_model)",
+    "set speculative_config method to one of those (on the host: ngram)",
 )
 
 _SPEC = (
@@ -149,7 +162,9 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     **{(Feature.SLEEP_MODE, d): _NO_SLEEP for d in (_CPU, _NPU)},
     **{(Feature.BATCH_INVARIANT, d): _NO_INVARIANT for d in (_CPU, _NPU)},
     **{(f, _CPU): _NO_SPEC_HOST for f in _SPEC},
+    (Feature.SPEC_NGRAM, _CPU): _SPEC_NGRAM_HOST,
     **{(f, _NPU): _NO_SPEC_NPU for f in _SPEC},
+    **{(Feature.SPEC_OTHER, d): _UNKNOWN_SPEC for d in (_CPU, _NPU)},
 }
 
 

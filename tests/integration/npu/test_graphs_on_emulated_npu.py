@@ -109,7 +109,9 @@ def test_the_doctor_reports_the_graph_mode_the_engine_runs(graph_runs, npu_model
     done = subprocess.run([str(doctor), "plan", "--json", "--", npu_model_dirs["qwen3"], *args],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.stdout.lstrip().startswith("{"), done.stderr[-2000:]
-    plan = json.loads(done.stdout)["data"]["plan"]
+    data = json.loads(done.stdout)["data"]
+    plan = data["plan"]
     engine = graph_runs["npu", "qwen3", ASKED["qwen3"]]
     assert f"npu_graph_mode={engine['graph_mode']}," in plan, plan
+    assert data["execution"]["graph_mode"] == engine["graph_mode"]  # what runs, not asked
     assert f"cudagraph_mode: {ASKED['qwen3']} -> {engine['graph_mode']}" in plan

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import torch
 
+from adapters.attention_plan import build_attention_plan
+from adapters.cpu.ops import CpuOps
 from adapters.vllm.attention.impl import PagedAttentionImpl
 from adapters.vllm.attention.metadata import PagedMetadata
-from ports.ops import PagedAttentionMeta
 
 
 def _step(kv_heads: int, head: int) -> tuple[PagedMetadata, torch.Tensor, torch.Tensor]:
-    meta = PagedAttentionMeta(
-        query_start_loc=torch.tensor([0, 1], dtype=torch.int32),
-        seq_lens=torch.tensor([1], dtype=torch.int32),
-        block_table=torch.tensor([[1]], dtype=torch.int32),
-        max_query_len=1, max_seq_len=1, num_actual_tokens=1,
+    meta = build_attention_plan(
+        torch.tensor([0, 1], dtype=torch.int32),
+        torch.tensor([1], dtype=torch.int32),
+        torch.tensor([[1]], dtype=torch.int32),
+        needs=CpuOps.plan_needs,
     )
     gen = torch.Generator().manual_seed(0)
     key = torch.randn(1, kv_heads, head, generator=gen)

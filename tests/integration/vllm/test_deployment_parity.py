@@ -24,7 +24,7 @@ from adapters.doctor.plan.config import build_deployment
 from adapters.doctor.plan.model import Target, read_model
 from adapters.doctor.serve_args import ServeArgs
 from adapters.system.model_files import LocalModelFiles
-from adapters.vllm import planning
+from adapters.vllm import config_plan
 from adapters.vllm.doctor_args import _serve_parser, parse_serve_args
 from ascend_core.deployment import Deployment, ModelFacts
 from ascend_core.deployment_builder import files_say
@@ -92,14 +92,14 @@ def _serve_deployment(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> Deplo
     from vllm.engine.arg_utils import AsyncEngineArgs
 
     seen: list[Deployment] = []
-    original = planning.plan_for
+    original = config_plan.plan_for
 
     def spy(deployment: Deployment | None) -> Any:
         if deployment is not None:
             seen.append(deployment)
         return original(deployment)
 
-    monkeypatch.setattr(planning, "plan_for", spy)
+    monkeypatch.setattr(config_plan, "plan_for", spy)
     ns = _serve_parser().parse_args(argv)
     ns.model = ns.model_tag or ns.model  # as `vllm serve MODEL` does
     try:

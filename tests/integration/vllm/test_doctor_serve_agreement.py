@@ -39,11 +39,20 @@ ROWS: list[tuple[str, list[str], bool]] = [
     ("lora", [TINY, "--enable-lora"], True),
     ("speculative ngram",
      [TINY, "--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 2,
+                                                "prompt_lookup_max": 3})], False),
+    ("speculative k too large",
+     [TINY, "--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 16,
                                                 "prompt_lookup_max": 3})], True),
+    ("speculative unserved method",
+     [TINY, "--speculative-config", json.dumps({"method": "suffix",
+                                                "num_speculative_tokens": 2})], True),
     ("GPU-only quantization", [TINY, "--quantization", "awq"], True),
     ("GPU-only KV cache dtype", [TINY, "--kv-cache-dtype", "fp8"], True),
     ("not a number", [TINY, "--tensor-parallel-size", "two"], True),
     ("missing model directory", ["/nonexistent/model-dir"], True),
+    ("missing relative model directory", ["./models/no-such-model"], True),
+    ("tensor parallel 2 on the host", [TINY, "--tensor-parallel-size", "2"], False),
+    ("ascend quantization of an unquantized model", [TINY, "--quantization", "ascend"], True),
 ]  # fmt: skip
 
 
@@ -130,6 +139,50 @@ def test_doctor_and_serve_refuse_what_the_attention_backends_cannot_do(
     # The doctor's attention section says what serve's backend selection would refuse.
     (item,) = _attention_items(report)
     assert item["status"].upper() == "FAIL" and named in item["detail"].lower(), item
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["./models/no-such-model"], [TINY, "--quantization", "ascend"]],
+    ids=["missing local path", "ascend quantization without a description"],
+)
+def test_serve_refuses_with_the_doctors_message(
+    model_dirs: dict[str, str], argv: list[str]
+) -> None:
+    argv = _argv(argv, model_dirs["qwen3"])
+    _, report = doctor_refuses(argv)
+    (failure,) = [
+        i for s in json.loads(report)["sections"] for i in s["items"] if i["status"] == "fail"
+    ]
+    refused, error = serve_refuses(argv)
+    # Our StartupError (the message alone), not vLLM's pydantic or Hub traceback.
+    assert refused and error.startswith("StartupError: vllm-plugin-ascend: "), error
+    assert f"{failure['detail']} Fix: {failure['fix']}" in error
+
+
+def test_the_doctor_reports_the_execution_serve_configures(model_dirs: dict[str, str]) -> None:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    argv = [model_dirs["qwen3"]]
+    _, report = doctor_refuses(argv)
+    execution = json.loads(report)["data"]["execution"]
+    ns = _serve_parser().parse_args(argv)
+    ns.model = ns.model_tag or ns.model
+    compilation = AsyncEngineArgs.from_cli_args(ns).create_engine_config().compilation_config
+    assert execution["graph_mode"] == compilation.cudagraph_mode.name == "NONE"
+    assert execution["compile_mode"] == compilation.mode.name == "DYNAMO_TRACE_ONCE"
+
+
+def test_the_npu_worker_captures_graphs_as_the_doctor_says() -> None:
+    """The doctor reports the NPU plan's graphs as run because the worker calls the
+    runner's capture_model; were it to stop, NPU_WORKER_CAPTURES_GRAPHS changes too."""
+    import inspect
+
+    from adapters.doctor.plan.config import NPU_WORKER_CAPTURES_GRAPHS
+    from adapters.vllm.worker import NpuWorker
+
+    source = inspect.getsource(NpuWorker.compile_or_warm_up_model)
+    assert ("capture_model" in source) is NPU_WORKER_CAPTURES_GRAPHS
 
 
 def test_a_missing_directory_is_named_as_missing() -> None:

@@ -114,13 +114,13 @@ def test_the_host_calls_its_moe_layers_directly(served) -> None:  # type: ignore
 
 def test_the_host_gemm_weights_are_packed_at_load(served) -> None:  # type: ignore[no-untyped-def]
     """Every unquantized linear layer and the LM head hold their packed oneDNN weight
-    from the load on (host_linear.prepack_weights), the one the GEMM then reads, and a
-    plain-tensor alias of the weight (its storage and version counter) for the graph."""
+    from the load on (host_linear.prepack_weights, through the host-GEMM port), the one
+    the GEMM then reads, and a plain-tensor alias of the weight (its storage and version
+    counter) for the graph."""
     from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
     from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
 
-    from adapters.cpu import native
-    from adapters.vllm.patches import host_linear
+    from adapters.cpu import host_gemm, native
 
     _, _, _, llm = served
     model = llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
@@ -129,17 +129,17 @@ def test_the_host_gemm_weights_are_packed_at_load(served) -> None:  # type: igno
               or isinstance(m, ParallelLMHead)]
     assert any(isinstance(m, ParallelLMHead) for m in layers) and len(layers) > 4
     built = native.packed_linear() is not None
-    assert (host_linear._native_linear is not None) == built  # the native GEMM where built
+    assert (host_gemm._native_linear is not None) == built  # the native GEMM where built
     held = torch.ops.ascend_host_native.packed_linear_cache_size() if built else None
     for layer in layers:
-        plain = getattr(layer, host_linear._PLAIN)
+        plain = getattr(layer, host_gemm._PLAIN)
         assert type(plain) is torch.Tensor and plain.data_ptr() == layer.weight.data_ptr()
         assert plain._version == layer.weight._version
         if not built:
-            entry = host_linear._packed_by_weight.get(id(plain))
+            entry = host_gemm._packed_by_weight.get(id(plain))
             assert entry is not None and entry[0]() is plain, type(layer).__name__
-        packed = host_linear.packed_weight(layer, layer.weight)
-        assert host_linear._packed_for(plain) is packed  # the alias reads the same pack
+        packed = host_gemm.packed_weight(layer, layer.weight)
+        assert host_gemm._packed_for(plain) is packed  # the alias reads the same pack
     if built:
         assert torch.ops.ascend_host_native.packed_linear_cache_size() == held  # no new pack
 

@@ -1,16 +1,20 @@
-"""The host's packed oneDNN GEMM: same numbers as F.linear, and installed where vLLM looks."""
+"""The host-GEMM port on the host (packed oneDNN): same numbers as F.linear, and vLLM's
+default GEMM rebound to the port the container serves."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from adapters.container import container
+from adapters.cpu import host_gemm
 from adapters.vllm.patches import host_linear
 from ascend_core.patches import REGISTRY
+from unit.fakes.host_gemm import FakeHostGemm
 
 F = torch.nn.functional
 SPEC = next(s for s in REGISTRY if s.id == "host-onednn-linear")
-GEMM = host_linear.make_host_gemm(host_linear._supported_dtypes(), lambda *a: F.linear(*a[1:]))
+GEMM = host_linear.make_host_gemm(host_gemm.CpuHostGemm(), lambda *a: F.linear(*a[1:]))
 
 pytestmark = pytest.mark.skipif(
     not torch.backends.mkldnn.is_available(), reason="this torch has no oneDNN"
@@ -35,7 +39,7 @@ def _layer_and_weight(dtype: torch.dtype, n: int = 96, k: int = 64):  # type: ig
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_equals_f_linear(dtype: torch.dtype) -> None:
-    if dtype not in host_linear._supported_dtypes():
+    if dtype not in host_gemm._supported_dtypes():
         pytest.skip("no bf16 oneDNN on this CPU")
     layer, weight, x = _layer_and_weight(dtype)
     bias = torch.randn(96).to(dtype)
@@ -49,24 +53,39 @@ def test_equals_f_linear(dtype: torch.dtype) -> None:
 
 def test_packs_once_and_again_after_the_weight_changes() -> None:
     layer, weight, x = _layer_and_weight(torch.float32)
-    first = host_linear.packed_weight(layer, weight)
-    assert host_linear.packed_weight(layer, weight) is first
+    first = host_gemm.packed_weight(layer, weight)
+    assert host_gemm.packed_weight(layer, weight) is first
     with torch.no_grad():
         weight.mul_(2)  # an in-place reload bumps the version counter
-    assert host_linear.packed_weight(layer, weight) is not first
+    assert host_gemm.packed_weight(layer, weight) is not first
     torch.testing.assert_close(GEMM(layer, x, weight), F.linear(x, weight), atol=1e-5, rtol=1e-5)
     other = torch.nn.Parameter(weight.detach().clone(), False)  # rebinding the parameter
-    assert host_linear.packed_weight(layer, other) is not host_linear.packed_weight(layer, weight)
+    assert host_gemm.packed_weight(layer, other) is not host_gemm.packed_weight(layer, weight)
 
 
 def test_other_dtypes_and_shapes_fall_back() -> None:
     calls = []
-    gemm = host_linear.make_host_gemm((torch.float32,), lambda *a: calls.append(a) or "fallback")
+    gemm = host_linear.make_host_gemm(
+        host_gemm.CpuHostGemm(), lambda *a: calls.append(a) or "fallback"
+    )
     layer, weight, x = _layer_and_weight(torch.float32)
     assert gemm(layer, x.half(), weight.half()) == "fallback"  # dtype not packed
     assert gemm(layer, x.double(), weight) == "fallback"  # mixed dtypes
     assert gemm(layer, x, weight[None]) == "fallback"  # not a 2-D weight
     assert len(calls) == 3
+
+
+def test_a_port_that_serves_nothing_leaves_vllms_gemm(monkeypatch: pytest.MonkeyPatch) -> None:
+    import vllm.model_executor.layers.utils as utils
+
+    current = utils.default_unquantized_gemm
+    original = getattr(current, "__wrapped__", current)
+    monkeypatch.setattr(utils, "default_unquantized_gemm", original)  # restored afterwards
+    serves_nothing = FakeHostGemm(())  # a torch without oneDNN
+    with container().host_gemm.override(serves_nothing):
+        host_linear.use_onednn_gemm(SPEC)
+    assert utils.default_unquantized_gemm is original  # F.linear stays
+    assert serves_nothing.packed == [] and serves_nothing.calls == []
 
 
 def test_the_patch_makes_vllms_dispatch_return_the_host_gemm(
@@ -83,6 +102,7 @@ def test_the_patch_makes_vllms_dispatch_return_the_host_gemm(
     host_linear.use_onednn_gemm(SPEC)
     gemm = utils.dispatch_unquantized_gemm()
     assert gemm.__ascend_patch__ == SPEC.id
+    assert host_linear._in_place == [container().host_gemm()]  # the port prepack asks
     assert gemm.__wrapped__ is original
     host_linear.use_onednn_gemm(SPEC)  # re-entrant: not wrapped twice
     assert utils.dispatch_unquantized_gemm() is gemm
@@ -94,7 +114,7 @@ def test_the_patch_makes_vllms_dispatch_return_the_host_gemm(
 def test_under_torch_compile_the_gemm_is_one_op_with_the_same_numbers(dtype: torch.dtype) -> None:
     """Dynamo cannot trace the packing; the compiled graph calls ascend_host::packed_linear,
     which packs on its first run and again after the weight changes in place."""
-    if dtype not in host_linear._supported_dtypes():
+    if dtype not in host_gemm._supported_dtypes():
         pytest.skip("no bf16 oneDNN on this CPU")
     from torch._dynamo.testing import CompileCounterWithBackend
 

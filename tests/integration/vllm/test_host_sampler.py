@@ -1,5 +1,5 @@
 """The host's greedy sampling: the native argmax gives torch.argmax's answer, and the
-patch puts it where vLLM's sampler looks."""
+patch puts the sampling port the container serves where vLLM's sampler looks."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import pytest
 import torch
 from vllm.v1.sample.sampler import Sampler
 
+from adapters.container import container
 from adapters.cpu import native
 from adapters.vllm.patches import host_sampler
 from ascend_core.patches import REGISTRY
 from support.native_kernels import built_or_skip
+from unit.fakes.sampling import FakeSamplingOps
 
 SPEC = next(s for s in REGISTRY if s.id == "host-greedy-argmax")
 
@@ -67,10 +69,14 @@ def test_what_it_does_not_take_is_an_error(kernel) -> None:  # type: ignore[no-u
         kernel(torch.randn(2, 8).to(torch.bfloat16))
 
 
-def test_the_patched_sampler_takes_it_and_torch_serves_the_rest(kernel) -> None:  # type: ignore[no-untyped-def]
+def _unpatched():  # type: ignore[no-untyped-def]
     saved = Sampler.__dict__["greedy_sample"]
     original = saved.__func__
-    original = getattr(original, "__wrapped__", original)  # unpatched, if the plugin loaded
+    return saved, getattr(original, "__wrapped__", original)  # unpatched, if the plugin loaded
+
+
+def test_the_patched_sampler_takes_it_and_torch_serves_the_rest(kernel) -> None:  # type: ignore[no-untyped-def]
+    saved, original = _unpatched()
     try:
         Sampler.greedy_sample = staticmethod(original)  # type: ignore[method-assign]
         host_sampler.use_native_greedy_argmax(SPEC)
@@ -82,5 +88,19 @@ def test_the_patched_sampler_takes_it_and_torch_serves_the_rest(kernel) -> None:
         assert torch.equal(Sampler.greedy_sample(hard), hard.argmax(dim=-1))
         half = hard.to(torch.bfloat16)  # not the kernel's: torch's argmax, same shape
         assert torch.equal(Sampler.greedy_sample(half), half.argmax(dim=-1).view(-1))
+    finally:
+        Sampler.greedy_sample = saved  # type: ignore[method-assign]
+
+
+def test_the_patched_sampler_asks_the_port_the_container_serves() -> None:
+    saved, original = _unpatched()
+    fake = FakeSamplingOps()
+    try:
+        Sampler.greedy_sample = staticmethod(original)  # type: ignore[method-assign]
+        with container().sampling_ops.override(fake):
+            host_sampler.use_native_greedy_argmax(SPEC)
+        logits = torch.randn(3, 5)
+        assert torch.equal(Sampler.greedy_sample(logits), logits.argmax(dim=-1))
+        assert fake.greedy_calls == [(3, 5)]
     finally:
         Sampler.greedy_sample = saved  # type: ignore[method-assign]

@@ -15,12 +15,14 @@ def test_registration_plan_is_the_devices_alone() -> None:
     assert {"host-slot-mapping-kernel", "host-shutdown-accelerator-cache"} <= ids
 
 
-def test_speculative_decoding_adds_no_patch_it_cannot_apply() -> None:
-    # The support matrix refuses speculative decoding on the host; no placeholder patch
-    # is planned (and shown as applied by the doctor) for it.
+def test_speculative_decoding_adds_the_rejection_sampler_patches_and_only_those() -> None:
+    # The registration plan has no deployment; the deployment's adds the two rebinds of
+    # vLLM's rejection sampler onto the RejectionOps port (ngram is served on the host).
     plain = host()
     speculative = attrs.evolve(plain, speculative=SpeculativeSettings("ngram", 3))
-    assert deployment_patch_plan(speculative).ids == deployment_patch_plan(plain).ids
+    added = set(deployment_patch_plan(speculative).ids) - set(deployment_patch_plan(plain).ids)
+    assert added == {"spec-rejection-sample-torch", "spec-expand-to-tokens-torch"}
+    assert not added & set(device_patch_plan(DeviceKind.CPU, ChipFamily.HOST).ids)
 
 
 def test_npu_plans_compute_the_slot_mapping_with_torch() -> None:

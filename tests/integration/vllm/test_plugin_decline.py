@@ -19,9 +19,13 @@ _SHOW_PLATFORM = (
 
 
 def _run(
-    device: str | None, argv: list[str] | None = None, path: str | None = None
+    device: str | None,
+    argv: list[str] | None = None,
+    path: str | None = None,
+    extra: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_ASCEND_")}
+    env.update(extra or {})
     if device is not None:
         env["VLLM_ASCEND_DEVICE"] = device
     if path is not None:
@@ -42,6 +46,15 @@ def test_without_npu_or_request_the_plugin_declines_with_its_reason(device: str 
     assert "VLLM_ASCEND_DEVICE=cpu" in result.stderr  # the hint
     # No platform, but nothing failed: the reason is not repeated at exit.
     assert "no platform serves" not in result.stderr
+
+
+def test_a_misspelt_device_variable_is_named_in_the_decline() -> None:
+    result = _run(None, extra={"VLLM_ASCEND_DEVICES": "cpu"})
+    assert result.returncode == 0, result.stderr
+    decline = [line for line in result.stderr.splitlines() if "Ascend plugin declines" in line]
+    assert len(decline) == 1, result.stderr
+    assert "VLLM_ASCEND_DEVICES is set but the Ascend plugin does not read it" in decline[0]
+    assert "Did you mean 'VLLM_ASCEND_DEVICE'?" in decline[0]
 
 
 def test_cpu_request_activates_the_host_platform() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.vllm.startup import StartupError
+from adapters.vllm.startup_errors import StartupError
 from ascend_core.errors import PlanErrors
 from ascend_core.memory_budget import KvCacheTooSmallError
 
@@ -93,3 +93,25 @@ def test_in_process_kv_budget_error_is_a_startup_error(model_dirs: dict[str, str
         )
     assert isinstance(err.value.error, KvCacheTooSmallError)
     assert "max_model_len=512" in str(err.value.code)
+
+
+def test_a_missing_local_model_path_stops_serve_at_once_with_the_message_alone() -> None:
+    result = _serve("./models/no-such-model")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("vllm-plugin-ascend: ./models/no-such-model does not exist")
+    assert "hf download" in last
+
+
+def test_vllm_calls_our_hook_before_it_reads_the_model() -> None:
+    """startup.refuse_before_start runs in Platform.pre_register_and_update(), which vLLM
+    calls (without arguments) first thing in EngineArgs.create_engine_config."""
+    import inspect
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    source = inspect.getsource(EngineArgs.create_engine_config)
+    hook = source.index("current_platform.pre_register_and_update()")
+    assert hook < source.index("maybe_override_with_speculators(")
+    assert hook < source.index("self.create_model_config()")

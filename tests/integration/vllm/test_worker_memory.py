@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from engine_teardown import shut_down
 
+from ascend_core.memory_budget import format_bytes
 from ports.runtime import MemoryInfo
 from unit.fakes.recording_runtime import FixedMemoryRuntime, RecordingRuntime
 
@@ -104,5 +105,31 @@ def test_with_no_flag_the_host_default_comes_from_the_runtime_ports_numbers(
     monkeypatch.setattr(worker, "runtime", FixedMemoryRuntime(worker.runtime, memory))
     monkeypatch.setattr(worker.cache_config, "kv_cache_memory_bytes", None)
     monkeypatch.setattr(worker.cache_config, "gpu_memory_utilization", 0.92)  # vLLM's default
+    # So many sequences that they could fill any default: the memory share rules.
+    monkeypatch.setattr(worker.scheduler_config, "max_num_seqs", 1 << 20)
 
     assert worker.determine_available_memory() == expected
+
+
+def test_the_host_default_stops_at_what_max_num_seqs_sequences_can_fill(
+    llm,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    worker = llm.llm_engine.model_executor.driver_worker.worker
+    memory = MemoryInfo(free_bytes=20 * GIB, total_bytes=24 * GIB, peak_allocated_bytes=GIB)
+    monkeypatch.setattr(worker, "runtime", FixedMemoryRuntime(worker.runtime, memory))
+    monkeypatch.setattr(worker.cache_config, "kv_cache_memory_bytes", None)
+    monkeypatch.setattr(worker.cache_config, "gpu_memory_utilization", 0.92)
+    seqs = worker.scheduler_config.max_num_seqs
+    one_sequence = worker._one_sequence_bytes()
+    block = worker.cache_config.block_size
+    per_token = one_sequence // (-(-512 // block) * block)
+
+    with caplog.at_level("INFO", logger="vllm.plugins.ascend"):
+        kv_bytes = worker.determine_available_memory()
+
+    # The tiny model's sequences fill far less than the 4 GiB cap.
+    assert kv_bytes == seqs * one_sequence + block * per_token < 4 * GIB
+    said = f"({format_bytes(kv_bytes)}) that max_num_seqs={seqs} sequences of max_model_len=512"
+    assert said in caplog.text

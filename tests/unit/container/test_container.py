@@ -32,6 +32,10 @@ PORT_OF = {
     "communicator": "ports.collective:Communicator",
     "moe_ops": "ports.moe:MoeOps",
     "mla_ops": "ports.mla:MlaOps",
+    "sampling_ops": "ports.sampling:SamplingOps",
+    "slot_mapping": "ports.slot_mapping:SlotMapping",
+    "host_gemm": "ports.host_gemm:HostGemm",
+    "rejection_ops": "ports.rejection:RejectionOps",
     "upstream": "ports.upstream:Upstream",
     "model_files": "ports.model_files:ModelFiles",
     "local_files": "ports.local_files:LocalFiles",
@@ -100,6 +104,33 @@ def test_cpu_request_wires_host_adapters_once_per_container():
     assert c.ops() is c.ops()
     assert c.communicator().backend == "gloo"
     assert probe.calls == 1
+
+
+def test_the_host_serves_its_sampling_slot_mapping_and_gemm_ports():
+    from adapters.cpu.host_gemm import CpuHostGemm
+    from adapters.cpu.sampling import CpuSamplingOps
+    from adapters.cpu.slot_mapping import CpuSlotMapping
+
+    c, _ = make({"VLLM_ASCEND_DEVICE": "cpu"})
+    assert isinstance(c.sampling_ops(), CpuSamplingOps)
+    assert isinstance(c.slot_mapping(), CpuSlotMapping)
+    assert isinstance(c.host_gemm(), CpuHostGemm)
+    assert c.sampling_ops() is c.sampling_ops() and c.host_gemm() is c.host_gemm()
+
+
+def test_the_npu_serves_sampling_and_slot_mapping_without_loading_torch_npu():
+    from dependency_injector import providers
+
+    from adapters.npu.sampling import NpuSamplingOps
+    from adapters.npu.slot_mapping import NpuSlotMapping
+
+    def load_torch_npu() -> None:
+        raise AssertionError("torch_npu asked for")
+
+    c, _ = make({}, ProbeResult(DeviceKind.NPU, True, "1 device"))
+    c.torch_npu.override(providers.Callable(load_torch_npu))
+    assert isinstance(c.sampling_ops(), NpuSamplingOps)
+    assert isinstance(c.slot_mapping(), NpuSlotMapping)
 
 
 def test_npu_request_without_npu_fails_with_the_probe_hint():

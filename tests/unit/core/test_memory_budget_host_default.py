@@ -9,6 +9,7 @@ from ascend_core.memory_budget import (
     BudgetFlag,
     HostKvDefault,
     MemoryDemand,
+    SequenceCap,
     flags_leave_default,
     host_flag_warning,
     host_kv_default,
@@ -53,6 +54,25 @@ def test_the_demand_from_the_default_shows_its_arithmetic() -> None:
     assert "min(4.00 GiB cap, 0.50 x 10.00 GiB available after the weights" in text
     assert "of 24.00 GiB RAM), gives 4294967296 B" in text
     assert budget.demand.budget_flag is BudgetFlag.KV_CACHE_MEMORY_BYTES
+
+
+def test_the_default_never_exceeds_what_the_sequences_can_fill() -> None:
+    # A 5.5 MiB model: 2048 tokens x 256 sequences at 512 B a token fill 256 MiB (+ a block).
+    cap = SequenceCap(256, 2048, 2048 * 512, 16 * 512)
+    default = host_kv_default(MemoryInfo(20 * GIB, 24 * GIB), sequences=cap)
+    assert default.kv_cache_bytes == cap.bytes == 256 * 2048 * 512 + 16 * 512
+    budget = plan_budget(MemoryDemand.from_host_default(default, 512, 2048, 16))
+    assert budget.fits and budget.sequences == 256
+    text = budget.what()
+    assert f"= 4.00 GiB, capped at the {cap.bytes} B (256.0 MiB) that max_num_seqs=256 " in text
+    assert "sequences of max_model_len=2048 can use (--max-num-seqs" in text
+
+
+def test_a_sequence_cap_above_the_share_changes_nothing() -> None:
+    cap = SequenceCap(1024, 8192, 8192 * 4096)  # 32 GiB
+    default = host_kv_default(MemoryInfo(20 * GIB, 24 * GIB), workers=2, sequences=cap)
+    assert default.kv_cache_bytes == 2 * GIB and not default.capped_by_sequences
+    assert "capped" not in default.arithmetic()
 
 
 @pytest.mark.parametrize(

@@ -109,7 +109,7 @@ def test_sparse_and_compressed_mla_still_refuse_on_both_devices(model, place) ->
 def test_speculative_methods_map_to_features(method: str, feature: Feature) -> None:
     assert speculative_feature(method) is feature
     deployment = attrs.evolve(
-        host(), speculative=SpeculativeSettings(method=method, num_speculative_tokens=2)
+        npu(), speculative=SpeculativeSettings(method=method, num_speculative_tokens=2)
     )
     assert features_of(deployment) == (feature,)
     assert [e.feature for e in refusals(deployment)] == [feature.name]

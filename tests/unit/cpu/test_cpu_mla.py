@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from adapters.attention_plan import build_attention_plan
 from adapters.cpu.mla import CpuMlaOps
 from ports.mla import LatentCache
+from ports.ops import AttentionPart, AttentionPlanNeeds
 from support import reference_moe_mla as ref
 
 OPS = CpuMlaOps()
@@ -20,6 +22,16 @@ LATENT, ROPE, HEADS, BLOCK = 32, 16, 4, 16
 @pytest.fixture
 def gen() -> torch.Generator:
     return torch.Generator().manual_seed(11)
+
+
+def _part(
+    q_lens: list[int], seq_lens: list[int], table: torch.Tensor, needs: AttentionPlanNeeds
+) -> AttentionPart:
+    """The step's one part (all decodes or all prefills), as the metadata builder makes it."""
+    qsl = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
+    plan = build_attention_plan(qsl, torch.tensor(seq_lens, dtype=torch.int32), table, needs=needs)
+    assert len(plan.parts) == 1
+    return plan.parts[0]
 
 
 def _table(seq_lens: list[int], num_blocks: int, gen: torch.Generator) -> torch.Tensor:
@@ -71,7 +83,7 @@ def test_write_then_gather_round_trips_and_skips_padding(
     slots_with_skip = slots.clone()
     slots_with_skip[1] = -1
     OPS.write_latent_cache(latent, rope, cache, slots_with_skip)
-    got = OPS.gather_latent(cache, table, torch.tensor(seq_lens))
+    got = OPS.gather_latent(cache, _part(seq_lens, seq_lens, table, OPS.plan_needs))
     want = torch.cat((latent[:n], rope[:n, 0]), dim=-1).to(dtype)
     assert got.dtype == dtype and got.shape == want.shape
     assert torch.isnan(got[1]).all()  # the skipped slot was not written
@@ -81,12 +93,13 @@ def test_write_then_gather_round_trips_and_skips_padding(
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_prefill_attention_matches_the_oracle(dtype: torch.dtype, gen: torch.Generator) -> None:
-    # A fresh prefill, one with 30 cached tokens before its 7 new ones, and one token.
-    q_lens, kv_lens = [12, 7, 1], [12, 37, 9]
+    # A fresh prefill, one with 30 cached tokens before its 7 new ones, and two tokens.
+    q_lens, kv_lens = [12, 7, 2], [12, 37, 9]
     q = torch.randn(sum(q_lens), HEADS, 48, generator=gen).to(dtype)
     k = torch.randn(sum(kv_lens), HEADS, 48, generator=gen).to(dtype)
     v = torch.randn(sum(kv_lens), HEADS, 32, generator=gen).to(dtype)
-    got = OPS.prefill_attention(q, k, v, torch.tensor(q_lens), torch.tensor(kv_lens), 0.2)
+    part = _part(q_lens, kv_lens, torch.zeros(3, 1, dtype=torch.int32), OPS.plan_needs)
+    got = OPS.prefill_attention(q, k, v, part, 0.2)
     assert got.dtype == dtype and got.shape == (sum(q_lens), HEADS, 32)
     want = ref.prefill_attention(q, k, v, q_lens, kv_lens, 0.2)
     torch.testing.assert_close(got.double(), want, **TOL[dtype])
@@ -106,7 +119,8 @@ def test_latent_decode_matches_the_oracle(dtype: torch.dtype, gen: torch.Generat
     )
     q_lat = torch.randn(4, HEADS, LATENT, generator=gen).to(dtype)
     q_rope = torch.randn(4, HEADS, ROPE, generator=gen).to(dtype)
-    got = OPS.latent_decode(q_lat, q_rope, cache, table, torch.tensor(seq_lens), 0.15)
+    decode = _part([1] * 4, seq_lens, table, OPS.plan_needs)
+    got = OPS.latent_decode(q_lat, q_rope, cache, decode, 0.15)
     assert got.dtype == dtype and got.shape == (4, HEADS, LATENT)
     want = ref.latent_decode(q_lat, q_rope, _dense(cache), table.tolist(), seq_lens, 0.15)
     torch.testing.assert_close(got.double(), want, **TOL[dtype])

@@ -9,7 +9,7 @@ from adapters.cpu.moe import CpuMoeOps
 from ports.moe import Routing, Scoring
 from support import reference_moe_mla as ref
 
-OPS = CpuMoeOps()
+OPS = CpuMoeOps(native_kernels=False)  # the torch steps (no compiler in tests/unit)
 # float32 vs a float64 oracle over sums of <= 128 products (see test_cpu_ops.TOL).
 TOL = {torch.float32: {"atol": 2e-5, "rtol": 1e-5}, torch.bfloat16: {"atol": 3e-2, "rtol": 3e-2}}
 

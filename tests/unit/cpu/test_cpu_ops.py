@@ -1,4 +1,5 @@
-"""CpuOps against the naive loops of support.reference_ops, on random inputs."""
+"""CpuOps (and ReferenceOps, its fallback) against the naive loops of support.reference_ops,
+on random inputs."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import attrs
 import pytest
 import torch
 
+from adapters.attention_plan import build_attention_plan
 from adapters.cpu.ops import CpuOps
-from ports.ops import PagedAttentionMeta
+from adapters.cpu.reference_ops import ReferenceOps
+from ports.ops import AttentionPlan
 from support import reference_ops as ref
 
-OPS = CpuOps()
+OPS = CpuOps(native_attention=False, native_write=False)
 
 # float32 results come from float32 arithmetic (eps 1.2e-7) summed over <= a few hundred
 # terms, against a float64 oracle: 1e-5 leaves two orders of magnitude of slack.
@@ -164,7 +167,7 @@ def _paged_batch(
     dtype: torch.dtype,
     gen: torch.Generator,
     pad_tokens: int = 0,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, PagedAttentionMeta]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, AttentionPlan]:
     """Random caches, shuffled block ids, and NaN in every unused cache row."""
     blocks_per_seq = [-(-s // block_size) for s in seq_lens]
     num_blocks = sum(blocks_per_seq) + 3
@@ -185,13 +188,11 @@ def _paged_batch(
         qsl.append(qsl[-1] + n)
     query = torch.randn(qsl[-1] + pad_tokens, hq, d, generator=gen)
     padded_table = [row + [0] * (width - len(row)) for row in table]
-    meta = PagedAttentionMeta(
-        query_start_loc=torch.tensor(qsl, dtype=torch.int32),
-        seq_lens=torch.tensor(seq_lens, dtype=torch.int32),
-        block_table=torch.tensor(padded_table, dtype=torch.int32),
-        max_query_len=max(q_lens),
-        max_seq_len=max(seq_lens),
-        num_actual_tokens=qsl[-1],
+    meta = build_attention_plan(
+        torch.tensor(qsl, dtype=torch.int32),
+        torch.tensor(seq_lens, dtype=torch.int32),
+        torch.tensor(padded_table, dtype=torch.int32),
+        needs=CpuOps.plan_needs,
     )
     return query.to(dtype), kc.to(dtype), vc.to(dtype), meta
 
@@ -206,7 +207,7 @@ def _check_attention(
     dtype: torch.dtype = torch.float32,
     pad_tokens: int = 0,
     seed: int = 0,
-    ops: CpuOps = OPS,
+    ops: ReferenceOps = OPS,
 ) -> None:
     gen = torch.Generator().manual_seed(seed)
     query, kc, vc, meta = _paged_batch(
@@ -240,7 +241,7 @@ def test_attention_decode_batch(dtype: torch.dtype) -> None:
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_attention_decode_batch_on_the_torch_path(dtype: torch.dtype) -> None:
     # The path taken where the native decode kernel does not build.
-    ops = CpuOps(native_attention=False)
+    ops = CpuOps(native_attention=False, native_write=False)
     _check_attention([1, 1, 1, 1], [1, 5, 13, 8], dtype=dtype, ops=ops)
     _check_attention([1, 4, 1, 7, 1], [9, 4, 2, 12, 17], dtype=dtype, ops=ops)
 
@@ -286,13 +287,11 @@ def test_attention_skips_sequences_without_new_tokens() -> None:
     # A batch padded with empty requests (q_len 0, seq_len 0), as a graph-padded step may be.
     gen = torch.Generator().manual_seed(3)
     query, kc, vc, meta = _paged_batch([1, 3], [6, 3], 4, 2, 16, 4, torch.float32, gen)
-    padded = PagedAttentionMeta(
-        query_start_loc=torch.tensor([0, 1, 4, 4], dtype=torch.int32),
-        seq_lens=torch.tensor([6, 3, 0], dtype=torch.int32),
-        block_table=torch.cat([meta.block_table, torch.zeros(1, 2, dtype=torch.int32)]),
-        max_query_len=3,
-        max_seq_len=6,
-        num_actual_tokens=4,
+    padded = build_attention_plan(
+        torch.tensor([0, 1, 4, 4], dtype=torch.int32),
+        torch.tensor([6, 3, 0], dtype=torch.int32),
+        torch.cat([meta.block_table, torch.zeros(1, 2, dtype=torch.int64)]),
+        needs=CpuOps.plan_needs,
     )
     out = OPS.paged_attention(query, kc, vc, padded, 0.25, torch.empty_like(query))
     expected = ref.paged_attention(
@@ -323,13 +322,8 @@ def test_write_then_attend_round_trip(gen: torch.Generator) -> None:
     kc, vc = torch.zeros(3, bs, hk, d), torch.zeros(3, bs, hk, d)
     slots = torch.tensor([8, 9, 10, 11, 4, 5])  # blocks 2 then 1
     OPS.write_kv_cache(k, v, kc, vc, slots)
-    meta = PagedAttentionMeta(
-        query_start_loc=torch.tensor([0, t]),
-        seq_lens=torch.tensor([t]),
-        block_table=torch.tensor([[2, 1]]),
-        max_query_len=t,
-        max_seq_len=t,
-        num_actual_tokens=t,
+    meta = build_attention_plan(
+        torch.tensor([0, t]), torch.tensor([t]), torch.tensor([[2, 1]]), needs=CpuOps.plan_needs
     )
     out = OPS.paged_attention(q, kc, vc, meta, 0.5, torch.empty_like(q))
     expected = torch.nn.functional.scaled_dot_product_attention(
@@ -366,10 +360,11 @@ def test_full_width_rotary_returns_new_tensors(gen: torch.Generator) -> None:
 
 
 def test_context_slots_are_computed_once_per_metadata(mocker) -> None:  # type: ignore[no-untyped-def]
-    import adapters.cpu.ops as ops_module
+    import adapters.cpu.reference_ops as ops_module
 
     gen = torch.Generator().manual_seed(9)
-    ops = CpuOps(native_attention=False)  # the torch path's decode slots (the kernel needs none)
+    # The torch path's decode slots (the kernel needs none).
+    ops = CpuOps(native_attention=False, native_write=False)
     query, kc, vc, meta = _paged_batch([1, 4, 1], [9, 4, 6], 4, 2, 16, 4, torch.float32, gen)
     spy = mocker.spy(ops_module, "_context_slots")
     first = ops.paged_attention(query, kc, vc, meta, 0.25, torch.empty_like(query)).clone()
@@ -382,10 +377,11 @@ def test_context_slots_are_computed_once_per_metadata(mocker) -> None:  # type: 
 
 
 def test_write_positions_are_computed_once_per_slot_mapping(mocker) -> None:  # type: ignore[no-untyped-def]
-    import adapters.cpu.ops as ops_module
+    import adapters.cpu.reference_ops as ops_module
 
     gen = torch.Generator().manual_seed(4)
-    ops = CpuOps(native_write=False)  # the index_put_ path, which derives positions
+    # The index_put_ path, which derives positions.
+    ops = CpuOps(native_attention=False, native_write=False)
     spy = mocker.spy(ops_module, "_write_positions")
     key = torch.randn(3, 1, 4, generator=gen)
     step = torch.tensor([1, -1, 6])
@@ -402,3 +398,12 @@ def test_write_positions_are_computed_once_per_slot_mapping(mocker) -> None:  # 
     ops.write_kv_cache(key, key, kc, torch.zeros(4, 2, 1, 4), next_step)
     assert spy.call_count == 3  # another block size: other positions for the same slots
     assert torch.equal(kc[0, 1], key[0]) and torch.equal(kc[3, 0], key[2])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_reference_alone_computes_every_kind_of_step(dtype: torch.dtype) -> None:
+    # ReferenceOps: plain torch, no native kernel (the golden reference of the NPU's ops).
+    ops = ReferenceOps()
+    _check_attention([1, 1, 1, 1], [1, 5, 13, 8], dtype=dtype, ops=ops)
+    _check_attention([1, 4, 1, 7, 1], [9, 4, 2, 12, 17], dtype=dtype, ops=ops, pad_tokens=2)
+    _check_attention([5, 9, 3], [5, 9, 3], dtype=dtype, ops=ops)

@@ -33,6 +33,8 @@ _FLAGS = {
     "--max-model-len": ("max_model_len", int),
     "--gpu-memory-utilization": ("gpu_memory_utilization", float),
     "--quantization": ("quantization", str),
+    "--max-num-seqs": ("max_num_seqs", int),
+    "--max-num-batched-tokens": ("max_num_batched_tokens", int),
 }
 
 
@@ -72,6 +74,18 @@ def test_check_on_a_host_without_npu_fails_and_says_why() -> None:
     assert code == 2
     assert "torch_npu is not installed" in text
     assert text.rstrip().endswith("(exit 2)")
+
+
+def test_check_without_npu_names_the_host_device_once_as_the_fix() -> None:
+    code, out = run(["check", "--json"], wiring())
+    items = [i for s in json.loads(out)["sections"] for i in s["items"]]
+    naming = [i for i in items if "VLLM_ASCEND_DEVICE=cpu" in f"{i['detail']} {i['fix']}"]
+    assert code == 2
+    assert [(i["name"], i["status"]) for i in naming] == [("device", "fail")]
+    assert "VLLM_ASCEND_DEVICE=cpu" in naming[0]["fix"]
+    assert "pip install torch-npu" in naming[0]["fix"]  # the NPU fix stays first
+    _, text = run(["check"], wiring())
+    assert text.count("VLLM_ASCEND_DEVICE=cpu") == 1
 
 
 def test_check_on_the_host_device_passes() -> None:
@@ -243,3 +257,20 @@ def test_check_reports_a_probe_that_cannot_be_built() -> None:
     code, text = run(["check"], c)
     assert code == 2
     assert "the NPU probe failed: ImportError: libhccl.so" in text
+
+
+def test_plan_reports_the_graph_mode_the_engine_runs_not_the_one_it_asks_for() -> None:
+    _, data = plan_json(["/m/llama"], _llama())
+    execution = data["data"]["execution"]
+    # The plan asks vLLM for piecewise NPU graphs, and the NPU worker captures them.
+    assert "npu_graph_mode=PIECEWISE" in data["data"]["plan"]
+    assert execution["graph_mode"] == "PIECEWISE"
+    assert "NPU graphs captured: PIECEWISE" in execution["how"]
+    (section,) = [s for s in data["sections"] if s["title"] == "config plan"]
+    items = {i["name"]: i["detail"] for i in section["items"]}
+    assert "graph PIECEWISE" in items["decisions"]
+    # Under tensor parallelism the plan asks for none (plan/graph.py), and none run.
+    _, parallel = plan_json(["/m/llama", "--tensor-parallel-size", "4"], _llama())
+    assert parallel["data"]["execution"]["graph_mode"] == "NONE"
+    assert "npu_graph_mode=NONE" in parallel["data"]["plan"]
+    assert items["execution"] == execution["how"]

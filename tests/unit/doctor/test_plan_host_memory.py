@@ -69,9 +69,34 @@ def test_the_doctor_shows_the_number_the_worker_computes_from_the_same_memory() 
 
 
 def test_a_large_host_shows_the_cap() -> None:
-    statuses, data, _ = _plan(MemoryInfo(free_bytes=20 * GIB, total_bytes=24 * GIB))
+    # 1024 sequences of 2048 tokens could fill 8 GiB: the 4 GiB cap rules.
+    memory = MemoryInfo(free_bytes=20 * GIB, total_bytes=24 * GIB)
+    statuses, data, _ = _plan(memory, "--max-num-seqs", "1024")
     assert statuses["KV cache"] == "pass"
     assert data["kv_bytes_available"] == 4 * GIB
+
+
+def test_the_default_stops_at_what_max_num_seqs_sequences_can_fill() -> None:
+    # vLLM's default 256 sequences (a host under 70 GiB) of 2048 tokens at 4 KiB a token
+    # fill 2 GiB and one block, not the 4 GiB cap; the worker caps at the same number.
+    memory = MemoryInfo(free_bytes=20 * GIB, total_bytes=24 * GIB)
+    statuses, data, text = _plan(memory)
+    usable = 256 * 2048 * KV_PER_TOKEN + 128 * KV_PER_TOKEN
+    assert statuses["KV cache"] == "pass"
+    assert data["kv_bytes_available"] == usable
+    assert "that max_num_seqs=256 sequences of max_model_len=2048 can use" in text
+    at_serve = MemoryInfo(18 * GIB, 24 * GIB, 2 * GIB)
+    worker = kv_cache_budget(
+        at_serve, 0.92, None, 2048 * KV_PER_TOKEN, 2048, 128, host_workers=1, max_num_seqs=256
+    )
+    assert worker.kv_cache_bytes == usable
+    assert f"capped at the {usable} B" in worker.reason
+
+
+def test_max_num_seqs_given_caps_at_its_own_value() -> None:
+    memory = MemoryInfo(free_bytes=20 * GIB, total_bytes=24 * GIB)
+    _, data, _ = _plan(memory, "--max-num-seqs", "4")
+    assert data["kv_bytes_available"] == (4 * 2048 + 128) * KV_PER_TOKEN
 
 
 def test_a_flag_that_takes_most_of_the_ram_is_a_warning() -> None:
@@ -82,3 +107,24 @@ def test_a_flag_that_takes_most_of_the_ram_is_a_warning() -> None:
     assert "WARN  host RAM" in text and "80% of the host's 24.00 GiB RAM" in text
     statuses, _, text = _plan(memory, "--gpu-memory-utilization", "0.3")
     assert statuses["host RAM"] == "pass" and "PASS  host RAM" in text
+
+
+def test_tensor_parallel_on_the_host_is_not_limited_to_one_device() -> None:
+    # `vllm serve --tensor-parallel-size 2` on the host starts two worker processes.
+    files = {"/m/small": FakeModelFiles({"config.json": SMALL_LLAMA}, HEADERS, "/m/small")}
+    c = wiring(env={"VLLM_ASCEND_DEVICE": "cpu"}, files=files)
+    c.runtime.override(FakeRuntime(MemoryInfo(free_bytes=20 * GIB, total_bytes=24 * GIB)))
+    argv = ["/m/small", "--gpu-memory-utilization", "0.92", "--tensor-parallel-size", "2"]
+    code, out = run(["plan", "--json", "--", *argv], c)
+    report = json.loads(out)
+    (model,) = [s for s in report["sections"] if s["title"] == "model"]
+    assert code == 0, out
+    assert "devices" not in {item["name"] for item in model["items"]}
+    assert report["data"]["target"]["device_count"] is None
+
+
+def test_plan_on_the_host_says_it_compiles_without_graphs() -> None:
+    _, _, text = _plan(MemoryInfo(free_bytes=20 * GIB, total_bytes=24 * GIB))
+    assert "graph NONE, compile DYNAMO_TRACE_ONCE" in text
+    assert "one Dynamo trace, Inductor generates the host code" in text
+    assert "no graphs: graph capture is an NPU feature" in text

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from adapters.doctor.planning import Target, plan_report
+from adapters.doctor.plan_command import Target, plan_report
 from adapters.doctor.report import Report
 from adapters.doctor.serve_args import ServeArgs
 from adapters.vllm.memory import kv_cache_budget

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from adapters.doctor.plan.config import build_deployment
-from adapters.doctor.planning import Target
+from adapters.doctor.plan_command import Target
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core.model_facts import model_facts_from_config
 from ascend_core.plan import plan_config

@@ -15,18 +15,11 @@ class RecordingRuntime(DeviceRuntime):
         self.events = events
         self.readings: list[MemoryInfo] = []
 
-    @property
-    def device_type(self) -> str:
-        return self.inner.device_type
-
     def device(self, index: int) -> Any:
         return self.inner.device(index)
 
     def set_device(self, index: int) -> None:
         self.inner.set_device(index)
-
-    def device_count(self) -> int:
-        return self.inner.device_count()
 
     def device_name(self, index: int = 0) -> str:
         return self.inner.device_name(index)
@@ -58,12 +51,6 @@ class RecordingRuntime(DeviceRuntime):
 
     def current_stream(self) -> Any:
         return self.inner.current_stream()
-
-    def new_stream(self) -> Any:
-        return self.inner.new_stream()
-
-    def new_event(self, enable_timing: bool = False) -> Any:
-        return self.inner.new_event(enable_timing)
 
     def runner_scope(self) -> Any:
         return self.inner.runner_scope()

@@ -14,18 +14,11 @@ class FakeRuntime(DeviceRuntime):
     def __init__(self, memory: MemoryInfo) -> None:
         self.memory = memory
 
-    @property
-    def device_type(self) -> str:
-        return "cpu"
-
     def device(self, index: int) -> Any:
         raise NotImplementedError("a FakeRuntime has no torch device")
 
     def set_device(self, index: int) -> None:
         """No device to select."""
-
-    def device_count(self) -> int:
-        return 1
 
     def device_name(self, index: int = 0) -> str:
         return "fake host"
@@ -49,12 +42,6 @@ class FakeRuntime(DeviceRuntime):
         """Nothing is random."""
 
     def current_stream(self) -> Any:
-        return None
-
-    def new_stream(self) -> Any:
-        return None
-
-    def new_event(self, enable_timing: bool = False) -> Any:
         return None
 
     def runner_scope(self) -> contextlib.AbstractContextManager[None]:

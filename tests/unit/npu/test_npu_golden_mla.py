@@ -11,10 +11,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from adapters.attention_plan import build_attention_plan
 from adapters.cpu.mla import CpuMlaOps
 from adapters.npu.mla import NpuMlaOps
 from ascend_core.errors import UnsupportedFeatureError
 from ports.mla import LatentCache
+from ports.ops import AttentionPart
 from support.torch_npu_emulator import make_torch_npu
 
 HOST = CpuMlaOps()
@@ -23,6 +25,18 @@ BF = torch.bfloat16
 # Bit for bit: both sides compute in float32 from the same bf16 inputs, sum in the same
 # order (the docs state none; the emulator takes the host's) and round once at the end.
 TOL = {"atol": 0.0, "rtol": 0.0}
+
+
+def _parts(
+    q_lens: list[int], seq_lens: list[int], table: torch.Tensor
+) -> tuple[AttentionPart, AttentionPart]:
+    """The step's one part, as the NPU's and as the host's MLA ops read it."""
+    qsl = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
+    lens = torch.tensor(seq_lens, dtype=torch.int32)
+    plans = [build_attention_plan(qsl, lens, table, needs=ops.plan_needs)
+             for ops in (NpuMlaOps, CpuMlaOps)]
+    assert all(len(plan.parts) == 1 for plan in plans)
+    return plans[0].parts[0], plans[1].parts[0]
 
 
 @pytest.fixture
@@ -60,23 +74,25 @@ def test_write_then_gather_round_trips(npu, tnpu) -> None:
     rope = torch.randn(slots.shape[0], 1, ROPE, generator=g).to(BF)
     npu.write_latent_cache(latent, rope, cache, slots)
     assert len(tnpu.calls_of("npu_scatter_nd_update_")) == 2
-    got = npu.gather_latent(cache, table, torch.tensor(seq_lens))
+    on_npu, on_host = _parts(seq_lens, seq_lens, table)
+    got = npu.gather_latent(cache, on_npu)
     assert torch.equal(got, torch.cat((latent, rope[:, 0]), dim=-1))
-    assert torch.equal(got, HOST.gather_latent(cache, table, torch.tensor(seq_lens)))
+    assert torch.equal(got, HOST.gather_latent(cache, on_host))
 
 
 def test_prefill_in_tnd_matches_the_host(npu, tnpu) -> None:
     g = torch.Generator().manual_seed(2)
-    q_lens, kv_lens = [5, 20, 1], [5, 37, 9]  # fresh, with cached context, one token
+    q_lens, kv_lens = [5, 20, 2], [5, 37, 9]  # fresh, with cached context, two tokens
     q = torch.randn(sum(q_lens), HEADS, QK, generator=g).to(BF)
     k = torch.randn(sum(kv_lens), HEADS, QK, generator=g).to(BF)
     v = torch.randn(sum(kv_lens), HEADS, V, generator=g).to(BF)
-    args = (q, k, v, torch.tensor(q_lens), torch.tensor(kv_lens), QK**-0.5)
-    got = npu.prefill_attention(*args)
-    torch.testing.assert_close(got, HOST.prefill_attention(*args), **TOL)
+    on_npu, on_host = _parts(q_lens, kv_lens, torch.zeros(3, 1, dtype=torch.int32))
+    got = npu.prefill_attention(q, k, v, on_npu, QK**-0.5)
+    want = HOST.prefill_attention(q, k, v, on_host, QK**-0.5)
+    torch.testing.assert_close(got, want, **TOL)
     call = tnpu.calls_of("npu_fused_infer_attention_score")[0]
     assert call["input_layout"] == "TND" and call["sparse_mode"] == 3
-    assert call["actual_seq_lengths"] == [5, 25, 26] and call["actual_seq_lengths_kv"] == [
+    assert call["actual_seq_lengths"] == [5, 25, 27] and call["actual_seq_lengths_kv"] == [
         5,
         42,
         51,
@@ -95,10 +111,11 @@ def test_absorbed_decode_matches_the_host(npu, tnpu) -> None:
     )
     q_latent = (torch.randn(3, HEADS, LATENT, generator=g) * 0.05).to(BF)
     q_rope = torch.randn(3, HEADS, ROPE, generator=g).to(BF)
-    args = (q_latent, q_rope, cache, table, torch.tensor(seq_lens), QK**-0.5)
-    got = npu.latent_decode(*args)
+    on_npu, on_host = _parts([1, 1, 1], seq_lens, table)
+    got = npu.latent_decode(q_latent, q_rope, cache, on_npu, QK**-0.5)
     assert got.shape == (3, HEADS, LATENT) and got.dtype == BF
-    torch.testing.assert_close(got, HOST.latent_decode(*args), **TOL)
+    want = HOST.latent_decode(q_latent, q_rope, cache, on_host, QK**-0.5)
+    torch.testing.assert_close(got, want, **TOL)
     call = tnpu.calls_of("npu_fused_infer_attention_score")[0]
     assert call["key"] is call["value"] is cache.latent and call["key_rope"] is cache.rope
     assert (call["input_layout"], call["num_key_value_heads"]) == ("BSND", 1)

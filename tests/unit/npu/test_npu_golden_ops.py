@@ -9,16 +9,23 @@ cos/sin spreading, index pairs), not the NPU kernels themselves.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
-import attrs
 import pytest
 import torch
 
+from adapters.attention_plan import build_attention_plan
 from adapters.cpu.ops import CpuOps
 from adapters.npu.ops import NpuOps
 from ascend_core.errors import ConfigError
-from ports.ops import PagedAttentionMeta
+from ports.ops import AttentionPlan
 from support.torch_npu_emulator import make_torch_npu
+
+
+def host() -> CpuOps:
+    """The host's torch path, the reference (no native kernels: no compiler in tests/unit)."""
+    return CpuOps(native_attention=False, native_write=False)
+
 
 HALF_TOL = {torch.bfloat16: 2e-2, torch.float16: 2e-3, torch.float32: 1e-5}
 
@@ -50,7 +57,7 @@ def test_rms_norm(npu_ops, tnpu, dtype):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(7, 64, generator=g).to(dtype)
     w = (torch.rand(64, generator=g) + 0.5).to(dtype)
-    same_bits(npu_ops.rms_norm(x, w, 1e-5), CpuOps().rms_norm(x, w, 1e-5))
+    same_bits(npu_ops.rms_norm(x, w, 1e-5), host().rms_norm(x, w, 1e-5))
     assert tnpu.calls_of("npu_rms_norm")[0]["epsilon"] == 1e-5
 
 
@@ -60,7 +67,7 @@ def test_add_rms_norm(npu_ops, dtype):
     x, r = (torch.randn(5, 32, generator=g).to(dtype) for _ in range(2))
     w = torch.rand(32, generator=g).to(dtype)
     y, s = npu_ops.add_rms_norm(x, r, w, 1e-6)
-    y_ref, s_ref = CpuOps().add_rms_norm(x, r, w, 1e-6)
+    y_ref, s_ref = host().add_rms_norm(x, r, w, 1e-6)
     same_bits(y, y_ref)
     assert torch.equal(s, s_ref)
 
@@ -68,13 +75,13 @@ def test_add_rms_norm(npu_ops, dtype):
 def test_weight_of_another_dtype_is_cast_as_the_op_requires(npu_ops):
     x = torch.randn(3, 16, dtype=torch.bfloat16)
     w = torch.rand(16, dtype=torch.float32)
-    same_bits(npu_ops.rms_norm(x, w, 1e-6), CpuOps().rms_norm(x, w, 1e-6))
+    same_bits(npu_ops.rms_norm(x, w, 1e-6), host().rms_norm(x, w, 1e-6))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_silu_and_mul(npu_ops, dtype):
     x = torch.randn(4, 3, 2 * 48, generator=torch.Generator().manual_seed(2)).to(dtype)
-    same_bits(npu_ops.silu_and_mul(x), CpuOps().silu_and_mul(x))
+    same_bits(npu_ops.silu_and_mul(x), host().silu_and_mul(x))
 
 
 @pytest.mark.parametrize("neox", [True, False])
@@ -99,7 +106,7 @@ def test_rotary_embedding(npu_ops, tnpu, neox, head_size, rotary_dim, hq, hk, dt
     cache = torch.cat((freqs.cos(), freqs.sin()), dim=-1).to(dtype)
     args = (positions, q, k, cache, head_size, rotary_dim, neox)
     q_out, k_out = npu_ops.rotary_embedding(*args)
-    q_ref, k_ref = CpuOps().rotary_embedding(*args)
+    q_ref, k_ref = host().rotary_embedding(*args)
     assert q_out.shape == q.shape and k_out.shape == k.shape
     close(q_out, q_ref, dtype)
     close(k_out, k_ref, dtype)
@@ -120,7 +127,7 @@ def test_write_kv_cache_ignores_padding_rows(npu_ops, tnpu):
     slots = torch.tensor([3, 40, 2, 95, 17])
     caches = [torch.zeros(blocks, size, hk, d) for _ in range(4)]
     npu_ops.write_kv_cache(key, value, caches[0], caches[1], slots)
-    CpuOps().write_kv_cache(key, value, caches[2], caches[3], slots)
+    host().write_kv_cache(key, value, caches[2], caches[3], slots)
     assert torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
     # Contiguous caches: K and V in one launch.
     assert [c["cache_mode"] for c in tnpu.calls_of("npu_scatter_pa_kv_cache")] == ["Norm"]
@@ -154,15 +161,23 @@ def paged_batch(q_lens, seq_lens, hq, hk, d, block_size, dtype, seed=0, pad_toke
     kc = torch.randn(num_blocks, block_size, hk, d, generator=g).to(dtype)
     vc = torch.randn(num_blocks, block_size, hk, d, generator=g).to(dtype)
     qsl = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
-    meta = PagedAttentionMeta(
-        query_start_loc=qsl,
-        seq_lens=torch.tensor(seq_lens, dtype=torch.int32),
-        block_table=table,
-        max_query_len=max(q_lens),
-        max_seq_len=max(seq_lens),
-        num_actual_tokens=tokens,
+    lens = torch.tensor(seq_lens, dtype=torch.int32)
+    meta = Plans(
+        build_attention_plan(qsl, lens, table, needs=NpuOps.plan_needs),
+        build_attention_plan(qsl, lens, table, needs=CpuOps.plan_needs),
     )
     return query, kc, vc, meta
+
+
+class Plans(NamedTuple):
+    """One step's plan as each device's ops read it."""
+
+    npu: AttentionPlan
+    host: AttentionPlan
+
+    @property
+    def num_actual_tokens(self) -> int:
+        return self.npu.num_actual_tokens
 
 
 CASES = {
@@ -183,8 +198,8 @@ def test_paged_attention(npu_ops, tnpu, case, hq, hk, dtype):
     scale = d**-0.5
     out = torch.full_like(query, 7.0)
     ref = torch.full_like(query, 7.0)
-    npu_ops.paged_attention(query, kc, vc, meta, scale, out)
-    CpuOps().paged_attention(query, kc, vc, meta, scale, ref)
+    npu_ops.paged_attention(query, kc, vc, meta.npu, scale, out)
+    host().paged_attention(query, kc, vc, meta.host, scale, ref)
     n = meta.num_actual_tokens
     assert not out[:n].isnan().any()
     close(out[:n], ref[:n], dtype)
@@ -199,40 +214,36 @@ def test_paged_attention(npu_ops, tnpu, case, hq, hk, dtype):
         assert c["block_size"] == block_size
 
 
-def test_the_step_plan_is_built_once_for_every_layer(npu_ops, monkeypatch):
-    query, kc, vc, meta = paged_batch([3, 1], [3, 5], 2, 2, 16, 128, torch.float16)
-    from adapters.npu import ops as ops_module
-
-    planned = []
-    real = ops_module.plan_groups
-    monkeypatch.setattr(ops_module, "plan_groups", lambda *a: planned.append(a) or real(*a))
-    host = attrs.evolve(meta, query_start_loc_host=(0, 3, 4), seq_lens_host=(3, 5))
-    prepared = npu_ops.prepare_attention(host)  # the metadata builder, once per step
-    for _ in range(3):  # three layers, one meta
-        npu_ops.paged_attention(query, kc, vc, prepared, 0.25, torch.empty_like(query))
-    # Planned once, from the host copies given (not read back from the tensors).
-    assert planned == [([0, 3, 4], [3, 5], 4)]
+def test_the_plan_gives_the_op_its_host_lengths(npu_ops, tnpu):
+    query, kc, vc, meta = paged_batch([3, 1, 0], [3, 5, 0], 2, 2, 16, 128, torch.float16)
+    for _ in range(3):  # three layers, one plan
+        npu_ops.paged_attention(query, kc, vc, meta.npu, 0.25, torch.empty_like(query))
+    calls = tnpu.calls_of("npu_fused_infer_attention_score")
+    # The decode part, then the prefill part; the empty sequence is in neither.
+    lengths = [(c["actual_seq_lengths"], c["actual_seq_lengths_kv"]) for c in calls]
+    assert lengths == [([1], [5]), ([3], [3])] * 3
+    assert {c["block_table"].dtype for c in calls} == {torch.int32}
 
 
 def test_prefill_with_a_block_size_the_op_refuses_is_a_config_error(npu_ops):
     query, kc, vc, meta = paged_batch([4], [4], 2, 2, 16, 16, torch.float16)
     with pytest.raises(ConfigError, match="block_size 16") as err:
-        npu_ops.paged_attention(query, kc, vc, meta, 0.25, torch.empty_like(query))
+        npu_ops.paged_attention(query, kc, vc, meta.npu, 0.25, torch.empty_like(query))
     assert "--block-size 128" in err.value.hint
 
 
 def test_decode_accepts_block_size_16(npu_ops):
     query, kc, vc, meta = paged_batch([1, 1], [20, 3], 2, 2, 16, 16, torch.float16)
     out, ref = torch.empty_like(query), torch.empty_like(query)
-    npu_ops.paged_attention(query, kc, vc, meta, 0.25, out)
-    CpuOps().paged_attention(query, kc, vc, meta, 0.25, ref)
+    npu_ops.paged_attention(query, kc, vc, meta.npu, 0.25, out)
+    host().paged_attention(query, kc, vc, meta.host, 0.25, ref)
     close(out, ref, torch.float16)
 
 
 def test_float32_query_is_refused_as_the_op_documents(npu_ops):
     query, kc, vc, meta = paged_batch([2], [2], 2, 2, 16, 128, torch.float32)
     with pytest.raises(ValueError, match="query dtype"):
-        npu_ops.paged_attention(query, kc, vc, meta, 0.25, torch.empty_like(query))
+        npu_ops.paged_attention(query, kc, vc, meta.npu, 0.25, torch.empty_like(query))
 
 
 def test_interleaved_kv_caches_are_refused_with_the_layout_the_op_needs(npu_ops):
@@ -240,5 +251,7 @@ def test_interleaved_kv_caches_are_refused_with_the_layout_the_op_needs(npu_ops)
     kv = torch.cat((kc, vc), dim=-1)  # [blocks, size, Hk, 2D]: K|V side by side
     key_cache, value_cache = kv.split(16, dim=-1)
     with pytest.raises(ConfigError, match="contiguous") as err:
-        npu_ops.paged_attention(query, key_cache, value_cache, meta, 0.25, torch.empty_like(query))
+        npu_ops.paged_attention(
+            query, key_cache, value_cache, meta.npu, 0.25, torch.empty_like(query)
+        )
     assert "separate contiguous" in err.value.hint

@@ -1,17 +1,23 @@
-"""The host's native kernels (decode attention, KV write, packed GEMM, MoE routing and
-experts, greedy argmax, slot mapping): built from the .cpp files here on first use.
+"""The host's native kernels: each port role's C++ op, built from the sources here at
+the first call of any accessor (README.md: which op serves which role, how they are
+built, cached, fallen back from).
 
-Compiled with torch.utils.cpp_extension into torch's extensions directory (cached
-there; rebuilt when the source or flags change). Where there is no compiler or the
-build fails, `decode_attention()` returns None once the reason is logged at INFO, and
-the host keeps its torch path.
+Seven independent extensions (EXTENSIONS): a source that fails to build costs only its
+own ops; their accessors then return None once the reason is logged at INFO, and the
+host keeps its torch path for those roles. Every op's schema is written once, in its
+.cpp's TORCH_LIBRARY_FRAGMENT (all in the `ascend_host_native` namespace); README.md's
+table lists them (a unit test holds the two equal).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,95 +25,225 @@ import torch
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
-_SOURCES = [
-    Path(__file__).with_name(name)
-    for name in (
-        "decode_attention.cpp",
-        "kv_write.cpp",
-        "packed_linear.cpp",
-        "small_gemm.cpp",
-        "panel_gemm.cpp",
-        "panel_gemm_amx.cpp",
-        "moe_experts.cpp",
-        "moe_experts_amx.cpp",
-        "moe_route.cpp",
-        "greedy_argmax.cpp",
-        "slot_mapping.cpp",
-    )
-]
 # -fopenmp compiles at::parallel_for's OpenMP loop and the simd reductions; nothing
 # links its own OpenMP runtime: the symbols resolve to the one libtorch_cpu loaded.
-_CFLAGS = ["-O3", "-march=native", "-fopenmp"]
+_CFLAGS = ("-O3", "-march=native", "-fopenmp")
+
+
+@dataclass(frozen=True)
+class Extension:
+    """One native extension: its sources (built into one library), the accessors it
+    serves, what the host runs without it, and its cold build's CPU seconds (g++ -O3,
+    measured on this project's host; README.md)."""
+
+    sources: tuple[str, ...]
+    serves: tuple[str, ...]
+    fallback: str
+    cpu_seconds: int
+
+
+EXTENSIONS: Mapping[str, Extension] = {
+    "attention": Extension(
+        ("decode_attention.cpp",),
+        ("decode_attention",),
+        "attention through torch's SDPA",
+        10,
+    ),
+    "kv_write": Extension(
+        ("kv_write.cpp",), ("write_kv_cache",), "the KV write through index_put_", 8
+    ),
+    "linear": Extension(
+        ("packed_linear.cpp", "small_gemm.cpp", "panel_gemm.cpp", "panel_gemm_amx.cpp"),
+        ("packed_linear", "pack_linear_weight"),
+        "the GEMMs through oneDNN packs made in Python",
+        24,
+    ),
+    "moe_experts": Extension(
+        ("moe_experts.cpp", "moe_experts_amx.cpp"),
+        ("moe_experts",),
+        "MoE experts one torch matmul pair per expert",
+        13,
+    ),
+    "moe_route": Extension(("moe_route.cpp",), ("moe_route",), "MoE routing in torch ops", 14),
+    "greedy_argmax": Extension(
+        ("greedy_argmax.cpp",), ("greedy_argmax",), "greedy sampling through torch.argmax", 7
+    ),
+    "slot_mapping": Extension(
+        ("slot_mapping.cpp",), ("compute_slot_mapping",), "the slot mapping in torch ops", 7
+    ),
+}
 
 DecodeKernel = Callable[..., None]
 KvWriteKernel = Callable[..., None]
 MoeExpertsKernel = Callable[..., torch.Tensor]
 MoeRouteKernel = Callable[..., tuple[torch.Tensor, torch.Tensor]]
-_library: object | None = None  # torch.ops.ascend_host_native once built
-_tried = False
-_dot_dtypes: frozenset[torch.dtype] = frozenset()  # the build's dot kernels (has_dot_kernel)
+Loader = Callable[..., Any]  # torch.utils.cpp_extension.load's signature
+
+
+class NativeKernels:
+    """The extensions of one source directory, built (or loaded from torch's extensions
+    cache) at the first `load` of any of them, each on its own, and kept, loaded or not,
+    for the process.
+
+    All at once, because compiled graphs trace the accessors: a kernel first asked for
+    inside a trace could not be built there, so every kernel is ready once any caller
+    has asked for one before tracing (as the host's weight loading does). Two builds
+    run at a time (ninja runs each one's sources in parallel too).
+
+    `load_library`: torch.utils.cpp_extension.load, looked up at call time (None), or
+    a stand-in. The accessors below use one instance over this package's sources.
+    """
+
+    def __init__(
+        self,
+        source_dir: Path,
+        extensions: Mapping[str, Extension] = EXTENSIONS,
+        load_library: Loader | None = None,
+    ) -> None:
+        self._dir = source_dir
+        self._extensions = extensions
+        self._load_library = load_library
+        self._loaded: dict[str, bool] = {}
+        self._lock = threading.Lock()
+        self.dot_dtypes: frozenset[torch.dtype] = frozenset()  # moe_experts' dot kernels
+
+    def load(self, name: str) -> bool:
+        """Whether extension `name`'s ops are registered (under torch.ops.ascend_host_native),
+        every extension built first where none was yet; a failure is logged once and kept.
+
+        Once decided, a dict lookup and nothing else: compiled graphs trace the accessors
+        (a lock is a graph break)."""
+        loaded = self._loaded.get(name)
+        return self._load_all(name) if loaded is None else loaded
+
+    def _load_all(self, name: str) -> bool:
+        with self._lock:
+            if not self._loaded:
+                names = list(self._extensions)
+                self._announce(names)
+                with ThreadPoolExecutor(max_workers=2) as pool:
+                    built = list(pool.map(self._build, names))
+                self._loaded.update(zip(names, built, strict=True))
+                if self._loaded.get("moe_experts"):
+                    has = torch.ops.ascend_host_native.has_dot_kernel
+                    self.dot_dtypes = frozenset(
+                        dtype
+                        for dtype in (torch.float32, torch.bfloat16, torch.float16)
+                        if has(dtype)
+                    )
+            return self._loaded[name]
+
+    def _build(self, name: str) -> bool:
+        extension = self._extensions[name]
+        started = time.monotonic()
+        try:
+            from torch.utils import cpp_extension
+
+            load = self._load_library or cpp_extension.load
+            load(
+                name=_build_name(name),
+                sources=[str(self._dir / source) for source in extension.sources],
+                extra_cflags=list(_CFLAGS),
+                is_python_module=False,
+                verbose=False,
+            )
+        except Exception as exc:  # no compiler, no headers, a failed build: the torch path
+            logger.info(
+                "Host native kernel %s (%s) unavailable (%s); the host runs %s instead.",
+                name,
+                ", ".join(extension.serves),
+                _reason(exc),
+                extension.fallback,
+            )
+            return False
+        logger.debug("Host native kernel %s ready in %.1f s.", name, time.monotonic() - started)
+        return True
+
+    def _announce(self, names: list[str]) -> None:
+        """Before cold builds: what the pause is and about how long (nothing when every
+        build is cached: then it is a load of well under a second)."""
+        directories = {name: _build_directory(_build_name(name)) for name in names}
+        cold = [
+            name
+            for name, directory in directories.items()
+            if directory is None or not any(directory.glob(f"{_build_name(name)}*.so"))
+        ]
+        if not cold:
+            return
+        seconds = sum(self._extensions[name].cpu_seconds for name in cold) / 2
+        where = next((d.parent for d in directories.values() if d is not None), None)
+        logger.info(
+            "Compiling the host's native kernels (first start on this CPU: about %d s on 2 "
+            "cores, less on more; cached in %s).",
+            round(seconds),  # two compilers at a time
+            where if where is not None else "torch's extensions directory",
+        )
+
+
+_KERNELS = NativeKernels(Path(__file__).parent)
 
 
 def decode_attention() -> DecodeKernel | None:
-    """torch.ops.ascend_host_native.decode_attention, or None where it cannot be built.
+    """torch.ops.ascend_host_native.decode_attention (schema: README.md), or None where it
+    cannot be built.
 
-    Signature: (out, query, key_cache, value_cache, block_table, seq_lens, scale), with
     query/out [B, Hq, D] and caches [blocks, block_size, Hk, D] of one dtype (bf16 or
     float32; head dim contiguous), block_table [>=B, max_blocks] and seq_lens [>=B]
     int64. Float32 inside, one rounding at the output.
     """
-    library = _built()
-    return None if library is None else library.decode_attention  # type: ignore[attr-defined]
+    return torch.ops.ascend_host_native.decode_attention if _KERNELS.load("attention") else None
 
 
 def write_kv_cache() -> KvWriteKernel | None:
-    """torch.ops.ascend_host_native.write_kv_cache, or None where it cannot be built.
+    """torch.ops.ascend_host_native.write_kv_cache (schema: README.md), or None where it
+    cannot be built.
 
-    Signature: (key, value, key_cache, value_cache, slot_mapping) -> bool, with key/value
-    [>=T, Hk, D], caches [blocks, block_size, Hk, D] (any strides), slot_mapping [T]
-    int64 or int32 (-1: skipped). A plain copy; False (nothing written) where it does not
-    apply: a dtype cast, a head dim that is not contiguous, another device.
+    key/value [>=T, Hk, D], caches [blocks, block_size, Hk, D] (any strides), slot_mapping
+    [T] int64 or int32 (-1: skipped). A plain copy; False (nothing written) where it does
+    not apply: a dtype cast, a head dim that is not contiguous, another device.
     """
-    library = _built()
-    return None if library is None else library.write_kv_cache  # type: ignore[attr-defined]
+    return torch.ops.ascend_host_native.write_kv_cache if _KERNELS.load("kv_write") else None
 
 
 def packed_linear() -> Any | None:
-    """torch.ops.ascend_host_native.packed_linear.default, or None where it cannot be built.
+    """torch.ops.ascend_host_native.packed_linear.default (schema: README.md), or None where
+    it cannot be built.
 
-    Signature: (x, weight, bias) -> x @ weight.T + bias, float32 or bf16 on a CPU with
-    oneDNN. One or two rows of x: the small GEMM over the dense weight (small_gemm.cpp,
-    where this CPU's build has it). 3 to 64 rows: the panel GEMM over the weight packed
-    into panels (panel_gemm.cpp, where the build has it), and oneDNN over the dense
-    weight past that; a weight the panel GEMM does not take: oneDNN over the weight
-    packed into its layout. Each pack is made once and cached by the op (again after an
-    in-place change). A meta kernel gives its shape under torch.compile.
+    x @ weight.T + bias, float32 or bf16 on a CPU with oneDNN. One or two rows of x: the
+    small GEMM over the dense weight (small_gemm.cpp, where this CPU's build has it). 3 to
+    64 rows: the panel GEMM over the weight packed into panels (panel_gemm.cpp, where the
+    build has it), and oneDNN over the dense weight past that; a weight the panel GEMM
+    does not take: oneDNN over the weight packed into its layout. Each pack is made once
+    and cached by the op (again after an in-place change). A meta kernel gives its shape
+    under torch.compile.
     """
-    library = _built()
-    return None if library is None else library.packed_linear.default  # type: ignore[attr-defined]
+    if not _KERNELS.load("linear"):
+        return None
+    return torch.ops.ascend_host_native.packed_linear.default
 
 
 def pack_linear_weight() -> Any | None:
-    """torch.ops.ascend_host_native.pack_linear_weight.default, or None where it cannot be
-    built: (weight) -> the pack packed_linear reads for it (panels for a contiguous weight
-    where the build has the panel GEMM for its dtype, else oneDNN's layout), from its
-    cache or packed into it now."""
-    library = _built()
-    return None if library is None else library.pack_linear_weight.default  # type: ignore[attr-defined]
+    """torch.ops.ascend_host_native.pack_linear_weight.default (schema: README.md), or None
+    where it cannot be built: the pack packed_linear reads for a weight (panels for a
+    contiguous weight where the build has the panel GEMM for its dtype, else oneDNN's
+    layout), from its cache or packed into it now."""
+    if not _KERNELS.load("linear"):
+        return None
+    return torch.ops.ascend_host_native.pack_linear_weight.default
 
 
 def moe_experts() -> MoeExpertsKernel | None:
-    """torch.ops.ascend_host_native.moe_experts, or None where it cannot be built.
+    """torch.ops.ascend_host_native.moe_experts (schema: README.md), or None where it cannot
+    be built.
 
-    Signature: (hidden, local_ids, weights, w13, w2) -> out, with hidden/out [T, H],
-    local_ids [T, k] (-1: an expert on another rank, left out), weights [T, k] float32,
-    w13 [E, 2I, H] and w2 [E, H, I]: each token's slots through their experts' SwiGLU
-    MLPs, summed with the weights (CpuMoeOps' permute, grouped_mlp and unpermute, with
-    its roundings). A functional op with a Meta kernel, so a compiled graph can call
-    it; it raises for inputs `moe_experts_takes` declines, so check that first.
+    hidden/out [T, H], local_ids [T, k] (-1: an expert on another rank, left out), weights
+    [T, k] float32, w13 [E, 2I, H] and w2 [E, H, I]: each token's slots through their
+    experts' SwiGLU MLPs, summed with the weights (CpuMoeOps' permute, grouped_mlp and
+    unpermute, with its roundings). A functional op with a Meta kernel, so a compiled
+    graph can call it; it raises for inputs `moe_experts_takes` declines, so check that
+    first.
     """
-    library = _built()
-    return None if library is None else library.moe_experts  # type: ignore[attr-defined]
+    return torch.ops.ascend_host_native.moe_experts if _KERNELS.load("moe_experts") else None
 
 
 def moe_experts_takes(
@@ -137,9 +273,10 @@ def moe_experts_takes(
 
 
 def moe_experts_take_weights(w13: torch.Tensor, w2: torch.Tensor) -> bool:
-    """moe_experts_takes' part that depends on the layer's weights alone."""
+    """moe_experts_takes' part that depends on the layer's weights alone (False until
+    moe_experts() has built the kernel)."""
     return (
-        w13.dtype in _dot_dtypes
+        w13.dtype in _KERNELS.dot_dtypes
         and w2.dtype == w13.dtype
         and w13.device.type == "cpu"
         and w13.dim() == 3
@@ -150,71 +287,62 @@ def moe_experts_take_weights(w13: torch.Tensor, w2: torch.Tensor) -> bool:
 
 
 def moe_route() -> MoeRouteKernel | None:
-    """torch.ops.ascend_host_native.moe_route, or None where it cannot be built.
+    """torch.ops.ascend_host_native.moe_route (schema: README.md), or None where it cannot
+    be built.
 
-    Signature: (router_logits [T, E], top_k, sigmoid, renormalize, routed_scaling_factor)
-    -> (weights [T, k] float32, ids [T, k] int32): plain top-k routing (no expert groups,
-    no correction bias) with CpuMoeOps.route's bits, torch's softmax, sigmoid and topk.
+    router_logits [T, E] -> (weights [T, k] float32, ids [T, k] int32): plain top-k
+    routing (no expert groups, no correction bias) with CpuMoeOps.route's bits, torch's
+    softmax, sigmoid and topk.
     """
-    library = _built()
-    return None if library is None else library.moe_route  # type: ignore[attr-defined]
+    return torch.ops.ascend_host_native.moe_route if _KERNELS.load("moe_route") else None
 
 
 def greedy_argmax() -> Callable[[torch.Tensor], torch.Tensor] | None:
-    """torch.ops.ascend_host_native.greedy_argmax, or None where it cannot be built.
+    """torch.ops.ascend_host_native.greedy_argmax (schema: README.md), or None where it
+    cannot be built.
 
-    (logits [B, V] float32, rows contiguous) -> [B] int64: torch.argmax(dim=-1)'s answer
+    logits [B, V] float32, rows contiguous -> [B] int64: torch.argmax(dim=-1)'s answer
     (the first index of the maximum, or of the first NaN); other inputs raise.
     """
-    library = _built()
-    return None if library is None else library.greedy_argmax  # type: ignore[attr-defined]
+    if not _KERNELS.load("greedy_argmax"):
+        return None
+    return torch.ops.ascend_host_native.greedy_argmax
 
 
 def compute_slot_mapping() -> Callable[..., None] | None:
-    """torch.ops.ascend_host_native.compute_slot_mapping, or None where it cannot be built.
+    """torch.ops.ascend_host_native.compute_slot_mapping (schema: README.md), or None where
+    it cannot be built.
 
-    (num_tokens, max_num_tokens, query_start_loc, positions, block_table,
-    block_table_stride, slot_mapping, block_size, pad_id) -> None: vLLM's slot-mapping
-    kernel's contract (adapters/vllm/kernels.py) on contiguous int32/int64 CPU tensors,
-    written into slot_mapping; other inputs, and a position past its block table, raise.
+    vLLM's slot-mapping kernel's contract (ports/slot_mapping.py) on contiguous
+    int32/int64 CPU tensors, written into slot_mapping; other inputs, and a position past
+    its block table, raise.
     """
-    library = _built()
-    return None if library is None else library.compute_slot_mapping  # type: ignore[attr-defined]
+    if not _KERNELS.load("slot_mapping"):
+        return None
+    return torch.ops.ascend_host_native.compute_slot_mapping
 
 
-def _built() -> object | None:
-    global _library, _tried, _dot_dtypes
-    if not _tried:
-        _tried = True
-        _library = _build()
-        if _library is not None:
-            has = _library.has_dot_kernel  # type: ignore[attr-defined]
-            _dot_dtypes = frozenset(
-                dtype for dtype in (torch.float32, torch.bfloat16, torch.float16) if has(dtype)
-            )
-    return _library
+def _build_name(name: str) -> str:
+    return f"vllm_ascend_host_{name}_{_cpu_key()}"
 
 
-def _build() -> object | None:
+def _reason(exc: Exception) -> str:
+    """The exception's type and its telling line: a compiler's first `error:` line (it
+    names the source), else the message's last line."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    errors = [line for line in lines if "error:" in line]
+    line = errors[0] if errors else (lines[-1] if lines else "")
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+def _build_directory(build_name: str) -> Path | None:
+    """Where torch builds and caches `build_name` (TORCH_EXTENSIONS_DIR, else its default
+    under the user's cache), or None where torch no longer says."""
     try:
         from torch.utils import cpp_extension
 
-        cpp_extension.load(
-            name=f"vllm_ascend_host_native_{_cpu_key()}",
-            sources=[str(source) for source in _SOURCES],
-            extra_cflags=_CFLAGS,
-            is_python_module=False,
-            verbose=False,
-        )
-        return torch.ops.ascend_host_native
-    except Exception as exc:  # no compiler, no headers, a failed build: keep the torch path
-        logger.info(
-            "Host native kernels unavailable (%s: %s); the host attends with torch's SDPA, "
-            "writes the KV cache with index_put_, packs GEMM weights in Python and runs MoE "
-            "experts one torch matmul pair at a time instead.",
-            type(exc).__name__,
-            str(exc).strip().splitlines()[-1] if str(exc).strip() else "",
-        )
+        return Path(cpp_extension._get_build_directory(build_name, verbose=False))
+    except Exception:  # a private helper of torch's: the note then names no directory
         return None
 
 
@@ -235,3 +363,4 @@ def _cpu_key(cpuinfo: str | None = None) -> str:
     wanted = ("model name", "flags", "Features", "CPU part")  # x86 and Arm spellings
     facts = sorted({line for line in lines if line.split(":")[0].strip() in wanted})
     return hashlib.sha256("\n".join(facts).encode()).hexdigest()[:12]
+

@@ -499,7 +499,7 @@ void decode_attention(const at::Tensor& out, const at::Tensor& query, const at::
 
 }  // namespace
 
-TORCH_LIBRARY(ascend_host_native, m) {
+TORCH_LIBRARY_FRAGMENT(ascend_host_native, m) {
   m.def(
       "decode_attention(Tensor(a!) out, Tensor query, Tensor key_cache, Tensor value_cache, "
       "Tensor block_table, Tensor seq_lens, float scale) -> ()");

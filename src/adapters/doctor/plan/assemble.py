@@ -8,14 +8,16 @@ from typing import Any
 import attrs
 
 from adapters.doctor.plan.attention import attention_items
-from adapters.doctor.plan.config import build_deployment, config_plan_items
+from adapters.doctor.plan.config import build_deployment, config_plan_items, engine_execution
 from adapters.doctor.plan.memory import memory_items
 from adapters.doctor.plan.model import Target, model_items, read_model
 from adapters.doctor.plan.patches import patch_items
 from adapters.doctor.plan.quantization import quantization_items
 from adapters.doctor.report import Report, Section
 from adapters.doctor.serve_args import ServeArgs
+from ascend_core.plan import ConfigPlan
 from ascend_core.quantization import QuantMethod
+from ports.device import DeviceKind
 from ports.environment import Environment
 from ports.local_files import LocalFiles
 from ports.model_files import ModelFiles
@@ -54,9 +56,17 @@ def plan_report(
     data.update(
         {
             "plan": plan.describe() if plan is not None else None,
+            "execution": _execution(plan, deployment.device_kind) if plan is not None else None,
             "changes": [c.describe() for c in plan.changes] if plan is not None else [],
             "patches": patch_data,
             "memory": memory_data,
         }
     )
     return Report("plan", sections, data)
+
+
+def _execution(plan: ConfigPlan, device: DeviceKind) -> dict[str, str]:
+    """What the engine will run: its graph mode (not necessarily the plan's) and how."""
+    graphs, how = engine_execution(plan, device)
+    compile_mode = plan.compile_mode.name if plan.compile_mode is not None else None
+    return {"graph_mode": graphs.name, "compile_mode": compile_mode or "unset", "how": how}

@@ -24,6 +24,7 @@ from ascend_core.errors import AscendError
 from ascend_core.plan import ConfigPlan, plan_config
 from ascend_core.preflight import CheckItem
 from ascend_core.quantization import QuantMethod
+from ports.device import DeviceKind
 from ports.environment import Environment
 from ports.local_files import LocalFiles
 
@@ -106,13 +107,15 @@ def config_plan_items(deployment: Deployment) -> tuple[list[CheckItem], ConfigPl
         plan = plan_config(deployment)
     except AscendError as error:
         return failed("config plan", error), None
+    graphs, how = engine_execution(plan, deployment.device_kind)
     items = [
         CheckItem(
             "decisions",
             PASS,
             f"worker {plan.worker_kind.name}, block_size {plan.block_size}, graph "
-            f"{plan.graph_mode.name}, compile {_short(plan.compile_mode)}",
-        )
+            f"{graphs.name}, compile {_short(plan.compile_mode)}",
+        ),
+        CheckItem("execution", PASS, how),
     ]
     items += [
         CheckItem(c.field, PASS, f"{_short(c.old)} -> {_short(c.new)}: {c.reason}")
@@ -121,6 +124,48 @@ def config_plan_items(deployment: Deployment) -> tuple[list[CheckItem], ConfigPl
     items += [CheckItem("warning", WARN, w) for w in plan.warnings]
     items += [CheckItem("error", FAIL, e.what, e.hint) for e in plan.errors]
     return items, plan
+
+
+# The NPU worker lets vLLM capture the plan's graphs: DeviceWorker.compile_or_warm_up_model
+# (adapters/vllm/worker.py) calls the runner's capture_model (an integration test keeps
+# the two in step); the plan only asks for the graphs the NPU serves (plan/graph.py).
+NPU_WORKER_CAPTURES_GRAPHS = True
+
+
+def engine_execution(plan: ConfigPlan, device: DeviceKind) -> tuple[GraphMode, str]:
+    """The graph mode the engine will run, and in words how it executes the model and why.
+
+    The plan's graph mode is what it asks vLLM for; what runs also depends on the worker
+    capturing the graphs (the NPU worker does; the host captures none)."""
+    compile_mode = plan.compile_mode
+    named = _short(compile_mode) if compile_mode is not None else "unset: vLLM's VLLM_COMPILE"
+    if compile_mode is CompileMode.NONE:
+        compiled = "eager: every op runs as called, nothing compiled"
+    elif device is DeviceKind.CPU:
+        compiled = (
+            f"compiled ({named}): one Dynamo trace, Inductor generates the "
+            "host code around our custom ops; attention runs eagerly as one opaque op"
+        )
+    else:
+        compiled = (
+            f"compiled ({named}): Dynamo traces the model, vLLM's piecewise compiler "
+            "splits it at attention, and the pieces run our NPU ops eagerly (compile "
+            "backend eager)"
+        )
+    if plan.graph_mode is GraphMode.NONE:
+        why = (
+            "graph capture is an NPU feature"
+            if device is DeviceKind.CPU
+            else "the plan chose no graphs"
+        )
+        return GraphMode.NONE, f"{compiled}; no graphs: {why}"
+    if device is DeviceKind.NPU and NPU_WORKER_CAPTURES_GRAPHS:
+        return plan.graph_mode, f"{compiled}; NPU graphs captured: {plan.graph_mode.name}"
+    return GraphMode.NONE, (
+        f"{compiled}; no graphs: the plan asks vLLM for {plan.graph_mode.name}, but the "
+        "NPU worker captures no graphs yet (it skips the runner's capture_model), so every "
+        "step runs without a graph"
+    )
 
 
 def _short(value: object) -> str:

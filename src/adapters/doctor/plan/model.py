@@ -13,7 +13,7 @@ from ascend_core.device_selection import DeviceRequest
 from ascend_core.errors import AscendError
 from ascend_core.memory_budget import NOMINAL_DEVICE_MEMORY, format_bytes
 from ascend_core.model_facts import max_model_len_error, model_facts_from_config
-from ascend_core.preflight import CheckItem
+from ascend_core.preflight import CheckItem, missing_model_error, names_local_path
 from ports.device import ChipFamily, DeviceKind, ProbeResult
 from ports.environment import Environment
 from ports.model_files import ModelFiles
@@ -27,6 +27,8 @@ class Target:
     kind: DeviceKind
     chip_family: ChipFamily
     memory_bytes: int
+    # Devices per node; None when unknown or unbounded (the host device: each TP/PP/DP
+    # rank is a worker process on the same CPUs, as `vllm serve` starts them).
     device_count: int | None
     source: str
     # The host device: memory the OS has available now (the runtime port's free bytes),
@@ -49,7 +51,12 @@ def choose_target(
         mem = memory_bytes or (host_memory.total_bytes if host_memory else 0)
         available = host_memory.free_bytes if host_memory else None
         return Target(
-            DeviceKind.CPU, ChipFamily.HOST, mem, 1, "VLLM_ASCEND_DEVICE=cpu: host", available
+            DeviceKind.CPU,
+            ChipFamily.HOST,
+            mem,
+            None,
+            "VLLM_ASCEND_DEVICE=cpu: host (every rank a worker process on this machine's CPUs)",
+            available,
         )
     facts = probe.facts if probe.available else None
     if facts is not None and chip is None:
@@ -80,6 +87,9 @@ def read_model(
 ) -> ModelFacts | list[CheckItem]:
     """The model's facts from its config.json, or the items saying why they cannot be read."""
     if not files.exists():
+        if names_local_path(args.model):
+            error = missing_model_error(args.model)
+            return [CheckItem("model", FAIL, error.what, error.hint)]
         return [
             CheckItem(
                 "model",

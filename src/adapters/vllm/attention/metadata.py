@@ -1,4 +1,4 @@
-"""Per-step attention metadata, built once per step from vLLM's common metadata (no loops)."""
+"""Per-step attention metadata: the step's AttentionPlan, built once for every layer."""
 
 from __future__ import annotations
 
@@ -12,31 +12,44 @@ from vllm.v1.attention.backend import (
     CommonAttentionMetadata,
 )
 
+from adapters.attention_plan import build_attention_plan
 from adapters.container import container
-from ports.ops import PagedAttentionMeta
+from ports.ops import AttentionPlan, AttentionPlanNeeds
 
 
 @dataclass
 class PagedMetadata(AttentionMetadata):
     """What every layer's attention call of one step shares."""
 
-    paged: PagedAttentionMeta
+    paged: AttentionPlan
     slot_mapping: torch.Tensor  # [num_actual_tokens] flat cache slots
 
 
-class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
-    """Repackages vLLM's CommonAttentionMetadata; the tensors are shared, not copied.
+def host_seq_lens(cm: CommonAttentionMetadata, exact: bool) -> torch.Tensor:
+    """The step's sequence lengths on the host: the runner's CPU copy where it is exact
+    (it is an upper bound when speculative tokens may be rejected), else one read back."""
+    upper = cm.seq_lens_cpu_upper_bound if exact else None
+    return (upper if upper is not None else cm.seq_lens.cpu())[: cm.num_reqs]
 
-    The batch layout's host-side values come from the runner's CPU copies
-    (query_start_loc_cpu, seq_lens_cpu_upper_bound, exact without speculative decoding),
-    and the device's ops prepare the step's index tensors here, once for every layer.
+
+class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
+    """Builds the step's AttentionPlan from vLLM's CommonAttentionMetadata.
+
+    The plan's indices come from the runner's CPU copies (query_start_loc_cpu, the host
+    sequence lengths) through array ops; vLLM's device tensors (query_start_loc, seq_lens,
+    block_table_tensor, slot_mapping) are shared, not copied.
     """
 
     _cudagraph_support = AttentionCGSupport.NEVER
 
-    def __init__(self, kv_cache_spec, layer_names, vllm_config, device):  # type: ignore[no-untyped-def]
+    def __init__(  # type: ignore[no-untyped-def]
+        self, kv_cache_spec, layer_names, vllm_config, device, needs=None
+    ):
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
-        self.ops = container().ops()
+        # vLLM constructs the builder with this fixed signature: what the device's ops read
+        # from the plan is looked up once here unless given.
+        self.needs: AttentionPlanNeeds = needs or container().ops().plan_needs
+        self._host_lens_exact = vllm_config.speculative_config is None
 
     def build(
         self,
@@ -46,18 +59,14 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
     ) -> PagedMetadata:
         cm = common_attn_metadata
         num_reqs = cm.num_reqs
-        n = cm.num_actual_tokens
-        seq_lens_cpu = cm.seq_lens_cpu_upper_bound
-        paged = PagedAttentionMeta(
-            query_start_loc=cm.query_start_loc[: num_reqs + 1],
-            seq_lens=cm.seq_lens[:num_reqs],
-            block_table=cm.block_table_tensor[:num_reqs],
-            max_query_len=cm.max_query_len,
-            max_seq_len=cm.max_seq_len,
-            num_actual_tokens=n,
-            query_start_loc_host=tuple(cm.query_start_loc_cpu[: num_reqs + 1].tolist()),
-            seq_lens_host=None if seq_lens_cpu is None else tuple(seq_lens_cpu[:num_reqs].tolist()),
+        plan = build_attention_plan(
+            cm.query_start_loc_cpu[: num_reqs + 1],
+            host_seq_lens(cm, self._host_lens_exact),
+            cm.block_table_tensor[:num_reqs],
+            cm.num_actual_tokens,
+            needs=self.needs,
+            slot_mapping=cm.slot_mapping,
+            on_device=(cm.query_start_loc[: num_reqs + 1], cm.seq_lens[:num_reqs]),
         )
-        return PagedMetadata(
-            paged=self.ops.prepare_attention(paged), slot_mapping=cm.slot_mapping[:n]
-        )
+        assert plan.slot_mapping is not None
+        return PagedMetadata(paged=plan, slot_mapping=plan.slot_mapping)

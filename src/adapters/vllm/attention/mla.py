@@ -24,9 +24,6 @@ from ports.mla import LatentCache
 if TYPE_CHECKING:
     from vllm.model_executor.layers.linear import ColumnParallelLinear
 
-MLA_PREFILL_PATH = "adapters.vllm.attention.mla.MlaPrefillQuery"
-
-
 class MlaAttentionBackend(AttentionBackend):
     """vLLM's MLAAttentionSpec as it stands (one KV head, head_size L + R, no separate V),
     so KV bytes per token per layer = (L + R) x dtype size; the impl reads each layer's
@@ -174,23 +171,18 @@ class MlaAttentionImpl(MLAAttentionImpl[MlaMetadata]):
         """
         prefill = attn_metadata.prefill
         assert prefill is not None and output_scale is None
-        if prefill.has_context:
+        if attn_metadata.prefill_has_context:
             rows = self.ops.gather_latent(
-                latent_planes(kv_c_and_k_pe_cache, self.kv_lora_rank),
-                prefill.block_table,
-                prefill.seq_lens,
+                latent_planes(kv_c_and_k_pe_cache, self.kv_lora_rank), prefill
             )
             kv_c_normed = rows[:, : self.kv_lora_rank]
             k_pe = rows[:, self.kv_lora_rank :]
-            kv_lens = prefill.seq_lens
-        else:
-            kv_lens = prefill.query_lens
         kv_nope = self.kv_b_proj(kv_c_normed.to(q.dtype))[0]
         kv_nope = kv_nope.view(-1, self.num_heads, self.qk_nope_head_dim + self.v_head_dim)
         k_nope, v = kv_nope.split([self.qk_nope_head_dim, self.v_head_dim], dim=-1)
         k_rope = k_pe.to(q.dtype).reshape(-1, 1, self.qk_rope_head_dim)
         k = torch.cat((k_nope, k_rope.expand(-1, self.num_heads, -1)), dim=-1)
-        out = self.ops.prefill_attention(q, k, v, prefill.query_lens, kv_lens, self.scale)
+        out = self.ops.prefill_attention(q, k, v, prefill, self.scale)
         output.copy_(out.reshape(output.shape))
 
     def forward_mqa(
@@ -208,9 +200,7 @@ class MlaAttentionImpl(MLAAttentionImpl[MlaMetadata]):
         else:
             q_latent, q_rope = q.split([self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
         cache = latent_planes(kv_c_and_k_pe_cache, self.kv_lora_rank)
-        out = self.ops.latent_decode(
-            q_latent, q_rope, cache, decode.block_table, decode.seq_lens, self.scale
-        )
+        out = self.ops.latent_decode(q_latent, q_rope, cache, decode, self.scale)
         return out, None
 
 

@@ -18,40 +18,49 @@ from vllm.v1.attention.backend import (
 )
 from vllm.v1.attention.backends.utils import split_decodes_and_prefills
 
-
-@dataclass
-class MlaRequests:
-    """One part of the batch: each request's cache blocks and lengths."""
-
-    block_table: torch.Tensor  # [B, max_blocks]
-    seq_lens: torch.Tensor  # [B] context length counting this step's tokens (host)
-    query_lens: torch.Tensor  # [B] this step's tokens (host)
-    has_context: bool  # some request attends to tokens cached before this step
+from adapters.attention_plan import build_attention_plan
+from adapters.container import container
+from adapters.vllm.attention.metadata import host_seq_lens
+from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds
 
 
 @dataclass
 class MlaMetadata(AttentionMetadata):
-    """The fields vLLM's MLAAttention.forward_impl reads, and ours."""
+    """The fields vLLM's MLAAttention.forward_impl reads, and the step's plan."""
 
     num_actual_tokens: int
     num_decodes: int
     num_decode_tokens: int
     num_prefills: int
     slot_mapping: torch.Tensor
-    decode: MlaRequests | None = None
-    prefill: MlaRequests | None = None
+    plan: AttentionPlan
+    # Some prefill sequence attends to tokens cached before this step (chunked prefill,
+    # prefix hits): its context is gathered from the cache, not only this step's rows.
+    prefill_has_context: bool = False
+
+    @property
+    def decode(self) -> AttentionPart | None:
+        return self.plan.decode
+
+    @property
+    def prefill(self) -> AttentionPart | None:
+        return self.plan.prefill
 
 
 class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
-    """Splits vLLM's CommonAttentionMetadata into its decode and prefill requests."""
+    """The step's AttentionPlan, whose decode and prefill parts are vLLM's split: the
+    leading decode requests (reordered first), then the rest."""
 
     _cudagraph_support = AttentionCGSupport.NEVER
     reorder_batch_threshold = 1
 
-    def __init__(self, kv_cache_spec, layer_names, vllm_config, device):  # type: ignore[no-untyped-def]
+    def __init__(  # type: ignore[no-untyped-def]
+        self, kv_cache_spec, layer_names, vllm_config, device, needs=None
+    ):
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
-        # The runner's host copy of the lengths is exact unless speculative tokens may be
-        # rejected (it is an upper bound then); otherwise the lengths are read back once.
+        # vLLM constructs the builder with this fixed signature: what the device's MLA ops
+        # read from the plan is looked up once here unless given.
+        self.needs: AttentionPlanNeeds = needs or container().mla_ops().plan_needs
         self._host_lens_exact = vllm_config.speculative_config is None
 
     def build(
@@ -64,30 +73,26 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
         num_decodes, num_prefills, num_decode_tokens, _ = split_decodes_and_prefills(
             cm, decode_threshold=1
         )
-        num_reqs = num_decodes + num_prefills
-        qsl = cm.query_start_loc_cpu[: num_reqs + 1]
-        query_lens = qsl[1:] - qsl[:-1]
-        # Host lengths, once per step for every layer (the ops take lengths on the host).
-        upper = cm.seq_lens_cpu_upper_bound if self._host_lens_exact else None
-        seq_lens = (upper if upper is not None else cm.seq_lens.cpu())[:num_reqs]
-
-        def part(start: int, stop: int) -> MlaRequests:
-            q = query_lens[start:stop]
-            s = seq_lens[start:stop]
-            return MlaRequests(
-                block_table=cm.block_table_tensor[start:stop],
-                seq_lens=s,
-                query_lens=q,
-                has_context=bool((s > q).any()),
-            )
-
-        n = cm.num_actual_tokens
+        num_reqs = cm.num_reqs
+        plan = build_attention_plan(
+            cm.query_start_loc_cpu[: num_reqs + 1],
+            host_seq_lens(cm, self._host_lens_exact),
+            cm.block_table_tensor[:num_reqs],
+            cm.num_actual_tokens,
+            needs=self.needs,
+            slot_mapping=cm.slot_mapping,
+            on_device=(cm.query_start_loc[: num_reqs + 1], cm.seq_lens[:num_reqs]),
+            num_decodes=num_decodes,
+        )
+        prefill = plan.prefill
+        assert plan.slot_mapping is not None
         return MlaMetadata(
-            num_actual_tokens=n,
+            num_actual_tokens=plan.num_actual_tokens,
             num_decodes=num_decodes,
             num_decode_tokens=num_decode_tokens,
             num_prefills=num_prefills,
-            slot_mapping=cm.slot_mapping[:n],
-            decode=part(0, num_decodes) if num_decodes else None,
-            prefill=part(num_decodes, num_reqs) if num_prefills else None,
+            slot_mapping=plan.slot_mapping,
+            plan=plan,
+            prefill_has_context=prefill is not None
+            and prefill.actual_seq_lens != prefill.actual_query_lens,
         )

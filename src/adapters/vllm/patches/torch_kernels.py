@@ -1,6 +1,7 @@
-"""Torch implementations of vLLM's Triton kernels: on a host without Triton, and on the NPU.
+"""vLLM's Triton kernels replaced by our ports' calls: on a host without Triton, and on the NPU.
 
-Each is wrapped in vLLM's `KernelOverride` (what its kernel-override registry,
+Each (adapters/vllm/kernel_bindings.py, on the port the container serves) is wrapped in vLLM's
+`KernelOverride` (what its kernel-override registry,
 `vllm.triton_utils.dispatcher.register_kernels`, installs: it maps the launch
 `kernel[grid](**kwargs)` onto our function) and set on the kernel's holder, plus
 the copies the patch spec declares (`also_rebind`). `register_kernels` itself would
@@ -15,27 +16,30 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from adapters.vllm.kernels import compute_slot_mapping
+from adapters.container import container
+from adapters.vllm.kernel_bindings import slot_mapping_kernel
 from adapters.vllm.patches._symbols import holder_and_attr, rebind
 from ascend_core.errors import ConfigError
 
 if TYPE_CHECKING:
     from ascend_core.patches import PatchSpec
 
-# Registry target -> our implementation.
-IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
-    "vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel": compute_slot_mapping,
+# Registry target -> our implementation, built on the serving device's port when applied.
+IMPLEMENTATIONS: dict[str, Callable[[], Callable[..., Any]]] = {
+    "vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel": lambda: slot_mapping_kernel(
+        container().slot_mapping()
+    ),
 }
 
 _registered: set[str] = set()
 
 
 def override(spec: PatchSpec) -> None:
-    """Register the torch implementation of `spec.target`; once per process."""
+    """Register our implementation of `spec.target`; once per process."""
     if spec.target in _registered:
         return
-    impl = IMPLEMENTATIONS.get(spec.target)
-    if impl is None:
+    make = IMPLEMENTATIONS.get(spec.target)
+    if make is None:
         raise ConfigError(
             f"No host implementation of {spec.target} (patch {spec.id}).",
             "disable speculative decoding when serving on the host device",
@@ -43,7 +47,7 @@ def override(spec: PatchSpec) -> None:
     from vllm.triton_utils.dispatcher import KernelOverride
 
     holder, attr = holder_and_attr(spec.target)
-    wrapper = KernelOverride(getattr(holder, attr), impl)
+    wrapper = KernelOverride(getattr(holder, attr), make())
     setattr(holder, attr, wrapper)
     rebind(spec.also_rebind, wrapper)
     _registered.add(spec.target)

@@ -1,4 +1,4 @@
-"""The host's native slot mapping: vLLM's slot-mapping contract (adapters/vllm/kernels.py),
+"""The host's native slot mapping: the slot-mapping port's contract (ports/slot_mapping.py),
 the same slots as the torch version and as a per-token reference, padding included."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from adapters.cpu import native
-from adapters.vllm import kernels
+from adapters.cpu.slot_mapping import CpuSlotMapping
 from support.native_kernels import built_or_skip
 
 BLOCK = 16
@@ -43,8 +43,14 @@ def _reference(batch: dict[str, Any], num_tokens: int, max_tokens: int) -> list[
     return slots
 
 
-def _run(batch: dict[str, Any], num_tokens: int, max_tokens: int, slots: torch.Tensor) -> None:
-    kernels.compute_slot_mapping(
+def _run(
+    port: CpuSlotMapping,
+    batch: dict[str, Any],
+    num_tokens: int,
+    max_tokens: int,
+    slots: torch.Tensor,
+) -> None:
+    port.compute(
         num_tokens,
         max_tokens,
         batch["qsl"],
@@ -52,8 +58,8 @@ def _run(batch: dict[str, Any], num_tokens: int, max_tokens: int, slots: torch.T
         batch["table"],
         batch["table"].stride(0),
         slots,
-        KV_CACHE_BLOCK_SIZE=BLOCK,
-        PAD_ID=PAD,
+        BLOCK,
+        PAD,
     )
 
 
@@ -67,15 +73,14 @@ def _run(batch: dict[str, Any], num_tokens: int, max_tokens: int, slots: torch.T
     ],
 )
 def test_the_native_kernel_gives_the_torch_versions_slots(
-    op: Any, mocker: Any, index: torch.dtype, lens: list[int], starts: list[int]
+    op: Any, index: torch.dtype, lens: list[int], starts: list[int]
 ) -> None:
     batch = _batch(lens, starts, index)
     num_tokens, max_tokens = sum(lens), sum(lens) + 7
     native_slots = torch.full((max_tokens + 3,), 99, dtype=torch.int64)
-    _run(batch, num_tokens, max_tokens, native_slots)
-    mocker.patch.object(native, "compute_slot_mapping", return_value=None)  # the torch version
+    _run(CpuSlotMapping(kernel=lambda: op), batch, num_tokens, max_tokens, native_slots)
     torch_slots = torch.full((max_tokens + 3,), 99, dtype=torch.int64)
-    _run(batch, num_tokens, max_tokens, torch_slots)
+    _run(CpuSlotMapping(kernel=lambda: None), batch, num_tokens, max_tokens, torch_slots)
     assert torch.equal(native_slots, torch_slots)
     assert native_slots[:max_tokens].tolist() == _reference(batch, num_tokens, max_tokens)
     assert native_slots[max_tokens:].tolist() == [99] * 3  # nothing written past the padding

@@ -8,6 +8,11 @@ and vLLM's `except Exception` handlers do not catch it on the way.
 In-process users of `vllm.LLM(...)` get a StartupError: a SystemExit, so `except
 Exception` does not catch it; catch `StartupError` (or SystemExit) and read `.error`
 (also its `__cause__`) for the typed error with its `what` and `hint`.
+
+Some arguments fail inside vLLM before any hook of ours sees the config: a local model
+path that does not exist (a minute of Hub retries, then a traceback) and
+`--quantization ascend` on a model without a ModelSlim description (a pydantic
+traceback). `refuse_before_start` checks those first, with the doctor's messages.
 """
 
 from __future__ import annotations
@@ -21,7 +26,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ascend_core.env_registry import unknown_variables
 from ascend_core.errors import AscendError
+from ascend_core.preflight import missing_model_error, names_local_path
+from ascend_core.quantization import QuantMethod, detect_quantization
+from ports.environment import Environment
+from ports.model_files import ModelFiles
 
 PREFIX = "vllm-plugin-ascend: "
 _watching: list[Path] = []
@@ -124,3 +134,62 @@ def _repeat_engine_error(note: Path) -> None:
     if reasons and getattr(sys, "last_value", None) is not None:
         for reason in reasons:
             sys.stderr.write(f"{PREFIX}the engine process stopped at startup: {reason}\n")
+
+
+# --quantization values whose config vLLM reads from the model files before any hook
+# of ours runs; without them vLLM ends in a pydantic traceback.
+_FROM_FILES = (QuantMethod.ASCEND.value, QuantMethod.COMPRESSED_TENSORS.value)
+
+
+def check_before_start(model: str, quantization: str | None, files: ModelFiles) -> None:
+    """The checks vLLM would fail with a traceback, made first with the doctor's errors.
+
+    files: the model directory's files (the ModelFiles port over `model`). Raises the
+    core's MissingModelError for a local path with nothing there (a Hub id is left to
+    vLLM), and the core's QuantizationError for a --quantization the files cannot back.
+    """
+    if not files.exists():
+        if names_local_path(model):
+            raise missing_model_error(model)
+        return
+    if quantization is not None and quantization.strip().lower() in _FROM_FILES:
+        detect_quantization(files, quantization)
+
+
+def refuse_before_start(engine_args: Any, files_for: Any) -> None:
+    """check_before_start on vLLM's EngineArgs, as a StartupError (the message alone).
+
+    files_for: model name -> ModelFiles (the container's model_files). Anything but an
+    EngineArgs with a string model (vLLM building a config without one) is left alone.
+    """
+    model = getattr(engine_args, "model", None)
+    if not isinstance(model, str) or not model:
+        return
+    with stop_on_our_errors():
+        check_before_start(model, getattr(engine_args, "quantization", None), files_for(model))
+
+
+def engine_args_calling() -> Any:
+    """The EngineArgs whose create_engine_config called the platform hook running now.
+
+    vLLM calls Platform.pre_register_and_update() first thing in
+    EngineArgs.create_engine_config, before it reads the model's config (where a
+    missing local path retries the Hub), and passes no arguments: the caller's frame is
+    the only way to them. None when the hook was called from elsewhere (the
+    upstream-surface test guards the call site).
+    """
+    frame = sys._getframe(1)
+    for _ in range(4):
+        if frame is None:
+            return None
+        if frame.f_code.co_name == "create_engine_config":
+            return frame.f_locals.get("self")
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def decline_reason(reason: str, env: Environment) -> str:
+    """The plugin's reason for declining, with each VLLM_ASCEND_* variable it does not
+    read (a misspelt VLLM_ASCEND_DEVICE=cpu is the usual cause), as `check` lists them."""
+    unknown = [f"{u.what} Fix: {u.hint}" for u in unknown_variables(env)]
+    return " ".join([reason, *unknown])

@@ -5,13 +5,11 @@ The C++ extension is built on first use and cached under the repository's .cache
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from support.check_script import run_checks
 
 CHECKS = Path(__file__).with_name("emulated_device_checks.py")
 NAMES = (
@@ -31,14 +29,7 @@ NAMES = (
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, str]:
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run(
-        [sys.executable, str(CHECKS)], capture_output=True, text=True, env=env, timeout=600
-    )
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("CHECKS ")]
-    assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out: dict[str, str] = json.loads(lines[-1].removeprefix("CHECKS "))
-    return out
+    return run_checks(CHECKS, timeout=600)
 
 
 def test_every_check_ran(results: dict[str, str]) -> None:

@@ -167,7 +167,7 @@ def pinned_host_memory_and_out_arguments() -> None:
 @check
 def npu_runtime_runs_on_the_device() -> None:
     rt = NpuRuntime(TNPU)
-    assert rt.device_type == "npu" and rt.device(1) == torch.device("npu", 1)
+    assert rt.device(1) == torch.device("npu", 1)
     assert rt.device_count() == 2 and rt.device_name() == "Ascend910_9391"
     rt.set_device(0)
     rt.reset_peak_memory()
@@ -184,7 +184,6 @@ def npu_runtime_runs_on_the_device() -> None:
     rt.seed(7)
     assert TNPU.npu.seeded == 7
     assert rt.current_stream() == rt.current_stream()
-    assert rt.new_stream().device.type == "npu" and rt.new_event() is not None
     with rt.runner_scope():
         assert torch.cuda.Stream is TNPU.npu.Stream
         torch.cuda.synchronize()

@@ -17,13 +17,15 @@ reference's bits.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
+from adapters.attention_plan import build_attention_plan
 from adapters.cpu import native
 from adapters.cpu.ops import CpuOps
-from ports.ops import PagedAttentionMeta
+from ports.ops import AttentionPlan
 from support.native_kernels import built_or_skip
 
 TOL = {
@@ -48,7 +50,7 @@ def _batch(
     seed: int,
     pad_tokens: int = 0,
     planes: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, PagedAttentionMeta]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, AttentionPlan]:
     """One new token per sequence; shuffled blocks; NaN in every cache row never written.
 
     planes: K and V are the two planes of one [blocks, 2, block_size, Hk, D] allocation
@@ -76,19 +78,17 @@ def _batch(
         kc, vc = storage[:, 0].contiguous(), storage[:, 1].contiguous()
     b = len(seq_lens)
     query = torch.randn(b + pad_tokens, hq, d, generator=gen).to(dtype)
-    meta = PagedAttentionMeta(
-        query_start_loc=torch.arange(b + 1, dtype=torch.int32),
-        seq_lens=torch.tensor(seq_lens, dtype=torch.int32),
-        block_table=table,
-        max_query_len=1,
-        max_seq_len=max(seq_lens),
-        num_actual_tokens=b,
+    meta = build_attention_plan(
+        torch.arange(b + 1, dtype=torch.int32),
+        torch.tensor(seq_lens, dtype=torch.int32),
+        table,
+        needs=CpuOps.plan_needs,
     )
     return query, kc, vc, meta
 
 
 def _both(
-    query: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, meta: PagedAttentionMeta
+    query: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, meta: AttentionPlan
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """CpuOps' result with the kernel, and the torch path's on float32 copies, rounded once."""
     scale = 1 / math.sqrt(query.shape[-1])
@@ -152,13 +152,11 @@ def test_native_decode_in_a_mixed_batch(kernel: native.DecodeKernel, dtype: torc
     # the prefill's new tokens a row with its own context length.
     query, kc, vc, meta = _batch([9, 40, 13, 70], 8, 2, 64, 16, dtype, seed=8)
     extra = torch.randn(3, 8, 64, generator=torch.Generator().manual_seed(9)).to(dtype)
-    mixed = PagedAttentionMeta(
-        query_start_loc=torch.tensor([0, 1, 4, 5, 6], dtype=torch.int32),  # seq 1: 3 tokens
-        seq_lens=meta.seq_lens,
-        block_table=meta.block_table,
-        max_query_len=3,
-        max_seq_len=meta.max_seq_len,
-        num_actual_tokens=6,
+    mixed = build_attention_plan(
+        torch.tensor([0, 1, 4, 5, 6], dtype=torch.int32),  # seq 1: 3 tokens
+        meta.seq_lens,
+        meta.block_table,
+        needs=CpuOps.plan_needs,
     )
     q6 = torch.cat([query[:1], extra, query[2:]])
     _close(*_both(q6, kc, vc, mixed))
@@ -166,20 +164,18 @@ def test_native_decode_in_a_mixed_batch(kernel: native.DecodeKernel, dtype: torc
 
 def _prefill_step(
     q_lens: list[int], seq_lens: list[int], dtype: torch.dtype, seed: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, PagedAttentionMeta]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, AttentionPlan]:
     """A step of prefills: q_lens new tokens after seq_len - q_len cached ones each."""
     _, kc, vc, meta = _batch(seq_lens, 12, 4, 64, 16, dtype, seed=seed)
     starts = [0]
     for n in q_lens:
         starts.append(starts[-1] + n)
     gen = torch.Generator().manual_seed(seed + 1)
-    step = PagedAttentionMeta(
-        query_start_loc=torch.tensor(starts, dtype=torch.int32),
-        seq_lens=meta.seq_lens,
-        block_table=meta.block_table,
-        max_query_len=max(q_lens),
-        max_seq_len=meta.max_seq_len,
-        num_actual_tokens=starts[-1],
+    step = build_attention_plan(
+        torch.tensor(starts, dtype=torch.int32),
+        meta.seq_lens,
+        meta.block_table,
+        needs=CpuOps.plan_needs,
     )
     return torch.randn(starts[-1] + 2, 12, 64, generator=gen).to(dtype), kc, vc, step
 
@@ -212,13 +208,11 @@ def test_a_token_of_a_prefill_gets_the_bits_of_the_same_token_decoded(
     out = torch.empty_like(query)
     CpuOps().paged_attention(query, kc, vc, step, 0.125, out)
     for i in (0, 11, 23):
-        one = PagedAttentionMeta(
-            query_start_loc=torch.tensor([0, 1], dtype=torch.int32),
-            seq_lens=torch.tensor([i + 1], dtype=torch.int32),
-            block_table=step.block_table,
-            max_query_len=1,
-            max_seq_len=i + 1,
-            num_actual_tokens=1,
+        one = build_attention_plan(
+            torch.tensor([0, 1], dtype=torch.int32),
+            torch.tensor([i + 1], dtype=torch.int32),
+            step.block_table,
+            needs=CpuOps.plan_needs,
         )
         alone = torch.empty(1, 12, 64)
         CpuOps().paged_attention(query[i : i + 1], kc, vc, one, 0.125, alone)
@@ -226,12 +220,9 @@ def test_a_token_of_a_prefill_gets_the_bits_of_the_same_token_decoded(
 
 
 def test_a_prefill_past_the_native_limit_takes_sdpa(
-    kernel: native.DecodeKernel, monkeypatch, mocker  # type: ignore[no-untyped-def]
+    kernel: native.DecodeKernel, mocker  # type: ignore[no-untyped-def]
 ) -> None:
-    import adapters.cpu.ops as ops_module
-
-    monkeypatch.setattr(ops_module, "_NATIVE_MAX_QUERY", 16)
-    ops = CpuOps()
+    ops = CpuOps(native_max_query=16)
     spy = mocker.spy(ops, "_prefill")
     for longest, sdpa_calls in ((16, 0), (17, 1)):  # at the limit: the kernel; past it: SDPA
         step = _prefill_step([longest, 9], [longest, 30], torch.float32, seed=3)
@@ -270,23 +261,29 @@ def test_unsupported_dtypes_keep_the_torch_path(kernel: native.DecodeKernel) -> 
     assert ops._native_kernel(query.float(), (kc.float(), vc.float())) is kernel
 
 
-def test_a_failed_build_is_logged_once_and_the_torch_path_serves(monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
-    from torch.utils import cpp_extension
-
+def test_a_failed_build_is_logged_once_and_the_torch_path_serves(caplog) -> None:  # type: ignore[no-untyped-def]
     def fail(**_: object) -> None:
-        raise RuntimeError("Error building extension 'vllm_ascend_host_decode'\nno compiler")
+        raise RuntimeError("Error building extension 'vllm_ascend_host_attention'\nno compiler")
 
-    monkeypatch.setattr(cpp_extension, "load", fail)
-    monkeypatch.setattr(native, "_tried", False)
-    monkeypatch.setattr(native, "_library", None)
+    attention = {"attention": native.EXTENSIONS["attention"]}
+    kernels = native.NativeKernels(Path(native.__file__).parent, attention, load_library=fail)
     with caplog.at_level("INFO", logger="vllm.plugins.ascend"):
-        assert native.decode_attention() is None
-        assert native.decode_attention() is None
-    notes = [r for r in caplog.records if "native kernels unavailable" in r.message]
-    assert len(notes) == 1 and "no compiler" in notes[0].getMessage()
+        assert kernels.load("attention") is False
+        assert kernels.load("attention") is False
+    notes = [r.getMessage() for r in caplog.records if "unavailable" in r.getMessage()]
+    assert len(notes) == 1 and "no compiler" in notes[0]
+    assert "attention (decode_attention)" in notes[0] and "torch's SDPA" in notes[0]
     query, kc, vc, meta = _batch([5, 9], 4, 2, 16, 4, torch.bfloat16, seed=7)
-    native_out, exact = _both(query, kc, vc, meta)  # CpuOps on the torch path
-    assert torch.equal(native_out, exact)
+    scale = 1 / math.sqrt(query.shape[-1])
+    out = torch.empty_like(query)
+    exact = torch.empty_like(query, dtype=torch.float32)
+    torch_path = CpuOps(native_attention=False)
+    torch_path.paged_attention(query, kc, vc, meta, scale, out)
+    CpuOps(native_attention=False).paged_attention(
+        query.float(), kc.float(), vc.float(), meta, scale, exact
+    )
+    n = meta.num_actual_tokens
+    assert torch.equal(out[:n], exact[:n].to(query.dtype))
 
 
 def test_the_build_is_named_after_the_cpus_instruction_set() -> None:

@@ -1,0 +1,117 @@
+"""Benchmark (not a test): host decode tokens/s with and without n-gram speculation.
+
+    .venv/bin/python scripts/bench_spec.py [--model models/tiny-llama_repeat] [--k 3]
+
+Each mode runs in its own child process (one vLLM engine each, in-process engine core,
+eager, fp32) on a repetitive prompt: a short random phrase repeated to --prompt-len
+tokens, --batch copies with different phrases, --new greedy tokens each. Printed per
+mode: generated tokens per second over the timed pass (after one warm-up pass), and for
+ngram the draft tokens proposed and accepted in that pass (vLLM's spec-decode counters).
+Both modes run one after the other: numbers are only comparable on a quiet machine. The default
+model (scripts/make_models.py --style llama_repeat) repeats itself, the case n-gram
+lookup is for; on a model that does not, ngram only adds work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _prompts(batch: int, length: int) -> list[list[int]]:
+    rng = random.Random(0)
+    out = []
+    for _ in range(batch):
+        phrase = [rng.randrange(2, 500) for _ in range(rng.randrange(4, 12))]
+        out.append((phrase * (length // len(phrase) + 1))[:length])
+    return out
+
+
+def _spec_counters(llm: object) -> tuple[int, int]:
+    """vLLM's draft tokens proposed and accepted so far (0, 0 without speculation)."""
+    metrics = {m.name: getattr(m, "value", 0) for m in llm.get_metrics()}  # type: ignore[attr-defined]
+    return (int(metrics.get("vllm:spec_decode_num_draft_tokens", 0)),
+            int(metrics.get("vllm:spec_decode_num_accepted_tokens", 0)))
+
+
+def child(args: argparse.Namespace) -> None:
+    os.environ.setdefault("VLLM_ASCEND_DEVICE", "cpu")
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    from vllm import LLM, SamplingParams, TokensPrompt
+
+    spec = None
+    if args.mode == "ngram":
+        spec = {"method": "ngram", "num_speculative_tokens": args.k,
+                "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    llm = LLM(model=args.model, dtype="float32", enforce_eager=True, max_model_len=1024,
+              max_num_seqs=args.batch, kv_cache_memory_bytes=256 << 20, seed=0,
+              speculative_config=spec, disable_log_stats=False)
+    params = SamplingParams(max_tokens=args.new, temperature=0.0, ignore_eos=True)
+    prompts = [TokensPrompt(prompt_token_ids=p) for p in _prompts(args.batch, args.prompt_len)]
+    llm.generate(prompts, params, use_tqdm=False)  # warm-up (and the prefix cache)
+    before = _spec_counters(llm)
+    start = time.perf_counter()
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    seconds = time.perf_counter() - start
+    tokens = sum(len(o.outputs[0].token_ids) for o in outs)
+    after = _spec_counters(llm)
+    print(json.dumps({
+        "mode": args.mode, "tokens": tokens, "seconds": seconds,
+        "drafts": after[0] - before[0], "accepted": after[1] - before[1],
+        "ids": [list(o.outputs[0].token_ids) for o in outs],
+    }))
+    llm.llm_engine.engine_core.shutdown()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default=str(ROOT / "models/tiny-llama_repeat"))
+    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--prompt-len", type=int, default=96)
+    parser.add_argument("--new", type=int, default=128)
+    parser.add_argument("--mode", choices=("plain", "ngram"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.mode:
+        child(args)
+        return 0
+    if not Path(args.model).exists() and Path(args.model).name == "tiny-llama_repeat":
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from make_models import make_model
+
+        make_model(Path(args.model), "llama_repeat", "tiny")
+    results = {}
+    for mode in ("plain", "ngram"):
+        cmd = [sys.executable, __file__, "--mode", mode, "--model", args.model,
+               "--k", str(args.k), "--batch", str(args.batch),
+               "--prompt-len", str(args.prompt_len), "--new", str(args.new)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
+        if done.returncode or not lines:
+            print(done.stderr[-3000:], file=sys.stderr)
+            return 1
+        results[mode] = json.loads(lines[-1])
+    for mode, r in results.items():
+        rate = r["tokens"] / r["seconds"]
+        extra = ""
+        if r["drafts"]:
+            extra = (f", {int(r['accepted'])}/{int(r['drafts'])} drafts accepted "
+                     f"({r['accepted'] / r['drafts']:.0%})")
+        print(f"{mode:6s} k={args.k if mode == 'ngram' else 0}: {r['tokens']} tokens in "
+              f"{r['seconds']:.2f} s = {rate:.1f} tokens/s{extra}")
+    plain, ngram = results["plain"], results["ngram"]
+    speedup = (ngram["tokens"] / ngram["seconds"]) / (plain["tokens"] / plain["seconds"])
+    print(f"ngram/plain: {speedup:.2f}x; same greedy ids: {plain['ids'] == ngram['ids']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

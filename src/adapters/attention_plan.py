@@ -1,0 +1,225 @@
+"""The per-step AttentionPlan, built on the host with array ops and moved to the device.
+
+Every index is computed from the runner's host copies of the batch (query_start_loc,
+seq_lens) with torch ops over whole tensors, never a loop over tokens; then all of them
+go to the device in one copy (each tensor a view of it). Graph mode can keep the same
+tensors in a persistent buffer of fixed size and copy into it in place instead
+(`_to_device` is that seam).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from attrs import frozen
+
+from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds
+
+_I64 = torch.int64
+
+
+def build_attention_plan(
+    query_start_loc: torch.Tensor,
+    seq_lens: torch.Tensor,
+    block_table: torch.Tensor,
+    num_actual_tokens: int | None = None,
+    *,
+    needs: AttentionPlanNeeds = AttentionPlanNeeds(),  # noqa: B008 (frozen)
+    slot_mapping: torch.Tensor | None = None,
+    on_device: tuple[torch.Tensor, torch.Tensor] | None = None,
+    num_decodes: int | None = None,
+) -> AttentionPlan:
+    """The plan of a batch of B = len(seq_lens) sequences.
+
+    query_start_loc [>= B + 1] and seq_lens [>= B]: host tensors (the runner's CPU copies;
+        entries past B are ignored).
+    block_table [>= B, max_blocks] and slot_mapping: already on the device (vLLM's).
+    num_actual_tokens: the real tokens (default: query_start_loc[B]).
+    on_device: the device's own (query_start_loc, seq_lens), when the caller has them,
+        so they are not copied again; else the host tensors are moved.
+    needs: what the device's ops read (Ops.plan_needs).
+    num_decodes: the decode part is the first num_decodes sequences and the prefill part
+        the rest (vLLM's MLA split, where a one-token request past the boundary counts as
+        a prefill); None: one new token makes a decode, more a prefill.
+    Sequences with no new token are in neither part.
+    """
+    num_seqs = seq_lens.shape[0]
+    qsl = query_start_loc[: num_seqs + 1].to(_I64)
+    lens = seq_lens[:num_seqs].to(_I64)
+    q_lens = qsl[1:] - qsl[:-1]
+    n_tok = int(qsl[-1]) if num_actual_tokens is None else num_actual_tokens
+    table = block_table[:num_seqs].to(getattr(torch, needs.block_table_dtype.value))
+    qsl_host = tuple(int(v) for v in qsl.tolist())
+    lens_host = tuple(int(v) for v in lens.tolist())
+    host_parts: list[_HostPart | None]
+    one_each = num_seqs > 0 and qsl_host == tuple(range(num_seqs + 1))
+    if one_each and (num_decodes is None or num_decodes == num_seqs):
+        # Every sequence one new token (a decode step): the indices are the identity.
+        host_parts = [_all_decodes(qsl, q_lens, lens, lens_host), None]
+    else:
+        if num_decodes is None:
+            first, rest = q_lens == 1, q_lens > 1
+        else:
+            leading = torch.arange(num_seqs) < num_decodes
+            first, rest = leading & (q_lens > 0), ~leading & (q_lens > 0)
+        host_parts = [_host_part(member, qsl, q_lens, lens, n_tok) for member in (first, rest)]
+    # Everything the device reads, in one list: the batch's offsets and lengths (unless
+    # the caller has them there), each part's indices, the token rows.
+    staged: list[torch.Tensor] = [] if on_device is not None else [qsl, lens]
+    for part in host_parts:
+        staged += part.tensors() if part is not None else []
+    token_seqs = token_lens = None
+    if needs.token_rows and one_each:  # each token its sequence's one row
+        token_seqs, token_lens = torch.arange(num_seqs), lens
+    elif needs.token_rows:
+        token_seqs, token_lens = _token_rows(qsl, q_lens, lens)
+    if token_seqs is not None and token_lens is not None:
+        staged += [token_seqs, token_lens]
+    moved = iter(_to_device(staged, block_table.device))
+    batch_qsl, batch_lens = on_device if on_device is not None else (next(moved), next(moved))
+    parts = [None if part is None else part.on_device(moved, table) for part in host_parts]
+    token_table = None
+    if token_seqs is not None:
+        token_table = table.index_select(0, next(moved))
+        token_lens = next(moved)
+    return AttentionPlan(
+        query_start_loc=batch_qsl[: num_seqs + 1],
+        seq_lens=batch_lens[:num_seqs],
+        block_table=table,
+        slot_mapping=None if slot_mapping is None else slot_mapping[:n_tok],
+        max_query_len=max((part.max_query_len for part in parts if part), default=0),
+        max_seq_len=max(lens_host, default=0),
+        num_actual_tokens=n_tok,
+        query_start_loc_host=qsl_host,
+        seq_lens_host=lens_host,
+        decode=parts[0],
+        prefill=parts[1],
+        token_block_table=token_table,
+        token_seq_lens=token_lens,
+    )
+
+
+def _to_device(host: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """The int64 host tensors on `device`: one non-blocking copy of all of them from
+    pinned memory (one launch a step, not one a tensor), each a view of it."""
+    if device.type == "cpu" or not host:
+        return host
+    flat = torch.cat([t.reshape(-1) for t in host])
+    on_device = flat.pin_memory().to(device, non_blocking=True)
+    return list(on_device.split([t.numel() for t in host]))
+
+
+@frozen
+class _HostPart:
+    """A part's host-side values, before its tensors go to the device."""
+
+    seqs: torch.Tensor
+    actual_query_lens: tuple[int, ...]
+    actual_seq_lens: tuple[int, ...]
+    query_start_loc: torch.Tensor
+    query_lens: torch.Tensor
+    seq_lens: torch.Tensor
+    tokens: torch.Tensor
+    padded_rows: torch.Tensor
+    gather: torch.Tensor
+    whole: bool  # every sequence of the batch: its block table as it is
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [
+            self.seqs, self.query_start_loc, self.query_lens, self.seq_lens,
+            self.tokens, self.padded_rows, self.gather,
+        ]
+
+    def on_device(self, moved: Iterator[torch.Tensor], table: torch.Tensor) -> AttentionPart:
+        """The part with its tensors taken, in tensors()' order, from `moved`."""
+        seqs, qsl, q_lens, seq_lens, tokens, padded_rows, gather = (
+            next(moved) for _ in range(7)
+        )
+        return AttentionPart(
+            seqs=seqs,
+            actual_query_lens=self.actual_query_lens,
+            actual_seq_lens=self.actual_seq_lens,
+            max_query_len=max(self.actual_query_lens),
+            query_start_loc=qsl,
+            query_lens=q_lens,
+            seq_lens=seq_lens,
+            block_table=table if self.whole else table.index_select(0, seqs),
+            tokens=tokens,
+            padded_rows=padded_rows,
+            gather=gather,
+        )
+
+
+def _all_decodes(
+    qsl: torch.Tensor, q_lens: torch.Tensor, seq_lens: torch.Tensor, lens_host: tuple[int, ...]
+) -> _HostPart:
+    """The decode part of a step where every sequence has exactly one new token."""
+    rows = torch.arange(q_lens.shape[0])
+    return _HostPart(
+        seqs=rows,
+        actual_query_lens=(1,) * rows.shape[0],
+        actual_seq_lens=lens_host,
+        query_start_loc=qsl,
+        query_lens=q_lens,
+        seq_lens=seq_lens,
+        tokens=rows,
+        padded_rows=rows,
+        gather=rows,
+        whole=True,
+    )
+
+
+def _host_part(
+    member: torch.Tensor,
+    qsl: torch.Tensor,
+    q_lens: torch.Tensor,
+    seq_lens: torch.Tensor,
+    n_tok: int,
+) -> _HostPart | None:
+    """The sequences where `member` holds, padded to their longest query."""
+    seqs = member.nonzero().squeeze(1)
+    count = seqs.shape[0]
+    if count == 0:
+        return None
+    whole = count == q_lens.shape[0]  # every sequence: the batch's tensors, no gather
+    part_q = q_lens if whole else q_lens.index_select(0, seqs)
+    part_s = seq_lens if whole else seq_lens.index_select(0, seqs)
+    actual_q = tuple(int(v) for v in part_q.tolist())
+    width = max(actual_q)
+    total = sum(actual_q)
+    if whole:
+        part_qsl = qsl
+    else:
+        part_qsl = torch.zeros(count + 1, dtype=_I64)
+        torch.cumsum(part_q, 0, out=part_qsl[1:])
+    seq_of = torch.repeat_interleave(torch.arange(count), part_q, output_size=total)
+    within = torch.arange(total) - part_qsl.index_select(0, seq_of)
+    tokens = (qsl if whole else qsl.index_select(0, seqs)).index_select(0, seq_of) + within
+    padded_rows = seq_of * width + within
+    gather = torch.full((count * width,), n_tok, dtype=_I64)
+    gather.index_copy_(0, padded_rows, tokens)
+    return _HostPart(
+        seqs=seqs,
+        actual_query_lens=actual_q,
+        actual_seq_lens=tuple(int(v) for v in part_s.tolist()),
+        query_start_loc=part_qsl,
+        query_lens=part_q,
+        seq_lens=part_s,
+        tokens=tokens,
+        padded_rows=padded_rows,
+        gather=gather,
+        whole=whole,
+    )
+
+
+def _token_rows(
+    qsl: torch.Tensor, q_lens: torch.Tensor, seq_lens: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each new token as one decode row: its sequence (whose block-table row it reads),
+    and its context length [T]: the cached positions and the new tokens up to itself
+    (the causal mask, and a chunked prefill's earlier context, in one length)."""
+    total = int(qsl[-1])
+    seq_of = torch.repeat_interleave(torch.arange(q_lens.shape[0]), q_lens, output_size=total)
+    first_new = (seq_lens - q_lens - qsl[:-1]).index_select(0, seq_of)
+    return seq_of, first_new + torch.arange(1, total + 1)

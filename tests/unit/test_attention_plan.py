@@ -1,0 +1,183 @@
+"""The per-step AttentionPlan's array ops against a naive per-token oracle."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from adapters.attention_plan import build_attention_plan
+from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds, IndexDtype
+
+HOST = AttentionPlanNeeds(block_table_dtype=IndexDtype.INT64, token_rows=True)
+
+
+def _oracle_part(
+    ids: list[int], qsl: list[int], seq_lens: list[int], table: list[list[int]], pad: int
+) -> dict[str, list[int] | list[list[int]]]:
+    """One part as plain lists, a token at a time."""
+    q_lens = [qsl[i + 1] - qsl[i] for i in ids]
+    width = max(q_lens)
+    gather, rows, tokens, starts = [], [], [], [0]
+    for b, (seq, q_len) in enumerate(zip(ids, q_lens, strict=True)):
+        starts.append(starts[-1] + q_len)
+        for s in range(width):
+            if s < q_len:
+                gather.append(qsl[seq] + s)
+                rows.append(b * width + s)
+                tokens.append(qsl[seq] + s)
+            else:
+                gather.append(pad)
+    return {
+        "seqs": ids,
+        "query_lens": q_lens,
+        "seq_lens": [seq_lens[i] for i in ids],
+        "query_start_loc": starts,
+        "block_table": [table[i] for i in ids],
+        "gather": gather,
+        "padded_rows": rows,
+        "tokens": tokens,
+    }
+
+
+def _check_part(
+    part: AttentionPart | None, ids: list[int], qsl: list[int], seq_lens: list[int],
+    table: list[list[int]], pad: int, dtype: torch.dtype,
+) -> None:
+    if not ids:
+        assert part is None
+        return
+    assert part is not None
+    want = _oracle_part(ids, qsl, seq_lens, table, pad)
+    assert part.actual_query_lens == tuple(want["query_lens"])  # type: ignore[arg-type]
+    assert part.actual_seq_lens == tuple(want["seq_lens"])  # type: ignore[arg-type]
+    assert part.max_query_len == max(want["query_lens"])  # type: ignore[type-var]
+    assert part.block_table.dtype == dtype
+    for name, values in want.items():
+        tensor = getattr(part, name)
+        assert tensor.tolist() == values, name
+        if name != "block_table":
+            assert tensor.dtype == torch.int64, name
+
+
+def _check(q_lens: list[int], seq_lens: list[int], needs: AttentionPlanNeeds,
+           pad_tokens: int = 0, num_decodes: int | None = None) -> AttentionPlan:
+    qsl = [0]
+    for n in q_lens:
+        qsl.append(qsl[-1] + n)
+    width = max([1, *(-(-s // 4) for s in seq_lens)])
+    table = [[7 * i + j for j in range(width)] for i in range(len(seq_lens))]
+    n_tok = qsl[-1]
+    slots = torch.arange(n_tok + pad_tokens)
+    plan = build_attention_plan(
+        torch.tensor(qsl + [n_tok] * 3, dtype=torch.int32),  # entries past B: ignored
+        torch.tensor(seq_lens, dtype=torch.int32),
+        torch.tensor(table, dtype=torch.int32).reshape(len(seq_lens), width),
+        n_tok,
+        needs=needs,
+        slot_mapping=slots,
+        num_decodes=num_decodes,
+    )
+    dtype = getattr(torch, needs.block_table_dtype.value)
+    assert plan.query_start_loc_host == tuple(qsl)
+    assert plan.seq_lens_host == tuple(seq_lens)
+    assert plan.query_start_loc.tolist() == qsl and plan.seq_lens.tolist() == seq_lens
+    assert plan.block_table.dtype == dtype
+    assert plan.max_query_len == max(q_lens, default=0)
+    assert plan.max_seq_len == max(seq_lens, default=0)
+    assert plan.num_actual_tokens == n_tok
+    assert plan.slot_mapping is not None and plan.slot_mapping.tolist() == list(range(n_tok))
+    if num_decodes is None:
+        decode = [i for i, q in enumerate(q_lens) if q == 1]
+        prefill = [i for i, q in enumerate(q_lens) if q > 1]
+    else:
+        decode = [i for i, q in enumerate(q_lens) if q and i < num_decodes]
+        prefill = [i for i, q in enumerate(q_lens) if q and i >= num_decodes]
+    _check_part(plan.decode, decode, qsl, seq_lens, table, n_tok, dtype)
+    _check_part(plan.prefill, prefill, qsl, seq_lens, table, n_tok, dtype)
+    assert [p.is_decode for p in plan.parts] == [True] * bool(decode) + [False] * bool(prefill)
+    if not needs.token_rows:
+        assert plan.token_block_table is None and plan.token_seq_lens is None
+        return plan
+    assert plan.token_block_table is not None and plan.token_seq_lens is not None
+    rows, lens = [], []
+    for seq, q_len in enumerate(q_lens):
+        for s in range(q_len):
+            rows.append(table[seq])
+            lens.append(seq_lens[seq] - q_len + s + 1)
+    assert plan.token_block_table.tolist() == rows
+    assert plan.token_block_table.dtype == dtype
+    assert plan.token_seq_lens.tolist() == lens
+    return plan
+
+
+@pytest.mark.parametrize("needs", [AttentionPlanNeeds(), HOST], ids=["npu", "host"])
+def test_mixed_decode_and_prefill(needs: AttentionPlanNeeds) -> None:
+    _check([1, 4, 1, 7, 1], [9, 4, 2, 12, 17], needs)
+
+
+@pytest.mark.parametrize("needs", [AttentionPlanNeeds(), HOST], ids=["npu", "host"])
+def test_decode_only_and_prefill_only(needs: AttentionPlanNeeds) -> None:
+    plan = _check([1, 1, 1], [3, 8, 1], needs)
+    assert plan.prefill is None and plan.decode is not None
+    plan = _check([5, 9, 3], [5, 9, 10], needs)
+    assert plan.decode is None and plan.prefill is not None
+
+
+@pytest.mark.parametrize("needs", [AttentionPlanNeeds(), HOST], ids=["npu", "host"])
+def test_sequences_without_new_tokens_are_in_no_part(needs: AttentionPlanNeeds) -> None:
+    # A batch padded with empty requests (q_len 0, seq_len 0), as a graph-padded step is.
+    plan = _check([1, 0, 3, 0], [6, 0, 3, 0], needs)
+    assert plan.decode is not None and plan.decode.seqs.tolist() == [0]
+    assert plan.prefill is not None and plan.prefill.seqs.tolist() == [2]
+
+
+@pytest.mark.parametrize("needs", [AttentionPlanNeeds(), HOST], ids=["npu", "host"])
+def test_empty_steps(needs: AttentionPlanNeeds) -> None:
+    plan = _check([0, 0], [0, 0], needs)
+    assert plan.parts == () and plan.max_query_len == 0
+    plan = _check([], [], needs)
+    assert plan.parts == () and plan.num_seqs == 0
+
+
+@pytest.mark.parametrize("needs", [AttentionPlanNeeds(), HOST], ids=["npu", "host"])
+def test_the_mla_split_is_by_position(needs: AttentionPlanNeeds) -> None:
+    # vLLM's MLA split: the leading one-token requests are decodes, everything after the
+    # first longer one a prefill, one-token requests included.
+    plan = _check([1, 1, 1, 21, 1, 39], [9, 4, 2, 30, 7, 39], needs, num_decodes=3)
+    assert plan.decode is not None and plan.decode.seqs.tolist() == [0, 1, 2]
+    assert plan.prefill is not None and plan.prefill.seqs.tolist() == [3, 4, 5]
+    assert plan.prefill.actual_query_lens == (21, 1, 39) and not plan.prefill.is_decode
+    plan = _check([2, 3], [2, 3], needs, num_decodes=0)
+    assert plan.decode is None and plan.prefill is not None
+
+
+def test_padding_rows_take_the_row_past_the_last_token() -> None:
+    plan = _check([2, 5], [2, 9], HOST, pad_tokens=3)
+    assert plan.prefill is not None
+    gather = plan.prefill.gather.tolist()
+    assert gather == [0, 1, 7, 7, 7, 2, 3, 4, 5, 6]  # [2, S=5]: 3 padding rows of seq 0
+    assert plan.slot_mapping is not None and plan.slot_mapping.numel() == 7
+
+
+def test_random_batches_match_the_oracle() -> None:
+    rng = random.Random(0)
+    for _ in range(30):
+        b = rng.randint(1, 9)
+        q_lens = [rng.choice([0, 1, 1, 1, rng.randint(2, 20)]) for _ in range(b)]
+        seq_lens = [q + rng.randint(0, 30) if q else 0 for q in q_lens]
+        for needs in (AttentionPlanNeeds(), HOST):
+            _check(q_lens, seq_lens, needs)
+            # vLLM's boundary: the leading requests of at most one token.
+            boundary = next((i for i, q in enumerate(q_lens) if q > 1), b)
+            _check(q_lens, seq_lens, needs, num_decodes=boundary)
+
+
+def test_a_device_plan_takes_the_device_batch_tensors_as_given() -> None:
+    qsl = torch.tensor([0, 1, 3], dtype=torch.int32)
+    lens = torch.tensor([4, 2], dtype=torch.int32)
+    own = (qsl.clone(), lens.clone())
+    plan = build_attention_plan(qsl, lens, torch.zeros(2, 1, dtype=torch.int32), on_device=own)
+    assert plan.query_start_loc.data_ptr() == own[0].data_ptr()
+    assert plan.seq_lens.data_ptr() == own[1].data_ptr()
