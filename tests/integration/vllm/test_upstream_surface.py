@@ -97,6 +97,7 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
 OWN: frozenset[str] = frozenset({
     "adapters.vllm.attention.mla_metadata:MlaMetadata.decode",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill",
+    "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill_has_context",
     "adapters.vllm.communicator:NpuDeviceCommunicator._staged",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routed_experts",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routing_rule",
@@ -136,6 +137,7 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod._require_loaded",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.run_experts",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.scheme",
+    "adapters.vllm.worker:DeviceWorker._announce_compile",
     "adapters.vllm.worker:DeviceWorker._graph_memory_estimate",
     "adapters.vllm.worker:DeviceWorker._host_workers",
     "adapters.vllm.worker:DeviceWorker._one_sequence_bytes",
