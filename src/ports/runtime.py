@@ -1,4 +1,4 @@
-"""Device runtime: what a worker needs of a device (memory, sync, streams, seeds)."""
+"""Device runtime: what a worker needs of a device (memory, sync, streams, seeds, graphs)."""
 
 from __future__ import annotations
 
@@ -72,3 +72,48 @@ class DeviceRuntime(abc.ABC):
         """A context in which vLLM's GPU model runner's torch.cuda stream, event and graph
         calls reach this device's API (entered around the runner's construction and the
         calls that issue them; nothing stays patched outside it)."""
+
+    def graphs(self) -> DeviceGraphs | None:
+        """The device's graph capture and replay, or None on a device that captures none."""
+        return None
+
+
+class DeviceGraphs(abc.ABC):
+    """Capture and replay of device graphs (NPU graphs): what a static graph wrapper needs.
+
+    Handles (graphs, pools, streams) are opaque; a graph records the work issued on the
+    capture stream inside `capture` and `replay` runs it again over the same memory.
+    """
+
+    @abc.abstractmethod
+    def capture_stream(self) -> Any:
+        """This process's dedicated, non-default stream, made current on first use (a
+        device graph cannot be captured on the default stream); the same one after."""
+
+    @abc.abstractmethod
+    def pool(self) -> Any:
+        """A new memory pool handle that graphs captured with it share."""
+
+    @abc.abstractmethod
+    def new_graph(self) -> Any:
+        """An empty graph."""
+
+    @abc.abstractmethod
+    def capture(
+        self, graph: Any, pool: Any, stream: Any, updatable: bool = False
+    ) -> AbstractContextManager[None]:
+        """A context whose work on `stream` is recorded into `graph` with memory from
+        `pool`; `updatable` lets `update` change the attention ops' host-side lengths."""
+
+    @abc.abstractmethod
+    def replay(self, graph: Any) -> None:
+        """Run the captured work again."""
+
+    @abc.abstractmethod
+    def update(self, graph: Any, host_arguments: list[dict[str, Any]]) -> None:
+        """New host-side arguments for the updatable ops of `graph` (one dict per op, in
+        capture order, or one for all), taken by the next replay."""
+
+    @abc.abstractmethod
+    def weak_ref(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A tensor over the same memory that does not keep it alive."""

@@ -1,4 +1,4 @@
-"""The device-runtime port on torch_npu.npu: devices, memory, sync, streams, seeds."""
+"""The device-runtime port on torch_npu.npu: devices, memory, sync, streams, seeds, graphs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from ascend_core.chip import chip_family_from_soc, served_chip_family
 from ports.device import ChipFamily, DeviceFacts, DeviceKind
-from ports.runtime import DeviceRuntime, MemoryInfo
+from ports.runtime import DeviceGraphs, DeviceRuntime, MemoryInfo
 
 
 class NpuRuntime(DeviceRuntime):
@@ -24,6 +24,7 @@ class NpuRuntime(DeviceRuntime):
 
     def __init__(self, torch_npu: ModuleType) -> None:
         self._torch_npu = torch_npu
+        self._graphs: NpuGraphs | None = None
 
     def device(self, index: int) -> torch.device:
         return torch.device("npu", index)
@@ -67,6 +68,12 @@ class NpuRuntime(DeviceRuntime):
 
     def current_stream(self) -> Any:
         return self._torch_npu.npu.current_stream()
+
+    def graphs(self) -> NpuGraphs:
+        """torch_npu.npu's NPUGraph: one per process, holding its capture stream."""
+        if self._graphs is None:
+            self._graphs = NpuGraphs(self._torch_npu)
+        return self._graphs
 
     @contextlib.contextmanager
     def runner_scope(self) -> Iterator[None]:
@@ -122,6 +129,49 @@ class NpuRuntime(DeviceRuntime):
             memory_bytes_per_device=int(total),
             device_name=name,
         )
+
+
+class NpuGraphs(DeviceGraphs):
+    """torch_npu.npu's graph API (2.14.0's torch_npu/npu/graphs.py): NPUGraph, the
+    `graph` capture context (with auto-dispatch capture for updatable attention ops),
+    graph pools, and torch_npu._C._weak_ref_tensor."""
+
+    def __init__(self, torch_npu: ModuleType) -> None:
+        self._torch_npu = torch_npu
+        self._stream: Any = None
+
+    def capture_stream(self) -> Any:
+        # An NPU graph cannot be captured on the default stream (as with CUDA graphs):
+        # the process runs on a stream of its own from here on, ordered after the old.
+        if self._stream is None:
+            npu = self._torch_npu.npu
+            stream = npu.Stream()
+            stream.wait_stream(npu.current_stream())
+            npu.set_stream(stream)
+            self._stream = stream
+        return self._stream
+
+    def pool(self) -> Any:
+        return self._torch_npu.npu.graph_pool_handle()
+
+    def new_graph(self) -> Any:
+        return self._torch_npu.npu.NPUGraph()
+
+    def capture(
+        self, graph: Any, pool: Any, stream: Any, updatable: bool = False
+    ) -> contextlib.AbstractContextManager[None]:
+        return self._torch_npu.npu.graph(  # type: ignore[no-any-return]
+            graph, pool=pool, stream=stream, auto_dispatch_capture=updatable
+        )
+
+    def replay(self, graph: Any) -> None:
+        graph.replay()
+
+    def update(self, graph: Any, host_arguments: list[dict[str, Any]]) -> None:
+        graph.update(cpu_update_input=host_arguments)
+
+    def weak_ref(self, tensor: torch.Tensor) -> torch.Tensor:
+        return self._torch_npu._C._weak_ref_tensor(tensor)  # type: ignore[no-any-return]
 
 
 _MISSING = object()

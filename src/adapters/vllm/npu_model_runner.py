@@ -3,20 +3,32 @@
 The pattern of vLLM's own XPU runner: the GPU runner unchanged in its math and buffers
 (device tensors with pinned host staging and non-blocking copies), constructed and run
 inside the runtime's `runner_scope`, which binds the torch.cuda stream, event and graph
-names it calls to the device's API and restores them on exit.
+names it calls to the device's API and restores them on exit. NpuGraphWrapper is the
+static graph wrapper the platform names: vLLM's capture/replay decisions, carried out
+through the runtime port's graphs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
+from unittest.mock import patch
 
+from vllm.compilation.counter import compilation_counter
+from vllm.compilation.cuda_graph import CUDAGraphEntry, CUDAGraphOptions, CUDAGraphWrapper
+from vllm.compilation.monitor import validate_cudagraph_capturing_enabled
+from vllm.config import CUDAGraphMode
+from vllm.forward_context import get_forward_context, is_forward_context_available
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+from adapters.container import container
 
 if TYPE_CHECKING:
     import torch
     from vllm.config import VllmConfig
 
-    from ports.runtime import DeviceRuntime
+    from ports.runtime import DeviceGraphs, DeviceRuntime
 
 
 def _in_scope(name: str) -> Any:
@@ -45,4 +57,81 @@ class NpuModelRunner(GPUModelRunner):
     sample_tokens = _in_scope("sample_tokens")
     profile_run = _in_scope("profile_run")
     capture_model = _in_scope("capture_model")
+    profile_cudagraph_memory = _in_scope("profile_cudagraph_memory")
     initialize_kv_cache = _in_scope("initialize_kv_cache")
+
+
+class NpuGraphWrapper(CUDAGraphWrapper):
+    """vLLM's static graph wrapper on the runtime port's graphs (the platform names it).
+
+    vLLM's CUDAGraphWrapper decides when to capture and when to replay (the forward
+    context's runtime mode and batch descriptor); this one captures and replays through
+    `DeviceGraphs` (torch_npu's NPUGraph on an NPU) instead of torch.cuda, on the
+    process's capture stream, and keeps weak references to the captured outputs through
+    the port (torch_npu._C._weak_ref_tensor) rather than vLLM's compiled `_C` op.
+    """
+
+    def __init__(
+        self,
+        runnable: Callable[..., Any],
+        vllm_config: VllmConfig,
+        runtime_mode: CUDAGraphMode,
+        cudagraph_options: CUDAGraphOptions | None = None,
+    ) -> None:
+        graphs = container().runtime().graphs()
+        if graphs is None:
+            raise RuntimeError(
+                f"{runtime_mode.name} graphs were asked of a device that captures none "
+                "(the runtime port has no graphs); run with enforce_eager or "
+                "-cc.cudagraph_mode=NONE"
+            )
+        self._graphs: DeviceGraphs = graphs
+        super().__init__(runnable, vllm_config, runtime_mode, cudagraph_options)
+
+    def _weak(self, output: Any) -> Any:
+        def one(t: Any) -> Any:
+            import torch
+
+            if isinstance(t, torch.Tensor) and t.numel() > 0:
+                return self._graphs.weak_ref(t)
+            return t
+
+        if isinstance(output, (list, tuple)):
+            return type(output)(one(t) for t in output)
+        if hasattr(output, "tensors"):  # IntermediateTensors (pipeline parallel)
+            return type(output)({k: one(v) for k, v in output.tensors.items()})
+        return one(output)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not is_forward_context_available():
+            return self.runnable(*args, **kwargs)
+        context = get_forward_context()
+        mode = context.cudagraph_runtime_mode
+        if mode == CUDAGraphMode.NONE or mode != self.runtime_mode:
+            return self.runnable(*args, **kwargs)
+        key = context.batch_descriptor
+        assert key is not None
+        entry = self.concrete_cudagraph_entries.get(key)
+        if entry is None:
+            entry = self.concrete_cudagraph_entries[key] = CUDAGraphEntry(batch_descriptor=key)
+        if entry.cudagraph is not None:
+            # PIECEWISE only (plan/graph.py): attention runs eagerly between the pieces,
+            # so no host-side argument of a captured op changes between replays.
+            self._graphs.replay(entry.cudagraph)
+            return entry.output
+        validate_cudagraph_capturing_enabled()
+        graph = self._graphs.new_graph()
+        stream = self._graphs.capture_stream()
+        with ExitStack() as stack:
+            if self.cudagraph_options.gc_disable:
+                # Piecewise capture takes one graph per layer: gc once, for the first.
+                stack.enter_context(patch("gc.collect", lambda *a, **k: None))
+                stack.enter_context(patch("torch.accelerator.empty_cache", lambda *a, **k: None))
+            stack.enter_context(self._graphs.capture(graph, self.graph_pool, stream))
+            output = self.runnable(*args, **kwargs)
+            if self.cudagraph_options.weak_ref_output:
+                output = self._weak(output)
+        entry.output = self._weak(output)
+        entry.cudagraph = graph
+        compilation_counter.num_cudagraph_captured += 1
+        return output

@@ -417,3 +417,36 @@ class AscendNpuPlatform(AscendPlatformBase):
         from adapters.vllm.plugin import serving_device
 
         return serving_device()[1]
+
+    # -- graphs --------------------------------------------------------------------
+
+    @classmethod
+    def opaque_attention_op(cls) -> bool:
+        """Attention as vLLM's one opaque op, where vLLM's piecewise compiler splits the
+        model: PIECEWISE graphs hold what lies between, and attention (whose host-side
+        lengths change every step) runs eagerly between their replays."""
+        return True
+
+    @classmethod
+    def support_static_graph_mode(cls) -> bool:
+        """vLLM captures the plan's NPU graphs through get_static_graph_wrapper_cls."""
+        return True
+
+    @classmethod
+    def get_static_graph_wrapper_cls(cls) -> str:
+        """vLLM's graph wrapper on the runtime port's graphs (torch_npu's NPUGraph)."""
+        return "adapters.vllm.npu_model_runner.NpuGraphWrapper"
+
+    @classmethod
+    def current_stream(cls) -> Any:
+        """The process's own stream: an NPU graph is never captured on the default one,
+        and vLLM captures on (and replays from) the stream this returns."""
+        graphs = cls.runtime().graphs()
+        return cls.runtime().current_stream() if graphs is None else graphs.capture_stream()
+
+    def graph_pool_handle(self) -> Any:
+        """A graph memory pool (vLLM shares one across the graphs of a process)."""
+        graphs = self.runtime().graphs()
+        if graphs is None:
+            raise RuntimeError("the runtime port of this NPU worker has no graphs")
+        return graphs.pool()

@@ -214,8 +214,11 @@ def apply_change(vllm_config: VllmConfig, change: Change) -> None:
     if path.startswith(_ADDITIONAL_PREFIX):
         vllm_config.additional_config[path.removeprefix(_ADDITIONAL_PREFIX)] = change.new
         return
-    section, _, attr = path.partition(".")
-    setattr(getattr(vllm_config, section), attr, _to_vllm(path, change.new))
+    *parents, attr = path.split(".")
+    owner: Any = vllm_config
+    for name in parents:  # e.g. compilation_config.pass_config.fuse_norm_quant
+        owner = getattr(owner, name)
+    setattr(owner, attr, _to_vllm(path, change.new))
 
 
 _logged: set[str] = set()

@@ -9,6 +9,7 @@ import logging
 import time
 from typing import Any, ClassVar
 
+import attrs
 import torch
 from vllm.config import set_current_vllm_config
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
@@ -59,6 +60,11 @@ class DeviceWorker(Worker):
             current_platform.dist_backend,
         )
         set_random_seed(self.model_config.seed)
+        # vLLM's runner takes scratch from its workspace manager and locks it before graph
+        # capture (so a captured graph never sees it move): one per worker, on its device.
+        from vllm.v1.worker.workspace import init_workspace_manager
+
+        init_workspace_manager(self.device, 2 if self.parallel_config.enable_dbo else 1)
         module, _, name = self.runner_path.partition(":")
         runner = getattr(importlib.import_module(module), name)
         with stop_on_our_errors(self.parallel_config):
@@ -73,6 +79,10 @@ class DeviceWorker(Worker):
         """The KV-cache bytes, sized after a profiling pass as vLLM's GPU worker does, so the
         memory the process holds includes the activation peak of the largest batch."""
         memory = self._profile_memory()
+        graph_bytes = self._graph_memory_estimate()
+        if graph_bytes:
+            # The graphs captured after the KV cache is allocated need their pool too.
+            memory = attrs.evolve(memory, free_bytes=max(0, memory.free_bytes - graph_bytes))
         with stop_on_our_errors(self.parallel_config):
             budget = kv_cache_budget(
                 memory,
@@ -89,6 +99,32 @@ class DeviceWorker(Worker):
         logger.info("%s", budget.reason)
         return budget.kv_cache_bytes
 
+    def _graph_memory_estimate(self) -> int:
+        """Bytes the graphs the plan captures will hold, measured as vLLM's GPU worker
+        measures CUDA graphs (a few throwaway captures in a pool of their own); 0 on a
+        device without graphs or when none are captured."""
+        from vllm.config import CUDAGraphMode
+
+        mode = self.compilation_config.cudagraph_mode
+        if (
+            self.model_config.enforce_eager
+            or mode in (None, CUDAGraphMode.NONE)
+            or self.runtime.graphs() is None
+        ):
+            return 0
+        with set_current_vllm_config(self.vllm_config):
+            estimate = int(self.model_runner.profile_cudagraph_memory())
+        fixed = self.cache_config.kv_cache_memory_bytes is not None
+        logger.info(
+            "%s graphs are estimated to hold %s; %s.",
+            mode.name,
+            format_bytes(estimate),
+            "--kv-cache-memory-bytes fixes the KV cache, the graphs come on top"
+            if fixed
+            else "the KV cache budget leaves it free",
+        )
+        return estimate
+
     def _host_workers(self) -> int | None:
         """On the host device, the workers on this machine that share its RAM; else None."""
         from vllm.platforms import current_platform
@@ -103,8 +139,8 @@ class DeviceWorker(Worker):
         then the sampler), with the peak of that pass, read through the runtime port.
 
         Run with --kv-cache-memory-bytes too, as vLLM does: an activation peak that does
-        not fit then fails at start instead of at the first full batch. No graph memory is
-        estimated: this worker captures no graphs.
+        not fit then fails at start instead of at the first full batch. Graph memory is
+        estimated apart (_graph_memory_estimate).
         """
         gc.collect()
         self.runtime.empty_cache()
@@ -154,8 +190,23 @@ class DeviceWorker(Worker):
         return sum(spec.max_memory_usage_bytes(self.vllm_config) for spec in specs.values())
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
+        """vLLM captures the plan's graphs here (the NPU: through the platform's graph
+        wrapper); the compiled model was already built by the profiling pass."""
+        from vllm.config import CUDAGraphMode
         from vllm.utils.torch_utils import set_random_seed
 
+        mode = self.compilation_config.cudagraph_mode
+        if not self.model_config.enforce_eager and mode not in (None, CUDAGraphMode.NONE):
+            start = time.perf_counter()
+            with set_current_vllm_config(self.vllm_config):
+                graph_bytes = self.model_runner.capture_model()
+            logger.info(
+                "Captured %s graphs for sizes %s in %.2f s; graph memory %s.",
+                mode.name,
+                self.compilation_config.cudagraph_capture_sizes,
+                time.perf_counter() - start,
+                format_bytes(int(graph_bytes or 0)),
+            )
         set_random_seed(self.model_config.seed)
         return CompilationTimes(
             language_model=self.compilation_config.compilation_time,

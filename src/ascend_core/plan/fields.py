@@ -15,6 +15,9 @@ COMPILE_MODE = "compilation_config.mode"
 GRAPH_MODE = "compilation_config.cudagraph_mode"
 CAPTURE_SIZES = "compilation_config.cudagraph_capture_sizes"
 CUSTOM_OPS = "compilation_config.custom_ops"
+# vLLM's RMSNorm/SiluMul + fp8 quant fusion passes (CUDA kernels only).
+FUSE_NORM_QUANT = "compilation_config.pass_config.fuse_norm_quant"
+FUSE_ACT_QUANT = "compilation_config.pass_config.fuse_act_quant"
 BLOCK_SIZE = "cache_config.block_size"
 KV_CACHE_DTYPE = "cache_config.cache_dtype"
 QUANTIZATION = "model_config.quantization"
@@ -30,6 +33,8 @@ ALL = frozenset(
         GRAPH_MODE,
         CAPTURE_SIZES,
         CUSTOM_OPS,
+        FUSE_NORM_QUANT,
+        FUSE_ACT_QUANT,
         BLOCK_SIZE,
         KV_CACHE_DTYPE,
         QUANTIZATION,

@@ -31,6 +31,7 @@ def decide_graph_mode(deployment: Deployment, draft: Draft) -> Draft:
     for. On an NPU: eager with enforce_eager; with launch blocking, compiled without graphs;
     otherwise NPU graphs."""
     draft = _decide(deployment, draft)
+    draft = _no_cuda_fusion_passes(deployment, draft)
     config = draft.decisions.ascend_config
     if config is None:
         return draft
@@ -50,6 +51,25 @@ def decide_graph_mode(deployment: Deployment, draft: Draft) -> Draft:
         else:
             continue
         draft = draft.warn(f"additional_config.{_COMPILE}.{key} has no effect: {why}.")
+    return draft
+
+
+# vLLM's RMSNorm/SiluMul + quant fusion passes replace patterns with its CUDA kernels
+# (RMSNormQuantFusionPass and its kin); on an NPU they fail when the compiler builds them.
+FUSION_PASSES_REASON = (
+    "vLLM's norm/activation + quant fusion passes rewrite the graph into its CUDA kernels, "
+    "which the NPU has none of; the NPU's own fused ops come through the ops port"
+)
+
+
+def _no_cuda_fusion_passes(deployment: Deployment, draft: Draft) -> Draft:
+    """On an NPU that runs vLLM's compiler, its CUDA-only fusion passes go, with the reason."""
+    if deployment.device_kind is not DeviceKind.NPU:
+        return draft
+    if draft.decisions.compile_mode not in (None, CompileMode.VLLM_COMPILE):
+        return draft
+    for field in (fields.FUSE_NORM_QUANT, fields.FUSE_ACT_QUANT):
+        draft = draft.change(field, None, False, FUSION_PASSES_REASON)
     return draft
 
 
@@ -73,30 +93,30 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
             "cannot record; unset it to capture NPU graphs",
             keep_compile=True,
         )
+    asked, reasons = graph_mode, []
     if graph_mode is None:
         graph_mode = GraphMode.PIECEWISE
         if comp.mode not in (None, CompileMode.VLLM_COMPILE):
             graph_mode = GraphMode.NONE
-        draft = draft.change(
-            fields.GRAPH_MODE,
-            None,
-            graph_mode,
+        reasons.append(
             "unset; PIECEWISE captures NPU graphs between attention layers and needs no "
             "full-graph support from the attention backend"
             if graph_mode is GraphMode.PIECEWISE
             else f"unset; piecewise graphs need compilation mode VLLM_COMPILE, not "
-            f"{comp.mode.name if comp.mode else 'unset'}",
+            f"{comp.mode.name if comp.mode else 'unset'}"
         )
     elif graph_mode.needs_piecewise_compile and comp.mode not in (None, CompileMode.VLLM_COMPILE):
         assert comp.mode is not None
-        draft = draft.change(
-            fields.GRAPH_MODE,
-            graph_mode,
-            GraphMode.NONE,
+        reasons.append(
             f"{graph_mode.name} graphs are cut by vLLM's piecewise compiler, and compilation "
-            f"mode is {comp.mode.name}; set mode VLLM_COMPILE to keep them",
+            f"mode is {comp.mode.name}; set mode VLLM_COMPILE to keep them"
         )
         graph_mode = GraphMode.NONE
+    graph_mode, served = _npu_serves(deployment, graph_mode)
+    reasons += served
+    if graph_mode is not asked:
+        # One change for the field, its reasons in the order they applied.
+        draft = draft.change(fields.GRAPH_MODE, asked, graph_mode, "; ".join(reasons))
     draft = draft.decide(graph_mode=graph_mode)
     sizes = draft.decisions.capture_sizes
     if graph_mode is GraphMode.NONE or sizes is None:
@@ -113,6 +133,48 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
     return draft.change(fields.CAPTURE_SIZES, sizes, kept, "; ".join(reasons)).decide(
         capture_sizes=kept
     )
+
+
+# The full-graph modes the NPU's attention backends capture today: none yet (their
+# per-step plan is rebuilt in fresh tensors, and the fused attention op's host-side
+# lengths need the graph update API before each replay). Add a mode when it is served.
+NPU_FULL_GRAPH_MODES: frozenset[GraphMode] = frozenset()
+NPU_FULL_GRAPHS_REASON = (
+    "the NPU attention backends do not capture full graphs yet (the attention plan is not "
+    "in persistent buffers and the fused attention op's host-side lengths are not updated "
+    "before a replay); PIECEWISE captures everything between the attention layers"
+)
+NPU_MOE_GRAPHS_REASON = (
+    "the NPU MoE layers read each layer's routed-row count back to the host, which an "
+    "NPU graph capture refuses; the MoE model runs compiled without graphs"
+)
+
+# Whether NPU workers capture graphs under tensor/pipeline/data parallelism: not yet.
+NPU_PARALLEL_GRAPHS = False
+NPU_PARALLEL_GRAPHS_REASON = (
+    "vLLM's graph capture (GroupCoordinator.graph_capture) takes only its CUDA and XPU "
+    "device communicators, so with tensor, pipeline or data parallelism the NPU workers "
+    "capture no graphs yet; the model runs compiled without graphs"
+)
+
+
+def _npu_serves(deployment: Deployment, mode: GraphMode) -> tuple[GraphMode, list[str]]:
+    """The graph mode the NPU's backends and layers can capture, and why it differs."""
+    reasons: list[str] = []
+    if mode in _FULL_GRAPHS and mode not in NPU_FULL_GRAPH_MODES:
+        mode = GraphMode.PIECEWISE
+        comp_mode = deployment.compilation.mode
+        if comp_mode not in (None, CompileMode.VLLM_COMPILE):
+            mode = GraphMode.NONE  # piecewise graphs need vLLM's piecewise compiler
+        reasons.append(NPU_FULL_GRAPHS_REASON)
+    if mode is not GraphMode.NONE and deployment.model.is_moe:
+        mode = GraphMode.NONE
+        reasons.append(NPU_MOE_GRAPHS_REASON)
+    par = deployment.parallel
+    if mode is not GraphMode.NONE and not NPU_PARALLEL_GRAPHS and max(par.tp, par.pp, par.dp) > 1:
+        mode = GraphMode.NONE
+        reasons.append(NPU_PARALLEL_GRAPHS_REASON)
+    return mode, reasons
 
 
 def _reduce_capture_sizes_for_a5(sizes: tuple[int, ...]) -> tuple[tuple[int, ...], str]:

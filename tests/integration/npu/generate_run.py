@@ -8,6 +8,9 @@ device type npu (in host memory). An emulator, not Ascend hardware.
 
 Run as: python generate_run.py {host,npu} MODEL_DIR [TENSOR_PARALLEL_SIZE [DTYPE]]
 (TP=2: one emulated device per rank, the ranks reducing through host gloo.)
+With GENERATE_GRAPH_MODE=PIECEWISE (or another cudagraph_mode) in the environment the
+engine runs without enforce_eager in that graph mode, capturing CAPTURE_SIZES, and the
+result carries what was captured and replayed (GENERATE_LENGTHS: other prompt lengths).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 LENGTHS = (5, 150, 40, 200, 1, 131, 77, 263)  # > max_num_batched_tokens: chunked
 MAX_NEW = 8
 DECODE_STEPS = 6  # extra decode steps measured for the per-step device costs
+CAPTURE_SIZES = [1, 2, 4, 8]
 
 _TESTS = Path(__file__).resolve().parents[2]
 
@@ -106,12 +110,21 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
     os.environ["VLLM_ASCEND_DEVICE"] = "cpu" if device == "host" else "npu"
     torch_npu = emulate_npu() if device == "npu" else None
     from vllm import LLM, SamplingParams, TokensPrompt
+    from vllm.compilation.counter import compilation_counter
     from vllm.platforms import current_platform
 
+    graph_mode = os.environ.get("GENERATE_GRAPH_MODE")
+    lengths = tuple(int(n) for n in os.environ.get("GENERATE_LENGTHS", "").split(",") if n)
+    graphs: dict[str, object] = (
+        {"compilation_config": {"cudagraph_mode": graph_mode,
+                                "cudagraph_capture_sizes": CAPTURE_SIZES}}
+        if graph_mode else {}
+    )
     llm = LLM(
         model=model,
         dtype=dtype,  # the NPU attention op takes fp16/bf16 queries only
-        enforce_eager=True,
+        enforce_eager=not graph_mode,
+        **graphs,  # type: ignore[arg-type]
         max_model_len=512,
         block_size=128,  # the NPU op's paged prefill needs a multiple of 128
         max_num_batched_tokens=64,
@@ -122,7 +135,25 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
         tensor_parallel_size=tp,
     )
     params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
-    batch = [TokensPrompt(prompt_token_ids=p) for p in prompts()]
+    batch = [TokensPrompt(prompt_token_ids=p) for p in prompts(0, lengths or LENGTHS)]
+    if lengths:  # the graph runs: two passes and their counters, no sampling or cost runs
+        captured = compilation_counter.num_cudagraph_captured
+        if device == "npu":
+            from support.emulated_npu_device import counters, reset_counters
+
+            reset_counters()
+        # Two passes: the second finds the prompts' full blocks in the prefix cache.
+        passes = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]
+        compilation = llm.llm_engine.vllm_config.compilation_config
+        print("RESULT " + json.dumps({
+            "runs": [[list(o.outputs[0].token_ids) for o in out] for out in passes],
+            "cached_tokens": [int(o.num_cached_tokens or 0) for o in passes[1]],
+            "graph_mode": str(compilation.cudagraph_mode.name),
+            "capture_sizes": compilation.cudagraph_capture_sizes,
+            "captured": captured,
+            "counters": counters() if device == "npu" else {},
+        }), flush=True)
+        return
     outputs = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]
     runs = [[list(o.outputs[0].token_ids) for o in run] for run in outputs]
     # Seeded top-k/top-p sampling: the NPU's declared torch path (npu-top-k-top-p-torch).

@@ -173,9 +173,9 @@ def test_the_doctor_reports_the_execution_serve_configures(model_dirs: dict[str,
     assert execution["compile_mode"] == compilation.mode.name == "DYNAMO_TRACE_ONCE"
 
 
-def test_no_worker_captures_graphs_as_the_doctor_says() -> None:
-    """The doctor reports NONE for an NPU's plan of graphs because the worker never calls
-    the runner's capture_model; when it does, NPU_WORKER_CAPTURES_GRAPHS changes too."""
+def test_the_npu_worker_captures_graphs_as_the_doctor_says() -> None:
+    """The doctor reports the NPU plan's graphs as run because the worker calls the
+    runner's capture_model; were it to stop, NPU_WORKER_CAPTURES_GRAPHS changes too."""
     import inspect
 
     from adapters.doctor.plan.config import NPU_WORKER_CAPTURES_GRAPHS

@@ -25,10 +25,13 @@ def vllm_config():  # type: ignore[no-untyped-def]
 def test_the_path_is_a_field_of_vllm_config(vllm_config, path: str) -> None:  # type: ignore[no-untyped-def]
     from vllm.config import ModelConfig
 
-    section, _, attr = path.partition(".")
+    section, *inner, attr = path.split(".")
     assert section in type(vllm_config).__dataclass_fields__, path
     # model_config is None until a model is given; the others are built by default.
-    cls = ModelConfig if section == "model_config" else type(getattr(vllm_config, section))
+    owner = None if section == "model_config" else getattr(vllm_config, section)
+    for name in inner:  # nested sections, e.g. compilation_config.pass_config
+        owner = getattr(owner, name)
+    cls = ModelConfig if owner is None else type(owner)
     fields_of = getattr(cls, "__dataclass_fields__", {})
     assert attr in fields_of, f"{path}: {cls.__name__} has no field {attr!r}"
 
@@ -44,3 +47,5 @@ def test_applying_a_change_sets_the_named_field(vllm_config, monkeypatch) -> Non
     monkeypatch.delenv("VLLM_ASCEND_ENABLE_FLASHCOMM1", raising=False)
     apply_change(vllm_config, Change(fields.SEQUENCE_PARALLEL, "1", "0", "test"))
     assert os.environ["VLLM_ASCEND_ENABLE_FLASHCOMM1"] == "0"
+    apply_change(vllm_config, Change(fields.FUSE_NORM_QUANT, None, False, "test"))
+    assert vllm_config.compilation_config.pass_config.fuse_norm_quant is False

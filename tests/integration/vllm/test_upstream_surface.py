@@ -52,6 +52,12 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
     ("vllm.v1.worker.gpu_worker:Worker.randomize_dummy_inputs", "profile_run argument"),
     ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.get_kv_cache_spec", "KV bytes/seq"),
     ("vllm.v1.kv_cache_interface:KVCacheSpec.max_memory_usage_bytes", "KV bytes/seq"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.capture_model",
+     "the worker lets vLLM capture the plan's graphs"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.profile_cudagraph_memory",
+     "graph memory in the KV budget"),
+    ("vllm.platforms.interface:Platform.get_global_graph_pool",
+     "CUDAGraphWrapper's pool, from our graph_pool_handle"),
     # Attention: read in the metadata builders.
     ("vllm.v1.attention.backend:CommonAttentionMetadata.seq_lens_cpu_upper_bound",
      "host-side seq lens for the NPU step plan and the MLA lengths (exact without "
@@ -91,16 +97,22 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
 OWN: frozenset[str] = frozenset({
     "adapters.vllm.attention.mla_metadata:MlaMetadata.decode",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill",
+    "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill_has_context",
     "adapters.vllm.communicator:NpuDeviceCommunicator._staged",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routed_experts",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routing_rule",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.run_experts",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.traced_in_graph",
     "adapters.vllm.layers.fused_moe:AscendUnquantizedFusedMoEMethod.routed_experts",
+    "adapters.vllm.npu_model_runner:NpuGraphWrapper._weak",
     "adapters.vllm.platform:AscendHostPlatform.device_kind",
     "adapters.vllm.platform:AscendHostPlatform.update_device_settings",
     "adapters.vllm.platform:AscendNpuPlatform.chip_family",
     "adapters.vllm.platform:AscendNpuPlatform.device_kind",
+    # vLLM calls these by name without declaring them (Platform.__getattr__ would hand
+    # it torch.npu's; the graph role of the runtime port answers instead).
+    "adapters.vllm.platform:AscendNpuPlatform.current_stream",
+    "adapters.vllm.platform:AscendNpuPlatform.graph_pool_handle",
     "adapters.vllm.platform:AscendPlatformBase.apply_deployment_patches",
     "adapters.vllm.platform:AscendPlatformBase.chip_family",
     # vLLM calls it by name without declaring it (NOT_NAMED: torch_utils.current_stream).
@@ -125,6 +137,8 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod._require_loaded",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.run_experts",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.scheme",
+    "adapters.vllm.worker:DeviceWorker._announce_compile",
+    "adapters.vllm.worker:DeviceWorker._graph_memory_estimate",
     "adapters.vllm.worker:DeviceWorker._host_workers",
     "adapters.vllm.worker:DeviceWorker._one_sequence_bytes",
     "adapters.vllm.worker:DeviceWorker._profile_memory",

@@ -84,7 +84,13 @@ def test_npugraph_ex_without_graphs_is_a_warning() -> None:
     assert any("enable_npugraph_ex has no effect" in w for w in plan.warnings)
     full = {"graph_mode": GraphMode.FULL_DECODE_ONLY, "mode": CompileMode.VLLM_COMPILE}
     with_graphs = plan_config(npu(compilation=full, additional_config=raw))
-    assert not any("enable_npugraph_ex" in w for w in with_graphs.warnings)
+    from ascend_core.plan.graph import NPU_FULL_GRAPH_MODES
+
+    if GraphMode.FULL_DECODE_ONLY in NPU_FULL_GRAPH_MODES:
+        assert not any("enable_npugraph_ex" in w for w in with_graphs.warnings)
+    else:  # the NPU serves it as PIECEWISE (plan/graph.py), where npugraph_ex does nothing
+        assert with_graphs.graph_mode is GraphMode.PIECEWISE
+        assert any("graph mode is PIECEWISE" in w for w in with_graphs.warnings)
 
 
 def test_npugraph_ex_with_piecewise_graphs_is_a_warning() -> None:

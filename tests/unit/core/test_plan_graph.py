@@ -6,6 +6,7 @@ import pytest
 
 from ascend_core.deployment import CompileMode, GraphMode
 from ascend_core.plan import fields, plan_config
+from ascend_core.plan.graph import NPU_FULL_GRAPH_MODES, NPU_PARALLEL_GRAPHS
 from ports.device import ChipFamily
 from unit.core.plan_fixtures import host, npu
 
@@ -17,7 +18,7 @@ def test_npu_default_is_piecewise_with_a_reason() -> None:
     assert (change.old, change.new) == (None, GraphMode.PIECEWISE)
 
 
-@pytest.mark.parametrize("mode", [GraphMode.FULL, GraphMode.FULL_AND_PIECEWISE, GraphMode.NONE])
+@pytest.mark.parametrize("mode", [GraphMode.PIECEWISE, GraphMode.NONE])
 def test_a_users_graph_mode_on_npu_is_kept(mode: GraphMode) -> None:
     plan = plan_config(npu(compilation={"graph_mode": mode, "mode": CompileMode.VLLM_COMPILE}))
     assert plan.graph_mode is mode
@@ -127,6 +128,9 @@ def test_unset_graph_mode_under_a_non_piecewise_compiler_is_none() -> None:
     assert "VLLM_COMPILE" in change.reason
 
 
+@pytest.mark.skipif(
+    not NPU_PARALLEL_GRAPHS, reason="NPU workers capture no graphs under TP yet (plan/graph.py)"
+)
 def test_capture_sizes_are_filtered_to_multiples_of_tp_under_sequence_parallel() -> None:
     plan = plan_config(
         npu(
@@ -140,6 +144,9 @@ def test_capture_sizes_are_filtered_to_multiples_of_tp_under_sequence_parallel()
     assert plan.decisions.capture_sizes == (4, 8, 12, 16)
 
 
+@pytest.mark.skipif(
+    not NPU_PARALLEL_GRAPHS, reason="NPU workers capture no graphs under TP yet (plan/graph.py)"
+)
 def test_capture_sizes_none_divisible_are_rounded_up_rather_than_lost() -> None:
     plan = plan_config(
         npu(
@@ -189,7 +196,15 @@ def test_a5_piecewise_capture_sizes_are_reduced_to_four_spread_evenly() -> None:
     [
         (ChipFamily.A2, GraphMode.PIECEWISE, SIZES),
         (ChipFamily.A3, GraphMode.PIECEWISE, SIZES),
-        (ChipFamily.A5, GraphMode.FULL, SIZES),
+        pytest.param(
+            ChipFamily.A5,
+            GraphMode.FULL,
+            SIZES,
+            marks=pytest.mark.skipif(
+                GraphMode.FULL not in NPU_FULL_GRAPH_MODES,
+                reason="the NPU serves FULL as PIECEWISE today (plan/graph.py)",
+            ),
+        ),
         (ChipFamily.A5, GraphMode.PIECEWISE, (1, 2, 4, 8)),
     ],
 )
@@ -234,6 +249,9 @@ def test_launch_blocking_drops_graphs_but_keeps_the_compiled_model() -> None:
     assert not plan.changes_to(fields.COMPILE_MODE)
 
 
+@pytest.mark.skipif(
+    not NPU_PARALLEL_GRAPHS, reason="NPU workers capture no graphs under TP yet (plan/graph.py)"
+)
 def test_sequence_parallel_fitting_and_a5_reduction_are_one_change() -> None:
     """A field changes once: the TP fit, then the A5 reduction, in one change."""
     sizes = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
@@ -248,3 +266,58 @@ def test_sequence_parallel_fitting_and_a5_reduction_are_one_change() -> None:
     assert change.old == sizes
     assert change.new == (2, 12, 24, 64)  # (2, 4, 8, 12, 16, 24, 32, 48, 64) reduced to 4
     assert "sequence parallelism" in change.reason and "A5" in change.reason
+
+
+def test_npu_compiling_turns_off_vllms_cuda_fusion_passes_with_the_reason() -> None:
+    from ascend_core.plan.graph import FUSION_PASSES_REASON
+
+    compiled = plan_config(npu())
+    for field in (fields.FUSE_NORM_QUANT, fields.FUSE_ACT_QUANT):
+        (change,) = compiled.changes_to(field)
+        assert change.new is False and change.reason == FUSION_PASSES_REASON
+    eager = plan_config(npu(compilation={"enforce_eager": True}))
+    assert not eager.changes_to(fields.FUSE_NORM_QUANT)
+
+
+@pytest.mark.parametrize(
+    "mode", [GraphMode.FULL, GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE]
+)
+def test_a_full_graph_mode_the_npu_cannot_serve_becomes_piecewise_with_the_reason(
+    mode: GraphMode,
+) -> None:
+    from ascend_core.plan.graph import NPU_FULL_GRAPH_MODES, NPU_FULL_GRAPHS_REASON
+
+    if mode in NPU_FULL_GRAPH_MODES:
+        pytest.skip(f"{mode.name} is served on the NPU")
+    plan = plan_config(npu(compilation={"graph_mode": mode, "mode": CompileMode.VLLM_COMPILE}))
+    assert plan.graph_mode is GraphMode.PIECEWISE  # never silently NONE
+    (change,) = plan.changes_to(fields.GRAPH_MODE)
+    assert (change.old, change.new, change.reason) == (
+        mode,
+        GraphMode.PIECEWISE,
+        NPU_FULL_GRAPHS_REASON,
+    )
+
+
+def test_an_npu_moe_model_runs_without_graphs_with_the_reason() -> None:
+    import attrs
+
+    from ascend_core.plan.graph import NPU_MOE_GRAPHS_REASON
+    from unit.core.plan_fixtures import dense_model
+
+    plan = plan_config(npu(attrs.evolve(dense_model(), is_moe=True)))
+    assert plan.graph_mode is GraphMode.NONE
+    (change,) = plan.changes_to(fields.GRAPH_MODE)
+    assert change.old is None and change.reason.endswith(NPU_MOE_GRAPHS_REASON)
+    assert change.reason.startswith("unset; PIECEWISE")  # what it would have been, and why not
+
+
+def test_npu_graphs_under_tensor_parallelism_become_none_with_the_reason() -> None:
+    from ascend_core.plan.graph import NPU_PARALLEL_GRAPHS_REASON
+
+    if NPU_PARALLEL_GRAPHS:
+        pytest.skip("NPU workers capture graphs under TP")
+    plan = plan_config(npu(parallel={"tp": 2}))
+    assert plan.graph_mode is GraphMode.NONE
+    (change,) = plan.changes_to(fields.GRAPH_MODE)
+    assert change.reason.endswith(NPU_PARALLEL_GRAPHS_REASON)

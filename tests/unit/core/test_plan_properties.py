@@ -27,6 +27,10 @@ OLD_VALUE: dict[str, Callable[[Deployment], Any]] = {
     plan_fields.QUANTIZATION: lambda d: d.user_quantization,
     plan_fields.NPU_ALLOC_CONF: lambda d: d.npu_alloc_conf,
     plan_fields.OMP_NUM_THREADS: lambda d: d.omp_num_threads,
+    # The deployment does not carry vLLM's fusion-pass switches: the plan turns them off
+    # on an NPU whatever they were (plan/graph.py _no_cuda_fusion_passes).
+    plan_fields.FUSE_NORM_QUANT: lambda d: None,
+    plan_fields.FUSE_ACT_QUANT: lambda d: None,
 }
 
 

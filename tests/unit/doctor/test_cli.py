@@ -260,13 +260,17 @@ def test_check_reports_a_probe_that_cannot_be_built() -> None:
 
 
 def test_plan_reports_the_graph_mode_the_engine_runs_not_the_one_it_asks_for() -> None:
-    _, data = plan_json(["/m/llama", "--tensor-parallel-size", "4"], _llama())
+    _, data = plan_json(["/m/llama"], _llama())
     execution = data["data"]["execution"]
-    # The plan asks vLLM for piecewise NPU graphs; no worker captures them yet.
+    # The plan asks vLLM for piecewise NPU graphs, and the NPU worker captures them.
     assert "npu_graph_mode=PIECEWISE" in data["data"]["plan"]
-    assert execution["graph_mode"] == "NONE"
-    assert "the NPU worker captures no graphs yet" in execution["how"]
+    assert execution["graph_mode"] == "PIECEWISE"
+    assert "NPU graphs captured: PIECEWISE" in execution["how"]
     (section,) = [s for s in data["sections"] if s["title"] == "config plan"]
     items = {i["name"]: i["detail"] for i in section["items"]}
-    assert "graph NONE" in items["decisions"]
+    assert "graph PIECEWISE" in items["decisions"]
+    # Under tensor parallelism the plan asks for none (plan/graph.py), and none run.
+    _, parallel = plan_json(["/m/llama", "--tensor-parallel-size", "4"], _llama())
+    assert parallel["data"]["execution"]["graph_mode"] == "NONE"
+    assert "npu_graph_mode=NONE" in parallel["data"]["plan"]
     assert items["execution"] == execution["how"]

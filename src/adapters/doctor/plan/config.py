@@ -126,18 +126,17 @@ def config_plan_items(deployment: Deployment) -> tuple[list[CheckItem], ConfigPl
     return items, plan
 
 
-# The workers capture no graphs yet: DeviceWorker.compile_or_warm_up_model (adapters/vllm/
-# worker.py) never calls the runner's capture_model, on the host or on an NPU. When NPU
-# graph capture lands this turns True for the NPU (an integration test keeps the two in
-# step).
-NPU_WORKER_CAPTURES_GRAPHS = False
+# The NPU worker lets vLLM capture the plan's graphs: DeviceWorker.compile_or_warm_up_model
+# (adapters/vllm/worker.py) calls the runner's capture_model (an integration test keeps
+# the two in step); the plan only asks for the graphs the NPU serves (plan/graph.py).
+NPU_WORKER_CAPTURES_GRAPHS = True
 
 
 def engine_execution(plan: ConfigPlan, device: DeviceKind) -> tuple[GraphMode, str]:
     """The graph mode the engine will run, and in words how it executes the model and why.
 
     The plan's graph mode is what it asks vLLM for; what runs also depends on the worker
-    capturing the graphs, which no worker does today."""
+    capturing the graphs (the NPU worker does; the host captures none)."""
     compile_mode = plan.compile_mode
     named = _short(compile_mode) if compile_mode is not None else "unset: vLLM's VLLM_COMPILE"
     if compile_mode is CompileMode.NONE:
