@@ -32,6 +32,27 @@ def host_seq_lens(cm: CommonAttentionMetadata, exact: bool) -> torch.Tensor:
     return (upper if upper is not None else cm.seq_lens.cpu())[: cm.num_reqs]
 
 
+def step_plan(
+    cm: CommonAttentionMetadata,
+    needs: AttentionPlanNeeds,
+    host_lens_exact: bool,
+    num_decodes: int | None = None,
+) -> AttentionPlan:
+    """The step's attention plan from vLLM's common metadata: the batch layout from the
+    runner's CPU copies, the device tensors shared (not copied), once for every layer."""
+    num_reqs = cm.num_reqs
+    return build_attention_plan(
+        cm.query_start_loc_cpu[: num_reqs + 1],
+        host_seq_lens(cm, host_lens_exact),
+        cm.block_table_tensor[:num_reqs],
+        cm.num_actual_tokens,
+        needs=needs,
+        slot_mapping=cm.slot_mapping,
+        on_device=(cm.query_start_loc[: num_reqs + 1], cm.seq_lens[:num_reqs]),
+        num_decodes=num_decodes,
+    )
+
+
 class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
     """Builds the step's AttentionPlan from vLLM's CommonAttentionMetadata.
 
@@ -57,16 +78,6 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
         common_attn_metadata: CommonAttentionMetadata,
         fast_build: bool = False,
     ) -> PagedMetadata:
-        cm = common_attn_metadata
-        num_reqs = cm.num_reqs
-        plan = build_attention_plan(
-            cm.query_start_loc_cpu[: num_reqs + 1],
-            host_seq_lens(cm, self._host_lens_exact),
-            cm.block_table_tensor[:num_reqs],
-            cm.num_actual_tokens,
-            needs=self.needs,
-            slot_mapping=cm.slot_mapping,
-            on_device=(cm.query_start_loc[: num_reqs + 1], cm.seq_lens[:num_reqs]),
-        )
+        plan = step_plan(common_attn_metadata, self.needs, self._host_lens_exact)
         assert plan.slot_mapping is not None
         return PagedMetadata(paged=plan, slot_mapping=plan.slot_mapping)

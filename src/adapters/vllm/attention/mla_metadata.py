@@ -18,9 +18,8 @@ from vllm.v1.attention.backend import (
 )
 from vllm.v1.attention.backends.utils import split_decodes_and_prefills
 
-from adapters.attention_plan import build_attention_plan
 from adapters.container import container
-from adapters.vllm.attention.metadata import host_seq_lens
+from adapters.vllm.attention.metadata import step_plan
 from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds
 
 
@@ -73,17 +72,7 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
         num_decodes, num_prefills, num_decode_tokens, _ = split_decodes_and_prefills(
             cm, decode_threshold=1
         )
-        num_reqs = cm.num_reqs
-        plan = build_attention_plan(
-            cm.query_start_loc_cpu[: num_reqs + 1],
-            host_seq_lens(cm, self._host_lens_exact),
-            cm.block_table_tensor[:num_reqs],
-            cm.num_actual_tokens,
-            needs=self.needs,
-            slot_mapping=cm.slot_mapping,
-            on_device=(cm.query_start_loc[: num_reqs + 1], cm.seq_lens[:num_reqs]),
-            num_decodes=num_decodes,
-        )
+        plan = step_plan(cm, self.needs, self._host_lens_exact, num_decodes=num_decodes)
         prefill = plan.prefill
         assert plan.slot_mapping is not None
         return MlaMetadata(
