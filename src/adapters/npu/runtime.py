@@ -144,10 +144,9 @@ class NpuGraphs(DeviceGraphs):
         # An NPU graph cannot be captured on the default stream (as with CUDA graphs):
         # the process runs on a stream of its own from here on, ordered after the old.
         if self._stream is None:
-            npu = self._torch_npu.npu
-            stream = npu.Stream()
-            stream.wait_stream(npu.current_stream())
-            npu.set_stream(stream)
+            stream = self._torch_npu.npu.Stream()
+            stream.wait_stream(self._torch_npu.npu.current_stream())
+            self._torch_npu.npu.set_stream(stream)
             self._stream = stream
         return self._stream
 

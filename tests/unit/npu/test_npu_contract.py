@@ -19,6 +19,11 @@ ADAPTER = Path(__file__).resolve().parents[3] / "src" / "adapters" / "npu"
 HANDLE = "_torch_npu"
 # The composition root imports torch_npu through this module alone, lazily.
 MAY_IMPORT_TORCH_NPU = ("loader.py",)
+# torch_npu._C names the adapter uses; the schema file lists ops and torch_npu.npu's API
+# only, so each is named here with where the 2.14.0 wheel has it.
+C_API = {
+    "_weak_ref_tensor": "torch_npu/npu/graphs.py:29 imports it from torch_npu._C",
+}
 
 
 def _is_handle(node: ast.AST) -> bool:
@@ -30,10 +35,24 @@ def _is_handle(node: ast.AST) -> bool:
     )
 
 
+def adapter_classes() -> frozenset[str]:
+    """The classes the NPU adapter defines: handing `self._torch_npu` to one of their
+    constructors is followed, since that class's own uses are checked where it is."""
+    return frozenset(
+        node.name
+        for path in adapter_sources()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+    )
+
+
 def collect(
-    source: str, filename: str = "<src>", may_import: bool = False
+    source: str,
+    filename: str = "<src>",
+    may_import: bool = False,
+    classes: frozenset[str] = frozenset(),
 ) -> tuple[list[tuple[str, int]], list[str]]:
-    """(referenced names as 'op' or 'npu.api', with line), problems found."""
+    """(referenced names as 'op', 'npu.api' or '_C.name', with line), problems found."""
     tree = ast.parse(source, filename=filename)
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     data = load_schemas()
@@ -50,11 +69,27 @@ def collect(
         parent = parents[node]
         if isinstance(parent, ast.Assign) and node in parent.targets:
             continue  # self._torch_npu = torch_npu, in the constructor
+        if (
+            isinstance(parent, ast.Call)
+            and parent.args == [node]
+            and isinstance(parent.func, ast.Name)
+            and parent.func.id in classes
+        ):
+            continue  # handed to a class of this adapter, checked where it is defined
         if not (isinstance(parent, ast.Attribute) and parent.value is node):
             problems.append(
                 f"{filename}:{node.lineno}: self.{HANDLE} used other than as `.attr` "
                 "(aliased or passed on), which the check cannot follow"
             )
+            continue
+        if parent.attr == "_C":
+            grand = parents[parent]
+            if not (isinstance(grand, ast.Attribute) and grand.value is parent):
+                problems.append(f"{filename}:{node.lineno}: torch_npu._C used as a value")
+                continue
+            refs.append((f"_C.{grand.attr}", node.lineno))
+            if grand.attr not in C_API:
+                problems.append(f"{filename}:{node.lineno}: torch_npu._C.{grand.attr} not listed")
             continue
         if parent.attr == "npu":
             grand = parents[parent]
@@ -108,9 +143,13 @@ def adapter_sources() -> list[Path]:
 
 def test_every_torch_npu_reference_in_the_adapter_exists_in_2_14_0():
     all_refs, all_problems = [], []
+    classes = adapter_classes()
     for path in adapter_sources():
         refs, problems = collect(
-            path.read_text(encoding="utf-8"), path.name, path.name in MAY_IMPORT_TORCH_NPU
+            path.read_text(encoding="utf-8"),
+            path.name,
+            path.name in MAY_IMPORT_TORCH_NPU,
+            classes,
         )
         all_refs += refs
         all_problems += problems
@@ -175,3 +214,21 @@ def test_aliasing_getattr_and_imports_are_reported():
     assert len(problems) == 4
     assert "imports torch_npu" in problems[0]
     assert all("used" in p for p in problems[1:])
+
+
+def test_a_hand_off_to_an_outside_class_and_an_unlisted_c_name_are_caught():
+    source = (
+        "class X:\n"
+        "    def f(self, t):\n"
+        "        Ours(self._torch_npu)\n"
+        "        Outside(self._torch_npu)\n"
+        "        self._torch_npu._C._weak_ref_tensor(t)\n"
+        "        self._torch_npu._C._made_up(t)\n"
+    )
+    refs, problems = collect(source, classes=frozenset({"Ours"}))
+    assert [n for n, _ in refs] == ["_C._weak_ref_tensor", "_C._made_up"]
+    assert problems == [
+        "<src>:4: self._torch_npu used other than as `.attr` (aliased or passed on), which "
+        "the check cannot follow",
+        "<src>:6: torch_npu._C._made_up not listed",
+    ]
