@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-import site
 import shutil
+import site
 import subprocess
 import sys
 import zipfile
