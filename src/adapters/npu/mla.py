@@ -13,7 +13,7 @@ from types import ModuleType
 
 import torch
 
-from adapters.paged_rows import Positions, gather_planes, rows_at, slot_positions
+from adapters.paged_rows import gather_planes, padded_slot_positions
 from ascend_core.errors import UnsupportedFeatureError
 from ascend_core.op_limits import mla_shape_problems
 from ports.mla import LatentCache, MlaOps
@@ -29,9 +29,9 @@ class NpuMlaOps(MlaOps):
     def __init__(self, torch_npu: ModuleType) -> None:
         self._torch_npu = torch_npu
         self._masks: dict[torch.device, torch.Tensor] = {}
-        # The write positions of the last slot mapping seen: every layer of a step passes
-        # the same tensor, so its -1 check (a read back) runs once per step, not per layer.
-        self._positions: tuple[torch.Tensor, int, Positions] | None = None
+        # The write indices of the last slot mapping seen: every layer of a step passes
+        # the same tensor, so they are computed once per step, not per layer.
+        self._positions: tuple[torch.Tensor, int, torch.Tensor] | None = None
 
     def check(
         self,
@@ -59,18 +59,25 @@ class NpuMlaOps(MlaOps):
         cache: LatentCache,
         slot_mapping: torch.Tensor,
     ) -> None:
-        """npu_scatter_nd_update_ into each plane with (block, offset) index pairs."""
+        """npu_scatter_nd_update_ into each plane with (block, offset) index pairs.
+
+        Every row is written, a padding row (slot -1) into vLLM's reserved padding block
+        (paged_rows.PAD_BLOCK): fixed shapes and no read back, so the write fits in an
+        NPU graph. Value rows past len(slot_mapping) are padding, dropped."""
         block_size = cache.latent.shape[1]
         held = self._positions
         if held is None or held[0] is not slot_mapping or held[1] != block_size:
-            held = (slot_mapping, block_size, slot_positions(slot_mapping, block_size))
+            at = torch.stack(padded_slot_positions(slot_mapping, block_size), dim=1)
+            held = (slot_mapping, block_size, at)
             self._positions = held
-        at, (latent, rope_key) = rows_at(held[2], slot_mapping.numel(), latent, rope_key)
-        if at[0].numel() == 0:
+        n = slot_mapping.numel()
+        if n == 0:
             return
-        indices = torch.stack(at, dim=1)
-        self._torch_npu.npu_scatter_nd_update_(cache.latent, indices, latent.to(cache.latent.dtype))
-        self._torch_npu.npu_scatter_nd_update_(cache.rope, indices, rope_key.to(cache.rope.dtype))
+        indices = held[2]
+        latent = latent[:n].reshape(n, -1).to(cache.latent.dtype)
+        rope_key = rope_key[:n].reshape(n, -1).to(cache.rope.dtype)
+        self._torch_npu.npu_scatter_nd_update_(cache.latent, indices, latent)
+        self._torch_npu.npu_scatter_nd_update_(cache.rope, indices, rope_key)
 
     def gather_latent(self, cache: LatentCache, part: AttentionPart) -> torch.Tensor:
         """Index ops on the device (no torch_npu op needed): rows of each plane, side by side."""
