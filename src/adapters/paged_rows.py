@@ -31,16 +31,6 @@ def slot_positions(slot_mapping: torch.Tensor, block_size: int) -> Positions:
 PAD_BLOCK = 0
 
 
-def padded_slot_positions(slot_mapping: torch.Tensor, block_size: int) -> Rows:
-    """The (block, offset) of every slot, a slot of -1 (padding) sent to offset 0 of
-    PAD_BLOCK: one position per row, whatever the slots hold, and nothing read back, so
-    a write through them keeps its shape from step to step (an NPU graph can hold it)."""
-    slots = slot_mapping.reshape(-1).long()
-    slots = torch.where(slots >= 0, slots, PAD_BLOCK * block_size)
-    blocks = torch.div(slots, block_size, rounding_mode="floor")
-    return blocks, slots - blocks * block_size
-
-
 def rows_at(
     positions: Positions, n: int, *values: torch.Tensor
 ) -> tuple[Rows, tuple[torch.Tensor, ...]]:

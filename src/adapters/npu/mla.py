@@ -13,7 +13,7 @@ from types import ModuleType
 
 import torch
 
-from adapters.paged_rows import gather_planes, padded_slot_positions
+from adapters.paged_rows import PAD_BLOCK, gather_planes
 from ascend_core.errors import UnsupportedFeatureError
 from ascend_core.op_limits import mla_shape_problems
 from ports.mla import LatentCache, MlaOps
@@ -29,9 +29,6 @@ class NpuMlaOps(MlaOps):
     def __init__(self, torch_npu: ModuleType) -> None:
         self._torch_npu = torch_npu
         self._masks: dict[torch.device, torch.Tensor] = {}
-        # The write indices of the last slot mapping seen: every layer of a step passes
-        # the same tensor, so they are computed once per step, not per layer.
-        self._positions: tuple[torch.Tensor, int, torch.Tensor] | None = None
 
     def check(
         self,
@@ -59,25 +56,23 @@ class NpuMlaOps(MlaOps):
         cache: LatentCache,
         slot_mapping: torch.Tensor,
     ) -> None:
-        """npu_scatter_nd_update_ into each plane with (block, offset) index pairs.
+        """npu_scatter_nd_update_ into each plane, seen as rows [blocks * block_size, D]
+        (the planes are contiguous, as the attention op takes them), one slot per row.
 
         Every row is written, a padding row (slot -1) into vLLM's reserved padding block
-        (paged_rows.PAD_BLOCK): fixed shapes and no read back, so the write fits in an
-        NPU graph. Value rows past len(slot_mapping) are padding, dropped."""
-        block_size = cache.latent.shape[1]
-        held = self._positions
-        if held is None or held[0] is not slot_mapping or held[1] != block_size:
-            at = torch.stack(padded_slot_positions(slot_mapping, block_size), dim=1)
-            held = (slot_mapping, block_size, at)
-            self._positions = held
+        (paged_rows.PAD_BLOCK): the shapes are the slot mapping's and nothing is read
+        back, so the write fits in an NPU graph. Value rows past len(slot_mapping) are
+        padding, dropped."""
         n = slot_mapping.numel()
         if n == 0:
             return
-        indices = held[2]
-        latent = latent[:n].reshape(n, -1).to(cache.latent.dtype)
-        rope_key = rope_key[:n].reshape(n, -1).to(cache.rope.dtype)
-        self._torch_npu.npu_scatter_nd_update_(cache.latent, indices, latent)
-        self._torch_npu.npu_scatter_nd_update_(cache.rope, indices, rope_key)
+        slots = slot_mapping.reshape(-1).long()
+        pad = PAD_BLOCK * cache.latent.shape[1]
+        indices = torch.where(slots >= 0, slots, pad).unsqueeze(1)
+        for plane, values in ((cache.latent, latent), (cache.rope, rope_key)):
+            rows = plane.view(-1, plane.shape[-1])
+            update = values[:n].reshape(n, -1).to(plane.dtype)
+            self._torch_npu.npu_scatter_nd_update_(rows, indices, update)
 
     def gather_latent(self, cache: LatentCache, part: AttentionPart) -> torch.Tensor:
         """Index ops on the device (no torch_npu op needed): rows of each plane, side by side."""

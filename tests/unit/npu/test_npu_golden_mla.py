@@ -105,7 +105,7 @@ def test_padding_slots_go_to_the_pad_block_in_fixed_shapes(npu, tnpu) -> None:
     assert host_cache.latent[PAD_BLOCK].abs().sum() == 0  # the host writes no padding
     assert PAD_BLOCK not in {int(s) // BLOCK for s in slots if s >= 0}
     (call, _) = tnpu.calls_of("npu_scatter_nd_update_")
-    assert call["indices"].shape == (slots.shape[0], 2)  # one row each: a fixed shape
+    assert call["indices"].shape == (slots.shape[0], 1)  # one row each: a fixed shape
 
 
 def test_prefill_in_tnd_matches_the_host(npu, tnpu) -> None:
