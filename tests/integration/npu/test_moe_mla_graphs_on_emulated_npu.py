@@ -69,3 +69,11 @@ def test_moe_and_mla_models_capture_graphs_and_give_the_eager_and_host_ids(
     assert graphs["runs"] == eager["runs"] == runs["host", style, "eager"]["runs"]
     assert len(graphs["runs"]) == 2
     assert graphs["cached_tokens"] == [0, 0, 0, 128, 0] == eager["cached_tokens"]
+
+
+def test_the_mla_pad_block_is_the_block_vllm_reserves_for_padding() -> None:
+    from vllm.v1.attention.backends.utils import NULL_BLOCK_ID
+
+    from adapters.paged_rows import PAD_BLOCK
+
+    assert PAD_BLOCK == NULL_BLOCK_ID  # never a request's block: padding rows land there
