@@ -77,3 +77,29 @@ def test_the_mla_pad_block_is_the_block_vllm_reserves_for_padding() -> None:
     from adapters.paged_rows import PAD_BLOCK
 
     assert PAD_BLOCK == NULL_BLOCK_ID  # never a request's block: padding rows land there
+
+
+def test_the_doctor_plans_the_graph_mode_the_moe_engine_runs(runs, npu_model_dirs) -> None:
+    """Unset, the plan gives a MoE model PIECEWISE graphs, with the reason; the engines
+    above ran that mode."""
+    import os
+    import subprocess
+    import sys
+
+    from ascend_core.plan.graph import NPU_MOE_PIECEWISE_REASON
+    from support.torch_npu_emulator.activate import child_env
+
+    env = child_env({k: v for k, v in os.environ.items() if not k.startswith("VLLM_ASCEND_")})
+    env["VLLM_ASCEND_DEVICE"] = "npu"
+    doctor = Path(sys.executable).with_name("ascend-doctor")
+    args = ["--dtype", "bfloat16", "--block-size", "128", "-cc.cudagraph_capture_sizes=[1,2,4,8]"]
+    done = subprocess.run(
+        [str(doctor), "plan", "--json", "--", npu_model_dirs["qwen3_moe"], *args],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert done.stdout.lstrip().startswith("{"), done.stderr[-2000:]
+    data = json.loads(done.stdout)["data"]
+    engine = runs["npu", "qwen3_moe", MODE]
+    assert data["execution"]["graph_mode"] == engine["graph_mode"] == "PIECEWISE"
+    assert f"npu_graph_mode={engine['graph_mode']}," in data["plan"], data["plan"]
+    assert NPU_MOE_PIECEWISE_REASON in data["plan"], data["plan"]
