@@ -19,7 +19,7 @@ from vllm.v1.attention.backend import (
 from vllm.v1.attention.backends.utils import split_decodes_and_prefills
 
 from adapters.container import container
-from adapters.vllm.attention.metadata import step_plan
+from adapters.vllm.attention.metadata import host_lens_exact, step_plan
 from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds
 
 
@@ -60,7 +60,7 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
         # vLLM constructs the builder with this fixed signature: what the device's MLA ops
         # read from the plan is looked up once here unless given.
         self.needs: AttentionPlanNeeds = needs or container().mla_ops().plan_needs
-        self._host_lens_exact = vllm_config.speculative_config is None
+        self._host_lens_exact = host_lens_exact(vllm_config)
 
     def build(
         self,
