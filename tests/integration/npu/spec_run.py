@@ -91,6 +91,16 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any) -> di
                 and all(kv > q for q, kv in zip(b["actual_seq_lengths"],
                                                 b["actual_seq_lengths_kv"], strict=False))
             ),
+            # MLA: its prefill calls (TND) ...
+            "mla_prefill_calls": sum(1 for b in attention if b["input_layout"] == "TND"),
+            # ... and its decode calls with some request on several rows (a row per
+            # verified token: block-table rows repeat).
+            "mla_multi_row_decode_calls": sum(
+                1 for b in attention
+                if b["input_layout"] == "BSND"
+                and len({tuple(r) for r in b["block_table"].cpu().tolist()})
+                < b["block_table"].shape[0]
+            ),
             "generated": generated,
             "launches_per_token": launches(device) / generated,
             "syncs_per_token": syncs(device) / generated,

@@ -11,13 +11,10 @@ sits in the cache past the exact lengths the fused op is given; were it read, th
 would move. On the paged backend each decoding request's 1 + k tokens go to
 npu_fused_infer_attention_score as one causal query over its cached context.
 
-The DeepSeek-V3-style MLA model (npu-mla shapes) splits decodes from prefills at one
-token (vLLM's MLA split), so a 1 + k-token verification runs as a prefill over its cached
-context (gathered latent rows, expanded K/V, TND causal) rather than the absorbed decode.
-In bf16 the two paths round differently, and this model has near-ties (see
-test_generate_on_emulated_npu.py): its ngram ids are held to transformers' bf16 top-1
-with that test's bar (each token within 0.25 nats, at most one in 16 beyond) instead of
-the plain run's ids. An emulator, not Ascend hardware.
+The DeepSeek-V3-style MLA model (npu-mla shapes) takes requests of up to 1 + k tokens as
+decodes (the builder's reorder threshold): a verification goes to the absorbed latent
+decode as one row per token, each row's length ending at its own token, with no prefill
+call over expanded K/V. An emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
@@ -37,7 +34,6 @@ from support.torch_npu_emulator.activate import child_env
 RUNNER = Path(__file__).with_name("spec_run.py")
 REPEAT, MLA = "llama_repeat", "deepseek_v3_npu_mla"
 CACHED = [0, 0, 0, 0, 0, 0, 128, 128]  # the full 128-token blocks of each prompt length
-TOLERANCE_NATS = 0.25
 
 
 def _model(style: str) -> str:
@@ -81,8 +77,9 @@ def test_both_passes_agree_and_the_second_hits_the_prefix_cache(runs, style: str
     assert not ngram["async_scheduling"]
 
 
-def test_paged_greedy_ids_equal_the_run_without_speculation(runs) -> None:  # type: ignore[no-untyped-def]
-    assert runs[REPEAT]["ngram"]["ids"] == runs[REPEAT]["plain"]["ids"]
+@pytest.mark.parametrize("style", [REPEAT, MLA])
+def test_greedy_ids_equal_the_run_without_speculation(runs, style: str) -> None:  # type: ignore[no-untyped-def]
+    assert runs[style]["ngram"]["ids"] == runs[style]["plain"]["ids"]
 
 
 def test_paged_drafts_were_verified_as_multi_token_decodes_with_no_scalar_read(runs) -> None:  # type: ignore[no-untyped-def]
@@ -104,20 +101,10 @@ def test_acceptance_is_reported_above_zero_and_some_drafts_are_rejected(runs, st
     assert 0 < ngram["accepted"] < ngram["drafts"]
 
 
-def test_mla_ngram_tokens_are_hf_bf16_top1_within_tolerance(runs) -> None:  # type: ignore[no-untyped-def]
-    import torch
-    from spec_run import prompts
-
-    from support.hf_reference import load
-
-    model, _ = load(_model(MLA), torch.bfloat16)
-    gaps: list[float] = []
-    with torch.no_grad():
-        for prompt, generated in zip(prompts(), runs[MLA]["ngram"]["ids"][0], strict=True):
-            logits = model(torch.tensor([prompt + generated])).logits[0]
-            logprobs = torch.log_softmax(logits.float(), -1)
-            rows = logprobs[len(prompt) - 1 : len(prompt) - 1 + len(generated)]
-            chosen = rows[torch.arange(len(generated)), torch.tensor(generated)]
-            gaps += (rows.max(dim=-1).values - chosen).tolist()
-    outliers = [g for g in gaps if g > TOLERANCE_NATS]
-    assert len(outliers) <= len(gaps) / 16, outliers
+def test_mla_verifies_drafts_in_the_latent_decode_not_in_prefill_calls(runs) -> None:  # type: ignore[no-untyped-def]
+    plain, ngram = runs[MLA]["plain"], runs[MLA]["ngram"]
+    # The same prompts prefill alike; verification adds no prefill (TND) call.
+    assert ngram["mla_prefill_calls"] <= plain["mla_prefill_calls"]
+    # Decode calls where a request has a row per verified token (never in the plain run).
+    assert ngram["mla_multi_row_decode_calls"] > 0
+    assert plain["mla_multi_row_decode_calls"] == 0
