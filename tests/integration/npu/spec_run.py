@@ -91,15 +91,19 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any) -> di
                 and all(kv > q for q, kv in zip(b["actual_seq_lengths"],
                                                 b["actual_seq_lengths_kv"], strict=False))
             ),
-            # MLA: its prefill calls (TND) ...
-            "mla_prefill_calls": sum(1 for b in attention if b["input_layout"] == "TND"),
-            # ... and its decode calls with some request on several rows (a row per
-            # verified token: block-table rows repeat).
-            "mla_multi_row_decode_calls": sum(
+            # MLA: requests of at most 1 + K new tokens in its prefill calls (TND, whose
+            # query lengths are running sums) ...
+            "mla_short_prefill_queries": sum(
+                1 for b in attention if b["input_layout"] == "TND"
+                for lo, hi in zip([0, *b["actual_seq_lengths"]], b["actual_seq_lengths"],
+                                  strict=False)
+                if hi - lo <= K + 1
+            ),
+            # ... and its decode calls (BSND) with more rows than the batch's requests can
+            # fill one each (max_num_seqs=8): rows of their own for verified tokens.
+            "mla_decode_calls_over_batch": sum(
                 1 for b in attention
-                if b["input_layout"] == "BSND"
-                and len({tuple(r) for r in b["block_table"].cpu().tolist()})
-                < b["block_table"].shape[0]
+                if b["input_layout"] == "BSND" and len(b["actual_seq_lengths_kv"]) > 8
             ),
             "generated": generated,
             "launches_per_token": launches(device) / generated,
