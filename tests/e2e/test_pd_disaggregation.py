@@ -1,0 +1,270 @@
+"""Prefill/decode disaggregation on the host device: one prefill and one decode `vllm serve`
+on loopback, KV moved by the Mooncake transfer engine over TCP, vllm-router in its vLLM PD
+mode in front (the `pd` extra: mooncake-transfer-engine-non-cuda, vllm-router).
+
+One pair and one router for the module. Completions (plain, concurrent, streamed) and chat
+through the router give the ids the decode instance gives alone; the decode side logs, per
+request, how many prompt tokens' KV it received and from which prefill engine, and the
+prefill side's KV is what it computes on (its prompt tokens come back as cached).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.hf_reference import local_model
+
+pytestmark = [pytest.mark.e2e, pytest.mark.vllm]
+
+_REPO = Path(__file__).resolve().parents[2]
+_VENV_BIN = Path(sys.executable).parent
+# The pair's Mooncake side: TCP on the host; the sizes are the reference's keys.
+_EXTRA = '{"prefill": {"dp_size": 1, "tp_size": 1}, "decode": {"dp_size": 1, "tp_size": 1}}'
+_READY_SECONDS = 600  # two engines starting side by side on a small shared host
+_REQUEST_SECONDS = 120
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pd_packages_missing() -> str | None:
+    """Why the pd extra cannot run here (None when it can): imported in a child, as the
+    servers will import it (mooncake's engine needs libibverbs.so.1 even for TCP)."""
+    probe = subprocess.run(
+        [sys.executable, "-c", "import mooncake.engine, vllm_router.launch_router"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if probe.returncode == 0:
+        return None
+    last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+    return (
+        f"the pd extra is not importable ({last}); install it with "
+        "`pip install -e '.[pd]'` (and `apt-get install libibverbs1`)"
+    )
+
+
+class Process:
+    """A child with its log, stopped with SIGTERM (then SIGKILL) at the end."""
+
+    def __init__(self, argv: list[str], log_path: Path, env: dict[str, str]) -> None:
+        self.log_path = log_path
+        self.log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            argv, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=_REPO
+        )
+
+    def text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_healthy(self, url: str, deadline: float) -> None:
+        import httpx
+
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.log_path.name} exited early:\n{self.text()[-4000:]}")
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(2)
+        raise TimeoutError(f"{self.log_path.name} not ready:\n{self.text()[-4000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+class Pair:
+    """The prefill and decode instances and the router in front of them."""
+
+    def __init__(self, model: str, logs: Path) -> None:
+        self.model = model
+        self.ports = {"prefill": _free_port(), "decode": _free_port(), "router": _free_port()}
+        self.bootstrap = _free_port()
+        self.url = {k: f"http://127.0.0.1:{p}" for k, p in self.ports.items()}
+        self.logs = logs
+        self.procs: dict[str, Process] = {}
+
+    def serve_argv(self, role: str) -> list[str]:
+        kv = (
+            f'{{"kv_connector": "MooncakeConnectorV1", "kv_role": "{role}", '
+            f'"kv_connector_extra_config": {_EXTRA}}}'
+        )
+        side = "prefill" if role == "kv_producer" else "decode"
+        return [
+            str(_VENV_BIN / "vllm"),
+            "serve",
+            self.model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.ports[side]),
+            "--dtype",
+            "float32",
+            "--enforce-eager",
+            "--max-model-len",
+            "1024",
+            "--kv-cache-memory-bytes",
+            str(128 << 20),
+            "--max-num-seqs",
+            "16",
+            "--enable-prompt-tokens-details",
+            "--shutdown-timeout",
+            "10",
+            "--kv-transfer-config",
+            kv,
+        ]
+
+    def start(self) -> None:
+        env = {**os.environ, "VLLM_ASCEND_DEVICE": "cpu", "VLLM_HOST_IP": "127.0.0.1"}
+        env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+        deadline = time.monotonic() + _READY_SECONDS
+        for side, role in (("prefill", "kv_producer"), ("decode", "kv_consumer")):
+            side_env = {**env, "VLLM_MOONCAKE_BOOTSTRAP_PORT": str(self.bootstrap)}
+            if side == "decode":  # a consumer starts no bootstrap server; keep ports apart
+                side_env["VLLM_MOONCAKE_BOOTSTRAP_PORT"] = str(_free_port())
+            self.procs[side] = Process(self.serve_argv(role), self.logs / f"{side}.log", side_env)
+        for side in ("prefill", "decode"):
+            self.procs[side].wait_healthy(self.url[side], deadline)
+        router = [
+            sys.executable,
+            "-m",
+            "vllm_router.launch_router",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.ports["router"]),
+            "--vllm-pd-disaggregation",
+            "--kv-connector",
+            "mooncake",
+            "--prefill",
+            self.url["prefill"],
+            str(self.bootstrap),
+            "--decode",
+            self.url["decode"],
+            "--request-timeout-secs",
+            str(_REQUEST_SECONDS),
+        ]
+        self.procs["router"] = Process(router, self.logs / "router.log", env)
+        self.procs["router"].wait_healthy(self.url["router"], deadline)
+
+    def stop(self) -> None:
+        for side in ("router", "decode", "prefill"):
+            if side in self.procs:
+                self.procs[side].stop()
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    missing = _pd_packages_missing()
+    if missing:
+        pytest.skip(missing)
+    running = Pair(str(local_model("llama", "tiny")), tmp_path_factory.mktemp("pd"))
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+
+
+def _complete(url: str, model: str, prompt: str, n: int = 10, **extra: Any) -> dict[str, Any]:
+    import httpx
+
+    body = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": n,
+        "temperature": 0,
+        "return_token_ids": True,
+        **extra,
+    }
+    r = httpx.post(f"{url}/v1/completions", json=body, timeout=_REQUEST_SECONDS)
+    assert r.status_code == 200, r.text[:500]
+    return dict(r.json())
+
+
+def _ids(response: dict[str, Any]) -> list[int]:
+    return list(response["choices"][0]["token_ids"])
+
+
+_RECEIVED = re.compile(r"KV received: request \S+, (\d+) prompt tokens' KV from prefill engine")
+
+
+def test_concurrent_completions_through_the_router_match_one_instance(pair: Pair) -> None:
+    prompts = [f"Request {i}: the decode side reads " + "blocks " * (i * 3) for i in range(8)]
+    alone = [_ids(_complete(pair.url["decode"], pair.model, p)) for p in prompts]
+    before = len(_RECEIVED.findall(pair.procs["decode"].text()))
+    start = time.monotonic()
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        routed = list(pool.map(lambda p: _complete(pair.url["router"], pair.model, p), prompts))
+    assert time.monotonic() - start < _REQUEST_SECONDS
+    assert [_ids(r) for r in routed] == alone
+    # The decode side logged each request's received KV: as many tokens as the prompt.
+    time.sleep(1)  # the engine's log line may trail the HTTP answer
+    received = _RECEIVED.findall(pair.procs["decode"].text())[before:]
+    prompt_lengths = sorted(r["usage"]["prompt_tokens"] for r in routed)
+    assert sorted(int(n) for n in received) == prompt_lengths
+    # And it computed none of them again: every prompt token but the last came in cached.
+    for r in routed:
+        usage = r["usage"]
+        assert usage["prompt_tokens_details"]["cached_tokens"] >= usage["prompt_tokens"] - 1
+
+
+def test_streaming_and_chat_through_the_router(pair: Pair) -> None:
+    import httpx
+
+    prompt = "Streaming across two instances"
+    whole = _complete(pair.url["router"], pair.model, prompt)
+    body = {"model": pair.model, "prompt": prompt, "max_tokens": 10, "temperature": 0}
+    pieces = []
+    with httpx.stream(
+        "POST",
+        f"{pair.url['router']}/v1/completions",
+        json={**body, "stream": True},
+        timeout=_REQUEST_SECONDS,
+    ) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                import json
+
+                chunk = json.loads(line.removeprefix("data: "))
+                pieces += [c["text"] for c in chunk.get("choices", [])]
+    assert len(pieces) > 1 and "".join(pieces) == whole["choices"][0]["text"]
+
+    chat = {
+        "model": pair.model,
+        "messages": [{"role": "user", "content": "Say something about ports."}],
+        "max_tokens": 8,
+        "temperature": 0,
+    }
+    routed = httpx.post(f"{pair.url['router']}/v1/chat/completions", json=chat, timeout=60)
+    alone = httpx.post(f"{pair.url['decode']}/v1/chat/completions", json=chat, timeout=60)
+    assert routed.status_code == alone.status_code == 200, routed.text[:300]
+    content = routed.json()["choices"][0]["message"]["content"]
+    assert content and content == alone.json()["choices"][0]["message"]["content"]
