@@ -137,7 +137,7 @@ def instance_problems(deployment: Deployment) -> tuple[tuple[str, str, bool], ..
             ),
         )
     problems: list[tuple[str, str, bool]] = []
-    if kv.module_path:
+    if kv.module_path and kv.module_path != MOONCAKE_V1_MODULE:
         problems.append(
             (
                 f"kv_transfer_config.kv_connector_module_path={kv.module_path!r}: "

@@ -92,6 +92,9 @@ def test_the_reference_module_path_is_refused() -> None:
     (error,) = errors(on_host(settings))
     assert "vllm_ascend.distributed.mooncake_connector" in error.what
     assert "Remove kv_connector_module_path" in error.hint
+    # Ours (what the plan sets, seen again when a process plans the planned config) is fine.
+    planned = KvTransferSettings(MOONCAKE_V1, PRODUCER, module_path=MOONCAKE_V1_MODULE)
+    assert plan_config(on_host(planned)).errors == ()
 
 
 def test_unknown_extra_keys_are_a_warning_naming_them() -> None:
