@@ -268,3 +268,63 @@ def test_streaming_and_chat_through_the_router(pair: Pair) -> None:
     assert routed.status_code == alone.status_code == 200, routed.text[:300]
     content = routed.json()["choices"][0]["message"]["content"]
     assert content and content == alone.json()["choices"][0]["message"]["content"]
+
+
+# Last in the module: it kills the prefill instance.
+_FAULT_SECONDS = 60  # the bound a request may take once its prefill side is gone
+
+
+def test_a_dead_prefill_instance_ends_requests_in_bounded_time_and_decode_survives(
+    pair: Pair,
+) -> None:
+    import httpx
+
+    prompt = "Where did the prefill go"
+    alone = _ids(_complete(pair.url["decode"], pair.model, prompt))
+    # The engine and bootstrap address the router learnt (the decode's pulls go there).
+    prefill = pair.procs["prefill"].proc
+    prefill.send_signal(signal.SIGKILL)
+    prefill.wait(timeout=30)
+    # 1. Through the router: the prefill step fails, the client gets an error status.
+    start = time.monotonic()
+    r = httpx.post(
+        f"{pair.url['router']}/v1/completions",
+        json={"model": pair.model, "prompt": prompt, "max_tokens": 10, "temperature": 0},
+        timeout=_FAULT_SECONDS + 30,
+    )
+    assert r.status_code >= 500, r.text[:300]
+    assert time.monotonic() - start < _FAULT_SECONDS
+    # 2. A decode request whose KV lives on the dead instance (as if it died between its
+    # prefill and the pull): kv_load_failure_policy=fail ends it with an error, in bound.
+    params = {
+        "do_remote_prefill": True,
+        "do_remote_decode": False,
+        "remote_engine_id": "dead-prefill",
+        "remote_bootstrap_addr": f"http://127.0.0.1:{pair.bootstrap}",
+        "transfer_id": "fault-test",
+    }
+    start = time.monotonic()
+    try:
+        r = httpx.post(
+            f"{pair.url['decode']}/v1/completions",
+            json={
+                "model": pair.model,
+                "prompt": prompt,
+                "max_tokens": 10,
+                "temperature": 0,
+                "return_token_ids": True,
+                "kv_transfer_params": params,
+            },
+            timeout=_FAULT_SECONDS,
+        )
+    except httpx.TimeoutException:
+        pytest.fail(f"the decode request hung past {_FAULT_SECONDS} s with its prefill dead")
+    took = time.monotonic() - start
+    if r.status_code == 200:  # recomputed locally: then it must be right
+        assert _ids(r.json()) == alone
+    else:
+        assert r.status_code >= 400 and r.text
+    assert took < _FAULT_SECONDS
+    # 3. The decode instance is healthy and answers as before.
+    assert httpx.get(f"{pair.url['decode']}/health", timeout=10).status_code == 200
+    assert _ids(_complete(pair.url["decode"], pair.model, prompt)) == alone
