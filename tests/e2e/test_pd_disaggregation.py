@@ -29,8 +29,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.vllm]
 
 _REPO = Path(__file__).resolve().parents[2]
 _VENV_BIN = Path(sys.executable).parent
-# The pair's Mooncake side: TCP on the host; the sizes are the reference's keys.
-_EXTRA = '{"prefill": {"dp_size": 1, "tp_size": 1}, "decode": {"dp_size": 1, "tp_size": 1}}'
+# The reference's keys; TCP is the host's default transport, and on the emulated NPU
+# (whose `npu` tensors are host memory) it is asked for, the NPU's default being Ascend's.
+_SIZES = '"prefill": {"dp_size": 1, "tp_size": 1}, "decode": {"dp_size": 1, "tp_size": 1}'
 _READY_SECONDS = 600  # two engines starting side by side on a small shared host
 _REQUEST_SECONDS = 120
 
@@ -102,8 +103,9 @@ class Process:
 class Pair:
     """The prefill and decode instances and the router in front of them."""
 
-    def __init__(self, model: str, logs: Path) -> None:
+    def __init__(self, model: str, logs: Path, device: str = "cpu") -> None:
         self.model = model
+        self.device = device
         self.ports = {"prefill": _free_port(), "decode": _free_port(), "router": _free_port()}
         self.bootstrap = _free_port()
         self.url = {k: f"http://127.0.0.1:{p}" for k, p in self.ports.items()}
@@ -111,12 +113,21 @@ class Pair:
         self.procs: dict[str, Process] = {}
 
     def serve_argv(self, role: str) -> list[str]:
+        extra = _SIZES + (', "mooncake_protocol": "tcp"' if self.device == "npu" else "")
         kv = (
             f'{{"kv_connector": "MooncakeConnectorV1", "kv_role": "{role}", '
-            f'"kv_connector_extra_config": {_EXTRA}}}'
+            f'"kv_connector_extra_config": {{{extra}}}}}'
         )
         side = "prefill" if role == "kv_producer" else "decode"
+        prefix: list[str] = []
+        # The NPU attention op takes fp16/bf16 only, and paged prefill 128-token blocks.
+        dtype, block = (
+            ("float32", []) if self.device == "cpu" else ("bfloat16", ["--block-size", "128"])
+        )
+        if self.device == "npu":
+            prefix = [sys.executable, str(_REPO / "scripts" / "emulated_npu.py"), "--"]
         return [
+            *prefix,
             str(_VENV_BIN / "vllm"),
             "serve",
             self.model,
@@ -125,7 +136,8 @@ class Pair:
             "--port",
             str(self.ports[side]),
             "--dtype",
-            "float32",
+            dtype,
+            *block,
             "--enforce-eager",
             "--max-model-len",
             "1024",
@@ -141,7 +153,7 @@ class Pair:
         ]
 
     def start(self) -> None:
-        env = {**os.environ, "VLLM_ASCEND_DEVICE": "cpu", "VLLM_HOST_IP": "127.0.0.1"}
+        env = {**os.environ, "VLLM_ASCEND_DEVICE": self.device, "VLLM_HOST_IP": "127.0.0.1"}
         env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
         deadline = time.monotonic() + _READY_SECONDS
         for side, role in (("prefill", "kv_producer"), ("decode", "kv_consumer")):
@@ -179,17 +191,23 @@ class Pair:
                 self.procs[side].stop()
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+def running_pair(tmp_path_factory: pytest.TempPathFactory, device: str) -> Iterator[Pair]:
+    """A started pair and router of the tiny Llama-style model (GQA) on `device`."""
     missing = _pd_packages_missing()
     if missing:
         pytest.skip(missing)
-    running = Pair(str(local_model("llama", "tiny")), tmp_path_factory.mktemp("pd"))
+    model = str(local_model("llama", "tiny"))
+    running = Pair(model, tmp_path_factory.mktemp(f"pd-{device}"), device)
     try:
         running.start()
         yield running
     finally:
         running.stop()
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    yield from running_pair(tmp_path_factory, "cpu")
 
 
 def _complete(url: str, model: str, prompt: str, n: int = 10, **extra: Any) -> dict[str, Any]:
