@@ -10,6 +10,7 @@ counters say those tokens came by KV transfer, not computed again.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -44,6 +45,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@functools.cache
 def _pd_packages_missing() -> str | None:
     """Why the pd extra cannot run here (None when it can): imported in a child, as the
     servers will import it (mooncake's engine needs libibverbs.so.1 even for TCP)."""
