@@ -137,6 +137,19 @@ def instance_problems(deployment: Deployment) -> tuple[tuple[str, str, bool], ..
             ),
         )
     problems: list[tuple[str, str, bool]] = []
+    if deployment.model.mla is not None:
+        # Measured on the host (tiny DeepSeek-V2): the KV arrives, the ids differ.
+        problems.append(
+            (
+                f"{shown} on {deployment.model.architecture}, which uses MLA: this plugin "
+                "keeps a layer's latent cache as two planes in one allocation (latent, then "
+                "rope), and vLLM's MooncakeConnector sends blocks of [latent + rope] rows, "
+                "so the decode side would read the wrong bytes.",
+                "Serve MLA models without prefill/decode disaggregation for now "
+                "(dense GQA models transfer).",
+                True,
+            )
+        )
     if kv.module_path and kv.module_path != MOONCAKE_V1_MODULE:
         problems.append(
             (

@@ -193,3 +193,9 @@ def test_the_stated_peer_sizes_must_be_what_the_peer_runs() -> None:
     wrong = {"prefill": {"tp_size": 1}, "decode": {"tp_size": 4}}
     bad = failing(check_pair(side(kv(PRODUCER, **wrong), 1), side(kv(CONSUMER, **SIZES), 2)))
     assert "kv_producer says decode.tp_size=4, it runs 1" in bad["parallel sizes"].detail
+
+
+def test_mla_models_are_refused_until_their_latent_planes_transfer() -> None:
+    (error,) = errors(on_host(kv(**SIZES), model=mla_model()))
+    assert "uses MLA" in error.what and "two planes" in error.what
+    assert "dense GQA models transfer" in error.hint
