@@ -364,6 +364,18 @@ def test_a_dead_prefill_instance_ends_requests_in_bounded_time_and_decode_surviv
     assert r.status_code == 200, r.text[:300]
     assert _ids(r.json()) == alone
     assert took < _FAULT_SECONDS
+    time.sleep(1)  # the engine's log line may trail the HTTP answer
+    log = pair.procs["decode"].text()
+    assert re.search(
+        r"KV load failed: request \S+, \d+ prompt tokens' KV from prefill engine "
+        r"dead-prefill .* kv_load_failure_policy=recompute",
+        log,
+    ), log[-3000:]
+    assert not re.search(
+        r"KV received: request \S+, \d+ prompt tokens' KV from prefill "
+        r"engine dead-prefill",
+        log,
+    )
     # 3. The decode instance is healthy and answers as before.
     assert httpx.get(f"{pair.url['decode']}/health", timeout=10).status_code == 200
     assert _ids(_complete(pair.url["decode"], pair.model, prompt)) == alone

@@ -7,7 +7,8 @@ additions to vLLM's connector, nothing else:
   `use_ascend_direct: true` asks for Ascend's, as the reference's keys mean;
 - the decode side logs, per request, how many prompt tokens' KV it pulls, from which
   prefill engine, and in how long (the scheduler's view: from the request's admission to
-  the worker reporting the blocks received).
+  the worker reporting the blocks received), or that the load failed and what the
+  kv_load_failure_policy does about it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ascend_core import kv_transfer
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.kv_cache_interface import KVCacheConfig
     from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
@@ -70,8 +72,11 @@ class MooncakeConnectorV1(MooncakeConnector):
         # vLLM's worker reads mooncake_protocol; the reference's keys choose it here.
         kv.kv_connector_extra_config.setdefault("mooncake_protocol", device_transport(vllm_config))
         super().__init__(vllm_config, role, kv_cache_config)
+        self._failure_policy = str(kv.kv_load_failure_policy)
         # request id -> (prompt tokens to receive, prefill engine, bootstrap address, start)
         self._receiving: dict[str, tuple[int, str, str, float]] = {}
+        # request id -> the local blocks its KV goes to (a failed load names blocks)
+        self._blocks: dict[str, set[int]] = {}
 
     def get_num_new_matched_tokens(
         self, request: Request, num_computed_tokens: int
@@ -87,10 +92,38 @@ class MooncakeConnectorV1(MooncakeConnector):
             )
         return count, load_async
 
+    def update_state_after_alloc(
+        self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
+    ) -> None:
+        super().update_state_after_alloc(request, blocks, num_external_tokens)
+        if request.request_id in self._receiving:
+            self._blocks[request.request_id] = {b for g in blocks.get_block_ids() for b in g}
+
     def update_connector_output(self, connector_output: KVConnectorOutput) -> None:
         super().update_connector_output(connector_output)
+        failed = set(connector_output.failed_recving or ())
+        invalid = connector_output.invalid_block_ids or set()
+        failed |= {r for r, blocks in self._blocks.items() if blocks & invalid}
+        for req_id in failed:
+            entry = self._receiving.pop(req_id, None)
+            self._blocks.pop(req_id, None)
+            if entry is not None:
+                logger.warning(
+                    "KV load failed: request %s, %d prompt tokens' KV from prefill engine %s "
+                    "at %s after %.3f s; kv_load_failure_policy=%s (%s).",
+                    req_id,
+                    entry[0],
+                    entry[1],
+                    entry[2],
+                    time.monotonic() - entry[3],
+                    self._failure_policy,
+                    "the decode side computes the prompt itself"
+                    if self._failure_policy == "recompute"
+                    else "the request ends with an error",
+                )
         for req_id in connector_output.finished_recving or ():
             entry = self._receiving.pop(req_id, None)
+            self._blocks.pop(req_id, None)
             if entry is None:
                 continue
             tokens, engine, address, start = entry
@@ -119,6 +152,7 @@ class MooncakeConnectorV1(MooncakeConnector):
     def _forget(self, request: Request) -> None:
         """A request that ends before its KV arrived (aborted, failed): said once."""
         entry = self._receiving.pop(request.request_id, None)
+        self._blocks.pop(request.request_id, None)
         if entry is not None:
             logger.warning(
                 "KV not received: request %s finished (%s) before the %d prompt tokens' KV "

@@ -63,8 +63,11 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
     ("vllm.config:VllmConfig.kv_transfer_config", "P/D: the connector and its options"),
     ("vllm.config:KVTransferConfig.kv_connector_extra_config", "the reference's keys"),
     ("vllm.config:KVTransferConfig.kv_connector_module_path", "where MooncakeConnectorV1 is"),
-    ("vllm.config:KVTransferConfig.kv_load_failure_policy", "fail or recompute"),
     ("vllm.v1.outputs:KVConnectorOutput.finished_recving", "per-request received-KV log"),
+    ("vllm.v1.outputs:KVConnectorOutput.failed_recving", "per-request failed-load log"),
+    ("vllm.v1.outputs:KVConnectorOutput.invalid_block_ids", "per-request failed-load log"),
+    ("vllm.v1.core.kv_cache_manager:KVCacheBlocks.get_block_ids", "a request's local blocks"),
+    ("vllm.config:KVTransferConfig.kv_load_failure_policy", "logged with a failed load"),
     ("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector:"
      "MooncakeConnector.request_finished_all_groups", "the scheduler calls it (HMA)"),
     # Attention: read in the metadata builders.
