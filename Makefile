@@ -30,7 +30,9 @@ $(STAMP): pyproject.toml requirements/vllm-cpu.txt scripts/check_torch_build.py
 	# vLLM's wheel lists CUDA-only requirements: take it alone, then its portable ones.
 	$(BIN)/pip install --quiet $(TORCH_PIP) -r requirements/vllm-cpu.txt torch==$(TORCH_VERSION)
 	$(BIN)/pip install --quiet --no-deps vllm==$(VLLM_VERSION)
-	$(BIN)/pip install --quiet -e '.[dev]'
+	# pd: the Mooncake TCP transport and vllm-router for tests/e2e/test_pd_disaggregation.py
+	# (Mooncake's engine also needs the system's libibverbs1; without it that test skips).
+	$(BIN)/pip install --quiet -e '.[dev,pd]'
 	touch $@
 
 lint: venv

@@ -75,6 +75,21 @@ class KvTransferRole(enum.Enum):
 
 
 @frozen
+class KvTransferSettings:
+    """vLLM's `kv_transfer_config` as plain data: the connector, its role and its options."""
+
+    connector: str  # kv_connector, the factory name
+    role: KvTransferRole
+    # kv_connector_extra_config, untouched: the plan reads the keys it knows.
+    extra: Mapping[str, Any] = field(factory=dict, converter=_frozen_mapping, eq=False, hash=False)
+    module_path: str | None = None  # kv_connector_module_path
+    kv_port: int | None = None  # kv_port (the reference's handshake port base)
+    load_failure_policy: str = "fail"  # kv_load_failure_policy: fail or recompute
+    # VLLM_MOONCAKE_BOOTSTRAP_PORT: where a Mooncake producer's bootstrap server listens.
+    bootstrap_port: int | None = None
+
+
+@frozen
 class MlaShape:
     """Multi-head latent attention: one compressed latent KV per token shared by all heads."""
 
@@ -181,6 +196,7 @@ class Deployment:
     compilation: CompilationSettings = CompilationSettings()
     cache: CacheSettings = CacheSettings()
     kv_transfer_role: KvTransferRole | None = None  # None: no KV transfer configured
+    kv_transfer: KvTransferSettings | None = None  # the whole kv_transfer_config, if any
     # vLLM's additional_config, untouched: the plan parses and validates it.
     additional_config: Mapping[str, Any] = field(
         factory=dict, converter=_frozen_mapping, eq=False, hash=False

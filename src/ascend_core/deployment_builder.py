@@ -24,6 +24,7 @@ from ascend_core.deployment import (
     Deployment,
     GraphMode,
     KvTransferRole,
+    KvTransferSettings,
     ModelFacts,
     ParallelSettings,
     SpeculativeSettings,
@@ -38,6 +39,8 @@ from ports.environment import Environment
 from ports.local_files import LocalFiles
 from ports.model_files import ModelFiles
 
+# vLLM's MooncakeConnector reads it; the P/D pair check compares it with the HTTP ports.
+BOOTSTRAP_PORT_VARIABLE = "VLLM_MOONCAKE_BOOTSTRAP_PORT"
 # The variables outside VLLM_ASCEND_* that the plan reads.
 LAUNCH_BLOCKING = "ASCEND_LAUNCH_BLOCKING"
 NPU_ALLOC_CONF = "PYTORCH_NPU_ALLOC_CONF"
@@ -57,11 +60,25 @@ class Requested:
     compilation: CompilationSettings = field(factory=CompilationSettings)
     cache: CacheSettings = field(factory=CacheSettings)
     kv_transfer_role: KvTransferRole | None = None
+    kv_transfer: KvTransferSettings | None = None
     additional_config: Mapping[str, Any] = field(
         factory=dict, converter=_frozen_mapping, eq=False, hash=False
     )
     user_quantization: str | None = None  # --quantization as given
     lora: bool = False  # --enable-lora
+
+
+def _with_bootstrap_port(
+    kv: KvTransferSettings | None, env: Environment
+) -> KvTransferSettings | None:
+    """The Mooncake producer's bootstrap port, which vLLM reads from its environment."""
+    raw = env.get(BOOTSTRAP_PORT_VARIABLE)
+    if kv is None or kv.bootstrap_port is not None or raw is None:
+        return kv
+    try:
+        return evolve(kv, bootstrap_port=int(raw))
+    except ValueError:
+        return kv
 
 
 def files_say(files: ModelFiles | None) -> QuantMethod:
@@ -112,6 +129,7 @@ def build_deployment(
         compilation=comp,
         cache=requested.cache,
         kv_transfer_role=requested.kv_transfer_role,
+        kv_transfer=_with_bootstrap_port(requested.kv_transfer, env),
         additional_config=requested.additional_config,
         user_quantization=requested.user_quantization,
         detected_quantization=detected,

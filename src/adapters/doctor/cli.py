@@ -13,6 +13,7 @@ from typing import TextIO
 
 from adapters.container import Container, container
 from adapters.doctor.checking import check_report, probe_safely
+from adapters.doctor.pair import pair_report
 from adapters.doctor.plan_command import choose_target, plan_report
 from adapters.doctor.render_json import render_json
 from adapters.doctor.render_text import render_text, use_colour
@@ -63,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="GIB",
         help="memory per device in GiB (default: probed, else the chip's nominal memory)",
     )
+    pair = sub.add_parser(
+        "pair",
+        help="a prefill and a decode `vllm serve` checked together (P/D disaggregation)",
+        usage="ascend-doctor pair [--json] -- <prefill vllm serve args> -- <decode args>",
+    )
+    pair.add_argument("--json", action="store_true", help="print JSON for tools")
     return parser
 
 
@@ -92,7 +99,11 @@ def main(
     if extras:
         parser.error(f"unrecognized arguments: {' '.join(extras)}")
     env = c.environment()
-    if options.command == "check":
+    if options.command == "pair":
+        report = _pair(c, serve_argv)
+        if report is None:
+            return EXIT_CODES[CheckStatus.FAIL]
+    elif options.command == "check":
         probe = probe_safely(c.npu_probe)
         report = check_report(env, c.upstream(), probe, c.host_facts(), options.multi_node)
     else:
@@ -120,6 +131,33 @@ def main(
         )
     print(_render(report, options.json, out), file=out)
     return report.exit_code
+
+
+def _pair(c: Container, argv: list[str]) -> Report | None:
+    """`pair -- <prefill args> -- <decode args>`; None (with the usage said) when malformed."""
+    if "--" not in argv:
+        print(
+            "ascend-doctor pair: give both instances' vllm serve arguments: "
+            "ascend-doctor pair -- <prefill args> -- <decode args>",
+            file=sys.stderr,
+        )
+        return None
+    cut = argv.index("--")
+    try:
+        parse = c.serve_args_parser()
+        sides = (
+            ServeArgs.from_parsed(parse(argv[:cut])),
+            ServeArgs.from_parsed(parse(argv[cut + 1 :])),
+        )
+    except AscendError as error:
+        print(f"ascend-doctor pair: {error}", file=sys.stderr)
+        return None
+    target = choose_target(
+        probe_safely(c.npu_probe), c.env_settings().device, None, None, _host_memory(c)
+    )
+    return pair_report(
+        sides, c.model_files, c.environment(), target, c.host_cpus(), c.local_files()
+    )
 
 
 def _split(argv: list[str]) -> tuple[list[str], list[str]]:

@@ -67,6 +67,8 @@ class ServeArgs:
     speculative: Mapping[str, Any] = field(factory=dict, converter=_mapping)
     kv_transfer: Mapping[str, Any] = field(factory=dict, converter=_mapping)
     additional_config: Mapping[str, Any] = field(factory=dict, converter=_mapping)
+    host: str | None = None  # --host (the P/D pair check compares the ports on one host)
+    port: int | None = None  # --port
 
     @classmethod
     def from_parsed(cls, d: Mapping[str, Any]) -> ServeArgs:
@@ -115,4 +117,6 @@ class ServeArgs:
             speculative=get("speculative_config", {}),
             kv_transfer=get("kv_transfer_config", {}),
             additional_config=get("additional_config", {}),
+            host=d.get("host"),
+            port=d.get("port"),
         )

@@ -48,6 +48,8 @@ FIELDS = (
     "compilation_config",
     "speculative_config",
     "kv_transfer_config",
+    "host",
+    "port",
 )
 
 

@@ -325,8 +325,9 @@ class AscendPlatformBase(Platform):
         return float(info.total_bytes - info.free_bytes)
 
     @classmethod
-    def set_device(cls, device: torch.device) -> None:
-        cls.runtime().set_device(device.index or 0)
+    def set_device(cls, device: torch.device | int) -> None:
+        # KV connectors (vLLM's MooncakeConnector) pass torch.accelerator's bare index.
+        cls.runtime().set_device(device if isinstance(device, int) else device.index or 0)
 
     @classmethod
     def manual_seed_all(cls, seed: int) -> None:

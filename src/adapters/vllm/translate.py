@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ascend_core import kv_transfer
 from ascend_core.deployment import (
     CacheSettings,
     CompilationSettings,
@@ -129,8 +130,22 @@ def requested(vllm_config: VllmConfig) -> Requested:
     spec = vllm_config.speculative_config
     kv = vllm_config.kv_transfer_config
     role = None
+    kv_settings = None
     if kv is not None and getattr(kv, "kv_role", None):
         role = KvTransferRole(kv.kv_role)
+        kv_settings = kv_transfer.settings_from(
+            {
+                name: getattr(kv, name, None)
+                for name in (
+                    "kv_connector",
+                    "kv_role",
+                    "kv_connector_extra_config",
+                    "kv_connector_module_path",
+                    "kv_port",
+                    "kv_load_failure_policy",
+                )
+            }
+        )
     return Requested(
         parallel=ParallelSettings(
             tp=pc.tensor_parallel_size,
@@ -155,6 +170,7 @@ def requested(vllm_config: VllmConfig) -> Requested:
             enable_sleep_mode=bool(vllm_config.model_config.enable_sleep_mode),
         ),
         kv_transfer_role=role,
+        kv_transfer=kv_settings,
         additional_config=dict(vllm_config.additional_config or {}),
         user_quantization=vllm_config.model_config.quantization,
         lora=vllm_config.lora_config is not None,

@@ -30,11 +30,13 @@ def device_context(
 
 
 def context_for(deployment: Deployment, extra: Iterable[Feature] = ()) -> PatchContext:
-    """The context of a known deployment: the device's features plus the model's and
-    the speculative decoding's."""
+    """The context of a known deployment: the device's features plus the model's, the
+    speculative decoding's and the KV transfer's."""
     features = set(extra)
     if deployment.speculative.method:
         features.add(Feature.SPECULATIVE_DECODING)
     if deployment.model.hybrid:
         features.add(Feature.MAMBA_STATE)
+    if deployment.kv_transfer_role is not None:
+        features.add(Feature.KV_TRANSFER)
     return device_context(deployment.device_kind, deployment.chip_family, features)

@@ -30,6 +30,7 @@ NPU = DeviceKind.NPU
 VLLM_0_33 = ">=0.33.0,<0.34"
 HOST_WITHOUT_TRITON = Condition(device_kinds={HOST}, excludes={Feature.TRITON})
 SPECULATIVE = Condition(requires={Feature.SPECULATIVE_DECODING})
+MOONCAKE = "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector"
 ENTRIES = (
     PatchSpec(
         id="host-slot-mapping-kernel",
@@ -170,6 +171,18 @@ ENTRIES = (
             "device's RejectionOps does it in torch ops instead."
         ),
         apply="adapters.vllm.patches.rejection_sampler:use_rejection_ops",
+    ),
+    PatchSpec(
+        id="host-mooncake-device-index",
+        target=f"{MOONCAKE}:MooncakeConnectorWorker.__init__",
+        versions=VLLM_0_33,
+        when=Condition(device_kinds={HOST}, requires={Feature.KV_TRANSFER}),
+        reason=(
+            "MooncakeConnector's worker asks torch.accelerator for its device index, which "
+            "raises on a host with no accelerator, so no KV connector could start there; "
+            "during its construction the index is the host device's (0)."
+        ),
+        apply="adapters.vllm.patches.mooncake_device:host_device_index",
     ),
 )
 

@@ -23,6 +23,8 @@ KV_CACHE_DTYPE = "cache_config.cache_dtype"
 QUANTIZATION = "model_config.quantization"
 NPU_ALLOC_CONF = "env.PYTORCH_NPU_ALLOC_CONF"
 OMP_NUM_THREADS = "env.OMP_NUM_THREADS"
+# Where vLLM's connector factory finds MooncakeConnectorV1 (adapters/vllm/kv_connector.py).
+KV_CONNECTOR_MODULE = "kv_transfer_config.kv_connector_module_path"
 
 ALL = frozenset(
     {
@@ -40,5 +42,6 @@ ALL = frozenset(
         QUANTIZATION,
         NPU_ALLOC_CONF,
         OMP_NUM_THREADS,
+        KV_CONNECTOR_MODULE,
     }
 )

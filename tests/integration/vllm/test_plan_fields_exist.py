@@ -23,15 +23,16 @@ def vllm_config():  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("path", CONFIG_PATHS)
 def test_the_path_is_a_field_of_vllm_config(vllm_config, path: str) -> None:  # type: ignore[no-untyped-def]
-    from vllm.config import ModelConfig
+    from vllm.config import KVTransferConfig, ModelConfig
 
     section, *inner, attr = path.split(".")
     assert section in type(vllm_config).__dataclass_fields__, path
-    # model_config is None until a model is given; the others are built by default.
-    owner = None if section == "model_config" else getattr(vllm_config, section)
+    # model_config and kv_transfer_config are None until given; the others are built.
+    unset = {"model_config": ModelConfig, "kv_transfer_config": KVTransferConfig}
+    owner = None if section in unset else getattr(vllm_config, section)
     for name in inner:  # nested sections, e.g. compilation_config.pass_config
         owner = getattr(owner, name)
-    cls = ModelConfig if owner is None else type(owner)
+    cls = unset[section] if owner is None else type(owner)
     fields_of = getattr(cls, "__dataclass_fields__", {})
     assert attr in fields_of, f"{path}: {cls.__name__} has no field {attr!r}"
 

@@ -58,6 +58,18 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
      "graph memory in the KV budget"),
     ("vllm.platforms.interface:Platform.get_global_graph_pool",
      "CUDAGraphWrapper's pool, from our graph_pool_handle"),
+    # KV transfer: what the plan reads off kv_transfer_config, and vLLM's side of our
+    # MooncakeConnectorV1 (adapters/vllm/kv_connector.py).
+    ("vllm.config:VllmConfig.kv_transfer_config", "P/D: the connector and its options"),
+    ("vllm.config:KVTransferConfig.kv_connector_extra_config", "the reference's keys"),
+    ("vllm.config:KVTransferConfig.kv_connector_module_path", "where MooncakeConnectorV1 is"),
+    ("vllm.v1.outputs:KVConnectorOutput.finished_recving", "per-request received-KV log"),
+    ("vllm.v1.outputs:KVConnectorOutput.failed_recving", "per-request failed-load log"),
+    ("vllm.v1.outputs:KVConnectorOutput.invalid_block_ids", "per-request failed-load log"),
+    ("vllm.v1.core.kv_cache_manager:KVCacheBlocks.get_block_ids", "a request's local blocks"),
+    ("vllm.config:KVTransferConfig.kv_load_failure_policy", "logged with a failed load"),
+    ("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector:"
+     "MooncakeConnector.request_finished_all_groups", "the scheduler calls it (HMA)"),
     # Attention: read in the metadata builders.
     ("vllm.v1.attention.backend:CommonAttentionMetadata.seq_lens_cpu_upper_bound",
      "host-side seq lens for the NPU step plan and the MLA lengths (exact unless "
@@ -103,6 +115,7 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill_has_context",
     "adapters.vllm.communicator:NpuDeviceCommunicator._staged",
+    "adapters.vllm.kv_connector:MooncakeConnectorV1._forget",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routed_experts",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routing_rule",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.run_experts",

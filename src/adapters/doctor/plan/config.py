@@ -7,6 +7,7 @@ from typing import Any
 from adapters.doctor.plan.items import FAIL, PASS, WARN, failed
 from adapters.doctor.plan.model import Target
 from adapters.doctor.serve_args import ServeArgs
+from ascend_core import kv_transfer
 from ascend_core.deployment import (
     CacheSettings,
     CompilationSettings,
@@ -70,6 +71,7 @@ def requested(args: ServeArgs) -> Requested:
             enable_sleep_mode=args.enable_sleep_mode,
         ),
         kv_transfer_role=KvTransferRole(role) if role else None,
+        kv_transfer=kv_transfer.settings_from(args.kv_transfer) if role else None,
         additional_config=args.additional_config,
         user_quantization=args.quantization,
         lora=args.enable_lora,

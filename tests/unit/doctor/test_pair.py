@@ -1,0 +1,104 @@
+"""`ascend-doctor pair`: a prefill and a decode `vllm serve` checked together, through the
+doctor's ports (fake model files, a stand-in for vLLM's parser)."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dependency_injector import providers
+
+from adapters.container import Container
+from adapters.doctor.cli import main
+from unit.doctor.large_models import LLAMA_70B_CONFIG, llama_70b_headers
+from unit.doctor.test_cli import wiring
+from unit.fakes.model_files import FakeModelFiles
+
+SIZES = {"prefill": {"dp_size": 1, "tp_size": 4}, "decode": {"dp_size": 1, "tp_size": 4}}
+
+
+def parse(argv: Sequence[str]) -> Mapping[str, Any]:
+    """`<model> <port> <kv_role> [block_size]`, as doctor_args would return them."""
+    model, port, role, *block = argv
+    return {
+        "model": model,
+        "port": int(port),
+        "tensor_parallel_size": 4,
+        "gpu_memory_utilization": 0.9,
+        "block_size": int(block[0]) if block else None,
+        "kv_transfer_config": {
+            "kv_connector": "MooncakeConnectorV1",
+            "kv_role": role,
+            "kv_connector_extra_config": SIZES,
+        },
+    }
+
+
+def doctor() -> Container:
+    files = FakeModelFiles({"config.json": LLAMA_70B_CONFIG}, llama_70b_headers(), "/m/llama")
+    c = wiring(env={"VLLM_ASCEND_DEVICE": "cpu"}, files={"/m/llama": files})
+    c.serve_args_parser.override(providers.Object(parse))
+    return c
+
+
+def run(argv: list[str]) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(argv, doctor(), out)
+    return code, out.getvalue()
+
+
+def test_a_matching_pair_passes_and_says_what_goes_over_the_wire() -> None:
+    code, out = run(
+        [
+            "pair",
+            "--json",
+            "--",
+            "/m/llama",
+            "8101",
+            "kv_producer",
+            "--",
+            "/m/llama",
+            "8102",
+            "kv_consumer",
+        ]
+    )
+    report = json.loads(out)
+    items = {i["name"]: i for s in report["sections"] for i in s["items"]}
+    assert items["transport"]["detail"] == "prefill tcp, decode tcp"
+    assert items["roles"]["status"] == "pass" and items["block size"]["status"] == "pass"
+    # Llama-70B at tp=4: 80 layers x 2 KV heads/device x 128 x 2 (K,V) x 2 B (bfloat16)
+    assert items["KV bytes per token"]["detail"].startswith("81920 B per token per device")
+    assert "tcp" in items["prefill does"]["detail"] and code in (0, 1)
+
+
+def test_a_pair_that_disagrees_fails_with_the_fix() -> None:
+    code, out = run(
+        [
+            "pair",
+            "--",
+            "/m/llama",
+            "8101",
+            "kv_consumer",
+            "16",
+            "--",
+            "/m/llama",
+            "8101",
+            "kv_consumer",
+            "128",
+        ]
+    )
+    assert code == 2
+    assert "kv_producer, the decode kv_consumer" in out  # the roles' fix
+    assert "prefill 16, decode 128" in out
+    assert "both serve HTTP on port 8101" in out
+
+
+def test_pair_without_two_argument_lists_says_how() -> None:
+    err = io.StringIO()
+    import contextlib
+
+    with contextlib.redirect_stderr(err):
+        code = main(["pair", "--", "/m/llama", "8101", "kv_producer"], doctor(), io.StringIO())
+    assert code == 2 and "ascend-doctor pair -- <prefill args> -- <decode args>" in err.getvalue()
