@@ -34,6 +34,25 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def serve_args(device: str, eager: bool = True, extra: Sequence[str] = ()) -> list[str]:
+    """The `vllm serve` arguments after the model (host and port apart)."""
+    # The NPU attention op takes fp16/bf16 only, and paged prefill 128-token blocks.
+    dtype, block = ("float32", []) if device == "cpu" else ("bfloat16", ["--block-size", "128"])
+    return [
+        "--dtype",
+        dtype,
+        *block,
+        *(["--enforce-eager"] if eager else []),
+        "--max-model-len",
+        "1024",
+        "--kv-cache-memory-bytes",
+        str(256 << 20),
+        "--max-num-seqs",
+        "32",
+        *extra,
+    ]
+
+
 class Server:
     """`vllm serve` of `model_dir`; `device` "npu" runs it under scripts/emulated_npu.py.
 
@@ -57,23 +76,9 @@ class Server:
         self.stop_seconds: float | None = None
         self.log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
         prefix: list[str] = []
-        # The NPU attention op takes fp16/bf16 only, and paged prefill 128-token blocks.
-        dtype, block = ("float32", []) if device == "cpu" else ("bfloat16", ["--block-size", "128"])
         if device == "npu":
             prefix = [sys.executable, str(_REPO / "scripts" / "emulated_npu.py"), "--"]
-        self.args = [
-            "--dtype",
-            dtype,
-            *block,
-            *(["--enforce-eager"] if eager else []),
-            "--max-model-len",
-            "1024",
-            "--kv-cache-memory-bytes",
-            str(256 << 20),
-            "--max-num-seqs",
-            "32",
-            *extra,
-        ]
+        self.args = serve_args(device, eager, extra)
         self.proc = subprocess.Popen(
             [
                 *prefix,

@@ -26,10 +26,13 @@ from test_serve import (  # noqa: F401
     Server,
     client,
     running_server,
+    serve_args,
     test_chat_plain_and_streaming,
     test_completion_and_its_stream_agree,
     test_sigterm_stops_the_server,
 )
+
+from support.hf_reference import local_model
 
 pytestmark = [pytest.mark.e2e, pytest.mark.vllm]
 
@@ -57,14 +60,26 @@ def _doctor(model: str, args: list[str]) -> subprocess.Popen[str]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def doctor() -> Iterator[subprocess.Popen[str]]:
+    # Started before the server, so both start up together.
+    proc = _doctor(str(local_model("llama", "tiny")), serve_args("npu", False, EXTRA))
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, doctor: subprocess.Popen[str]
+) -> Iterator[Server]:
     yield from running_server(tmp_path_factory, "npu", eager=False, extra=EXTRA)
 
 
 @pytest.fixture(scope="module")
-def doctor_plan(server: Server) -> dict[str, Any]:
-    proc = _doctor(server.model, server.args)
-    out, err = proc.communicate(timeout=300)
+def doctor_plan(server: Server, doctor: subprocess.Popen[str]) -> dict[str, Any]:
+    assert doctor.args[-len(server.args) :] == server.args  # the same arguments
+    out, err = doctor.communicate(timeout=300)
     assert out.lstrip().startswith("{"), err[-3000:]
     data: dict[str, Any] = json.loads(out)["data"]
     return data
