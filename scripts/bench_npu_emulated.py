@@ -17,9 +17,9 @@ host outside replays (aten ops through the device's fallback plus one per torch_
 kernel), the recorded ops the replays ran, device-to-host syncs (copies to the host,
 scalar reads, data-dependent output sizes) and copies, host-to-device copies, and the
 step's host time on the emulator. Each figure is (run of 1 + N tokens - run of 1 token) / N
-over fresh prompts; the host time is the median wall time of one engine step (after the
-prefill step) over 3 runs of 1 + N tokens. Proxies of NPU efficiency measured on an
-emulator, not Ascend hardware.
+over fresh prompts; the host time is the median CPU time of one engine step (after the
+prefill step; the engine runs in the process, one thread) over 3 runs of 1 + N tokens.
+Proxies of NPU efficiency measured on an emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ sys.path.insert(0, str(REPO / "tests"))
 STYLES = ("llama", "qwen3", "qwen3_moe", "deepseek_v3_npu_mla")
 CAPTURE_SIZES = [1, 2, 4, 8]
 _RESULT = "BENCH_RESULT "
-# Decode steps are timed one engine step at a time over this many runs; the median counts
-# (the host is shared, and a busy neighbour shows as outliers).
+# Decode steps are timed one engine step at a time, in CPU time (on a shared host wall
+# time mostly measures the neighbours), over this many runs; the median counts.
 REPEATS = 3
 
 
@@ -110,7 +110,8 @@ def measure(model: str, mode: str, steps: int, batches: list[int]) -> dict[str, 
         return counters(), op_counts(), time.perf_counter() - start
 
     def decode_step_seconds(batch: int, tokens: int) -> list[float]:
-        """Each engine step's wall time after the first (the prefill of all prompts)."""
+        """Each engine step's CPU time after the first (the prefill of all prompts): this
+        process's, the engine's included, so waiting for a busy host's cores is left out."""
         engine = llm.llm_engine
         params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
         for i in range(batch):
@@ -118,9 +119,9 @@ def measure(model: str, mode: str, steps: int, batches: list[int]) -> dict[str, 
             engine.add_request(f"timed-{batch}-{rng.random()}-{i}", prompt, params)
         seconds = []
         while engine.has_unfinished_requests():
-            start = time.perf_counter()
+            start = time.process_time()
             engine.step()
-            seconds.append(time.perf_counter() - start)
+            seconds.append(time.process_time() - start)
         return seconds[1:]
 
     rows: dict[str, Any] = {}
@@ -153,7 +154,7 @@ def _table(named: str, results: dict[str, dict[str, Any]], batches: list[int]) -
           f"{CAPTURE_SIZES}; per decode step (emulator, not Ascend hardware)")  # fmt: skip
     print(
         "| asked | runs | batch | replays | host launches | replayed ops | D2H syncs "
-        "| of which D2H copies | H2D copies | host ms |"
+        "| of which D2H copies | H2D copies | host CPU ms |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for mode, result in results.items():
