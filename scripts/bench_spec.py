@@ -1,6 +1,7 @@
-"""Benchmark (not a test): host decode tokens/s with and without n-gram speculation.
+"""Benchmark (not a test): decode with and without n-gram speculation.
 
-    .venv/bin/python scripts/bench_spec.py [--model models/tiny-llama_repeat] [--k 3]
+    .venv/bin/python scripts/bench_spec.py [--model models/tiny-llama_repeat] [--k 3] \
+        [--device cpu|npu]
 
 Each mode runs in its own child process (one vLLM engine each, in-process engine core,
 eager, fp32) on a repetitive prompt: a short random phrase repeated to --prompt-len
@@ -10,6 +11,11 @@ ngram the draft tokens proposed and accepted in that pass (vLLM's spec-decode co
 Both modes run one after the other: numbers are only comparable on a quiet machine. The default
 model (scripts/make_models.py --style llama_repeat) repeats itself, the case n-gram
 lookup is for; on a model that does not, ngram only adds work.
+
+--device npu: the same on the emulated NPU (support.torch_npu_emulator; bf16, block 128),
+where the figure is the device's counters over the timed pass per generated token:
+host launches (aten ops through the device plus torch_npu kernels) and device-to-host
+syncs. Tokens/s there times the emulator, not an NPU. Nothing here runs on Ascend.
 """
 
 from __future__ import annotations
@@ -42,31 +48,51 @@ def _spec_counters(llm: object) -> tuple[int, int]:
             int(metrics.get("vllm:spec_decode_num_accepted_tokens", 0)))
 
 
+def _device_counters(npu: bool) -> dict[str, int]:
+    if not npu:
+        return {}
+    from support.emulated_npu_device import counters, launches, syncs
+
+    c = counters()
+    return {"launches": launches(c), "syncs": syncs(c)}
+
+
 def child(args: argparse.Namespace) -> None:
-    os.environ.setdefault("VLLM_ASCEND_DEVICE", "cpu")
+    npu = args.device == "npu"
+    os.environ.setdefault("VLLM_ASCEND_DEVICE", args.device)
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    if npu:
+        from support.torch_npu_emulator.activate import activate
+
+        activate()
     from vllm import LLM, SamplingParams, TokensPrompt
 
     spec = None
     if args.mode == "ngram":
         spec = {"method": "ngram", "num_speculative_tokens": args.k,
                 "prompt_lookup_max": 4, "prompt_lookup_min": 2}
-    llm = LLM(model=args.model, dtype="float32", enforce_eager=True, max_model_len=1024,
+    device_args = {"dtype": "bfloat16", "block_size": 128} if npu else {"dtype": "float32"}
+    llm = LLM(model=args.model, enforce_eager=True, max_model_len=1024,
               max_num_seqs=args.batch, kv_cache_memory_bytes=256 << 20, seed=0,
-              speculative_config=spec, disable_log_stats=False)
+              speculative_config=spec, disable_log_stats=False, **device_args)
     params = SamplingParams(max_tokens=args.new, temperature=0.0, ignore_eos=True)
     prompts = [TokensPrompt(prompt_token_ids=p) for p in _prompts(args.batch, args.prompt_len)]
     llm.generate(prompts, params, use_tqdm=False)  # warm-up (and the prefix cache)
     before = _spec_counters(llm)
+    if npu:
+        from support.emulated_npu_device import reset_counters
+
+        reset_counters()
     start = time.perf_counter()
     outs = llm.generate(prompts, params, use_tqdm=False)
     seconds = time.perf_counter() - start
+    device = _device_counters(npu)
     tokens = sum(len(o.outputs[0].token_ids) for o in outs)
     after = _spec_counters(llm)
     print(json.dumps({
         "mode": args.mode, "tokens": tokens, "seconds": seconds,
         "drafts": after[0] - before[0], "accepted": after[1] - before[1],
-        "ids": [list(o.outputs[0].token_ids) for o in outs],
+        "ids": [list(o.outputs[0].token_ids) for o in outs], **device,
     }))
     llm.llm_engine.engine_core.shutdown()
 
@@ -78,11 +104,20 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--prompt-len", type=int, default=96)
     parser.add_argument("--new", type=int, default=128)
+    parser.add_argument("--device", choices=("cpu", "npu"), default="cpu",
+                        help="cpu: the host device; npu: the emulated NPU (test support)")
     parser.add_argument("--mode", choices=("plain", "ngram"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "tests"))  # the emulated NPU (test support)
     if args.mode:
         child(args)
         return 0
+    env = dict(os.environ)
+    if args.device == "npu":
+        from support.torch_npu_emulator.activate import child_env
+
+        env = child_env(env)
+        env.setdefault("OMP_NUM_THREADS", "1")
     if not Path(args.model).exists() and Path(args.model).name == "tiny-llama_repeat":
         sys.path.insert(0, str(ROOT / "scripts"))
         from make_models import make_model
@@ -92,8 +127,9 @@ def main() -> int:
     for mode in ("plain", "ngram"):
         cmd = [sys.executable, __file__, "--mode", mode, "--model", args.model,
                "--k", str(args.k), "--batch", str(args.batch),
-               "--prompt-len", str(args.prompt_len), "--new", str(args.new)]
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+               "--prompt-len", str(args.prompt_len), "--new", str(args.new),
+               "--device", args.device]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
         lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
         if done.returncode or not lines:
             print(done.stderr[-3000:], file=sys.stderr)
@@ -105,6 +141,9 @@ def main() -> int:
         if r["drafts"]:
             extra = (f", {int(r['accepted'])}/{int(r['drafts'])} drafts accepted "
                      f"({r['accepted'] / r['drafts']:.0%})")
+        if "launches" in r:
+            extra += (f"; per generated token: {r['launches'] / r['tokens']:.1f} host "
+                      f"launches, {r['syncs'] / r['tokens']:.2f} device-to-host syncs")
         print(f"{mode:6s} k={args.k if mode == 'ngram' else 0}: {r['tokens']} tokens in "
               f"{r['seconds']:.2f} s = {rate:.1f} tokens/s{extra}")
     plain, ngram = results["plain"], results["ngram"]

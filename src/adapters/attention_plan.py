@@ -223,3 +223,29 @@ def _token_rows(
     seq_of = torch.repeat_interleave(torch.arange(q_lens.shape[0]), q_lens, output_size=total)
     first_new = (seq_lens - q_lens - qsl[:-1]).index_select(0, seq_of)
     return seq_of, first_new + torch.arange(1, total + 1)
+
+
+def token_row_decode(plan: AttentionPlan, needs: AttentionPlanNeeds) -> AttentionPart | None:
+    """The plan's decode part with every new token a one-token row of its own.
+
+    A speculative decode verifies 1 + k tokens of one request; as rows of their own, each
+    token attends to its cached context and the request's tokens up to itself (its length
+    says so: the causal mask in one number), so an attention op that takes one query
+    token per row (MLA's absorbed decode) verifies them. The decode sequences lead the
+    batch (vLLM reorders them first), so row i is batch token i. None: no decode part.
+    """
+    decode = plan.decode
+    if decode is None or decode.is_decode:
+        return decode
+    q_lens = torch.tensor(decode.actual_query_lens, dtype=_I64)
+    lens = torch.tensor(decode.actual_seq_lens, dtype=_I64)
+    total = int(q_lens.sum())
+    seq_of = torch.repeat_interleave(torch.arange(q_lens.shape[0]), q_lens, output_size=total)
+    # Token j of a request with context c (its cached tokens) and q new ones sees c + j + 1.
+    first = lens - q_lens - (torch.cumsum(q_lens, 0) - q_lens)  # c minus the request's start
+    token_lens = first.index_select(0, seq_of) + torch.arange(1, total + 1)
+    # Each token's block-table row, gathered on the device (no host round trip).
+    rows = torch.repeat_interleave(decode.query_lens, output_size=total)
+    table = decode.block_table.index_select(0, rows)
+    rows_plan = build_attention_plan(torch.arange(total + 1), token_lens, table, total, needs=needs)
+    return rows_plan.decode

@@ -25,6 +25,12 @@ def slot_positions(slot_mapping: torch.Tensor, block_size: int) -> Positions:
     return (blocks, slots - blocks * block_size), keep
 
 
+# vLLM's NULL_BLOCK_ID (vllm.v1.attention.backends.utils): block 0 of every KV cache is
+# never a request's; vLLM reserves it for padding (its runner points padded block-table
+# rows at it). A padding token's row may be written there and is never read.
+PAD_BLOCK = 0
+
+
 def rows_at(
     positions: Positions, n: int, *values: torch.Tensor
 ) -> tuple[Rows, tuple[torch.Tensor, ...]]:

@@ -1,7 +1,9 @@
 """MoE ops: route tokens to experts, run the experts as one grouped computation, combine.
 
 Shapes: T tokens, H hidden, E experts (global), k experts per token, I expert
-intermediate size, N = rows sent to local experts (at most T*k).
+intermediate size, N = rows of a permutation (at most T*k): the first sum(group_sizes)
+are the local experts' rows, any after them padding (a device whose shapes may not depend
+on the routing, as in an NPU graph, keeps all T*k).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ class Routing:
 class Permutation:
     """Token rows sorted by local expert, and how to put them back.
 
-    source_rows: [N] index into the flattened [T*k] (token, slot) pairs of each row.
+    source_rows: [N] int64 index into the flattened [T*k] (token, slot) pairs of each row;
+        undefined for the padding rows past sum(group_sizes).
     group_sizes: [E_local] number of rows per local expert, in expert order (int64).
     num_tokens: T; top_k: k.
     """
@@ -85,7 +88,8 @@ class MoeOps(abc.ABC):
         """Rows of hidden [T, H] for each (token, slot), sorted by local expert.
 
         local_ids: [T, k] local expert of each slot, -1 for an expert on another rank
-        (expert parallel): those slots are left out. Returns [N, H] and the permutation.
+        (expert parallel): those slots are left out. Returns [N, H] and the permutation;
+        rows past sum(group_sizes) are padding, of undefined content.
         """
 
     @abc.abstractmethod
@@ -95,7 +99,8 @@ class MoeOps(abc.ABC):
         """Each group of rows through its expert: silu(x W1^T) * (x W3^T), then W2^T.
 
         rows [N, H] in expert order; w13 [E_local, 2I, H] (gate rows first, then up);
-        w2 [E_local, H, I]. Returns [N, H] in the rows' dtype.
+        w2 [E_local, H, I]. Returns [N, H] in the rows' dtype; rows past sum(group_sizes)
+        are padding (undefined in, undefined out).
         """
 
     @abc.abstractmethod
@@ -103,7 +108,8 @@ class MoeOps(abc.ABC):
         self, rows: torch.Tensor, permutation: Permutation, weights: torch.Tensor
     ) -> torch.Tensor:
         """[T, H]: each token's sum of its rows times their routing weights [T, k]
-        (slots left out by permute add nothing); in the rows' dtype."""
+        (slots left out by permute add nothing, padding rows are never read); in the
+        rows' dtype."""
 
     def experts(
         self,

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from adapters.attention_plan import build_attention_plan
+from adapters.attention_plan import build_attention_plan, token_row_decode
 from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds, IndexDtype
 
 HOST = AttentionPlanNeeds(block_table_dtype=IndexDtype.INT64, token_rows=True)
@@ -181,3 +181,25 @@ def test_a_device_plan_takes_the_device_batch_tensors_as_given() -> None:
     plan = build_attention_plan(qsl, lens, torch.zeros(2, 1, dtype=torch.int32), on_device=own)
     assert plan.query_start_loc.data_ptr() == own[0].data_ptr()
     assert plan.seq_lens.data_ptr() == own[1].data_ptr()
+
+
+def test_token_row_decode_makes_each_speculative_token_a_row_ending_at_itself() -> None:
+    # Two verifications (4 tokens over 10 cached, 2 over 5), then a 5-token prefill.
+    qsl, lens = torch.tensor([0, 4, 6, 11]), torch.tensor([14, 7, 5])
+    table = torch.arange(12).view(3, 4)
+    plan = build_attention_plan(qsl, lens, table, 11, needs=HOST, num_decodes=2)
+    rows = token_row_decode(plan, HOST)
+    assert rows is not None and rows.is_decode
+    assert rows.actual_seq_lens == (11, 12, 13, 14, 6, 7)
+    assert rows.block_table.tolist() == [[0, 1, 2, 3]] * 4 + [[4, 5, 6, 7]] * 2
+    assert rows.tokens.tolist() == list(range(6))
+    # The same lengths as the plan's own token rows (the host ops' causal lengths).
+    assert plan.token_seq_lens is not None
+    assert plan.token_seq_lens[:6].tolist() == list(rows.actual_seq_lens)
+    assert plan.prefill is not None and plan.prefill.actual_seq_lens == (5,)
+
+
+def test_token_row_decode_keeps_a_one_token_decode_part_as_it_is() -> None:
+    plan = build_attention_plan(torch.tensor([0, 1, 2]), torch.tensor([3, 9]),
+                                torch.zeros(2, 1, dtype=torch.int64), needs=HOST)
+    assert token_row_decode(plan, HOST) is plan.decode

@@ -13,7 +13,7 @@ from types import ModuleType
 
 import torch
 
-from adapters.paged_rows import Positions, gather_planes, rows_at, slot_positions
+from adapters.paged_rows import PAD_BLOCK, gather_planes
 from ascend_core.errors import UnsupportedFeatureError
 from ascend_core.op_limits import mla_shape_problems
 from ports.mla import LatentCache, MlaOps
@@ -29,9 +29,6 @@ class NpuMlaOps(MlaOps):
     def __init__(self, torch_npu: ModuleType) -> None:
         self._torch_npu = torch_npu
         self._masks: dict[torch.device, torch.Tensor] = {}
-        # The write positions of the last slot mapping seen: every layer of a step passes
-        # the same tensor, so its -1 check (a read back) runs once per step, not per layer.
-        self._positions: tuple[torch.Tensor, int, Positions] | None = None
 
     def check(
         self,
@@ -59,18 +56,23 @@ class NpuMlaOps(MlaOps):
         cache: LatentCache,
         slot_mapping: torch.Tensor,
     ) -> None:
-        """npu_scatter_nd_update_ into each plane with (block, offset) index pairs."""
-        block_size = cache.latent.shape[1]
-        held = self._positions
-        if held is None or held[0] is not slot_mapping or held[1] != block_size:
-            held = (slot_mapping, block_size, slot_positions(slot_mapping, block_size))
-            self._positions = held
-        at, (latent, rope_key) = rows_at(held[2], slot_mapping.numel(), latent, rope_key)
-        if at[0].numel() == 0:
+        """npu_scatter_nd_update_ into each plane, seen as rows [blocks * block_size, D]
+        (the planes are contiguous, as the attention op takes them), one slot per row.
+
+        Every row is written, a padding row (slot -1) into vLLM's reserved padding block
+        (paged_rows.PAD_BLOCK): the shapes are the slot mapping's and nothing is read
+        back, so the write fits in an NPU graph. Value rows past len(slot_mapping) are
+        padding, dropped."""
+        n = slot_mapping.numel()
+        if n == 0:
             return
-        indices = torch.stack(at, dim=1)
-        self._torch_npu.npu_scatter_nd_update_(cache.latent, indices, latent.to(cache.latent.dtype))
-        self._torch_npu.npu_scatter_nd_update_(cache.rope, indices, rope_key.to(cache.rope.dtype))
+        slots = slot_mapping.reshape(-1).long()
+        pad = PAD_BLOCK * cache.latent.shape[1]
+        indices = torch.where(slots >= 0, slots, pad).unsqueeze(1)
+        for plane, values in ((cache.latent, latent), (cache.rope, rope_key)):
+            rows = plane.view(-1, plane.shape[-1])
+            update = values[:n].reshape(n, -1).to(plane.dtype)
+            self._torch_npu.npu_scatter_nd_update_(rows, indices, update)
 
     def gather_latent(self, cache: LatentCache, part: AttentionPart) -> torch.Tensor:
         """Index ops on the device (no torch_npu op needed): rows of each plane, side by side."""

@@ -101,7 +101,10 @@ class NpuMoeOps(MoeOps):
         """npu_moe_init_routing_v2 over local ids, other ranks' slots outside the active range.
 
         A slot of -1 becomes expert E_local, one past the active range [0, E_local), so the
-        op drops it; rows come sorted by expert, ties in (token, slot) order.
+        op drops it; rows come sorted by expert, ties in (token, slot) order. All T*k rows
+        are returned, as the op makes them: the first sum(counts) are the local experts'
+        and the rest (other ranks' slots, expert parallel only) are padding. Nothing is
+        read back, so the shapes depend on T alone and the layer fits in an NPU graph.
         """
         num_tokens, top_k = local_ids.shape
         ids = torch.where(local_ids >= 0, local_ids, num_local_experts).to(torch.int32)
@@ -117,9 +120,8 @@ class NpuMoeOps(MoeOps):
             active_expert_range=[0, num_local_experts],
             row_idx_type=SCATTER_INDEX,
         )
-        rows = int(counts.sum())  # one host read: the grouped matmuls take the row count
-        permutation = Permutation(source[:rows].long(), counts.long(), num_tokens, top_k)
-        return expanded[:rows], permutation
+        permutation = Permutation(source.long(), counts.long(), num_tokens, top_k)
+        return expanded, permutation
 
     def grouped_mlp(
         self, rows: torch.Tensor, group_sizes: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor
@@ -152,18 +154,23 @@ class NpuMoeOps(MoeOps):
 
         The op reads slot k of token t from row sorted_indices[t*k + j] (CANN's
         aclnnMoeTokenUnpermute: T[k] = T[S[k]]), so the index is the inverse of the
-        permutation's source rows; slots left out (other ranks' experts) read a zero row
-        appended after the N kept rows. Two index ops on the device, no host read.
+        permutation's source rows. Rows past the kept count (sum of the group sizes, on
+        the device) are padding: their source entries are undefined, so they scatter into
+        a spare slot past the end, and their content is zeroed; a slot left out (another
+        rank's expert) reads the last row, which is padding whenever a slot was left out.
+        Fixed-size index ops on the device, no host read.
         """
         total = permutation.num_tokens * permutation.top_k
-        kept = rows.shape[0]
-        gather = torch.full((total,), kept, dtype=torch.int32, device=rows.device)
-        gather[permutation.source_rows] = torch.arange(
-            kept, dtype=torch.int32, device=rows.device
-        )
-        if kept < total:
-            rows = torch.cat((rows, rows.new_zeros(total - kept, rows.shape[1])))
+        if total == 0:
+            return rows.new_zeros(0, rows.shape[1])
+        device = rows.device
+        order = torch.arange(total, dtype=torch.int64, device=device)
+        kept = order < permutation.group_sizes.sum()
+        target = torch.where(kept, permutation.source_rows, total)
+        gather = torch.full((total + 1,), total - 1, dtype=torch.int32, device=device)
+        gather.scatter_(0, target, order.to(torch.int32))
+        rows = rows.masked_fill(~kept.unsqueeze(1), 0)
         out: torch.Tensor = self._torch_npu.npu_moe_token_unpermute(
-            rows, gather, probs=weights.to(rows.dtype)
+            rows, gather[:total], probs=weights.to(rows.dtype)
         )
         return out

@@ -137,9 +137,10 @@ NPU_FULL_GRAPHS_REASON = (
     "in persistent buffers and the fused attention op's host-side lengths are not updated "
     "before a replay); PIECEWISE captures everything between the attention layers"
 )
-NPU_MOE_GRAPHS_REASON = (
-    "the NPU MoE layers read each layer's routed-row count back to the host, which an "
-    "NPU graph capture refuses; the MoE model runs compiled without graphs"
+# MoE layers capture: routing, permutation, grouped matmuls and combine keep fixed shapes
+# (T*k rows, padding past the routed count) and read nothing back (adapters/npu/moe.py).
+NPU_MOE_PIECEWISE_REASON = (
+    "the MoE layers are captured inside the pieces (fixed-size routing, nothing read back)"
 )
 
 # Whether NPU workers capture graphs under tensor/pipeline/data parallelism: not yet.
@@ -160,13 +161,12 @@ def _npu_serves(deployment: Deployment, mode: GraphMode) -> tuple[GraphMode, lis
         if comp_mode not in (None, CompileMode.VLLM_COMPILE):
             mode = GraphMode.NONE  # piecewise graphs need vLLM's piecewise compiler
         reasons.append(NPU_FULL_GRAPHS_REASON)
-    if mode is not GraphMode.NONE and deployment.model.is_moe:
-        mode = GraphMode.NONE
-        reasons.append(NPU_MOE_GRAPHS_REASON)
     par = deployment.parallel
     if mode is not GraphMode.NONE and not NPU_PARALLEL_GRAPHS and max(par.tp, par.pp, par.dp) > 1:
         mode = GraphMode.NONE
         reasons.append(NPU_PARALLEL_GRAPHS_REASON)
+    if mode is GraphMode.PIECEWISE and deployment.model.is_moe:
+        reasons.append(NPU_MOE_PIECEWISE_REASON)
     return mode, reasons
 
 

@@ -120,17 +120,25 @@ _NO_SPEC_HOST = Refused(
     "plugin (only ngram is)",
     "serve with speculative_config method 'ngram', or without --speculative-config",
 )
+_SPEC_NGRAM_NPU = Supported(
+    "vLLM's n-gram proposer (numba, on the host) with verification on the NPU's "
+    "RejectionOps (torch ops on the device, no host read; patches spec-*-torch); the "
+    "1 + k query tokens of a decoding request go to npu_fused_infer_attention_score with "
+    "the runner's exact host lengths (no async scheduling with n-gram), so rejected "
+    "drafts' KV is never read; greedy ids equal the run without speculation (eager, bf16); "
+    "proven on the emulated torch_npu, not on hardware"
+)
 _NO_SPEC_NPU = Refused(
-    "speculative decoding is not proven on the NPU path of this plugin yet: the rejection "
-    "sampler has a torch path (RejectionOps), but the fused attention op takes host-side "
-    "sequence lengths, which with draft tokens are only upper bounds, and the draft "
-    "runners (EAGLE, MTP, draft model) are CUDA/Triton code",
-    "serve without --speculative-config, or use vllm-ascend",
+    "this method is not proven on the NPU path of this plugin yet (only ngram is): its "
+    "draft runners (EAGLE, MTP, draft model) are CUDA/Triton code, and under async "
+    "scheduling the runner's host sequence lengths are only upper bounds",
+    "serve with speculative_config method 'ngram', or without --speculative-config, or "
+    "use vllm-ascend",
 )
 _UNKNOWN_SPEC = Refused(
     "the speculative_config method is none this plugin knows (ngram, suffix, eagle, "
     "eagle3, mtp or *_mtp, medusa, draft_model)",
-    "set speculative_config method to one of those (on the host: ngram)",
+    "set speculative_config method to one of those (served today: ngram)",
 )
 
 _SPEC = (
@@ -164,6 +172,7 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     **{(f, _CPU): _NO_SPEC_HOST for f in _SPEC},
     (Feature.SPEC_NGRAM, _CPU): _SPEC_NGRAM_HOST,
     **{(f, _NPU): _NO_SPEC_NPU for f in _SPEC},
+    (Feature.SPEC_NGRAM, _NPU): _SPEC_NGRAM_NPU,
     **{(Feature.SPEC_OTHER, d): _UNKNOWN_SPEC for d in (_CPU, _NPU)},
 }
 

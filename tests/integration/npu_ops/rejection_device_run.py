@@ -63,6 +63,78 @@ def _step(ops, d, device: str) -> dict[str, torch.Tensor]:  # type: ignore[no-un
     return results
 
 
+# The random sampler's law on the device: REQUESTS requests of STAT_K drafts each over a
+# vocabulary of 5, every draw made on the device from one seeded generator, as the
+# rebound rejection_sample makes them (uniform float64 per draft, Exp(1) per request and
+# vocabulary entry).
+REQUESTS, STAT_K = 20_000, 2
+TARGET = (0.05, 0.4, 0.25, 0.2, 0.1)
+DRAFT = (0.3, 0.1, 0.1, 0.2, 0.3)
+
+
+def _random_step(ops, device: str, seed: int, with_draft: bool, draws=None):  # type: ignore[no-untyped-def]
+    """One verification of every request's drafts: (out [B, K+1], the draws used)."""
+    vocab, n = len(TARGET), REQUESTS * STAT_K
+    target = torch.tensor(TARGET, device=device).expand(n, vocab).contiguous()
+    if draws is None:
+        gen = torch.Generator(device=device).manual_seed(seed)
+        if with_draft:  # a draft model's proposals, sampled from its own probabilities
+            q = torch.tensor(DRAFT, device=device)
+            ids = torch.multinomial(q, n, replacement=True, generator=gen).to(torch.int32)
+        else:  # an n-gram's proposals: fixed guesses, no probabilities
+            ids = torch.arange(n, device=device).remainder(vocab).to(torch.int32)
+        uniform = torch.rand(n, dtype=torch.float64, device=device, generator=gen)
+        inv_q = torch.empty(REQUESTS, vocab, device=device).exponential_(generator=gen)
+        draws = (ids, uniform, inv_q.reciprocal())
+    ids, uniform, inv_q = (t.to(device) for t in draws)
+    draft_probs = (
+        torch.tensor(DRAFT, device=device).expand(n, vocab).contiguous() if with_draft else None
+    )
+    cu = torch.arange(1, REQUESTS + 1, device=device, dtype=torch.int32) * STAT_K
+    drafts = Drafts(ids, cu, STAT_K)
+    recovered = ops.recover(drafts, draft_probs, target, inv_q)
+    out = torch.full((REQUESTS, STAT_K + 1), -1, dtype=torch.int32, device=device)
+    bonus = torch.zeros(REQUESTS, 1, dtype=torch.int64, device=device)
+    is_greedy = torch.zeros(REQUESTS, dtype=torch.bool, device=device)
+    ops.verify_random(out, drafts, draft_probs, target, bonus, recovered, uniform, is_greedy)
+    return out, draws
+
+
+def _position_counts(out: torch.Tensor, draft_ids: torch.Tensor) -> list[list[int]]:
+    """Token counts at each draft position, over the rows that reached it (every row
+    reaches position 0; position j > 0 where drafts 0..j-1 were all accepted)."""
+    out = out.cpu().to(torch.int64)
+    ids = draft_ids.cpu().to(torch.int64).view(REQUESTS, STAT_K)
+    reached = torch.ones(REQUESTS, dtype=torch.bool)
+    counts = []
+    for j in range(STAT_K):
+        counts.append(torch.bincount(out[reached, j], minlength=len(TARGET)).tolist())
+        reached = reached & (out[:, j] == ids[:, j])
+    return counts
+
+
+def statistics() -> dict[str, object]:
+    """Per mode: token counts per position on the device, whether the host's ops give the
+    same outputs from the same draws, and whether the same seed repeats exactly."""
+    npu_ops, host_ops = NpuRejectionOps(TNPU), CpuRejectionOps()
+    result: dict[str, object] = {}
+    for mode, with_draft in (("draft_probs", True), ("ngram", False)):
+        reset_counters()
+        out, draws = _random_step(npu_ops, "npu", 11, with_draft)
+        n_syncs = syncs(counters())
+        again, _ = _random_step(npu_ops, "npu", 11, with_draft)
+        host_out, _ = _random_step(
+            host_ops, "cpu", 11, with_draft, draws=tuple(t.cpu() for t in draws)
+        )
+        result[mode] = {
+            "counts": _position_counts(out, draws[0]),
+            "host_equal": bool(torch.equal(out.cpu(), host_out)),
+            "repeats": bool(torch.equal(out.cpu(), again.cpu())),
+            "syncs": n_syncs,
+        }
+    return result
+
+
 def main() -> None:
     host = _step(CpuRejectionOps(), _inputs("cpu"), "cpu")
     d = _inputs("npu")
@@ -71,7 +143,8 @@ def main() -> None:
     n_syncs = syncs(counters())
     equal = {k: bool(torch.equal(dev[k].cpu(), host[k])) for k in host}
     print("RESULT " + json.dumps({"equal": equal, "syncs": n_syncs,
-                                  "devices": sorted({v.device.type for v in dev.values()})}))
+                                  "devices": sorted({v.device.type for v in dev.values()}),
+                                  "target": TARGET, "statistics": statistics()}))
 
 
 if __name__ == "__main__":

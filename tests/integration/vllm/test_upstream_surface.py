@@ -60,8 +60,12 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
      "CUDAGraphWrapper's pool, from our graph_pool_handle"),
     # Attention: read in the metadata builders.
     ("vllm.v1.attention.backend:CommonAttentionMetadata.seq_lens_cpu_upper_bound",
-     "host-side seq lens for the NPU step plan and the MLA lengths (exact without "
-     "speculative decoding)"),
+     "host-side seq lens for the NPU step plan and the MLA lengths (exact unless "
+     "speculative decoding runs under async scheduling)"),
+    ("vllm.v1.attention.backend:AttentionMetadataBuilder._init_reorder_batch_threshold",
+     "private: the MLA builder's threshold, 1 + k with speculative decoding"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.calculate_reorder_batch_threshold",
+     "reads each builder's reorder_batch_threshold after the KV cache is set up"),
     # Custom ops: vLLM's registration and the private method our rope relies on.
     ("vllm.model_executor.custom_op:CustomOp.register_oot", "our layers replace vLLM's"),
     ("vllm.model_executor.layers.rotary_embedding.base:"

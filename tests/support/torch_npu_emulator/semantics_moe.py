@@ -152,13 +152,17 @@ def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
         _require(a["group_list_type"] == 0, "group_list_type is 0 or 1")
         _require(sizes == sorted(sizes) and sizes[0] >= 0, "cumulative group_list")
         sizes = [b - c for b, c in zip(sizes, [0, *sizes[:-1]], strict=True)]
-    _require(sum(sizes) == x.shape[0], "npu_grouped_matmul: group sizes must cover x's rows")
+    # Rows past the groups' sum are not computed; their output is undefined (NaN here).
+    # The docs show group sizes that cover x; vllm-project/vllm-ascend's all-gather MoE
+    # path hands the op all NUM_ROWS*K rows of npu_moe_init_routing_v2 with the counts of
+    # the active experts only (expert parallel), which this follows.
+    _require(sum(sizes) <= x.shape[0], "npu_grouped_matmul: group sizes exceed x's rows")
     if quantized:
         return [_per_token_quant_groups(a, x, w, sizes)]
     # Each group's product accumulates in float32 and rounds once to x's dtype: torch's
     # CPU matmul does exactly that in bf16/fp16 (so it computes it here), as a cube unit
     # does; the docs state neither the precision nor the order of the sums.
-    out = torch.empty(x.shape[0], w.shape[2], dtype=x.dtype)
+    out = torch.full((x.shape[0], w.shape[2]), float("nan"), dtype=x.dtype)
     start = 0
     for g, size in enumerate(sizes):
         torch.matmul(x[start : start + size], w[g], out=out[start : start + size])
@@ -186,7 +190,7 @@ def _per_token_quant_groups(
              "npu_grouped_matmul: per_token_scale [M] float32")
     _require(out_dtype in (torch.bfloat16, torch.float16),
              f"npu_grouped_matmul: per-token quantization outputs bf16/fp16, not {out_dtype}")
-    out = torch.empty(x.shape[0], n, dtype=F32, device=x.device)
+    out = torch.full((x.shape[0], n), float("nan"), dtype=F32, device=x.device)
     start = 0
     for g, size in enumerate(sizes):
         acc = x[start : start + size].to(torch.int64) @ w[g].to(torch.int64)

@@ -299,17 +299,21 @@ def test_a_full_graph_mode_the_npu_cannot_serve_becomes_piecewise_with_the_reaso
     )
 
 
-def test_an_npu_moe_model_runs_without_graphs_with_the_reason() -> None:
+def test_an_npu_moe_model_captures_piecewise_graphs_with_the_reason() -> None:
     import attrs
 
-    from ascend_core.plan.graph import NPU_MOE_GRAPHS_REASON
+    from ascend_core.plan.graph import NPU_MOE_PIECEWISE_REASON
     from unit.core.plan_fixtures import dense_model
 
     plan = plan_config(npu(attrs.evolve(dense_model(), is_moe=True)))
-    assert plan.graph_mode is GraphMode.NONE
+    assert plan.graph_mode is GraphMode.PIECEWISE
     (change,) = plan.changes_to(fields.GRAPH_MODE)
-    assert change.old is None and change.reason.endswith(NPU_MOE_GRAPHS_REASON)
-    assert change.reason.startswith("unset; PIECEWISE")  # what it would have been, and why not
+    assert change.old is None and change.new is GraphMode.PIECEWISE
+    assert change.reason.startswith("unset; PIECEWISE")
+    assert change.reason.endswith(NPU_MOE_PIECEWISE_REASON)
+    # A dense model's reason does not mention MoE layers.
+    (dense,) = plan_config(npu(dense_model())).changes_to(fields.GRAPH_MODE)
+    assert NPU_MOE_PIECEWISE_REASON not in dense.reason
 
 
 def test_npu_graphs_under_tensor_parallelism_become_none_with_the_reason() -> None:

@@ -14,19 +14,24 @@ def _errors(deployment):  # type: ignore[no-untyped-def]
     return plan_config(deployment).errors
 
 
-def test_ngram_is_served_on_the_host_and_refused_on_the_npu() -> None:
+@pytest.mark.parametrize("place", [host, npu])
+def test_ngram_is_served_on_both_devices(place) -> None:  # type: ignore[no-untyped-def]
     spec = {"method": "ngram", "num_speculative_tokens": 3}
-    assert _errors(host(speculative=spec)) == ()
-    (refused,) = _errors(npu(speculative=spec))
-    assert isinstance(refused, UnsupportedFeatureError)
-    assert refused.feature == "SPEC_NGRAM"
+    assert _errors(place(speculative=spec)) == ()
 
 
+@pytest.mark.parametrize("place", [host, npu])
 @pytest.mark.parametrize("method", ["eagle3", "mtp", "suffix", "draft_model"])
-def test_the_other_methods_are_refused_on_the_host_with_ngram_named(method: str) -> None:
-    (refused,) = _errors(host(speculative={"method": method, "num_speculative_tokens": 1}))
+def test_the_other_methods_are_refused_with_ngram_named(place, method: str) -> None:  # type: ignore[no-untyped-def]
+    (refused,) = _errors(place(speculative={"method": method, "num_speculative_tokens": 1}))
     assert isinstance(refused, UnsupportedFeatureError)
     assert "ngram" in str(refused)
+
+
+@pytest.mark.parametrize("place", [host, npu])
+def test_k_too_large_is_refused_on_both_devices(place) -> None:  # type: ignore[no-untyped-def]
+    (error,) = _errors(place(speculative={"method": "ngram", "num_speculative_tokens": 16}))
+    assert "num_speculative_tokens + 1 <= 16" in str(error)
 
 
 def test_an_unknown_method_is_refused_naming_the_known_ones() -> None:

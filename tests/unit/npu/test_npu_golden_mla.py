@@ -80,6 +80,34 @@ def test_write_then_gather_round_trips(npu, tnpu) -> None:
     assert torch.equal(got, HOST.gather_latent(cache, on_host))
 
 
+def test_padding_slots_go_to_the_pad_block_in_fixed_shapes(npu, tnpu) -> None:
+    """A batch padded to a graph size: slots of -1 past (and among) the real ones. The
+    real rows land where the host puts them, the padding in vLLM's reserved block 0
+    only, and the index has one row per slot whatever they hold (that no value is read
+    back is checked under a capture: tests/integration/npu_graphs)."""
+    from adapters.paged_rows import PAD_BLOCK
+
+    g = torch.Generator().manual_seed(4)
+    blocks = 4
+    cache, host_cache = (
+        LatentCache(torch.zeros(blocks, BLOCK, LATENT, dtype=BF),
+                    torch.zeros(blocks, BLOCK, ROPE, dtype=BF))
+        for _ in range(2)
+    )
+    slots = torch.tensor([BLOCK + 3, -1, 3 * BLOCK, 2 * BLOCK + 127, -1, -1])
+    latent = torch.randn(7, LATENT, generator=g).to(BF)  # a row past the slots: dropped
+    rope = torch.randn(7, 1, ROPE, generator=g).to(BF)
+    npu.write_latent_cache(latent, rope, cache, slots)
+    HOST.write_latent_cache(latent, rope, host_cache, slots)
+    real = [b for b in range(blocks) if b != PAD_BLOCK]
+    assert torch.equal(cache.latent[real], host_cache.latent[real])
+    assert torch.equal(cache.rope[real], host_cache.rope[real])
+    assert host_cache.latent[PAD_BLOCK].abs().sum() == 0  # the host writes no padding
+    assert PAD_BLOCK not in {int(s) // BLOCK for s in slots if s >= 0}
+    (call, _) = tnpu.calls_of("npu_scatter_nd_update_")
+    assert call["indices"].shape == (slots.shape[0], 1)  # one row each: a fixed shape
+
+
 def test_prefill_in_tnd_matches_the_host(npu, tnpu) -> None:
     g = torch.Generator().manual_seed(2)
     q_lens, kv_lens = [5, 20, 2], [5, 37, 9]  # fresh, with cached context, two tokens

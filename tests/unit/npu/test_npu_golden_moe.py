@@ -90,8 +90,14 @@ def test_permute_grouped_mlp_unpermute(npu, tnpu, held: list[int] | None, routin
 
     rows, perm, out = run(npu)
     host_rows, host_perm, host_out = run(HOST)
-    assert torch.equal(perm.source_rows, host_perm.source_rows)  # same stable expert order
-    assert torch.equal(perm.group_sizes, host_perm.group_sizes) and torch.equal(rows, host_rows)
+    # The NPU keeps all T*k rows (fixed shapes, nothing read back): the local experts'
+    # rows first, in the host's stable expert order, then padding (expert parallel).
+    kept = host_rows.shape[0]
+    assert rows.shape[0] == tokens * routing.top_k and perm.source_rows.dtype == torch.int64
+    assert torch.equal(perm.source_rows[:kept], host_perm.source_rows)
+    assert torch.equal(perm.group_sizes, host_perm.group_sizes)
+    assert torch.equal(rows[:kept], host_rows)
+    assert (kept < rows.shape[0]) == (held is not None)
     assert out.dtype == bf
     # bf16, bit for bit: both sides keep the NPU ops' contract (each matmul accumulated in
     # float32 and rounded once, swiglu in float32, the combine with bf16 weights summed in

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from vllm.v1.attention.backend import (
@@ -16,6 +17,9 @@ from adapters.attention_plan import build_attention_plan
 from adapters.container import container
 from ports.ops import AttentionPlan, AttentionPlanNeeds
 
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+
 
 @dataclass
 class PagedMetadata(AttentionMetadata):
@@ -23,6 +27,15 @@ class PagedMetadata(AttentionMetadata):
 
     paged: AttentionPlan
     slot_mapping: torch.Tensor  # [num_actual_tokens] flat cache slots
+
+
+def host_lens_exact(vllm_config: VllmConfig) -> bool:
+    """Whether the runner's CPU sequence lengths are exact every step: vLLM makes them
+    optimistic (every draft accepted) only for speculative decoding under async
+    scheduling; n-gram runs without it, so its 1 + k-token decodes have exact lengths."""
+    return vllm_config.speculative_config is None or not (
+        vllm_config.scheduler_config.async_scheduling
+    )
 
 
 def host_seq_lens(cm: CommonAttentionMetadata, exact: bool) -> torch.Tensor:
@@ -70,7 +83,7 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
         # vLLM constructs the builder with this fixed signature: what the device's ops read
         # from the plan is looked up once here unless given.
         self.needs: AttentionPlanNeeds = needs or container().ops().plan_needs
-        self._host_lens_exact = vllm_config.speculative_config is None
+        self._host_lens_exact = host_lens_exact(vllm_config)
 
     def build(
         self,

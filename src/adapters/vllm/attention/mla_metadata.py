@@ -2,13 +2,17 @@
 
 vLLM's MLA layer runs the first `num_decode_tokens` tokens through the latent
 (absorbed) decode and the rest through prefill over expanded keys and values; the
-builder's `reorder_batch_threshold = 1` makes vLLM put one-token requests first.
+builder's `reorder_batch_threshold` (1, or 1 + k with speculative decoding) makes vLLM
+put requests of at most that many tokens first. A speculative decode's 1 + k tokens go to
+the latent decode as one row each (attention_plan.token_row_decode), each row's length
+ending at its own token.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import attrs
 import torch
 from vllm.v1.attention.backend import (
     AttentionCGSupport,
@@ -18,8 +22,9 @@ from vllm.v1.attention.backend import (
 )
 from vllm.v1.attention.backends.utils import split_decodes_and_prefills
 
+from adapters.attention_plan import token_row_decode
 from adapters.container import container
-from adapters.vllm.attention.metadata import step_plan
+from adapters.vllm.attention.metadata import host_lens_exact, step_plan
 from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds
 
 
@@ -60,7 +65,10 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
         # vLLM constructs the builder with this fixed signature: what the device's MLA ops
         # read from the plan is looked up once here unless given.
         self.needs: AttentionPlanNeeds = needs or container().mla_ops().plan_needs
-        self._host_lens_exact = vllm_config.speculative_config is None
+        self._host_lens_exact = host_lens_exact(vllm_config)
+        # With speculative decoding, requests of up to 1 + k tokens are decodes (verified
+        # in the latent decode, a row per token) rather than prefills over expanded K/V.
+        self._init_reorder_batch_threshold(1, supports_spec_as_decode=True)
 
     def build(
         self,
@@ -70,9 +78,11 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
     ) -> MlaMetadata:
         cm = common_attn_metadata
         num_decodes, num_prefills, num_decode_tokens, _ = split_decodes_and_prefills(
-            cm, decode_threshold=1
+            cm, decode_threshold=self.reorder_batch_threshold or 1
         )
         plan = step_plan(cm, self.needs, self._host_lens_exact, num_decodes=num_decodes)
+        if plan.decode is not None and not plan.decode.is_decode:
+            plan = attrs.evolve(plan, decode=token_row_decode(plan, self.needs))
         prefill = plan.prefill
         assert plan.slot_mapping is not None
         return MlaMetadata(

@@ -1,0 +1,44 @@
+"""Which sequence lengths the attention builders hand the fused op's host-side lists.
+
+vLLM's runner keeps a CPU copy of the step's sequence lengths that is exact except for
+speculative decoding under async scheduling (there it assumes every draft accepted); n-gram
+runs without async scheduling, so its 1 + k-token decodes take the CPU copy, no read back.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from adapters.vllm.attention.metadata import host_lens_exact, host_seq_lens
+
+
+def _config(spec: object | None, async_scheduling: bool) -> SimpleNamespace:
+    return SimpleNamespace(
+        speculative_config=spec,
+        scheduler_config=SimpleNamespace(async_scheduling=async_scheduling),
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "async_scheduling", "exact"),
+    [(None, True, True), (None, False, True), ("ngram", False, True), ("eagle", True, False)],
+)
+def test_host_lengths_are_exact_unless_speculative_under_async_scheduling(
+    spec: object | None, async_scheduling: bool, exact: bool
+) -> None:
+    assert host_lens_exact(_config(spec, async_scheduling)) is exact  # type: ignore[arg-type]
+
+
+def test_exact_lengths_come_from_the_cpu_copy_else_from_the_device_tensor() -> None:
+    # Request 1 verified 1 + 3 tokens last step and 2 drafts were rejected: the optimistic
+    # CPU copy says 12, the device's seq_lens 10.
+    cm = SimpleNamespace(
+        num_reqs=2,
+        seq_lens_cpu_upper_bound=torch.tensor([5, 12, 0]),
+        seq_lens=torch.tensor([5, 10, 0]),
+    )
+    assert host_seq_lens(cm, exact=True).tolist() == [5, 12]  # type: ignore[arg-type]
+    assert host_seq_lens(cm, exact=False).tolist() == [5, 10]  # type: ignore[arg-type]
