@@ -1,31 +1,48 @@
-"""Per decode step costs of the NPU path on the emulated `npu` device (a benchmark, not a test).
+"""Per decode step costs of the NPU path on the emulated `npu` device, eager against each
+graph mode (a benchmark, not a test).
 
-    .venv/bin/python scripts/bench_npu_emulated.py [--model-style STYLE] [--steps N]
+    .venv/bin/python scripts/bench_npu_emulated.py [--model-style STYLE] [--steps N] \\
+        [--modes eager,PIECEWISE,FULL_DECODE_ONLY,FULL_AND_PIECEWISE] [--batches 1,8]
 
 STYLE: llama, qwen3, qwen3_moe (experts through torch_npu's MoE ops) or deepseek_v3_npu_mla
 (MLA at the shapes torch_npu documents, scripts/make_models.py --size npu-mla).
+MODES: `eager` (enforce_eager) and vLLM cudagraph_mode names; each runs in a fresh process
+(one engine each), asking for that mode with capture sizes 1, 2, 4 and 8. The table says
+which mode the plan served (a mode the NPU cannot capture yet is served as another, logged
+with its reason).
 
-Runs LLM.generate through AscendNpuPlatform -> NpuWorker -> NpuModelRunner on the
-emulated device and prints, per decode step at batch 1 and 8: device-to-host syncs
-(copies to the host, scalar reads, data-dependent output sizes), host-to-device copies,
-and ops dispatched per decoder layer (aten ops through the device's fallback plus one
-per torch_npu kernel). Each figure is (run of 1 + N tokens - run of 1 token) / N over
-fresh prompts. Proxies of NPU efficiency measured on an emulator, not Ascend hardware.
+Runs LLM.generate through AscendNpuPlatform -> NpuWorker -> NpuModelRunner on the emulated
+device and prints, per decode step at each batch: graph replays, ops launched from the
+host outside replays (aten ops through the device's fallback plus one per torch_npu
+kernel), the recorded ops the replays ran, device-to-host syncs (copies to the host,
+scalar reads, data-dependent output sizes) and copies, host-to-device copies, and the
+step's host time on the emulator. Each figure is (run of 1 + N tokens - run of 1 token) / N
+over fresh prompts; the host time is the median CPU time of one engine step (after the
+prefill step; the engine runs in the process, one thread) over 3 runs of 1 + N tokens.
+Proxies of NPU efficiency measured on an emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import random
+import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 
 STYLES = ("llama", "qwen3", "qwen3_moe", "deepseek_v3_npu_mla")
+CAPTURE_SIZES = [1, 2, 4, 8]
+_RESULT = "BENCH_RESULT "
+# Decode steps are timed one engine step at a time, in CPU time (on a shared host wall
+# time mostly measures the neighbours), over this many runs; the median counts.
+REPEATS = 3
 
 
 def _model_dir(style: str) -> tuple[str, str]:
@@ -39,75 +56,150 @@ def _model_dir(style: str) -> tuple[str, str]:
     return str(local_model(style, "tiny")), f"{style} tiny"
 
 
-def _reexec_under_emulator() -> None:
-    from support.torch_npu_emulator.activate import ACTIVE_VAR, child_env
+def _emulator_env() -> dict[str, str]:
+    from support.torch_npu_emulator.activate import child_env
 
-    if os.environ.get(ACTIVE_VAR) != "1":
-        env = child_env()
-        env["VLLM_ASCEND_DEVICE"] = "npu"
-        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process
-        env.setdefault("OMP_NUM_THREADS", "1")
-        os.execvpe(sys.executable, [sys.executable, *sys.argv], env)
+    env = child_env()
+    env["VLLM_ASCEND_DEVICE"] = "npu"
+    env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: its counters
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model-style", default="llama", choices=STYLES)
-    parser.add_argument("--steps", type=int, default=8)
-    args = parser.parse_args()
-    _reexec_under_emulator()
-
+def measure(model: str, mode: str, steps: int, batches: list[int]) -> dict[str, Any]:
+    """In a process started under the emulator: one engine in `mode`, its per-step costs."""
     from support.torch_npu_emulator.activate import activate
 
     activate()
     from vllm import LLM, SamplingParams, TokensPrompt
 
-    from support.emulated_npu_device import counters, op_counts, reset_counters, syncs
-    model, named = _model_dir(args.model_style)
+    from support.emulated_npu_device import counters, op_counts, reset_counters
+
+    graphs: dict[str, Any] = {}
+    if mode != "eager":
+        graphs = {
+            "compilation_config": {
+                "cudagraph_mode": mode,
+                "cudagraph_capture_sizes": CAPTURE_SIZES,
+            }
+        }
     llm = LLM(
         model=model,
         dtype="bfloat16",
-        enforce_eager=True,
+        enforce_eager=mode == "eager",
         max_model_len=512,
         block_size=128,
-        max_num_seqs=8,
+        max_num_seqs=max(batches),
         kv_cache_memory_bytes=32 << 20,
         seed=0,
+        **graphs,
     )
     runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
-    layers = len(runner.model.model.layers)
+    served = llm.llm_engine.vllm_config.compilation_config.cudagraph_mode.name
     rng = random.Random(0)
 
-    def run(batch: int, tokens: int) -> tuple[dict[str, int], dict[str, int]]:
+    def run(batch: int, tokens: int) -> tuple[dict[str, int], dict[str, int], float]:
         prompts = [
             TokensPrompt(prompt_token_ids=[rng.randrange(2, 500) for _ in range(24)])
             for _ in range(batch)
         ]
         params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
         reset_counters()
+        start = time.perf_counter()
         llm.generate(prompts, params, use_tqdm=False)
-        return counters(), op_counts()
+        return counters(), op_counts(), time.perf_counter() - start
 
-    print(f"model {named}, {layers} decoder layers, bf16, block 128, eager")
+    def decode_step_seconds(batch: int, tokens: int) -> list[float]:
+        """Each engine step's CPU time after the first (the prefill of all prompts): this
+        process's, the engine's included, so waiting for a busy host's cores is left out."""
+        engine = llm.llm_engine
+        params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+        for i in range(batch):
+            prompt = TokensPrompt(prompt_token_ids=[rng.randrange(2, 500) for _ in range(24)])
+            engine.add_request(f"timed-{batch}-{rng.random()}-{i}", prompt, params)
+        seconds = []
+        while engine.has_unfinished_requests():
+            start = time.process_time()
+            engine.step()
+            seconds.append(time.process_time() - start)
+        return seconds[1:]
+
+    rows: dict[str, Any] = {}
+    for batch in batches:
+        (one, ops_one, _), (more, ops_more, _) = run(batch, 1), run(batch, 1 + steps)
+        per = {k: (more[k] - one[k]) / steps for k in one}
+        ops = {k: (ops_more.get(k, 0) - ops_one.get(k, 0)) / steps for k in ops_more}
+        timed = sorted(t for _ in range(REPEATS) for t in decode_step_seconds(batch, 1 + steps))
+        host_ms = 1000 * timed[len(timed) // 2]
+        rows[str(batch)] = {"per_step": per, "host_ms": host_ms, "ops": ops}
+    return {"served": served, "layers": len(runner.model.model.layers), "batches": rows}
+
+
+def _child(model: str, mode: str, steps: int, batches: list[int]) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--measure", mode, "--model-dir", model,
+               "--steps", str(steps), "--batches", ",".join(map(str, batches))]  # fmt: skip
+    done = subprocess.run(command, env=_emulator_env(), capture_output=True, text=True)
+    for line in done.stdout.splitlines():
+        if line.startswith(_RESULT):
+            result: dict[str, Any] = json.loads(line.removeprefix(_RESULT))
+            return result
+    raise RuntimeError(f"mode {mode}: no result (exit {done.returncode}):\n{done.stderr[-4000:]}")
+
+
+def _table(named: str, results: dict[str, dict[str, Any]], batches: list[int]) -> None:
+    from support.emulated_npu_device import launches, syncs
+
+    layers = next(iter(results.values()))["layers"]
+    print(f"model {named}, {layers} decoder layers, bf16, block 128, captured sizes "
+          f"{CAPTURE_SIZES}; per decode step (emulator, not Ascend hardware)")  # fmt: skip
     print(
-        "| batch | D2H syncs / step | of which D2H copies | H2D copies / step | "
-        "ops / step | ops / layer / step |"
+        "| asked | runs | batch | replays | host launches | replayed ops | D2H syncs "
+        "| of which D2H copies | H2D copies | host CPU ms |"
     )
-    print("|---:|---:|---:|---:|---:|---:|")
-    breakdown: dict[str, float] = {}
-    for batch in (1, 8):
-        (one, ops_one), (more, ops_more) = run(batch, 1), run(batch, 1 + args.steps)
-        per = {k: (more[k] - one[k]) / args.steps for k in one}
-        print(
-            f"| {batch} | {syncs(per):.2f} | {per['d2h_copies']:.2f} | {per['h2d_copies']:.2f} "
-            f"| {per['fallback_ops']:.1f} | {per['fallback_ops'] / layers:.1f} |"
-        )
-        if batch == 8:
-            breakdown = {k: (ops_more.get(k, 0) - ops_one.get(k, 0)) / args.steps for k in ops_more}
-    print("\nops per decode step at batch 8 (most first):")
-    for name, n in sorted(breakdown.items(), key=lambda kv: -kv[1])[:25]:
-        if n > 0:
-            print(f"  {n:6.1f}  {name}")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for mode, result in results.items():
+        for batch in batches:
+            row = result["batches"][str(batch)]
+            per = row["per_step"]
+            print(
+                f"| {mode} | {result['served'] if mode != 'eager' else 'eager'} | {batch} "
+                f"| {per['graph_replays']:.1f} | {launches(per):.1f} "
+                f"| {per['graph_replayed_ops']:.1f} | {syncs(per):.2f} "
+                f"| {per['d2h_copies']:.2f} | {per['h2d_copies']:.2f} | {row['host_ms']:.1f} |"
+            )
+    for mode, result in results.items():
+        ops = result["batches"][str(max(batches))]["ops"]
+        print(f"\n{mode}: ops launched from the host per decode step at batch {max(batches)}:")
+        for name, n in sorted(ops.items(), key=lambda kv: -kv[1])[:12]:
+            if n > 0:
+                print(f"  {n:6.1f}  {name}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model-style", default="llama", choices=STYLES)
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument(
+        "--modes",
+        default="eager,PIECEWISE",
+        help="comma-separated: eager and/or vLLM cudagraph_mode names (default eager,PIECEWISE)",
+    )
+    parser.add_argument("--batches", default="1,8", help="decode batch sizes (default 1,8)")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)  # one mode, in a child
+    parser.add_argument("--model-dir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    batches = [int(b) for b in args.batches.split(",")]
+    if args.measure:
+        result = measure(args.model_dir, args.measure, args.steps, batches)
+        print(_RESULT + json.dumps(result), flush=True)
+        return
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    known = {"eager", "NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"}
+    if unknown := [m for m in modes if m not in known]:
+        parser.error(f"unknown modes {unknown}; choose from {sorted(known)}")
+    model, named = _model_dir(args.model_style)
+    results = {mode: _child(model, mode, args.steps, batches) for mode in modes}
+    _table(named, results, batches)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
         -- COMMAND [ARGS...]
 
 e.g. `VLLM_ASCEND_DEVICE=npu .venv/bin/python scripts/emulated_npu.py -- .venv/bin/vllm
-serve models/tiny-llama --dtype bfloat16 --block-size 128 --enforce-eager`.
+serve models/tiny-llama --dtype bfloat16 --block-size 128` (NPU graphs captured and
+replayed on the emulated device, as the plan decides).
 
 Test support, not product: Python processes started under it load
 tests/support/emulated_npu_site/sitecustomize.py, which injects the emulated torch_npu

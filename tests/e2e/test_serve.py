@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,10 +34,39 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class Server:
-    """`vllm serve` of `model_dir`; `device` "npu" runs it under scripts/emulated_npu.py."""
+def serve_args(device: str, eager: bool = True, extra: Sequence[str] = ()) -> list[str]:
+    """The `vllm serve` arguments after the model (host and port apart)."""
+    # The NPU attention op takes fp16/bf16 only, and paged prefill 128-token blocks.
+    dtype, block = ("float32", []) if device == "cpu" else ("bfloat16", ["--block-size", "128"])
+    return [
+        "--dtype",
+        dtype,
+        *block,
+        *(["--enforce-eager"] if eager else []),
+        "--max-model-len",
+        "1024",
+        "--kv-cache-memory-bytes",
+        str(256 << 20),
+        "--max-num-seqs",
+        "32",
+        *extra,
+    ]
 
-    def __init__(self, model_dir: str, log_path: Path, device: str = "cpu") -> None:
+
+class Server:
+    """`vllm serve` of `model_dir`; `device` "npu" runs it under scripts/emulated_npu.py.
+
+    `eager` adds --enforce-eager; `extra` are more `vllm serve` arguments. `args` keeps the
+    arguments after the model (the doctor is asked about the same ones)."""
+
+    def __init__(
+        self,
+        model_dir: str,
+        log_path: Path,
+        device: str = "cpu",
+        eager: bool = True,
+        extra: Sequence[str] = (),
+    ) -> None:
         self.model = model_dir
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -47,10 +76,9 @@ class Server:
         self.stop_seconds: float | None = None
         self.log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
         prefix: list[str] = []
-        # The NPU attention op takes fp16/bf16 only, and paged prefill 128-token blocks.
-        dtype, block = ("float32", []) if device == "cpu" else ("bfloat16", ["--block-size", "128"])
         if device == "npu":
             prefix = [sys.executable, str(_REPO / "scripts" / "emulated_npu.py"), "--"]
+        self.args = serve_args(device, eager, extra)
         self.proc = subprocess.Popen(
             [
                 *prefix,
@@ -61,16 +89,7 @@ class Server:
                 "127.0.0.1",
                 "--port",
                 str(self.port),
-                "--dtype",
-                dtype,
-                *block,
-                "--enforce-eager",
-                "--max-model-len",
-                "1024",
-                "--kv-cache-memory-bytes",
-                str(256 << 20),
-                "--max-num-seqs",
-                "32",
+                *self.args,
                 "--shutdown-timeout",
                 "10",
             ],
@@ -109,10 +128,16 @@ class Server:
         return int(self.proc.returncode)
 
 
-def running_server(tmp_path_factory: pytest.TempPathFactory, device: str) -> Iterator[Server]:
+def running_server(
+    tmp_path_factory: pytest.TempPathFactory,
+    device: str,
+    eager: bool = True,
+    extra: Sequence[str] = (),
+) -> Iterator[Server]:
     """A ready server of the tiny Llama-style model on `device`, stopped afterwards."""
     model_dir = str(local_model("llama", "tiny"))
-    srv = Server(model_dir, tmp_path_factory.mktemp("log") / f"serve-{device}.log", device)
+    log = tmp_path_factory.mktemp("log") / f"serve-{device}.log"
+    srv = Server(model_dir, log, device, eager, extra)
     try:
         srv.wait_ready()
         yield srv

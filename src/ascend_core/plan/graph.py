@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ascend_core.deployment import CompileMode, Deployment, GraphMode
 from ascend_core.plan import fields
+from ascend_core.plan.npugraph_ex import unused_reason
 from ascend_core.plan.result import Draft
 from ports.device import ChipFamily, DeviceKind
 
@@ -35,21 +36,13 @@ def decide_graph_mode(deployment: Deployment, draft: Draft) -> Draft:
     config = draft.decisions.ascend_config
     if config is None:
         return draft
-    # npugraph_ex is on by default (as in vllm-ascend); only a written true earns a warning.
-    # vllm_ascend/platform.py _setup_compile_backend turns npugraph_ex and static kernels
-    # off unless a full graph is captured; AscendCompilationConfig turns them off on
-    # profiles without NPUGRAPH_EX (310P).
+    # npugraph_ex is on by default (as in vllm-ascend); a written true earns a warning, the
+    # default a note (plan/npugraph_ex.py). No mode uses it here: the backend is not bound.
     compilation = config.ascend_compilation_config
-    graph_mode = draft.decisions.graph_mode
     for key in ("enable_npugraph_ex", "enable_static_kernel"):
         if not (config.given(f"{_COMPILE}.{key}") and getattr(compilation, key)):
             continue
-        if deployment.chip_family is ChipFamily.P310:
-            why = "Atlas 300I (310P) has no npugraph_ex backend"
-        elif graph_mode not in _FULL_GRAPHS:
-            why = f"npugraph_ex compiles full graphs only, and graph mode is {graph_mode.name}"
-        else:
-            continue
+        why = unused_reason(deployment)
         draft = draft.warn(f"additional_config.{_COMPILE}.{key} has no effect: {why}.")
     return draft
 

@@ -114,4 +114,6 @@ def test_the_doctor_reports_the_graph_mode_the_engine_runs(graph_runs, npu_model
     engine = graph_runs["npu", "qwen3", ASKED["qwen3"]]
     assert f"npu_graph_mode={engine['graph_mode']}," in plan, plan
     assert data["execution"]["graph_mode"] == engine["graph_mode"]  # what runs, not asked
+    assert data["graphs"]["mode"] == engine["graph_mode"]
+    assert data["graphs"]["capture_sizes"] == engine["capture_sizes"]
     assert f"cudagraph_mode: {ASKED['qwen3']} -> {engine['graph_mode']}" in plan

@@ -76,30 +76,48 @@ def test_finegrained_tp_fitting_dp_is_accepted() -> None:
     assert not own_errors(plan_config(deployment))
 
 
-def test_npugraph_ex_without_graphs_is_a_warning() -> None:
+def test_npugraph_ex_written_true_is_a_warning_in_every_mode() -> None:
+    """No graph mode uses npugraph_ex here (the backend is not bound), with graphs or
+    without, full or piecewise: a written true is never silently dropped."""
+    from ascend_core.plan.npugraph_ex import UNBOUND_REASON
+
     raw = {"ascend_compilation_config": {"enable_npugraph_ex": True}}
-    plan = plan_config(npu(compilation={"enforce_eager": True}, additional_config=raw))
-    assert plan.ok
-    assert plan.graph_mode is GraphMode.NONE
-    assert any("enable_npugraph_ex has no effect" in w for w in plan.warnings)
-    full = {"graph_mode": GraphMode.FULL_DECODE_ONLY, "mode": CompileMode.VLLM_COMPILE}
-    with_graphs = plan_config(npu(compilation=full, additional_config=raw))
-    from ascend_core.plan.graph import NPU_FULL_GRAPH_MODES
-
-    if GraphMode.FULL_DECODE_ONLY in NPU_FULL_GRAPH_MODES:
-        assert not any("enable_npugraph_ex" in w for w in with_graphs.warnings)
-    else:  # the NPU serves it as PIECEWISE (plan/graph.py), where npugraph_ex does nothing
-        assert with_graphs.graph_mode is GraphMode.PIECEWISE
-        assert any("graph mode is PIECEWISE" in w for w in with_graphs.warnings)
+    for compilation in (
+        {"enforce_eager": True},
+        {"graph_mode": GraphMode.PIECEWISE, "mode": CompileMode.VLLM_COMPILE},
+        {"graph_mode": GraphMode.FULL_DECODE_ONLY, "mode": CompileMode.VLLM_COMPILE},
+    ):
+        plan = plan_config(npu(compilation=compilation, additional_config=raw))
+        assert plan.ok
+        assert [w for w in plan.warnings if "enable_npugraph_ex" in w] == [
+            "additional_config.ascend_compilation_config.enable_npugraph_ex has no effect: "
+            f"{UNBOUND_REASON}."
+        ], compilation
 
 
-def test_npugraph_ex_with_piecewise_graphs_is_a_warning() -> None:
-    """vllm_ascend/platform.py _setup_compile_backend turns npugraph_ex and static kernels
-    off in the piecewise branch: they compile full graphs only."""
+def test_npugraph_ex_left_at_its_default_gets_a_note_not_a_warning() -> None:
+    from ascend_core.plan.npugraph_ex import UNBOUND_REASON, npugraph_ex_note
+
+    deployment = npu(compilation={"mode": CompileMode.VLLM_COMPILE})
+    plan = plan_config(deployment)
+    assert not any("npugraph_ex" in w for w in plan.warnings)
+    note = npugraph_ex_note(deployment, plan)
+    assert note is not None and "true by default and has no effect" in note
+    assert UNBOUND_REASON in note
+    off = {"ascend_compilation_config": {"enable_npugraph_ex": False}}
+    written = npu(compilation={"mode": CompileMode.VLLM_COMPILE}, additional_config=off)
+    assert npugraph_ex_note(written, plan_config(written)) is None
+    on_host = host(compilation={})
+    assert npugraph_ex_note(on_host, plan_config(on_host)) is None
+
+
+def test_npugraph_ex_and_static_kernels_written_true_are_two_warnings() -> None:
+    """Static kernels need npugraph_ex (vllm_ascend compiles them per captured shape through
+    it): with the backend unbound, both switches are reported."""
     raw = {"ascend_compilation_config": {"enable_npugraph_ex": True, "enable_static_kernel": True}}
     plan = plan_config(npu(additional_config=raw))
     assert plan.graph_mode is GraphMode.PIECEWISE
-    assert sum("full graphs only" in w for w in plan.warnings) == 2
+    assert sum("has no effect: this plugin does not bind" in w for w in plan.warnings) == 2
 
 
 def test_kv_nz_on_the_host_is_a_warning() -> None:

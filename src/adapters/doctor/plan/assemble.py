@@ -9,6 +9,7 @@ import attrs
 
 from adapters.doctor.plan.attention import attention_items
 from adapters.doctor.plan.config import build_deployment, config_plan_items, engine_execution
+from adapters.doctor.plan.graphs import graph_items
 from adapters.doctor.plan.memory import memory_items
 from adapters.doctor.plan.model import Target, model_items, read_model
 from adapters.doctor.plan.patches import patch_items
@@ -46,6 +47,9 @@ def plan_report(
     deployment = build_deployment(args, model, target, env, detected, host_cpus, local_files)
     plan_items, plan = config_plan_items(deployment)
     sections.append(Section("config plan", plan_items))
+    graphs, graph_data = graph_items(args, deployment, plan, target) if plan else ([], None)
+    if plan is not None:
+        sections.append(Section("graphs", graphs))
     sections.append(Section("attention", attention_items(model, target, env)))
     sections.append(Section("quantization", quant_items))
     patches, patch_data = patch_items(deployment, upstream)
@@ -57,6 +61,7 @@ def plan_report(
         {
             "plan": plan.describe() if plan is not None else None,
             "execution": _execution(plan, deployment.device_kind) if plan is not None else None,
+            "graphs": graph_data,
             "changes": [c.describe() for c in plan.changes] if plan is not None else [],
             "patches": patch_data,
             "memory": memory_data,

@@ -1,0 +1,77 @@
+"""The `graphs` section: the graph mode the engine captures, its sizes and their memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.doctor.plan.config import engine_execution
+from adapters.doctor.plan.items import PASS
+from adapters.doctor.plan.memory import serve_max_num_seqs
+from adapters.doctor.plan.model import Target
+from adapters.doctor.serve_args import ServeArgs
+from ascend_core.deployment import Deployment, GraphMode
+from ascend_core.memory_budget import GIB
+from ascend_core.plan import ConfigPlan
+from ascend_core.plan.capture_sizes import default_capture_sizes, given_capture_sizes
+from ascend_core.plan.npugraph_ex import npugraph_ex_note
+from ascend_core.preflight import CheckItem
+
+# vLLM's `vllm serve` --max-num-batched-tokens for an out-of-tree platform
+# (EngineArgs.get_batch_defaults, OPENAI_API_SERVER), by device memory.
+SERVE_BATCHED_TOKENS = ((160 * GIB, 16384), (70 * GIB, 8192), (0, 2048))
+
+GRAPH_MEMORY = (
+    "measured by each worker at start, before the KV cache is sized (vLLM's capture "
+    "profiling: a throwaway capture per graph kind in a pool of its own) and logged as "
+    "'<mode> graphs are estimated to hold ...'; the KV budget leaves it free "
+    "(--kv-cache-memory-bytes fixes the KV cache and the graphs come on top); this "
+    "plan's memory budget counts it in the runtime reserve"
+)
+
+
+def serve_max_num_batched_tokens(args: ServeArgs, device_memory_bytes: int) -> int:
+    """--max-num-batched-tokens, or what `vllm serve` defaults it to on this device."""
+    if args.max_num_batched_tokens:
+        return int(args.max_num_batched_tokens)
+    return next(n for floor, n in SERVE_BATCHED_TOKENS if device_memory_bytes >= floor)
+
+
+def capture_sizes(args: ServeArgs, plan: ConfigPlan, target: Target) -> tuple[int, ...] | None:
+    """The sizes vLLM captures: the plan's (the operator's, perhaps changed) or vLLM's
+    default for these batch limits; None when vLLM decides them only at start."""
+    tokens = serve_max_num_batched_tokens(args, target.memory_bytes)
+    if plan.decisions.capture_sizes is not None:
+        return given_capture_sizes(plan.decisions.capture_sizes, tokens)
+    seqs = serve_max_num_seqs(args, target.memory_bytes)
+    draft_tokens = int(args.speculative.get("num_speculative_tokens") or 0)
+    return default_capture_sizes(seqs, tokens, 1 + draft_tokens)
+
+
+def graph_items(
+    args: ServeArgs, deployment: Deployment, plan: ConfigPlan, target: Target
+) -> tuple[list[CheckItem], dict[str, Any]]:
+    """The mode the engine runs (engine_execution), the sizes it captures, where their
+    memory is counted, and what enable_npugraph_ex does; with the same as report data."""
+    mode, _ = engine_execution(plan, deployment.device_kind)
+    sizes: tuple[int, ...] | None = ()
+    if mode is not GraphMode.NONE:
+        sizes = capture_sizes(args, plan, target)
+    shown = (
+        "decided by vLLM at start (speculative decoding adds its decode sizes); logged as "
+        "'Captured ... graphs for sizes ...'"
+        if sizes is None
+        else f"{list(sizes)} ({len(sizes)} sizes)"
+    )
+    items = [CheckItem("mode", PASS, mode.name)]
+    data: dict[str, Any] = {"mode": mode.name, "capture_sizes": None if sizes is None else []}
+    if mode is not GraphMode.NONE:
+        items += [
+            CheckItem("capture sizes", PASS, shown),
+            CheckItem("graph memory", PASS, GRAPH_MEMORY),
+        ]
+        data.update(capture_sizes=None if sizes is None else list(sizes), graph_memory=GRAPH_MEMORY)
+    note = npugraph_ex_note(deployment, plan)
+    if note is not None:
+        items.append(CheckItem("npugraph_ex", PASS, note))
+        data["npugraph_ex"] = note
+    return items, data

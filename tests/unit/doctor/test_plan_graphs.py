@@ -1,0 +1,59 @@
+"""The doctor's `graphs` section: the mode the engine runs, the sizes vLLM captures."""
+
+from __future__ import annotations
+
+from adapters.doctor.plan.graphs import graph_items, serve_max_num_batched_tokens
+from adapters.doctor.plan.model import Target
+from adapters.doctor.serve_args import ServeArgs
+from ascend_core.deployment import CompileMode, GraphMode
+from ascend_core.memory_budget import GIB
+from ascend_core.plan import plan_config
+from ports.device import ChipFamily, DeviceKind
+from unit.core.plan_fixtures import npu
+
+A2 = Target(DeviceKind.NPU, ChipFamily.A2, 64 * GIB, 8, "nominal")
+EMULATED = Target(DeviceKind.NPU, ChipFamily.A2, 4 * GIB, 1, "probed")
+
+
+def test_serve_defaults_the_token_budget_by_device_memory() -> None:
+    args = ServeArgs(model="m")
+    assert serve_max_num_batched_tokens(args, 4 * GIB) == 2048
+    assert serve_max_num_batched_tokens(args, 64 * GIB) == 2048
+    assert serve_max_num_batched_tokens(args, 96 * GIB) == 8192
+    assert serve_max_num_batched_tokens(args, 192 * GIB) == 16384
+    given = ServeArgs(model="m", max_num_batched_tokens=512)
+    assert serve_max_num_batched_tokens(given, 192 * GIB) == 512
+
+
+def test_piecewise_with_unset_sizes_shows_vllms_defaults() -> None:
+    deployment = npu(compilation={"mode": CompileMode.VLLM_COMPILE})
+    plan = plan_config(deployment)
+    items, data = graph_items(ServeArgs(model="m", max_num_seqs=32), deployment, plan, EMULATED)
+    assert data["mode"] == "PIECEWISE"
+    assert data["capture_sizes"] == [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
+    assert [i.name for i in items] == ["mode", "capture sizes", "graph memory", "npugraph_ex"]
+
+
+def test_given_sizes_are_shown_as_vllm_keeps_them() -> None:
+    compilation = {"mode": CompileMode.VLLM_COMPILE, "capture_sizes": (8, 1, 4096, 2)}
+    deployment = npu(compilation=compilation)
+    _, data = graph_items(ServeArgs(model="m"), deployment, plan_config(deployment), A2)
+    assert data["capture_sizes"] == [1, 2, 8]
+
+
+def test_no_graphs_show_no_sizes() -> None:
+    deployment = npu(parallel={"tp": 4}, compilation={"mode": CompileMode.VLLM_COMPILE})
+    plan = plan_config(deployment)
+    assert plan.graph_mode is GraphMode.NONE
+    items, data = graph_items(ServeArgs(model="m", tp=4), deployment, plan, A2)
+    assert data["mode"] == "NONE" and data["capture_sizes"] == []
+    assert [i.name for i in items] == ["mode", "npugraph_ex"]
+
+
+def test_speculative_decoding_leaves_the_sizes_to_vllm_and_says_so() -> None:
+    deployment = npu(compilation={"mode": CompileMode.VLLM_COMPILE})
+    args = ServeArgs(model="m", speculative={"method": "eagle3", "num_speculative_tokens": 2})
+    items, data = graph_items(args, deployment, plan_config(deployment), A2)
+    assert data["capture_sizes"] is None
+    sizes = next(i for i in items if i.name == "capture sizes")
+    assert "decided by vLLM at start" in sizes.detail
