@@ -84,20 +84,23 @@ def test_npugraph_ex_without_graphs_is_a_warning() -> None:
     assert any("enable_npugraph_ex has no effect" in w for w in plan.warnings)
     full = {"graph_mode": GraphMode.FULL_DECODE_ONLY, "mode": CompileMode.VLLM_COMPILE}
     with_graphs = plan_config(npu(compilation=full, additional_config=raw))
-    from ascend_core.plan.graph import NPU_FULL_GRAPH_MODES
+    from ascend_core.plan.graph import NPUGRAPH_EX_UNBOUND_REASON
 
-    if GraphMode.FULL_DECODE_ONLY in NPU_FULL_GRAPH_MODES:
-        assert not any("enable_npugraph_ex" in w for w in with_graphs.warnings)
-    else:  # the NPU serves it as PIECEWISE (plan/graph.py), where npugraph_ex does nothing
-        assert with_graphs.graph_mode is GraphMode.PIECEWISE
-        assert any("graph mode is PIECEWISE" in w for w in with_graphs.warnings)
+    # Full graphs are served, captured with NPUGraph: npugraph_ex would act there, but its
+    # compile backend is not bound here, and the warning says so rather than ignore it.
+    assert with_graphs.graph_mode is GraphMode.FULL_DECODE_ONLY
+    assert any(
+        "enable_npugraph_ex has no effect" in w and NPUGRAPH_EX_UNBOUND_REASON in w
+        for w in with_graphs.warnings
+    )
 
 
 def test_npugraph_ex_with_piecewise_graphs_is_a_warning() -> None:
     """vllm_ascend/platform.py _setup_compile_backend turns npugraph_ex and static kernels
     off in the piecewise branch: they compile full graphs only."""
     raw = {"ascend_compilation_config": {"enable_npugraph_ex": True, "enable_static_kernel": True}}
-    plan = plan_config(npu(additional_config=raw))
+    piecewise = {"graph_mode": GraphMode.PIECEWISE, "mode": CompileMode.VLLM_COMPILE}
+    plan = plan_config(npu(compilation=piecewise, additional_config=raw))
     assert plan.graph_mode is GraphMode.PIECEWISE
     assert sum("full graphs only" in w for w in plan.warnings) == 2
 
