@@ -58,6 +58,10 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
      "graph memory in the KV budget"),
     ("vllm.platforms.interface:Platform.get_global_graph_pool",
      "CUDAGraphWrapper's pool, from our graph_pool_handle"),
+    ("vllm.forward_context:ForwardContext.attn_metadata",
+     "a FULL graph's replay updates the attention ops' host lengths from the step's plans"),
+    ("vllm.config:SchedulerConfig.max_num_batched_tokens",
+     "the paged builder's persistent slot buffer"),
     # Attention: read in the metadata builders.
     ("vllm.v1.attention.backend:CommonAttentionMetadata.seq_lens_cpu_upper_bound",
      "host-side seq lens for the NPU step plan and the MLA lengths (exact without "
@@ -98,6 +102,7 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.attention.mla_metadata:MlaMetadata.decode",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill_has_context",
+    "adapters.vllm.attention.metadata:PagedMetadataBuilder._writable_slots",
     "adapters.vllm.communicator:NpuDeviceCommunicator._staged",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routed_experts",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routing_rule",
