@@ -55,7 +55,7 @@ class NpuModelRunner(GPUModelRunner):
         """GPUModelRunner.load_model; the whole-model FULL graph wrapper it makes is vLLM's
         CUDAGraphWrapper (not the platform's), so it is remade as NpuGraphWrapper: the
         graphs are captured through the runtime port and the attention op's host-side
-        lengths updated before each replay."""
+        lengths updated at each replay."""
         super().load_model(*args, **kwargs)
         model = self.model
         if type(model) is CUDAGraphWrapper:

@@ -76,7 +76,7 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
     staging buffer, and the slot mapping into its slot buffer with vLLM's padding (-1)
     replaced by slots of the null block (block 0, which vLLM never gives a request): the
     padded tokens of a batch padded to a captured size write there, nowhere that is read.
-    The attention op's host-side lengths are refreshed before a replay through the graph
+    The attention op's host-side lengths are refreshed at each replay through the graph
     update API (NpuGraphWrapper, Ops.graph_host_arguments).
     """
 
