@@ -100,6 +100,9 @@ def graph_runs(npu_model_dirs: dict[str, str]) -> dict[tuple[str, str, str], dic
             mode = {"eager": None, DEFAULT: "DEFAULT", STALE: "FULL_DECODE_ONLY"}.get(asked, asked)
             procs[key] = _start_graph(device, npu_model_dirs[style], mode, stale=asked == STALE)
         done.update({key: _result(proc) for key, proc in procs.items()})
+    for key, result in done.items():  # the per decode step costs, shown with -s
+        step = {k: v for k, v in result.get("decode_step", {}).items() if not k.startswith("op:")}
+        print("decode step of 8,", *key, step)
     return done
 
 
