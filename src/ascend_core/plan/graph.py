@@ -165,6 +165,14 @@ NPU_FULL_MIXED_REASON = (
     "prefill's padded query and causal mask change shape with the batch); mixed steps run "
     "in pieces between the attention layers"
 )
+# vLLM's resolve_cudagraph_mode_and_sizes drops full decode graphs with spec decoding for
+# a backend below UNIFORM_BATCH: said here, so the doctor shows what the engine runs.
+NPU_SPECULATIVE_FULL_GRAPHS_REASON = (
+    "with speculative decoding a decode step verifies 1 + num_speculative_tokens tokens a "
+    "request, and the NPU paged backend captures full graphs of one-token decode steps "
+    "only (UNIFORM_SINGLE_TOKEN_DECODE); PIECEWISE captures everything between the "
+    "attention layers"
+)
 NPU_MLA_FULL_GRAPHS_REASON = (
     "the NPU MLA backend does not capture full graphs yet (its per-step plan is not in "
     "persistent buffers and its ops' host-side lengths are not updated before a replay); "
@@ -192,10 +200,14 @@ def _npu_serves(deployment: Deployment, mode: GraphMode) -> tuple[GraphMode, lis
         # vLLM does the same for a backend of UNIFORM_SINGLE_TOKEN_DECODE support.
         mode = GraphMode.FULL_AND_PIECEWISE if piecewise_compiles else GraphMode.FULL_DECODE_ONLY
         reasons.append(NPU_FULL_MIXED_REASON)
-    if mode in _FULL_GRAPHS and deployment.model.use_mla:
-        # piecewise graphs need vLLM's piecewise compiler
-        mode = GraphMode.PIECEWISE if piecewise_compiles else GraphMode.NONE
-        reasons.append(NPU_MLA_FULL_GRAPHS_REASON)
+    for unserved, why in (
+        (deployment.model.use_mla, NPU_MLA_FULL_GRAPHS_REASON),
+        (deployment.speculative.method is not None, NPU_SPECULATIVE_FULL_GRAPHS_REASON),
+    ):
+        if mode in _FULL_GRAPHS and unserved:
+            # piecewise graphs need vLLM's piecewise compiler
+            mode = GraphMode.PIECEWISE if piecewise_compiles else GraphMode.NONE
+            reasons.append(why)
     if mode is not GraphMode.NONE and deployment.model.is_moe:
         mode = GraphMode.NONE
         reasons.append(NPU_MOE_GRAPHS_REASON)

@@ -335,6 +335,19 @@ def test_full_graphs_of_an_mla_model_become_piecewise_with_the_reason(mode: Grap
     assert change.reason.endswith(NPU_MLA_FULL_GRAPHS_REASON)
 
 
+def test_full_graphs_with_speculative_decoding_become_piecewise_with_the_reason() -> None:
+    """vLLM drops them too for a backend of UNIFORM_SINGLE_TOKEN_DECODE support; the plan
+    says so first, so the doctor shows the mode the engine runs."""
+    from ascend_core.plan.graph import NPU_SPECULATIVE_FULL_GRAPHS_REASON
+
+    ngram = {"method": "ngram", "num_speculative_tokens": 2}
+    plan = plan_config(npu(speculative=ngram))
+    assert plan.graph_mode is GraphMode.PIECEWISE
+    (change,) = plan.changes_to(fields.GRAPH_MODE)
+    assert (change.old, change.new) == (None, GraphMode.PIECEWISE)
+    assert change.reason.endswith(NPU_SPECULATIVE_FULL_GRAPHS_REASON)
+
+
 def test_an_npu_moe_model_runs_without_graphs_with_the_reason() -> None:
     import attrs
 
