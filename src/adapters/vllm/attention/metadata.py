@@ -122,7 +122,8 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
 
     def _writable_slots(self, slots: torch.Tensor) -> torch.Tensor:
         """vLLM's slots with its padding (-1) sent to the null block, in the persistent
-        slot buffer (one launch on the device; as they are on the host, which skips -1)."""
+        slot buffer (a compare and a select on the device, no read back; as they are on
+        the host, whose write_kv_cache skips -1)."""
         if self._slots is None or self._padding_slots is None:
             return slots
         count = slots.shape[0]
