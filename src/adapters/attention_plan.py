@@ -3,13 +3,14 @@
 Every index is computed from the runner's host copies of the batch (query_start_loc,
 seq_lens) with torch ops over whole tensors, never a loop over tokens; then all of them
 go to the device in one copy (each tensor a view of it). Graph mode can keep the same
-tensors in a persistent buffer of fixed size and copy into it in place instead
-(`_to_device` is that seam).
+tensors in a persistent buffer of fixed size: with `staging` the indices are copied into
+it in place, so a captured step reads the same memory every step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 
 import torch
 from attrs import frozen
@@ -29,6 +30,7 @@ def build_attention_plan(
     slot_mapping: torch.Tensor | None = None,
     on_device: tuple[torch.Tensor, torch.Tensor] | None = None,
     num_decodes: int | None = None,
+    staging: torch.Tensor | None = None,
 ) -> AttentionPlan:
     """The plan of a batch of B = len(seq_lens) sequences.
 
@@ -42,7 +44,12 @@ def build_attention_plan(
     num_decodes: the decode part is the first num_decodes sequences and the prefill part
         the rest (vLLM's MLA split, where a one-token request past the boundary counts as
         a prefill); None: one new token makes a decode, more a prefill.
-    Sequences with no new token are in neither part.
+    staging: a persistent int64 buffer on the device (graph mode): the derived indices
+        are written into it in place (when they fit), so that a step of the same shape
+        finds them at the same addresses; else they go to a fresh device tensor.
+    Sequences with no new token are in neither part, except in a uniform decode batch
+    padded to a captured size (num_actual_tokens == B, at most one new token each): there
+    every sequence is a decode row, a padding one with its context length (vLLM's 0).
     """
     num_seqs = seq_lens.shape[0]
     qsl = query_start_loc[: num_seqs + 1].to(_I64)
@@ -53,10 +60,17 @@ def build_attention_plan(
     qsl_host = tuple(int(v) for v in qsl.tolist())
     lens_host = tuple(int(v) for v in lens.tolist())
     host_parts: list[_HostPart | None]
-    one_each = num_seqs > 0 and qsl_host == tuple(range(num_seqs + 1))
-    if one_each and (num_decodes is None or num_decodes == num_seqs):
-        # Every sequence one new token (a decode step): the indices are the identity.
-        host_parts = [_all_decodes(qsl, q_lens, lens, lens_host), None]
+    # Every sequence one new token (a decode step), or a decode step padded to a captured
+    # size (padding sequences have none, padding tokens past them): the indices are the
+    # identity over all B sequences, the same for every step of that size.
+    one_each = (
+        num_seqs > 0
+        and n_tok == num_seqs
+        and all(b - a <= 1 for a, b in pairwise(qsl_host))
+        and (num_decodes is None or num_decodes == num_seqs)
+    )
+    if one_each:
+        host_parts = [_all_decodes(num_seqs, lens, lens_host), None]
     else:
         if num_decodes is None:
             first, rest = q_lens == 1, q_lens > 1
@@ -76,7 +90,7 @@ def build_attention_plan(
         token_seqs, token_lens = _token_rows(qsl, q_lens, lens)
     if token_seqs is not None and token_lens is not None:
         staged += [token_seqs, token_lens]
-    moved = iter(_to_device(staged, block_table.device))
+    moved = iter(_to_device(staged, block_table.device, staging))
     batch_qsl, batch_lens = on_device if on_device is not None else (next(moved), next(moved))
     parts = [None if part is None else part.on_device(moved, table) for part in host_parts]
     token_table = None
@@ -100,13 +114,20 @@ def build_attention_plan(
     )
 
 
-def _to_device(host: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+def _to_device(
+    host: list[torch.Tensor], device: torch.device, staging: torch.Tensor | None = None
+) -> list[torch.Tensor]:
     """The int64 host tensors on `device`: one non-blocking copy of all of them from
-    pinned memory (one launch a step, not one a tensor), each a view of it."""
+    pinned memory (one launch a step, not one a tensor), each a view of it; into the front
+    of `staging` in place when they fit there."""
     if device.type == "cpu" or not host:
         return host
     flat = torch.cat([t.reshape(-1) for t in host])
-    on_device = flat.pin_memory().to(device, non_blocking=True)
+    if staging is not None and flat.numel() <= staging.numel():
+        on_device = staging[: flat.numel()]
+        on_device.copy_(flat.pin_memory(), non_blocking=True)
+    else:
+        on_device = flat.pin_memory().to(device, non_blocking=True)
     return list(on_device.split([t.numel() for t in host]))
 
 
@@ -151,17 +172,16 @@ class _HostPart:
         )
 
 
-def _all_decodes(
-    qsl: torch.Tensor, q_lens: torch.Tensor, seq_lens: torch.Tensor, lens_host: tuple[int, ...]
-) -> _HostPart:
-    """The decode part of a step where every sequence has exactly one new token."""
-    rows = torch.arange(q_lens.shape[0])
+def _all_decodes(num_seqs: int, seq_lens: torch.Tensor, lens_host: tuple[int, ...]) -> _HostPart:
+    """The decode part of a step where every sequence has one new token, a padding
+    sequence (of a batch padded to a captured size) the padding token at its row."""
+    rows = torch.arange(num_seqs)
     return _HostPart(
         seqs=rows,
-        actual_query_lens=(1,) * rows.shape[0],
+        actual_query_lens=(1,) * num_seqs,
         actual_seq_lens=lens_host,
-        query_start_loc=qsl,
-        query_lens=q_lens,
+        query_start_loc=torch.arange(num_seqs + 1),
+        query_lens=torch.ones(num_seqs, dtype=_I64),
         seq_lens=seq_lens,
         tokens=rows,
         padded_rows=rows,

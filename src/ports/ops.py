@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import frozen
 
@@ -98,8 +98,10 @@ class AttentionPlan:
         itself); else None.
 
     With fixed maximum sizes, every tensor here can live in a persistent buffer written
-    in place each step (graph mode): padding sequences have no new token (in no part),
-    padding tokens slot -1 (which write_kv_cache must then skip on every device).
+    in place each step (graph mode). A uniform decode batch padded to a captured size
+    (num_actual_tokens == B) has every sequence in the decode part: a padding sequence
+    with context length 0 and the padding token at its row; the backend gives padding
+    tokens a slot that no request owns (vLLM's null block), never -1.
     """
 
     query_start_loc: torch.Tensor
@@ -173,9 +175,10 @@ class Ops(abc.ABC):
     ) -> None:
         """Store key/value [T, Hk, D] at flat slots (block * block_size + offset).
 
-        Rows past len(slot_mapping) are padding. Every slot given must be a cache slot:
-        vLLM pads with -1 only past num_actual_tokens, where the backend cuts the
-        mapping (the host adapter also skips -1; a device adapter need not check).
+        Rows past len(slot_mapping) are padding. Every slot given must be a cache slot,
+        each at most once: vLLM pads with -1, which the backend cuts at
+        num_actual_tokens or (a batch padded to a captured graph size) sends to slots of
+        vLLM's null block (the host adapter also skips -1; a device adapter need not check).
         """
 
     @abc.abstractmethod
@@ -195,3 +198,11 @@ class Ops(abc.ABC):
         0 .. seq_len - q_len + i. Covers prefill, decode and chunked prefill.
         Writes [T, Hq, D] into `out` and returns it.
         """
+
+    def graph_host_arguments(self, plan: AttentionPlan) -> list[dict[str, Any]]:
+        """The host-side arguments of the ops `paged_attention` launches for `plan`, one
+        dict per launch in launch order, keyed by the op's parameter names: what a
+        captured graph's updatable ops must be given before they run again
+        (DeviceGraphs.update). Empty on a device whose ops read all of the plan from
+        device memory."""
+        return []

@@ -112,7 +112,9 @@ class DeviceGraphs(abc.ABC):
     @abc.abstractmethod
     def update(self, graph: Any, host_arguments: list[dict[str, Any]]) -> None:
         """New host-side arguments for the updatable ops of `graph` (one dict per op, in
-        capture order, or one for all), taken by the next replay."""
+        capture order, or one for all). A replay runs each such op once its update has
+        come (torch_npu's auto-dispatch capture puts a wait before it), so a caller may
+        replay first and update while the replay's earlier work runs."""
 
     @abc.abstractmethod
     def weak_ref(self, tensor: torch.Tensor) -> torch.Tensor:

@@ -153,6 +153,36 @@ def test_the_mla_split_is_by_position(needs: AttentionPlanNeeds) -> None:
     assert plan.decode is None and plan.prefill is not None
 
 
+@pytest.mark.parametrize("needs", [AttentionPlanNeeds(), HOST], ids=["npu", "host"])
+def test_a_decode_step_padded_to_a_captured_size_is_decode_rows_of_the_padded_size(
+    needs: AttentionPlanNeeds,
+) -> None:
+    """vLLM's FULL graph padding: 3 decodes padded to 4 (the padding request no token,
+    context 0; the padding token past the real ones): one decode part over all 4, its
+    indices the identity, the same layout as the captured step of 4."""
+    qsl = torch.tensor([0, 1, 2, 3, 3], dtype=torch.int32)
+    lens = torch.tensor([5, 9, 2, 0], dtype=torch.int32)
+    table = torch.arange(8, dtype=torch.int32).reshape(4, 2)
+    plan = build_attention_plan(
+        qsl, lens, table, 4, needs=needs, slot_mapping=torch.tensor([3, 8, 13, 1])
+    )
+    assert plan.prefill is None and plan.decode is not None
+    part = plan.decode
+    assert part.actual_query_lens == (1, 1, 1, 1) and part.actual_seq_lens == (5, 9, 2, 0)
+    for name in ("seqs", "tokens", "padded_rows", "gather"):
+        assert getattr(part, name).tolist() == [0, 1, 2, 3], name
+    assert part.query_start_loc.tolist() == [0, 1, 2, 3, 4]
+    assert part.block_table.tolist() == table.tolist()
+    assert plan.num_actual_tokens == 4 and plan.slot_mapping is not None
+    assert plan.slot_mapping.tolist() == [3, 8, 13, 1]
+    captured = build_attention_plan(
+        torch.arange(5, dtype=torch.int32), torch.ones(4, dtype=torch.int32), table, needs=needs
+    )
+    assert captured.decode is not None
+    for name in ("seqs", "tokens", "padded_rows", "gather", "query_start_loc", "query_lens"):
+        assert getattr(captured.decode, name).tolist() == getattr(part, name).tolist(), name
+
+
 def test_padding_rows_take_the_row_past_the_last_token() -> None:
     plan = _check([2, 5], [2, 9], HOST, pad_tokens=3)
     assert plan.prefill is not None

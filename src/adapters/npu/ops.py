@@ -9,6 +9,7 @@ docs shipped in the wheel (torch_npu/_op_plugin_docs.py).
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 import torch
 
@@ -221,6 +222,18 @@ class NpuOps(Ops):
             rows = rows.index_select(0, part.padded_rows)
             out.index_copy_(0, part.tokens, rows.to(out.dtype))
         return out
+
+    def graph_host_arguments(self, plan: AttentionPlan) -> list[dict[str, Any]]:
+        """The lengths lists of each npu_fused_infer_attention_score call paged_attention
+        makes for `plan` (a part each): a captured graph replays the op with the lists it
+        was captured with unless NPUGraph.update gives it these."""
+        return [
+            {
+                "actual_seq_lengths": list(part.actual_query_lens),
+                "actual_seq_lengths_kv": list(part.actual_seq_lens),
+            }
+            for part in plan.parts
+        ]
 
     def _causal_mask(self, device: torch.device) -> torch.Tensor:
         mask = self._masks.get(device)

@@ -4,8 +4,8 @@ The pattern of vLLM's own XPU runner: the GPU runner unchanged in its math and b
 (device tensors with pinned host staging and non-blocking copies), constructed and run
 inside the runtime's `runner_scope`, which binds the torch.cuda stream, event and graph
 names it calls to the device's API and restores them on exit. NpuGraphWrapper is the
-static graph wrapper the platform names: vLLM's capture/replay decisions, carried out
-through the runtime port's graphs.
+static graph wrapper the platform names (and the one the runner's FULL graphs go
+through): vLLM's capture/replay decisions, carried out through the runtime port's graphs.
 """
 
 from __future__ import annotations
@@ -50,6 +50,18 @@ class NpuModelRunner(GPUModelRunner):
         self._runtime = runtime
         with runtime.runner_scope():
             super().__init__(vllm_config, device)
+
+    def load_model(self, *args: Any, **kwargs: Any) -> None:
+        """GPUModelRunner.load_model; the whole-model FULL graph wrapper it makes is vLLM's
+        CUDAGraphWrapper (not the platform's), so it is remade as NpuGraphWrapper: the
+        graphs are captured through the runtime port and the attention op's host-side
+        lengths updated at each replay."""
+        super().load_model(*args, **kwargs)
+        model = self.model
+        if type(model) is CUDAGraphWrapper:
+            self.model = NpuGraphWrapper(
+                model.runnable, self.vllm_config, model.runtime_mode, model.cudagraph_options
+            )
 
     # Each of these creates or waits on streams and events (the async output copy, the
     # transfer event of the sampled ids, the dummy and profiling batches, graph capture).
@@ -114,10 +126,14 @@ class NpuGraphWrapper(CUDAGraphWrapper):
         entry = self.concrete_cudagraph_entries.get(key)
         if entry is None:
             entry = self.concrete_cudagraph_entries[key] = CUDAGraphEntry(batch_descriptor=key)
+        full = self.runtime_mode == CUDAGraphMode.FULL
         if entry.cudagraph is not None:
-            # PIECEWISE only (plan/graph.py): attention runs eagerly between the pieces,
-            # so no host-side argument of a captured op changes between replays.
+            # PIECEWISE: attention runs eagerly between the pieces. FULL: the attention
+            # op inside reads its lengths from host lists captured with it, which the
+            # update gives this step's (the replay waits for it at each such op).
             self._graphs.replay(entry.cudagraph)
+            if full:
+                self._graphs.update(entry.cudagraph, _host_arguments(context.attn_metadata))
             return entry.output
         validate_cudagraph_capturing_enabled()
         graph = self._graphs.new_graph()
@@ -127,7 +143,9 @@ class NpuGraphWrapper(CUDAGraphWrapper):
                 # Piecewise capture takes one graph per layer: gc once, for the first.
                 stack.enter_context(patch("gc.collect", lambda *a, **k: None))
                 stack.enter_context(patch("torch.accelerator.empty_cache", lambda *a, **k: None))
-            stack.enter_context(self._graphs.capture(graph, self.graph_pool, stream))
+            stack.enter_context(
+                self._graphs.capture(graph, self.graph_pool, stream, updatable=full)
+            )
             output = self.runnable(*args, **kwargs)
             if self.cudagraph_options.weak_ref_output:
                 output = self._weak(output)
@@ -135,3 +153,31 @@ class NpuGraphWrapper(CUDAGraphWrapper):
         entry.cudagraph = graph
         compilation_counter.num_cudagraph_captured += 1
         return output
+
+
+def _host_arguments(attn_metadata: Any) -> list[dict[str, Any]]:
+    """The host-side arguments of the attention ops of one step, in the order the layers
+    launched them at capture (the forward context's layer order): the ops port says what
+    its launches take for the step's plan."""
+    from adapters.vllm.attention.metadata import PagedMetadata
+
+    if not isinstance(attn_metadata, dict):
+        raise RuntimeError(
+            "a FULL NPU graph replays with one attention metadata dict per step; got "
+            f"{type(attn_metadata).__name__} (micro-batching is not served with NPU graphs)"
+        )
+    ops = container().ops()
+    by_plan: dict[int, list[dict[str, Any]]] = {}
+    arguments: list[dict[str, Any]] = []
+    for metadata in attn_metadata.values():
+        if not isinstance(metadata, PagedMetadata):
+            raise RuntimeError(
+                f"a FULL NPU graph holds attention of {type(metadata).__name__}, whose "
+                "host-side arguments it cannot update; serve this model with "
+                "-cc.cudagraph_mode=PIECEWISE"
+            )
+        key = id(metadata.paged)
+        if key not in by_plan:
+            by_plan[key] = ops.graph_host_arguments(metadata.paged)
+        arguments += by_plan[key]
+    return arguments

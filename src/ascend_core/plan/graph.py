@@ -88,16 +88,18 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
         )
     asked, reasons = graph_mode, []
     if graph_mode is None:
-        graph_mode = GraphMode.PIECEWISE
         if comp.mode not in (None, CompileMode.VLLM_COMPILE):
             graph_mode = GraphMode.NONE
-        reasons.append(
-            "unset; PIECEWISE captures NPU graphs between attention layers and needs no "
-            "full-graph support from the attention backend"
-            if graph_mode is GraphMode.PIECEWISE
-            else f"unset; piecewise graphs need compilation mode VLLM_COMPILE, not "
-            f"{comp.mode.name if comp.mode else 'unset'}"
-        )
+            reasons.append(
+                f"unset; piecewise graphs need compilation mode VLLM_COMPILE, not "
+                f"{comp.mode.name if comp.mode else 'unset'}"
+            )
+        elif deployment.model.use_mla:
+            graph_mode = GraphMode.FULL_DECODE_ONLY
+            reasons.append(DEFAULT_MLA_REASON)
+        else:
+            graph_mode = GraphMode.FULL_AND_PIECEWISE
+            reasons.append(DEFAULT_DENSE_REASON)
     elif graph_mode.needs_piecewise_compile and comp.mode not in (None, CompileMode.VLLM_COMPILE):
         assert comp.mode is not None
         reasons.append(
@@ -128,17 +130,46 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
     )
 
 
-# The full-graph modes the NPU's attention backends capture today: none yet (their
-# per-step plan is rebuilt in fresh tensors, and the fused attention op's host-side
-# lengths need the graph update API before each replay). Add a mode when it is served.
-NPU_FULL_GRAPH_MODES: frozenset[GraphMode] = frozenset()
-NPU_FULL_GRAPHS_REASON = (
-    "the NPU attention backends do not capture full graphs yet (the attention plan is not "
-    "in persistent buffers and the fused attention op's host-side lengths are not updated "
-    "before a replay); PIECEWISE captures everything between the attention layers"
+# The full-graph modes the NPU's attention backends capture: the paged backend's uniform
+# decode steps whole (its metadata in persistent buffers, the fused attention op's
+# host-side lengths updated before each replay). FULL (mixed batches whole too) is not:
+# a prefill's padded query and causal mask change shape with the batch.
+NPU_FULL_GRAPH_MODES: frozenset[GraphMode] = frozenset(
+    {GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE}
+)
+DEFAULT_DENSE_REASON = (
+    "unset; FULL_AND_PIECEWISE (vllm-ascend's default since v0.23) captures each uniform "
+    "decode step whole, attention inside, and every other step in pieces between the "
+    "attention layers"
+)
+DEFAULT_MLA_REASON = (
+    "unset; FULL_DECODE_ONLY is vllm-ascend's default for MLA models (each uniform decode "
+    "step captured whole)"
+)
+NPU_FULL_MIXED_REASON = (
+    "the NPU attention backends capture full graphs of uniform decode steps only (a "
+    "prefill's padded query and causal mask change shape with the batch); mixed steps run "
+    "in pieces between the attention layers"
+)
+# vLLM's resolve_cudagraph_mode_and_sizes drops full decode graphs with spec decoding for
+# a backend below UNIFORM_BATCH: said here, so the doctor shows what the engine runs.
+NPU_SPECULATIVE_FULL_GRAPHS_REASON = (
+    "with speculative decoding a decode step verifies 1 + num_speculative_tokens tokens a "
+    "request, and the NPU paged backend captures full graphs of one-token decode steps "
+    "only (UNIFORM_SINGLE_TOKEN_DECODE); PIECEWISE captures everything between the "
+    "attention layers"
+)
+NPU_MLA_FULL_GRAPHS_REASON = (
+    "the NPU MLA backend does not capture full graphs yet (its per-step plan is not in "
+    "persistent buffers and its ops' host-side lengths are not updated before a replay); "
+    "PIECEWISE captures everything between the attention layers"
 )
 # MoE layers capture: routing, permutation, grouped matmuls and combine keep fixed shapes
 # (T*k rows, padding past the routed count) and read nothing back (adapters/npu/moe.py).
+NPU_MOE_FULL_GRAPHS_REASON = (
+    "full graphs of MoE models are not proven on the emulated NPU yet (only their pieces "
+    "are); PIECEWISE captures the MoE layers inside the pieces"
+)
 NPU_MOE_PIECEWISE_REASON = (
     "the MoE layers are captured inside the pieces (fixed-size routing, nothing read back)"
 )
@@ -155,12 +186,20 @@ NPU_PARALLEL_GRAPHS_REASON = (
 def _npu_serves(deployment: Deployment, mode: GraphMode) -> tuple[GraphMode, list[str]]:
     """The graph mode the NPU's backends and layers can capture, and why it differs."""
     reasons: list[str] = []
+    piecewise_compiles = deployment.compilation.mode in (None, CompileMode.VLLM_COMPILE)
     if mode in _FULL_GRAPHS and mode not in NPU_FULL_GRAPH_MODES:
-        mode = GraphMode.PIECEWISE
-        comp_mode = deployment.compilation.mode
-        if comp_mode not in (None, CompileMode.VLLM_COMPILE):
-            mode = GraphMode.NONE  # piecewise graphs need vLLM's piecewise compiler
-        reasons.append(NPU_FULL_GRAPHS_REASON)
+        # vLLM does the same for a backend of UNIFORM_SINGLE_TOKEN_DECODE support.
+        mode = GraphMode.FULL_AND_PIECEWISE if piecewise_compiles else GraphMode.FULL_DECODE_ONLY
+        reasons.append(NPU_FULL_MIXED_REASON)
+    for unserved, why in (
+        (deployment.model.use_mla, NPU_MLA_FULL_GRAPHS_REASON),
+        (deployment.speculative.method is not None, NPU_SPECULATIVE_FULL_GRAPHS_REASON),
+        (deployment.model.is_moe, NPU_MOE_FULL_GRAPHS_REASON),
+    ):
+        if mode in _FULL_GRAPHS and unserved:
+            # piecewise graphs need vLLM's piecewise compiler
+            mode = GraphMode.PIECEWISE if piecewise_compiles else GraphMode.NONE
+            reasons.append(why)
     par = deployment.parallel
     if mode is not GraphMode.NONE and not NPU_PARALLEL_GRAPHS and max(par.tp, par.pp, par.dp) > 1:
         mode = GraphMode.NONE

@@ -8,9 +8,12 @@ device type npu (in host memory). An emulator, not Ascend hardware.
 
 Run as: python generate_run.py {host,npu} MODEL_DIR [TENSOR_PARALLEL_SIZE [DTYPE]]
 (TP=2: one emulated device per rank, the ranks reducing through host gloo.)
-With GENERATE_GRAPH_MODE=PIECEWISE (or another cudagraph_mode) in the environment the
-engine runs without enforce_eager in that graph mode, capturing CAPTURE_SIZES, and the
-result carries what was captured and replayed (GENERATE_LENGTHS: other prompt lengths).
+With GENERATE_GRAPH_MODE=PIECEWISE (or another cudagraph_mode, or DEFAULT for the plan's
+choice) in the environment the engine runs without enforce_eager in that graph mode,
+capturing CAPTURE_SIZES, and the result carries what was captured and replayed and the
+per decode step counters (GENERATE_LENGTHS: other prompt lengths).
+GENERATE_STALE_GRAPH_ARGUMENTS=1: the runtime's graphs forget the attention op's
+parameter update (unit.fakes.graphs), as a backend that skips it would.
 """
 
 from __future__ import annotations
@@ -48,21 +51,24 @@ def prompts(seed: int = 0, lengths: tuple[int, ...] = LENGTHS) -> list[list[int]
 
 def decode_step_costs(llm: object) -> dict[str, float]:
     """The emulated device's counters per decode step of a batch of 8: a run of
-    1 + DECODE_STEPS tokens minus a run of 1 token, over fresh prompts of equal lengths
-    (so both prefill alike, with no prefix-cache hit), divided by DECODE_STEPS."""
+    1 + DECODE_STEPS tokens minus a run of 1 token, over fresh prompts of 8 tokens (all 8
+    prefill in one step of max_num_batched_tokens=64, with no prefix-cache hit, so the
+    extra steps are all decode steps of 8), divided by DECODE_STEPS; `op:NAME` counts
+    each op launched from the host (those that launched any)."""
     from vllm import SamplingParams, TokensPrompt
 
-    from support.emulated_npu_device import counters, reset_counters
+    from support.emulated_npu_device import counters, op_counts, reset_counters
 
     def run(seed: int, tokens: int) -> dict[str, int]:
-        batch = [TokensPrompt(prompt_token_ids=p) for p in prompts(seed, (20,) * 8)]
+        batch = [TokensPrompt(prompt_token_ids=p) for p in prompts(seed, (8,) * 8)]
         params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
         reset_counters()
         llm.generate(batch, params, use_tqdm=False)  # type: ignore[attr-defined]
-        return counters()
+        return {**counters(), **{f"op:{k}": v for k, v in op_counts().items()}}
 
     one, more = run(101, 1), run(102, 1 + DECODE_STEPS)
-    return {k: (more[k] - one[k]) / DECODE_STEPS for k in one}
+    steps = {k: (more.get(k, 0) - one.get(k, 0)) / DECODE_STEPS for k in {*one, *more}}
+    return {k: v for k, v in sorted(steps.items()) if v or not k.startswith("op:")}
 
 
 def describe(wrapper: object) -> dict[str, object]:
@@ -109,17 +115,23 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process
     os.environ["VLLM_ASCEND_DEVICE"] = "cpu" if device == "host" else "npu"
     torch_npu = emulate_npu() if device == "npu" else None
+    if torch_npu is not None and os.environ.get("GENERATE_STALE_GRAPH_ARGUMENTS"):
+        from adapters.container import container
+        from unit.fakes.graphs import StaleGraphsRuntime
+
+        runtime = container().npu_device.runtime
+        runtime.override(StaleGraphsRuntime(runtime()))
     from vllm import LLM, SamplingParams, TokensPrompt
     from vllm.compilation.counter import compilation_counter
     from vllm.platforms import current_platform
 
     graph_mode = os.environ.get("GENERATE_GRAPH_MODE")
     lengths = tuple(int(n) for n in os.environ.get("GENERATE_LENGTHS", "").split(",") if n)
-    graphs: dict[str, object] = (
-        {"compilation_config": {"cudagraph_mode": graph_mode,
-                                "cudagraph_capture_sizes": CAPTURE_SIZES}}
-        if graph_mode else {}
-    )
+    # GENERATE_GRAPH_MODE=DEFAULT: no cudagraph_mode given, the plan's choice.
+    compilation: dict[str, object] = {"cudagraph_capture_sizes": CAPTURE_SIZES}
+    if graph_mode and graph_mode != "DEFAULT":
+        compilation["cudagraph_mode"] = graph_mode
+    graphs: dict[str, object] = {"compilation_config": compilation} if graph_mode else {}
     llm = LLM(
         model=model,
         dtype=dtype,  # the NPU attention op takes fp16/bf16 queries only
@@ -152,6 +164,7 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
             "capture_sizes": compilation.cudagraph_capture_sizes,
             "captured": captured,
             "counters": counters() if device == "npu" else {},
+            "decode_step": decode_step_costs(llm) if device == "npu" else {},
         }), flush=True)
         return
     outputs = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]

@@ -1,22 +1,33 @@
 """LLM.generate on the emulated NPU with NPU graphs (no enforce_eager) gives the eager ids.
 
-Each run is one engine in a fresh process (generate_run.py with GENERATE_GRAPH_MODE):
-vLLM compiles the model piecewise (the NPU platform's "eager" compile backend) and
-captures graphs for sizes 1, 2, 4 and 8 through the platform's static graph wrapper
-(adapters.vllm.npu_model_runner.NpuGraphWrapper on the runtime port's NPUGraph). The
-emulated device records what a capture launches and refuses what a real capture refuses
-(a device-to-host read, a sync); replays run the record again over the same memory.
+Each run is one engine in a fresh process (generate_run.py with GENERATE_GRAPH_MODE),
+started once for the module: vLLM compiles the model piecewise (the NPU platform's
+"eager" compile backend) and captures graphs for sizes 1, 2, 4 and 8 through the
+platform's static graph wrapper (adapters.vllm.npu_model_runner.NpuGraphWrapper on the
+runtime port's NPUGraph). The emulated device records what a capture launches and refuses
+what a real capture refuses (a device-to-host read, a sync); replays run the record again
+over the same memory, torch_npu ops with the host-side lists they were captured with
+unless NPUGraph.update gave them new ones.
+
+- PIECEWISE: the pieces between the attention layers; attention runs eagerly.
+- FULL_DECODE_ONLY: each uniform decode step is one graph, attention inside: its plan in
+  the builder's persistent buffers, the fused attention op's lengths updated after each
+  replay is launched. Other steps run compiled, without graphs.
+- FULL_AND_PIECEWISE (the plan's default for a dense model): decode steps whole, the
+  other steps in pieces.
 
 Prompts of five different lengths (1 to 150 tokens) finish prefill at different steps and
-decode together in batches of 3 to 5 requests, padded to the captured 4 and 8: their
-greedy ids must equal the eager NPU run's and the host's, in both passes (the second
-finds the 150-token prompt's first block in the prefix cache).
-bf16, block 128, chunked prefill (the 150-token prompt, 64 tokens a step). An emulator,
-not Ascend hardware.
+decode together in batches of 3 to 5 requests, padded to the captured 4 and 8 (the
+padding request attends to nothing, its token writes to vLLM's null block): their greedy
+ids must equal the eager NPU run's and the host's, in both passes (the second finds the
+150-token prompt's first block in the prefix cache). bf16, block 128, chunked prefill
+(the 150-token prompt, 64 tokens a step). A run whose graphs forget the parameter update
+(unit.fakes.graphs) gives other ids. An emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -24,18 +35,42 @@ import pytest
 from integration.npu.test_generate_on_emulated_npu import _result, _start
 
 LENGTHS = "5,40,1,150,20"
-# style -> the graph mode the operator asks for. Qwen3 asks FULL_DECODE_ONLY, which the
-# NPU's attention cannot capture yet: the plan serves it as PIECEWISE, logged with its
-# reason (ascend_core/plan/graph.py), never silently as NONE.
-ASKED = {"llama": "PIECEWISE", "qwen3": "FULL_DECODE_ONLY"}
-HOST_TOO = ("llama",)  # the host's ids once; the eager NPU run equals them for every style
+DEFAULT = "DEFAULT"  # no cudagraph_mode given: the plan's choice
+STALE = "FULL_DECODE_ONLY, update skipped"
+# (style, what the operator asks) -> the graph mode the engine runs.
+GRAPH_RUNS: dict[tuple[str, str], str] = {
+    ("llama", "PIECEWISE"): "PIECEWISE",
+    ("llama", "FULL_DECODE_ONLY"): "FULL_DECODE_ONLY",
+    ("llama", "FULL_AND_PIECEWISE"): "FULL_AND_PIECEWISE",
+    ("qwen3", DEFAULT): "FULL_AND_PIECEWISE",  # vllm-ascend's default for a dense model
+    ("qwen3", "FULL_DECODE_ONLY"): "FULL_DECODE_ONLY",
+}
+STYLES = ("llama", "qwen3")
+CAPTURE_SIZES = [1, 2, 4, 8]
+# Graphs per size: 2 layers make 3 pieces (between and around attention); a full graph
+# is one.
+PIECES = 3
+CAPTURED = {
+    "PIECEWISE": PIECES * len(CAPTURE_SIZES),
+    "FULL_DECODE_ONLY": len(CAPTURE_SIZES),
+    "FULL_AND_PIECEWISE": (PIECES + 1) * len(CAPTURE_SIZES),
+}
+# Ops a FULL decode step of batch 8 launches outside its one replay: vLLM's input
+# preparation (ids, positions, the batch's offsets, lengths and block table, staged and
+# copied in), the logits and the greedy sample, the step plan's one staged copy and its
+# slot mapping; none of the model's own. (Eager: every op of the model too.)
+OUTSIDE_FULL_REPLAY = 32
 
 
-def _start_graph(device: str, model: str, mode: str | None) -> Any:
-    import os
-
-    saved = {k: os.environ.get(k) for k in ("GENERATE_GRAPH_MODE", "GENERATE_LENGTHS")}
+def _start_graph(device: str, model: str, mode: str | None, stale: bool = False) -> Any:
+    saved = {
+        k: os.environ.get(k)
+        for k in ("GENERATE_GRAPH_MODE", "GENERATE_LENGTHS", "GENERATE_STALE_GRAPH_ARGUMENTS")
+    }
     os.environ["GENERATE_LENGTHS"] = LENGTHS
+    os.environ.pop("GENERATE_STALE_GRAPH_ARGUMENTS", None)
+    if stale:
+        os.environ["GENERATE_STALE_GRAPH_ARGUMENTS"] = "1"
     if mode:
         os.environ["GENERATE_GRAPH_MODE"] = mode
     else:
@@ -52,49 +87,91 @@ def _start_graph(device: str, model: str, mode: str | None) -> Any:
 
 @pytest.fixture(scope="module")
 def graph_runs(npu_model_dirs: dict[str, str]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    keys = [(device, style, "eager") for style in HOST_TOO for device in ("host",)]
-    keys += [("npu", style, "eager") for style in ASKED]
-    keys += [("npu", style, mode) for style, mode in ASKED.items()]
+    """Every engine of this module, started once: (device, style, asked mode)."""
+    keys = [("host", style, "eager") for style in STYLES]
+    keys += [("npu", style, "eager") for style in STYLES]
+    keys += [("npu", style, asked) for style, asked in GRAPH_RUNS]
+    keys += [("npu", "llama", STALE)]
     done: dict[tuple[str, str, str], dict[str, Any]] = {}
     for at in range(0, len(keys), 3):  # a few engines at a time: a small machine
-        procs = {
-            key: _start_graph(
-                key[0], npu_model_dirs[key[1]], None if key[2] == "eager" else key[2]
-            )
-            for key in keys[at : at + 3]
-        }
+        procs = {}
+        for key in keys[at : at + 3]:
+            device, style, asked = key
+            mode = {"eager": None, DEFAULT: "DEFAULT", STALE: "FULL_DECODE_ONLY"}.get(asked, asked)
+            procs[key] = _start_graph(device, npu_model_dirs[style], mode, stale=asked == STALE)
         done.update({key: _result(proc) for key, proc in procs.items()})
+    for key, result in done.items():  # the per decode step costs, shown with -s
+        step = {k: v for k, v in result.get("decode_step", {}).items() if not k.startswith("op:")}
+        print("decode step of 8,", *key, step)
     return done
 
 
-@pytest.mark.parametrize("style", list(ASKED))
-def test_npu_graphs_are_captured_and_give_the_eager_ids(graph_runs, style: str) -> None:
+@pytest.mark.parametrize(("style", "asked"), list(GRAPH_RUNS), ids="-".join)
+def test_npu_graphs_are_captured_and_give_the_eager_and_the_host_ids(
+    graph_runs, style: str, asked: str
+) -> None:
     eager = graph_runs["npu", style, "eager"]
-    graphs = graph_runs["npu", style, ASKED[style]]
-    # What runs is PIECEWISE (FULL_DECODE_ONLY served as PIECEWISE, with its reason).
-    assert graphs["graph_mode"] == "PIECEWISE"
-    assert graphs["capture_sizes"] == [1, 2, 4, 8]
-    # One graph per piece (2 layers: 3 pieces between and around attention) and size.
-    assert graphs["captured"] == 3 * 4
+    graphs = graph_runs["npu", style, asked]
+    mode = GRAPH_RUNS[style, asked]
+    assert graphs["graph_mode"] == mode
+    assert graphs["capture_sizes"] == CAPTURE_SIZES
+    assert graphs["captured"] == CAPTURED[mode]
     assert eager["captured"] == 0 and eager["counters"]["graph_replays"] == 0
-    # Each decode step after the first prefill replays its pieces; nothing is captured
-    # while serving (a capture refused or made late would show here).
+    # Decode steps replay what was captured; nothing is captured while serving (a capture
+    # refused or made late would show here).
     counters = graphs["counters"]
-    assert counters["graph_replays"] > 0 and counters["graph_replays"] % 3 == 0
-    assert counters["graph_captures"] == 0 and counters["graph_replayed_ops"] > 0
+    assert counters["graph_replays"] > 0 and counters["graph_replayed_ops"] > 0
+    assert counters["graph_captures"] == 0
+    if mode == "PIECEWISE":
+        assert counters["graph_replays"] % PIECES == 0
     # Fewer ops launched from the host than eager, the same reads back.
     assert counters["fallback_ops"] < eager["counters"]["fallback_ops"]
     assert counters["d2h_copies"] == eager["counters"]["d2h_copies"]
     assert counters["scalar_reads"] == 0
     assert graphs["runs"] == eager["runs"] and len(graphs["runs"]) == 2
+    assert graphs["runs"] == graph_runs["host", style, "eager"]["runs"]
     assert graphs["cached_tokens"] == [0, 0, 0, 128, 0] == eager["cached_tokens"]
-    if style in HOST_TOO:
-        assert eager["runs"] == graph_runs["host", style, "eager"]["runs"]
 
 
-def test_the_doctor_reports_the_graph_mode_the_engine_runs(graph_runs, npu_model_dirs) -> None:
+@pytest.mark.parametrize("asked", ["FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"])
+def test_a_full_decode_step_is_one_replay_and_a_handful_of_launches(graph_runs, asked) -> None:
+    """Per decode step of a batch of 8 (captured size 8): one graph replay, the model's
+    ops all inside it, the sampled ids the one read back."""
+    step = graph_runs["npu", "llama", asked]["decode_step"]
+    eager = graph_runs["npu", "llama", "eager"]["decode_step"]
+    piecewise = graph_runs["npu", "llama", "PIECEWISE"]["decode_step"]
+    assert step["graph_replays"] == 1
+    assert step["fallback_ops"] <= OUTSIDE_FULL_REPLAY, step
+    assert step["fallback_ops"] < piecewise["fallback_ops"] < eager["fallback_ops"]
+    assert piecewise["graph_replays"] == PIECES
+    for costs in (step, piecewise, eager):
+        assert (costs["d2h_copies"], costs["scalar_reads"], costs["dynamic_shape_ops"]) == (
+            1,
+            0,
+            0,
+        )
+    # The attention op runs inside the replay: launched from the host in no decode step.
+    assert not any(k.startswith("op:") and "fused_infer_attention" in k for k in step)
+    assert any(k.startswith("op:") and "fused_infer_attention" in k for k in piecewise)
+
+
+def test_full_graphs_whose_attention_lengths_are_not_updated_give_other_ids(graph_runs) -> None:
+    """The same FULL_DECODE_ONLY run with the runtime's graphs forgetting the update
+    (unit.fakes.graphs): each replay's attention reads the lengths of its capture."""
+    stale = graph_runs["npu", "llama", STALE]
+    assert stale["graph_mode"] == "FULL_DECODE_ONLY" and stale["captured"] == 4
+    assert stale["counters"]["graph_replays"] > 0
+    eager = graph_runs["npu", "llama", "eager"]["runs"]
+    assert stale["runs"] != eager
+    # The first token comes from the prefill, which runs without graphs.
+    assert [r[0] for r in stale["runs"][0]] == [r[0] for r in eager[0]]
+
+
+@pytest.mark.parametrize(("style", "asked"), list(GRAPH_RUNS), ids="-".join)
+def test_the_doctor_reports_the_graph_mode_the_engine_runs(
+    graph_runs, npu_model_dirs, style: str, asked: str
+) -> None:
     import json
-    import os
     import subprocess
     import sys
     from pathlib import Path
@@ -104,16 +181,18 @@ def test_the_doctor_reports_the_graph_mode_the_engine_runs(graph_runs, npu_model
     env = child_env({k: v for k, v in os.environ.items() if not k.startswith("VLLM_ASCEND_")})
     env["VLLM_ASCEND_DEVICE"] = "npu"
     doctor = Path(sys.executable).with_name("ascend-doctor")
-    args = ["--dtype", "bfloat16", "--block-size", "128",
-            f"-cc.cudagraph_mode={ASKED['qwen3']}", "-cc.cudagraph_capture_sizes=[1,2,4,8]"]
-    done = subprocess.run([str(doctor), "plan", "--json", "--", npu_model_dirs["qwen3"], *args],
+    args = ["--dtype", "bfloat16", "--block-size", "128", "-cc.cudagraph_capture_sizes=[1,2,4,8]"]
+    if asked != DEFAULT:
+        args.append(f"-cc.cudagraph_mode={asked}")
+    done = subprocess.run([str(doctor), "plan", "--json", "--", npu_model_dirs[style], *args],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.stdout.lstrip().startswith("{"), done.stderr[-2000:]
     data = json.loads(done.stdout)["data"]
     plan = data["plan"]
-    engine = graph_runs["npu", "qwen3", ASKED["qwen3"]]
+    engine = graph_runs["npu", style, asked]
     assert f"npu_graph_mode={engine['graph_mode']}," in plan, plan
     assert data["execution"]["graph_mode"] == engine["graph_mode"]  # what runs, not asked
     assert data["graphs"]["mode"] == engine["graph_mode"]
     assert data["graphs"]["capture_sizes"] == engine["capture_sizes"]
-    assert f"cudagraph_mode: {ASKED['qwen3']} -> {engine['graph_mode']}" in plan
+    if asked == DEFAULT:  # the plan's choice is a change from unset, with its reason
+        assert f"cudagraph_mode: unset -> {engine['graph_mode']} (unset; " in plan, plan

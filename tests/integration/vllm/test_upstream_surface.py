@@ -70,6 +70,10 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
     ("vllm.config:KVTransferConfig.kv_load_failure_policy", "logged with a failed load"),
     ("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector:"
      "MooncakeConnector.request_finished_all_groups", "the scheduler calls it (HMA)"),
+    ("vllm.forward_context:ForwardContext.attn_metadata",
+     "a FULL graph's replay updates the attention ops' host lengths from the step's plans"),
+    ("vllm.config:SchedulerConfig.max_num_batched_tokens",
+     "the paged builder's persistent slot buffer"),
     # Attention: read in the metadata builders.
     ("vllm.v1.attention.backend:CommonAttentionMetadata.seq_lens_cpu_upper_bound",
      "host-side seq lens for the NPU step plan and the MLA lengths (exact unless "
@@ -114,6 +118,7 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.attention.mla_metadata:MlaMetadata.decode",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill_has_context",
+    "adapters.vllm.attention.metadata:PagedMetadataBuilder._writable_slots",
     "adapters.vllm.communicator:NpuDeviceCommunicator._staged",
     "adapters.vllm.kv_connector:MooncakeConnectorV1._forget",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routed_experts",

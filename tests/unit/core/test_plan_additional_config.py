@@ -115,7 +115,8 @@ def test_npugraph_ex_and_static_kernels_written_true_are_two_warnings() -> None:
     """Static kernels need npugraph_ex (vllm_ascend compiles them per captured shape through
     it): with the backend unbound, both switches are reported."""
     raw = {"ascend_compilation_config": {"enable_npugraph_ex": True, "enable_static_kernel": True}}
-    plan = plan_config(npu(additional_config=raw))
+    piecewise = {"graph_mode": GraphMode.PIECEWISE, "mode": CompileMode.VLLM_COMPILE}
+    plan = plan_config(npu(compilation=piecewise, additional_config=raw))
     assert plan.graph_mode is GraphMode.PIECEWISE
     assert sum("has no effect: this plugin does not bind" in w for w in plan.warnings) == 2
 

@@ -11,14 +11,33 @@ from ports.device import ChipFamily
 from unit.core.plan_fixtures import host, npu
 
 
-def test_npu_default_is_piecewise_with_a_reason() -> None:
+def test_npu_default_for_a_dense_model_is_full_and_piecewise_with_a_reason() -> None:
+    """vllm-ascend's default since v0.23: decode steps whole, the rest in pieces."""
     plan = plan_config(npu())
+    assert plan.graph_mode is GraphMode.FULL_AND_PIECEWISE
+    (change,) = plan.changes_to(fields.GRAPH_MODE)
+    assert (change.old, change.new) == (None, GraphMode.FULL_AND_PIECEWISE)
+    assert "v0.23" in change.reason
+
+
+def test_npu_default_for_an_mla_model_is_the_references_full_decode_only_served_piecewise() -> (
+    None
+):
+    from ascend_core.plan.graph import NPU_MLA_FULL_GRAPHS_REASON
+    from unit.core.plan_fixtures import mla_model
+
+    plan = plan_config(npu(mla_model(is_moe=False)))  # MoE layers run without graphs
     assert plan.graph_mode is GraphMode.PIECEWISE
     (change,) = plan.changes_to(fields.GRAPH_MODE)
     assert (change.old, change.new) == (None, GraphMode.PIECEWISE)
+    assert change.reason.startswith("unset; FULL_DECODE_ONLY")
+    assert change.reason.endswith(NPU_MLA_FULL_GRAPHS_REASON)
 
 
-@pytest.mark.parametrize("mode", [GraphMode.PIECEWISE, GraphMode.NONE])
+@pytest.mark.parametrize(
+    "mode",
+    [GraphMode.PIECEWISE, GraphMode.NONE, GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE],
+)
 def test_a_users_graph_mode_on_npu_is_kept(mode: GraphMode) -> None:
     plan = plan_config(npu(compilation={"graph_mode": mode, "mode": CompileMode.VLLM_COMPILE}))
     assert plan.graph_mode is mode
@@ -280,36 +299,68 @@ def test_npu_compiling_turns_off_vllms_cuda_fusion_passes_with_the_reason() -> N
 
 
 @pytest.mark.parametrize(
-    "mode", [GraphMode.FULL, GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE]
+    ("compile_mode", "served"),
+    [
+        (CompileMode.VLLM_COMPILE, GraphMode.FULL_AND_PIECEWISE),
+        (CompileMode.NONE, GraphMode.FULL_DECODE_ONLY),
+    ],
 )
-def test_a_full_graph_mode_the_npu_cannot_serve_becomes_piecewise_with_the_reason(
-    mode: GraphMode,
+def test_full_graphs_of_mixed_steps_become_decode_only_full_graphs_with_the_reason(
+    compile_mode: CompileMode, served: GraphMode
 ) -> None:
-    from ascend_core.plan.graph import NPU_FULL_GRAPH_MODES, NPU_FULL_GRAPHS_REASON
+    from ascend_core.plan.graph import NPU_FULL_MIXED_REASON
 
-    if mode in NPU_FULL_GRAPH_MODES:
-        pytest.skip(f"{mode.name} is served on the NPU")
-    plan = plan_config(npu(compilation={"graph_mode": mode, "mode": CompileMode.VLLM_COMPILE}))
-    assert plan.graph_mode is GraphMode.PIECEWISE  # never silently NONE
+    plan = plan_config(npu(compilation={"graph_mode": GraphMode.FULL, "mode": compile_mode}))
+    assert plan.graph_mode is served  # as vLLM does for UNIFORM_SINGLE_TOKEN_DECODE
     (change,) = plan.changes_to(fields.GRAPH_MODE)
     assert (change.old, change.new, change.reason) == (
-        mode,
-        GraphMode.PIECEWISE,
-        NPU_FULL_GRAPHS_REASON,
+        GraphMode.FULL,
+        served,
+        NPU_FULL_MIXED_REASON,
     )
+
+
+@pytest.mark.parametrize(
+    "mode", [GraphMode.FULL, GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE]
+)
+def test_full_graphs_of_an_mla_model_become_piecewise_with_the_reason(mode: GraphMode) -> None:
+    from ascend_core.plan.graph import NPU_MLA_FULL_GRAPHS_REASON
+    from unit.core.plan_fixtures import mla_model
+
+    compilation = {"graph_mode": mode, "mode": CompileMode.VLLM_COMPILE}
+    plan = plan_config(npu(mla_model(is_moe=False), compilation=compilation))
+    assert plan.graph_mode is GraphMode.PIECEWISE  # never silently NONE
+    (change,) = plan.changes_to(fields.GRAPH_MODE)
+    assert (change.old, change.new) == (mode, GraphMode.PIECEWISE)
+    assert change.reason.endswith(NPU_MLA_FULL_GRAPHS_REASON)
+
+
+def test_full_graphs_with_speculative_decoding_become_piecewise_with_the_reason() -> None:
+    """vLLM drops them too for a backend of UNIFORM_SINGLE_TOKEN_DECODE support; the plan
+    says so first, so the doctor shows the mode the engine runs."""
+    from ascend_core.plan.graph import NPU_SPECULATIVE_FULL_GRAPHS_REASON
+
+    ngram = {"method": "ngram", "num_speculative_tokens": 2}
+    plan = plan_config(npu(speculative=ngram))
+    assert plan.graph_mode is GraphMode.PIECEWISE
+    (change,) = plan.changes_to(fields.GRAPH_MODE)
+    assert (change.old, change.new) == (None, GraphMode.PIECEWISE)
+    assert change.reason.endswith(NPU_SPECULATIVE_FULL_GRAPHS_REASON)
 
 
 def test_an_npu_moe_model_captures_piecewise_graphs_with_the_reason() -> None:
     import attrs
 
-    from ascend_core.plan.graph import NPU_MOE_PIECEWISE_REASON
+    from ascend_core.plan.graph import NPU_MOE_FULL_GRAPHS_REASON, NPU_MOE_PIECEWISE_REASON
     from unit.core.plan_fixtures import dense_model
 
     plan = plan_config(npu(attrs.evolve(dense_model(), is_moe=True)))
     assert plan.graph_mode is GraphMode.PIECEWISE
     (change,) = plan.changes_to(fields.GRAPH_MODE)
     assert change.old is None and change.new is GraphMode.PIECEWISE
-    assert change.reason.startswith("unset; PIECEWISE")
+    # what it would have been (the dense default), and why not
+    assert change.reason.startswith("unset; FULL_AND_PIECEWISE")
+    assert NPU_MOE_FULL_GRAPHS_REASON in change.reason
     assert change.reason.endswith(NPU_MOE_PIECEWISE_REASON)
     # A dense model's reason does not mention MoE layers.
     (dense,) = plan_config(npu(dense_model())).changes_to(fields.GRAPH_MODE)

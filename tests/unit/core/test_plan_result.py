@@ -18,7 +18,8 @@ def test_describe_renders_one_line_per_change_as_field_old_new_reason() -> None:
     lines = text.splitlines()
     assert lines[0].startswith("Ascend config plan: worker=NPU, block_size=128")
     assert "  change  cache_config.block_size: unset -> 128 (unset; " in text
-    assert "  change  compilation_config.cudagraph_mode: unset -> NONE (unset; PIECEWISE" in text
+    graph = "  change  compilation_config.cudagraph_mode: unset -> NONE (unset; FULL_AND_PIECEWISE"
+    assert graph in text
     assert len([ln for ln in lines if ln.startswith("  change  ")]) == len(plan.changes)
 
 

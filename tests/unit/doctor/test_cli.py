@@ -262,13 +262,14 @@ def test_check_reports_a_probe_that_cannot_be_built() -> None:
 def test_plan_reports_the_graph_mode_the_engine_runs_not_the_one_it_asks_for() -> None:
     _, data = plan_json(["/m/llama"], _llama())
     execution = data["data"]["execution"]
-    # The plan asks vLLM for piecewise NPU graphs, and the NPU worker captures them.
-    assert "npu_graph_mode=PIECEWISE" in data["data"]["plan"]
-    assert execution["graph_mode"] == "PIECEWISE"
-    assert "NPU graphs captured: PIECEWISE" in execution["how"]
+    # The plan asks vLLM for the reference's default NPU graphs for a dense model, and the
+    # NPU worker captures them.
+    assert "npu_graph_mode=FULL_AND_PIECEWISE" in data["data"]["plan"]
+    assert execution["graph_mode"] == "FULL_AND_PIECEWISE"
+    assert "NPU graphs captured: FULL_AND_PIECEWISE" in execution["how"]
     (section,) = [s for s in data["sections"] if s["title"] == "config plan"]
     items = {i["name"]: i["detail"] for i in section["items"]}
-    assert "graph PIECEWISE" in items["decisions"]
+    assert "graph FULL_AND_PIECEWISE" in items["decisions"]
     # Under tensor parallelism the plan asks for none (plan/graph.py), and none run.
     _, parallel = plan_json(["/m/llama", "--tensor-parallel-size", "4"], _llama())
     assert parallel["data"]["execution"]["graph_mode"] == "NONE"

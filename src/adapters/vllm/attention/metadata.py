@@ -50,9 +50,13 @@ def step_plan(
     needs: AttentionPlanNeeds,
     host_lens_exact: bool,
     num_decodes: int | None = None,
+    staging: torch.Tensor | None = None,
+    slot_mapping: torch.Tensor | None = None,
 ) -> AttentionPlan:
     """The step's attention plan from vLLM's common metadata: the batch layout from the
-    runner's CPU copies, the device tensors shared (not copied), once for every layer."""
+    runner's CPU copies, the device tensors shared (not copied), once for every layer.
+    `staging` and `slot_mapping` (graph mode): the persistent buffer the derived indices
+    are written into, and the slots to use instead of vLLM's."""
     num_reqs = cm.num_reqs
     return build_attention_plan(
         cm.query_start_loc_cpu[: num_reqs + 1],
@@ -60,10 +64,16 @@ def step_plan(
         cm.block_table_tensor[:num_reqs],
         cm.num_actual_tokens,
         needs=needs,
-        slot_mapping=cm.slot_mapping,
+        slot_mapping=cm.slot_mapping if slot_mapping is None else slot_mapping,
         on_device=(cm.query_start_loc[: num_reqs + 1], cm.seq_lens[:num_reqs]),
         num_decodes=num_decodes,
+        staging=staging,
     )
+
+
+# Persistent index buffer per sequence the runner may hold: a uniform decode plan stages
+# seven [B] tensors and one [B + 1] (the token rows two more).
+_STAGED_PER_SEQ = 10
 
 
 class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
@@ -71,10 +81,19 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
 
     The plan's indices come from the runner's CPU copies (query_start_loc_cpu, the host
     sequence lengths) through array ops; vLLM's device tensors (query_start_loc, seq_lens,
-    block_table_tensor, slot_mapping) are shared, not copied.
+    block_table_tensor) are shared, not copied.
+
+    Full graphs of uniform decode steps (UNIFORM_SINGLE_TOKEN_DECODE): what a captured
+    step reads lives in persistent device buffers written in place each step. vLLM's own
+    tensors are persistent already; the plan's derived indices go into this builder's
+    staging buffer, and the slot mapping into its slot buffer with vLLM's padding (-1)
+    replaced by slots of the null block (block 0, which vLLM never gives a request): the
+    padded tokens of a batch padded to a captured size write there, nowhere that is read.
+    The attention op's host-side lengths are refreshed at each replay through the graph
+    update API (NpuGraphWrapper, Ops.graph_host_arguments).
     """
 
-    _cudagraph_support = AttentionCGSupport.NEVER
+    _cudagraph_support = AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE
 
     def __init__(  # type: ignore[no-untyped-def]
         self, kv_cache_spec, layer_names, vllm_config, device, needs=None
@@ -84,6 +103,18 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
         # from the plan is looked up once here unless given.
         self.needs: AttentionPlanNeeds = needs or container().ops().plan_needs
         self._host_lens_exact = host_lens_exact(vllm_config)
+        self._staging: torch.Tensor | None = None
+        self._slots: torch.Tensor | None = None
+        self._padding_slots: torch.Tensor | None = None
+        if torch.device(device).type != "cpu":  # the host captures no graphs
+            scheduler = vllm_config.scheduler_config
+            tokens = max(scheduler.max_num_batched_tokens, scheduler.max_num_seqs)
+            i64 = {"dtype": torch.int64, "device": device}
+            self._staging = torch.zeros(_STAGED_PER_SEQ * scheduler.max_num_seqs + 1, **i64)
+            self._slots = torch.zeros(tokens, **i64)
+            # Padding token i writes to slot i of the null block: distinct for up to
+            # block_size padded tokens (vLLM's capture sizes step by at most 16 there).
+            self._padding_slots = torch.arange(tokens, **i64) % kv_cache_spec.block_size
 
     def build(
         self,
@@ -91,6 +122,27 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
         common_attn_metadata: CommonAttentionMetadata,
         fast_build: bool = False,
     ) -> PagedMetadata:
-        plan = step_plan(common_attn_metadata, self.needs, self._host_lens_exact)
+        cm = common_attn_metadata
+        plan = step_plan(
+            cm,
+            self.needs,
+            self._host_lens_exact,
+            staging=self._staging,
+            slot_mapping=self._writable_slots(cm.slot_mapping[: cm.num_actual_tokens]),
+        )
         assert plan.slot_mapping is not None
         return PagedMetadata(paged=plan, slot_mapping=plan.slot_mapping)
+
+    def _writable_slots(self, slots: torch.Tensor) -> torch.Tensor:
+        """vLLM's slots with its padding (-1) sent to the null block, in the persistent
+        slot buffer (a compare and a select on the device, no read back; as they are on
+        the host, whose write_kv_cache skips -1)."""
+        if self._slots is None or self._padding_slots is None:
+            return slots
+        count = slots.shape[0]
+        if count > self._slots.shape[0]:  # beyond the runner's token budget: not captured
+            padding = torch.arange(count, device=slots.device) % self.kv_cache_spec.block_size
+            return torch.where(slots < 0, padding, slots)
+        out = self._slots[:count]
+        torch.where(slots < 0, self._padding_slots[:count], slots, out=out)
+        return out
