@@ -36,8 +36,8 @@ from support.hf_reference import local_model
 
 pytestmark = [pytest.mark.e2e, pytest.mark.vllm]
 
-# The operator asks for full decode graphs; the plan serves what the NPU backends capture
-# (PIECEWISE until full graphs are served) and logs the change with its reason.
+# The operator asks for full decode graphs, which the NPU paged backend captures; a mode
+# the backends cannot capture would be changed by the plan and logged with its reason.
 ASKED = "FULL_DECODE_ONLY"
 EXTRA = [f"-cc.cudagraph_mode={ASKED}"]
 _CAPTURED = re.compile(r"Captured (\w+) graphs for sizes \[([\d, ]*)\]")
