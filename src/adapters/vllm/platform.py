@@ -39,7 +39,9 @@ logger = logging.getLogger("vllm.plugins.ascend")
 # workers plan (about 90 ms of imports, scripts/bench_startup.py).
 
 # Where check_and_update_config keeps the deployment's patch plan: an attribute of the
-# config, so it travels with it to the worker processes.
+# config's compilation_config, so it travels with it to the worker processes (not of
+# VllmConfig itself, whose copies by vllm.config.utils.replace, as the speculative
+# proposers make for their draft, refuse attributes that are not dataclass fields).
 PATCH_PLAN_ATTR = "_ascend_patch_plan"
 
 # torch._inductor.config keys for the host's compiled model (see update_device_settings).
@@ -184,10 +186,10 @@ class AscendPlatformBase(Platform):
         """
         from adapters.vllm.patches import apply_plan, deployment_patch_plan
 
-        plan = getattr(vllm_config, PATCH_PLAN_ATTR, None)
+        plan = getattr(vllm_config.compilation_config, PATCH_PLAN_ATTR, None)
         if deployment is not None:
             plan = deployment_patch_plan(deployment)
-            setattr(vllm_config, PATCH_PLAN_ATTR, plan)
+            setattr(vllm_config.compilation_config, PATCH_PLAN_ATTR, plan)
         elif plan is None:  # a config our check_and_update_config did not plan
             deployment = cls.deployment(vllm_config)
             if deployment is None:

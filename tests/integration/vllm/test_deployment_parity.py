@@ -196,9 +196,9 @@ def test_check_and_update_config_translates_the_config_once(model_dirs: dict[str
         config = AsyncEngineArgs.from_cli_args(ns).create_engine_config()
     assert len(readers) == 1, "the model's files were read by more than one translation"
     assert config.compilation_config.cudagraph_capture_sizes == []  # the plan's change
-    plan = getattr(config, PATCH_PLAN_ATTR)
+    plan = getattr(config.compilation_config, PATCH_PLAN_ATTR)
     assert plan.ids, "the host deployment applies patches"
     in_worker = pickle.loads(pickle.dumps(config))  # as it reaches a worker process
-    assert getattr(in_worker, PATCH_PLAN_ATTR).ids == plan.ids
+    assert getattr(in_worker.compilation_config, PATCH_PLAN_ATTR).ids == plan.ids
     AscendHostPlatform.apply_deployment_patches(in_worker)  # as the worker does
     assert len(readers) == 1
