@@ -14,6 +14,7 @@ from ascend_core.deployment import (
     CompilationSettings,
     CompileMode,
     Deployment,
+    DraftFacts,
     GraphMode,
     KvTransferRole,
     MlaShape,
@@ -125,11 +126,43 @@ def _compilation(vllm_config: VllmConfig) -> CompilationSettings:
     )
 
 
+def _speculative(vllm_config: VllmConfig) -> SpeculativeSettings:
+    """The method and k, and what the plan checks the draft against: the draft model's
+    config as vLLM read it (no weight loaded yet), the target's vocabulary and MTP layers."""
+    spec = vllm_config.speculative_config
+    method = getattr(spec, "method", None) if spec else None
+    if spec is None or not method:
+        return SpeculativeSettings()
+    mc = vllm_config.model_config
+    draft = None
+    draft_config = getattr(spec, "draft_model_config", None)
+    if draft_config is not None and draft_config is not mc and not method.endswith("mtp"):
+        hf = draft_config.hf_config
+        draft_vocab = getattr(hf, "draft_vocab_size", None)
+        draft = DraftFacts(
+            architecture=str((getattr(hf, "architectures", None) or ["?"])[0]),
+            tp=int(getattr(spec, "draft_tensor_parallel_size", None) or 1),
+            num_layers=max(1, int(getattr(hf, "num_hidden_layers", 1) or 1)),
+            num_attention_heads=max(1, int(getattr(hf, "num_attention_heads", 1) or 1)),
+            num_kv_heads=max(1, int(draft_config.get_total_num_kv_heads())),
+            head_size=max(1, int(draft_config.get_head_size())),
+            vocab_size=max(1, int(getattr(hf, "vocab_size", 1) or 1)),
+            draft_vocab_size=int(draft_vocab) if draft_vocab else None,
+        )
+    text = mc.hf_text_config
+    return SpeculativeSettings(
+        method=method,
+        num_speculative_tokens=int(getattr(spec, "num_speculative_tokens", 0) or 0),
+        draft=draft,
+        target_vocab_size=int(mc.get_vocab_size()),
+        mtp_layers=int(getattr(text, "num_nextn_predict_layers", 0) or 0),
+    )
+
+
 def requested(vllm_config: VllmConfig) -> Requested:
     """What the operator asked for, read from the VllmConfig vLLM built from the arguments."""
     pc = vllm_config.parallel_config
     cache = vllm_config.cache_config
-    spec = vllm_config.speculative_config
     kv = vllm_config.kv_transfer_config
     role = None
     if kv is not None and getattr(kv, "kv_role", None):
@@ -144,12 +177,7 @@ def requested(vllm_config: VllmConfig) -> Requested:
             expert_parallel=bool(pc.enable_expert_parallel),
             disable_custom_all_reduce=bool(pc.disable_custom_all_reduce),
         ),
-        speculative=SpeculativeSettings(
-            method=getattr(spec, "method", None) if spec else None,
-            num_speculative_tokens=int(getattr(spec, "num_speculative_tokens", 0) or 0)
-            if spec
-            else 0,
-        ),
+        speculative=_speculative(vllm_config),
         compilation=_compilation(vllm_config),
         cache=CacheSettings(
             block_size=cache.block_size if cache.user_specified_block_size else None,
