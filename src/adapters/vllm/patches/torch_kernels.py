@@ -24,23 +24,22 @@ from ascend_core.errors import ConfigError
 if TYPE_CHECKING:
     from ascend_core.patches import PatchSpec
 
-_SPEC_UTILS = "vllm.v1.spec_decode.utils"
 # Registry target -> our implementation, built on the serving device's port when applied.
 IMPLEMENTATIONS: dict[str, Callable[[], Callable[..., Any]]] = {
     "vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel": lambda: kb.slot_mapping_kernel(
         container().slot_mapping()
     ),
-    _SPEC_UTILS + ":_eagle_step_slot_mapping_metadata.kernel": lambda: kb.eagle_step_kernel(
-        container().draft_input_ops()
+    "vllm.v1.spec_decode.utils:_eagle_step_slot_mapping_metadata.kernel": lambda: (
+        kb.eagle_step_kernel(container().draft_input_ops())
     ),
-    _SPEC_UTILS + ":_eagle_prepare_inputs_padded.kernel": lambda: kb.eagle_prepare_inputs_kernel(
-        container().draft_input_ops()
+    "vllm.v1.spec_decode.utils:_eagle_prepare_inputs_padded.kernel": lambda: (
+        kb.eagle_prepare_inputs_kernel(container().draft_input_ops())
     ),
-    _SPEC_UTILS + ":_eagle_prepare_next_token_padded.kernel": lambda: kb.eagle_next_token_kernel(
-        container().draft_input_ops()
+    "vllm.v1.spec_decode.utils:_eagle_prepare_next_token_padded.kernel": lambda: (
+        kb.eagle_next_token_kernel(container().draft_input_ops())
     ),
-    _SPEC_UTILS + ":_copy_and_expand_eagle_inputs.kernel": lambda: kb.eagle_expand_inputs_kernel(
-        container().draft_input_ops()
+    "vllm.v1.spec_decode.utils:_copy_and_expand_eagle_inputs.kernel": lambda: (
+        kb.eagle_expand_inputs_kernel(container().draft_input_ops())
     ),
 }
 
