@@ -101,21 +101,24 @@ def _draft_model_errors(spec: SpeculativeSettings, target_tp: int) -> list[Confi
 
 
 def _mtp_errors(spec: SpeculativeSettings, architecture: str) -> list[ConfigError]:
-    """`mtp` drafts with the model's own multi-token-prediction layers."""
-    method = spec.method or ""
-    if not (method == "mtp" or method.endswith("_mtp")) or spec.mtp_layers is None:
-        return []
-    if spec.mtp_layers > 0:
-        return []
-    return [
-        ConfigError(
-            f"speculative_config method {method!r}: the model ({architecture}) has no "
-            "multi-token-prediction layers (its config's num_nextn_predict_layers is 0 or "
-            "missing), and MTP drafts with them.",
-            "serve a checkpoint that ships its MTP layers (e.g. DeepSeek-V3/R1), or use "
-            "another method (ngram, or eagle3 with a draft model)",
-        )
-    ]
+    error = mtp_layers_error(spec.method or "", architecture, spec.mtp_layers)
+    return [] if error is None else [error]
+
+
+def mtp_layers_error(method: str, architecture: str, mtp_layers: int | None) -> ConfigError | None:
+    """`mtp` drafts with the model's own multi-token-prediction layers: none (0) is an
+    error, None (not known) is not."""
+    if not (method == "mtp" or method.endswith("_mtp")) or mtp_layers is None:
+        return None
+    if mtp_layers > 0:
+        return None
+    return ConfigError(
+        f"speculative_config method {method!r}: the model ({architecture}) has no "
+        "multi-token-prediction layers (its config's num_nextn_predict_layers is 0 or "
+        "missing), and MTP drafts with them.",
+        "serve a checkpoint that ships its MTP layers (e.g. DeepSeek-V3/R1), or use "
+        "another method (ngram, or eagle3 with a draft model)",
+    )
 
 
 def draft_layer_facts(spec: SpeculativeSettings) -> tuple[int, DraftFacts | None]:

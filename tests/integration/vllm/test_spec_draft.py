@@ -27,13 +27,13 @@ from support.hf_reference import local_model, make_models_module
 MAX_NEW = 16
 BLOCK = 16
 LENGTHS = [3, 17, 33, 48, 64, 90, 129, 150]
-K = 3
-# method -> (target style, draft kind or None: the target's own MTP layers)
+# method -> (target style, draft kind or None: the target's own MTP layers, k). MTP's one
+# layer drafts twice (vLLM reuses it per step); a MoE target's steps cost more.
 METHODS = {
-    "eagle": ("llama_repeat", "eagle"),
-    "eagle3": ("llama_repeat", "eagle3"),
-    "draft_model": ("llama_repeat", "draft"),
-    "mtp": ("deepseek_v3_mtp", None),
+    "eagle": ("llama_repeat", "eagle", 3),
+    "eagle3": ("llama_repeat", "eagle3", 3),
+    "draft_model": ("llama_repeat", "draft", 3),
+    "mtp": ("deepseek_v3_mtp", None, 2),
 }
 DRAFT_PATCHES = (
     "spec-draft-step-slots-torch",
@@ -97,14 +97,14 @@ def runs() -> dict[str, dict[str, Any] | BaseException]:
     """Each mode's run, or the error it stopped with (so one method failing does not
     hide the others)."""
     out: dict[str, dict[str, Any] | BaseException] = {}
-    targets = {style: str(local_model(style, "tiny")) for style, _ in METHODS.values()}
+    targets = {style: str(local_model(style, "tiny")) for style, _, _ in METHODS.values()}
     for style, target in targets.items():
         try:
             out[f"plain:{style}"] = _run(target, None)
         except Exception as error:
             out[f"plain:{style}"] = error
-    for method, (style, kind) in METHODS.items():
-        spec: dict[str, object] = {"method": method, "num_speculative_tokens": K}
+    for method, (style, kind, k) in METHODS.items():
+        spec: dict[str, object] = {"method": method, "num_speculative_tokens": k}
         if kind is not None:
             target = Path(targets[style])
             draft_dir = target.parent / f"{target.name}-{kind}"
@@ -144,7 +144,7 @@ def test_drafts_were_proposed_and_some_accepted(runs: dict[str, Any], method: st
     metrics = _get(runs, method)["metrics"]
     drafts = int(metrics["vllm:spec_decode_num_draft_tokens"].value)
     accepted = int(metrics["vllm:spec_decode_num_accepted_tokens"].value)
-    print(f"\n{method} k={K}: {accepted}/{drafts} draft tokens accepted "
+    print(f"\n{method} k={METHODS[method][2]}: {accepted}/{drafts} draft tokens accepted "
           f"({accepted / max(drafts, 1):.0%})")
     assert drafts > 0
     assert 0 < accepted <= drafts
