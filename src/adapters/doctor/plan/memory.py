@@ -8,10 +8,11 @@ from typing import Any
 
 import attrs
 
+from adapters.doctor.plan.config import speculative_facts
 from adapters.doctor.plan.items import FAIL, PASS, WARN, failed
 from adapters.doctor.plan.model import Target
 from adapters.doctor.serve_args import ServeArgs
-from ascend_core.deployment import ModelFacts, SpeculativeSettings
+from ascend_core.deployment import ModelFacts
 from ascend_core.errors import AscendError
 from ascend_core.memory_budget import (
     GIB,
@@ -33,7 +34,6 @@ from ascend_core.memory_budget import (
     plan_budget,
     weights_size,
 )
-from ascend_core.model_facts import text_config
 from ascend_core.preflight import CheckItem
 from ascend_core.quantization import QuantDetection, QuantMethod
 from ports.device import DeviceKind
@@ -59,22 +59,6 @@ def serve_max_num_seqs(args: ServeArgs, device_memory_bytes: int) -> int:
     if args.max_num_batched_tokens:
         seqs = min(seqs, int(args.max_num_batched_tokens))
     return seqs
-
-
-def _speculative(args: ServeArgs, files: ModelFiles) -> SpeculativeSettings | None:
-    """The draft layers the KV cache holds too, as far as the arguments and the model's
-    config say: MTP's layers (num_nextn_predict_layers). A separate draft model's config
-    is not read here; vLLM's own pass counts its layers when serving."""
-    method = args.speculative.get("method")
-    if not method:
-        return None
-    config = files.read_json("config.json") or {}
-    layers = text_config(config).get("num_nextn_predict_layers")
-    return SpeculativeSettings(
-        method=str(method),
-        num_speculative_tokens=int(args.speculative.get("num_speculative_tokens") or 0),
-        mtp_layers=int(layers or 0),
-    )
 
 
 def memory_items(
@@ -106,7 +90,7 @@ def memory_items(
         ], {}
     shards = args.tp * args.pp
     per_device = weights.total_bytes // shards
-    kv = kv_bytes_per_token(model, kv_dtype, args.tp, args.pp, _speculative(args, files))
+    kv = kv_bytes_per_token(model, kv_dtype, args.tp, args.pp, speculative_facts(args, files))
     reserve = estimate_reserve(
         model,
         args.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS,
