@@ -60,8 +60,9 @@ def _draft_model_errors(spec: SpeculativeSettings, target_tp: int) -> list[Confi
         errors.append(
             ConfigError(
                 f"{where} runs with draft_tensor_parallel_size={facts.tp}, the target with "
-                f"tensor_parallel_size={target_tp}; the draft's layers share the target's "
-                "devices and KV cache groups, so both shard alike.",
+                f"tensor_parallel_size={target_tp}; this plugin serves a draft sharded like "
+                "its target only (vLLM's replicated draft of TP 1 under a wider target is "
+                "not built or tested on these devices).",
                 f"set draft_tensor_parallel_size to {target_tp} (or leave it unset)",
             )
         )
