@@ -13,12 +13,7 @@ OURS = ("adapters", "ascend_core", "ports")
 PATCHERS = {"setattr", "delattr", "patch", "object"}  # monkeypatch.*, mock.patch(.object)
 # Where a module global is still the only seam: (file name, patched name) -> what would
 # replace it. Keyed by file name, so a test file that moves keeps its entry.
-KNOWN: dict[str, str] = {
-    "test_deployment_parity.py config_plan.plan_for": (
-        "spies on the Deployment check_and_update_config plans: the platform could keep that "
-        "Deployment on the config, as it keeps the patch plan"
-    ),
-}
+KNOWN: dict[str, str] = {}
 
 
 def _is_ours(dotted: str) -> bool:

@@ -43,6 +43,21 @@ logger = logging.getLogger("vllm.plugins.ascend")
 # VllmConfig itself, whose copies by vllm.config.utils.replace, as the speculative
 # proposers make for their draft, refuse attributes that are not dataclass fields).
 PATCH_PLAN_ATTR = "_ascend_patch_plan"
+# The Deployment check_and_update_config translated, kept on the config it came from (set
+# before planning, so a refused config carries what was refused); for this process only.
+DEPLOYMENT_ATTR = "_ascend_deployment"
+
+
+class InThisProcess:
+    """A value kept on a config for the process that made it: a pickled config (sent to a
+    worker) carries None in its place, as the workers need only the patch plan."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __reduce__(self) -> tuple[type[InThisProcess], tuple[None]]:
+        return (InThisProcess, (None,))
+
 
 # torch._inductor.config keys for the host's compiled model (see update_device_settings).
 HOST_INDUCTOR_CONFIG: dict[str, Any] = {
@@ -119,6 +134,7 @@ class AscendPlatformBase(Platform):
         watch_engine_errors()
         with stop_on_our_errors():
             deployment = cls.deployment(vllm_config)
+            setattr(vllm_config, DEPLOYMENT_ATTR, InThisProcess(deployment))
             plan = plan_for(deployment)
         if plan is None or deployment is None:
             return  # vLLM builds configs without a model too (e.g. in tests); nothing to plan

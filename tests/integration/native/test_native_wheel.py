@@ -1,10 +1,12 @@
 """A wheel built from the tree carries what the native kernels' build needs: installed
-(unpacked) outside the source tree, its sources compile an extension that includes the
-headers (with the loader the accessors use), and the kernel gives the torch reference's
-answer. (tests/unit/cpu/test_cpu_native_build.py checks every included file ships.)
+with pip into a fresh venv, its sources compile an extension that includes the headers
+(with the loader the accessors use), and the kernel gives the torch reference's answer.
+(tests/unit/cpu/test_cpu_native_build.py checks every included file ships.)
 
 Compiles one extension (decode attention, ~10 s of CPU) into a fresh extensions
-directory; the wheel is built without isolation from the venv's setuptools, offline.
+directory; the wheel is built without isolation from the venv's setuptools, offline. The
+fresh venv installs only the wheel (--no-deps, offline): torch and the rest come from this
+venv's site-packages, named as a plain path so its editable install of the tree stays off.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import zipfile
@@ -24,8 +27,6 @@ REPO = Path(__file__).resolve().parents[3]
 CHILD = r"""
 import json, logging, math, sys
 from pathlib import Path
-src = Path(sys.argv[1]).resolve()
-sys.path = [p for p in sys.path if not p or Path(p).resolve() != src]  # the editable install
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 import torch
 import adapters
@@ -79,22 +80,41 @@ def test_a_wheel_install_builds_and_uses_the_native_kernels(tmp_path: Path) -> N
     )  # fmt: skip
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = dist.glob("*.whl")
-    site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as archive:
-        names = archive.namelist()
-        archive.extractall(site)
-    assert "adapters/cpu/native/dot_kernels.h" in names, names
+        assert "adapters/cpu/native/dot_kernels.h" in archive.namelist()
 
-    env = dict(os.environ, PYTHONPATH=str(site), TORCH_EXTENSIONS_DIR=str(tmp_path / "ext"))
+    fresh = tmp_path / "venv"
+    made = subprocess.run(
+        [sys.executable, "-m", "venv", str(fresh)], capture_output=True, text=True, timeout=120
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    python = fresh / "bin" / "python"
+    site_dir = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    )  # fmt: skip
+    # torch and the rest from this venv; a plain path line, so its .pth files (the
+    # editable install of the tree among them) are not read.
+    (site_dir / "serving_venv.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    installed = subprocess.run(
+        [python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr[-3000:]
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TORCH_EXTENSIONS_DIR"] = str(tmp_path / "ext")
     child = subprocess.run(
-        [sys.executable, "-c", CHILD, str(REPO / "src")],
+        [python, "-c", CHILD],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
     )  # fmt: skip
     lines = [line for line in child.stdout.splitlines() if line.startswith("RESULT ")]
     assert child.returncode == 0 and lines, child.stdout[-2000:] + child.stderr[-3000:]
     result = json.loads(lines[-1].removeprefix("RESULT "))
-    assert Path(result["adapters"]).is_relative_to(site)
-    assert Path(result["native"]).is_relative_to(site)
+    assert Path(result["adapters"]).is_relative_to(site_dir)
+    assert Path(result["native"]).is_relative_to(site_dir)
     assert result["built"], child.stderr[-3000:]
     assert result["max_error"] < 1e-5
     assert "Compiling the host's native kernels" in child.stderr  # a real, cold build

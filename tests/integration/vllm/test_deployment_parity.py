@@ -24,7 +24,6 @@ from adapters.doctor.plan.config import build_deployment
 from adapters.doctor.plan.model import Target, read_model
 from adapters.doctor.serve_args import ServeArgs
 from adapters.system.model_files import LocalModelFiles
-from adapters.vllm import config_plan
 from adapters.vllm.doctor_args import _serve_parser, parse_serve_args
 from ascend_core.deployment import Deployment, ModelFacts
 from ascend_core.deployment_builder import files_say
@@ -88,27 +87,30 @@ def _doctor_deployment(argv: list[str]) -> Deployment:
     )
 
 
-def _serve_deployment(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> Deployment:
+def _serve_deployment(argv: list[str]) -> Deployment:
+    """The Deployment check_and_update_config planned with, read off the config it keeps it
+    on; for a config the plan refused, off the config in the refusal's traceback."""
+    from vllm.config import VllmConfig
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    seen: list[Deployment] = []
-    original = config_plan.plan_for
+    from adapters.vllm.platform import DEPLOYMENT_ATTR
 
-    def spy(deployment: Deployment | None) -> Any:
-        if deployment is not None:
-            seen.append(deployment)
-        return original(deployment)
-
-    monkeypatch.setattr(config_plan, "plan_for", spy)
     ns = _serve_parser().parse_args(argv)
     ns.model = ns.model_tag or ns.model  # as `vllm serve MODEL` does
     try:
-        AsyncEngineArgs.from_cli_args(ns).create_engine_config()
+        config = AsyncEngineArgs.from_cli_args(ns).create_engine_config()
     except (Exception, SystemExit) as exc:  # a refusal (StartupError) comes after the build
-        if not seen:
+        tb, configs = exc.__traceback__, []
+        while tb is not None:
+            configs += [v for v in tb.tb_frame.f_locals.values() if isinstance(v, VllmConfig)]
+            tb = tb.tb_next
+        planned = [c for c in configs if getattr(c, DEPLOYMENT_ATTR, None) is not None]
+        if not planned:
             raise AssertionError(f"vLLM refused the arguments before planning: {exc!r}") from exc
-    assert seen, "check_and_update_config never planned"
-    return seen[0]
+        config = planned[0]
+    deployment = getattr(config, DEPLOYMENT_ATTR).value
+    assert isinstance(deployment, Deployment), "check_and_update_config never planned"
+    return deployment
 
 
 def _fields(d: Deployment) -> dict[str, Any]:
@@ -125,8 +127,7 @@ def _fields(d: Deployment) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("extra", "env"), CASES, ids=[" ".join(a) or "-" for a, _ in CASES])
 def test_doctor_and_serve_build_the_same_deployment(
-    model_dirs: dict[str, str], modelslim_dir: str, extra: list[str], env: dict[str, str],
-    monkeypatch: pytest.MonkeyPatch,
+    model_dirs: dict[str, str], modelslim_dir: str, extra: list[str], env: dict[str, str]
 ) -> None:
     saved = dict(os.environ)
     try:
@@ -134,7 +135,7 @@ def test_doctor_and_serve_build_the_same_deployment(
             os.environ[name] = value
         argv = _argv(extra, model_dirs, modelslim_dir)
         doctor = _fields(_doctor_deployment(argv))
-        serve = _fields(_serve_deployment(argv, monkeypatch))
+        serve = _fields(_serve_deployment(argv))
     finally:
         os.environ.clear()
         os.environ.update(saved)
