@@ -90,10 +90,16 @@ def _enum_by_name(enum_cls: type[enum.Enum], value: Any) -> Any:
 # gave them: vLLM resolves unset ones (mode, cudagraph_mode, capture sizes, the custom
 # ops' base mode) before
 # check_and_update_config runs, and the doctor, which has no VllmConfig, sees them unset.
-# An attribute of the config's compilation_config, so it travels with it to the worker
-# processes; not of VllmConfig itself, whose copies by vllm.config.utils.replace (the
-# speculative proposers' draft config) refuse attributes that are not dataclass fields.
+# An attribute of the config (on plugin_attrs), so it travels with it to the workers.
 GIVEN_COMPILATION_ATTR = "_ascend_given_compilation"
+
+
+def plugin_attrs(vllm_config: VllmConfig) -> Any:
+    """Where the plugin keeps its own attributes on a VllmConfig: its compilation_config.
+    They travel with the config (pickled) to the worker processes. VllmConfig itself
+    cannot hold them: vllm.config.utils.replace, with which the speculative proposers copy
+    the config for their draft model, refuses attributes that are not dataclass fields."""
+    return vllm_config.compilation_config
 
 
 def _compilation_as_set(vllm_config: VllmConfig) -> dict[str, Any]:
@@ -108,13 +114,13 @@ def _compilation_as_set(vllm_config: VllmConfig) -> dict[str, Any]:
 
 def remember_given_compilation(vllm_config: VllmConfig) -> None:
     """Record the compilation settings before vLLM resolves them (first call wins)."""
-    cc = vllm_config.compilation_config
-    if getattr(cc, GIVEN_COMPILATION_ATTR, None) is None:
-        setattr(cc, GIVEN_COMPILATION_ATTR, _compilation_as_set(vllm_config))
+    attrs_ = plugin_attrs(vllm_config)
+    if getattr(attrs_, GIVEN_COMPILATION_ATTR, None) is None:
+        setattr(attrs_, GIVEN_COMPILATION_ATTR, _compilation_as_set(vllm_config))
 
 
 def _compilation(vllm_config: VllmConfig) -> CompilationSettings:
-    given = getattr(vllm_config.compilation_config, GIVEN_COMPILATION_ATTR, None)
+    given = getattr(plugin_attrs(vllm_config), GIVEN_COMPILATION_ATTR, None)
     if given is None:  # a config vLLM did not build through __post_init__ (tests)
         given = _compilation_as_set(vllm_config)
     return CompilationSettings(
