@@ -1,8 +1,11 @@
 """Make small local Hugging Face models (random weights, real tokenizer) for tests and benchmarks.
 
     python scripts/make_models.py --out models/tiny-llama --style llama --size tiny
-    python scripts/make_models.py --out models/tiny-llama_repeat-eagle3 \
-        --draft-of models/tiny-llama_repeat --draft-kind eagle3   # a speculative draft
+
+A draft model for speculative decoding, derived from a target made here:
+
+    python scripts/make_models.py --out models/tiny-llama_repeat-eagle3
+        --draft-of models/tiny-llama_repeat --draft-kind eagle3
 
 Same arguments, same files: weights come from a fixed seed and the tokenizer is trained
 on this Python's standard library sources. A finished directory carries a stamp; asking
