@@ -2,6 +2,11 @@
 
     python scripts/make_models.py --out models/tiny-llama --style llama --size tiny
 
+A draft model for speculative decoding, derived from a target made here:
+
+    python scripts/make_models.py --out models/tiny-llama_repeat-eagle3
+        --draft-of models/tiny-llama_repeat --draft-kind eagle3
+
 Same arguments, same files: weights come from a fixed seed and the tokenizer is trained
 on this Python's standard library sources. A finished directory carries a stamp; asking
 again for the same model does nothing.
@@ -32,12 +37,27 @@ MOE_STYLES = ("deepseek_v3", "deepseek_v2", "qwen3_moe")
 # A Llama whose greedy continuations repeat (its lm_head leans towards the current token's
 # embedding), so n-gram and suffix proposals of speculative decoding get accepted.
 REPEAT_STYLES = ("llama_repeat",)
-STYLES = DENSE_STYLES + MOE_STYLES + REPEAT_STYLES
+# DeepSeek-V3 with one multi-token-prediction layer (num_nextn_predict_layers=1, its
+# weights under model.layers.<num_hidden_layers>, as the real checkpoint ships them) for
+# vLLM's `mtp` speculative method. Its weights lean towards repeats as llama_repeat's do,
+# and the MTP layer's head mostly passes the target's last hidden state on, so its
+# proposals (the target's own next token, repeated) get accepted where the target repeats.
+MTP_STYLES = ("deepseek_v3_mtp",)
+STYLES = DENSE_STYLES + MOE_STYLES + REPEAT_STYLES + MTP_STYLES
+# Draft models for speculative decoding, each derived from a target directory made here
+# (make_draft): `draft` a one-layer Llama with the target's vocabulary, embeddings and
+# head (vLLM's `draft_model` method); `eagle` vLLM's EAGLE format for Llama
+# (EagleLlamaForCausalLM: fc over [embedding, hidden], one decoder layer, the target's
+# head); `eagle3` its EAGLE-3 format (Eagle3LlamaForCausalLM: fc over three of the
+# target's hidden states, one mid layer over [embedding, hidden], its own head). The
+# weights pass the target's hidden state (or the current token) through mostly
+# unchanged, so the drafts propose repeats, which a repeating target accepts.
+DRAFT_KINDS = ("draft", "eagle", "eagle3")
 # Which tokenizer and chat template each style takes (BOS-prefixed or not).
 TOKENIZER_FAMILY = {
     "llama": "llama", "qwen3": "qwen3",
     "deepseek_v3": "llama", "deepseek_v2": "llama", "qwen3_moe": "qwen3",
-    "llama_repeat": "llama",
+    "llama_repeat": "llama", "deepseek_v3_mtp": "llama",
 }
 DTYPES = ("float32", "bfloat16")
 
@@ -180,6 +200,8 @@ def make_model(
         raise ValueError(f"style {style!r} is not one of {STYLES}")
     if size not in SIZES:
         raise ValueError(f"size {size!r} is not one of {tuple(SIZES)}")
+    if style in MTP_STYLES and size != "tiny":
+        raise ValueError(f"style {style!r} comes in size 'tiny' only")
     if size == NPU_MLA_SIZE and not style.startswith("deepseek"):
         raise ValueError(f"size {size!r} is for the DeepSeek styles (MLA), not {style!r}")
     if size == NPU_MLA_MOE_SIZE and style != "deepseek_v3":
@@ -210,7 +232,7 @@ def _build(out: Path, style: str, size: str, seed: int, dtype: str) -> None:
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         _shape_weights(model, shape["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
         _shape_moe_weights(model)
-        if style in REPEAT_STYLES:
+        if style in REPEAT_STYLES + MTP_STYLES:
             _shape_repeat_weights(model)
     if dtype == "bfloat16":
         model = model.to(torch.bfloat16)
@@ -222,6 +244,130 @@ def _build(out: Path, style: str, size: str, seed: int, dtype: str) -> None:
         do_sample=False,
     )
     model.save_pretrained(str(out))
+    if style in MTP_STYLES:
+        _split_off_mtp_layer(out)
+
+
+def _split_off_mtp_layer(out: Path) -> None:
+    """The model was built with one layer more than its config will say: that last layer
+    becomes the MTP layer's block (model.layers.<L>.*, as DeepSeek-V3 checkpoints hold
+    it), with its enorm/hnorm/eh_proj and shared head added, and the config says
+    num_hidden_layers=L, num_nextn_predict_layers=1. Transformers ignores those weights;
+    vLLM's DeepSeekMTP loads them."""
+    import json
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    config = json.loads((out / "config.json").read_text())
+    layers = config["num_hidden_layers"] - 1
+    hidden = config["hidden_size"]
+    (weights_file,) = out.glob("*.safetensors")
+    weights = load_file(str(weights_file))
+    mtp = f"model.layers.{layers}."
+    with torch.no_grad():
+        for name, tensor in weights.items():
+            # The block adds little, so the hidden state passed in decides the proposal.
+            if name.startswith(mtp) and name.endswith(("o_proj.weight", "down_proj.weight",
+                                                       "experts.down_proj")):
+                tensor.mul_(0.1)
+        eye = torch.eye(hidden)
+        weights[mtp + "enorm.weight"] = torch.ones(hidden)
+        weights[mtp + "hnorm.weight"] = torch.ones(hidden)
+        weights[mtp + "eh_proj.weight"] = torch.cat([0.1 * eye, eye], dim=1).contiguous()
+        weights[mtp + "shared_head.norm.weight"] = weights["model.norm.weight"].clone()
+        weights[mtp + "shared_head.head.weight"] = weights["lm_head.weight"].clone()
+    save_file(weights, str(weights_file), metadata={"format": "pt"})
+    config["num_hidden_layers"] = layers
+    config["num_nextn_predict_layers"] = 1
+    for key, value in list(config.items()):  # per-layer lists lose the MTP layer's entry
+        if isinstance(value, list) and len(value) == layers + 1 and key.endswith("_types"):
+            config[key] = value[:layers]
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def make_draft(out_dir: str | os.PathLike[str], target_dir: str | os.PathLike[str],
+               kind: str) -> Path:
+    """Write a draft model of `kind` (DRAFT_KINDS) for the Llama-style target model in
+    target_dir (made by make_model); return its path. Built once per target stamp."""
+    import json
+
+    if kind not in DRAFT_KINDS:
+        raise ValueError(f"draft kind {kind!r} is not one of {DRAFT_KINDS}")
+    target = Path(target_dir).resolve()
+    target_stamp = json.loads((target / STAMP_FILE).read_text())
+    if TOKENIZER_FAMILY[target_stamp["style"]] != "llama" or target_stamp["style"] in (
+        MOE_STYLES + MTP_STYLES
+    ):
+        raise ValueError(f"drafts are made for the Llama styles, not {target_stamp['style']!r}")
+    stamp = {"draft": kind, "target": target_stamp, "version": SCRIPT_VERSION}
+    out = Path(out_dir).resolve()
+    return build_once(out, STAMP_FILE, stamp, lambda tmp: _build_draft(tmp, target, kind))
+
+
+def _build_draft(out: Path, target: Path, kind: str) -> None:
+    import json
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    config = json.loads((target / "config.json").read_text())
+    (weights_file,) = target.glob("*.safetensors")
+    weights = load_file(str(weights_file))
+    hidden = config["hidden_size"]
+    eye = torch.eye(hidden)
+    layer0 = {
+        name.removeprefix("model.layers.0."): tensor
+        for name, tensor in weights.items()
+        if name.startswith("model.layers.0.")
+    }
+    with torch.no_grad():
+        for name, tensor in layer0.items():
+            if name.endswith(("o_proj.weight", "down_proj.weight")) and kind != "draft":
+                tensor.mul_(0.1)  # the layer adds little: the input decides the proposal
+    config["num_hidden_layers"] = 1
+    if kind == "draft":
+        draft = {f"model.layers.0.{k}": v for k, v in layer0.items()}
+        for name in ("model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"):
+            draft[name] = weights[name]
+        for path in target.iterdir():  # the tokenizer, so the draft is a model of its own
+            if path.name.startswith("tokenizer") or path.name == "special_tokens_map.json":
+                shutil.copy(path, out / path.name)
+    elif kind == "eagle":
+        # fc over [embedding of the token, target hidden]: the token's embedding goes
+        # through, and the target's head (shared) scores it highest (llama_repeat's head
+        # leans towards the input embedding).
+        draft = {f"layers.0.{k}": v for k, v in layer0.items() if "input_layernorm" not in k}
+        draft["fc.weight"] = torch.cat([eye, 0.1 * eye], dim=1).contiguous()
+        config["architectures"] = ["EagleLlamaForCausalLM"]
+        config["model_type"] = "llama"
+    else:
+        # fc over the target's hidden states at layer ids 0, 1 and L (the last, pre-norm):
+        # mostly the last, so the draft's head (a copy of the target's) proposes what the
+        # target predicted one position earlier.
+        layers = json.loads((target / "config.json").read_text())["num_hidden_layers"]
+        heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+        head_dim = config.get("head_dim") or hidden // heads
+        draft = {f"midlayer.{k}": v for k, v in layer0.items() if "_proj" not in k
+                 or "mlp" in k or "o_proj" in k}
+        gen = torch.Generator().manual_seed(1)
+        for proj, rows in (("q", heads), ("k", kv_heads), ("v", kv_heads)):
+            w = layer0[f"self_attn.{proj}_proj.weight"]
+            extra = torch.randn(rows * head_dim, hidden, generator=gen) / hidden**0.5
+            draft[f"midlayer.self_attn.{proj}_proj.weight"] = torch.cat([w, extra], dim=1)
+        draft["midlayer.hidden_norm.weight"] = torch.ones(hidden)
+        draft["fc.weight"] = torch.cat([0.1 * eye, 0.1 * eye, eye], dim=1).contiguous()
+        draft["norm.weight"] = weights["model.norm.weight"]
+        draft["lm_head.weight"] = weights["lm_head.weight"]
+        config["architectures"] = ["LlamaForCausalLMEagle3"]
+        config["model_type"] = "llama"
+        config["draft_vocab_size"] = config["vocab_size"]
+        config["target_hidden_size"] = hidden
+        config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [0, 1, layers]}
+    draft = {k: v.contiguous() for k, v in draft.items()}
+    save_file(draft, str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 @contextlib.contextmanager
@@ -250,7 +396,7 @@ def _config(
         "pad_token_id": ids[PAD],
         "initializer_range": 0.02,
     }
-    if style in MOE_STYLES:
+    if style in MOE_STYLES + MTP_STYLES:
         return _moe_config(style, common, size)
     if style in ("llama", *REPEAT_STYLES):
         return LlamaConfig(
@@ -266,6 +412,9 @@ def _config(
 def _moe_config(style: str, common: dict[str, Any], size: str) -> Any:
     from transformers import DeepseekV2Config, DeepseekV3Config, Qwen3MoeConfig
 
+    mtp = style in MTP_STYLES
+    if mtp:
+        style = "deepseek_v3"
     fields = {**common, **MOE_SHAPES[style]}
     if size == NPU_MLA_SIZE:
         fields.update(NPU_MLA_SHAPE)
@@ -278,7 +427,7 @@ def _moe_config(style: str, common: dict[str, Any], size: str) -> Any:
             use_sliding_window=False,
         )
     fields = {k: v for k, v in fields.items() if v is not None or k == "q_lora_rank"}
-    fields["num_hidden_layers"] = max(MOE_LAYERS, common["num_hidden_layers"])
+    fields["num_hidden_layers"] = max(MOE_LAYERS, common["num_hidden_layers"]) + int(mtp)
     fields["num_key_value_heads"] = common["num_attention_heads"]
     rope = {"rope_type": "default", "rope_theta": 10000.0}
     cls = DeepseekV3Config if style == "deepseek_v3" else DeepseekV2Config
@@ -411,9 +560,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", choices=tuple(SIZES), default="tiny")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", choices=DTYPES, default="float32")
+    parser.add_argument(
+        "--draft-of", metavar="TARGET_DIR", help="write a draft model for this target instead"
+    )
+    parser.add_argument("--draft-kind", choices=DRAFT_KINDS, default="eagle3")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    out = make_model(args.out, args.style, args.size, args.seed, args.dtype)
+    if args.draft_of:
+        out = make_draft(args.out, args.draft_of, args.draft_kind)
+    else:
+        out = make_model(args.out, args.style, args.size, args.seed, args.dtype)
     print(f"{out} ready in {time.perf_counter() - start:.1f}s", file=sys.stderr)
     return 0
 

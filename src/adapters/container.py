@@ -64,6 +64,7 @@ class HostDevice(containers.DeclarativeContainer):
     slot_mapping = providers.Singleton(_lazy, "adapters.cpu.slot_mapping:CpuSlotMapping")
     host_gemm = providers.Singleton(_lazy, "adapters.cpu.host_gemm:CpuHostGemm")
     rejection_ops = providers.Singleton(_lazy, "adapters.cpu.rejection:CpuRejectionOps")
+    draft_input_ops = providers.Singleton(_lazy, "adapters.cpu.draft_inputs:CpuDraftInputOps")
     runtime = providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime")
     communicator = providers.Singleton(_lazy, "adapters.cpu.communicator:GlooCommunicator")
 
@@ -88,6 +89,9 @@ class NpuDevice(containers.DeclarativeContainer):
     slot_mapping = providers.Singleton(_lazy, "adapters.npu.slot_mapping:NpuSlotMapping")
     rejection_ops = providers.Singleton(
         _lazy, "adapters.npu.rejection:NpuRejectionOps", torch_npu
+    )
+    draft_input_ops = providers.Singleton(
+        _lazy, "adapters.npu.draft_inputs:NpuDraftInputOps", torch_npu
     )
     runtime = providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu)
     communicator = providers.Singleton(_lazy, "adapters.npu.collective:HcclCommunicator")
@@ -154,6 +158,10 @@ class Container(containers.DeclarativeContainer):
     # Speculative decoding's draft verification (ports/rejection.py).
     rejection_ops = providers.Selector(
         serving_kind, npu=npu_device.rejection_ops, cpu=host_device.rejection_ops
+    )
+    # Draft-model speculation's input bookkeeping (ports/draft_inputs.py).
+    draft_input_ops = providers.Selector(
+        serving_kind, npu=npu_device.draft_input_ops, cpu=host_device.draft_input_ops
     )
     runtime = providers.Selector(serving_kind, npu=npu_runtime, cpu=host_device.runtime)
     # The chip family, read once from the serving runtime (torch_npu's device name).

@@ -146,11 +146,30 @@ class ParallelSettings:
 
 
 @frozen
+class DraftFacts:
+    """The draft model of a speculative method that has one (eagle, eagle3, draft_model),
+    from its config as vLLM read it, before any weight loads."""
+
+    architecture: str  # e.g. "Eagle3LlamaForCausalLM"
+    tp: int = field(validator=_positive)  # speculative_config.draft_tensor_parallel_size
+    num_layers: int = field(validator=_positive)
+    num_attention_heads: int = field(validator=_positive)
+    num_kv_heads: int = field(validator=_positive)
+    head_size: int = field(validator=_positive)
+    vocab_size: int = field(validator=_positive)  # the embedding's (shared with the target)
+    draft_vocab_size: int | None = None  # EAGLE-3's own head, when smaller (d2t mapping)
+
+
+@frozen
 class SpeculativeSettings:
     """Speculative decoding (`speculative_config`); method None means off."""
 
     method: str | None = None  # vLLM's method name as given: "mtp", "eagle3", "ngram", ...
     num_speculative_tokens: int = field(default=0, validator=validators.ge(0))
+    draft: DraftFacts | None = None  # None: no draft model, or not known (the doctor)
+    target_vocab_size: int | None = None  # the target's vocabulary, None: not known
+    # The target's num_nextn_predict_layers (what `mtp` drafts with); None: not known.
+    mtp_layers: int | None = None
 
 
 @frozen

@@ -6,8 +6,11 @@ keeps the tensor bookkeeping on the host. The NPU's runner is npu_model_runner.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
+import torch
 from vllm.logger import init_logger
 from vllm.utils.mem_utils import DeviceMemoryProfiler, format_gib
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
@@ -15,7 +18,6 @@ from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 from adapters.vllm.patches.host_linear import prepack_weights
 
 if TYPE_CHECKING:
-    import torch
     from vllm.config import VllmConfig
 
     from ports.runtime import DeviceRuntime
@@ -39,3 +41,36 @@ class HostModelRunner(CPUModelRunner):
         # The host GEMM's packed weights, now rather than in the first forward (the
         # profiling run, which counts them as it did before).
         prepack_weights(self.model)
+
+    # With a draft model (eagle, eagle3, mtp, draft_model) the GPU runner copies the draft
+    # tokens (and, scheduling asynchronously, the valid-token counts) to the host on a
+    # side CUDA stream, naming torch.cuda.current_stream and torch.cuda.stream at each
+    # step; vLLM's CPU runner maps only the stream and event classes (at construction).
+    # On the host the copy is a plain one, so those two calls become no-ops around it.
+
+    def _copy_draft_token_ids_to_cpu(self, scheduler_output: Any, zeros_only: bool = False) -> None:
+        with _host_streams():
+            super()._copy_draft_token_ids_to_cpu(scheduler_output, zeros_only)
+
+    def _copy_valid_sampled_token_count(self, *args: Any, **kwargs: Any) -> Any:
+        with _host_streams():
+            return super()._copy_valid_sampled_token_count(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _host_streams() -> Iterator[None]:
+    """torch.cuda.current_stream and torch.cuda.stream as no-ops, for one call."""
+    cuda = torch.cuda
+    saved = cuda.current_stream, cuda.stream
+
+    def current_stream(device: Any = None) -> None:
+        return None
+
+    def stream(s: Any) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()
+
+    cuda.current_stream, cuda.stream = current_stream, stream  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        cuda.current_stream, cuda.stream = saved  # type: ignore[assignment]

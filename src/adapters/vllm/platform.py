@@ -39,10 +39,11 @@ logger = logging.getLogger("vllm.plugins.ascend")
 # workers plan (about 90 ms of imports, scripts/bench_startup.py).
 
 # Where check_and_update_config keeps the deployment's patch plan: an attribute of the
-# config, so it travels with it to the worker processes.
+# config (on translate.plugin_attrs), so it travels with it to the worker processes.
 PATCH_PLAN_ATTR = "_ascend_patch_plan"
 # The Deployment check_and_update_config translated, kept on the config it came from (set
-# before planning, so a refused config carries what was refused); for this process only.
+# before planning, so a refused config carries what was refused); for this process only
+# (also on translate.plugin_attrs).
 DEPLOYMENT_ATTR = "_ascend_deployment"
 
 
@@ -132,7 +133,7 @@ class AscendPlatformBase(Platform):
         watch_engine_errors()
         with stop_on_our_errors():
             deployment = cls.deployment(vllm_config)
-            setattr(vllm_config, DEPLOYMENT_ATTR, InThisProcess(deployment))
+            setattr(translate.plugin_attrs(vllm_config), DEPLOYMENT_ATTR, InThisProcess(deployment))
             plan = plan_for(deployment)
         if plan is None or deployment is None:
             return  # vLLM builds configs without a model too (e.g. in tests); nothing to plan
@@ -199,11 +200,12 @@ class AscendPlatformBase(Platform):
         so a worker in another process applies it without translating the config again.
         """
         from adapters.vllm.patches import apply_plan, deployment_patch_plan
+        from adapters.vllm.translate import plugin_attrs
 
-        plan = getattr(vllm_config, PATCH_PLAN_ATTR, None)
+        plan = getattr(plugin_attrs(vllm_config), PATCH_PLAN_ATTR, None)
         if deployment is not None:
             plan = deployment_patch_plan(deployment)
-            setattr(vllm_config, PATCH_PLAN_ATTR, plan)
+            setattr(plugin_attrs(vllm_config), PATCH_PLAN_ATTR, plan)
         elif plan is None:  # a config our check_and_update_config did not plan
             deployment = cls.deployment(vllm_config)
             if deployment is None:

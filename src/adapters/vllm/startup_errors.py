@@ -28,6 +28,8 @@ from typing import Any
 
 from ascend_core.env_registry import unknown_variables
 from ascend_core.errors import AscendError
+from ascend_core.model_facts import text_config
+from ascend_core.plan.speculative import mtp_layers_error
 from ascend_core.preflight import missing_model_error, names_local_path
 from ascend_core.quantization import QuantMethod, detect_quantization
 from ports.environment import Environment
@@ -141,12 +143,16 @@ def _repeat_engine_error(note: Path) -> None:
 _FROM_FILES = (QuantMethod.ASCEND.value, QuantMethod.COMPRESSED_TENSORS.value)
 
 
-def check_before_start(model: str, quantization: str | None, files: ModelFiles) -> None:
+def check_before_start(
+    model: str, quantization: str | None, files: ModelFiles, speculative_method: str | None = None
+) -> None:
     """The checks vLLM would fail with a traceback, made first with the doctor's errors.
 
     files: the model directory's files (the ModelFiles port over `model`). Raises the
     core's MissingModelError for a local path with nothing there (a Hub id is left to
-    vLLM), and the core's QuantizationError for a --quantization the files cannot back.
+    vLLM), the core's QuantizationError for a --quantization the files cannot back, and
+    its ConfigError for `mtp` on a model without MTP layers (vLLM's SpeculativeConfig
+    divides by their count: a ZeroDivisionError).
     """
     if not files.exists():
         if names_local_path(model):
@@ -154,6 +160,13 @@ def check_before_start(model: str, quantization: str | None, files: ModelFiles) 
         return
     if quantization is not None and quantization.strip().lower() in _FROM_FILES:
         detect_quantization(files, quantization)
+    if speculative_method:
+        config = text_config(files.read_json("config.json") or {})
+        architecture = str((config.get("architectures") or ["?"])[0])
+        layers = int(config.get("num_nextn_predict_layers") or 0)
+        error = mtp_layers_error(speculative_method, architecture, layers)
+        if error is not None:
+            raise error
 
 
 def refuse_before_start(engine_args: Any, files_for: Any) -> None:
@@ -165,8 +178,15 @@ def refuse_before_start(engine_args: Any, files_for: Any) -> None:
     model = getattr(engine_args, "model", None)
     if not isinstance(model, str) or not model:
         return
+    spec = getattr(engine_args, "speculative_config", None)
+    method = spec.get("method") if isinstance(spec, dict) else getattr(spec, "method", None)
     with stop_on_our_errors():
-        check_before_start(model, getattr(engine_args, "quantization", None), files_for(model))
+        check_before_start(
+            model,
+            getattr(engine_args, "quantization", None),
+            files_for(model),
+            method if isinstance(method, str) else None,
+        )
 
 
 def engine_args_calling() -> Any:

@@ -15,6 +15,7 @@ from ascend_core.deployment import (
     CompilationSettings,
     CompileMode,
     Deployment,
+    DraftFacts,
     GraphMode,
     KvTransferRole,
     MlaShape,
@@ -90,8 +91,16 @@ def _enum_by_name(enum_cls: type[enum.Enum], value: Any) -> Any:
 # gave them: vLLM resolves unset ones (mode, cudagraph_mode, capture sizes, the custom
 # ops' base mode) before
 # check_and_update_config runs, and the doctor, which has no VllmConfig, sees them unset.
-# An attribute of the config, so it travels with it to the worker processes.
+# An attribute of the config (on plugin_attrs), so it travels with it to the workers.
 GIVEN_COMPILATION_ATTR = "_ascend_given_compilation"
+
+
+def plugin_attrs(vllm_config: VllmConfig) -> Any:
+    """Where the plugin keeps its own attributes on a VllmConfig: its compilation_config.
+    They travel with the config (pickled) to the worker processes. VllmConfig itself
+    cannot hold them: vllm.config.utils.replace, with which the speculative proposers copy
+    the config for their draft model, refuses attributes that are not dataclass fields."""
+    return vllm_config.compilation_config
 
 
 def _compilation_as_set(vllm_config: VllmConfig) -> dict[str, Any]:
@@ -106,12 +115,13 @@ def _compilation_as_set(vllm_config: VllmConfig) -> dict[str, Any]:
 
 def remember_given_compilation(vllm_config: VllmConfig) -> None:
     """Record the compilation settings before vLLM resolves them (first call wins)."""
-    if getattr(vllm_config, GIVEN_COMPILATION_ATTR, None) is None:
-        setattr(vllm_config, GIVEN_COMPILATION_ATTR, _compilation_as_set(vllm_config))
+    attrs_ = plugin_attrs(vllm_config)
+    if getattr(attrs_, GIVEN_COMPILATION_ATTR, None) is None:
+        setattr(attrs_, GIVEN_COMPILATION_ATTR, _compilation_as_set(vllm_config))
 
 
 def _compilation(vllm_config: VllmConfig) -> CompilationSettings:
-    given = getattr(vllm_config, GIVEN_COMPILATION_ATTR, None)
+    given = getattr(plugin_attrs(vllm_config), GIVEN_COMPILATION_ATTR, None)
     if given is None:  # a config vLLM did not build through __post_init__ (tests)
         given = _compilation_as_set(vllm_config)
     return CompilationSettings(
@@ -123,11 +133,43 @@ def _compilation(vllm_config: VllmConfig) -> CompilationSettings:
     )
 
 
+def _speculative(vllm_config: VllmConfig) -> SpeculativeSettings:
+    """The method and k, and what the plan checks the draft against: the draft model's
+    config as vLLM read it (no weight loaded yet), the target's vocabulary and MTP layers."""
+    spec = vllm_config.speculative_config
+    method = getattr(spec, "method", None) if spec else None
+    if spec is None or not method:
+        return SpeculativeSettings()
+    mc = vllm_config.model_config
+    draft = None
+    draft_config = getattr(spec, "draft_model_config", None)
+    if draft_config is not None and draft_config is not mc and not method.endswith("mtp"):
+        hf = draft_config.hf_config
+        draft_vocab = getattr(hf, "draft_vocab_size", None)
+        draft = DraftFacts(
+            architecture=str((getattr(hf, "architectures", None) or ["?"])[0]),
+            tp=int(getattr(spec, "draft_tensor_parallel_size", None) or 1),
+            num_layers=max(1, int(getattr(hf, "num_hidden_layers", 1) or 1)),
+            num_attention_heads=max(1, int(getattr(hf, "num_attention_heads", 1) or 1)),
+            num_kv_heads=max(1, int(draft_config.get_total_num_kv_heads())),
+            head_size=max(1, int(draft_config.get_head_size())),
+            vocab_size=max(1, int(getattr(hf, "vocab_size", 1) or 1)),
+            draft_vocab_size=int(draft_vocab) if draft_vocab else None,
+        )
+    text = mc.hf_text_config
+    return SpeculativeSettings(
+        method=method,
+        num_speculative_tokens=int(getattr(spec, "num_speculative_tokens", 0) or 0),
+        draft=draft,
+        target_vocab_size=int(mc.get_vocab_size()),
+        mtp_layers=int(getattr(text, "num_nextn_predict_layers", 0) or 0),
+    )
+
+
 def requested(vllm_config: VllmConfig) -> Requested:
     """What the operator asked for, read from the VllmConfig vLLM built from the arguments."""
     pc = vllm_config.parallel_config
     cache = vllm_config.cache_config
-    spec = vllm_config.speculative_config
     kv = vllm_config.kv_transfer_config
     role = None
     kv_settings = None
@@ -156,12 +198,7 @@ def requested(vllm_config: VllmConfig) -> Requested:
             expert_parallel=bool(pc.enable_expert_parallel),
             disable_custom_all_reduce=bool(pc.disable_custom_all_reduce),
         ),
-        speculative=SpeculativeSettings(
-            method=getattr(spec, "method", None) if spec else None,
-            num_speculative_tokens=int(getattr(spec, "num_speculative_tokens", 0) or 0)
-            if spec
-            else 0,
-        ),
+        speculative=_speculative(vllm_config),
         compilation=_compilation(vllm_config),
         cache=CacheSettings(
             block_size=cache.block_size if cache.user_specified_block_size else None,

@@ -7,11 +7,12 @@ import math
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
-from attrs import frozen
+from attrs import evolve, frozen
 
-from ascend_core.deployment import ModelFacts
+from ascend_core.deployment import ModelFacts, SpeculativeSettings
 from ascend_core.errors import ConfigError
 from ascend_core.memory_budget.units import GIB
+from ascend_core.plan.speculative import draft_layer_facts
 from ports.device import ChipFamily
 from ports.model_files import TensorHeader
 
@@ -132,10 +133,48 @@ class KvPerToken:
 
 
 def kv_bytes_per_token(
-    model: ModelFacts, kv_dtype_bytes: int, tp: int = 1, pp: int = 1
+    model: ModelFacts,
+    kv_dtype_bytes: int,
+    tp: int = 1,
+    pp: int = 1,
+    speculative: SpeculativeSettings | None = None,
 ) -> KvPerToken:
     """Per device. Standard attention splits KV heads over TP (replicated when there are
-    fewer heads than ranks); MLA caches one latent per layer on every TP rank."""
+    fewer heads than ranks); MLA caches one latent per layer on every TP rank. With a
+    draft (MTP layers, an EAGLE or draft model) its layers cache every token too."""
+    target = _kv_bytes_per_token(model, kv_dtype_bytes, tp, pp)
+    draft = _draft_kv(model, kv_dtype_bytes, tp, speculative)
+    if draft is None:
+        return target
+    return KvPerToken(
+        target.layout,
+        target.bytes + draft.bytes,
+        f"{target.formula} + the draft's {draft.formula}",
+    )
+
+
+def _draft_kv(
+    model: ModelFacts, kv_dtype_bytes: int, tp: int, spec: SpeculativeSettings | None
+) -> KvPerToken | None:
+    if spec is None or not spec.method:
+        return None
+    same_kind_layers, facts = draft_layer_facts(spec)
+    if same_kind_layers:  # MTP: the target's own layer kind, on the last PP stage
+        return _kv_bytes_per_token(evolve(model, num_layers=same_kind_layers), kv_dtype_bytes, tp)
+    if facts is None:
+        return None
+    shape = evolve(
+        model,
+        num_layers=facts.num_layers,
+        num_attention_heads=facts.num_attention_heads,
+        num_kv_heads=facts.num_kv_heads,
+        head_size=facts.head_size,
+        mla=None,
+    )
+    return _kv_bytes_per_token(shape, kv_dtype_bytes, facts.tp)
+
+
+def _kv_bytes_per_token(model: ModelFacts, kv_dtype_bytes: int, tp: int, pp: int = 1) -> KvPerToken:
     layers = math.ceil(model.num_layers / pp)
     layer_text = f"{layers} layers" + (f" (of {model.num_layers}, pp={pp})" if pp > 1 else "")
     if model.mla is not None:

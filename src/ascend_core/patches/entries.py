@@ -31,6 +31,13 @@ VLLM_0_33 = ">=0.33.0,<0.34"
 HOST_WITHOUT_TRITON = Condition(device_kinds={HOST}, excludes={Feature.TRITON})
 SPECULATIVE = Condition(requires={Feature.SPECULATIVE_DECODING})
 MOONCAKE = "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector"
+SPEC_UTILS = "vllm.v1.spec_decode.utils"
+_DRAFT_INPUTS = (
+    "Every draft-model proposer (eagle, eagle3, mtp, draft_model) prepares the draft's "
+    "inputs with Triton kernels written for CUDA (on the host they are placeholders that "
+    "raise), so the launch of its kernel goes to the device's DraftInputOps "
+    "(ports/draft_inputs.py): torch ops with no host read, the host's as the reference"
+)
 ENTRIES = (
     PatchSpec(
         id="host-slot-mapping-kernel",
@@ -183,6 +190,42 @@ ENTRIES = (
             "during its construction the index is the host device's (0)."
         ),
         apply="adapters.vllm.patches.mooncake_device:host_device_index",
+    ),
+    PatchSpec(
+        id="spec-draft-step-slots-torch",
+        target=f"{SPEC_UTILS}:_eagle_step_slot_mapping_metadata.kernel",
+        versions=VLLM_0_33,
+        when=SPECULATIVE,
+        reason=_DRAFT_INPUTS + " (each draft step's positions, KV slots and lengths).",
+        apply="adapters.vllm.patches.torch_kernels:override",
+        also_rebind=(f"{SPEC_UTILS}:eagle_step_slot_mapping_metadata_kernel",),
+    ),
+    PatchSpec(
+        id="spec-draft-sample-indices-torch",
+        target=f"{SPEC_UTILS}:_eagle_prepare_inputs_padded.kernel",
+        versions=VLLM_0_33,
+        when=SPECULATIVE,
+        reason=_DRAFT_INPUTS + " (where each request's last accepted token is).",
+        apply="adapters.vllm.patches.torch_kernels:override",
+        also_rebind=(f"{SPEC_UTILS}:eagle_prepare_inputs_padded_kernel",),
+    ),
+    PatchSpec(
+        id="spec-draft-next-token-torch",
+        target=f"{SPEC_UTILS}:_eagle_prepare_next_token_padded.kernel",
+        versions=VLLM_0_33,
+        when=SPECULATIVE,
+        reason=_DRAFT_INPUTS + " (each request's next token after verification).",
+        apply="adapters.vllm.patches.torch_kernels:override",
+        also_rebind=(f"{SPEC_UTILS}:eagle_prepare_next_token_padded_kernel",),
+    ),
+    PatchSpec(
+        id="spec-draft-expand-inputs-torch",
+        target=f"{SPEC_UTILS}:_copy_and_expand_eagle_inputs.kernel",
+        versions=VLLM_0_33,
+        when=SPECULATIVE,
+        reason=_DRAFT_INPUTS + " (the first draft pass's tokens, positions and masks).",
+        apply="adapters.vllm.patches.torch_kernels:override",
+        also_rebind=(f"{SPEC_UTILS}:copy_and_expand_eagle_inputs_kernel",),
     ),
 )
 

@@ -115,10 +115,19 @@ _SPEC_NGRAM_HOST = Supported(
     "kernels replaced by the plugin's torch RejectionOps (patches spec-*-torch); greedy "
     "ids equal the run without speculation (eager, fp32); k + 1 <= 16 as on the NPU"
 )
+_SPEC_DRAFT_HOST = Supported(
+    "vLLM's own proposer and draft model on the host (eager, fp32): the draft's layers "
+    "run on the plugin's attention backends and ops, its input-preparation Triton kernels "
+    "are replaced by the plugin's torch DraftInputOps (patches spec-draft-*-torch) and "
+    "verification by RejectionOps; greedy ids equal the run without speculation; limits "
+    "checked before load (k + 1 <= 16, the draft's vocabulary, heads and TP against the "
+    "target, MTP layers in the model config)"
+)
 _NO_SPEC_HOST = Refused(
     "this method's proposer has not been built or checked on the host device in this "
-    "plugin (only ngram is)",
-    "serve with speculative_config method 'ngram', or without --speculative-config",
+    "plugin (ngram, eagle, eagle3, mtp and draft_model are)",
+    "serve with speculative_config method ngram, eagle, eagle3, mtp or draft_model, or "
+    "without --speculative-config",
 )
 _SPEC_NGRAM_NPU = Supported(
     "vLLM's n-gram proposer (numba, on the host) with verification on the NPU's "
@@ -138,7 +147,8 @@ _NO_SPEC_NPU = Refused(
 _UNKNOWN_SPEC = Refused(
     "the speculative_config method is none this plugin knows (ngram, suffix, eagle, "
     "eagle3, mtp or *_mtp, medusa, draft_model)",
-    "set speculative_config method to one of those (served today: ngram)",
+    "set speculative_config method to one of those (on the host: ngram, eagle, eagle3, "
+    "mtp, draft_model; on the NPU: ngram)",
 )
 
 _SPEC = (
@@ -171,6 +181,12 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     **{(Feature.BATCH_INVARIANT, d): _NO_INVARIANT for d in (_CPU, _NPU)},
     **{(f, _CPU): _NO_SPEC_HOST for f in _SPEC},
     (Feature.SPEC_NGRAM, _CPU): _SPEC_NGRAM_HOST,
+    **{
+        (f, _CPU): _SPEC_DRAFT_HOST
+        for f in (
+            Feature.SPEC_EAGLE, Feature.SPEC_EAGLE3, Feature.SPEC_MTP, Feature.SPEC_DRAFT_MODEL
+        )
+    },
     **{(f, _NPU): _NO_SPEC_NPU for f in _SPEC},
     (Feature.SPEC_NGRAM, _NPU): _SPEC_NGRAM_NPU,
     **{(Feature.SPEC_OTHER, d): _UNKNOWN_SPEC for d in (_CPU, _NPU)},

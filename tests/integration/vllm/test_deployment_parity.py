@@ -94,6 +94,7 @@ def _serve_deployment(argv: list[str]) -> Deployment:
     from vllm.engine.arg_utils import AsyncEngineArgs
 
     from adapters.vllm.platform import DEPLOYMENT_ATTR
+    from adapters.vllm.translate import plugin_attrs
 
     ns = _serve_parser().parse_args(argv)
     ns.model = ns.model_tag or ns.model  # as `vllm serve MODEL` does
@@ -104,11 +105,13 @@ def _serve_deployment(argv: list[str]) -> Deployment:
         while tb is not None:
             configs += [v for v in tb.tb_frame.f_locals.values() if isinstance(v, VllmConfig)]
             tb = tb.tb_next
-        planned = [c for c in configs if getattr(c, DEPLOYMENT_ATTR, None) is not None]
+        planned = [
+            c for c in configs if getattr(plugin_attrs(c), DEPLOYMENT_ATTR, None) is not None
+        ]
         if not planned:
             raise AssertionError(f"vLLM refused the arguments before planning: {exc!r}") from exc
         config = planned[0]
-    deployment = getattr(config, DEPLOYMENT_ATTR).value
+    deployment = getattr(plugin_attrs(config), DEPLOYMENT_ATTR).value
     assert isinstance(deployment, Deployment), "check_and_update_config never planned"
     return deployment
 
@@ -176,9 +179,11 @@ def test_check_and_update_config_translates_the_config_once(model_dirs: dict[str
     model_files) per hook; the patch plan it chose travels on the config, so a worker
     applies it without translating again."""
     from dependency_injector import providers
+    from vllm.config.utils import replace
     from vllm.engine.arg_utils import AsyncEngineArgs
 
     from adapters.vllm.platform import PATCH_PLAN_ATTR, AscendHostPlatform
+    from adapters.vllm.translate import plugin_attrs
 
     readers: list[int] = []  # the ModelFiles that read something of the model's files
 
@@ -197,9 +202,13 @@ def test_check_and_update_config_translates_the_config_once(model_dirs: dict[str
         config = AsyncEngineArgs.from_cli_args(ns).create_engine_config()
     assert len(readers) == 1, "the model's files were read by more than one translation"
     assert config.compilation_config.cudagraph_capture_sizes == []  # the plan's change
-    plan = getattr(config, PATCH_PLAN_ATTR)
+    plan = getattr(plugin_attrs(config), PATCH_PLAN_ATTR)
     assert plan.ids, "the host deployment applies patches"
     in_worker = pickle.loads(pickle.dumps(config))  # as it reaches a worker process
-    assert getattr(in_worker, PATCH_PLAN_ATTR).ids == plan.ids
+    assert getattr(plugin_attrs(in_worker), PATCH_PLAN_ATTR).ids == plan.ids
+    # The speculative proposers copy the config for their draft with vLLM's replace(),
+    # which refuses attributes that are not dataclass fields: none of ours is on it.
+    copy = replace(config, model_config=config.model_config)
+    assert copy.model_config is config.model_config
     AscendHostPlatform.apply_deployment_patches(in_worker)  # as the worker does
     assert len(readers) == 1

@@ -18,7 +18,8 @@ import importlib, sys
 for name in ("vllm.engine.arg_utils", "vllm.model_executor.models.llama",
              "vllm.v1.attention.backends.registry", "vllm.v1.worker.gpu_worker",
              "vllm.v1.worker.gpu_model_runner", "vllm.v1.worker.block_table",
-             "vllm.v1.core.sched.scheduler", "vllm.v1.engine.core"):
+             "vllm.v1.core.sched.scheduler", "vllm.v1.engine.core",
+             "vllm.v1.spec_decode.eagle", "vllm.v1.spec_decode.draft_model"):
     importlib.import_module(name)
 from adapters.vllm.patches import apply_one
 from adapters.vllm.patches._symbols import resolve
@@ -32,7 +33,7 @@ apply_one(spec)
 installed = resolve(spec.target)
 assert isinstance(installed, KernelOverride)
 assert (installed.func.__module__, installed.func.__name__) == (
-    "adapters.vllm.kernel_bindings", "compute_slot_mapping")
+    "adapters.vllm.kernel_bindings", sys.argv[2])
 for symbol in spec.also_rebind:
     assert resolve(symbol) is installed, symbol
 # vLLM's own scan (dispatcher._rebind_kernels): module attributes, and the `kernel`
@@ -51,6 +52,18 @@ print("ok", len(sys.modules))
 """
 
 
-@pytest.mark.parametrize("patch_id", ["host-slot-mapping-kernel", "npu-slot-mapping-kernel"])
-def test_the_override_leaves_no_reference_to_the_original_kernel(patch_id: str) -> None:
-    run_ok(SCAN, patch_id)
+@pytest.mark.parametrize(
+    ("patch_id", "binding"),
+    [
+        ("host-slot-mapping-kernel", "compute_slot_mapping"),
+        ("npu-slot-mapping-kernel", "compute_slot_mapping"),
+        ("spec-draft-step-slots-torch", "eagle_step_slot_mapping_metadata_kernel"),
+        ("spec-draft-sample-indices-torch", "eagle_prepare_inputs_padded_kernel"),
+        ("spec-draft-next-token-torch", "eagle_prepare_next_token_padded_kernel"),
+        ("spec-draft-expand-inputs-torch", "copy_and_expand_eagle_inputs_kernel"),
+    ],
+)
+def test_the_override_leaves_no_reference_to_the_original_kernel(
+    patch_id: str, binding: str
+) -> None:
+    run_ok(SCAN, patch_id, binding)

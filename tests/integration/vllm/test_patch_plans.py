@@ -17,11 +17,16 @@ def test_registration_plan_is_the_devices_alone() -> None:
 
 def test_speculative_decoding_adds_the_rejection_sampler_patches_and_only_those() -> None:
     # The registration plan has no deployment; the deployment's adds the two rebinds of
-    # vLLM's rejection sampler onto the RejectionOps port (ngram is served on the host).
+    # vLLM's rejection sampler onto the RejectionOps port (ngram is served on the host),
+    # and the draft-model proposers' input kernels onto DraftInputOps.
     plain = host()
     speculative = attrs.evolve(plain, speculative=SpeculativeSettings("ngram", 3))
     added = set(deployment_patch_plan(speculative).ids) - set(deployment_patch_plan(plain).ids)
-    assert added == {"spec-rejection-sample-torch", "spec-expand-to-tokens-torch"}
+    assert added == {
+        "spec-rejection-sample-torch", "spec-expand-to-tokens-torch",
+        "spec-draft-step-slots-torch", "spec-draft-sample-indices-torch",
+        "spec-draft-next-token-torch", "spec-draft-expand-inputs-torch",
+    }
     assert not added & set(device_patch_plan(DeviceKind.CPU, ChipFamily.HOST).ids)
 
 

@@ -370,6 +370,30 @@ def test_slot_mapping_override_takes_the_kernel_arguments_by_name() -> None:
     assert tuple(inspect.signature(compute_slot_mapping).parameters) == tuple(names)
 
 
+@pytest.mark.parametrize(
+    ("kernel_name", "binding"),
+    [
+        ("eagle_step_slot_mapping_metadata_kernel", "eagle_step_kernel"),
+        ("eagle_prepare_inputs_padded_kernel", "eagle_prepare_inputs_kernel"),
+        ("eagle_prepare_next_token_padded_kernel", "eagle_next_token_kernel"),
+        ("copy_and_expand_eagle_inputs_kernel", "eagle_expand_inputs_kernel"),
+    ],
+)
+def test_draft_input_overrides_take_the_kernel_arguments_by_name(
+    kernel_name: str, binding: str
+) -> None:
+    """vLLM's KernelOverride forwards by name only when the names are the kernel's."""
+    from adapters.vllm import kernel_bindings
+
+    kernel = _resolve(f"vllm.v1.spec_decode.utils:{kernel_name}")
+    names = getattr(kernel, "arg_names", None) or tuple(
+        inspect.signature(getattr(kernel, "fn", kernel)).parameters
+    )
+    ours = getattr(kernel_bindings, binding)(None)
+    assert ours.__name__ == kernel_name
+    assert tuple(inspect.signature(ours).parameters) == tuple(names)
+
+
 def test_the_registered_method_name_is_the_cores() -> None:
     from adapters.vllm.quantization.config import METHOD_NAME, AscendQuantConfig
     from ascend_core.quantization import QuantMethod

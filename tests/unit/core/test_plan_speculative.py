@@ -1,13 +1,23 @@
-"""Speculative decoding in the plan: which methods each device serves, and k's limits."""
+"""Speculative decoding in the plan: which methods each device serves, k's limits, the
+draft model against the target, MTP's layers, and the draft's KV in the budget."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
+from ascend_core.deployment import DraftFacts
 from ascend_core.errors import ConfigError, UnsupportedFeatureError
+from ascend_core.memory_budget import kv_bytes_per_token
 from ascend_core.plan import plan_config
 from ascend_core.plan.speculative import MAX_QUERY_TOKENS_PER_DECODE
 from unit.core.plan_fixtures import host, npu
+
+# The tiny Llama's shape, as an EAGLE-3 draft of one layer (make_models.make_draft).
+EAGLE3 = DraftFacts(
+    architecture="Eagle3LlamaForCausalLM", tp=1, num_layers=1, num_attention_heads=4,
+    num_kv_heads=2, head_size=32, vocab_size=4096,
+)
 
 
 def _errors(deployment):  # type: ignore[no-untyped-def]
@@ -20,12 +30,79 @@ def test_ngram_is_served_on_both_devices(place) -> None:  # type: ignore[no-unty
     assert _errors(place(speculative=spec)) == ()
 
 
-@pytest.mark.parametrize("place", [host, npu])
-@pytest.mark.parametrize("method", ["eagle3", "mtp", "suffix", "draft_model"])
-def test_the_other_methods_are_refused_with_ngram_named(place, method: str) -> None:  # type: ignore[no-untyped-def]
-    (refused,) = _errors(place(speculative={"method": method, "num_speculative_tokens": 1}))
+@pytest.mark.parametrize("method", ["eagle", "eagle3", "mtp", "draft_model"])
+def test_the_draft_model_methods_are_served_on_the_host(method: str) -> None:
+    spec = {"method": method, "num_speculative_tokens": 3}
+    assert _errors(host(speculative=spec)) == ()
+    (refused,) = _errors(npu(speculative=spec))
     assert isinstance(refused, UnsupportedFeatureError)
-    assert "ngram" in str(refused)
+
+
+def test_suffix_is_refused_on_the_host_with_the_served_methods_named() -> None:
+    (refused,) = _errors(host(speculative={"method": "suffix", "num_speculative_tokens": 1}))
+    assert isinstance(refused, UnsupportedFeatureError)
+    assert "ngram" in str(refused) and "eagle3" in str(refused)
+
+
+def _draft_spec(**changes: object) -> dict[str, object]:
+    facts = attrs.evolve(EAGLE3, **changes)
+    return {"method": "eagle3", "num_speculative_tokens": 3, "draft": facts,
+            "target_vocab_size": 4096}
+
+
+def test_a_draft_that_fits_the_target_passes() -> None:
+    assert _errors(host(speculative=_draft_spec())) == ()
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"tp": 2}, "draft_tensor_parallel_size=2"),
+        ({"tp": 1, "vocab_size": 32000}, "vocabulary of 32000"),
+        ({"draft_vocab_size": 5000}, "draft_vocab_size of 5000"),
+    ],
+)
+def test_a_draft_that_does_not_fit_the_target_is_refused_before_load(
+    changes: dict[str, object], named: str
+) -> None:
+    errors = _errors(host(speculative=_draft_spec(**changes)))
+    assert errors, "the plan let a misfit draft through"
+    assert all(isinstance(e, ConfigError) for e in errors)
+    assert any(named in str(e) for e in errors), [str(e) for e in errors]
+
+
+def test_draft_heads_that_do_not_split_over_its_tp_are_refused() -> None:
+    (error,) = [
+        e for e in _errors(host(speculative=_draft_spec(tp=3)))
+        if "do not split" in str(e)
+    ]
+    assert "4 attention heads" in str(error) and "tp=3" in str(error)
+
+
+@pytest.mark.parametrize(("layers", "ok"), [(1, True), (0, False), (None, True)])
+def test_mtp_needs_the_models_nextn_layers(layers: int | None, ok: bool) -> None:
+    spec = {"method": "mtp", "num_speculative_tokens": 1, "mtp_layers": layers}
+    errors = _errors(host(speculative=spec))
+    if ok:  # None: not known (the doctor without the config), nothing to refuse
+        assert errors == ()
+        return
+    (error,) = errors
+    assert "num_nextn_predict_layers" in str(error)
+
+
+def test_the_kv_budget_counts_the_drafts_layers() -> None:
+    deployment = host()
+    model = deployment.model
+    plain = kv_bytes_per_token(model, 4)
+    eagle = kv_bytes_per_token(model, 4, speculative=host(speculative=_draft_spec()).speculative)
+    per_draft_layer = 2 * EAGLE3.num_kv_heads * EAGLE3.head_size * 4
+    assert eagle.bytes == plain.bytes + per_draft_layer
+    assert "the draft's" in eagle.formula
+    mtp = host(speculative={"method": "mtp", "num_speculative_tokens": 1, "mtp_layers": 2})
+    with_mtp = kv_bytes_per_token(model, 4, speculative=mtp.speculative)
+    assert with_mtp.bytes == plain.bytes + 2 * plain.bytes // model.num_layers
+    ngram = host(speculative={"method": "ngram", "num_speculative_tokens": 2})
+    assert kv_bytes_per_token(model, 4, speculative=ngram.speculative) == plain
 
 
 @pytest.mark.parametrize("place", [host, npu])

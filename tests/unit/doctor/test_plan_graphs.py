@@ -26,7 +26,8 @@ def test_serve_defaults_the_token_budget_by_device_memory() -> None:
 
 
 def test_piecewise_with_unset_sizes_shows_vllms_defaults() -> None:
-    deployment = npu(compilation={"mode": CompileMode.VLLM_COMPILE})
+    piecewise = {"mode": CompileMode.VLLM_COMPILE, "graph_mode": GraphMode.PIECEWISE}
+    deployment = npu(compilation=piecewise)
     plan = plan_config(deployment)
     items, data = graph_items(ServeArgs(model="m", max_num_seqs=32), deployment, plan, EMULATED)
     assert data["mode"] == "PIECEWISE"

@@ -8,7 +8,12 @@ from typing import Any
 import attrs
 
 from adapters.doctor.plan.attention import attention_items
-from adapters.doctor.plan.config import build_deployment, config_plan_items, engine_execution
+from adapters.doctor.plan.config import (
+    build_deployment,
+    config_plan_items,
+    engine_execution,
+    speculative_facts,
+)
 from adapters.doctor.plan.graphs import graph_items
 from adapters.doctor.plan.memory import memory_items
 from adapters.doctor.plan.model import Target, model_items, read_model
@@ -45,6 +50,9 @@ def plan_report(
     quant_items, detection = quantization_items(files, args)
     detected = detection.files_say if detection is not None else QuantMethod.NONE
     deployment = build_deployment(args, model, target, env, detected, host_cpus, local_files)
+    speculative = speculative_facts(args, files)
+    if speculative is not None:  # MTP's layers and the vocabulary, as serving reads them
+        deployment = attrs.evolve(deployment, speculative=speculative)
     plan_items, plan = config_plan_items(deployment)
     sections.append(Section("config plan", plan_items))
     graphs, graph_data = graph_items(args, deployment, plan, target) if plan else ([], None)

@@ -22,12 +22,14 @@ from ascend_core.deployment import (
 from ascend_core.deployment_builder import Requested
 from ascend_core.deployment_builder import build_deployment as core_build_deployment
 from ascend_core.errors import AscendError
+from ascend_core.model_facts import text_config
 from ascend_core.plan import ConfigPlan, plan_config
 from ascend_core.preflight import CheckItem
 from ascend_core.quantization import QuantMethod
 from ports.device import DeviceKind
 from ports.environment import Environment
 from ports.local_files import LocalFiles
+from ports.model_files import ModelFiles
 
 
 def _enum(cls: type[Any], value: Any) -> Any:
@@ -100,6 +102,23 @@ def build_deployment(
         detected,
         host_cpus,
         local_files,
+    )
+
+
+def speculative_facts(args: ServeArgs, files: ModelFiles) -> SpeculativeSettings | None:
+    """The speculative settings with what the model's config says about them (its
+    vocabulary, its MTP layers), as serving reads them; None without a method. A separate
+    draft model's config is not read here (serving checks it against the target)."""
+    method = args.speculative.get("method")
+    if not method:
+        return None
+    config = text_config(files.read_json("config.json") or {})
+    vocab = config.get("vocab_size")
+    return SpeculativeSettings(
+        method=str(method),
+        num_speculative_tokens=int(args.speculative.get("num_speculative_tokens") or 0),
+        target_vocab_size=int(vocab) if isinstance(vocab, int) and vocab > 0 else None,
+        mtp_layers=int(config.get("num_nextn_predict_layers") or 0),
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from adapters.doctor.plan.config import speculative_facts
 from adapters.doctor.plan.items import FAIL, PASS, WARN, failed
 from adapters.doctor.plan.model import Target
 from adapters.doctor.serve_args import ServeArgs
@@ -89,7 +90,7 @@ def memory_items(
         ], {}
     shards = args.tp * args.pp
     per_device = weights.total_bytes // shards
-    kv = kv_bytes_per_token(model, kv_dtype, args.tp, args.pp)
+    kv = kv_bytes_per_token(model, kv_dtype, args.tp, args.pp, speculative_facts(args, files))
     reserve = estimate_reserve(
         model,
         args.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS,

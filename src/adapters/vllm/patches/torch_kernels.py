@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from adapters.container import container
-from adapters.vllm.kernel_bindings import slot_mapping_kernel
+from adapters.vllm import kernel_bindings as kb
 from adapters.vllm.patches._symbols import holder_and_attr, rebind
 from ascend_core.errors import ConfigError
 
@@ -26,8 +26,20 @@ if TYPE_CHECKING:
 
 # Registry target -> our implementation, built on the serving device's port when applied.
 IMPLEMENTATIONS: dict[str, Callable[[], Callable[..., Any]]] = {
-    "vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel": lambda: slot_mapping_kernel(
+    "vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel": lambda: kb.slot_mapping_kernel(
         container().slot_mapping()
+    ),
+    "vllm.v1.spec_decode.utils:_eagle_step_slot_mapping_metadata.kernel": lambda: (
+        kb.eagle_step_kernel(container().draft_input_ops())
+    ),
+    "vllm.v1.spec_decode.utils:_eagle_prepare_inputs_padded.kernel": lambda: (
+        kb.eagle_prepare_inputs_kernel(container().draft_input_ops())
+    ),
+    "vllm.v1.spec_decode.utils:_eagle_prepare_next_token_padded.kernel": lambda: (
+        kb.eagle_next_token_kernel(container().draft_input_ops())
+    ),
+    "vllm.v1.spec_decode.utils:_copy_and_expand_eagle_inputs.kernel": lambda: (
+        kb.eagle_expand_inputs_kernel(container().draft_input_ops())
     ),
 }
 
@@ -49,5 +61,9 @@ def override(spec: PatchSpec) -> None:
     holder, attr = holder_and_attr(spec.target)
     wrapper = KernelOverride(getattr(holder, attr), make())
     setattr(holder, attr, wrapper)
+    if not isinstance(holder, type):
+        # A JIT warmup owner (an instance) caches its kernel's argument names; the
+        # wrapper's (the same names) are read again at the next launch.
+        vars(holder).pop("_kernel_arg_names", None)
     rebind(spec.also_rebind, wrapper)
     _registered.add(spec.target)

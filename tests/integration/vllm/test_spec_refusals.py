@@ -1,0 +1,52 @@
+"""Speculative configs refused before any weight loads, with the reason: MTP on a model
+without MTP layers (before vLLM builds its config, which would divide by their count), a
+draft model whose vocabulary is not the target's, k beyond the fused attention op's 16
+query tokens (the plan, inside vLLM's config building)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.vllm.startup_errors import StartupError
+from support.hf_reference import local_model, make_models_module
+
+
+def _refusal(model: str, spec: dict[str, Any]) -> str:
+    from vllm.engine.arg_utils import EngineArgs
+
+    args = EngineArgs(model=model, enforce_eager=True, speculative_config=spec)
+    with pytest.raises(StartupError) as caught:  # the message alone at `vllm serve`
+        args.create_engine_config()
+    return str(caught.value)
+
+
+def test_mtp_on_a_model_without_mtp_layers_is_refused_naming_them() -> None:
+    model = str(local_model("deepseek_v3", "tiny"))  # num_nextn_predict_layers: 0
+    message = _refusal(model, {"method": "mtp", "num_speculative_tokens": 1})
+    assert "num_nextn_predict_layers" in message
+
+
+def test_an_eagle3_draft_with_another_vocabulary_is_refused_before_its_weights_load(
+    tmp_path: Path,
+) -> None:
+    # (vLLM refuses a draft_model of another vocabulary itself; EAGLE-3's it lets by.)
+    target = local_model("llama_repeat", "tiny")
+    draft = make_models_module().make_draft(
+        target.parent / f"{target.name}-eagle3", target, "eagle3"
+    )
+    config = json.loads((draft / "config.json").read_text())
+    config["vocab_size"] = config["draft_vocab_size"] = 512
+    (tmp_path / "config.json").write_text(json.dumps(config))  # no weights at all
+    spec = {"method": "eagle3", "model": str(tmp_path), "num_speculative_tokens": 2}
+    message = _refusal(str(target), spec)
+    assert "vocabulary of 512 tokens" in message and "the target 4" in message
+
+
+def test_k_beyond_the_fused_ops_query_limit_is_refused() -> None:
+    model = str(local_model("deepseek_v3_mtp", "tiny"))
+    message = _refusal(model, {"method": "mtp", "num_speculative_tokens": 16})
+    assert "num_speculative_tokens + 1 <= 16" in message
