@@ -48,24 +48,12 @@ def _counter(llm: Any, name: str) -> int:
 
 def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any) -> dict[str, Any]:
     from engine_teardown import shut_down
-    from vllm import LLM, SamplingParams, TokensPrompt
+    from vllm import SamplingParams, TokensPrompt
 
     from support.emulated_npu_device import counters, launches, reset_counters, syncs
+    from support.spec_engine import spec_llm
 
-    llm = LLM(
-        model=model,
-        dtype="bfloat16",
-        enforce_eager=True,
-        max_model_len=512,
-        block_size=128,
-        max_num_batched_tokens=64,
-        max_num_seqs=8,
-        kv_cache_memory_bytes=32 << 20,
-        enable_prefix_caching=True,
-        seed=0,
-        speculative_config=spec,
-        disable_log_stats=False,
-    )
+    llm = spec_llm(model, spec, "bfloat16", 128)
     try:
         params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
         batch = [TokensPrompt(prompt_token_ids=p) for p in prompts()]

@@ -11,57 +11,26 @@ The verification runs on the plugin's RejectionOps (patch spec-rejection-sample-
 
 from __future__ import annotations
 
-import random
-
 import pytest
 from engine_teardown import shut_down
 
 from support.hf_reference import local_model
+from support.spec_engine import LENGTHS, repeating_prompts, spec_llm, two_passes
 
 MAX_NEW = 24
 BLOCK = 16
-LENGTHS = [3, 17, 33, 48, 64, 90, 129, 150]
 K = 3
 
 
-def _prompts() -> list[list[int]]:
-    rng = random.Random(7)
-    prompts = []
-    for n in LENGTHS:
-        phrase = [rng.randrange(2, 500) for _ in range(rng.randrange(3, 9))]
-        prompts.append((phrase * (n // len(phrase) + 1))[:n])
-    return prompts
-
-
 def _run(model_dir: str, spec: dict[str, object] | None) -> dict[str, object]:
-    from vllm import LLM, SamplingParams, TokensPrompt
-
-    llm = LLM(
-        model=model_dir,
-        dtype="float32",
-        enforce_eager=True,
-        max_model_len=512,
-        block_size=BLOCK,
-        max_num_batched_tokens=64,
-        max_num_seqs=8,
-        kv_cache_memory_bytes=32 << 20,
-        enable_prefix_caching=True,
-        seed=0,
-        speculative_config=spec,
-        disable_log_stats=False,
-    )
+    llm = spec_llm(model_dir, spec, "float32", BLOCK)
     try:
-        params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
-        prompts = [TokensPrompt(prompt_token_ids=p) for p in _prompts()]
-        passes = [llm.generate(prompts, params, use_tqdm=False) for _ in range(2)]
-        metrics = {m.name: m for m in llm.get_metrics()}
+        run = two_passes(llm, repeating_prompts(), MAX_NEW)
         sampler = type(llm.llm_engine.model_executor.driver_worker.worker.model_runner)
         from vllm.v1.sample import rejection_sampler
 
         return {
-            "ids": [[list(o.outputs[0].token_ids) for o in outs] for outs in passes],
-            "cached": [o.num_cached_tokens for o in passes[1]],
-            "metrics": metrics,
+            **run,
             "runner": sampler.__name__,
             "rejection_sample": rejection_sampler.rejection_sample,
         }
