@@ -37,12 +37,19 @@ def _free_port() -> int:
 class Server:
     """`vllm serve` of `model_dir`; `device` "npu" runs it under scripts/emulated_npu.py."""
 
-    def __init__(self, model_dir: str, log_path: Path, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        model_dir: str,
+        log_path: Path,
+        device: str = "cpu",
+        extra: tuple[str, ...] = (),
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.model = model_dir
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        env = {**os.environ, "VLLM_ASCEND_DEVICE": device}
+        env = {**os.environ, "VLLM_ASCEND_DEVICE": device, **(extra_env or {})}
         env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the real layout: engine subprocess
         self.stop_seconds: float | None = None
         self.log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
@@ -73,6 +80,7 @@ class Server:
                 "32",
                 "--shutdown-timeout",
                 "10",
+                *extra,
             ],
             env=env,
             stdout=self.log,
