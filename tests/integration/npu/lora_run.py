@@ -23,15 +23,17 @@ def describe(worker: object) -> dict[str, object]:
     runner = worker.model_runner  # type: ignore[attr-defined]
     manager = runner.lora_manager._adapter_manager
     wrapper = manager.punica_wrapper
-    devices = {
-        str(t.device.type)
+    stacked = [
+        t
         for module in manager.modules.values()
-        for t in getattr(module, "lora_a_stacked", ())
-    }
+        for t in (*getattr(module, "lora_a_stacked", ()), *getattr(module, "lora_b_stacked", ()))
+    ]
+    devices = {str(t.device.type) for t in stacked}
     return {
         "wrapper": type(wrapper).__name__,
         "lora_ops": type(wrapper.lora_ops).__name__,
         "lora_weight_devices": sorted(devices),
+        "lora_bytes": sum(t.numel() * t.element_size() for t in stacked),
         "lora_modules": sorted({name.rsplit(".", 1)[-1] for name in manager.modules}),
     }
 

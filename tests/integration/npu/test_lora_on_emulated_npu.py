@@ -71,3 +71,13 @@ def test_npu_lora_with_graphs_captured_gives_the_eager_ids(runs) -> None:  # typ
     graphs = runs["npu-graphs"]
     assert graphs["graph_mode"] != "NONE" and graphs["captured"] > 0
     assert graphs["ids"] == runs["npu"]["ids"]
+
+
+def test_the_doctors_lora_slot_bytes_are_what_the_worker_allocated(runs) -> None:  # type: ignore[no-untyped-def]
+    from adapters.system.model_files import LocalModelFiles
+    from ascend_core.memory_budget import lora_slot_bytes
+
+    base, _ = lora_model()
+    headers = LocalModelFiles(str(base)).tensor_headers()
+    estimate = lora_slot_bytes(headers, max_loras=2, max_lora_rank=8, dtype_bytes=2)
+    assert estimate > 0 and runs["npu"]["lora_bytes"] == runs["host"]["lora_bytes"] == estimate

@@ -67,7 +67,10 @@ def test_mixed_batch_equals_peft(served) -> None:  # type: ignore[no-untyped-def
         lora_request=[requests[name] for name, _ in batch],
         use_tqdm=False,
     )
-    got = {(name, tuple(p)): list(o.outputs[0].token_ids) for (name, p), o in zip(batch, outs)}
+    got = {
+        (name, tuple(p)): list(o.outputs[0].token_ids)
+        for (name, p), o in zip(batch, outs, strict=True)
+    }
     for name in requests:
         want = peft_greedy_ids(base, adapters.get(name) if name else None, prompts, MAX_NEW)
         for p, ids in zip(prompts, want, strict=True):
