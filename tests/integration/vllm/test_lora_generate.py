@@ -51,6 +51,8 @@ def test_mixed_batch_equals_peft(served) -> None:  # type: ignore[no-untyped-def
     from vllm.lora.request import LoRARequest
 
     path, base, adapters, llm = served
+    mode = llm.llm_engine.vllm_config.compilation_config.mode
+    assert mode.name == ("DYNAMO_TRACE_ONCE" if path == "compiled" else "NONE")
     prompts = _prompts()
     requests = {
         None: None,
