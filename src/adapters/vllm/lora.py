@@ -37,7 +37,7 @@ class AscendPunicaWrapper(PunicaWrapperBase):
     def _token_slots(self, rows: int) -> torch.Tensor:
         return self._token_lora_indices[:rows]
 
-    def add_shrink(  # type: ignore[override]
+    def add_shrink(
         self,
         y: tuple[torch.Tensor, ...] | torch.Tensor,
         x: torch.Tensor,
@@ -50,7 +50,7 @@ class AscendPunicaWrapper(PunicaWrapperBase):
         for out, lora_a in zip(y, lora_a_stacked, strict=True):
             self.lora_ops.shrink(out.view(-1, out.shape[-1]), x, lora_a, slots, scale)
 
-    def add_expand(  # type: ignore[override]
+    def add_expand(
         self,
         y: torch.Tensor,
         x: tuple[torch.Tensor, ...] | torch.Tensor,
@@ -67,7 +67,7 @@ class AscendPunicaWrapper(PunicaWrapperBase):
             self.lora_ops.expand(out, part, lora_b, slots, offset, add_inputs)
             offset += width
 
-    def add_lora_embedding(  # type: ignore[override]
+    def add_lora_embedding(
         self,
         y: torch.Tensor,
         x: torch.Tensor,
@@ -78,7 +78,7 @@ class AscendPunicaWrapper(PunicaWrapperBase):
         out = y.view(-1, y.shape[-1])
         self.lora_ops.expand(out, x, lora_b_stacked, self._token_slots(out.shape[0]), 0, add_inputs)
 
-    def add_lora_linear(  # type: ignore[override]
+    def add_lora_linear(
         self,
         y: torch.Tensor,
         x: torch.Tensor,
@@ -101,7 +101,7 @@ class AscendPunicaWrapper(PunicaWrapperBase):
         self.add_shrink(buffer, x, lora_a_stacked, scale)
         self.add_expand(y, buffer, lora_b_stacked, output_slices, add_inputs=True)
 
-    def add_lora_logits(  # type: ignore[override]
+    def add_lora_logits(
         self,
         y: torch.Tensor,
         x: torch.Tensor,
@@ -121,7 +121,7 @@ class AscendPunicaWrapper(PunicaWrapperBase):
         self.lora_ops.shrink(buffer, x, lora_a_stacked, slots, scale)
         self.lora_ops.expand(out, buffer, lora_b_stacked, slots, 0, True)
 
-    def apply_lora_full_linear(  # type: ignore[override]
+    def apply_lora_full_linear(
         self,
         y: torch.Tensor,
         x: torch.Tensor,

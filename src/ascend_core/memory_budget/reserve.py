@@ -43,6 +43,8 @@ class Reserve:
 # column-parallel ones (output split over TP) and the row-parallel ones (input split).
 LORA_COLUMN = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
 LORA_ROW = ("o_proj", "down_proj")
+# The vocabulary-parallel ones (vocab split over TP), wrapped too: [vocab, hidden].
+LORA_VOCAB = ("embed_tokens", "lm_head")
 
 
 def lora_slot_bytes(
@@ -51,7 +53,8 @@ def lora_slot_bytes(
 ) -> int:
     """What vLLM allocates per device for --enable-lora before any adapter loads: per
     wrapped linear [out, in], A [max_loras, rank, in] and B [max_loras, out, rank], the
-    TP-split side divided by tp (in the LoRA dtype, the model's by default)."""
+    TP-split side divided by tp (in the LoRA dtype, the model's by default). The
+    embedding and lm_head count as they appear in the headers (a tied lm_head has none)."""
     total = 0
     for header in headers:
         parts = header.name.split(".")
@@ -62,6 +65,8 @@ def lora_slot_bytes(
             total += max_lora_rank * (inp + out // tp)
         elif parts[-2] in LORA_ROW:
             total += max_lora_rank * (inp // tp + out)
+        elif parts[-2] in LORA_VOCAB:
+            total += max_lora_rank * (out // tp + inp)
     return total * max_loras * dtype_bytes
 
 

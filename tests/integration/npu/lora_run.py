@@ -22,7 +22,7 @@ def describe(worker: object) -> dict[str, object]:
     """On the worker: the punica wrapper, its LoRA ops and where the adapters' weights live."""
     runner = worker.model_runner  # type: ignore[attr-defined]
     manager = runner.lora_manager._adapter_manager
-    wrapper = manager.punica_wrapper
+    wrapper = next(iter(manager.punica_wrapper_mapping.values()))
     stacked = [
         t
         for module in manager.modules.values()

@@ -19,7 +19,7 @@ from support.lora_reference import lora_model
 from support.torch_npu_emulator.activate import child_env
 
 RUNNER = Path(__file__).with_name("lora_run.py")
-MODULES = ["down_proj", "gate_up_proj", "o_proj", "qkv_proj"]
+MODULES = ["down_proj", "embed_tokens", "gate_up_proj", "lm_head", "o_proj", "qkv_proj"]
 
 
 def _start(device: str, *args: str) -> subprocess.Popen[str]:

@@ -138,13 +138,14 @@ def test_lora_slots_are_a_and_b_per_wrapped_linear_and_adapter_slot() -> None:
         TensorHeader("model.layers.0.self_attn.o_proj.weight", "BF16", (32, 64)),  # row
         TensorHeader("model.layers.0.mlp.down_proj.weight", "BF16", (32, 96)),  # row
         TensorHeader("model.layers.0.input_layernorm.weight", "BF16", (32,)),  # not wrapped
-        TensorHeader("model.embed_tokens.weight", "BF16", (1000, 32)),  # not wrapped
+        TensorHeader("model.embed_tokens.weight", "BF16", (1000, 32)),  # vocab parallel
+        TensorHeader("model.layers.0.mlp.down_proj.bias", "BF16", (32,)),  # not wrapped
     ]
     # rank 8 x (in + out) per linear, x 3 slots x 2 bytes
-    one = 8 * ((32 + 64) + (64 + 32) + (96 + 32)) * 3 * 2
+    one = 8 * ((32 + 64) + (64 + 32) + (96 + 32) + (1000 + 32)) * 3 * 2
     assert lora_slot_bytes(headers, max_loras=3, max_lora_rank=8, dtype_bytes=2) == one
-    # TP 2 splits a column linear's output and a row linear's input only.
-    split = 8 * ((32 + 32) + (32 + 32) + (48 + 32)) * 3 * 2
+    # TP 2 splits a column linear's output, a row linear's input and the vocabulary.
+    split = 8 * ((32 + 32) + (32 + 32) + (48 + 32) + (500 + 32)) * 3 * 2
     assert lora_slot_bytes(headers, 3, 8, 2, tp=2) == split
     reserve = estimate_reserve(LLAMA_70B, 8192, 2, lora_bytes=one)
     assert reserve.total_bytes == 2 * GIB + 3 * GIB // 2 + one
