@@ -36,6 +36,7 @@ PORT_OF = {
     "slot_mapping": "ports.slot_mapping:SlotMapping",
     "host_gemm": "ports.host_gemm:HostGemm",
     "rejection_ops": "ports.rejection:RejectionOps",
+    "lora_ops": "ports.lora:LoraOps",
     "upstream": "ports.upstream:Upstream",
     "model_files": "ports.model_files:ModelFiles",
     "local_files": "ports.local_files:LocalFiles",
