@@ -34,9 +34,6 @@ class AscendPunicaWrapper(PunicaWrapperBase):
         self._token_lora_indices.fill_(-1)
         self._sampler_indices.fill_(-1)
 
-    def _token_slots(self, rows: int) -> torch.Tensor:
-        return self._token_lora_indices[:rows]
-
     def add_shrink(
         self,
         y: tuple[torch.Tensor, ...] | torch.Tensor,
@@ -46,7 +43,7 @@ class AscendPunicaWrapper(PunicaWrapperBase):
         **kwargs: Any,
     ) -> None:
         x = x.view(-1, x.shape[-1])
-        slots = self._token_slots(x.shape[0])
+        slots = self._token_lora_indices[: x.shape[0]]
         for out, lora_a in zip(y, lora_a_stacked, strict=True):
             self.lora_ops.shrink(out.view(-1, out.shape[-1]), x, lora_a, slots, scale)
 
@@ -61,7 +58,7 @@ class AscendPunicaWrapper(PunicaWrapperBase):
         **kwargs: Any,
     ) -> None:
         out = y.view(-1, y.shape[-1])
-        slots = self._token_slots(out.shape[0])
+        slots = self._token_lora_indices[: out.shape[0]]
         offset = offset_start
         for part, lora_b, width in zip(x, lora_b_stacked, output_slices, strict=True):
             self.lora_ops.expand(out, part, lora_b, slots, offset, add_inputs)
@@ -76,7 +73,8 @@ class AscendPunicaWrapper(PunicaWrapperBase):
         **kwargs: Any,
     ) -> None:
         out = y.view(-1, y.shape[-1])
-        self.lora_ops.expand(out, x, lora_b_stacked, self._token_slots(out.shape[0]), 0, add_inputs)
+        slots = self._token_lora_indices[: out.shape[0]]
+        self.lora_ops.expand(out, x, lora_b_stacked, slots, 0, add_inputs)
 
     def add_lora_linear(
         self,
