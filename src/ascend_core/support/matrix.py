@@ -98,12 +98,13 @@ _NO_MM = Refused(
 _LORA_HOST = Supported(
     "vLLM's LoRA layers (attention and MLP projections of dense models; adapters per "
     "request and loaded at run time) with the plugin's punica wrapper on the host's torch "
-    "LoRA ops; greedy ids equal transformers + peft in fp32"
+    "LoRA ops, inside the host's Dynamo trace or eager; greedy ids equal transformers + "
+    "peft in fp32"
 )
 _LORA_NPU = Supported(
     "vLLM's LoRA layers with the plugin's punica wrapper on the NPU's LoRA ops (plain torch "
-    "on the device; torch_npu 2.14.0 has no multi-adapter BGMV/SGMV op); proven on the "
-    "emulated NPU, not on hardware"
+    "on the device; torch_npu 2.14.0 has no multi-adapter BGMV/SGMV op), eager or with "
+    "graphs captured; proven on the emulated NPU, not on hardware"
 )
 _MERGE = "merge the adapter into the weights (e.g. peft's merge_and_unload) and serve the result"
 _NO_LORA_QUANT = Refused(
