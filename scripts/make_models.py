@@ -553,6 +553,46 @@ def _train_tokenizer(vocab_size: int, style: str) -> Any:
     )
 
 
+# LoRA adapters for a dense model, made with peft (a real producer; a dev extra).
+LORA_STAMP_FILE = ".make_lora.json"
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+LORA_RANK = 8
+
+
+def make_lora_adapter(
+    out_dir: str | os.PathLike[str], base_dir: str | os.PathLike[str], seed: int = 1
+) -> Path:
+    """Write a peft LoRA adapter (rank LORA_RANK on the attention and MLP projections) for
+    the model in `base_dir` unless `out_dir` already holds it; return its path.
+
+    Both A and B are random (peft's init leaves B zero, which would change nothing), scaled
+    so the adapter moves greedy ids away from the base model's. Needs `peft`.
+    """
+    out = Path(out_dir).resolve()
+    base = Path(base_dir).resolve()
+    stamp = {"base": str(base), "seed": seed, "rank": LORA_RANK, "version": SCRIPT_VERSION}
+    return build_once(out, LORA_STAMP_FILE, stamp, lambda tmp: _build_lora(tmp, base, seed))
+
+
+def _build_lora(out: Path, base: Path, seed: int) -> None:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
+    config = LoraConfig(
+        r=LORA_RANK, lora_alpha=2 * LORA_RANK, target_modules=list(LORA_TARGETS),
+        lora_dropout=0.0, bias="none", task_type="CAUSAL_LM", init_lora_weights=False,
+    )
+    with _seeded(seed):
+        peft_model = get_peft_model(model, config)
+        for name, param in peft_model.named_parameters():
+            if "lora_A" in name or "lora_B" in name:
+                with torch.no_grad():
+                    param.normal_(0.0, 0.25)
+    peft_model.save_pretrained(str(out))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="model directory to write")
@@ -564,10 +604,15 @@ def main(argv: list[str] | None = None) -> int:
         "--draft-of", metavar="TARGET_DIR", help="write a draft model for this target instead"
     )
     parser.add_argument("--draft-kind", choices=DRAFT_KINDS, default="eagle3")
+    parser.add_argument(
+        "--lora-base", help="write a peft LoRA adapter for this model dir to --out instead"
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     if args.draft_of:
         out = make_draft(args.out, args.draft_of, args.draft_kind)
+    elif args.lora_base:
+        out = make_lora_adapter(args.out, args.lora_base, args.seed)
     else:
         out = make_model(args.out, args.style, args.size, args.seed, args.dtype)
     print(f"{out} ready in {time.perf_counter() - start:.1f}s", file=sys.stderr)

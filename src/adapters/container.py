@@ -65,6 +65,7 @@ class HostDevice(containers.DeclarativeContainer):
     host_gemm = providers.Singleton(_lazy, "adapters.cpu.host_gemm:CpuHostGemm")
     rejection_ops = providers.Singleton(_lazy, "adapters.cpu.rejection:CpuRejectionOps")
     draft_input_ops = providers.Singleton(_lazy, "adapters.cpu.draft_inputs:CpuDraftInputOps")
+    lora_ops = providers.Singleton(_lazy, "adapters.cpu.lora:CpuLoraOps")
     runtime = providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime")
     communicator = providers.Singleton(_lazy, "adapters.cpu.communicator:GlooCommunicator")
 
@@ -87,6 +88,7 @@ class NpuDevice(containers.DeclarativeContainer):
     # Plain torch on the device's tensors: no torch_npu asked for.
     sampling_ops = providers.Singleton(_lazy, "adapters.npu.sampling:NpuSamplingOps")
     slot_mapping = providers.Singleton(_lazy, "adapters.npu.slot_mapping:NpuSlotMapping")
+    lora_ops = providers.Singleton(_lazy, "adapters.npu.lora:NpuLoraOps")
     rejection_ops = providers.Singleton(
         _lazy, "adapters.npu.rejection:NpuRejectionOps", torch_npu
     )
@@ -163,6 +165,8 @@ class Container(containers.DeclarativeContainer):
     draft_input_ops = providers.Selector(
         serving_kind, npu=npu_device.draft_input_ops, cpu=host_device.draft_input_ops
     )
+    # LoRA's shrink and expand (ports/lora.py), for vLLM's LoRA layers.
+    lora_ops = providers.Selector(serving_kind, npu=npu_device.lora_ops, cpu=host_device.lora_ops)
     runtime = providers.Selector(serving_kind, npu=npu_runtime, cpu=host_device.runtime)
     # The chip family, read once from the serving runtime (torch_npu's device name).
     serving_chip = providers.Singleton(_serving_chip, device_decision, runtime.provider)

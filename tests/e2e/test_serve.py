@@ -56,8 +56,9 @@ def serve_args(device: str, eager: bool = True, extra: Sequence[str] = ()) -> li
 class Server:
     """`vllm serve` of `model_dir`; `device` "npu" runs it under scripts/emulated_npu.py.
 
-    `eager` adds --enforce-eager; `extra` are more `vllm serve` arguments. `args` keeps the
-    arguments after the model (the doctor is asked about the same ones)."""
+    `eager` adds --enforce-eager; `extra` are more `vllm serve` arguments, `extra_env` more
+    environment. `args` keeps the arguments after the model (the doctor is asked about the
+    same ones)."""
 
     def __init__(
         self,
@@ -66,12 +67,13 @@ class Server:
         device: str = "cpu",
         eager: bool = True,
         extra: Sequence[str] = (),
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         self.model = model_dir
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        env = {**os.environ, "VLLM_ASCEND_DEVICE": device}
+        env = {**os.environ, "VLLM_ASCEND_DEVICE": device, **(extra_env or {})}
         env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the real layout: engine subprocess
         self.stop_seconds: float | None = None
         self.log = open(log_path, "w")  # noqa: SIM115 - closed in stop()

@@ -50,6 +50,8 @@ class ServeArgs:
     dcp: int = 1
     expert_parallel: bool = False
     enable_lora: bool = False
+    max_loras: int = 1  # vLLM's defaults
+    max_lora_rank: int = 16
     nnodes: int = 1
     max_model_len: int | None = None
     gpu_memory_utilization: float = 0.92  # vLLM's default
@@ -100,6 +102,8 @@ class ServeArgs:
             dcp=int(get("decode_context_parallel_size", 1)),
             expert_parallel=bool(get("enable_expert_parallel", False)),
             enable_lora=bool(get("enable_lora", False)),
+            max_loras=int(get("max_loras", 1) or 1),
+            max_lora_rank=int(get("max_lora_rank", 16) or 16),
             nnodes=int(get("nnodes", 1)),
             max_model_len=d.get("max_model_len"),
             gpu_memory_utilization=float(get("gpu_memory_utilization", 0.92)),

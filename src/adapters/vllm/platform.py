@@ -356,6 +356,11 @@ class AscendPlatformBase(Platform):
     def check_runner_kv_caches_multi_layer(cls) -> None:
         return None
 
+    @classmethod
+    def get_punica_wrapper(cls) -> str:
+        """vLLM's LoRA layers' shrink/expand, on the serving device's LoRA port."""
+        return "adapters.vllm.lora.AscendPunicaWrapper"
+
 
 class AscendHostPlatform(AscendPlatformBase):
     """No NPU: the host serves through adapters.cpu (asked for with VLLM_ASCEND_DEVICE=cpu)."""

@@ -30,6 +30,7 @@ from ascend_core.memory_budget.reserve import (
     RUNTIME_RESERVE_BYTES,
     Reserve,
     estimate_reserve,
+    lora_slot_bytes,
 )
 from ascend_core.memory_budget.shortfall import KvCacheTooSmallError, kv_cache_shortfall
 from ascend_core.memory_budget.sizes import (
@@ -78,6 +79,7 @@ __all__ = [
     "host_kv_default",
     "kv_bytes_per_token",
     "kv_cache_shortfall",
+    "lora_slot_bytes",
     "plan_budget",
     "weights_size",
 ]

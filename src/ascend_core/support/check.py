@@ -11,6 +11,13 @@ from ascend_core.support.matrix import Refused, verdict
 _DEVICE_NAMES = {"cpu": "the host device", "npu": "an Ascend NPU"}
 
 
+def _quantized(deployment: Deployment) -> bool:
+    named = deployment.user_quantization
+    return deployment.detected_quantization is not QuantMethod.NONE or bool(
+        named and named != QuantMethod.NONE.value
+    )
+
+
 def features_of(deployment: Deployment) -> tuple[Feature, ...]:
     """Every feature of the matrix that this deployment uses, in the enum's order."""
     m = deployment.model
@@ -28,6 +35,8 @@ def features_of(deployment: Deployment) -> tuple[Feature, ...]:
         Feature.ENCODER_DECODER: m.encoder_decoder,
         Feature.MULTIMODAL: m.multimodal,
         Feature.LORA: deployment.lora,
+        Feature.LORA_QUANTIZED: deployment.lora and _quantized(deployment),
+        Feature.LORA_MOE: deployment.lora and m.is_moe,
         Feature.SLEEP_MODE: deployment.cache.enable_sleep_mode,
         Feature.BATCH_INVARIANT: deployment.training_consistency,
     }

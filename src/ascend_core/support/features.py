@@ -19,6 +19,8 @@ class Feature(enum.Enum):
     ENCODER_DECODER = "an encoder-decoder architecture"
     MULTIMODAL = "a multimodal (vision/audio) tower"
     LORA = "LoRA adapters (--enable-lora)"
+    LORA_QUANTIZED = "LoRA adapters on quantized layers"
+    LORA_MOE = "LoRA adapters on a mixture-of-experts model"
     SLEEP_MODE = "sleep mode (--enable-sleep-mode)"
     BATCH_INVARIANT = "batch-invariant attention (VLLM_ASCEND_TRAINING_CONSISTENCY=1)"
     SPEC_NGRAM = "speculative decoding: ngram"

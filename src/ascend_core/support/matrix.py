@@ -95,10 +95,27 @@ _NO_MM = Refused(
     "and image preprocessing would run untested",
     "serve the language model alone, or use vllm-ascend on an NPU",
 )
-_NO_LORA = Refused(
-    "vLLM's LoRA layers run punica kernels written in Triton for CUDA/ROCm; this build has "
-    "no Ascend or host implementation",
-    "merge the adapter into the weights (e.g. peft's merge_and_unload) and serve the result",
+_LORA_HOST = Supported(
+    "vLLM's LoRA layers (attention and MLP projections of dense models; adapters per "
+    "request and loaded at run time) with the plugin's punica wrapper on the host's torch "
+    "LoRA ops, inside the host's Dynamo trace or eager; greedy ids equal transformers + "
+    "peft in fp32"
+)
+_LORA_NPU = Supported(
+    "vLLM's LoRA layers with the plugin's punica wrapper on the NPU's LoRA ops (plain torch "
+    "on the device; torch_npu 2.14.0 has no multi-adapter BGMV/SGMV op), eager or with "
+    "graphs captured; proven on the emulated NPU, not on hardware"
+)
+_MERGE = "merge the adapter into the weights (e.g. peft's merge_and_unload) and serve the result"
+_NO_LORA_QUANT = Refused(
+    "LoRA on quantized linear layers (ModelSlim, compressed-tensors, fp8) has not been "
+    "built or checked with this plugin's quantization methods",
+    _MERGE + " before quantizing",
+)
+_NO_LORA_MOE = Refused(
+    "vLLM's LoRA on MoE experts runs fused-MoE LoRA kernels written in Triton for CUDA/ROCm; "
+    "this build has no host or Ascend implementation",
+    _MERGE,
 )
 _NO_SLEEP = Refused(
     "sleep mode needs a device allocator that can offload and restore the weights and KV "
@@ -176,7 +193,10 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     **{(Feature.HYBRID, d): _NO_HYBRID for d in (_CPU, _NPU)},
     **{(Feature.ENCODER_DECODER, d): _NO_ENC_DEC for d in (_CPU, _NPU)},
     **{(Feature.MULTIMODAL, d): _NO_MM for d in (_CPU, _NPU)},
-    **{(Feature.LORA, d): _NO_LORA for d in (_CPU, _NPU)},
+    (Feature.LORA, _CPU): _LORA_HOST,
+    (Feature.LORA, _NPU): _LORA_NPU,
+    **{(Feature.LORA_QUANTIZED, d): _NO_LORA_QUANT for d in (_CPU, _NPU)},
+    **{(Feature.LORA_MOE, d): _NO_LORA_MOE for d in (_CPU, _NPU)},
     **{(Feature.SLEEP_MODE, d): _NO_SLEEP for d in (_CPU, _NPU)},
     **{(Feature.BATCH_INVARIANT, d): _NO_INVARIANT for d in (_CPU, _NPU)},
     **{(f, _CPU): _NO_SPEC_HOST for f in _SPEC},

@@ -37,6 +37,7 @@ PORT_OF = {
     "host_gemm": "ports.host_gemm:HostGemm",
     "rejection_ops": "ports.rejection:RejectionOps",
     "draft_input_ops": "ports.draft_inputs:DraftInputOps",
+    "lora_ops": "ports.lora:LoraOps",
     "upstream": "ports.upstream:Upstream",
     "model_files": "ports.model_files:ModelFiles",
     "local_files": "ports.local_files:LocalFiles",

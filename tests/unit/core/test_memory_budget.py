@@ -21,6 +21,7 @@ from ascend_core.memory_budget import (
     format_bytes,
     kv_bytes_per_token,
     kv_cache_shortfall,
+    lora_slot_bytes,
     plan_budget,
     weights_size,
 )
@@ -129,6 +130,26 @@ def test_reserve_estimate_states_its_parts() -> None:
     assert reserve.activation_bytes == 8192 * 12 * 8192 * 2 == 3 * GIB // 2
     assert reserve.total_bytes == 2 * GIB + 3 * GIB // 2
     assert "runtime" in reserve.describe()
+
+
+def test_lora_slots_are_a_and_b_per_wrapped_linear_and_adapter_slot() -> None:
+    headers = [
+        TensorHeader("model.layers.0.self_attn.q_proj.weight", "BF16", (64, 32)),  # column
+        TensorHeader("model.layers.0.self_attn.o_proj.weight", "BF16", (32, 64)),  # row
+        TensorHeader("model.layers.0.mlp.down_proj.weight", "BF16", (32, 96)),  # row
+        TensorHeader("model.layers.0.input_layernorm.weight", "BF16", (32,)),  # not wrapped
+        TensorHeader("model.embed_tokens.weight", "BF16", (1000, 32)),  # vocab parallel
+        TensorHeader("model.layers.0.mlp.down_proj.bias", "BF16", (32,)),  # not wrapped
+    ]
+    # rank 8 x (in + out) per linear, x 3 slots x 2 bytes
+    one = 8 * ((32 + 64) + (64 + 32) + (96 + 32) + (1000 + 32)) * 3 * 2
+    assert lora_slot_bytes(headers, max_loras=3, max_lora_rank=8, dtype_bytes=2) == one
+    # TP 2 splits a column linear's output, a row linear's input and the vocabulary.
+    split = 8 * ((32 + 32) + (32 + 32) + (48 + 32) + (500 + 32)) * 3 * 2
+    assert lora_slot_bytes(headers, 3, 8, 2, tp=2) == split
+    reserve = estimate_reserve(LLAMA_70B, 8192, 2, lora_bytes=one)
+    assert reserve.total_bytes == 2 * GIB + 3 * GIB // 2 + one
+    assert "LoRA slots" in reserve.describe()
 
 
 def _short_demand() -> MemoryDemand:

@@ -118,4 +118,19 @@ def test_speculative_methods_map_to_features(method: str, feature: Feature) -> N
 
 def test_lora_and_sleep_mode_are_deployment_features() -> None:
     assert features_of(attrs.evolve(npu(), lora=True)) == (Feature.LORA,)
+    assert features_of(attrs.evolve(npu(), lora=False, user_quantization="fp8")) == ()
     assert features_of(npu(cache={"enable_sleep_mode": True})) == (Feature.SLEEP_MODE,)
+
+
+@pytest.mark.parametrize("place", [host, npu])
+def test_lora_is_served_on_dense_models_and_refused_on_quantized_layers_and_moe(place) -> None:  # type: ignore[no-untyped-def]
+    dense = attrs.evolve(place(), lora=True)
+    assert features_of(dense) == (Feature.LORA,) and refusals(dense) == ()
+    quantized = attrs.evolve(dense, user_quantization="compressed-tensors")
+    assert features_of(quantized) == (Feature.LORA, Feature.LORA_QUANTIZED)
+    moe = attrs.evolve(place(dense_model(is_moe=True)), lora=True)
+    assert features_of(moe) == (Feature.MOE, Feature.LORA, Feature.LORA_MOE)
+    for deployment, feature in ((quantized, Feature.LORA_QUANTIZED), (moe, Feature.LORA_MOE)):
+        (error,) = refusals(deployment)
+        assert error.feature == feature.name and "merge_and_unload" in str(error)
+        assert plan_config(deployment).errors[0].feature == feature.name  # the matrix first

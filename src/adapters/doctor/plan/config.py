@@ -26,6 +26,7 @@ from ascend_core.model_facts import text_config
 from ascend_core.plan import ConfigPlan, plan_config
 from ascend_core.preflight import CheckItem
 from ascend_core.quantization import QuantMethod
+from ascend_core.support import Supported, features_of, verdict
 from ports.device import DeviceKind
 from ports.environment import Environment
 from ports.local_files import LocalFiles
@@ -138,6 +139,11 @@ def config_plan_items(deployment: Deployment) -> tuple[list[CheckItem], ConfigPl
         ),
         CheckItem("execution", PASS, how),
     ]
+    # What serves each listed feature the deployment uses (refusals are plan.errors).
+    for feature in features_of(deployment):
+        served = verdict(feature, deployment.device_kind)
+        if isinstance(served, Supported):
+            items.append(CheckItem("serves", PASS, f"{feature.value}: {served.note}"))
     items += [
         CheckItem(c.field, PASS, f"{_short(c.old)} -> {_short(c.new)}: {c.reason}")
         for c in plan.changes

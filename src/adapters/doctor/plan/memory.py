@@ -31,6 +31,7 @@ from ascend_core.memory_budget import (
     format_bytes,
     host_flag_warning,
     kv_bytes_per_token,
+    lora_slot_bytes,
     plan_budget,
     weights_size,
 )
@@ -91,11 +92,19 @@ def memory_items(
     shards = args.tp * args.pp
     per_device = weights.total_bytes // shards
     kv = kv_bytes_per_token(model, kv_dtype, args.tp, args.pp, speculative_facts(args, files))
+    lora = (
+        lora_slot_bytes(
+            headers, args.max_loras, args.max_lora_rank, dtype_bytes(model.dtype), args.tp
+        )
+        if args.enable_lora
+        else 0
+    )
     reserve = estimate_reserve(
         model,
         args.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS,
         dtype_bytes(model.dtype),
         args.tp,
+        lora,
     )
     block = block_size or DEFAULT_BLOCK_SIZE
     quantized = weights.quantized or (
