@@ -121,7 +121,9 @@ def test_recover_ties_take_the_first_index_across_tiles(kernel: ModuleType) -> N
     target = torch.zeros(2, vocab)
     target[:, [5, 21, 37]] = 0.25  # equal scores in three tiles of 16
     target[1, 3] = 0.25  # the draft's own token: removed when there are no draft probs
-    drafts = Drafts(torch.tensor([3, 3], dtype=torch.int32), torch.tensor([2], dtype=torch.int32), 2)
+    drafts = Drafts(
+        torch.tensor([3, 3], dtype=torch.int32), torch.tensor([2], dtype=torch.int32), 2
+    )
     inv_q = torch.ones(1, vocab)
     got = torch.empty(2, dtype=torch.int32)
     kernel.recover(got, drafts.token_ids, drafts.cu_num_drafts, 2, None, target, inv_q, 16)
@@ -141,9 +143,7 @@ def test_random_matches_the_reference(
     is_greedy = torch.zeros(len(counts), dtype=torch.bool)
     is_greedy[::3] = True  # those rows stay as they are
     want, got = empty_out(len(counts), drafts.max_len), empty_out(len(counts), drafts.max_len)
-    REFERENCE.verify_random(
-        want, drafts, draft, target, bonus, recovered, uniform, is_greedy
-    )
+    REFERENCE.verify_random(want, drafts, draft, target, bonus, recovered, uniform, is_greedy)
     kernel.verify_random(
         got,
         drafts.token_ids,
@@ -160,7 +160,8 @@ def test_random_matches_the_reference(
 
 
 @pytest.mark.parametrize(
-    ("dtype", "replace"), [(torch.float32, (0.0, 1.0)), (torch.int64, (0, 0)), (torch.int32, (3, 9))]
+    ("dtype", "replace"),
+    [(torch.float32, (0.0, 1.0)), (torch.int64, (0, 0)), (torch.int32, (3, 9))],
 )
 def test_expand_matches_the_reference(
     kernel: ModuleType, dtype: torch.dtype, replace: tuple[float, float]
