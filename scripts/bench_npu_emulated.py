@@ -1,6 +1,7 @@
 """Per decode step costs of the NPU path on the emulated `npu` device (a benchmark, not a test).
 
     .venv/bin/python scripts/bench_npu_emulated.py [--model-style STYLE] [--steps N]
+    .venv/bin/python scripts/bench_npu_emulated.py --kernel-launches
 
 STYLE: llama, qwen3, qwen3_moe (experts through torch_npu's MoE ops) or deepseek_v3_npu_mla
 (MLA at the shapes torch_npu documents, scripts/make_models.py --size npu-mla).
@@ -54,8 +55,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model-style", default="llama", choices=STYLES)
     parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument(
+        "--kernel-launches",
+        action="store_true",
+        help="only print the launches per decode step of the roles the NPU's Triton kernels "
+        "take (slot mapping, top-k/top-p, rejection sampler), torch path against Triton path",
+    )
     args = parser.parse_args()
     _reexec_under_emulator()
+    if args.kernel_launches:
+        kernel_launches()
+        return
 
     from support.torch_npu_emulator.activate import activate
 
@@ -108,6 +118,108 @@ def main() -> None:
     for name, n in sorted(breakdown.items(), key=lambda kv: -kv[1])[:25]:
         if n > 0:
             print(f"  {n:6.1f}  {name}")
+
+
+def kernel_launches(batch: int = 8, vocab: int = 32000, drafts: int = 3) -> None:
+    """--kernel-launches: each role's call at decode shapes (batch 8, one token a request;
+    rejection: 3 drafts a request, random verification) on the emulated device: launches
+    of the torch path (ops the device dispatched) against the Triton path (one per kernel,
+    plus the wrapper's own ops; the kernels stubbed, so the interpreter's copies are not
+    counted). One call of each role a decode step; rejection only with speculative
+    decoding. Launch counts on an emulator, not timings, and not Ascend hardware."""
+    import torch
+
+    from adapters.draft_verification import TorchRejectionOps
+    from adapters.npu import triton_kernels as tk
+    from adapters.npu.sampling import NpuSamplingOps
+    from adapters.npu.slot_mapping import NpuSlotMapping
+    from ascend_core.triton_kernels import KernelPath, KernelPathDecision
+    from ports.rejection import Drafts
+    from support.emulated_npu_device import counters, reset_counters
+    from support.torch_npu_emulator.activate import activate
+
+    activate()
+    from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p_pytorch
+
+    dev = torch.device("npu")
+    gen = torch.Generator().manual_seed(0)
+    n = batch * drafts
+
+    class Stub:
+        """A kernel module whose launchers only count (each launches one kernel)."""
+
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return lambda *a, **k: a[0] if name in ("expand_to_tokens", "recover") else None
+
+    stub = tk.TritonKernels(
+        KernelPathDecision(KernelPath.TRITON, "stub"), dict.fromkeys(tk.MODULES, Stub())
+    )
+    table = torch.randint(0, 100, (batch, 16), dtype=torch.int32, generator=gen).to(dev)
+    slot_args = (
+        batch,
+        batch + 8,
+        torch.arange(batch + 1, dtype=torch.int32).to(dev),
+        torch.randint(0, 1024, (batch,), generator=gen).to(dev),
+        table,
+        table.stride(0),
+        torch.empty(batch + 8, dtype=torch.int64, device=dev),
+        128,
+        -1,
+    )
+    logits = torch.randn(batch, vocab, generator=gen).to(dev)
+    k = torch.full((batch,), 20, dtype=torch.int64).to(dev)
+    p = torch.full((batch,), 0.9).to(dev)
+    spec = Drafts(
+        torch.randint(0, vocab, (n,), dtype=torch.int32, generator=gen).to(dev),
+        torch.arange(drafts, n + 1, drafts, dtype=torch.int32).to(dev),
+        drafts,
+    )
+    probs = torch.rand(n, vocab, generator=gen).softmax(-1).to(dev)
+    inv_q = torch.rand(batch, vocab, generator=gen).to(dev)
+    out = torch.full((batch, drafts + 1), -1, dtype=torch.int32, device=dev)
+    bonus = torch.zeros(batch, dtype=torch.int64, device=dev)
+    uniform = torch.rand(n, dtype=torch.float64, generator=gen).to(dev)
+    greedy = torch.zeros(batch, dtype=torch.bool, device=dev)
+    temps = torch.full((batch,), 0.8).to(dev)
+
+    def rejection(ops) -> None:  # type: ignore[no-untyped-def]
+        ops.expand_to_tokens(temps, spec.cu_num_drafts, n, 0, 1)
+        recovered = ops.recover(spec, None, probs, inv_q)
+        ops.verify_random(out, spec, None, probs, bonus, recovered, uniform, greedy)
+
+    torch_rejection, triton_rejection = TorchRejectionOps(), tk.TritonRejectionOps(
+        stub, TorchRejectionOps()
+    )
+    roles = {
+        "slot mapping": (
+            lambda: NpuSlotMapping().compute(*slot_args),
+            lambda: tk.TritonSlotMapping(stub, NpuSlotMapping()).compute(*slot_args),
+        ),
+        "top-k/top-p": (
+            lambda: apply_top_k_top_p_pytorch(logits.clone(), k, p, allow_cpu_sync=False),
+            lambda: tk.TritonSamplingOps(stub, NpuSamplingOps()).top_k_top_p(logits, k, p),
+        ),
+        "rejection (random, 3 drafts)": (
+            lambda: rejection(torch_rejection),
+            lambda: rejection(triton_rejection),
+        ),
+    }
+
+    def ops_of(call) -> int:  # type: ignore[no-untyped-def]
+        call()  # warm (first-call allocations)
+        reset_counters()
+        call()
+        c = counters()
+        return c["fallback_ops"] + c["d2d_copies"]  # a device-side copy is a launch too
+
+    print(f"launches per decode step, batch {batch}, vocab {vocab} (emulated npu)")
+    print("| role | torch path | Triton path |")
+    print("|---|---:|---:|")
+    for role, (torch_call, triton_call) in roles.items():
+        before = sum(stub.launches.values())
+        triton_ops = ops_of(triton_call)
+        kernels = (sum(stub.launches.values()) - before) // 2  # ops_of calls twice
+        print(f"| {role} | {ops_of(torch_call)} | {triton_ops + kernels} |")
 
 
 if __name__ == "__main__":
