@@ -187,8 +187,9 @@ def kernel_launches(batch: int = 8, vocab: int = 32000, drafts: int = 3) -> None
         recovered = ops.recover(spec, None, probs, inv_q)
         ops.verify_random(out, spec, None, probs, bonus, recovered, uniform, greedy)
 
-    torch_rejection, triton_rejection = TorchRejectionOps(), tk.TritonRejectionOps(
-        stub, TorchRejectionOps()
+    torch_rejection, triton_rejection = (
+        TorchRejectionOps(),
+        tk.TritonRejectionOps(stub, TorchRejectionOps()),
     )
     roles = {
         "slot mapping": (
