@@ -188,12 +188,17 @@ class Container(containers.DeclarativeContainer):
     # The doctor: host facts for `check`, vLLM's own `vllm serve` parser for `plan`. Named
     # by path: serving never asks for them, and their imports (the preflight checks)
     # would add to every vLLM start (scripts/bench_startup.py).
+    # The NPU's kernel path as the doctor reports it (imports triton, not torch).
+    triton_kernel_path = providers.Callable(
+        _lazy, "adapters.npu.triton_kernels:describe_kernel_path", environment
+    )
     host_facts = providers.Singleton(
         _lazy,
         "adapters.doctor.host:gather_host_facts",
         cann_library_finder,
         device_lister,
         CANN_LIBRARIES,
+        triton_kernel_path.provider,
     )
     serve_args_parser = providers.Singleton(_lazy, "adapters.doctor.serve_args:vllm_parser")
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import torch
 
     from ascend_core.env_registry import EnvSettings
+    from ports.environment import Environment
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
@@ -110,6 +111,19 @@ def kernel_path(request: TritonKernelsRequest) -> KernelPathDecision:
 
 def triton_kernels_from(settings: EnvSettings) -> TritonKernels:
     return choose_triton_kernels(settings.triton_kernels)
+
+
+def describe_kernel_path(env: Environment) -> str:
+    """For the doctor: the path the NPU adapter would take here, and why (no kernel
+    module loaded, no torch imported); a bad value is the registry check's to report."""
+    from ascend_core.env_registry import TRITON_KERNELS
+
+    raw = env.get(TRITON_KERNELS.name)
+    try:
+        request = TRITON_KERNELS.default if raw is None else TRITON_KERNELS.parse(raw)
+    except ValueError:
+        return f"{TRITON_KERNELS.name}={raw!r} is not {TRITON_KERNELS.accepted}"
+    return kernel_path(request).describe()
 
 
 # --- The ports, on the kernels --------------------------------------------------------

@@ -41,6 +41,7 @@ PORT_OF = {
     "local_files": "ports.local_files:LocalFiles",
     # The doctor's providers, the CPU list and the torch_npu loader name functions.
     "host_facts": None,
+    "triton_kernel_path": None,
     "serve_args_parser": None,
     "host_cpus": None,
     "torch_npu": None,

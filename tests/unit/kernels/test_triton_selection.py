@@ -159,3 +159,18 @@ def test_rejection_on_the_kernels_is_the_torch_reference(interpreted) -> None:
     before = interpreted.launches["rejection"]
     ops.recover(drafts, None, target.double(), inv_q.double())
     assert interpreted.launches["rejection"] == before
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("off", "torch (VLLM_ASCEND_TRITON_KERNELS=off)"),
+        (None, "torch (triton has no Ascend backend"),
+        ("interpret", "interpreted (VLLM_ASCEND_TRITON_KERNELS=interpret"),
+        ("sometimes", "VLLM_ASCEND_TRITON_KERNELS='sometimes' is not one of auto, off, interpret"),
+    ],
+)
+def test_the_doctors_host_facts_carry_the_kernel_path(value, says) -> None:
+    c = npu_container({} if value is None else {"VLLM_ASCEND_TRITON_KERNELS": value})
+    c.device_lister.override(lambda: [0])
+    assert c.host_facts().triton_kernels.startswith(says)
