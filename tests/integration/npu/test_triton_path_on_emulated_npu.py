@@ -2,11 +2,12 @@
 interpreter over the `npu` tensors, VLLM_ASCEND_TRITON_KERNELS=interpret) gives the torch
 path's greedy ids.
 
-One engine on the Triton path (generate_run.py, eager, llama tiny); its ids are compared
-with a host engine's, which test_generate_on_emulated_npu.py shows equal to the NPU torch
-path's ids. Each step's slot mapping runs through the kernel; the seeded top-k/top-p run
-through the top-k/top-p kernel. The interpreter copies each argument's storage to the host
-and back: the per-step counters of this run are the interpreter's, not an NPU's.
+One engine on the Triton path (triton_path_run.py, eager, llama tiny: greedy prompts with
+a chunked prefill, then seeded top-k/top-p); its ids are compared with a host engine's,
+which test_generate_on_emulated_npu.py shows equal to the NPU torch path's ids. Each
+step's slot mapping runs through the kernel; the seeded top-k/top-p run through the
+top-k/top-p kernel (the run reports each role's launches). The interpreter copies each
+argument's storage to the host and back: this run's device counters are not an NPU's.
 Nothing here runs on Ascend hardware.
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 
 from support.torch_npu_emulator.activate import child_env
 
-RUNNER = Path(__file__).with_name("generate_run.py")
+RUNNER = Path(__file__).with_name("triton_path_run.py")
 REPO = Path(__file__).resolve().parents[3]
 
 
@@ -38,7 +39,7 @@ def _start(device: str, model: str, env: dict[str, str]) -> subprocess.Popen[str
 
 
 def _finish(proc: subprocess.Popen[str]) -> tuple[dict[str, Any], str]:
-    out, _ = proc.communicate(timeout=900)
+    out, _ = proc.communicate(timeout=1800)  # the interpreter, on a shared machine
     lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, out[-4000:]
     return json.loads(lines[-1].removeprefix("RESULT ")), out
@@ -54,6 +55,8 @@ def test_the_triton_path_gives_the_torch_paths_greedy_ids(npu_model_dirs) -> Non
     (want, _), (got, log) = _finish(host), _finish(npu)
     assert "NPU kernels for slot mapping, top-k/top-p and rejection sampling: interpreted" in log
     assert (got["platform"], got["device_type"]) == ("AscendNpuPlatform", "npu")
-    assert got["runs"] == want["runs"]  # greedy: batched, chunked, then prefix-cache hits
+    # The kernels did the work: one slot mapping a step, top-k/top-p in the sampled steps.
+    assert got["launches"]["slot_mapping"] > 0 and got["launches"]["topk_topp"] > 0
+    assert got["runs"] == want["runs"]  # greedy, a chunked prefill among them
     # Seeded top-k/top-p through the kernel draws the torch path's tokens.
     assert got["sampled"] == want["sampled"]
