@@ -45,10 +45,12 @@ def main(device: str, model: str) -> None:
     short = [batch[0], batch[2], batch[3]]
     sampled = [list(o.outputs[0].token_ids) for o in llm.generate(short, sampling, use_tqdm=False)]
     launches: dict[str, int] = {}
+    kernel_path = ""
     if device == "npu":
         from adapters.container import container
 
-        launches = dict(container().npu_device.triton_kernels().launches)
+        kernels = container().npu_device.triton_kernels()
+        launches, kernel_path = dict(kernels.launches), kernels.decision.describe()
     print(
         "RESULT "
         + json.dumps(
@@ -58,6 +60,7 @@ def main(device: str, model: str) -> None:
                 "runs": runs,
                 "sampled": sampled,
                 "launches": launches,
+                "kernel_path": kernel_path,
             }
         ),
         flush=True,
