@@ -3,6 +3,7 @@ graph mode (a benchmark, not a test).
 
     .venv/bin/python scripts/bench_npu_emulated.py [--model-style STYLE] [--steps N] \\
         [--modes eager,PIECEWISE,FULL_DECODE_ONLY,FULL_AND_PIECEWISE] [--batches 1,8]
+    .venv/bin/python scripts/bench_npu_emulated.py --kernel-launches
 
 STYLE: llama, qwen3, qwen3_moe (experts through torch_npu's MoE ops) or deepseek_v3_npu_mla
 (MLA at the shapes torch_npu documents, scripts/make_models.py --size npu-mla).
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -185,9 +187,22 @@ def main() -> None:
         help="comma-separated: eager and/or vLLM cudagraph_mode names (default eager,PIECEWISE)",
     )
     parser.add_argument("--batches", default="1,8", help="decode batch sizes (default 1,8)")
+    parser.add_argument(
+        "--kernel-launches",
+        action="store_true",
+        help="only print the launches per decode step of the roles the NPU's Triton kernels "
+        "take (slot mapping, top-k/top-p, rejection sampler), torch path against Triton path",
+    )
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # one mode, in a child
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.kernel_launches:
+        from support.torch_npu_emulator.activate import ACTIVE_VAR
+
+        if os.environ.get(ACTIVE_VAR) != "1":  # again, under the emulator
+            os.execvpe(sys.executable, [sys.executable, *sys.argv], _emulator_env())
+        kernel_launches()
+        return
     batches = [int(b) for b in args.batches.split(",")]
     if args.measure:
         result = measure(args.model_dir, args.measure, args.steps, batches)
@@ -200,6 +215,109 @@ def main() -> None:
     model, named = _model_dir(args.model_style)
     results = {mode: _child(model, mode, args.steps, batches) for mode in modes}
     _table(named, results, batches)
+
+
+def kernel_launches(batch: int = 8, vocab: int = 32000, drafts: int = 3) -> None:
+    """--kernel-launches: each role's call at decode shapes (batch 8, one token a request;
+    rejection: 3 drafts a request, random verification) on the emulated device: launches
+    of the torch path (ops the device dispatched) against the Triton path (one per kernel,
+    plus the wrapper's own ops; the kernels stubbed, so the interpreter's copies are not
+    counted). One call of each role a decode step; rejection only with speculative
+    decoding. Launch counts on an emulator, not timings, and not Ascend hardware."""
+    import torch
+
+    from adapters.draft_verification import TorchRejectionOps
+    from adapters.npu import triton_kernels as tk
+    from adapters.npu.sampling import NpuSamplingOps
+    from adapters.npu.slot_mapping import NpuSlotMapping
+    from ascend_core.triton_kernels import KernelPath, KernelPathDecision
+    from ports.rejection import Drafts
+    from support.emulated_npu_device import counters, reset_counters
+    from support.torch_npu_emulator.activate import activate
+
+    activate()
+    from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p_pytorch
+
+    dev = torch.device("npu")
+    gen = torch.Generator().manual_seed(0)
+    n = batch * drafts
+
+    class Stub:
+        """A kernel module whose launchers only count (each launches one kernel)."""
+
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return lambda *a, **k: a[0] if name in ("expand_to_tokens", "recover") else None
+
+    stub = tk.TritonKernels(
+        KernelPathDecision(KernelPath.TRITON, "stub"), dict.fromkeys(tk.MODULES, Stub())
+    )
+    table = torch.randint(0, 100, (batch, 16), dtype=torch.int32, generator=gen).to(dev)
+    slot_args = (
+        batch,
+        batch + 8,
+        torch.arange(batch + 1, dtype=torch.int32).to(dev),
+        torch.randint(0, 1024, (batch,), generator=gen).to(dev),
+        table,
+        table.stride(0),
+        torch.empty(batch + 8, dtype=torch.int64, device=dev),
+        128,
+        -1,
+    )
+    logits = torch.randn(batch, vocab, generator=gen).to(dev)
+    k = torch.full((batch,), 20, dtype=torch.int64).to(dev)
+    p = torch.full((batch,), 0.9).to(dev)
+    spec = Drafts(
+        torch.randint(0, vocab, (n,), dtype=torch.int32, generator=gen).to(dev),
+        torch.arange(drafts, n + 1, drafts, dtype=torch.int32).to(dev),
+        drafts,
+    )
+    probs = torch.rand(n, vocab, generator=gen).softmax(-1).to(dev)
+    inv_q = torch.rand(batch, vocab, generator=gen).to(dev)
+    out = torch.full((batch, drafts + 1), -1, dtype=torch.int32, device=dev)
+    bonus = torch.zeros(batch, dtype=torch.int64, device=dev)
+    uniform = torch.rand(n, dtype=torch.float64, generator=gen).to(dev)
+    greedy = torch.zeros(batch, dtype=torch.bool, device=dev)
+    temps = torch.full((batch,), 0.8).to(dev)
+
+    def rejection(ops) -> None:  # type: ignore[no-untyped-def]
+        ops.expand_to_tokens(temps, spec.cu_num_drafts, n, 0, 1)
+        recovered = ops.recover(spec, None, probs, inv_q)
+        ops.verify_random(out, spec, None, probs, bonus, recovered, uniform, greedy)
+
+    torch_rejection, triton_rejection = (
+        TorchRejectionOps(),
+        tk.TritonRejectionOps(stub, TorchRejectionOps()),
+    )
+    roles = {
+        "slot mapping": (
+            lambda: NpuSlotMapping().compute(*slot_args),
+            lambda: tk.TritonSlotMapping(stub, NpuSlotMapping()).compute(*slot_args),
+        ),
+        "top-k/top-p": (
+            lambda: apply_top_k_top_p_pytorch(logits.clone(), k, p, allow_cpu_sync=False),
+            lambda: tk.TritonSamplingOps(stub, NpuSamplingOps()).top_k_top_p(logits, k, p),
+        ),
+        "rejection (random, 3 drafts)": (
+            lambda: rejection(torch_rejection),
+            lambda: rejection(triton_rejection),
+        ),
+    }
+
+    def ops_of(call) -> int:  # type: ignore[no-untyped-def]
+        call()  # warm (first-call allocations)
+        reset_counters()
+        call()
+        c = counters()
+        return c["fallback_ops"] + c["d2d_copies"]  # a device-side copy is a launch too
+
+    print(f"launches per decode step, batch {batch}, vocab {vocab} (emulated npu)")
+    print("| role | torch path | Triton path |")
+    print("|---|---:|---:|")
+    for role, (torch_call, triton_call) in roles.items():
+        before = sum(stub.launches.values())
+        triton_ops = ops_of(triton_call)
+        kernels = (sum(stub.launches.values()) - before) // 2  # ops_of calls twice
+        print(f"| {role} | {ops_of(torch_call)} | {triton_ops + kernels} |")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,11 @@ modules needs ``triton`` only: no torch, so the lowering venv stays small.
 from types import ModuleType
 
 # The kernel modules, in the order the lowering check reports them.
-KERNEL_MODULES = ("kernels.triton.slot_mapping", "kernels.triton.topk_topp")
+KERNEL_MODULES = (
+    "kernels.triton.slot_mapping",
+    "kernels.triton.topk_topp",
+    "kernels.triton.rejection",
+)
 
 
 def load_interpreted(module_name: str) -> ModuleType:

@@ -66,14 +66,16 @@ def compute_slot_mapping(
     kv_cache_block_size: int,
     pad_id: int = -1,
     block_size: int = DEFAULT_BLOCK_SIZE,
+    block_table_stride: int | None = None,
 ) -> None:
     """Fill ``slot_mapping[:max_num_tokens]`` in one launch of ``num_reqs + 1`` programs.
 
     Tensors as vLLM keeps them: ``query_start_loc`` int32, ``positions`` int64, a
-    row-major int32 ``block_table`` (its row stride is read here) and an int64
+    row-major int32 ``block_table`` (its row stride is read here unless
+    ``block_table_stride`` gives it: the slot-mapping port's flat view) and an int64
     ``slot_mapping``, all on the launching device.
     """
-    if block_table.stride(1) != 1:
+    if block_table_stride is None and block_table.stride(1) != 1:
         raise ValueError(
             f"slot mapping: block_table must be contiguous in its rows, got strides "
             f"{tuple(block_table.stride())}; pass block_table.contiguous()"
@@ -85,7 +87,7 @@ def compute_slot_mapping(
         query_start_loc,
         positions,
         block_table,
-        block_table.stride(0),
+        block_table.stride(0) if block_table_stride is None else block_table_stride,
         slot_mapping,
         KV_CACHE_BLOCK_SIZE=kv_cache_block_size,
         PAD_ID=pad_id,

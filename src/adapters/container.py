@@ -78,20 +78,43 @@ class NpuDevice(containers.DeclarativeContainer):
     """
 
     torch_npu = providers.Dependency()
+    # VLLM_ASCEND_TRITON_KERNELS and the host's Triton decide, once, whether the slot
+    # mapping, top-k/top-p and rejection sampler launch kernels/triton (adapters/npu/
+    # triton_kernels.py); the torch adapters below serve otherwise and as fallback.
+    env_settings = providers.Dependency()
+    triton_kernels = providers.Singleton(
+        _lazy, "adapters.npu.triton_kernels:triton_kernels_from", env_settings
+    )
     ops = providers.Singleton(_lazy, "adapters.npu.ops:NpuOps", torch_npu)
     quant_ops = providers.Singleton(_lazy, "adapters.npu.quant:NpuQuantOps", torch_npu)
     moe_ops = providers.Singleton(_lazy, "adapters.npu.moe:NpuMoeOps", torch_npu)
-    quant_moe_ops = providers.Singleton(
-        _lazy, "adapters.npu.quant_moe:NpuQuantMoeOps", torch_npu
-    )
+    quant_moe_ops = providers.Singleton(_lazy, "adapters.npu.quant_moe:NpuQuantMoeOps", torch_npu)
     mla_ops = providers.Singleton(_lazy, "adapters.npu.mla:NpuMlaOps", torch_npu)
     # Plain torch on the device's tensors: no torch_npu asked for.
-    sampling_ops = providers.Singleton(_lazy, "adapters.npu.sampling:NpuSamplingOps")
-    slot_mapping = providers.Singleton(_lazy, "adapters.npu.slot_mapping:NpuSlotMapping")
-    lora_ops = providers.Singleton(_lazy, "adapters.npu.lora:NpuLoraOps")
-    rejection_ops = providers.Singleton(
+    torch_sampling_ops = providers.Singleton(_lazy, "adapters.npu.sampling:NpuSamplingOps")
+    torch_slot_mapping = providers.Singleton(_lazy, "adapters.npu.slot_mapping:NpuSlotMapping")
+    torch_rejection_ops = providers.Singleton(
         _lazy, "adapters.npu.rejection:NpuRejectionOps", torch_npu
     )
+    sampling_ops = providers.Singleton(
+        _lazy,
+        "adapters.npu.triton_kernels:with_triton_sampling",
+        triton_kernels,
+        torch_sampling_ops,
+    )
+    slot_mapping = providers.Singleton(
+        _lazy,
+        "adapters.npu.triton_kernels:with_triton_slot_mapping",
+        triton_kernels,
+        torch_slot_mapping,
+    )
+    rejection_ops = providers.Singleton(
+        _lazy,
+        "adapters.npu.triton_kernels:with_triton_rejection",
+        triton_kernels,
+        torch_rejection_ops,
+    )
+    lora_ops = providers.Singleton(_lazy, "adapters.npu.lora:NpuLoraOps")
     draft_input_ops = providers.Singleton(
         _lazy, "adapters.npu.draft_inputs:NpuDraftInputOps", torch_npu
     )
@@ -118,11 +141,12 @@ class Container(containers.DeclarativeContainer):
     cann_library_finder = providers.Singleton(CannLibraryFinder, environment)
     device_lister = providers.Singleton(DavinciDeviceLister)
 
+    env_settings = providers.Singleton(read_env, environment)
     # torch_npu, loaded only when first asked for; one sub-container per device (the NPU's
     # on that torch_npu), of which the decision below selects one, once per process.
     torch_npu = providers.Singleton(_lazy, "adapters.npu.loader:load_torch_npu")
     host_device = providers.Container(HostDevice)
-    npu_device = providers.Container(NpuDevice, torch_npu=torch_npu)
+    npu_device = providers.Container(NpuDevice, torch_npu=torch_npu, env_settings=env_settings)
     npu_runtime = npu_device.runtime
 
     # Probes and the device decision (the core decides; probes only look).
@@ -131,7 +155,6 @@ class Container(containers.DeclarativeContainer):
     npu_probe = providers.Singleton(
         NpuProbe, environment, find_library=cann_library_finder, list_devices=device_lister
     )
-    env_settings = providers.Singleton(read_env, environment)
     device_decision = providers.Singleton(_decide, env_settings, npu_probe)
 
     # Device adapters, selected by the decision.
@@ -177,12 +200,17 @@ class Container(containers.DeclarativeContainer):
     # The doctor: host facts for `check`, vLLM's own `vllm serve` parser for `plan`. Named
     # by path: serving never asks for them, and their imports (the preflight checks)
     # would add to every vLLM start (scripts/bench_startup.py).
+    # The NPU's kernel path as the doctor reports it (imports triton, not torch).
+    triton_kernel_path = providers.Callable(
+        _lazy, "adapters.npu.triton_kernels:describe_kernel_path", environment
+    )
     host_facts = providers.Singleton(
         _lazy,
         "adapters.doctor.host:gather_host_facts",
         cann_library_finder,
         device_lister,
         CANN_LIBRARIES,
+        triton_kernel_path.provider,
     )
     serve_args_parser = providers.Singleton(_lazy, "adapters.doctor.serve_args:vllm_parser")
 

@@ -1,7 +1,8 @@
 """Every VLLM_ASCEND_* variable the plugin reads, and reading them through the Environment port.
 
 Public: ENV_VARS, ENV_REGISTRY, RETIRED_VARS, EnvVar, VarType, EnvSettings, read_env,
-unknown_variables, UnknownVariable, RetiredVariable, DeviceRequest (the VLLM_ASCEND_DEVICE values).
+unknown_variables, UnknownVariable, RetiredVariable, DeviceRequest (the VLLM_ASCEND_DEVICE values),
+TritonKernelsRequest (the VLLM_ASCEND_TRITON_KERNELS values).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ascend_core.env.reading import ResolvedVar, resolve
 from ascend_core.env.reference_vars import REFERENCE_ONLY_VARS, RETIRED_REFERENCE_VARS
 from ascend_core.env.unknown import RetiredVariable, UnknownVariable, find_unknown
 from ascend_core.env.variables import EnvVar, VarType, bool_var, choice_var, int_var
+from ascend_core.triton_kernels import TritonKernelsRequest
 from ports.environment import Environment
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "EnvVar",
     "ResolvedVar",
     "RetiredVariable",
+    "TritonKernelsRequest",
     "UnknownVariable",
     "VarType",
     "read_env",
@@ -98,6 +101,15 @@ TRAINING_CONSISTENCY = bool_var(
     False,
     "Batch-invariant kernels: a request's output does not depend on what it is batched with.",
 )
+TRITON_KERNELS = choice_var(
+    "VLLM_ASCEND_TRITON_KERNELS",
+    TritonKernelsRequest,
+    TritonKernelsRequest.AUTO,
+    "The NPU's Triton kernels (kernels/triton: slot mapping, top-k/top-p, rejection "
+    "sampler): auto launches them where triton-ascend imports with its Ascend backend, "
+    "off keeps the torch path, interpret runs them in Triton's interpreter (the emulated "
+    "NPU's tests; host copies of each argument, never for serving).",
+)
 
 ENV_VARS: tuple[EnvVar[Any], ...] = (
     DEVICE,
@@ -109,6 +121,7 @@ ENV_VARS: tuple[EnvVar[Any], ...] = (
     ENABLE_MATMUL_ALLREDUCE,
     BALANCE_SCHEDULING,
     TRAINING_CONSISTENCY,
+    TRITON_KERNELS,
     *REFERENCE_ONLY_VARS,
 )
 
@@ -191,6 +204,10 @@ class EnvSettings:
     @property
     def training_consistency(self) -> bool:
         return self.get(TRAINING_CONSISTENCY)
+
+    @property
+    def triton_kernels(self) -> TritonKernelsRequest:
+        return self.get(TRITON_KERNELS)
 
 
 def read_env(env: Environment, registry: tuple[EnvVar[Any], ...] = ENV_VARS) -> EnvSettings:

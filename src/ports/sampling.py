@@ -16,3 +16,12 @@ class SamplingOps(abc.ABC):
     def greedy(self, logits: torch.Tensor) -> torch.Tensor:
         """logits [B, V] -> [B] int64: each row's index of its maximum, as
         torch.argmax(dim=-1) answers (the first of ties; a NaN counts as the maximum)."""
+
+    def top_k_top_p(
+        self, logits: torch.Tensor, k: torch.Tensor | None, p: torch.Tensor | None
+    ) -> torch.Tensor | None:
+        """Mask logits [B, V] in place to each row's k largest (k [B], None: no top-k),
+        then to its top-p mass (p [B], None: no top-p), as vLLM's apply_top_k_top_p;
+        masked entries -inf; returns the logits. None: the device has no kernel of its
+        own for this call, and the caller keeps vLLM's torch implementation."""
+        return None

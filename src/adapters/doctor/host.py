@@ -60,12 +60,14 @@ def gather_host_facts(
     find_library: Callable[[str], str | None],
     list_devices: Callable[[], Sequence[int]],
     libraries: Sequence[str],
+    kernel_path: Callable[[], str] | None = None,
 ) -> HostFacts:
     """The facts `check` needs, through the same CANN finder, device lister and library
-    names as the probe."""
+    names as the probe; `kernel_path`: the NPU adapter's kernel path, described."""
     return HostFacts(
         python_version=platform.python_version(),
         cann_libraries={lib: find_library(lib) for lib in libraries},
         device_count=len(list_devices()),
         interfaces=interfaces(),
+        triton_kernels=kernel_path() if kernel_path is not None else None,
     )

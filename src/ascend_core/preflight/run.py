@@ -6,7 +6,7 @@ from ascend_core.compatibility import check_compatibility, installed_versions
 from ascend_core.preflight.cann import cann_libraries_item, cann_sourced_item
 from ascend_core.preflight.devices import device_item, target_device, visible_devices_item
 from ascend_core.preflight.host_facts import HostFacts
-from ascend_core.preflight.items import Preflight
+from ascend_core.preflight.items import CheckItem, CheckStatus, Preflight
 from ascend_core.preflight.network import NETWORK_VARIABLES, network_items
 from ascend_core.preflight.variables import registry_items
 from ascend_core.preflight.versions import compatibility_item, python_item
@@ -38,6 +38,8 @@ def run_preflight(
             cann_libraries_item(env, host.cann_libraries),
             visible_devices_item(env, host.device_count),
         ]
+        if host.triton_kernels is not None:
+            items.append(CheckItem("NPU Triton kernels", CheckStatus.PASS, host.triton_kernels))
     items += registry_items(env)
     if multi_node is None:
         multi_node = any(env.get(name) is not None for name in NETWORK_VARIABLES)

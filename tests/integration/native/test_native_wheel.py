@@ -1,7 +1,8 @@
-"""A wheel built from the tree carries what the native kernels' build needs: installed
-with pip into a fresh venv, its sources compile an extension that includes the headers
-(with the loader the accessors use), and the kernel gives the torch reference's answer.
-(tests/unit/cpu/test_cpu_native_build.py checks every included file ships.)
+"""A wheel built from the tree carries what the native kernels' build needs (and the
+NPU's Triton kernels, kernels/triton): installed with pip into a fresh venv, its sources
+compile an extension that includes the headers (with the loader the accessors use), and
+the kernel gives the torch reference's answer. (tests/unit/cpu/test_cpu_native_build.py
+checks every included file ships.)
 
 Compiles one extension (decode attention, ~10 s of CPU) into a fresh extensions
 directory; the wheel is built without isolation from the venv's setuptools, offline. The
@@ -67,9 +68,10 @@ print("RESULT " + json.dumps({
 @needs_compiler
 def test_a_wheel_install_builds_and_uses_the_native_kernels(tmp_path: Path) -> None:
     tree = tmp_path / "tree"  # a copy: the build writes build/ and egg-info next to it
-    shutil.copytree(
-        REPO / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
-    )
+    for part in ("src", "kernels"):  # kernels/: the NPU's Triton kernels, beside src/
+        shutil.copytree(
+            REPO / part, tree / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+        )
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, tree / name)
     dist = tmp_path / "dist"
@@ -81,7 +83,13 @@ def test_a_wheel_install_builds_and_uses_the_native_kernels(tmp_path: Path) -> N
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = dist.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
-        assert "adapters/cpu/native/dot_kernels.h" in archive.namelist()
+        names = archive.namelist()
+    assert "adapters/cpu/native/dot_kernels.h" in names, names
+    # The Triton kernels adapters/npu launches, each module the lowering check lists.
+    kernel_modules = {n for n in names if n.startswith("kernels/triton/")}
+    assert {f"kernels/triton/{m}.py" for m in ("slot_mapping", "topk_topp", "rejection")} < (
+        kernel_modules
+    ), names
 
     fresh = tmp_path / "venv"
     made = subprocess.run(

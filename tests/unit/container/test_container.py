@@ -43,6 +43,7 @@ PORT_OF = {
     "local_files": "ports.local_files:LocalFiles",
     # The doctor's providers, the CPU list and the torch_npu loader name functions.
     "host_facts": None,
+    "triton_kernel_path": None,
     "serve_args_parser": None,
     "host_cpus": None,
     "torch_npu": None,
@@ -75,8 +76,12 @@ def test_production_wiring_names_classes_that_exist_and_implement_their_port():
             port = PORT_OF[name]
             if port is None:
                 assert callable(cls), (name, target)
-            else:
+            elif isinstance(cls, type):
                 assert issubclass(cls, _resolve(port)), (name, target)
+            else:  # a factory choosing the adapter (the NPU's Triton kernels): its return type
+                import typing
+
+                assert typing.get_type_hints(cls)["return"] is _resolve(port), (name, target)
             checked += 1
     assert checked >= 13  # ops x2, runtime x2 (one shared with npu_runtime), upstream, ...
 
