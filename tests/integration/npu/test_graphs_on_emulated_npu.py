@@ -45,6 +45,7 @@ GRAPH_RUNS: dict[tuple[str, str], str] = {
     ("qwen3", DEFAULT): "FULL_AND_PIECEWISE",  # vllm-ascend's default for a dense model
     ("qwen3", "FULL_DECODE_ONLY"): "FULL_DECODE_ONLY",
 }
+RUN_IDS = [f"{style}-{asked}" for style, asked in GRAPH_RUNS]
 STYLES = ("llama", "qwen3")
 CAPTURE_SIZES = [1, 2, 4, 8]
 # Graphs per size: 2 layers make 3 pieces (between and around attention); a full graph
@@ -106,7 +107,7 @@ def graph_runs(npu_model_dirs: dict[str, str]) -> dict[tuple[str, str, str], dic
     return done
 
 
-@pytest.mark.parametrize(("style", "asked"), list(GRAPH_RUNS), ids="-".join)
+@pytest.mark.parametrize(("style", "asked"), list(GRAPH_RUNS), ids=RUN_IDS)
 def test_npu_graphs_are_captured_and_give_the_eager_and_the_host_ids(
     graph_runs, style: str, asked: str
 ) -> None:
@@ -167,7 +168,7 @@ def test_full_graphs_whose_attention_lengths_are_not_updated_give_other_ids(grap
     assert [r[0] for r in stale["runs"][0]] == [r[0] for r in eager[0]]
 
 
-@pytest.mark.parametrize(("style", "asked"), list(GRAPH_RUNS), ids="-".join)
+@pytest.mark.parametrize(("style", "asked"), list(GRAPH_RUNS), ids=RUN_IDS)
 def test_the_doctor_reports_the_graph_mode_the_engine_runs(
     graph_runs, npu_model_dirs, style: str, asked: str
 ) -> None:
