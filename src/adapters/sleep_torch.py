@@ -79,7 +79,7 @@ class TorchSleepMemory(SleepMemory):
                 continue  # already in host memory: nothing to release
             for h in held:
                 if keep:
-                    h.backup = _bytes_view(h.storage).to("cpu")
+                    h.backup = _bytes_view(h.storage).to("cpu", copy=True)
                     if self._pin:
                         h.backup = h.backup.pin_memory()
                     offloaded += h.nbytes
