@@ -28,7 +28,7 @@ class _Held:
 def _bytes_view(storage: torch.UntypedStorage) -> torch.Tensor:
     """A uint8 tensor over the whole storage (no copy)."""
     view = torch.empty(0, dtype=torch.uint8, device=storage.device)
-    return view.set_(storage, 0, (storage.nbytes(),), (1,))  # type: ignore[call-overload]
+    return view.set_(storage, 0, (storage.nbytes(),), (1,))
 
 
 class TorchSleepMemory(SleepMemory):
