@@ -1,7 +1,7 @@
 """Sleep mode and weight updates (vLLM's RL path) on the host device and on the NPU path
 (emulated torch_npu and `npu` device), one engine per run, each run in a fresh process
-(sleep_run.py): a dense model on the host (fp32, eager) and on the NPU with the plan's
-graphs captured (bf16), and a MoE model on the NPU (bf16, eager).
+(sleep_run.py): a dense and a MoE model on the host (fp32, eager), a dense model on the
+NPU with the plan's graphs captured (bf16) and a MoE model on the NPU (bf16, eager).
 
 Each engine starts on weights W1, sleeps and wakes (level 1, all and by tag), sleeps at
 level 2 and reloads W0 then W1 from their directories, then takes W0's and W1's tensors
@@ -25,8 +25,12 @@ from support.hf_reference import MODELS_DIR, local_model, make_model
 from support.torch_npu_emulator.activate import child_env
 
 RUNNER = Path(__file__).with_name("sleep_run.py")
-RUNS = {"host-dense": ("host", "llama", ""), "npu-dense-graphs": ("npu", "llama", "graphs"),
-        "npu-moe": ("npu", "qwen3_moe", "")}
+RUNS = {
+    "host-dense": ("host", "llama", ""),
+    "host-moe": ("host", "qwen3_moe", ""),
+    "npu-dense-graphs": ("npu", "llama", "graphs"),
+    "npu-moe": ("npu", "qwen3_moe", ""),
+}
 SAME_AS_FRESH = ("after_level1", "after_level1_by_tag", "reloaded_w1_dir", "handed_w1")
 
 
