@@ -226,6 +226,11 @@ class DeviceWorker(Worker):
         model = self.model_runner.model
         self.runtime.synchronize()
         before = self.runtime.allocated_bytes()
+        if level == 2 and self.model_config.sleep_preserve_parameter_names:
+            raise ValueError(
+                "sleep_preserve_parameter_names is not served by this worker: level 2 "
+                "discards every weight; drop it and reload the weights after waking"
+            )
         if level == 2:
             # Buffers (rotary caches and the like) are not in a checkpoint: kept, as vLLM does.
             self._sleep_saved_buffers = {
