@@ -219,7 +219,7 @@ class DeviceWorker(Worker):
         the weights kept in host memory; level 2: discarded, reloaded by the caller).
 
         Captured graphs address the released memory, which comes back elsewhere: they
-        are dropped here (their pools freed too) and captured again on waking."""
+        are dropped here and captured again once everything is awake."""
         if level not in (1, 2):
             raise ValueError(f"sleep level {level} is not served by this worker; use 1 or 2")
         memory = container().sleep_memory()
