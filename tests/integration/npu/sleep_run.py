@@ -113,6 +113,7 @@ def main(device: str, w1: str, w0: str, graphs: str = "") -> None:
     llm.wake_up(tags=["kv_cache"])
     out["after_level1_by_tag"] = ids()
 
+    out["bytes_before_level2"] = bytes_now()
     llm.sleep(level=2)
     out["bytes_level2"] = bytes_now()
     llm.wake_up(tags=["weights"])
