@@ -91,9 +91,10 @@ def test_sleep_releases_the_kv_cache_and_at_level_2_the_weights(runs, name) -> N
     # The host keeps its weights in place at level 1 (host memory is where they would go).
     assert level1["weights"] == (0 if on_npu else weights)
     # Allocated device bytes drop by what was released, read just before each sleep (each
-    # generate call leaves a little more allocated; the host's heap count holds every
-    # malloc of the process, a few KiB of which come and go between the readings).
-    slack = 0 if on_npu else 1 << 20
+    # generate call leaves a little more allocated). The host's heap count holds every
+    # malloc of the process: a few KiB come and go between the readings, and level 2's
+    # copy of the model's buffers (rotary caches) is host memory too.
+    slack = 0 if on_npu else 2 << 20
     before2 = run["bytes_before_level2"]
     assert awake["allocated"] - level1["allocated"] >= kv + (weights if on_npu else 0) - slack
     assert before2["allocated"] - level2["allocated"] >= kv + weights - slack
