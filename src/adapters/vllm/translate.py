@@ -25,6 +25,7 @@ from ascend_core.deployment import (
 )
 from ascend_core.deployment_builder import Requested, build_deployment, files_say
 from ascend_core.model_facts import model_facts_from_config
+from ascend_core.profiling import ProfilerSettings
 from ports.device import ChipFamily, DeviceKind
 from ports.environment import Environment
 from ports.local_files import LocalFiles
@@ -211,6 +212,29 @@ def requested(vllm_config: VllmConfig) -> Requested:
         additional_config=dict(vllm_config.additional_config or {}),
         user_quantization=vllm_config.model_config.quantization,
         lora=vllm_config.lora_config is not None,
+        profiler=profiler_settings(vllm_config),
+    )
+
+
+def profiler_settings(vllm_config: VllmConfig) -> ProfilerSettings:
+    """vLLM's ProfilerConfig as the core's plain data (the worker's profiler reads it too)."""
+    pc = getattr(vllm_config, "profiler_config", None)
+    if pc is None or pc.profiler is None:
+        return ProfilerSettings()
+    activities = pc.torch_profiler_activities
+    return ProfilerSettings(
+        profiler=str(pc.profiler),
+        trace_dir=str(pc.torch_profiler_dir or ""),
+        activities=tuple(activities) if activities is not None else None,
+        record_shapes=bool(pc.torch_profiler_record_shapes),
+        with_memory=bool(pc.torch_profiler_with_memory),
+        with_stack=bool(pc.torch_profiler_with_stack),
+        with_flops=bool(pc.torch_profiler_with_flops),
+        use_gzip=bool(pc.torch_profiler_use_gzip),
+        capture_graphs=bool(pc.capture_torch_profiler),
+        wait_iterations=int(pc.wait_iterations),
+        warmup_iterations=int(pc.warmup_iterations),
+        active_iterations=int(pc.active_iterations),
     )
 
 
