@@ -64,8 +64,9 @@ class DeviceProfiler(abc.ABC):
         """One engine iteration passed (advances the request's schedule, if any)."""
 
     @abc.abstractmethod
-    def stop(self) -> str:
-        """End the session and write its trace; returns the path it was written to."""
+    def stop(self) -> str | None:
+        """End the session and write its trace; returns where it was written (None when a
+        schedule ended it before any step was recorded)."""
 
     def annotate(self, name: str) -> contextlib.AbstractContextManager[None]:
         """A labelled range in the trace around what runs inside (an engine step)."""
