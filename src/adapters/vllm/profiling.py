@@ -61,7 +61,7 @@ class PortProfiler(WorkerProfiler):
     def set_profiler_kwargs(self, profiler_kwargs: dict[str, Any] | None) -> None:
         if self._active:
             return
-        changes = {}
+        changes: dict[str, Any] = {}
         for key, value in (profiler_kwargs or {}).items():
             if key in _SESSION_KWARGS and isinstance(value, bool):
                 changes[_SESSION_KWARGS[key]] = value
