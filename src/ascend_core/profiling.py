@@ -8,6 +8,9 @@ kernels through torch_npu's profiler (vLLM names an out-of-tree device's activit
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from attrs import frozen
 
 from ascend_core.errors import ConfigError
@@ -20,6 +23,7 @@ __all__ = [
     "profile_request",
     "profiled_activities",
     "profiler_errors",
+    "settings_from_mapping",
 ]
 
 _ROOT = "--profiler-config"
@@ -56,6 +60,30 @@ class ProfilerSettings:
     @property
     def enabled(self) -> bool:
         return self.profiler is not None
+
+
+def settings_from_mapping(raw: Mapping[str, Any] | None) -> ProfilerSettings:
+    """ProfilerSettings from vLLM's ProfilerConfig fields (its argparse/JSON names), as the
+    doctor reads --profiler-config; missing fields take vLLM's defaults."""
+    d = dict(raw or {})
+    if d.get("profiler") is None:
+        return ProfilerSettings()
+    activities = d.get("torch_profiler_activities")
+    defaults = ProfilerSettings()
+    return ProfilerSettings(
+        profiler=str(d["profiler"]),
+        trace_dir=str(d.get("torch_profiler_dir") or ""),
+        activities=tuple(str(a) for a in activities) if activities else None,
+        record_shapes=bool(d.get("torch_profiler_record_shapes", defaults.record_shapes)),
+        with_memory=bool(d.get("torch_profiler_with_memory", defaults.with_memory)),
+        with_stack=bool(d.get("torch_profiler_with_stack", defaults.with_stack)),
+        with_flops=bool(d.get("torch_profiler_with_flops", defaults.with_flops)),
+        use_gzip=bool(d.get("torch_profiler_use_gzip", defaults.use_gzip)),
+        capture_graphs=bool(d.get("capture_torch_profiler", defaults.capture_graphs)),
+        wait_iterations=int(d.get("wait_iterations", defaults.wait_iterations)),
+        warmup_iterations=int(d.get("warmup_iterations", defaults.warmup_iterations)),
+        active_iterations=int(d.get("active_iterations", defaults.active_iterations)),
+    )
 
 
 def profiler_errors(settings: ProfilerSettings, device: DeviceKind) -> tuple[ConfigError, ...]:
