@@ -37,22 +37,22 @@ class NpuProfiler(DeviceProfiler):
     def start(self, request: ProfileRequest) -> None:
         if self._profile is not None:
             raise RuntimeError("a profiling session is already running; stop it first")
-        tp = self._torch_npu.profiler
+        activity = self._torch_npu.profiler.ProfilerActivity
         activities = []
         if ProfiledActivity.HOST in request.activities:
-            activities.append(tp.ProfilerActivity.CPU)
+            activities.append(activity.CPU)
         if ProfiledActivity.DEVICE in request.activities:
-            activities.append(tp.ProfilerActivity.NPU)
+            activities.append(activity.NPU)
         os.makedirs(request.trace_dir, exist_ok=True)
         schedule = request.schedule
-        self._profile = tp.profile(
+        self._profile = self._torch_npu.profiler.profile(
             activities=activities,
-            schedule=tp.schedule(
+            schedule=self._torch_npu.profiler.schedule(
                 wait=schedule.wait, active=schedule.active, warmup=schedule.warmup, repeat=1
             )
             if schedule is not None
             else None,
-            on_trace_ready=tp.tensorboard_trace_handler(
+            on_trace_ready=self._torch_npu.profiler.tensorboard_trace_handler(
                 request.trace_dir, worker_name=request.worker_name, async_mode=True
             ),
             record_shapes=request.record_shapes,
@@ -60,10 +60,10 @@ class NpuProfiler(DeviceProfiler):
             with_stack=False,
             with_modules=request.with_stack,
             with_flops=request.with_flops,
-            experimental_config=tp._ExperimentalConfig(
-                profiler_level=tp.ProfilerLevel.Level1,
-                aic_metrics=tp.AiCMetrics.PipeUtilization,
-                export_type=tp.ExportType.Text,
+            experimental_config=self._torch_npu.profiler._ExperimentalConfig(
+                profiler_level=self._torch_npu.profiler.ProfilerLevel.Level1,
+                aic_metrics=self._torch_npu.profiler.AiCMetrics.PipeUtilization,
+                export_type=self._torch_npu.profiler.ExportType.Text,
             ),
         )
         self._request = request
