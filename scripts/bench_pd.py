@@ -3,15 +3,16 @@
     .venv/bin/python scripts/bench_pd.py [--style llama] [--size 87m] [--prompts 8] \
         [--prompt-words 400] [--new 32] [--json out.json]
 
-Two phases, one after the other, each on its own servers:
-1. one aggregated `vllm serve` (the host device, fp32, eager), as the PD test starts its
-   instances but without a KV connector;
-2. the PD setup of tests/e2e/test_pd_disaggregation.py (its `Pair`): a prefill and a
-   decode `vllm serve` with MooncakeConnectorV1 over Mooncake's TCP transport on
-   loopback, vllm-router in its vLLM PD mode in front.
-The same prompts go through each, one at a time, streamed, greedy, EOS ignored, after one
-warm-up request. Printed: TTFT (request sent to first token) and TPOT (first to last token,
-per token after the first), medians, and PD / aggregated; and the KV transfer rate:
+Two setups, up at the same time:
+- one aggregated `vllm serve` (the host device, fp32, eager), as the PD test starts its
+  instances but without a KV connector;
+- the PD setup of tests/e2e/test_pd_disaggregation.py (its `Pair`): a prefill and a
+  decode `vllm serve` with MooncakeConnectorV1 over Mooncake's TCP transport on
+  loopback, vllm-router in its vLLM PD mode in front.
+Each prompt goes to one setup then the other (the order alternating), one request at a
+time, streamed, greedy, EOS ignored, after one warm-up request each. Printed: TTFT
+(request sent to first token) and TPOT (first to last token, per token after the first),
+medians, and PD / aggregated; and the KV transfer rate:
 - wire: the bytes the prefill side's Mooncake connector wrote and the time its transfer
   calls took (vLLM's own connector stats, the prefill instance's /metrics:
   vllm:mooncake_bytes_transferred, vllm:mooncake_xfer_time_seconds), bytes / time;
@@ -156,18 +157,13 @@ def _stream(url: str, model: str, prompt: str, new: int) -> dict[str, float]:
     }
 
 
-def _measure(url: str, model: str, prompts: list[str], new: int) -> list[dict[str, float]]:
-    _stream(url, model, "Warm-up: " + prompts[0], new)
-    return [_stream(url, model, p, new) for p in prompts]
-
-
 def _metrics(url: str) -> str:
     import httpx
 
     return httpx.get(f"{url}/metrics", timeout=30).text
 
 
-def _aggregated(pd: Any, model: str, logs: Path, prompts: list[str], new: int) -> list[Any]:
+def _single_server(pd: Any, model: str, logs: Path) -> tuple[Any, str]:
     """One instance, started as the PD test starts its decode side, without a connector."""
     import os
 
@@ -177,32 +173,37 @@ def _aggregated(pd: Any, model: str, logs: Path, prompts: list[str], new: int) -
     argv = argv[:cut] + argv[cut + 2 :]
     env = {**os.environ, "VLLM_ASCEND_DEVICE": "cpu", "VLLM_HOST_IP": "127.0.0.1"}
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
-    proc = pd.Process(argv, logs / "aggregated.log", env)
-    try:
-        url = single.url["decode"]
-        proc.wait_healthy(url, time.monotonic() + 600)
-        return _measure(url, model, prompts, new)
-    finally:
-        proc.stop()
+    return pd.Process(argv, logs / "aggregated.log", env), single.url["decode"]
 
 
-def _disaggregated(
+def _run(
     pd: Any, model: str, logs: Path, prompts: list[str], new: int
-) -> tuple[list[Any], dict[str, float], list[tuple[int, float]]]:
+) -> tuple[list[Any], list[Any], dict[str, float], list[tuple[int, float]]]:
+    """Both setups up at once; each prompt goes to one then the other, the order alternating,
+    so a change in the machine's load falls on both sides alike."""
+    single, single_url = _single_server(pd, model, logs)
     pair = pd.Pair(model, logs)
     try:
         pair.start()
-        _stream(pair.url["router"], model, "Warm-up: " + prompts[0], new)
+        single.wait_healthy(single_url, time.monotonic() + 600)
+        urls = {"aggregated": single_url, "pd": pair.url["router"]}
+        for url in urls.values():
+            _stream(url, model, "Warm-up: " + prompts[0], new)
         time.sleep(2)  # the warm-up's transfer stats and log line land
         before = transfer_totals(_metrics(pair.url["prefill"]))
         seen = len(received(pair.procs["decode"].text()))
-        runs = [_stream(pair.url["router"], model, p, new) for p in prompts]
+        runs: dict[str, list[Any]] = {"aggregated": [], "pd": []}
+        for i, prompt in enumerate(prompts):
+            for name in ("aggregated", "pd") if i % 2 == 0 else ("pd", "aggregated"):
+                runs[name].append(_stream(urls[name], model, prompt, new))
         time.sleep(2)
         after = transfer_totals(_metrics(pair.url["prefill"]))
         delta = {k: after[k] - before[k] for k in after}
-        return runs, delta, received(pair.procs["decode"].text())[seen:]
+        pulls = received(pair.procs["decode"].text())[seen:]
+        return runs["aggregated"], runs["pd"], delta, pulls
     finally:
         pair.stop()
+        single.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,8 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model {model}, {args.prompts} prompts, {args.new} new tokens; logs in {logs}")
 
     started = time.strftime("%H:%M:%S", time.gmtime())
-    single = _aggregated(pd, model, logs, prompts, args.new)
-    pd_runs, wire, pulls = _disaggregated(pd, model, logs, prompts, args.new)
+    single, pd_runs, wire, pulls = _run(pd, model, logs, prompts, args.new)
     ended = time.strftime("%H:%M:%S", time.gmtime())
 
     result: dict[str, Any] = {
@@ -278,6 +278,11 @@ def _print(r: dict[str, Any]) -> None:
         f"{t['wire_transfers']:.0f} transfers, {t['wire_seconds'] * 1e3:.1f} ms -> "
         f"{t['wire_gb_per_s']:.2f} GB/s"
     )
+    if t["received_tokens"]:
+        print(
+            f"  {t['wire_bytes'] / t['received_tokens']:.0f} bytes on the wire per prompt token "
+            "received (the connector sends whole blocks)"
+        )
     if t["received_requests"]:
         print(
             "KV received, decode side (admission to blocks received): "
