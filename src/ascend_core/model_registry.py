@@ -9,13 +9,17 @@ model at hand; a test keeps this table and the support matrix in agreement.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from attrs import field, frozen
 
-from ascend_core.support.features import Feature
+from ascend_core.deployment import Deployment
+from ascend_core.model_facts import model_facts_from_config
+from ascend_core.support.check import features_of
+from ascend_core.support.features import Feature, speculative_feature
 from ascend_core.support.matrix import Supported, verdict
-from ports.device import DeviceKind
+from ports.device import ChipFamily, DeviceKind
 
 
 class Implementation(enum.Enum):
@@ -31,8 +35,8 @@ def _class_path(_instance: object, _attribute: object, value: str) -> None:
         raise ValueError(f"implementation {value!r} is not `package.module:Class`")
 
 
-def _features(values: Iterable[Feature]) -> tuple[Feature, ...]:
-    return tuple(values)
+# Any shape: the features the matrix rules on come from the keys a row's config sets.
+_SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
 
 
 @frozen
@@ -41,15 +45,26 @@ class Registration:
 
     implementation: `package.module:Class`: ours (registered with vLLM) or vLLM's own (where
     vLLM's registry points; a test checks it against the installed vLLM).
-    features: the support matrix's model features the architecture uses in its published
-    configs; the matrix's verdicts on them say on which device it serves.
+    config: the keys of the architecture's published config.json that decide which of the
+    support matrix's model features it uses (MLA, experts, layer kinds, windows).
+    speculative_method: set for a draft model: the speculative_config method it drafts for.
     """
 
     architecture: str
     implementation_kind: Implementation
     implementation: str = field(validator=_class_path)
     why: str
-    features: tuple[Feature, ...] = field(default=(), converter=_features)
+    config: Mapping[str, Any] = field(factory=dict, hash=False)
+    speculative_method: str | None = None
+
+    @property
+    def features(self) -> tuple[Feature, ...]:
+        """The matrix's features the architecture uses, as the plan derives them."""
+        if self.speculative_method is not None:
+            return (speculative_feature(self.speculative_method),)
+        config = {**_SHAPE, **self.config, "architectures": [self.architecture]}
+        facts = model_facts_from_config(config, f"the {self.architecture} registration")
+        return features_of(Deployment(facts, ChipFamily.HOST, DeviceKind.CPU))
 
     @property
     def registered_by_us(self) -> bool:
@@ -91,20 +106,22 @@ _DRAFT = (
 )
 
 
-def _vllm(architecture: str, module: str, why: str, *features: Feature) -> Registration:
+def _vllm(architecture: str, module: str, why: str, **config: Any) -> Registration:
     path = module if module.startswith("vllm.") else f"{_VLLM_MODELS}.{module}"
-    return Registration(architecture, Implementation.VLLM, f"{path}:{architecture}", why, features)
+    return Registration(architecture, Implementation.VLLM, f"{path}:{architecture}", why, config)
 
+
+_MLA = {"kv_lora_rank": 512, "qk_rope_head_dim": 64}
 
 REGISTRATIONS: tuple[Registration, ...] = (
-    _vllm("LlamaForCausalLM", "llama", _DENSE),
-    _vllm("MistralForCausalLM", "mistral", _DENSE),
-    _vllm("Qwen2ForCausalLM", "qwen2", _DENSE),
-    _vllm("Qwen3ForCausalLM", "qwen3", _DENSE),
-    _vllm("DeepseekV2ForCausalLM", "deepseek_v2", _MLA_MOE, Feature.MLA, Feature.MOE),
+    _vllm("LlamaForCausalLM", "llama", _DENSE, num_key_value_heads=8),
+    _vllm("MistralForCausalLM", "mistral", _DENSE, sliding_window=None),
+    _vllm("Qwen2ForCausalLM", "qwen2", _DENSE, sliding_window=32768, use_sliding_window=False),
+    _vllm("Qwen3ForCausalLM", "qwen3", _DENSE, sliding_window=None, use_sliding_window=False),
+    _vllm("DeepseekV2ForCausalLM", "deepseek_v2", _MLA_MOE, **_MLA, n_routed_experts=160),
     # vLLM's DeepSeek-V3 class lives in its deepseek_v2 module.
-    _vllm("DeepseekV3ForCausalLM", "deepseek_v2", _MLA_MOE, Feature.MLA, Feature.MOE),
-    _vllm("Qwen3MoeForCausalLM", "qwen3_moe", _MOE, Feature.MOE),
+    _vllm("DeepseekV3ForCausalLM", "deepseek_v2", _MLA_MOE, **_MLA, n_routed_experts=256),
+    _vllm("Qwen3MoeForCausalLM", "qwen3_moe", _MOE, num_experts=128),
     _vllm(
         "DeepseekV32ForCausalLM",
         "vllm.models.deepseek_v32",
@@ -112,8 +129,9 @@ REGISTRATIONS: tuple[Registration, ...] = (
         "selection, and sparse MLA over the selected latent rows, run on the plugin's sparse "
         "MLA backend and the MoE layers on the plugin's MoE method; vLLM's model code is "
         "device-neutral, only the backends are ours",
-        Feature.SPARSE_MLA,
-        Feature.MOE,
+        **_MLA,
+        n_routed_experts=256,
+        index_topk=2048,
     ),
     _vllm(
         "Qwen3NextForCausalLM",
@@ -121,26 +139,38 @@ REGISTRATIONS: tuple[Registration, ...] = (
         "vLLM's model and its hybrid KV-cache manager (conv and recurrent state per "
         "request): the gated delta net layers run on the plugin's linear-attention ops, the "
         "full-attention layers on its paged backend, the MoE layers on its MoE method",
-        Feature.HYBRID,
-        Feature.MOE,
+        layer_types=["linear_attention"] * 3 + ["full_attention"],
+        num_experts=512,
     ),
     _vllm(
         "GptOssForCausalLM",
         "gpt_oss",
         "vLLM's model: per-layer sliding windows and learned sinks go to the plugin's paged "
         "attention backend, the MoE (router bias, clamped SwiGLU) to its MoE method",
-        Feature.SLIDING_WINDOW,
-        Feature.ATTENTION_SINKS,
-        Feature.MOE,
+        layer_types=["sliding_attention", "full_attention"],
+        sliding_window=128,
+        num_local_experts=32,
     ),
-    _vllm("EagleLlamaForCausalLM", "llama_eagle", _DRAFT, Feature.SPEC_EAGLE),
-    _vllm("Eagle3LlamaForCausalLM", "llama_eagle3", _DRAFT, Feature.SPEC_EAGLE3),
+    Registration(
+        "EagleLlamaForCausalLM",
+        Implementation.VLLM,
+        f"{_VLLM_MODELS}.llama_eagle:EagleLlamaForCausalLM",
+        _DRAFT,
+        speculative_method="eagle",
+    ),
+    Registration(
+        "Eagle3LlamaForCausalLM",
+        Implementation.VLLM,
+        f"{_VLLM_MODELS}.llama_eagle3:Eagle3LlamaForCausalLM",
+        _DRAFT,
+        speculative_method="eagle3",
+    ),
     Registration(
         "DeepSeekMTPModel",
         Implementation.VLLM,
         f"{_VLLM_MODELS}.deepseek_mtp:DeepSeekMTP",
         _DRAFT + " (the target's MTP layers)",
-        (Feature.SPEC_MTP,),
+        speculative_method="mtp",
     ),
 )
 

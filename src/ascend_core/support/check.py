@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ascend_core.deployment import Deployment, ModelFacts
+from ascend_core.deployment import Deployment
 from ascend_core.errors import UnsupportedFeatureError
 from ascend_core.quantization.methods import QuantMethod
 from ascend_core.support.features import Feature, speculative_feature
@@ -18,35 +18,22 @@ def _quantized(deployment: Deployment) -> bool:
     )
 
 
-def _model_flags(m: ModelFacts) -> dict[Feature, bool]:
-    """The features the model itself uses, whatever the deployment."""
-    return {
+def features_of(deployment: Deployment) -> tuple[Feature, ...]:
+    """Every feature of the matrix that this deployment uses, in the enum's order."""
+    m = deployment.model
+    used = {
         Feature.MLA: m.use_mla and not m.use_sparse and not m.compressed_attention,
         Feature.SPARSE_MLA: m.use_sparse and not m.compressed_attention,
         Feature.COMPRESSED_MLA: m.compressed_attention,
         Feature.MOE: m.is_moe,
+        # A ModelSlim export of a MoE model (its experts W8A8_DYNAMIC or FLOAT; which, the
+        # quantization config reads from the description per layer).
+        Feature.QUANTIZED_MOE: m.is_moe and deployment.detected_quantization is QuantMethod.ASCEND,
         Feature.SLIDING_WINDOW: m.sliding_window,
         Feature.ATTENTION_SINKS: m.attention_sinks,
         Feature.HYBRID: m.hybrid,
         Feature.ENCODER_DECODER: m.encoder_decoder,
         Feature.MULTIMODAL: m.multimodal,
-    }
-
-
-def model_features(model: ModelFacts) -> tuple[Feature, ...]:
-    """The features of the matrix the model's architecture uses, in the enum's order."""
-    flags = _model_flags(model)
-    return tuple(f for f in Feature if flags.get(f, False))
-
-
-def features_of(deployment: Deployment) -> tuple[Feature, ...]:
-    """Every feature of the matrix that this deployment uses, in the enum's order."""
-    m = deployment.model
-    used = {
-        **_model_flags(m),
-        # A ModelSlim export of a MoE model (its experts W8A8_DYNAMIC or FLOAT; which, the
-        # quantization config reads from the description per layer).
-        Feature.QUANTIZED_MOE: m.is_moe and deployment.detected_quantization is QuantMethod.ASCEND,
         Feature.LORA: deployment.lora,
         Feature.LORA_QUANTIZED: deployment.lora and _quantized(deployment),
         Feature.LORA_MOE: deployment.lora and m.is_moe,
