@@ -100,3 +100,11 @@ def test_the_plan_refuses_an_option_the_npu_cannot_honour() -> None:
     settings = ProfilerSettings(profiler="torch", trace_dir="/t", activities=("CUDA",))
     (error,) = plan_config(npu(profiler=settings)).errors
     assert "CUDA" in error.what
+
+
+def test_the_references_old_timing_variable_points_to_the_profiler() -> None:
+    from ascend_core.env_registry import unknown_variables
+    from unit.fakes.environment import FakeEnvironment
+
+    (found,) = unknown_variables(FakeEnvironment({"VLLM_ASCEND_MODEL_EXECUTE_TIME_OBSERVE": "1"}))
+    assert "was removed" in found.what and "--profiler-config" in found.what
