@@ -18,7 +18,7 @@ from adapters.npu.schemas import load_schemas
 from support.torch_npu_emulator import dispatcher, graphs
 from support.torch_npu_emulator.binding import bind
 from support.torch_npu_emulator.npu_runtime import EmulatedNpuModule
-from support.torch_npu_emulator.profiler import make_profiler, profiled_launch
+from support.torch_npu_emulator.profiler import make_profiler, profiled_launch, replay_recorder
 from support.torch_npu_emulator.semantics import IMPLEMENTED as _DENSE
 from support.torch_npu_emulator.semantics_graph import HOST_HELPERS
 from support.torch_npu_emulator.semantics_graph import IMPLEMENTED as _GRAPH
@@ -177,7 +177,8 @@ class EmulatedTorchNpu(types.ModuleType):
         finally:
             device.set_uncounted(old)
         if device.capture_of_current():
-            graphs.record_op(name, overload, run, bound, result, where)
+            # A replay runs the op again: recording sessions see its kernel then too.
+            graphs.record_op(name, overload, replay_recorder(self, name, run), bound, result, where)
         return result
 
     def __getattr__(self, name: str) -> Any:

@@ -9,8 +9,10 @@ dispatcher); with the NPU activity, each torch_npu op launched on the emulated d
 a kernel named as CANN names it (npu_rms_norm -> RmsNorm). Its files follow the wheel's
 layout: `{dir}/{worker}_{pid}_{time}_ascend_pt/` with profiler_info.json and, once
 analysed, ASCEND_PROFILER_OUTPUT/trace_view.json (chrome trace) and kernel_details.csv.
-Differences, stated: the analysis runs at once even with async_mode=True (the wheel
-parses in a subprocess); ops replayed inside a captured graph are not recorded.
+The kernels of a captured graph's replays are recorded too (no host range: a replay
+launches nothing from the host). Differences, stated: the analysis runs at once even with
+async_mode=True (the wheel parses in a subprocess); nothing of CANN, AscendCL or the AI
+Core metrics is recorded.
 """
 
 from __future__ import annotations
@@ -369,6 +371,25 @@ class profile:
     def stop(self) -> None:
         self._transit(self.current_action, None)
         self.stopped = True
+
+
+def replay_recorder(
+    owner: Any, name: str, run: Callable[[str, dict[str, Any]], Any]
+) -> Callable[[str, dict[str, Any]], Any]:
+    """`run` as a captured graph replays it: the kernel of each replay, for the sessions
+    recording then (a replay launches nothing from the host: no `npu::` range)."""
+
+    def replay(overload: str, values: dict[str, Any]) -> Any:
+        if not owner._profiling:
+            return run(overload, values)
+        start = time.time_ns()
+        result = run(overload, values)
+        duration = time.time_ns() - start
+        for session in list(owner._profiling):
+            session.record_kernel(name, start, duration)
+        return result
+
+    return replay
 
 
 def profiled_launch(owner: Any, name: str, launch: Callable[[], Any]) -> Any:
