@@ -25,7 +25,7 @@ from ascend_core.deployment import (
 )
 from ascend_core.deployment_builder import Requested, build_deployment, files_say
 from ascend_core.model_facts import model_facts_from_config
-from ascend_core.profiling import ProfilerSettings
+from ascend_core.profiling import ProfilerSettings, settings_from_mapping
 from ports.device import ChipFamily, DeviceKind
 from ports.environment import Environment
 from ports.local_files import LocalFiles
@@ -217,25 +217,11 @@ def requested(vllm_config: VllmConfig) -> Requested:
 
 
 def profiler_settings(vllm_config: VllmConfig) -> ProfilerSettings:
-    """vLLM's ProfilerConfig as the core's plain data (the worker's profiler reads it too)."""
+    """vLLM's ProfilerConfig as the core's plain data (the worker's profiler reads it too);
+    the same mapping as the doctor's (ascend_core.profiling.settings_from_mapping)."""
     pc = getattr(vllm_config, "profiler_config", None)
-    if pc is None or pc.profiler is None:
-        return ProfilerSettings()
-    activities = pc.torch_profiler_activities
-    return ProfilerSettings(
-        profiler=str(pc.profiler),
-        trace_dir=str(pc.torch_profiler_dir or ""),
-        activities=tuple(activities) if activities is not None else None,
-        record_shapes=bool(pc.torch_profiler_record_shapes),
-        with_memory=bool(pc.torch_profiler_with_memory),
-        with_stack=bool(pc.torch_profiler_with_stack),
-        with_flops=bool(pc.torch_profiler_with_flops),
-        use_gzip=bool(pc.torch_profiler_use_gzip),
-        capture_graphs=bool(pc.capture_torch_profiler),
-        wait_iterations=int(pc.wait_iterations),
-        warmup_iterations=int(pc.warmup_iterations),
-        active_iterations=int(pc.active_iterations),
-    )
+    fields = getattr(pc, "__dataclass_fields__", {})
+    return settings_from_mapping({name: getattr(pc, name) for name in fields})
 
 
 def deployment(
