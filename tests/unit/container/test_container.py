@@ -39,6 +39,7 @@ PORT_OF = {
     "draft_input_ops": "ports.draft_inputs:DraftInputOps",
     "lora_ops": "ports.lora:LoraOps",
     "sleep_memory": "ports.sleep:SleepMemory",
+    "profiler": "ports.profiler:DeviceProfiler",
     "upstream": "ports.upstream:Upstream",
     "model_files": "ports.model_files:ModelFiles",
     "local_files": "ports.local_files:LocalFiles",
