@@ -67,6 +67,7 @@ class HostDevice(containers.DeclarativeContainer):
     draft_input_ops = providers.Singleton(_lazy, "adapters.cpu.draft_inputs:CpuDraftInputOps")
     lora_ops = providers.Singleton(_lazy, "adapters.cpu.lora:CpuLoraOps")
     runtime = providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime")
+    sleep_memory = providers.Singleton(_lazy, "adapters.cpu.sleep:CpuSleepMemory")
     communicator = providers.Singleton(_lazy, "adapters.cpu.communicator:GlooCommunicator")
     profiler = providers.Singleton(_lazy, "adapters.cpu.profiler:HostProfiler")
 
@@ -120,6 +121,7 @@ class NpuDevice(containers.DeclarativeContainer):
         _lazy, "adapters.npu.draft_inputs:NpuDraftInputOps", torch_npu
     )
     runtime = providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu)
+    sleep_memory = providers.Singleton(_lazy, "adapters.npu.sleep:NpuSleepMemory", torch_npu)
     communicator = providers.Singleton(_lazy, "adapters.npu.collective:HcclCommunicator")
     profiler = providers.Singleton(_lazy, "adapters.npu.profiler:NpuProfiler", torch_npu)
 
@@ -193,6 +195,10 @@ class Container(containers.DeclarativeContainer):
     # LoRA's shrink and expand (ports/lora.py), for vLLM's LoRA layers.
     lora_ops = providers.Selector(serving_kind, npu=npu_device.lora_ops, cpu=host_device.lora_ops)
     runtime = providers.Selector(serving_kind, npu=npu_runtime, cpu=host_device.runtime)
+    # Sleep mode's release and restore of weights and KV cache (ports/sleep.py).
+    sleep_memory = providers.Selector(
+        serving_kind, npu=npu_device.sleep_memory, cpu=host_device.sleep_memory
+    )
     # The chip family, read once from the serving runtime (torch_npu's device name).
     serving_chip = providers.Singleton(_serving_chip, device_decision, runtime.provider)
     communicator = providers.Selector(

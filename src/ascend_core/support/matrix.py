@@ -117,10 +117,16 @@ _NO_LORA_MOE = Refused(
     "this build has no host or Ascend implementation",
     _MERGE,
 )
-_NO_SLEEP = Refused(
-    "sleep mode needs a device allocator that can offload and restore the weights and KV "
-    "cache; this build has none (vLLM refuses it on this platform)",
-    "drop --enable-sleep-mode",
+_SLEEP_HOST = Supported(
+    "sleep(1) frees the KV cache and keeps the weights in place (host memory is where level 1 "
+    "offloads them), sleep(2) frees both (storages resized to 0, heap trimmed back to the "
+    "OS); wake_up gives them back, all or by tag, and reload_weights loads new ones in place"
+)
+_SLEEP_NPU = Supported(
+    "sleep(1) copies the weights to pinned host memory and frees them and the KV cache "
+    "through torch_npu's caching allocator (storages resized to 0, empty_cache), sleep(2) "
+    "discards both; wake_up gives them back at new addresses and captures the graphs again; "
+    "proven on the emulated NPU, not on hardware"
 )
 _PROFILER_HOST = Supported(
     "torch's profiler on the host (CPU activity): /start_profile and /stop_profile (or "
@@ -215,7 +221,8 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.LORA, _NPU): _LORA_NPU,
     **{(Feature.LORA_QUANTIZED, d): _NO_LORA_QUANT for d in (_CPU, _NPU)},
     **{(Feature.LORA_MOE, d): _NO_LORA_MOE for d in (_CPU, _NPU)},
-    **{(Feature.SLEEP_MODE, d): _NO_SLEEP for d in (_CPU, _NPU)},
+    (Feature.SLEEP_MODE, _CPU): _SLEEP_HOST,
+    (Feature.SLEEP_MODE, _NPU): _SLEEP_NPU,
     **{(Feature.BATCH_INVARIANT, d): _NO_INVARIANT for d in (_CPU, _NPU)},
     (Feature.PROFILER_TORCH, _CPU): _PROFILER_HOST,
     (Feature.PROFILER_TORCH, _NPU): _PROFILER_NPU,

@@ -73,6 +73,12 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
      "the worker lets vLLM capture the plan's graphs"),
     ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.profile_cudagraph_memory",
      "graph memory in the KV budget"),
+    # Sleep mode (the runner's kv_caches and the worker's _sleep_saved_buffers are set in
+    # __init__, so instance data: tests/integration/npu/test_sleep_on_emulated_npu.py).
+    ("vllm.config:ModelConfig.sleep_preserve_parameter_names", "refused at level 2"),
+    ("vllm.compilation.cuda_graph:CUDAGraphWrapper.clear_all_graphs",
+     "sleep drops the graphs, waking captures them again"),
+    ("vllm.v1.worker.gpu_worker:Worker.reload_weights", "RL weight updates (collective_rpc)"),
     ("vllm.platforms.interface:Platform.get_global_graph_pool",
      "CUDAGraphWrapper's pool, from our graph_pool_handle"),
     # KV transfer: what the plan reads off kv_transfer_config, and vLLM's side of our
@@ -179,7 +185,9 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.scheme",
     "adapters.vllm.worker:DeviceWorker._announce_compile",
     "adapters.vllm.worker:DeviceWorker._graph_memory_estimate",
+    "adapters.vllm.worker:DeviceWorker._graphs_captured",
     "adapters.vllm.worker:DeviceWorker._host_workers",
+    "adapters.vllm.worker:DeviceWorker._kv_cache_tensors",
     "adapters.vllm.worker:DeviceWorker._one_sequence_bytes",
     "adapters.vllm.worker:DeviceWorker._profile_memory",
     "adapters.vllm.worker:HostWorker.runner_path",
