@@ -46,10 +46,16 @@ _MLA_NPU = Supported(
     "per device, block 16/128, bf16) are checked when the layers are built; proven on the "
     "emulated torch_npu, not on hardware"
 )
-_NO_DSA = Refused(
-    "the sparse-attention indexer (DSA) has no backend in this build on either device (the "
-    "MLA backend is dense)",
-    "vllm-ascend serves DeepSeek-V3.2 on Atlas A3 NPUs",
+_DSA_HOST = Supported(
+    "the sparse MLA backend (DeepSeek-V3.2's DSA) on the host's plain-torch ops: the "
+    "lightning indexer's keys in their own paged cache in the model's dtype (not fp8), "
+    "its top-k per token, and absorbed latent attention over the selected rows for "
+    "prefill and decode alike"
+)
+_NO_DSA_NPU = Refused(
+    "the sparse MLA backend (DSA) has no NPU ops in this build yet (the host serves it)",
+    "serve DeepSeek-V3.2 style models on the host device (VLLM_ASCEND_DEVICE=cpu), or "
+    "with vllm-ascend on Atlas A3 NPUs",
 )
 _NO_COMPRESSED = Refused(
     "compressed MLA with an indexer has no backend in this build on either device",
@@ -182,7 +188,8 @@ _SPEC = (
 MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.MLA, _CPU): _MLA_HOST,
     (Feature.MLA, _NPU): _MLA_NPU,
-    **{(Feature.SPARSE_MLA, d): _NO_DSA for d in (_CPU, _NPU)},
+    (Feature.SPARSE_MLA, _CPU): _DSA_HOST,
+    (Feature.SPARSE_MLA, _NPU): _NO_DSA_NPU,
     **{(Feature.COMPRESSED_MLA, d): _NO_COMPRESSED for d in (_CPU, _NPU)},
     (Feature.MOE, _CPU): _MOE_HOST,
     (Feature.MOE, _NPU): _MOE_NPU,
