@@ -64,12 +64,14 @@ class SparseMlaOps(abc.ABC):
         cache: LatentCache,
         indices: torch.Tensor,
         block_table: torch.Tensor,
+        seq_lens: torch.Tensor,
         scale: float,
     ) -> torch.Tensor:
         """Absorbed MLA attention of each token over its selected rows only.
 
         query_latent [T, N, L] (q_nope times W_UK), query_rope [T, N, R], indices [T, K]
-        positions in the token's sequence (-1: none), block_table [T, max_blocks];
+        positions in the token's sequence (-1: none; at or past seq_lens[t]: ignored),
+        block_table [T, max_blocks], seq_lens [T] (each token's position + 1);
         score = scale * (q_latent . latent + q_rope . rope_key) over the selected rows,
         output [T, N, L] = softmax(score) @ latent, in the query's dtype.
         """

@@ -65,10 +65,11 @@ class CpuSparseMlaOps(SparseMlaOps):
         cache: LatentCache,
         indices: torch.Tensor,
         block_table: torch.Tensor,
+        seq_lens: torch.Tensor,
         scale: float,
     ) -> torch.Tensor:
         latent_dim = query_latent.shape[-1]
-        selected = indices.long() >= 0
+        selected = (indices.long() >= 0) & (indices.long() < seq_lens[:, None].long())
         at = _rows(block_table, torch.where(selected, indices.long(), 0), cache.latent.shape[1])
         rows = torch.cat((cache.latent[at], cache.rope[at]), dim=-1).to(_F32)  # [T, K, L+R]
         query = torch.cat((query_latent, query_rope), dim=-1).to(_F32)  # [T, N, L+R]

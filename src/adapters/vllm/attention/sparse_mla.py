@@ -311,10 +311,11 @@ class SparseMlaAttentionImpl(MLAAttentionImpl[SparseMlaMetadata]):
         else:
             q_latent, q_rope = q.split([self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
         plan = attn_metadata.plan
-        assert plan.token_block_table is not None
+        assert plan.token_block_table is not None and plan.token_seq_lens is not None
         tokens = q_latent.shape[0]
         out = self.ops.sparse_attention(
             q_latent, q_rope, latent_planes(kv_c_and_k_pe_cache, self.kv_lora_rank),
-            self.topk_indices_buffer[:tokens], plan.token_block_table[:tokens], self.scale,
+            self.topk_indices_buffer[:tokens], plan.token_block_table[:tokens],
+            plan.token_seq_lens[:tokens], self.scale,
         )
         return out, None
