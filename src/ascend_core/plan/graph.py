@@ -164,6 +164,12 @@ NPU_MLA_FULL_GRAPHS_REASON = (
     "persistent buffers and its ops' host-side lengths are not updated before a replay); "
     "PIECEWISE captures everything between the attention layers"
 )
+NPU_SPARSE_MLA_FULL_GRAPHS_REASON = (
+    "the NPU sparse MLA backend (DSA) does not capture full graphs: its metadata builder "
+    "declares no graph support (AttentionCGSupport.NEVER) and the indexer's top-k buffer is "
+    "written outside the attention op; PIECEWISE captures everything between the attention "
+    "layers"
+)
 # MoE layers capture: routing, permutation, grouped matmuls and combine keep fixed shapes
 # (T*k rows, padding past the routed count) and read nothing back (adapters/npu/moe.py).
 NPU_MOE_FULL_GRAPHS_REASON = (
@@ -192,6 +198,7 @@ def _npu_serves(deployment: Deployment, mode: GraphMode) -> tuple[GraphMode, lis
         mode = GraphMode.FULL_AND_PIECEWISE if piecewise_compiles else GraphMode.FULL_DECODE_ONLY
         reasons.append(NPU_FULL_MIXED_REASON)
     for unserved, why in (
+        (deployment.model.use_sparse, NPU_SPARSE_MLA_FULL_GRAPHS_REASON),
         (deployment.model.use_mla, NPU_MLA_FULL_GRAPHS_REASON),
         (deployment.speculative.method is not None, NPU_SPECULATIVE_FULL_GRAPHS_REASON),
         (deployment.model.is_moe, NPU_MOE_FULL_GRAPHS_REASON),
