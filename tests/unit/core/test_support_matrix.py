@@ -95,12 +95,14 @@ def test_compressed_mla_still_refuses_on_both_devices(place) -> None:  # type: i
                if e.feature != "MOE")
 
 
-def test_sparse_mla_serves_on_the_host_with_its_reason() -> None:
-    """DeepSeek-V3.2 (DSA): the host's sparse MLA backend; the verdict says how."""
+@pytest.mark.parametrize("place", [host, npu])
+def test_sparse_mla_serves_on_both_devices_with_its_reason(place) -> None:  # type: ignore[no-untyped-def]
+    """DeepSeek-V3.2 (DSA): the sparse MLA backend; the verdict says how."""
     model = mla_model(index_topk=2048)
-    assert [e.feature for e in refusals(host(model))] == []
-    assert Feature.SPARSE_MLA in features_of(host(model))
-    assert "indexer" in MATRIX[(Feature.SPARSE_MLA, DeviceKind.CPU)].note
+    assert [e.feature for e in refusals(place(model))] == []
+    assert Feature.SPARSE_MLA in features_of(place(model))
+    kind = DeviceKind.CPU if place is host else DeviceKind.NPU
+    assert "indexer" in MATRIX[(Feature.SPARSE_MLA, kind)].note
 
 
 @pytest.mark.parametrize(
