@@ -249,14 +249,16 @@ def _build(out: Path, style: str, size: str, seed: int, dtype: str) -> None:
 
 
 # DeepSeek-V3.2 (DSA: MLA plus the lightning indexer), its own style and builder
-# (make_dsv32_model): two layers, the first dense, the second MoE; index_topk (8) smaller
-# than most prompts, so the indexer's selection decides what each query attends to.
+# (make_dsv32_model): two layers, the first dense, the second MoE with 16 experts in 4
+# groups (grouped sigmoid routing that the NPU's gating op also takes); index_topk (8)
+# smaller than most prompts, so the indexer's selection decides what each query sees.
 DSV32_STYLE = "deepseek_v32"
 DSV32_SHAPE: dict[str, Any] = {
     **MOE_SHAPES["deepseek_v3"],
-    "num_hidden_layers": 2,
+    "num_hidden_layers": 2, "n_routed_experts": 16,
     "index_topk": 8, "index_n_heads": 8, "index_head_dim": 32,
 }
+DSV32_REVISION = 2  # bump when DSV32_SHAPE or its weights change (rebuilds only this model)
 
 
 def make_dsv32_model(
@@ -267,7 +269,7 @@ def make_dsv32_model(
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
     out = Path(out_dir).resolve()
     stamp = {"style": DSV32_STYLE, "size": "tiny", "seed": seed, "dtype": dtype,
-             "version": SCRIPT_VERSION}
+             "version": SCRIPT_VERSION, "revision": DSV32_REVISION}
     return build_once(out, STAMP_FILE, stamp, lambda tmp: _build_dsv32(tmp, seed, dtype))
 
 

@@ -51,7 +51,7 @@ class SparseMlaOps(abc.ABC):
         topk: int,
     ) -> torch.Tensor:
         """The lightning indexer: for token t (query [T, H, D], weights [T, H], already
-        scaled), score(t, p) = sum_h weights[t, h] * relu(query[t, h] . key(p)) over its
+        scaled, in the query's dtype), score(t, p) = sum_h weights[t, h] * relu(query[t, h] . key(p)) over its
         positions p < seq_lens[t] (block_table [T, max_blocks], seq_lens [T]); returns the
         top-k positions [T, topk] int32, highest score first, -1 past seq_lens[t].
         max_seq_len: the largest seq_lens, as a host int."""

@@ -175,8 +175,10 @@ class SparseIndexer:
         tokens = plan.num_actual_tokens
         self.ops.write_index_keys(k[:tokens], cache, metadata.slot_mapping)
         assert plan.token_block_table is not None and plan.token_seq_lens is not None
+        # The scaled weights in the query's dtype, as torch_npu's indexer takes them.
+        scaled = (weights[:tokens].float() * self.weight_scale).to(q.dtype)
         picked = self.ops.index_topk(
-            q[:tokens], weights[:tokens].float() * self.weight_scale, cache,
+            q[:tokens], scaled, cache,
             plan.token_block_table, plan.token_seq_lens, plan.max_seq_len, idx.topk_tokens,
         )
         self.topk_buffer[:tokens].copy_(picked)
