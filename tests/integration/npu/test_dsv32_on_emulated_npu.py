@@ -39,3 +39,10 @@ def test_the_npu_path_runs_the_indexer_and_sparse_attention_ops(runs) -> None:  
             "npu_scatter_nd_update_"} <= calls
     # The dense MLA attention call is not made: every token goes the sparse way.
     assert "npu_fused_infer_attention_score" not in calls
+
+
+def test_a_decode_step_reads_back_only_the_sampled_ids(runs) -> None:  # type: ignore[no-untyped-def]
+    # The indexer's and the attention's lengths stay device tensors (token rows, TND
+    # running sums made on the device): no scalar read, no data-dependent shape.
+    step = runs["npu"]["decode_step"]
+    assert (step["d2h_copies"], step["scalar_reads"], step["dynamic_shape_ops"]) == (1, 0, 0)
