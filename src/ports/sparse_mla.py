@@ -51,9 +51,10 @@ class SparseMlaOps(abc.ABC):
         topk: int,
     ) -> torch.Tensor:
         """The lightning indexer: for token t (query [T, H, D], weights [T, H], already
-        scaled, in the query's dtype), score(t, p) = sum_h weights[t, h] * relu(query[t, h] . key(p)) over its
-        positions p < seq_lens[t] (block_table [T, max_blocks], seq_lens [T]); returns the
-        top-k positions [T, topk] int32, highest score first, -1 past seq_lens[t].
+        scaled, in the query's dtype),
+        score(t, p) = sum_h weights[t, h] * relu(query[t, h] . key(p)) over its positions
+        p < seq_lens[t] (block_table [T, max_blocks], seq_lens [T]); returns the top-k
+        positions [T, topk] int32, highest score first, -1 past seq_lens[t].
         max_seq_len: the largest seq_lens, as a host int."""
 
     @abc.abstractmethod
