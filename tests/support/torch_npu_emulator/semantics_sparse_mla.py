@@ -148,8 +148,8 @@ def npu_sparse_flash_attention(a: dict[str, Any]) -> tuple[torch.Tensor, ...]:
     scores = torch.bmm(query, rows.transpose(1, 2)) * a["scale_value"]
     scores = scores.masked_fill(~seen[:, None, :], float("-inf"))
     out = torch.bmm(scores.softmax(dim=-1), values[..., :latent]).to(q.dtype)
-    empty = torch.zeros(1, dtype=F32)
-    return out, empty, empty
+    # softmax_max and softmax_sum: not modelled (return_softmax_lse is refused above).
+    return out, torch.zeros(1, dtype=F32), torch.zeros(1, dtype=F32)
 
 
 IMPLEMENTED = {
