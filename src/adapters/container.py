@@ -60,6 +60,7 @@ class HostDevice(containers.DeclarativeContainer):
     moe_ops = providers.Singleton(_lazy, "adapters.cpu.moe:CpuMoeOps")
     quant_moe_ops = providers.Singleton(_lazy, "adapters.cpu.quant_moe:CpuQuantMoeOps")
     mla_ops = providers.Singleton(_lazy, "adapters.cpu.mla:CpuMlaOps")
+    sparse_mla_ops = providers.Singleton(_lazy, "adapters.cpu.sparse_mla:CpuSparseMlaOps")
     sampling_ops = providers.Singleton(_lazy, "adapters.cpu.sampling:CpuSamplingOps")
     slot_mapping = providers.Singleton(_lazy, "adapters.cpu.slot_mapping:CpuSlotMapping")
     host_gemm = providers.Singleton(_lazy, "adapters.cpu.host_gemm:CpuHostGemm")
@@ -92,6 +93,9 @@ class NpuDevice(containers.DeclarativeContainer):
     moe_ops = providers.Singleton(_lazy, "adapters.npu.moe:NpuMoeOps", torch_npu)
     quant_moe_ops = providers.Singleton(_lazy, "adapters.npu.quant_moe:NpuQuantMoeOps", torch_npu)
     mla_ops = providers.Singleton(_lazy, "adapters.npu.mla:NpuMlaOps", torch_npu)
+    sparse_mla_ops = providers.Singleton(
+        _lazy, "adapters.npu.sparse_mla:NpuSparseMlaOps", torch_npu
+    )
     # Plain torch on the device's tensors: no torch_npu asked for.
     torch_sampling_ops = providers.Singleton(_lazy, "adapters.npu.sampling:NpuSamplingOps")
     torch_slot_mapping = providers.Singleton(_lazy, "adapters.npu.slot_mapping:NpuSlotMapping")
@@ -168,6 +172,10 @@ class Container(containers.DeclarativeContainer):
     # ports/quant_moe.py).
     moe_ops = providers.Selector(serving_kind, npu=npu_device.moe_ops, cpu=host_device.moe_ops)
     mla_ops = providers.Selector(serving_kind, npu=npu_device.mla_ops, cpu=host_device.mla_ops)
+    # DSA's indexer and sparse latent attention (ports/sparse_mla.py).
+    sparse_mla_ops = providers.Selector(
+        serving_kind, npu=npu_device.sparse_mla_ops, cpu=host_device.sparse_mla_ops
+    )
     quant_ops = providers.Selector(
         serving_kind, npu=npu_device.quant_ops, cpu=host_device.quant_ops
     )

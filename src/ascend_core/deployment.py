@@ -115,6 +115,7 @@ class ModelFacts:
     max_model_len: int = field(default=4096, validator=_positive)
     mla: MlaShape | None = None  # set when model_config.use_mla
     index_topk: int | None = None  # DSA (sparse attention): tokens the indexer keeps
+    index_head_dim: int = 128  # DSA: the indexer's key width (its own cache per layer)
     compressed_attention: bool = False  # compressed KV with an indexer (DeepSeek-V4 style)
     hybrid: bool = False  # attention plus mamba/linear-attention layers
     is_moe: bool = False

@@ -125,10 +125,10 @@ REGISTRATIONS: tuple[Registration, ...] = (
     _vllm(
         "DeepseekV32ForCausalLM",
         "vllm.models.deepseek_v32",
-        "vLLM's model with its lightning indexer: the indexer's key cache and top-k "
-        "selection, and sparse MLA over the selected latent rows, run on the plugin's sparse "
-        "MLA backend and the MoE layers on the plugin's MoE method; vLLM's model code is "
-        "device-neutral, only the backends are ours",
+        "vLLM's model with its lightning indexer: the plugin's sparse MLA backend takes "
+        "over the indexer module (its keys unquantized in their own paged cache, its top-k "
+        "and the sparse MLA over the selected latent rows on the device's sparse MLA ops) "
+        "and the MoE layers run on the plugin's MoE method",
         **_MLA,
         n_routed_experts=256,
         index_topk=2048,

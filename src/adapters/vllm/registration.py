@@ -33,9 +33,18 @@ def register_attention_backend() -> None:
         BACKEND_PATH,
         MLA_BACKEND_NAME,
         MLA_BACKEND_PATH,
+        SPARSE_INDEXER_NAME,
+        SPARSE_INDEXER_PATH,
+        SPARSE_MLA_BACKEND_NAME,
+        SPARSE_MLA_BACKEND_PATH,
     )
 
-    for name, path in ((BACKEND_NAME, BACKEND_PATH), (MLA_BACKEND_NAME, MLA_BACKEND_PATH)):
+    for name, path in (
+        (BACKEND_NAME, BACKEND_PATH),
+        (MLA_BACKEND_NAME, MLA_BACKEND_PATH),
+        (SPARSE_MLA_BACKEND_NAME, SPARSE_MLA_BACKEND_PATH),
+        (SPARSE_INDEXER_NAME, SPARSE_INDEXER_PATH),
+    ):
         if name not in AttentionBackendEnum.__members__:
             AttentionBackendEnum.register(name, path)
 

@@ -160,6 +160,12 @@ NPU_SPECULATIVE_FULL_GRAPHS_REASON = (
     "one-token decode steps only (UNIFORM_SINGLE_TOKEN_DECODE); PIECEWISE captures "
     "everything between the attention layers"
 )
+NPU_SPARSE_MLA_FULL_GRAPHS_REASON = (
+    "the NPU sparse MLA backend (DSA) does not capture full graphs: its metadata builder "
+    "declares no graph support (AttentionCGSupport.NEVER) and the indexer's top-k buffer is "
+    "written outside the attention op; PIECEWISE captures everything between the attention "
+    "layers"
+)
 # MoE layers capture: routing, permutation, grouped matmuls and combine keep fixed shapes
 # (T*k rows, padding past the routed count) and read nothing back (adapters/npu/moe.py).
 NPU_MOE_PIECEWISE_REASON = (
@@ -183,10 +189,14 @@ def _npu_serves(deployment: Deployment, mode: GraphMode) -> tuple[GraphMode, lis
         # vLLM does the same for a backend of UNIFORM_SINGLE_TOKEN_DECODE support.
         mode = GraphMode.FULL_AND_PIECEWISE if piecewise_compiles else GraphMode.FULL_DECODE_ONLY
         reasons.append(NPU_FULL_MIXED_REASON)
-    if mode in _FULL_GRAPHS and deployment.speculative.method is not None:
-        # piecewise graphs need vLLM's piecewise compiler
-        mode = GraphMode.PIECEWISE if piecewise_compiles else GraphMode.NONE
-        reasons.append(NPU_SPECULATIVE_FULL_GRAPHS_REASON)
+    for unserved, why in (
+        (deployment.model.use_sparse, NPU_SPARSE_MLA_FULL_GRAPHS_REASON),
+        (deployment.speculative.method is not None, NPU_SPECULATIVE_FULL_GRAPHS_REASON),
+    ):
+        if mode in _FULL_GRAPHS and unserved:
+            # piecewise graphs need vLLM's piecewise compiler
+            mode = GraphMode.PIECEWISE if piecewise_compiles else GraphMode.NONE
+            reasons.append(why)
     par = deployment.parallel
     if mode is not GraphMode.NONE and not NPU_PARALLEL_GRAPHS and max(par.tp, par.pp, par.dp) > 1:
         mode = GraphMode.NONE

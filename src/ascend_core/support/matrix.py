@@ -46,10 +46,19 @@ _MLA_NPU = Supported(
     "per device, block 16/128, bf16) are checked when the layers are built; proven on the "
     "emulated torch_npu, not on hardware"
 )
-_NO_DSA = Refused(
-    "the sparse-attention indexer (DSA) has no backend in this build on either device (the "
-    "MLA backend is dense)",
-    "vllm-ascend serves DeepSeek-V3.2 on Atlas A3 NPUs",
+_DSA_HOST = Supported(
+    "the sparse MLA backend (DeepSeek-V3.2's DSA) on the host's plain-torch ops: the "
+    "lightning indexer's keys in their own paged cache in the model's dtype (not fp8), "
+    "its top-k per token, and absorbed latent attention over the selected rows for "
+    "prefill and decode alike"
+)
+_DSA_NPU = Supported(
+    "the sparse MLA backend (DeepSeek-V3.2's DSA) on torch_npu: the indexer's keys written "
+    "by npu_scatter_nd_update_, its top-k by npu_lightning_indexer and attention over the "
+    "chosen latent rows by npu_sparse_flash_attention (each token a TND batch of one, "
+    "paged PA_BSND caches); fp16/bf16 and the documented sparse_count values are checked "
+    "by the plan; full graphs refused (PIECEWISE); proven on the emulated torch_npu, not "
+    "on hardware"
 )
 _NO_COMPRESSED = Refused(
     "compressed MLA with an indexer has no backend in this build on either device",
@@ -206,7 +215,8 @@ _SPEC = (
 MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.MLA, _CPU): _MLA_HOST,
     (Feature.MLA, _NPU): _MLA_NPU,
-    **{(Feature.SPARSE_MLA, d): _NO_DSA for d in (_CPU, _NPU)},
+    (Feature.SPARSE_MLA, _CPU): _DSA_HOST,
+    (Feature.SPARSE_MLA, _NPU): _DSA_NPU,
     **{(Feature.COMPRESSED_MLA, d): _NO_COMPRESSED for d in (_CPU, _NPU)},
     (Feature.MOE, _CPU): _MOE_HOST,
     (Feature.MOE, _NPU): _MOE_NPU,

@@ -125,6 +125,17 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
      "calls do_kv_cache_update before attention"),
     ("vllm.model_executor.layers.attention.mla_attention:MLAAttention.get_kv_cache_spec",
      "the latent spec: one slot of kv_lora_rank + rope per token"),
+    # Sparse MLA (DSA): the backend takes over vLLM's DeepSeek-V3.2 indexer module.
+    ("vllm.model_executor.layers.mla:MultiHeadLatentAttentionWrapper.forward",
+     "calls the indexer module, then impl.record_logical_topk_ready, then the MLA layer"),
+    ("vllm.model_executor.layers.attention.sparse_mla_attention:"
+     "SparseMLACommonImpl.record_logical_topk_ready", "the hook ours answers"),
+    ("vllm.model_executor.models.deepseek_v2:Indexer.forward",
+     "replaced per instance by SparseIndexer (unquantized scoring)"),
+    ("vllm.model_executor.models.deepseek_v2:DeepseekV32IndexerCache.get_kv_cache_spec",
+     "built from the head_dim and dtype we set: the indexer keys' own cache"),
+    ("vllm.model_executor.models.deepseek_v2:DeepseekV32IndexerCache.bind_kv_cache",
+     "gives the indexer module its [blocks, block_size, D] cache"),
     # Quantization: vLLM's loaders call ours.
     ("vllm.model_executor.layers.linear:adjust_scalar_to_fused_array",
      "per-tensor input_scale per shard (param attr needs_scalar_to_array)"),
@@ -138,6 +149,9 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
 # A name missing here is either a new one of ours (add it) or a hook vLLM dropped or
 # renamed (follow vLLM: our override is no longer called).
 OWN: frozenset[str] = frozenset({
+    # vLLM's MLA wrapper calls it on every sparse impl (NOT_NAMED); declared only on
+    # vLLM's own sparse impls, none of them our base.
+    "adapters.vllm.attention.sparse_mla:SparseMlaAttentionImpl.record_logical_topk_ready",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.decode",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill_has_context",

@@ -24,8 +24,10 @@ from support.torch_npu_emulator.semantics_graph import HOST_HELPERS
 from support.torch_npu_emulator.semantics_graph import IMPLEMENTED as _GRAPH
 from support.torch_npu_emulator.semantics_mla import IMPLEMENTED as _MLA
 from support.torch_npu_emulator.semantics_moe import IMPLEMENTED as _MOE
+from support.torch_npu_emulator.semantics_sparse_mla import IMPLEMENTED as _SPARSE
 
-IMPLEMENTED = {**_DENSE, **_MOE, **_MLA, **_GRAPH}  # _MLA's attention op adds the MLA cases
+# _MLA's attention op adds the MLA cases to the dense one.
+IMPLEMENTED = {**_DENSE, **_MOE, **_MLA, **_SPARSE, **_GRAPH}
 
 __all__ = ["EmulatedOp", "EmulatedTorchNpu", "make_torch_npu"]
 

@@ -32,6 +32,7 @@ PORT_OF = {
     "communicator": "ports.collective:Communicator",
     "moe_ops": "ports.moe:MoeOps",
     "mla_ops": "ports.mla:MlaOps",
+    "sparse_mla_ops": "ports.sparse_mla:SparseMlaOps",
     "sampling_ops": "ports.sampling:SamplingOps",
     "slot_mapping": "ports.slot_mapping:SlotMapping",
     "host_gemm": "ports.host_gemm:HostGemm",
