@@ -420,7 +420,7 @@ def _attend_masked(
     token's window start (vLLM's null block may stand before it) to its length; padded
     query rows are computed and dropped.
     """
-    n_tok, num_q_heads, head_size = query.shape
+    _, num_q_heads, head_size = query.shape
     block_size, num_kv_heads = caches[0].shape[1], caches[0].shape[2]
     group = num_q_heads // num_kv_heads
     num_seqs, max_q = part.num_seqs, part.max_query_len

@@ -253,7 +253,9 @@ def _check_attention(
 )
 @pytest.mark.parametrize("window", [None, 3, 6])
 @pytest.mark.parametrize("with_sinks", [False, True])
-def test_attention_window_and_sinks(ops: ReferenceOps, window: int | None, with_sinks: bool) -> None:
+def test_attention_window_and_sinks(
+    ops: ReferenceOps, window: int | None, with_sinks: bool
+) -> None:
     """Decodes, a fresh prefill and a chunked prefill in one batch, with a sliding window
     shorter than the contexts (freed blocks read as NaN) and/or per-head sink logits."""
     sinks = torch.tensor([0.5, -1.0, 2.0, 0.0]) if with_sinks else None
