@@ -159,7 +159,11 @@ class AscendUnquantizedFusedMoEMethod(AscendMoeMethod, UnquantizedFusedMoEMethod
         self.expert_mlp = expert_mlp_of(layer)
         dtype = str(layer.moe_config.in_dtype).removeprefix("torch.")
         self.moe_ops.check(self.routing_rule, layer.global_num_experts, dtype, self.expert_mlp)
-        self.traced_in_graph = self.moe_ops.traces_in_graph(layer.w13_weight, layer.w2_weight)
+        # The ops' traceable experts are the SiLU ones without biases (the host's native
+        # kernel); gpt-oss's stay one opaque op that the graph calls.
+        self.traced_in_graph = self.expert_mlp == SILU_MLP and self.moe_ops.traces_in_graph(
+            layer.w13_weight, layer.w2_weight
+        )
 
     def routed_experts(
         self, layer: RoutedExperts, x: torch.Tensor, local_ids: torch.Tensor, weights: torch.Tensor
