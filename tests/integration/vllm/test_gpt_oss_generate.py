@@ -70,7 +70,9 @@ def test_the_layers_take_windows_sinks_and_gpt_oss_experts(served) -> None:  # t
     assert all(isinstance(i, PagedAttentionImpl) for i in impls)
     assert [i.sliding_window for i in impls] == [16, None]  # layer 0 slides, layer 1 not
     assert all(i.sinks is not None and i.sinks.shape == (4,) for i in impls)
-    methods = [m.quant_method for m in model.modules() if type(m).__name__ == "RoutedExperts"]
+    from vllm.model_executor.layers.fused_moe.routed_experts import RoutedExperts
+
+    methods = [m.quant_method for m in model.modules() if isinstance(m, RoutedExperts)]
     assert methods and all(type(m) is AscendUnquantizedFusedMoEMethod for m in methods)
     assert {m.expert_mlp for m in methods} == {ExpertMlp(gate=GateKind.SWIGLU_OAI, biased=True)}
 
