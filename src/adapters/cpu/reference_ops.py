@@ -449,12 +449,13 @@ def _attend_masked(
     if window is not None:
         seen &= pos.unsqueeze(1) > (row_pos - window).unsqueeze(2)
     scores = scores.masked_fill(~seen[:, None, None], float("-inf"))
+    attn = torch.einsum("bhgql,bhld->bqhgd", scores.softmax(dim=-1), values)
     if sinks is not None:
-        sink = sinks.to(_F32).view(1, num_kv_heads, group, 1, 1)
-        scores = torch.cat((scores, sink.expand(num_seqs, -1, -1, max_q, 1)), dim=-1)
-        probs = scores.softmax(dim=-1)[..., :span]
-    else:
-        probs = scores.softmax(dim=-1)
-    attn = torch.einsum("bhgql,bhld->bqhgd", probs, values)
+        # sum_j e^s_j v_j / (e^sink + sum_j e^s_j) = attn * sigmoid(lse - sink), with the
+        # sink-free rows rounded to the query's dtype first: the NPU's contract (its fused
+        # op returns them rounded, with the LSE in float32); in float32 the plain formula.
+        lse = torch.logsumexp(scores, dim=-1).permute(0, 3, 1, 2).unsqueeze(-1)
+        sink = sinks.to(_F32).view(1, 1, num_kv_heads, group, 1)
+        attn = attn.to(query.dtype).to(_F32) * torch.sigmoid(lse - sink)
     attn = attn.reshape(num_seqs * max_q, num_q_heads, head_size)
     return attn.index_select(0, part.padded_rows)
