@@ -14,19 +14,40 @@ which rounds the op's bf16 output once more; the experts bit for bit).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
-from test_generate_on_emulated_npu import _result, _start
 
+from integration.npu.generate_run import LENGTHS
+from integration.npu.test_generate_on_emulated_npu import _result, _start
 from support.hf_reference import MODELS_DIR, make_models_module
+
+
+def _start_graphs(model: str) -> Any:
+    """The NPU run with the plan's graph mode (decode steps as full graphs: the window's
+    pre_tokens are static per layer, its decode mask and the sink rescale device ops over
+    the plan's persistent buffers), over the same prompts and passes as the eager runs."""
+    saved = {k: os.environ.get(k) for k in ("GENERATE_GRAPH_MODE", "GENERATE_LENGTHS")}
+    os.environ["GENERATE_GRAPH_MODE"] = "DEFAULT"
+    os.environ["GENERATE_LENGTHS"] = ",".join(map(str, LENGTHS))
+    try:
+        return _start("npu", model)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @pytest.fixture(scope="module")
 def runs() -> dict[str, dict[str, Any]]:
     model = str(make_models_module().make_gpt_oss_model(MODELS_DIR / "tiny-gpt_oss"))
     procs = {device: _start(device, model) for device in ("host", "npu")}
-    return {device: _result(proc) for device, proc in procs.items()}
+    done = {device: _result(proc) for device, proc in procs.items()}
+    done["npu graphs"] = _result(_start_graphs(model))
+    return done
 
 
 def test_npu_path_gives_the_host_token_ids(runs) -> None:  # type: ignore[no-untyped-def]
@@ -53,6 +74,13 @@ def test_windows_sinks_and_experts_run_through_torch_npu(runs) -> None:  # type:
     # Decodes (mode 0: with the window mask on layer 0, without on layer 1), prefills of
     # the full layer (3, rightDownCausal) and of the sliding one (4, band).
     assert npu["sparse_modes"] == [0, 3, 4]
+
+
+def test_npu_graphs_give_the_host_ids(runs) -> None:  # type: ignore[no-untyped-def]
+    graphs = runs["npu graphs"]
+    assert graphs["captured"] > 0 and graphs["counters"]["graph_replays"] > 0
+    assert graphs["counters"]["graph_captures"] == 0  # nothing captured while serving
+    assert graphs["runs"] == runs["host"]["runs"]
 
 
 def test_npu_decode_step_reads_back_only_the_sampled_ids(runs) -> None:  # type: ignore[no-untyped-def]
