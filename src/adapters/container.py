@@ -68,6 +68,7 @@ class HostDevice(containers.DeclarativeContainer):
     lora_ops = providers.Singleton(_lazy, "adapters.cpu.lora:CpuLoraOps")
     runtime = providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime")
     communicator = providers.Singleton(_lazy, "adapters.cpu.communicator:GlooCommunicator")
+    profiler = providers.Singleton(_lazy, "adapters.cpu.profiler:HostProfiler")
 
 
 class NpuDevice(containers.DeclarativeContainer):
@@ -120,6 +121,7 @@ class NpuDevice(containers.DeclarativeContainer):
     )
     runtime = providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu)
     communicator = providers.Singleton(_lazy, "adapters.npu.collective:HcclCommunicator")
+    profiler = providers.Singleton(_lazy, "adapters.npu.profiler:NpuProfiler", torch_npu)
 
 
 class Container(containers.DeclarativeContainer):
@@ -196,6 +198,8 @@ class Container(containers.DeclarativeContainer):
     communicator = providers.Selector(
         serving_kind, npu=npu_device.communicator, cpu=host_device.communicator
     )
+    # vLLM's profiler hooks (ports/profiler.py): torch's profiler or torch_npu's.
+    profiler = providers.Selector(serving_kind, npu=npu_device.profiler, cpu=host_device.profiler)
 
     # The doctor: host facts for `check`, vLLM's own `vllm serve` parser for `plan`. Named
     # by path: serving never asks for them, and their imports (the preflight checks)

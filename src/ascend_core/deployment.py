@@ -13,6 +13,7 @@ from typing import Any
 
 from attrs import field, frozen, validators
 
+from ascend_core.profiling import ProfilerSettings
 from ascend_core.quantization.methods import QuantMethod
 from ports.device import ChipFamily, DeviceKind
 
@@ -230,6 +231,7 @@ class Deployment:
     # None when the adapter could not tell.
     host_cpus: int | None = field(default=None, validator=validators.optional(_positive))
     lora: bool = False  # --enable-lora
+    profiler: ProfilerSettings = field(factory=ProfilerSettings)  # --profiler-config
     training_consistency: bool = False  # batch-invariant kernels asked for
     # The VLLM_ASCEND_* variables as set (name -> raw text); the plan parses them, so a
     # bad value is one more error of the same pass.

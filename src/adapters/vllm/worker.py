@@ -18,6 +18,7 @@ from vllm.v1.worker.worker_base import CompilationTimes
 from adapters.container import container
 from adapters.vllm.device_classes import DEVICE_CLASSES
 from adapters.vllm.memory import kv_cache_budget
+from adapters.vllm.profiling import vllm_profiler_check_skipped, worker_profiler
 from adapters.vllm.startup_errors import stop_on_our_errors
 from ascend_core.memory_budget import format_bytes
 from ascend_core.plan import WorkerKind
@@ -39,12 +40,21 @@ class DeviceWorker(Worker):
     runner_path: ClassVar[str]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        vllm_config = kwargs.get("vllm_config", args[0] if args else None)
+        with vllm_profiler_check_skipped(vllm_config):
+            super().__init__(*args, **kwargs)
         self.runtime = container().runtime()
         from vllm.platforms import current_platform
 
         # This process may not have built the config; the deployment's patches apply here.
         current_platform.apply_deployment_patches(self.vllm_config)
+        # vLLM's profile() (/start_profile, /stop_profile) drives this one: the device's.
+        self.profiler_config = self.vllm_config.profiler_config
+        self.profiler = worker_profiler(
+            self.vllm_config,
+            getattr(current_platform, "device_kind", DeviceKind.CPU),
+            container().profiler(),
+        )
 
     def init_device(self) -> None:
         from vllm.platforms import current_platform

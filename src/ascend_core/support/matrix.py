@@ -133,6 +133,24 @@ _NO_SLEEP = Refused(
     "cache; this build has none (vLLM refuses it on this platform)",
     "drop --enable-sleep-mode",
 )
+_PROFILER_HOST = Supported(
+    "torch's profiler on the host (CPU activity): /start_profile and /stop_profile (or "
+    "LLM.start_profile/stop_profile) write a chrome trace naming the aten ops under "
+    "torch_profiler_dir"
+)
+_PROFILER_NPU = Supported(
+    "torch_npu's profiler (CPU and NPU activities; vLLM's PrivateUse1 is the NPU) writes its "
+    "*_ascend_pt directory under torch_profiler_dir; bound against torch_npu 2.14.0's API "
+    "and proven on the emulated NPU (a trace naming the torch_npu ops), not on hardware"
+)
+_NO_CUDA_PROFILER = Refused(
+    "it starts CUDA's own profiler (cudaProfilerStart), which neither the host nor an NPU has",
+    "use --profiler-config.profiler=torch (torch_npu's profiler on an NPU)",
+)
+_NO_PROTON = Refused(
+    "Triton Proton records through CUPTI or ROCTracer, which neither the host nor an NPU has",
+    "use --profiler-config.profiler=torch (torch_npu's profiler on an NPU)",
+)
 _NO_INVARIANT = Refused(
     "the core's attention table picks the batch-invariant backend for it, and this build "
     "does not have that backend yet",
@@ -212,6 +230,10 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     **{(Feature.LORA_MOE, d): _NO_LORA_MOE for d in (_CPU, _NPU)},
     **{(Feature.SLEEP_MODE, d): _NO_SLEEP for d in (_CPU, _NPU)},
     **{(Feature.BATCH_INVARIANT, d): _NO_INVARIANT for d in (_CPU, _NPU)},
+    (Feature.PROFILER_TORCH, _CPU): _PROFILER_HOST,
+    (Feature.PROFILER_TORCH, _NPU): _PROFILER_NPU,
+    **{(Feature.PROFILER_CUDA, d): _NO_CUDA_PROFILER for d in (_CPU, _NPU)},
+    **{(Feature.PROFILER_PROTON, d): _NO_PROTON for d in (_CPU, _NPU)},
     **{(f, _CPU): _NO_SPEC_HOST for f in _SPEC},
     (Feature.SPEC_NGRAM, _CPU): _SPEC_NGRAM_HOST,
     **{

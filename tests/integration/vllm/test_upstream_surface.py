@@ -59,6 +59,14 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
      "its default counts as not given (VLLM_DEFAULT_UTILIZATION)"),
     # Worker and model runner: called on the runner and the KV spec.
     ("vllm.v1.worker.gpu_worker:Worker.randomize_dummy_inputs", "profile_run argument"),
+    # Profiling: vLLM's worker drives the profiler our worker sets (adapters/vllm/
+    # profiling.py; its lifecycle checked in tests/unit/bindings/test_profiler_binding.py).
+    ("vllm.v1.worker.gpu_worker:Worker.profile",
+     "/start_profile, /stop_profile: set_output_name, set_profiler_kwargs, start, stop"),
+    ("vllm.v1.worker.gpu_worker:Worker.annotate_profile",
+     "each step: step, should_annotate, annotate_context_manager"),
+    ("vllm.profiler.wrapper:validate_worker_profiler_config",
+     "Worker.__init__ calls it: it refuses the npu device type, so it is skipped there"),
     ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.get_kv_cache_spec", "KV bytes/seq"),
     ("vllm.v1.kv_cache_interface:KVCacheSpec.max_memory_usage_bytes", "KV bytes/seq"),
     ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.capture_model",
@@ -137,6 +145,7 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.layers.fused_moe:AscendUnquantizedFusedMoEMethod.routed_experts",
     "adapters.vllm.npu_model_runner:NpuGraphWrapper._weak",
     "adapters.vllm.platform:AscendHostPlatform.device_kind",
+    "adapters.vllm.profiling:PortProfiler.request",
     "adapters.vllm.platform:AscendHostPlatform.update_device_settings",
     "adapters.vllm.platform:AscendNpuPlatform.chip_family",
     "adapters.vllm.platform:AscendNpuPlatform.device_kind",
