@@ -674,6 +674,90 @@ def _build_lora(out: Path, base: Path, seed: int) -> None:
     peft_model.save_pretrained(str(out))
 
 
+# gpt-oss (GptOssForCausalLM): sliding-window layers alternating with full ones (layer 0
+# slides, as in transformers and vLLM), learned per-head attention sinks, biased
+# attention projections, and MoE experts with a router bias, interleaved gate/up
+# columns, the clamped SwiGLU (alpha 1.702, limit 7) and expert biases. Tiny, and a
+# window (16) shorter than the tests' prompts. bf16 and float32 like the other styles.
+GPT_OSS_STAMP_FILE = ".make_gpt_oss.json"
+GPT_OSS_SHAPE: dict[str, Any] = {
+    "vocab_size": 4096, "hidden_size": 128, "intermediate_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+    "num_local_experts": 8, "num_experts_per_tok": 2, "sliding_window": 16,
+}
+GPT_OSS_ROPE: dict[str, Any] = {  # gpt-oss's yarn, scaled down to this model's positions
+    "rope_type": "yarn", "rope_theta": 150000.0, "factor": 2.0, "beta_fast": 32.0,
+    "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 4096,
+}
+
+
+def make_gpt_oss_model(
+    out_dir: str | os.PathLike[str], seed: int = 0, dtype: str = "float32"
+) -> Path:
+    """Write the tiny gpt-oss model unless `out_dir` already holds it; return its path."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
+    out = Path(out_dir).resolve()
+    stamp = {"style": "gpt_oss", "seed": seed, "dtype": dtype, "version": SCRIPT_VERSION}
+    return build_once(out, GPT_OSS_STAMP_FILE, stamp, lambda tmp: _build_gpt_oss(tmp, seed, dtype))
+
+
+def _build_gpt_oss(out: Path, seed: int, dtype: str) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, GenerationConfig, GptOssConfig
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    tokenizer = _train_tokenizer(GPT_OSS_SHAPE["vocab_size"], "llama")
+    tokenizer.save_pretrained(str(out))
+    ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in SPECIAL_TOKENS}
+    config = GptOssConfig(
+        **{**GPT_OSS_SHAPE, "vocab_size": len(tokenizer)},
+        max_position_embeddings=MAX_POSITIONS,
+        rope_parameters=dict(GPT_OSS_ROPE),
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        bos_token_id=ids[BOS],
+        eos_token_id=ids[EOS],
+        pad_token_id=ids[PAD],
+        initializer_range=0.02,
+    )
+    with _seeded(seed):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        _shape_weights(model, GPT_OSS_SHAPE["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
+        _shape_gpt_oss_weights(model)
+    if dtype == "bfloat16":
+        model = model.to(torch.bfloat16)
+    model.config.dtype = dtype
+    model.generation_config = GenerationConfig(
+        bos_token_id=ids[BOS], eos_token_id=[ids[EOS], ids[IM_END]], pad_token_id=ids[PAD],
+        do_sample=False,
+    )
+    model.save_pretrained(str(out))
+
+
+def _shape_gpt_oss_weights(model: Any) -> None:
+    """After _shape_weights: sinks of std 1 (some heads keep much of their weight on the
+    sink, some little), routers with logits of std ~2 and a bias, experts scaled by
+    their fan-in ([E, in, out] here) with biases, attention biases small but non-zero."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("self_attn.sinks"):
+                param.normal_(0.0, 1.0)
+            elif name.endswith("router.weight"):
+                param.normal_(0.0, 2.0 / param.shape[-1] ** 0.5)
+            elif name.endswith("router.bias"):
+                param.normal_(0.0, 0.5)
+            elif name.endswith("experts.gate_up_proj"):
+                param.normal_(0.0, 2.0 / param.shape[1] ** 0.5)
+            elif name.endswith("experts.down_proj"):
+                param.normal_(0.0, 1.0 / param.shape[1] ** 0.5)
+            elif name.endswith(("_proj_bias", "_proj.bias")):
+                param.normal_(0.0, 0.1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="model directory to write")

@@ -261,9 +261,15 @@ def attention_request(
     )
 
 
+# Backends that compute a per-layer sliding window and learned sink logits (gpt-oss): the
+# paged MHA/GQA backend on both devices (the ops port's window and sinks arguments).
+WINDOW_AND_SINK_BACKENDS: frozenset[AttentionBackendKind] = frozenset({_K.HOST, _K.STANDARD})
+
+
 def serving_backend(request: AttentionRequest) -> BackendChoice:
     """The table's choice, refused where this build has no such backend, or where the
-    paged backends cannot compute what the model's layers ask (a window, sink logits)."""
+    chosen backend cannot compute what the model's layers ask (a window, sink logits:
+    the paged MHA/GQA backends can, MLA cannot)."""
     choice = select_attention_backend(request)
     if choice.kind not in BUILT_BACKENDS:
         raise BackendSelectionError(
@@ -278,13 +284,14 @@ def serving_backend(request: AttentionRequest) -> BackendChoice:
             ("attention sinks", request.attention_sinks),
             ("sliding window", request.sliding_window),
         )
-        if present
+        if present and choice.kind not in WINDOW_AND_SINK_BACKENDS
     ]
     if extras:
         raise BackendSelectionError(
             f"The {choice.kind.value} attention backend does not support "
             f"{', '.join(extras)} ({request.model or 'the model'}): it computes full causal "
             "attention without sink logits, so the outputs would be wrong.",
-            "Serve a model with full causal attention.",
+            "Serve a model with full causal attention, or an MHA/GQA model (the paged "
+            "backend computes windows and sinks).",
         )
     return choice

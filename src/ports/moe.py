@@ -49,6 +49,29 @@ class Routing:
         return bool(self.num_expert_group and self.num_expert_group > 1 and self.topk_group)
 
 
+class GateKind(enum.Enum):
+    """How an expert's gate/up projection becomes its down projection's input."""
+
+    SILU = "silu"  # silu(gate) * up; w13's gate rows first, then up
+    # gpt-oss (vLLM's "swigluoai"): gate/up rows interleaved (gate0, up0, gate1, ...);
+    # gate clamped above at `limit`, up to [-limit, limit]; (up + 1) * gate * sigmoid(alpha * gate).
+    SWIGLU_OAI = "swigluoai"
+
+
+@frozen
+class ExpertMlp:
+    """One MoE layer's expert MLP: its gate activation and whether its two projections
+    carry biases ([E_local, 2I] after the gate/up matmul, [E_local, H] after the down)."""
+
+    gate: GateKind = GateKind.SILU
+    alpha: float = 1.702  # SWIGLU_OAI only (vLLM's and transformers' defaults)
+    limit: float = 7.0
+    biased: bool = False
+
+
+SILU_MLP = ExpertMlp()
+
+
 @frozen
 class Permutation:
     """Token rows sorted by local expert, and how to put them back.
@@ -68,7 +91,9 @@ class Permutation:
 class MoeOps(abc.ABC):
     """The MoE role of a device adapter."""
 
-    def check(self, routing: Routing, num_experts: int, dtype_name: str) -> None:  # noqa: B027
+    def check(  # noqa: B027
+        self, routing: Routing, num_experts: int, dtype_name: str, mlp: ExpertMlp = SILU_MLP
+    ) -> None:
         """Raise UnsupportedFeatureError (with the limit) for what this device's MoE ops
         cannot run; called when a layer is loaded, before any request. Default: all."""
 
@@ -94,13 +119,23 @@ class MoeOps(abc.ABC):
 
     @abc.abstractmethod
     def grouped_mlp(
-        self, rows: torch.Tensor, group_sizes: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor
+        self,
+        rows: torch.Tensor,
+        group_sizes: torch.Tensor,
+        w13: torch.Tensor,
+        w2: torch.Tensor,
+        *,
+        mlp: ExpertMlp = SILU_MLP,
+        biases: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Each group of rows through its expert: silu(x W1^T) * (x W3^T), then W2^T.
 
         rows [N, H] in expert order; w13 [E_local, 2I, H] (gate rows first, then up);
         w2 [E_local, H, I]. Returns [N, H] in the rows' dtype; rows past sum(group_sizes)
         are padding (undefined in, undefined out).
+        mlp: another gate (GateKind; gpt-oss's interleaved, clamped SwiGLU) and, with
+        mlp.biased, `biases` = (b13 [E_local, 2I], b2 [E_local, H]), each added to its
+        projection's output (rounded to the rows' dtype) before the next step.
         """
 
     @abc.abstractmethod
@@ -118,6 +153,9 @@ class MoeOps(abc.ABC):
         weights: torch.Tensor,
         w13: torch.Tensor,
         w2: torch.Tensor,
+        *,
+        mlp: ExpertMlp = SILU_MLP,
+        biases: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """[T, H]: the unquantized experts end to end: permute, grouped_mlp, unpermute.
 
@@ -125,7 +163,9 @@ class MoeOps(abc.ABC):
         (their roundings; the order of a GEMM's sums is the kernel's own).
         """
         rows, permutation = self.permute(hidden, local_ids, w13.shape[0])
-        out_rows = self.grouped_mlp(rows, permutation.group_sizes, w13, w2)
+        out_rows = self.grouped_mlp(
+            rows, permutation.group_sizes, w13, w2, mlp=mlp, biases=biases
+        )
         return self.unpermute(out_rows, permutation, weights)
 
     def traces_in_graph(self, w13: torch.Tensor, w2: torch.Tensor) -> bool:

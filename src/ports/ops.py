@@ -190,13 +190,24 @@ class Ops(abc.ABC):
         plan: AttentionPlan,
         scale: float,
         out: torch.Tensor,
+        *,
+        window: int | None = None,
+        sinks: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Causal attention of query [T, Hq, D] over each sequence's cached context.
 
         Caches are [num_blocks, block_size, Hk, D]. A query token at index i of a
         sequence with q_len new tokens and context seq_len sees cache positions
-        0 .. seq_len - q_len + i. Covers prefill, decode and chunked prefill.
+        0 .. p, p = seq_len - q_len + i. Covers prefill, decode and chunked prefill.
         Writes [T, Hq, D] into `out` and returns it.
+
+        window: a sliding window of that many positions, the token's own included: it
+            sees p - window + 1 .. p only (vLLM's and transformers' convention). Block
+            table entries wholly before every query's window may be vLLM's null block:
+            they are never read.
+        sinks: [Hq] learned sink logits (gpt-oss): one more logit per head in each
+            softmax's denominator, with no value row: out = sum_j e^s_j v_j /
+            (e^sink + sum_j e^s_j), computed in float32.
         """
 
     def graph_host_arguments(self, plan: AttentionPlan) -> list[dict[str, Any]]:

@@ -94,8 +94,12 @@ def paged_attention(
     seq_lens: list[int],
     block_table: list[list[int]],
     scale: float,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """[T, Hq, D] in float64; one softmax per (token, head), written out by hand."""
+    """[T, Hq, D] in float64; one softmax per (token, head), written out by hand.
+    window: the token sees only its last `window` positions (itself included);
+    sinks [Hq]: one more exp(sink) in each head's denominator."""
     block_size = key_cache.shape[1]
     num_q_heads = query.shape[1]
     group = num_q_heads // key_cache.shape[2]
@@ -105,19 +109,21 @@ def paged_attention(
         q_len = end - start
         for i in range(q_len):
             visible = seq_len - q_len + i + 1
+            lowest = 0 if window is None else max(0, visible - window)
             for h in range(num_q_heads):
                 kv_head = h // group
                 q = query[start + i, h].to(F64)
                 scores = []
                 values = []
-                for pos in range(visible):
+                for pos in range(lowest, visible):
                     block = block_table[s][pos // block_size]
                     k = key_cache[block, pos % block_size, kv_head].to(F64)
                     scores.append(float(torch.dot(q, k)) * scale)
                     values.append(value_cache[block, pos % block_size, kv_head].to(F64))
-                top = max(scores)
+                sink = None if sinks is None else float(sinks[h])
+                top = max(scores) if sink is None else max(*scores, sink)
                 weights = [math.exp(x - top) for x in scores]
-                total = sum(weights)
+                total = sum(weights) + (0.0 if sink is None else math.exp(sink - top))
                 acc = torch.zeros(query.shape[2], dtype=F64)
                 for w, v in zip(weights, values, strict=True):
                     acc += (w / total) * v

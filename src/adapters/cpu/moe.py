@@ -13,7 +13,7 @@ import torch
 
 from adapters.cpu import native
 from adapters.cpu.ops import swiglu
-from ports.moe import MoeOps, Permutation, Routing, Scoring
+from ports.moe import SILU_MLP, ExpertMlp, GateKind, MoeOps, Permutation, Routing, Scoring
 
 _F32 = torch.float32
 
@@ -89,17 +89,31 @@ class CpuMoeOps(MoeOps):
         return rows, Permutation(source_rows, group_sizes, num_tokens, top_k)
 
     def grouped_mlp(
-        self, rows: torch.Tensor, group_sizes: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor
+        self,
+        rows: torch.Tensor,
+        group_sizes: torch.Tensor,
+        w13: torch.Tensor,
+        w2: torch.Tensor,
+        *,
+        mlp: ExpertMlp = SILU_MLP,
+        biases: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """One gate/up matmul and one down matmul per expert that received rows."""
+        _check_biases(mlp, biases)
         out = torch.empty(rows.shape[0], w2.shape[1], dtype=rows.dtype)
         start = 0
         for expert, count in enumerate(group_sizes.tolist()):
             if count == 0:
                 continue
             x = rows[start : start + count]
-            act = swiglu(x @ w13[expert].t())
-            torch.matmul(act, w2[expert].t(), out=out[start : start + count])
+            gate_up = x @ w13[expert].t()
+            if biases is not None:
+                gate_up = gate_up + biases[0][expert].to(gate_up.dtype)
+            act = swiglu(gate_up) if mlp.gate is GateKind.SILU else swiglu_oai(gate_up, mlp)
+            rows_out = out[start : start + count]
+            torch.matmul(act, w2[expert].t(), out=rows_out)
+            if biases is not None:
+                rows_out.add_(biases[1][expert].to(rows_out.dtype))
             start += count
         return out
 
@@ -110,17 +124,22 @@ class CpuMoeOps(MoeOps):
         weights: torch.Tensor,
         w13: torch.Tensor,
         w2: torch.Tensor,
+        *,
+        mlp: ExpertMlp = SILU_MLP,
+        biases: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """The native kernel (moe_experts.cpp) where it applies, else the three steps.
+        """The native kernel (moe_experts.cpp) where it applies, else the three steps
+        (always for another gate or biases: the kernel computes silu without biases).
 
         Its roundings are the steps': the gate/up, swiglu, down and combine outputs each
         rounded once, the weights to the rows' dtype first; its GEMMs sum in its own order
         (bf16 measured bit for bit the loop's, float32 within a rounding step).
         """
-        kernel = native.moe_experts() if self._native_kernels else None
+        plain = mlp == SILU_MLP and biases is None
+        kernel = native.moe_experts() if self._native_kernels and plain else None
         if kernel is not None and native.moe_experts_takes(hidden, local_ids, weights, w13, w2):
             return kernel(hidden, local_ids, weights, w13, w2)
-        return super().experts(hidden, local_ids, weights, w13, w2)
+        return super().experts(hidden, local_ids, weights, w13, w2, mlp=mlp, biases=biases)
 
     def traces_in_graph(self, w13: torch.Tensor, w2: torch.Tensor) -> bool:
         """Where the native experts take the weights: route is torch ops or the native
@@ -167,3 +186,21 @@ def _keep_best_groups(choice: torch.Tensor, routing: Routing, biased: bool) -> t
     keep = torch.zeros(num_tokens, groups, dtype=torch.bool).scatter_(1, best, True)
     keep = keep.repeat_interleave(num_experts // groups, dim=1)
     return choice.masked_fill(~keep, float("-inf"))
+
+
+def swiglu_oai(gate_up: torch.Tensor, mlp: ExpertMlp) -> torch.Tensor:
+    """gpt-oss's gate over interleaved gate/up columns, in float32, rounded once
+    (transformers' GptOssExperts and vLLM's swigluoai_and_mul formula)."""
+    x = gate_up.to(_F32)
+    gate = x[..., ::2].clamp(max=mlp.limit)
+    up = x[..., 1::2].clamp(min=-mlp.limit, max=mlp.limit)
+    return ((up + 1) * (gate * torch.sigmoid(gate * mlp.alpha))).to(gate_up.dtype)
+
+
+def _check_biases(mlp: ExpertMlp, biases: tuple[torch.Tensor, torch.Tensor] | None) -> None:
+    if mlp.biased != (biases is not None):
+        raise ValueError(
+            f"grouped_mlp: ExpertMlp.biased={mlp.biased} but biases "
+            f"{'were' if biases is not None else 'were not'} given; pass (b13, b2) exactly "
+            "when the layer's experts have biases."
+        )

@@ -76,6 +76,9 @@ class CpuOps(ReferenceOps):
         plan: AttentionPlan,
         scale: float,
         out: torch.Tensor,
+        *,
+        window: int | None = None,
+        sinks: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Where the native kernel applies, one call for the whole step: every new token
         one row with its own context length (decodes, fresh and chunked prefills and
@@ -85,6 +88,10 @@ class CpuOps(ReferenceOps):
         decode = plan.decode
         if not plan.parts or n_tok == 0:
             return out
+        if window is not None or sinks is not None:  # the native kernel has neither
+            return super().paged_attention(
+                query, key_cache, value_cache, plan, scale, out, window=window, sinks=sinks
+            )
         kernel = self._native_kernel(query, (key_cache, value_cache))
         decode_only = plan.prefill is None and decode is not None and decode.num_seqs == (
             plan.num_seqs

@@ -145,6 +145,9 @@ class ReferenceOps(Ops):
         plan: AttentionPlan,
         scale: float,
         out: torch.Tensor,
+        *,
+        window: int | None = None,
+        sinks: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Batched over sequences (no per-sequence Python loop); computes in float32.
 
@@ -154,6 +157,8 @@ class ReferenceOps(Ops):
         flag for fresh prefills, an explicit mask when earlier context is cached). Rows
         of `out` past num_actual_tokens are left untouched. Not safe for concurrent
         calls on one instance: gathered context lands in reused scratch buffers.
+        A window or sinks take _attend_masked instead: explicit scores, one mask for
+        causality, the window and the lengths, the sink as one more softmax column.
         """
         n_tok = plan.num_actual_tokens
         parts = plan.parts
@@ -164,13 +169,19 @@ class ReferenceOps(Ops):
         if query.shape[0] != n_tok:
             query = query[:n_tok]
         caches = (key_cache, value_cache)
+
+        def attend(part: AttentionPart, rows: torch.Tensor) -> torch.Tensor:
+            if window is None and sinks is None:
+                return self._attend(part, rows, caches, plan, scale)
+            return _attend_masked(part, rows, caches, scale, window, sinks)
+
         if len(parts) == 1:  # one kind of sequence: its tokens are all tokens, in order
             rows = out if out.shape[0] == n_tok else out[:n_tok]
-            rows.copy_(self._attend(parts[0], query, caches, plan, scale))
+            rows.copy_(attend(parts[0], query))
             return out
         # Mixed batch: decodes and prefills go their own ways, then meet in `out`.
         for part in parts:
-            result = self._attend(part, query.index_select(0, part.tokens), caches, plan, scale)
+            result = attend(part, query.index_select(0, part.tokens))
             out.index_copy_(0, part.tokens, result.to(out.dtype))
         return out
 
@@ -392,3 +403,59 @@ def _context_slots(block_table: torch.Tensor, seq_lens: torch.Tensor, block_size
     valid = pos.unsqueeze(0) < seq_lens.unsqueeze(1)
     slots = torch.where(valid, slots, block_table[:, :1] * block_size)
     return slots.reshape(-1), valid
+
+
+def _attend_masked(
+    part: AttentionPart,
+    query: torch.Tensor,
+    caches: tuple[torch.Tensor, torch.Tensor],
+    scale: float,
+    window: int | None,
+    sinks: torch.Tensor | None,
+) -> torch.Tensor:
+    """The part's attention rows [n, Hq, D] with a sliding window and/or sink logits, in
+    float32 and plain torch (the reference the NPU's window and sink arguments match).
+
+    Each sequence reads only the positions some row of it may see: from its first new
+    token's window start (vLLM's null block may stand before it) to its length; padded
+    query rows are computed and dropped.
+    """
+    _, num_q_heads, head_size = query.shape
+    block_size, num_kv_heads = caches[0].shape[1], caches[0].shape[2]
+    group = num_q_heads // num_kv_heads
+    num_seqs, max_q = part.num_seqs, part.max_query_len
+    start = part.seq_lens - part.query_lens  # absolute position of each first new token
+    first = torch.zeros_like(start) if window is None else (start - window + 1).clamp(min=0)
+    span = int((part.seq_lens - first).max())
+    pos = first.unsqueeze(1) + torch.arange(span).unsqueeze(0)  # [b, L] absolute
+    in_seq = pos < part.seq_lens.unsqueeze(1)
+    # Positions past a sequence's end read its last token (written; unused memory may
+    # hold NaN, and NaN times a zero weight is NaN); they are masked below.
+    readable = torch.where(in_seq, pos, (part.seq_lens - 1).unsqueeze(1))
+    table = part.block_table.long()
+    slots = table.gather(1, readable // block_size) * block_size + readable % block_size
+    flat = slots.reshape(-1)
+    keys, values = (
+        c.reshape(-1, num_kv_heads, head_size).index_select(0, flat).to(_F32)
+        .view(num_seqs, span, num_kv_heads, head_size).permute(0, 2, 1, 3)
+        for c in caches
+    )  # [b, Hk, L, D]
+    q_pad = torch.zeros(num_seqs * max_q, num_q_heads, head_size, dtype=_F32)
+    q_pad.index_copy_(0, part.padded_rows, query.to(_F32))
+    q = q_pad.view(num_seqs, max_q, num_kv_heads, group, head_size).permute(0, 2, 3, 1, 4)
+    scores = torch.einsum("bhgqd,bhld->bhgql", q, keys) * scale  # [b, Hk, g, max_q, L]
+    row_pos = start.unsqueeze(1) + torch.arange(max_q).unsqueeze(0)  # [b, max_q]
+    seen = (pos.unsqueeze(1) <= row_pos.unsqueeze(2)) & in_seq.unsqueeze(1)  # [b, max_q, L]
+    if window is not None:
+        seen &= pos.unsqueeze(1) > (row_pos - window).unsqueeze(2)
+    scores = scores.masked_fill(~seen[:, None, None], float("-inf"))
+    attn = torch.einsum("bhgql,bhld->bqhgd", scores.softmax(dim=-1), values)
+    if sinks is not None:
+        # sum_j e^s_j v_j / (e^sink + sum_j e^s_j) = attn * sigmoid(lse - sink), with the
+        # sink-free rows rounded to the query's dtype first: the NPU's contract (its fused
+        # op returns them rounded, with the LSE in float32); in float32 the plain formula.
+        lse = torch.logsumexp(scores, dim=-1).permute(0, 3, 1, 2).unsqueeze(-1)
+        sink = sinks.to(_F32).view(1, 1, num_kv_heads, group, 1)
+        attn = attn.to(query.dtype).to(_F32) * torch.sigmoid(lse - sink)
+    attn = attn.reshape(num_seqs * max_q, num_q_heads, head_size)
+    return attn.index_select(0, part.padded_rows)

@@ -13,7 +13,7 @@ from types import ModuleType
 import torch
 
 from ascend_core.errors import UnsupportedFeatureError
-from ports.moe import MoeOps, Permutation, Routing, Scoring
+from ports.moe import SILU_MLP, ExpertMlp, GateKind, MoeOps, Permutation, Routing, Scoring
 
 MAX_EXPERTS = 2048  # npu_moe_gating_top_k: x's last dim
 GROUP_ALIGN = 32  # experts per group, aligned to 32, times groups <= MAX_EXPERTS
@@ -32,7 +32,9 @@ class NpuMoeOps(MoeOps):
     def __init__(self, torch_npu: ModuleType) -> None:
         self._torch_npu = torch_npu
 
-    def check(self, routing: Routing, num_experts: int, dtype_name: str) -> None:
+    def check(
+        self, routing: Routing, num_experts: int, dtype_name: str, mlp: ExpertMlp = SILU_MLP
+    ) -> None:
         problems = []
         if routing.scoring is Scoring.SIGMOID:
             if not routing.renormalize:
@@ -124,14 +126,44 @@ class NpuMoeOps(MoeOps):
         return expanded, permutation
 
     def grouped_mlp(
-        self, rows: torch.Tensor, group_sizes: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor
+        self,
+        rows: torch.Tensor,
+        group_sizes: torch.Tensor,
+        w13: torch.Tensor,
+        w2: torch.Tensor,
+        *,
+        mlp: ExpertMlp = SILU_MLP,
+        biases: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Two npu_grouped_matmul calls around npu_swiglu; weights as [E, in, out] views."""
+        """Two npu_grouped_matmul calls around npu_swiglu (gpt-oss: npu_clipped_swiglu,
+        interleaved, bias 1.0 on the up half); weights as [E, in, out] views.
+
+        Expert biases are added after each matmul, in the rows' dtype as the host adds
+        them (the op's own bias input is not used: its rounding is the kernel's), each
+        row's bias picked by its expert from the cumulative group sizes on the device.
+        """
         if rows.shape[0] == 0:
             return rows.new_zeros(0, w2.shape[1])
+        if mlp.biased != (biases is not None):
+            raise ValueError("grouped_mlp: pass biases exactly when ExpertMlp.biased")
+        expert_of_row = None
+        if biases is not None:
+            ends = torch.cumsum(group_sizes, 0)
+            order = torch.arange(rows.shape[0], device=rows.device)
+            expert_of_row = torch.searchsorted(ends, order, right=True).clamp_(max=w13.shape[0] - 1)
         gate_up = self._grouped_matmul(rows, w13.transpose(1, 2), group_sizes)
-        act = self._torch_npu.npu_swiglu(gate_up, dim=-1)
-        return self._grouped_matmul(act, w2.transpose(1, 2), group_sizes)
+        if biases is not None and expert_of_row is not None:
+            gate_up = gate_up + biases[0].to(gate_up.dtype).index_select(0, expert_of_row)
+        if mlp.gate is GateKind.SWIGLU_OAI:
+            act = self._torch_npu.npu_clipped_swiglu(
+                gate_up, dim=-1, alpha=mlp.alpha, limit=mlp.limit, bias=1.0, interleaved=True
+            )
+        else:
+            act = self._torch_npu.npu_swiglu(gate_up, dim=-1)
+        out = self._grouped_matmul(act, w2.transpose(1, 2), group_sizes)
+        if biases is not None and expert_of_row is not None:
+            out = out + biases[1].to(out.dtype).index_select(0, expert_of_row)
+        return out
 
     def _grouped_matmul(
         self, x: torch.Tensor, weight: torch.Tensor, group_sizes: torch.Tensor

@@ -15,7 +15,7 @@ import torch
 
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import block_size_error
-from ports.ops import AttentionPlan, Ops
+from ports.ops import AttentionPart, AttentionPlan, Ops
 
 # sparse_mode 3 is "rightDownCausal": query row i of a sequence with q new tokens and
 # kv context sees keys 0 .. kv - q + i, which is exactly the ops port's rule for
@@ -23,7 +23,12 @@ from ports.ops import AttentionPlan, Ops
 # mask, True above the diagonal (True = masked out).
 RIGHT_DOWN_CAUSAL = 3
 NO_MASK = 0
+# sparse_mode 4 is "band", its origin at the right-down corner: row i sees keys
+# kv - q + i - pre_tokens .. kv - q + i + next_tokens (a sliding window of W positions:
+# pre_tokens W - 1, next_tokens 0), with the same compressed causal mask.
+BAND = 4
 COMPRESSED_MASK_SIZE = 2048
+NO_LIMIT = 2147483647  # pre_tokens / next_tokens default
 
 
 class NpuOps(Ops):
@@ -179,6 +184,9 @@ class NpuOps(Ops):
         plan: AttentionPlan,
         scale: float,
         out: torch.Tensor,
+        *,
+        window: int | None = None,
+        sinks: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """npu_fused_infer_attention_score, BSH layout, paged KV via block_table.
 
@@ -188,6 +196,15 @@ class NpuOps(Ops):
         query and each sequence's lengths as host lists (the plan's actual_*_lens). The
         caches are viewed as [num_blocks, block_size, Hk*D], the only paged KV layout
         BSH accepts.
+
+        A window: prefills in band mode (pre_tokens window - 1, next_tokens 0, a static
+        per-layer host argument); decodes, where the op ignores pre_tokens and
+        sparse_mode, with a [B, KV_S] mask (True: masked) of the positions before each
+        sequence's window, made on the device from its lengths (so a captured graph
+        recomputes it from the persistent plan). Sinks: this op has no sink input
+        (npu_fused_infer_attention_score_v2's learnable_sink takes TND layouts only), so
+        it returns its softmax LSE and each row is scaled by 1 / (1 + e^(sink - lse)) =
+        sigmoid(lse - sink): sum_j e^s_j v_j / (e^sink + sum_j e^s_j), in float32.
         """
         num_tokens = plan.num_actual_tokens
         if num_tokens == 0 or not plan.parts:
@@ -203,22 +220,36 @@ class NpuOps(Ops):
             width = part.max_query_len
             batch = part.num_seqs
             q = packed.index_select(0, part.gather).view(batch, width, -1)
-            attn, _ = self._torch_npu.npu_fused_infer_attention_score(
+            if part.is_decode:
+                mask = None if window is None else _decode_window_mask(part, window, block_size)
+                mode = NO_MASK
+            else:
+                mask = self._causal_mask(query.device)
+                mode = RIGHT_DOWN_CAUSAL if window is None else BAND
+            attn, lse = self._torch_npu.npu_fused_infer_attention_score(
                 q,
                 key,
                 value,
-                atten_mask=None if part.is_decode else self._causal_mask(query.device),
+                atten_mask=mask,
                 actual_seq_lengths=list(part.actual_query_lens),
                 actual_seq_lengths_kv=list(part.actual_seq_lens),
                 block_table=part.block_table,
                 num_heads=q_heads,
                 scale=float(scale),
+                pre_tokens=NO_LIMIT if window is None or part.is_decode else window - 1,
+                next_tokens=NO_LIMIT if window is None or part.is_decode else 0,
                 input_layout="BSH",
                 num_key_value_heads=kv_heads,
-                sparse_mode=NO_MASK if part.is_decode else RIGHT_DOWN_CAUSAL,
+                sparse_mode=mode,
                 block_size=block_size,
+                softmax_lse_flag=sinks is not None,
             )
-            rows = attn.reshape(batch * width, q_heads, head_size)
+            rows = attn.reshape(batch, width, q_heads, head_size)
+            if sinks is not None:
+                # lse [B, N, S, 1] -> [B, S, N, 1]; the sink's share taken off each row.
+                keep = torch.sigmoid(lse.transpose(1, 2) - sinks.float().view(1, 1, -1, 1))
+                rows = (rows.float() * keep).to(attn.dtype)
+            rows = rows.reshape(batch * width, q_heads, head_size)
             rows = rows.index_select(0, part.padded_rows)
             out.index_copy_(0, part.tokens, rows.to(out.dtype))
         return out
@@ -242,6 +273,15 @@ class NpuOps(Ops):
             mask = torch.ones(size, size, dtype=torch.bool, device=device).triu_(diagonal=1)
             self._masks[device] = mask
         return mask
+
+
+def _decode_window_mask(part: AttentionPart, window: int, block_size: int) -> torch.Tensor:
+    """[B, max_blocks * block_size] bool, True at the positions before each decode
+    sequence's window (its last `window` positions stay visible). The op wants a paged
+    decode mask at least as wide as the block table times the block size."""
+    width = part.block_table.shape[1] * block_size
+    positions = torch.arange(width, device=part.seq_lens.device)
+    return positions.unsqueeze(0) < (part.seq_lens - window).unsqueeze(1)
 
 
 def _paged_view(cache: torch.Tensor) -> torch.Tensor:

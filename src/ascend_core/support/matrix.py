@@ -83,14 +83,25 @@ _QMOE_NPU = Supported(
     "npu_grouped_matmul with scale and per_token_scale, bf16; proven on the emulated "
     "torch_npu, not on hardware"
 )
-_NO_WINDOW = Refused(
-    "the paged attention backend computes full causal attention; a window would be ignored "
-    "and the outputs would be wrong",
-    _SERVE_DENSE + " without sliding-window layers",
+_WINDOW_HOST = Supported(
+    "per-layer sliding windows (gpt-oss: sliding and full layers alternate) in the paged "
+    "backend on the host's plain-torch attention; blocks vLLM frees behind the window are "
+    "never read; gpt-oss's mxfp4 checkpoints stay refused (quantization), bf16/fp32 serve"
 )
-_NO_SINKS = Refused(
-    "the paged attention backend has no sink logits; the outputs would be wrong",
-    _REFERENCE,
+_WINDOW_NPU = Supported(
+    "per-layer sliding windows in the paged backend on npu_fused_infer_attention_score: "
+    "band mode (sparse_mode 4, pre_tokens window-1) for prefills, a [B, KV_S] mask from the "
+    "device's sequence lengths for decodes (the op ignores pre_tokens at Q_S=1); proven on "
+    "the emulated torch_npu, not on hardware"
+)
+_SINKS_HOST = Supported(
+    "learned per-head sink logits (gpt-oss) as one more softmax column in the host's "
+    "plain-torch paged attention"
+)
+_SINKS_NPU = Supported(
+    "learned per-head sink logits on npu_fused_infer_attention_score, which has no sink "
+    "input in BSH (v2's learnable_sink is TND-only): the op's softmax LSE, then each row "
+    "scaled by sigmoid(lse - sink); proven on the emulated torch_npu, not on hardware"
 )
 _NO_HYBRID = Refused(
     "mamba and linear-attention layers need state caches and kernels this build lacks",
@@ -222,8 +233,10 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.MOE, _NPU): _MOE_NPU,
     (Feature.QUANTIZED_MOE, _CPU): _QMOE_HOST,
     (Feature.QUANTIZED_MOE, _NPU): _QMOE_NPU,
-    **{(Feature.SLIDING_WINDOW, d): _NO_WINDOW for d in (_CPU, _NPU)},
-    **{(Feature.ATTENTION_SINKS, d): _NO_SINKS for d in (_CPU, _NPU)},
+    (Feature.SLIDING_WINDOW, _CPU): _WINDOW_HOST,
+    (Feature.SLIDING_WINDOW, _NPU): _WINDOW_NPU,
+    (Feature.ATTENTION_SINKS, _CPU): _SINKS_HOST,
+    (Feature.ATTENTION_SINKS, _NPU): _SINKS_NPU,
     **{(Feature.HYBRID, d): _NO_HYBRID for d in (_CPU, _NPU)},
     **{(Feature.ENCODER_DECODER, d): _NO_ENC_DEC for d in (_CPU, _NPU)},
     **{(Feature.MULTIMODAL, d): _NO_MM for d in (_CPU, _NPU)},

@@ -75,12 +75,17 @@ def test_every_built_backend_has_a_class_and_no_other() -> None:
     ("flags", "named"),
     [({"has_sink": True}, "attention sinks"), ({"has_sliding_window": True}, "sliding window")],
 )
-def test_the_layers_sinks_and_window_are_refused(flags: dict[str, bool], named: str) -> None:
+def test_the_layers_sinks_and_window_go_to_the_paged_backend_not_mla(
+    flags: dict[str, bool], named: str
+) -> None:
+    """gpt-oss's sinks and windows: the paged backend computes them on both devices; the
+    MLA backend does not, and refuses them by name."""
+    for kind, family in ((DeviceKind.CPU, ChipFamily.HOST), (DeviceKind.NPU, ChipFamily.A2)):
+        assert backend_path(_selector(**flags), kind, family) == BACKEND_PATH
     with pytest.raises(BackendSelectionError, match=named):
-        backend_path(_selector(**flags), DeviceKind.CPU, ChipFamily.HOST)
+        backend_path(_selector(use_mla=True, **flags), DeviceKind.CPU, ChipFamily.HOST)
 
 
-def test_the_models_window_is_refused_though_the_layer_does_not_say() -> None:
+def test_the_models_window_goes_to_the_paged_backend_though_the_layer_does_not_say() -> None:
     model = attrs.evolve(dense_model(), sliding_window=True)
-    with pytest.raises(BackendSelectionError, match="sliding window"):
-        backend_path(_selector(), DeviceKind.CPU, ChipFamily.HOST, model=model)
+    assert backend_path(_selector(), DeviceKind.CPU, ChipFamily.HOST, model=model) == BACKEND_PATH

@@ -55,3 +55,23 @@ def test_what_the_ops_cannot_run_is_refused_naming_the_layer(
         routing_of(_layer(**overrides))
     assert named in err.value.what and "model.layers.1.mlp.experts" in err.value.what
     assert err.value.hint
+
+
+def test_gpt_oss_experts_are_taken_by_the_unquantized_method_only() -> None:
+    """swigluoai with expert biases: the unquantized method computes them (expert_mlps);
+    a quantized method's experts do not, and say so by name."""
+    from vllm.model_executor.layers.fused_moe.activation import MoEActivation
+
+    from adapters.vllm.layers.fused_moe import expert_mlp_of
+    from ports.moe import ExpertMlp, GateKind
+
+    layer = _layer(
+        activation=MoEActivation.from_str("swigluoai"),
+        moe_config=SimpleNamespace(has_bias=True),
+        use_grouped_topk=False, scoring_func="softmax",
+    )
+    assert routing_of(layer, expert_mlps=True).scoring is Scoring.SOFTMAX
+    assert expert_mlp_of(layer) == ExpertMlp(gate=GateKind.SWIGLU_OAI, biased=True)
+    with pytest.raises(UnsupportedFeatureError) as err:
+        routing_of(layer)
+    assert "activation=" in err.value.what and "expert biases" in err.value.what

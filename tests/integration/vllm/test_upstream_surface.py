@@ -160,6 +160,7 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.kv_connector:MooncakeConnectorV1._forget",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routed_experts",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routing_rule",
+    "adapters.vllm.layers.fused_moe:AscendMoeMethod.expert_mlp",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.run_experts",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.traced_in_graph",
     "adapters.vllm.layers.fused_moe:AscendUnquantizedFusedMoEMethod.routed_experts",
@@ -509,3 +510,24 @@ def test_parallel_config_has_the_fields_the_worker_reads() -> None:
 
     fields = set(ParallelConfig.__dataclass_fields__)
     assert {"data_parallel_size_local", "distributed_executor_backend"} <= fields
+
+
+def test_gpt_oss_reaches_our_backend_and_moe_method_as_we_read_it() -> None:
+    """gpt-oss: its attention layers pass `sinks` and a per-layer window to the impl (as
+    PagedAttentionImpl takes them), its experts ask for swigluoai with biases (registered
+    as w13_bias / w2_bias by vLLM's unquantized method, read by ours)."""
+    from vllm.model_executor.layers.fused_moe.activation import MoEActivation
+    from vllm.model_executor.layers.fused_moe.config import FusedMoEConfig
+    from vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method import (
+        UnquantizedFusedMoEMethod,
+    )
+    from vllm.model_executor.models import gpt_oss
+
+    model_source = inspect.getsource(gpt_oss)
+    for passed in ("sinks=self.sinks", "per_layer_sliding_window=", 'activation="swigluoai"',
+                   "has_bias=True"):
+        assert passed in model_source, passed
+    assert MoEActivation.from_str("swigluoai").name.lower() == "swigluoai"
+    assert "has_bias" in FusedMoEConfig.__dataclass_fields__
+    weights = inspect.getsource(UnquantizedFusedMoEMethod.create_weights)
+    assert '"w13_bias"' in weights and '"w2_bias"' in weights

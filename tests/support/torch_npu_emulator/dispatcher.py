@@ -86,6 +86,7 @@ FAKES: dict[str, Callable[[dict[str, Any]], Any]] = {
         torch.empty_like(a["x1"]),
     ),
     "npu_swiglu": _swiglu,
+    "npu_clipped_swiglu": lambda a: _swiglu({"self": a["x"], "dim": a["dim"]}),
     "npu_rotary_mul": lambda a: torch.empty_like(a["self"]),
     "npu_mrope": lambda a: (torch.empty_like(a["query"]), torch.empty_like(a["key"])),
     "npu_scatter_nd_update_": lambda a: a["self"],

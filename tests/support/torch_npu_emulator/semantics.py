@@ -250,8 +250,10 @@ def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, to
     )
     _require(max(kv_lens) <= table.shape[1] * block_size, "block_table too narrow for kv lens")
 
-    causal = _mask_mode(a, q_s)
+    causal, band, decode_mask = _mask_mode(a, q_s, batch, table.shape[1] * block_size)
     out = torch.full((batch, q_s, n_q, d), float("nan"), dtype=F32, device=q.device)
+    # softmax_lse_flag: (B, N, S, 1) float32 (rows past a query length NaN), else [0].
+    lse = torch.full((batch, n_q, q_s, 1), float("nan"), dtype=F32, device=q.device)
     group = n_q // n_kv
     # Only the blocks each sequence reads are converted: a real kernel allocates nothing
     # the size of the cache, and on the emulated device temporaries count as device memory.
@@ -270,13 +272,26 @@ def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, to
         values = values.repeat_interleave(group, dim=1)
         qb = qh[b, :q_len].to(F32)
         scores = torch.einsum("qhd,khd->hqk", qb, keys) * a["scale"]
-        if causal:
-            # rightDownCausal: row i sees keys up to kv_len - q_len + i
-            rows = torch.arange(q_len, device=q.device).unsqueeze(1)
-            cols = torch.arange(kv_len, device=q.device).unsqueeze(0)
-            scores = scores.masked_fill(cols > rows + (kv_len - q_len), float("-inf"))
+        rows = torch.arange(q_len, device=q.device).unsqueeze(1)
+        cols = torch.arange(kv_len, device=q.device).unsqueeze(0)
+        diagonal = rows + (kv_len - q_len)  # the right-down corner's diagonal
+        masked = None
+        if causal:  # rightDownCausal: row i sees keys up to kv_len - q_len + i
+            masked = cols > diagonal
+        elif band is not None:  # band, origin right-down: diagonal - pre .. diagonal + next
+            pre, nxt = band
+            masked = (cols < diagonal - pre) | (cols > diagonal + nxt)
+        elif decode_mask is not None:  # Q_S = 1: the mask's row, True = masked
+            masked = decode_mask[b, :kv_len].bool().unsqueeze(0)
+        if masked is not None:
+            scores = scores.masked_fill(masked, float("-inf"))
+            # A key no row sees is not read (its block may be vLLM's null block, NaN here).
+            values = values.masked_fill(masked.all(dim=0)[:, None, None], 0.0)
         out[b, :q_len] = torch.einsum("hqk,khd->qhd", scores.softmax(dim=-1), values)
+        lse[b, :, :q_len, 0] = torch.logsumexp(scores, dim=-1)
     result = out.to(q.dtype).reshape(q.shape)
+    if a["softmax_lse_flag"]:
+        return result, lse
     return result, torch.zeros(1, dtype=F32, device=q.device)
 
 
@@ -291,33 +306,48 @@ def _lengths(values: Any, batch: int, limit: int | None, name: str) -> list[int]
     return vals
 
 
-def _mask_mode(a: dict[str, Any], q_s: int) -> bool:
-    """Whether the rightDownCausal mask applies; checks the mask the mode demands."""
+def _mask_mode(
+    a: dict[str, Any], q_s: int, batch: int, paged_width: int
+) -> tuple[bool, tuple[int, int] | None, torch.Tensor | None]:
+    """(rightDownCausal, band (pre_tokens, next_tokens) or None, a Q_S=1 mask or None);
+    checks the mask each mode demands."""
     mode, mask = a["sparse_mode"], a["atten_mask"]
     if q_s == 1:
-        # sparse_mode has no effect with one query token; a mask there has other
-        # shapes and meanings that are not modelled.
-        if mask is not None:
-            raise NotImplementedError("fused_infer_attention_score: a mask with Q_S=1")
-        return False
+        # sparse_mode, pre_tokens and next_tokens have no effect with one query token; a
+        # mask there is (B, KV_S) (other shapes not modelled), and on a paged cache at
+        # least block_table's width times block_size wide.
+        if mask is None:
+            return False, None, None
+        _require(mask.dtype in (torch.bool, torch.int8, torch.uint8), "atten_mask dtype")
+        if mask.dim() != 2:
+            raise NotImplementedError("fused_infer_attention_score: a Q_S=1 mask not (B, KV_S)")
+        _require(mask.shape[0] == batch, "Q_S=1 atten_mask must be (B, KV_S)")
+        _require(mask.shape[1] >= paged_width, "paged atten_mask narrower than the block table")
+        _require(mask.is_contiguous(), "atten_mask must be contiguous")
+        return False, None, mask
     if mode == 0 and mask is None:
-        return False
-    if mode != 3:
+        return False, None, None
+    if mode not in (3, 4):
         raise NotImplementedError(f"fused_infer_attention_score: sparse_mode {mode} not modelled")
-    _require(mask is not None, "sparse_mode 3 needs the compressed 2048x2048 atten_mask")
+    _require(mask is not None, f"sparse_mode {mode} needs the compressed 2048x2048 atten_mask")
     _require(mask.dtype in (torch.bool, torch.int8, torch.uint8), "atten_mask dtype")
     _require(
         tuple(mask.shape[-2:]) == (MASK_SIZE, MASK_SIZE)
         and mask.dim() <= 4
         and all(s == 1 for s in mask.shape[:-2]),
-        "sparse_mode 3 mask must be 2048x2048",
+        f"sparse_mode {mode} mask must be 2048x2048",
     )
     expected = torch.ones(MASK_SIZE, MASK_SIZE, dtype=torch.bool, device=mask.device).triu(1)
     _require(
         torch.equal(mask.reshape(MASK_SIZE, MASK_SIZE).bool(), expected),
-        "sparse_mode 3 mask must be True strictly above the diagonal",
+        f"sparse_mode {mode} mask must be True strictly above the diagonal",
     )
-    return True
+    if mode == 3:
+        return True, None, None
+    pre, nxt = int(a["pre_tokens"]), int(a["next_tokens"])
+    # Band: the two bounds must leave a band (the docs: they need an intersection).
+    _require(pre + nxt >= 0, "band mode: pre_tokens and next_tokens leave nothing to compute")
+    return False, (pre, nxt), None
 
 
 IMPLEMENTED = {

@@ -35,7 +35,12 @@ def _infer_output(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     else:
         shape = tuple(q.shape)
     out = torch.empty(shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty(1, dtype=torch.float32, device=q.device)  # not modelled (semantics.py)
+    if not a["softmax_lse_flag"]:
+        lse = torch.empty(1, dtype=torch.float32, device=q.device)
+    elif layout == "TND":  # the docs: (T, N, 1) for TND, else (B, N, S, 1)
+        lse = torch.empty(q.shape[0], n_q, 1, dtype=torch.float32, device=q.device)
+    else:
+        lse = torch.empty(q.shape[0], n_q, q.shape[1], 1, dtype=torch.float32, device=q.device)
     return out, lse
 
 

@@ -234,7 +234,31 @@ def npu_moe_token_unpermute(a: dict[str, Any]) -> torch.Tensor:
     return out.to(permuted.dtype)
 
 
+def npu_clipped_swiglu(a: dict[str, Any]) -> torch.Tensor:
+    """The op docs' formula: A, B the even/odd (interleaved) or first/second halves of
+    `dim`; A clamped above at limit, B to [-limit, limit]; A * sigmoid(alpha * A) *
+    (B + bias), in float32, rounded once to x's dtype. group_index (rows kept) is not
+    modelled."""
+    x, dim = a["x"], a["dim"]
+    if a["group_index"] is not None:
+        raise NotImplementedError("npu_clipped_swiglu: group_index is not modelled")
+    _require(x.dtype in FLOAT_TYPES, f"npu_clipped_swiglu: dtype {x.dtype} unsupported")
+    _require(x.dim() > 1 and x.shape[dim] % 2 == 0, "npu_clipped_swiglu: dim must be even")
+    _require(x.is_contiguous(), "npu_clipped_swiglu: x must be contiguous")
+    xf = x.to(F32).movedim(dim, -1)
+    if a["interleaved"]:
+        first, second = xf[..., ::2], xf[..., 1::2]
+    else:
+        first, second = xf.chunk(2, dim=-1)
+    limit, alpha = a["limit"], a["alpha"]
+    first = first.clamp(max=limit)
+    second = second.clamp(min=-limit, max=limit)
+    y = first * torch.sigmoid(alpha * first) * (second + a["bias"])
+    return y.movedim(-1, dim).to(x.dtype)
+
+
 IMPLEMENTED = {
+    "npu_clipped_swiglu": npu_clipped_swiglu,
     "npu_moe_gating_top_k": npu_moe_gating_top_k,
     "npu_moe_gating_top_k_softmax": npu_moe_gating_top_k_softmax,
     "npu_moe_init_routing_v2": npu_moe_init_routing_v2,

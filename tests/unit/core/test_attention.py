@@ -198,10 +198,28 @@ def test_the_layers_flags_win_for_mla_and_add_to_the_models_window() -> None:
 
 
 @pytest.mark.parametrize(
+    ("device", "family", "kind"),
+    [
+        (DeviceKind.NPU, ChipFamily.A2, AttentionBackendKind.STANDARD),
+        (DeviceKind.CPU, ChipFamily.HOST, AttentionBackendKind.HOST),
+    ],
+)
+def test_the_paged_backends_serve_windows_and_sinks(
+    device: DeviceKind, family: ChipFamily, kind: AttentionBackendKind
+) -> None:
+    from ascend_core.attention import serving_backend
+
+    choice = serving_backend(
+        request(sliding_window=True, attention_sinks=True, device_kind=device, chip_family=family)
+    )
+    assert choice.kind is kind
+
+
+@pytest.mark.parametrize(
     ("overrides", "match"),
     [
-        ({"sliding_window": True}, "sliding window"),
-        ({"attention_sinks": True}, "attention sinks"),
+        ({"sliding_window": True, **MLA}, "sliding window"),
+        ({"attention_sinks": True, **MLA}, "attention sinks"),
         ({"training_consistency": True}, "batch_invariant attention backend"),
         ({"chip_family": ChipFamily.P310}, "310p attention backend"),
     ],

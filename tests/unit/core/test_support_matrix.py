@@ -17,8 +17,6 @@ DEVICES = (DeviceKind.CPU, DeviceKind.NPU)
 
 # ModelFacts flag -> the feature it turns on.
 MODEL_FLAGS = {
-    "sliding_window": Feature.SLIDING_WINDOW,
-    "attention_sinks": Feature.ATTENTION_SINKS,
     "hybrid": Feature.HYBRID,
     "encoder_decoder": Feature.ENCODER_DECODER,
     "multimodal": Feature.MULTIMODAL,
@@ -38,6 +36,14 @@ def test_a_dense_model_uses_no_listed_feature_and_plans_on_both_devices() -> Non
     for deployment in (host(), npu()):
         assert features_of(deployment) == ()
         assert plan_config(deployment).ok
+
+
+@pytest.mark.parametrize("place", [host, npu])
+def test_sliding_windows_and_sinks_plan_on_both_devices(place) -> None:  # type: ignore[no-untyped-def]
+    """gpt-oss's window and sinks are served by the paged backend on both devices."""
+    deployment = place(dense_model(sliding_window=True, attention_sinks=True))
+    assert set(features_of(deployment)) == {Feature.SLIDING_WINDOW, Feature.ATTENTION_SINKS}
+    assert plan_config(deployment).ok
 
 
 @pytest.mark.parametrize(("flag", "feature"), MODEL_FLAGS.items())

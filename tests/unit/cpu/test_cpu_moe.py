@@ -157,3 +157,37 @@ def test_experts_without_rows_are_skipped_and_empty_batches_work(gen: torch.Gene
     assert OPS.unpermute(
         OPS.grouped_mlp(rows, perm.group_sizes, w13, w2), perm, torch.zeros(0, 2)
     ).shape == (0, 8)
+
+
+def test_gpt_oss_experts_follow_the_transformers_formula() -> None:
+    """gpt-oss's experts in float32 against its formula written out per token and slot
+    (transformers' GptOssExperts, weights in vLLM's [E, out, in] layout): interleaved
+    gate/up with their bias, gate clamped above at 7, up to [-7, 7], (up + 1) * gate *
+    sigmoid(1.702 gate), then the down projection and its bias; a missing bias refused."""
+    from ports.moe import ExpertMlp, GateKind
+
+    g = torch.Generator().manual_seed(3)
+    tokens, hidden, inter, experts = 9, 16, 8, 4
+    x = torch.randn(tokens, hidden, generator=g)
+    w13 = torch.randn(experts, 2 * inter, hidden, generator=g)  # large: the clamps act
+    w2 = torch.randn(experts, hidden, inter, generator=g) / inter**0.5
+    b13 = torch.randn(experts, 2 * inter, generator=g)
+    b2 = torch.randn(experts, hidden, generator=g)
+    weights, ids = OPS.route(torch.randn(tokens, experts, generator=g), Routing(top_k=2))
+    mlp = ExpertMlp(gate=GateKind.SWIGLU_OAI, biased=True)
+    out = OPS.experts(x, ids, weights, w13, w2, mlp=mlp, biases=(b13, b2))
+    expected = torch.zeros(tokens, hidden, dtype=torch.float64)
+    clamped = 0
+    for t in range(tokens):
+        for slot in range(2):
+            e = int(ids[t, slot])
+            gate_up = x[t].double() @ w13[e].double().t() + b13[e].double()
+            gate, up = gate_up[::2], gate_up[1::2]
+            clamped += int((gate > 7).sum() + (up.abs() > 7).sum())
+            gate, up = gate.clamp(max=7.0), up.clamp(-7.0, 7.0)
+            act = (up + 1) * gate * torch.sigmoid(1.702 * gate)
+            expected[t] += float(weights[t, slot]) * (act @ w2[e].double().t() + b2[e].double())
+    assert clamped > 0
+    torch.testing.assert_close(out.double(), expected, atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="biased"):
+        OPS.experts(x, ids, weights, w13, w2, mlp=mlp)

@@ -208,15 +208,28 @@ def _check_attention(
     pad_tokens: int = 0,
     seed: int = 0,
     ops: ReferenceOps = OPS,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> None:
     gen = torch.Generator().manual_seed(seed)
     query, kc, vc, meta = _paged_batch(
         q_lens, seq_lens, hq, hk, d, block_size, dtype, gen, pad_tokens
     )
+    if window is not None:
+        # vLLM frees blocks wholly before every new token's window: they read as its null
+        # block, whose rows here are NaN (a spare block: never written).
+        null = kc.shape[0] - 1
+        for row, (q_len, seq_len) in enumerate(zip(q_lens, seq_lens, strict=True)):
+            before = max(0, seq_len - q_len - window + 1) // block_size
+            meta.block_table[row, :before] = null
+            for part in meta.parts:
+                hit = (part.seqs == row).nonzero()
+                if hit.numel():
+                    part.block_table[int(hit[0, 0]), :before] = null
     scale = 1 / math.sqrt(d)
     sentinel = 7.0
     out = torch.full(query.shape, sentinel, dtype=dtype)
-    result = ops.paged_attention(query, kc, vc, meta, scale, out)
+    result = ops.paged_attention(query, kc, vc, meta, scale, out, window=window, sinks=sinks)
     assert result is out
     expected = ref.paged_attention(
         query,
@@ -226,11 +239,29 @@ def _check_attention(
         seq_lens,
         meta.block_table.tolist(),
         scale,
+        window=window,
+        sinks=sinks,
     )
     n = meta.num_actual_tokens
     assert torch.isfinite(out[:n].float()).all()
     _close(out[:n], expected[:n], dtype)
     assert bool((out[n:] == sentinel).all())  # padding rows untouched
+
+
+@pytest.mark.parametrize(
+    "ops", [OPS, CpuOps(native_attention=False, native_write=False)], ids=["reference", "cpu"]
+)
+@pytest.mark.parametrize("window", [None, 3, 6])
+@pytest.mark.parametrize("with_sinks", [False, True])
+def test_attention_window_and_sinks(
+    ops: ReferenceOps, window: int | None, with_sinks: bool
+) -> None:
+    """Decodes, a fresh prefill and a chunked prefill in one batch, with a sliding window
+    shorter than the contexts (freed blocks read as NaN) and/or per-head sink logits."""
+    sinks = torch.tensor([0.5, -1.0, 2.0, 0.0]) if with_sinks else None
+    _check_attention(
+        [1, 7, 1, 4], [9, 7, 3, 13], window=window, sinks=sinks, ops=ops, pad_tokens=2
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

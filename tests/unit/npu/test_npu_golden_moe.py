@@ -108,6 +108,39 @@ def test_permute_grouped_mlp_unpermute(npu, tnpu, held: list[int] | None, routin
     assert all(c["group_list_type"] == 1 for c in tnpu.calls_of("npu_grouped_matmul"))
 
 
+@pytest.mark.parametrize("held", [None, [1, 3, 4, 6]])
+def test_gpt_oss_experts_match_the_host(npu, tnpu, held: list[int] | None) -> None:  # type: ignore[no-untyped-def]
+    """gpt-oss's experts: interleaved gate/up through npu_clipped_swiglu (alpha 1.702,
+    limit 7, up + 1), each projection's expert bias added in bf16 after its matmul, as
+    the host adds it; the same bits (w13 scaled up so that the clamps come into play)."""
+    from ports.moe import ExpertMlp, GateKind
+
+    g = torch.Generator().manual_seed(7)
+    tokens, hidden, inter, experts = 23, 32, 16, 8
+    bf = torch.bfloat16
+    x = torch.randn(tokens, hidden, generator=g).to(bf)
+    w13 = (torch.randn(experts, 2 * inter, hidden, generator=g) * 3 / hidden**0.5).to(bf)
+    w2 = (torch.randn(experts, hidden, inter, generator=g) / inter**0.5).to(bf)
+    b13 = torch.randn(experts, 2 * inter, generator=g).to(bf)
+    b2 = torch.randn(experts, hidden, generator=g).to(bf)
+    weights, ids = HOST.route(torch.randn(tokens, experts, generator=g), QWEN3)
+    local = ids
+    if held is not None:
+        expert_map = torch.full((experts,), -1, dtype=torch.int32)
+        expert_map[held] = torch.arange(len(held), dtype=torch.int32)
+        local = expert_map[ids.long()]
+        w13, w2, b13, b2 = w13[held], w2[held], b13[held], b2[held]
+    mlp = ExpertMlp(gate=GateKind.SWIGLU_OAI, biased=True)
+    out = npu.experts(x, local, weights, w13, w2, mlp=mlp, biases=(b13, b2))
+    host_out = HOST.experts(x, local, weights, w13, w2, mlp=mlp, biases=(b13, b2))
+    torch.testing.assert_close(out, host_out, atol=0, rtol=0)
+    (call,) = tnpu.calls_of("npu_clipped_swiglu")
+    assert (call["interleaved"], call["alpha"], call["limit"], call["bias"]) == (
+        True, 1.702, 7.0, 1.0
+    )
+    assert not tnpu.calls_of("npu_swiglu")
+
+
 @pytest.mark.parametrize(
     ("routing", "experts", "dtype", "named"),
     [

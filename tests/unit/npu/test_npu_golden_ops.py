@@ -189,6 +189,49 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize(("window", "with_sinks"), [(None, True), (40, False), (40, True)])
+def test_paged_attention_with_a_window_and_sinks(npu_ops, tnpu, case, window, with_sinks):
+    """gpt-oss's layers: a sliding window (band mode for prefills, a [B, KV_S] mask for
+    decodes) and per-head sinks (the op's LSE, then sigmoid(lse - sink)), in bf16 against
+    the host's float32 reference; the blocks wholly before every window are the null
+    block, filled with NaN as unused cache memory may be."""
+    q_lens, seq_lens = CASES[case]
+    hq, hk, d, block_size, dtype = 8, 2, 32, 128, torch.bfloat16
+    query, kc, vc, meta = paged_batch(q_lens, seq_lens, hq, hk, d, block_size, dtype, pad_tokens=2)
+    sinks = torch.linspace(-2.0, 3.0, hq) if with_sinks else None
+    if window is not None:
+        null = kc.shape[0]  # one more block, all NaN, for the blocks behind each window
+        kc = torch.cat((kc, torch.full_like(kc[:1], float("nan"))))
+        vc = torch.cat((vc, torch.full_like(vc[:1], float("nan"))))
+        for plan in meta:
+            for i, (q_len, seq_len) in enumerate(zip(q_lens, seq_lens, strict=True)):
+                behind = max(0, seq_len - q_len - window + 1) // block_size
+                plan.block_table[i, :behind] = null
+                for part in plan.parts:
+                    hit = (part.seqs == i).nonzero()
+                    if hit.numel():
+                        part.block_table[int(hit[0, 0]), :behind] = null
+    scale = d**-0.5
+    out = torch.full_like(query, 7.0)
+    ref = torch.full_like(query, 7.0)
+    npu_ops.paged_attention(query, kc, vc, meta.npu, scale, out, window=window, sinks=sinks)
+    host().paged_attention(query, kc, vc, meta.host, scale, ref, window=window, sinks=sinks)
+    n = meta.num_actual_tokens
+    assert not out[:n].isnan().any()
+    close(out[:n], ref[:n], dtype)
+    assert out[n:].eq(7.0).all()
+    for c in tnpu.calls_of("npu_fused_infer_attention_score"):
+        decode = c["query"].shape[1] == 1
+        assert c["softmax_lse_flag"] == with_sinks
+        if window is None:
+            assert c["sparse_mode"] == (0 if decode else 3)
+        elif decode:
+            assert c["sparse_mode"] == 0 and c["atten_mask"].dtype == torch.bool
+        else:
+            assert (c["sparse_mode"], c["pre_tokens"], c["next_tokens"]) == (4, window - 1, 0)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize(("hq", "hk"), [(4, 4), (8, 2)])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_paged_attention(npu_ops, tnpu, case, hq, hk, dtype):

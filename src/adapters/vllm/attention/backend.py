@@ -67,5 +67,13 @@ class PagedAttentionBackend(AttentionBackend):
         return (KVCacheLayout.LHBNC,)
 
     @classmethod
+    def supports_sink(cls) -> bool:
+        return True  # learned per-head sink logits (gpt-oss): the ops port's `sinks`
+
+    @classmethod
+    def supports_sliding_window(cls) -> bool:
+        return True  # per-layer windows: the ops port's `window`
+
+    @classmethod
     def supports_attn_type(cls, attn_type: str) -> bool:
         return attn_type == AttentionType.DECODER

@@ -25,11 +25,11 @@ class PagedAttentionImpl(AttentionImpl[PagedMetadata]):
         logits_soft_cap: float | None = None,
         attn_type: str = AttentionType.DECODER,
         kv_sharing_target_layer_name: str | None = None,
+        sinks: torch.Tensor | None = None,
         **_: object,
     ) -> None:
         unsupported = {
             "alibi_slopes": alibi_slopes is not None,
-            "sliding_window": sliding_window is not None,
             "logits_soft_cap": bool(logits_soft_cap),
             f"attn_type={attn_type}": attn_type != AttentionType.DECODER,
             f"kv_cache_dtype={kv_cache_dtype}": kv_cache_dtype != "auto",
@@ -46,6 +46,16 @@ class PagedAttentionImpl(AttentionImpl[PagedMetadata]):
         self.num_kv_heads = num_kv_heads or num_heads
         self.kv_cache_dtype = kv_cache_dtype
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
+        # gpt-oss: this layer's window (vLLM passes the per-layer one, None on full
+        # layers) and its [Hq] sink logits, the model's parameter (loaded after this).
+        self.sliding_window = sliding_window
+        if sinks is not None and sinks.shape != (num_heads,):
+            raise BackendSelectionError(
+                f"attention sinks of shape {tuple(sinks.shape)} for {num_heads} query heads: "
+                "the paged backend takes one sink logit per query head of this rank.",
+                "check the model's sinks parameter (one per attention head, split by TP)",
+            )
+        self.sinks = sinks
         self.ops = container().ops()
         # (kv_cache, key plane, value plane): vLLM hands the same cache tensor every step,
         # so its plane views are made once, not in every layer of every step.
@@ -80,5 +90,12 @@ class PagedAttentionImpl(AttentionImpl[PagedMetadata]):
         if self.kv_sharing_target_layer_name is None and key is not None:
             self.ops.write_kv_cache(key, value, key_cache, value_cache, attn_metadata.slot_mapping)
         return self.ops.paged_attention(
-            query, key_cache, value_cache, attn_metadata.paged, self.scale, output
+            query,
+            key_cache,
+            value_cache,
+            attn_metadata.paged,
+            self.scale,
+            output,
+            window=self.sliding_window,
+            sinks=self.sinks,
         )

@@ -22,7 +22,7 @@ from vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method import (
 
 from adapters.container import container
 from ascend_core.errors import UnsupportedFeatureError, refuse_unsupported
-from ports.moe import MoeOps, Routing, Scoring
+from ports.moe import SILU_MLP, ExpertMlp, GateKind, MoeOps, Routing, Scoring
 
 if TYPE_CHECKING:
     from vllm.model_executor.layers.fused_moe.routed_experts import RoutedExperts
@@ -30,19 +30,29 @@ if TYPE_CHECKING:
 SCORINGS = {"softmax": Scoring.SOFTMAX, "sigmoid": Scoring.SIGMOID}
 
 
-def routing_of(layer: RoutedExperts) -> Routing:
-    """The layer's routing rule, or a refusal naming what our MoE ops do not do."""
+# vLLM's activation names our unquantized experts compute (MoeOps' GateKind).
+GATES = {"silu": GateKind.SILU, "swigluoai": GateKind.SWIGLU_OAI}
+
+
+def routing_of(layer: RoutedExperts, expert_mlps: bool = False) -> Routing:
+    """The layer's routing rule, or a refusal naming what our MoE ops do not do.
+
+    expert_mlps: the caller's experts also take gpt-oss's gate (swigluoai) and expert
+    biases (the unquantized method); else SiLU experts without biases only.
+    """
+    gates = GATES if expert_mlps else {"silu": GateKind.SILU}
     unsupported = {
         f"scoring_func={layer.scoring_func!r}": layer.scoring_func not in SCORINGS,
         "custom_routing_function": layer.custom_routing_function is not None,
         "apply_router_weight_on_input": bool(layer.apply_router_weight_on_input),
-        f"activation={layer.activation}": layer.activation.name.lower() != "silu",
-        "expert biases": bool(layer.moe_config.has_bias),
+        f"activation={layer.activation}": layer.activation.name.lower() not in gates,
+        "expert biases": bool(layer.moe_config.has_bias) and not expert_mlps,
     }
     refuse_unsupported(
         unsupported,
         f"MoE layer {layer.layer_name}: the Ascend MoE ops do not support",
-        "serve a model whose experts use softmax or sigmoid routing with SiLU experts",
+        "serve a model whose experts use softmax or sigmoid routing with SiLU experts "
+        "(unquantized experts also take gpt-oss's swigluoai gate and biases)",
         UnsupportedFeatureError,
     )
     return Routing(
@@ -52,6 +62,14 @@ def routing_of(layer: RoutedExperts) -> Routing:
         num_expert_group=layer.num_expert_group if layer.use_grouped_topk else None,
         topk_group=layer.topk_group if layer.use_grouped_topk else None,
         routed_scaling_factor=float(layer.routed_scaling_factor),
+    )
+
+
+def expert_mlp_of(layer: RoutedExperts) -> ExpertMlp:
+    """The layer's expert MLP (after routing_of(layer, expert_mlps=True) accepted it).
+    vLLM's swigluoai kernels fix alpha 1.702 and limit 7.0 (gpt-oss's config values)."""
+    return ExpertMlp(
+        gate=GATES[layer.activation.name.lower()], biased=bool(layer.moe_config.has_bias)
     )
 
 
@@ -65,6 +83,7 @@ class AscendMoeMethod(FusedMoEMethodBase):
 
     moe_ops: MoeOps
     routing_rule: Routing | None = None
+    expert_mlp: ExpertMlp = SILU_MLP
     # Set at load where the device's ops say a compiled graph can trace this layer's
     # route and experts (MoeOps.traces_in_graph); the host's MoE entry patch then calls
     # the runner directly instead of through vLLM's opaque moe_forward op.
@@ -136,16 +155,25 @@ class AscendUnquantizedFusedMoEMethod(AscendMoeMethod, UnquantizedFusedMoEMethod
 
     def process_weights_after_loading(self, layer: RoutedExperts) -> None:
         # Refuse what the device's ops cannot run at load time, not at the first request.
-        self.routing_rule = routing_of(layer)
+        self.routing_rule = routing_of(layer, expert_mlps=True)
+        self.expert_mlp = expert_mlp_of(layer)
         dtype = str(layer.moe_config.in_dtype).removeprefix("torch.")
-        self.moe_ops.check(self.routing_rule, layer.global_num_experts, dtype)
-        self.traced_in_graph = self.moe_ops.traces_in_graph(layer.w13_weight, layer.w2_weight)
+        self.moe_ops.check(self.routing_rule, layer.global_num_experts, dtype, self.expert_mlp)
+        # The ops' traceable experts are the SiLU ones without biases (the host's native
+        # kernel); gpt-oss's stay one opaque op that the graph calls.
+        self.traced_in_graph = self.expert_mlp == SILU_MLP and self.moe_ops.traces_in_graph(
+            layer.w13_weight, layer.w2_weight
+        )
 
     def routed_experts(
         self, layer: RoutedExperts, x: torch.Tensor, local_ids: torch.Tensor, weights: torch.Tensor
     ) -> torch.Tensor:
         # One call for the three steps: the host runs them as one native kernel.
-        return self.moe_ops.experts(x, local_ids, weights, layer.w13_weight, layer.w2_weight)
+        mlp = self.expert_mlp
+        biases = (layer.w13_bias, layer.w2_bias) if mlp.biased else None
+        return self.moe_ops.experts(
+            x, local_ids, weights, layer.w13_weight, layer.w2_weight, mlp=mlp, biases=biases
+        )
 
     def forward_native(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         raise AssertionError("a monolithic MoE method is called through apply_monolithic")
