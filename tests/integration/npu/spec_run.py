@@ -7,7 +7,9 @@ prompts repeat a short phrase (so n-gram proposals exist). Per engine: the ids o
 passes, the cached tokens, vLLM's spec-decode counters, how the fused attention op was
 called, and the emulated device's counters per generated token.
 
-Run as: python spec_run.py MODEL_DIR (under the emulator: support.torch_npu_emulator's
+Other methods: python spec_run.py MODEL_DIR '{"name": SPECULATIVE_CONFIG, ...}' runs
+plain then each named config (each but ngram also samples twice with per-request seeds,
+to show seeded runs repeat). Run as: python spec_run.py MODEL_DIR (under the emulator: support.torch_npu_emulator's
 child_env). An emulator, not Ascend hardware.
 """
 
@@ -46,7 +48,24 @@ def _counter(llm: Any, name: str) -> int:
     return int(sum(getattr(m, "value", 0) for m in llm.get_metrics() if m.name == name))
 
 
-def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any) -> dict[str, Any]:
+def _seeded(llm: Any, batch: list[Any]) -> list[list[list[int]]]:
+    """Two passes of random sampling, each request with its own seed: the ids of both.
+
+    The three shortest prompts only (53 tokens, one step's budget): a seeded request
+    whose prefill is chunked stops vLLM's runner, which rewinds the request's generator
+    over the discarded sample with set_offset, which a CPU generator (the host's, and the
+    emulator's) does not have."""
+    from vllm import SamplingParams
+
+    batch = batch[:3]
+    params = [SamplingParams(max_tokens=MAX_NEW, temperature=0.8, top_p=0.95, seed=100 + i,
+                             ignore_eos=True) for i in range(len(batch))]
+    return [[list(o.outputs[0].token_ids) for o in llm.generate(batch, params, use_tqdm=False)]
+            for _ in range(2)]
+
+
+def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any,
+               seeded: bool = False) -> dict[str, Any]:
     from engine_teardown import shut_down
     from vllm import SamplingParams, TokensPrompt
 
@@ -64,6 +83,7 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any) -> di
         generated = sum(len(o.outputs[0].token_ids) for out in passes for o in out)
         attention = torch_npu.calls_of("npu_fused_infer_attention_score")
         config = llm.llm_engine.vllm_config
+        k = int(str((spec or {}).get("num_speculative_tokens", K)))
         return {
             "ids": [[list(o.outputs[0].token_ids) for o in out] for out in passes],
             "cached": [int(o.num_cached_tokens or 0) for o in passes[1]],
@@ -75,7 +95,7 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any) -> di
             "multi_token_decode_calls": sum(
                 1 for b in attention
                 if b["input_layout"] == "BSH"
-                and 1 < max(b["actual_seq_lengths"] or [1]) <= K + 1
+                and 1 < max(b["actual_seq_lengths"] or [1]) <= k + 1
                 and all(kv > q for q, kv in zip(b["actual_seq_lengths"],
                                                 b["actual_seq_lengths_kv"], strict=False))
             ),
@@ -85,7 +105,7 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any) -> di
                 1 for b in attention if b["input_layout"] == "TND"
                 for lo, hi in zip([0, *b["actual_seq_lengths"]], b["actual_seq_lengths"],
                                   strict=False)
-                if hi - lo <= K + 1
+                if hi - lo <= k + 1
             ),
             # ... and its decode calls (BSND) with more rows than the batch's requests can
             # fill one each (max_num_seqs=8): rows of their own for verified tokens.
@@ -98,12 +118,13 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any) -> di
             "syncs_per_token": syncs(device) / generated,
             "d2h_copies": device["d2h_copies"],
             "scalar_reads": device["scalar_reads"],
+            "seeded": _seeded(llm, batch) if seeded else None,
         }
     finally:
         shut_down(llm)
 
 
-def main(model: str) -> None:
+def main(model: str, specs: dict[str, dict[str, object]]) -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process
     os.environ["VLLM_ASCEND_DEVICE"] = "npu"
     sys.path.insert(0, str(_TESTS))
@@ -111,10 +132,11 @@ def main(model: str) -> None:
     from support.torch_npu_emulator.activate import activate
 
     torch_npu = activate()
-    result = {"plain": run_engine(model, None, torch_npu),
-              "ngram": run_engine(model, SPEC, torch_npu)}
+    result = {"plain": run_engine(model, None, torch_npu)}
+    for name, spec in specs.items():
+        result[name] = run_engine(model, spec, torch_npu, seeded=name != "ngram")
     print("RESULT " + json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else {"ngram": SPEC})
