@@ -53,3 +53,25 @@ def two_passes(llm: Any, prompts: list[list[int]], max_new: int) -> dict[str, An
         "cached": [o.num_cached_tokens for o in passes[1]],
         "metrics": {m.name: m for m in llm.get_metrics()},
     }
+
+
+def seeded_passes(llm: Any, prompts: list[list[int]], max_new: int) -> list[list[list[int]]]:
+    """Two passes of random sampling (temperature 0.8, top-p 0.95), each request with its
+    own seed: the ids of both, which repeat exactly when seeding holds.
+
+    The three shortest prompts only (53 tokens, within one step's budget of 64): a seeded
+    request whose prefill is chunked stops vLLM's runner, which rewinds the request's
+    generator over the discarded sample with set_offset, which a CPU generator (the
+    host's, and the emulated NPU's) does not have."""
+    from vllm import SamplingParams, TokensPrompt
+
+    batch = [TokensPrompt(prompt_token_ids=p) for p in sorted(prompts, key=len)[:3]]
+    params = [
+        SamplingParams(max_tokens=max_new, temperature=0.8, top_p=0.95, seed=100 + i,
+                       ignore_eos=True)
+        for i in range(len(batch))
+    ]
+    return [
+        [list(o.outputs[0].token_ids) for o in llm.generate(batch, params, use_tqdm=False)]
+        for _ in range(2)
+    ]

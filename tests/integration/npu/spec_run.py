@@ -7,10 +7,10 @@ prompts repeat a short phrase (so n-gram proposals exist). Per engine: the ids o
 passes, the cached tokens, vLLM's spec-decode counters, how the fused attention op was
 called, and the emulated device's counters per generated token.
 
-Other methods: python spec_run.py MODEL_DIR '{"name": SPECULATIVE_CONFIG, ...}' runs
-plain then each named config (each but ngram also samples twice with per-request seeds,
-to show seeded runs repeat). Run as: python spec_run.py MODEL_DIR (under the emulator: support.torch_npu_emulator's
-child_env). An emulator, not Ascend hardware.
+Run as: python spec_run.py MODEL_DIR (under the emulator: support.torch_npu_emulator's
+child_env). Other methods: python spec_run.py MODEL_DIR '{"name": SPECULATIVE_CONFIG}'
+runs plain, then each named config (each but ngram also samples twice with per-request
+seeds, to show seeded runs repeat). An emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
@@ -48,29 +48,13 @@ def _counter(llm: Any, name: str) -> int:
     return int(sum(getattr(m, "value", 0) for m in llm.get_metrics() if m.name == name))
 
 
-def _seeded(llm: Any, batch: list[Any]) -> list[list[list[int]]]:
-    """Two passes of random sampling, each request with its own seed: the ids of both.
-
-    The three shortest prompts only (53 tokens, one step's budget): a seeded request
-    whose prefill is chunked stops vLLM's runner, which rewinds the request's generator
-    over the discarded sample with set_offset, which a CPU generator (the host's, and the
-    emulator's) does not have."""
-    from vllm import SamplingParams
-
-    batch = batch[:3]
-    params = [SamplingParams(max_tokens=MAX_NEW, temperature=0.8, top_p=0.95, seed=100 + i,
-                             ignore_eos=True) for i in range(len(batch))]
-    return [[list(o.outputs[0].token_ids) for o in llm.generate(batch, params, use_tqdm=False)]
-            for _ in range(2)]
-
-
 def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any,
                seeded: bool = False) -> dict[str, Any]:
     from engine_teardown import shut_down
     from vllm import SamplingParams, TokensPrompt
 
     from support.emulated_npu_device import counters, launches, reset_counters, syncs
-    from support.spec_engine import spec_llm
+    from support.spec_engine import seeded_passes, spec_llm
 
     llm = spec_llm(model, spec, "bfloat16", 128)
     try:
@@ -118,7 +102,7 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any,
             "syncs_per_token": syncs(device) / generated,
             "d2h_copies": device["d2h_copies"],
             "scalar_reads": device["scalar_reads"],
-            "seeded": _seeded(llm, batch) if seeded else None,
+            "seeded": seeded_passes(llm, prompts(), MAX_NEW) if seeded else None,
         }
     finally:
         shut_down(llm)

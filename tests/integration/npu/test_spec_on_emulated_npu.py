@@ -135,7 +135,7 @@ def test_ngram_runs_on_exact_host_lengths_without_async_scheduling(runs) -> None
 
 
 @pytest.mark.parametrize(("style", "method"), DRAFTS)
-def test_draft_methods_read_their_lengths_back_as_copies_not_scalar_reads(runs, style, method) -> None:  # type: ignore[no-untyped-def]
+def test_draft_methods_read_lengths_back_as_copies_not_scalar_reads(runs, style, method) -> None:  # type: ignore[no-untyped-def]
     plain, spec = runs[style]["plain"], runs[style][method]
     assert spec["async_scheduling"]  # vLLM's choice for them, kept
     assert spec["d2h_copies"] > plain["d2h_copies"]  # one read back per forward
