@@ -158,10 +158,11 @@ _SPEC_DRAFT_NPU = Supported(
     "vLLM's own proposer and draft model on the NPU (eager, bf16): the draft's layers run "
     "on the plugin's attention backends and ops, its input-preparation Triton kernels are "
     "replaced by DraftInputOps (torch ops on the device; patches spec-draft-*-torch) and "
-    "verification by RejectionOps; the fused attention op's host lengths are read back "
-    "from the device for these methods (vLLM's padded draft batch keeps only upper bounds "
-    "on the host, rejected drafts included), one read per forward; greedy ids equal the "
-    "run without speculation; proven on the emulated torch_npu, not on hardware"
+    "verification by RejectionOps; the fused attention op's host lengths are copied back "
+    "from the device for these methods, one copy per attention metadata build (vLLM's "
+    "padded draft batch and async scheduling keep only upper bounds on the host, rejected "
+    "drafts included); greedy ids equal the run without speculation, seeded sampling "
+    "repeats; proven on the emulated torch_npu, not on hardware"
 )
 _NO_SPEC_NPU = Refused(
     "this method's proposer has not been built or checked on the NPU path of this plugin "
