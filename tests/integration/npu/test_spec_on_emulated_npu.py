@@ -20,7 +20,7 @@ padded draft batch (and async scheduling, which vLLM turns on for them) keeps on
 bounds of the lengths on the host, so for these methods the attention builders read the
 lengths back from the device, one copy per forward (no scalar read), and the fused op gets
 exact ones. Each draft engine also samples the three shortest prompts twice at temperature
-12 with a seed per request.
+1 with a seed per request (support.spec_engine.seeded_passes).
 
 The DeepSeek-V3-style MLA model takes requests of up to 1 + k tokens as decodes (the
 builder's reorder threshold): a verification goes to the absorbed latent decode as one row
@@ -147,8 +147,11 @@ def test_seeded_random_sampling_repeats_exactly(runs, style, method) -> None:  #
     first, second = runs[style][method]["seeded"]
     assert first == second
     assert all(len(ids) == 24 for ids in first)
-    # Sampled, not greedy: at temperature 12 some request leaves the greedy ids.
-    assert first != runs[style]["plain"]["ids"][0][: len(first)]
+    greedy = runs[style]["plain"]["ids"][0][: len(first)]
+    if style == REPEAT:  # sure of every token: sampling it is the greedy ids
+        assert first == greedy
+    else:  # MTP's target spreads its mass: the draws leave the greedy ids
+        assert first != greedy
 
 
 def test_paged_drafts_were_verified_as_multi_token_decodes_with_no_scalar_read(runs) -> None:  # type: ignore[no-untyped-def]
