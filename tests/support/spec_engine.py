@@ -61,8 +61,8 @@ def seeded_passes(llm: Any, prompts: list[list[int]], max_new: int) -> list[list
 
     llama_repeat is sure of its next token (logit margins of 80-100 over the runner-up), so
     its draws are its greedy ids, which the distribution-preserving verification must then
-    return; deepseek_v3_mtp is not (top probabilities of 0.35-0.6 on the third prompt), so
-    its draws leave the greedy ids.
+    return; tiny deepseek_v3_mtp on the host is not, so its draws leave the greedy ids
+    (its npu-mla twin in bf16 on the emulated NPU is sure again once it repeats).
 
     The three shortest prompts only (53 tokens, within one step's budget of 64): a seeded
     request whose prefill is chunked stops vLLM's runner, which rewinds the request's
