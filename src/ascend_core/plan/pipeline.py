@@ -15,6 +15,7 @@ from ascend_core.plan.host_threads import decide_host_threads
 from ascend_core.plan.kv_transfer import check_kv_transfer
 from ascend_core.plan.limits import check_op_limits, check_support
 from ascend_core.plan.parallel import validate_parallel
+from ascend_core.plan.profiler import check_profiler
 from ascend_core.plan.quantization import resolve_quantization
 from ascend_core.plan.result import ConfigPlan, Decisions, Draft
 from ascend_core.plan.speculative import check_speculative
@@ -42,6 +43,7 @@ STEPS: tuple[Step, ...] = (
     decide_host_threads,
     check_kv_transfer,
     check_speculative,
+    check_profiler,
 )
 
 
