@@ -1,7 +1,11 @@
-"""Benchmark (not a test): decode with and without n-gram speculation.
+"""Benchmark (not a test): decode with and without speculation (n-gram, or a draft method).
 
     .venv/bin/python scripts/bench_spec.py [--model models/tiny-llama_repeat] [--k 3] \
-        [--device cpu|npu]
+        [--device cpu|npu] [--method ngram|mtp|eagle|eagle3|draft_model]
+
+--method mtp serves `deepseek_v3_mtp` (scripts/make_models.py; at the npu-mla shapes on
+--device npu) with its MTP layer; eagle, eagle3 and draft_model draft for the model with
+make_draft's draft of that kind. The rest is as for ngram below.
 
 Each mode runs in its own child process (one vLLM engine each, in-process engine core,
 eager, fp32) on a repetitive prompt: a short random phrase repeated to --prompt-len
@@ -67,10 +71,14 @@ def child(args: argparse.Namespace) -> None:
         activate()
     from vllm import LLM, SamplingParams, TokensPrompt
 
-    spec = None
+    spec: dict[str, object] | None = None
     if args.mode == "ngram":
         spec = {"method": "ngram", "num_speculative_tokens": args.k,
                 "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    elif args.mode != "plain":
+        spec = {"method": args.mode, "num_speculative_tokens": args.k}
+        if args.draft:
+            spec["model"] = args.draft
     device_args = {"dtype": "bfloat16", "block_size": 128} if npu else {"dtype": "float32"}
     llm = LLM(model=args.model, enforce_eager=True, max_model_len=1024,
               max_num_seqs=args.batch, kv_cache_memory_bytes=256 << 20, seed=0,
@@ -99,14 +107,19 @@ def child(args: argparse.Namespace) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default=str(ROOT / "models/tiny-llama_repeat"))
+    parser.add_argument("--model", default=None,
+                        help="default: models/tiny-llama_repeat; with --method mtp "
+                             "deepseek_v3_mtp (npu-mla shapes on --device npu)")
+    parser.add_argument("--method", default="ngram",
+                        choices=("ngram", "mtp", "eagle", "eagle3", "draft_model"))
+    parser.add_argument("--draft", default="", help=argparse.SUPPRESS)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--prompt-len", type=int, default=96)
     parser.add_argument("--new", type=int, default=128)
     parser.add_argument("--device", choices=("cpu", "npu"), default="cpu",
                         help="cpu: the host device; npu: the emulated NPU (test support)")
-    parser.add_argument("--mode", choices=("plain", "ngram"), help=argparse.SUPPRESS)
+    parser.add_argument("--mode", help=argparse.SUPPRESS)  # plain or the method
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))  # the emulated NPU (test support)
     if args.mode:
@@ -118,14 +131,25 @@ def main() -> int:
 
         env = child_env(env)
         env.setdefault("OMP_NUM_THREADS", "1")
-    if not Path(args.model).exists() and Path(args.model).name == "tiny-llama_repeat":
-        sys.path.insert(0, str(ROOT / "scripts"))
-        from make_models import make_model
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from make_models import make_draft, make_model
 
-        make_model(Path(args.model), "llama_repeat", "tiny")
+    if args.model is None:
+        if args.method == "mtp":
+            size = "npu-mla" if args.device == "npu" else "tiny"
+            args.model = str(make_model(ROOT / f"models/{size}-deepseek_v3_mtp",
+                                        "deepseek_v3_mtp", size))
+        else:
+            args.model = str(make_model(ROOT / "models/tiny-llama_repeat", "llama_repeat",
+                                        "tiny"))
+    kind = {"eagle": "eagle", "eagle3": "eagle3", "draft_model": "draft"}.get(args.method)
+    if kind:
+        target = Path(args.model)
+        args.draft = str(make_draft(target.parent / f"{target.name}-{kind}", target, kind))
     results = {}
-    for mode in ("plain", "ngram"):
+    for mode in ("plain", args.method):
         cmd = [sys.executable, __file__, "--mode", mode, "--model", args.model,
+               "--draft", args.draft, "--method", args.method,
                "--k", str(args.k), "--batch", str(args.batch),
                "--prompt-len", str(args.prompt_len), "--new", str(args.new),
                "--device", args.device]
@@ -144,11 +168,11 @@ def main() -> int:
         if "launches" in r:
             extra += (f"; per generated token: {r['launches'] / r['tokens']:.1f} host "
                       f"launches, {r['syncs'] / r['tokens']:.2f} device-to-host syncs")
-        print(f"{mode:6s} k={args.k if mode == 'ngram' else 0}: {r['tokens']} tokens in "
+        print(f"{mode:6s} k={args.k if mode != 'plain' else 0}: {r['tokens']} tokens in "
               f"{r['seconds']:.2f} s = {rate:.1f} tokens/s{extra}")
-    plain, ngram = results["plain"], results["ngram"]
-    speedup = (ngram["tokens"] / ngram["seconds"]) / (plain["tokens"] / plain["seconds"])
-    print(f"ngram/plain: {speedup:.2f}x; same greedy ids: {plain['ids'] == ngram['ids']}")
+    plain, spec = results["plain"], results[args.method]
+    speedup = (spec["tokens"] / spec["seconds"]) / (plain["tokens"] / plain["seconds"])
+    print(f"{args.method}/plain: {speedup:.2f}x; same greedy ids: {plain['ids'] == spec['ids']}")
     return 0
 
 

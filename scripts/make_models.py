@@ -200,12 +200,13 @@ def make_model(
         raise ValueError(f"style {style!r} is not one of {STYLES}")
     if size not in SIZES:
         raise ValueError(f"size {size!r} is not one of {tuple(SIZES)}")
-    if style in MTP_STYLES and size != "tiny":
-        raise ValueError(f"style {style!r} comes in size 'tiny' only")
+    if style in MTP_STYLES and size not in ("tiny", NPU_MLA_SIZE, NPU_MLA_MOE_SIZE):
+        raise ValueError(f"style {style!r} comes in sizes 'tiny', {NPU_MLA_SIZE!r} and "
+                         f"{NPU_MLA_MOE_SIZE!r} only")
     if size == NPU_MLA_SIZE and not style.startswith("deepseek"):
         raise ValueError(f"size {size!r} is for the DeepSeek styles (MLA), not {style!r}")
-    if size == NPU_MLA_MOE_SIZE and style != "deepseek_v3":
-        raise ValueError(f"size {size!r} is for the deepseek_v3 style, not {style!r}")
+    if size == NPU_MLA_MOE_SIZE and style not in ("deepseek_v3", *MTP_STYLES):
+        raise ValueError(f"size {size!r} is for the deepseek_v3 styles, not {style!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
     out = Path(out_dir).resolve()

@@ -53,3 +53,30 @@ def two_passes(llm: Any, prompts: list[list[int]], max_new: int) -> dict[str, An
         "cached": [o.num_cached_tokens for o in passes[1]],
         "metrics": {m.name: m for m in llm.get_metrics()},
     }
+
+
+def seeded_passes(llm: Any, prompts: list[list[int]], max_new: int) -> list[list[list[int]]]:
+    """Two passes of random sampling (temperature 1, top-p 0.95), each request with its
+    own seed: the ids of both, which repeat exactly when seeding holds.
+
+    llama_repeat is sure of its next token (logit margins of 80-100 over the runner-up), so
+    its draws are its greedy ids, which the distribution-preserving verification must then
+    return; tiny deepseek_v3_mtp on the host is not, so its draws leave the greedy ids
+    (its npu-mla twin in bf16 on the emulated NPU is sure again once it repeats).
+
+    The three shortest prompts only (53 tokens, within one step's budget of 64): a seeded
+    request whose prefill is chunked stops vLLM's runner, which rewinds the request's
+    generator over the discarded sample with set_offset, which a CPU generator (the
+    host's, and the emulated NPU's) does not have."""
+    from vllm import SamplingParams, TokensPrompt
+
+    batch = [TokensPrompt(prompt_token_ids=p) for p in sorted(prompts, key=len)[:3]]
+    params = [
+        SamplingParams(max_tokens=max_new, temperature=1.0, top_p=0.95, seed=100 + i,
+                       ignore_eos=True)
+        for i in range(len(batch))
+    ]
+    return [
+        [list(o.outputs[0].token_ids) for o in llm.generate(batch, params, use_tqdm=False)]
+        for _ in range(2)
+    ]

@@ -120,6 +120,7 @@ def main(
         target = choose_target(
             probe_safely(c.npu_probe), c.env_settings().device, chip, memory, _host_memory(c)
         )
+        draft = serve.speculative.get("model")
         report = plan_report(
             serve,
             c.model_files(serve.model),
@@ -128,6 +129,7 @@ def main(
             target,
             c.host_cpus(),
             c.local_files(),
+            c.model_files(str(draft)) if draft else None,
         )
     print(_render(report, options.json, out), file=out)
     return report.exit_code

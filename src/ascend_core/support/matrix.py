@@ -198,18 +198,27 @@ _SPEC_NGRAM_NPU = Supported(
     "drafts' KV is never read; greedy ids equal the run without speculation (eager, bf16); "
     "proven on the emulated torch_npu, not on hardware"
 )
+_SPEC_DRAFT_NPU = Supported(
+    "vLLM's own proposer and draft model on the NPU (eager, bf16): the draft's layers run "
+    "on the plugin's attention backends and ops, its input-preparation Triton kernels are "
+    "replaced by DraftInputOps (torch ops on the device; patches spec-draft-*-torch) and "
+    "verification by RejectionOps; the fused attention op's host lengths are copied back "
+    "from the device for these methods, one copy per attention metadata build (vLLM's "
+    "padded draft batch and async scheduling keep only upper bounds on the host, rejected "
+    "drafts included); greedy ids equal the run without speculation, seeded sampling "
+    "repeats; proven on the emulated torch_npu, not on hardware"
+)
 _NO_SPEC_NPU = Refused(
-    "this method is not proven on the NPU path of this plugin yet (only ngram is): its "
-    "draft runners (EAGLE, MTP, draft model) are CUDA/Triton code, and under async "
-    "scheduling the runner's host sequence lengths are only upper bounds",
-    "serve with speculative_config method 'ngram', or without --speculative-config, or "
-    "use vllm-ascend",
+    "this method's proposer has not been built or checked on the NPU path of this plugin "
+    "(ngram, eagle, eagle3, mtp and draft_model are)",
+    "serve with speculative_config method ngram, eagle, eagle3, mtp or draft_model, or "
+    "without --speculative-config, or use vllm-ascend",
 )
 _UNKNOWN_SPEC = Refused(
     "the speculative_config method is none this plugin knows (ngram, suffix, eagle, "
     "eagle3, mtp or *_mtp, medusa, draft_model)",
-    "set speculative_config method to one of those (on the host: ngram, eagle, eagle3, "
-    "mtp, draft_model; on the NPU: ngram)",
+    "set speculative_config method to one of those (on either device: ngram, eagle, "
+    "eagle3, mtp, draft_model)",
 )
 
 _SPEC = (
@@ -261,6 +270,12 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     },
     **{(f, _NPU): _NO_SPEC_NPU for f in _SPEC},
     (Feature.SPEC_NGRAM, _NPU): _SPEC_NGRAM_NPU,
+    **{
+        (f, _NPU): _SPEC_DRAFT_NPU
+        for f in (
+            Feature.SPEC_EAGLE, Feature.SPEC_EAGLE3, Feature.SPEC_MTP, Feature.SPEC_DRAFT_MODEL
+        )
+    },
     **{(Feature.SPEC_OTHER, d): _UNKNOWN_SPEC for d in (_CPU, _NPU)},
 }
 

@@ -8,7 +8,9 @@ passes, the cached tokens, vLLM's spec-decode counters, how the fused attention 
 called, and the emulated device's counters per generated token.
 
 Run as: python spec_run.py MODEL_DIR (under the emulator: support.torch_npu_emulator's
-child_env). An emulator, not Ascend hardware.
+child_env). Other methods: python spec_run.py MODEL_DIR '{"name": SPECULATIVE_CONFIG}'
+runs plain, then each named config (each but ngram also samples twice with per-request
+seeds, to show seeded runs repeat). An emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
@@ -46,12 +48,13 @@ def _counter(llm: Any, name: str) -> int:
     return int(sum(getattr(m, "value", 0) for m in llm.get_metrics() if m.name == name))
 
 
-def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any) -> dict[str, Any]:
+def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any,
+               seeded: bool = False) -> dict[str, Any]:
     from engine_teardown import shut_down
     from vllm import SamplingParams, TokensPrompt
 
     from support.emulated_npu_device import counters, launches, reset_counters, syncs
-    from support.spec_engine import spec_llm
+    from support.spec_engine import seeded_passes, spec_llm
 
     llm = spec_llm(model, spec, "bfloat16", 128)
     try:
@@ -64,6 +67,7 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any) -> di
         generated = sum(len(o.outputs[0].token_ids) for out in passes for o in out)
         attention = torch_npu.calls_of("npu_fused_infer_attention_score")
         config = llm.llm_engine.vllm_config
+        k = int(str((spec or {}).get("num_speculative_tokens", K)))
         return {
             "ids": [[list(o.outputs[0].token_ids) for o in out] for out in passes],
             "cached": [int(o.num_cached_tokens or 0) for o in passes[1]],
@@ -75,7 +79,7 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any) -> di
             "multi_token_decode_calls": sum(
                 1 for b in attention
                 if b["input_layout"] == "BSH"
-                and 1 < max(b["actual_seq_lengths"] or [1]) <= K + 1
+                and 1 < max(b["actual_seq_lengths"] or [1]) <= k + 1
                 and all(kv > q for q, kv in zip(b["actual_seq_lengths"],
                                                 b["actual_seq_lengths_kv"], strict=False))
             ),
@@ -85,7 +89,7 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any) -> di
                 1 for b in attention if b["input_layout"] == "TND"
                 for lo, hi in zip([0, *b["actual_seq_lengths"]], b["actual_seq_lengths"],
                                   strict=False)
-                if hi - lo <= K + 1
+                if hi - lo <= k + 1
             ),
             # ... and its decode calls (BSND) with more rows than the batch's requests can
             # fill one each (max_num_seqs=8): rows of their own for verified tokens.
@@ -98,12 +102,13 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any) -> di
             "syncs_per_token": syncs(device) / generated,
             "d2h_copies": device["d2h_copies"],
             "scalar_reads": device["scalar_reads"],
+            "seeded": seeded_passes(llm, prompts(), MAX_NEW) if seeded else None,
         }
     finally:
         shut_down(llm)
 
 
-def main(model: str) -> None:
+def main(model: str, specs: dict[str, dict[str, object]]) -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process
     os.environ["VLLM_ASCEND_DEVICE"] = "npu"
     sys.path.insert(0, str(_TESTS))
@@ -111,10 +116,11 @@ def main(model: str) -> None:
     from support.torch_npu_emulator.activate import activate
 
     torch_npu = activate()
-    result = {"plain": run_engine(model, None, torch_npu),
-              "ngram": run_engine(model, SPEC, torch_npu)}
+    result = {"plain": run_engine(model, None, torch_npu)}
+    for name, spec in specs.items():
+        result[name] = run_engine(model, spec, torch_npu, seeded=name != "ngram")
     print("RESULT " + json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else {"ngram": SPEC})

@@ -1,8 +1,10 @@
 """Which sequence lengths the attention builders hand the fused op's host-side lists.
 
 vLLM's runner keeps a CPU copy of the step's sequence lengths that is exact except for
-speculative decoding under async scheduling (there it assumes every draft accepted); n-gram
-runs without async scheduling, so its 1 + k-token decodes take the CPU copy, no read back.
+speculative decoding under async scheduling (there it assumes every draft accepted) and a
+draft model's own passes (vLLM's padded draft batch lowers only the device lengths by the
+rejected drafts); n-gram runs without async scheduling and without a draft forward, so its
+1 + k-token decodes take the CPU copy, no read back.
 """
 
 from __future__ import annotations
@@ -15,19 +17,34 @@ import torch
 from adapters.vllm.attention.metadata import host_lens_exact, host_seq_lens
 
 
-def _config(spec: object | None, async_scheduling: bool) -> SimpleNamespace:
+def _spec(method: str) -> SimpleNamespace:
+    """What host_lens_exact asks of vLLM's SpeculativeConfig."""
     return SimpleNamespace(
-        speculative_config=spec,
+        use_eagle=lambda: method in ("eagle", "eagle3", "mtp"),
+        uses_draft_model=lambda: method == "draft_model",
+    )
+
+
+def _config(spec: str | None, async_scheduling: bool) -> SimpleNamespace:
+    return SimpleNamespace(
+        speculative_config=None if spec is None else _spec(spec),
         scheduler_config=SimpleNamespace(async_scheduling=async_scheduling),
     )
 
 
 @pytest.mark.parametrize(
     ("spec", "async_scheduling", "exact"),
-    [(None, True, True), (None, False, True), ("ngram", False, True), ("eagle", True, False)],
+    [
+        (None, True, True),
+        (None, False, True),
+        ("ngram", False, True),
+        ("eagle", True, False),
+        ("mtp", False, False),
+        ("draft_model", False, False),
+    ],
 )
-def test_host_lengths_are_exact_unless_speculative_under_async_scheduling(
-    spec: object | None, async_scheduling: bool, exact: bool
+def test_host_lengths_are_exact_unless_speculative_under_async_scheduling_or_drafting(
+    spec: str | None, async_scheduling: bool, exact: bool
 ) -> None:
     assert host_lens_exact(_config(spec, async_scheduling)) is exact  # type: ignore[arg-type]
 

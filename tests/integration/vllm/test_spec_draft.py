@@ -10,7 +10,8 @@ propose repeats, which this target accepts); `mtp` runs `deepseek_v3_mtp`, DeepS
 with one MTP layer in its checkpoint (vLLM's DeepSeekMTP on the plugin's MLA and MoE
 layers). The draft's inputs are prepared on the plugin's DraftInputOps (patches
 spec-draft-*-torch) and verified on its RejectionOps; the acceptance rate is printed
-(`-s`) from vLLM's metrics.
+(`-s`) from vLLM's metrics. Each engine also samples the three shortest prompts twice at
+temperature 1 with a seed per request: both passes give the same ids.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ import pytest
 from engine_teardown import shut_down
 
 from support.hf_reference import local_model, make_models_module
-from support.spec_engine import LENGTHS, repeating_prompts, spec_llm, two_passes
+from support.spec_engine import (
+    LENGTHS,
+    repeating_prompts,
+    seeded_passes,
+    spec_llm,
+    two_passes,
+)
 
 MAX_NEW = 16
 BLOCK = 16
@@ -46,6 +53,7 @@ def _run(model_dir: str, spec: dict[str, object] | None) -> dict[str, Any]:
     llm = spec_llm(model_dir, spec, "float32", BLOCK)
     try:
         run = two_passes(llm, repeating_prompts(), MAX_NEW)
+        run["seeded"] = seeded_passes(llm, repeating_prompts(), MAX_NEW)
         from vllm.v1.spec_decode import utils
 
         kernels = [
@@ -104,6 +112,21 @@ def test_greedy_ids_equal_without_speculation_then_through_the_prefix_cache(
     cached = spec["cached"]
     assert all(c >= (n - 1) // BLOCK * BLOCK for c, n in zip(cached, LENGTHS, strict=True))
     assert spec["kernels"] == ["KernelOverride"] * 4  # the DraftInputOps port's
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_seeded_random_sampling_repeats_exactly(runs: dict[str, Any], method: str) -> None:
+    first, second = _get(runs, method)["seeded"]
+    assert first == second
+    assert all(len(ids) == MAX_NEW for ids in first)
+    style = METHODS[method][0]
+    plain = _get(runs, f"plain:{style}")
+    shortest = sorted(range(len(LENGTHS)), key=LENGTHS.__getitem__)[:3]
+    greedy = [plain["ids"][0][i] for i in shortest]
+    if style == "llama_repeat":  # sure of every token: sampling it is the greedy ids
+        assert first == greedy
+    else:  # MTP's target spreads its mass: the draws leave the greedy ids
+        assert first != greedy
 
 
 @pytest.mark.parametrize("method", list(METHODS))

@@ -1,7 +1,8 @@
 """Speculative configs refused before any weight loads, with the reason: MTP on a model
 without MTP layers (before vLLM builds its config, which would divide by their count), a
 draft model whose vocabulary is not the target's, k beyond the fused attention op's 16
-query tokens (the plan, inside vLLM's config building)."""
+query tokens (the plan, inside vLLM's config building). And the doctor reads a draft
+model's facts as serving does."""
 
 from __future__ import annotations
 
@@ -50,3 +51,24 @@ def test_k_beyond_the_fused_ops_query_limit_is_refused() -> None:
     model = str(local_model("deepseek_v3_mtp", "tiny"))
     message = _refusal(model, {"method": "mtp", "num_speculative_tokens": 16})
     assert "num_speculative_tokens + 1 <= 16" in message
+
+
+@pytest.mark.parametrize("kind", ["eagle", "eagle3", "draft"])
+def test_the_doctor_reads_the_draft_as_serving_does(kind: str) -> None:
+    """The doctor's draft facts (its config.json) equal those serving checks (vLLM's draft
+    model config), so `ascend-doctor plan` budgets and checks the same draft."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    from adapters.doctor.plan.config import draft_facts
+    from adapters.vllm.translate import requested
+
+    target = local_model("llama_repeat", "tiny")
+    draft = make_models_module().make_draft(target.parent / f"{target.name}-{kind}",
+                                            target, kind)
+    method = {"draft": "draft_model"}.get(kind, kind)
+    spec = {"method": method, "model": str(draft), "num_speculative_tokens": 2}
+    config = EngineArgs(model=str(target), enforce_eager=True,
+                        speculative_config=spec).create_engine_config()
+    served = requested(config).speculative.draft
+    assert served is not None
+    assert draft_facts(json.loads((draft / "config.json").read_text()), 1) == served

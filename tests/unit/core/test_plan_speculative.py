@@ -31,15 +31,15 @@ def test_ngram_is_served_on_both_devices(place) -> None:  # type: ignore[no-unty
 
 
 @pytest.mark.parametrize("method", ["eagle", "eagle3", "mtp", "draft_model"])
-def test_the_draft_model_methods_are_served_on_the_host(method: str) -> None:
+@pytest.mark.parametrize("place", [host, npu])
+def test_the_draft_model_methods_are_served_on_both_devices(place, method: str) -> None:  # type: ignore[no-untyped-def]
     spec = {"method": method, "num_speculative_tokens": 3}
-    assert _errors(host(speculative=spec)) == ()
-    (refused,) = _errors(npu(speculative=spec))
-    assert isinstance(refused, UnsupportedFeatureError)
+    assert _errors(place(speculative=spec)) == ()
 
 
-def test_suffix_is_refused_on_the_host_with_the_served_methods_named() -> None:
-    (refused,) = _errors(host(speculative={"method": "suffix", "num_speculative_tokens": 1}))
+@pytest.mark.parametrize("place", [host, npu])
+def test_suffix_is_refused_with_the_served_methods_named(place) -> None:  # type: ignore[no-untyped-def]
+    (refused,) = _errors(place(speculative={"method": "suffix", "num_speculative_tokens": 1}))
     assert isinstance(refused, UnsupportedFeatureError)
     assert "ngram" in str(refused) and "eagle3" in str(refused)
 

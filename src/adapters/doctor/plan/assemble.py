@@ -39,8 +39,10 @@ def plan_report(
     target: Target,
     host_cpus: int | None = None,
     local_files: LocalFiles | None = None,
+    draft_files: ModelFiles | None = None,
 ) -> Report:
-    """Every section of `plan`; a failing section does not stop the others."""
+    """Every section of `plan`; a failing section does not stop the others. `draft_files`:
+    the draft model of speculative_config.model, when one is given."""
     sections: list[Section] = []
     data: dict[str, Any] = {"model": files.location, "target": attrs.asdict(target)}
     model = read_model(files, args, env)
@@ -52,8 +54,8 @@ def plan_report(
     quant_items, detection = quantization_items(files, args)
     detected = detection.files_say if detection is not None else QuantMethod.NONE
     deployment = build_deployment(args, model, target, env, detected, host_cpus, local_files)
-    speculative = speculative_facts(args, files)
-    if speculative is not None:  # MTP's layers and the vocabulary, as serving reads them
+    speculative = speculative_facts(args, files, draft_files)
+    if speculative is not None:  # MTP's layers, vocabulary, draft model, as serving reads them
         deployment = attrs.evolve(deployment, speculative=speculative)
     plan_items, plan = config_plan_items(deployment)
     sections.append(Section("config plan", plan_items))
@@ -65,7 +67,9 @@ def plan_report(
     patches, patch_data = patch_items(deployment, upstream)
     sections.append(Section("patches", patches))
     block_size = (plan.block_size if plan is not None else None) or args.block_size
-    memory, memory_data = memory_items(args, files, model, target, block_size, detection)
+    memory, memory_data = memory_items(
+        args, files, model, target, block_size, detection, draft_files
+    )
     sections.append(Section("memory budget", memory))
     data.update(
         {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from adapters.doctor.plan.items import FAIL, PASS, WARN, failed
@@ -13,6 +14,7 @@ from ascend_core.deployment import (
     CompilationSettings,
     CompileMode,
     Deployment,
+    DraftFacts,
     GraphMode,
     KvTransferRole,
     ModelFacts,
@@ -24,6 +26,7 @@ from ascend_core.deployment_builder import build_deployment as core_build_deploy
 from ascend_core.errors import AscendError
 from ascend_core.model_facts import text_config
 from ascend_core.plan import ConfigPlan, plan_config
+from ascend_core.plan.speculative import DRAFT_MODEL_METHODS
 from ascend_core.preflight import CheckItem
 from ascend_core.profiling import settings_from_mapping
 from ascend_core.quantization import QuantMethod
@@ -108,20 +111,54 @@ def build_deployment(
     )
 
 
-def speculative_facts(args: ServeArgs, files: ModelFiles) -> SpeculativeSettings | None:
+def speculative_facts(
+    args: ServeArgs, files: ModelFiles, draft_files: ModelFiles | None = None
+) -> SpeculativeSettings | None:
     """The speculative settings with what the model's config says about them (its
-    vocabulary, its MTP layers), as serving reads them; None without a method. A separate
-    draft model's config is not read here (serving checks it against the target)."""
+    vocabulary, its MTP layers) and, for a method with a draft model of its own, the
+    draft's config (`draft_files`, speculative_config.model), as serving reads them; None
+    without a method. A draft whose config.json cannot be read is left unknown."""
     method = args.speculative.get("method")
     if not method:
         return None
     config = text_config(files.read_json("config.json") or {})
     vocab = config.get("vocab_size")
+    draft = None
+    if str(method) in DRAFT_MODEL_METHODS and draft_files is not None:
+        tp = int(args.speculative.get("draft_tensor_parallel_size") or args.tp)
+        draft = draft_facts(draft_files.read_json("config.json") or {}, tp)
     return SpeculativeSettings(
         method=str(method),
         num_speculative_tokens=int(args.speculative.get("num_speculative_tokens") or 0),
+        draft=draft,
         target_vocab_size=int(vocab) if isinstance(vocab, int) and vocab > 0 else None,
         mtp_layers=int(config.get("num_nextn_predict_layers") or 0),
+    )
+
+
+def draft_facts(config: Mapping[str, Any], tp: int) -> DraftFacts | None:
+    """The draft model's facts from its config.json, read as vLLM's ModelConfig reads them
+    for serving (adapters/vllm/translate.py): KV heads default to the attention heads, the
+    head size to hidden_size over heads. None when the config lacks its shape."""
+    text = text_config(config)
+
+    def number(key: str) -> int | None:
+        value = text.get(key)
+        return value if isinstance(value, int) and value > 0 else None
+
+    heads, hidden, vocab = (number(k) for k in ("num_attention_heads", "hidden_size",
+                                               "vocab_size"))
+    if heads is None or vocab is None or (number("head_dim") is None and hidden is None):
+        return None
+    return DraftFacts(
+        architecture=str((text.get("architectures") or ["?"])[0]),
+        tp=max(1, tp),
+        num_layers=number("num_hidden_layers") or 1,
+        num_attention_heads=heads,
+        num_kv_heads=number("num_key_value_heads") or heads,
+        head_size=number("head_dim") or (hidden or 0) // heads,
+        vocab_size=vocab,
+        draft_vocab_size=number("draft_vocab_size"),
     )
 
 

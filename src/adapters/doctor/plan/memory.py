@@ -69,6 +69,7 @@ def memory_items(
     target: Target,
     block_size: int | None,
     detection: QuantDetection | None,
+    draft_files: ModelFiles | None = None,
 ) -> tuple[list[CheckItem], Mapping[str, Any]]:
     """The budget's items and its numbers as report data; skipped when memory or weights
     are unknown."""
@@ -91,7 +92,8 @@ def memory_items(
         ], {}
     shards = args.tp * args.pp
     per_device = weights.total_bytes // shards
-    kv = kv_bytes_per_token(model, kv_dtype, args.tp, args.pp, speculative_facts(args, files))
+    speculative = speculative_facts(args, files, draft_files)
+    kv = kv_bytes_per_token(model, kv_dtype, args.tp, args.pp, speculative)
     lora = (
         lora_slot_bytes(
             headers, args.max_loras, args.max_lora_rank, dtype_bytes(model.dtype), args.tp

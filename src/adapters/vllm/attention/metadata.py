@@ -30,12 +30,17 @@ class PagedMetadata(AttentionMetadata):
 
 
 def host_lens_exact(vllm_config: VllmConfig) -> bool:
-    """Whether the runner's CPU sequence lengths are exact every step: vLLM makes them
-    optimistic (every draft accepted) only for speculative decoding under async
-    scheduling; n-gram runs without it, so its 1 + k-token decodes have exact lengths."""
-    return vllm_config.speculative_config is None or not (
-        vllm_config.scheduler_config.async_scheduling
-    )
+    """Whether the runner's CPU sequence lengths are exact every step. vLLM makes them
+    optimistic (every draft accepted) for speculative decoding under async scheduling,
+    and a draft model's own passes (eagle, eagle3, mtp, draft_model: vLLM's padded draft
+    batch) lower only the device lengths by the rejected drafts, so their host copy is an
+    upper bound even without it. n-gram runs without async scheduling and without a draft
+    forward, so its 1 + k-token decodes have exact host lengths."""
+    spec = vllm_config.speculative_config
+    if spec is None:
+        return True
+    drafts_on_device = spec.use_eagle() or spec.uses_draft_model()
+    return not (vllm_config.scheduler_config.async_scheduling or drafts_on_device)
 
 
 def host_seq_lens(cm: CommonAttentionMetadata, exact: bool) -> torch.Tensor:
