@@ -64,13 +64,13 @@ def seeded_passes(llm: Any, prompts: list[list[int]], max_new: int) -> list[list
     return; tiny deepseek_v3_mtp on the host is not, so its draws leave the greedy ids
     (its npu-mla twin in bf16 on the emulated NPU is sure again once it repeats).
 
-    The three shortest prompts only (53 tokens, within one step's budget of 64): a seeded
-    request whose prefill is chunked stops vLLM's runner, which rewinds the request's
-    generator over the discarded sample with set_offset, which a CPU generator (the
-    host's, and the emulated NPU's) does not have."""
+    The three shortest prompts and the longest, whose prefill is chunked: its discarded
+    samples are undone on the CPU generator (the host's, and the emulated NPU's) by the
+    runners' SeededRewind, where vLLM's own rewind (set_offset) would stop the engine."""
     from vllm import SamplingParams, TokensPrompt
 
-    batch = [TokensPrompt(prompt_token_ids=p) for p in sorted(prompts, key=len)[:3]]
+    chosen = sorted(prompts, key=len)
+    batch = [TokensPrompt(prompt_token_ids=p) for p in [*chosen[:3], chosen[-1]]]
     params = [
         SamplingParams(max_tokens=max_new, temperature=1.0, top_p=0.95, seed=100 + i,
                        ignore_eos=True)

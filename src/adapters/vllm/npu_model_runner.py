@@ -23,6 +23,7 @@ from vllm.forward_context import get_forward_context, is_forward_context_availab
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
 from adapters.container import container
+from adapters.vllm.seeded_rewind import SeededRewind
 
 if TYPE_CHECKING:
     import torch
@@ -43,7 +44,7 @@ def _in_scope(name: str) -> Any:
     return call
 
 
-class NpuModelRunner(GPUModelRunner):
+class NpuModelRunner(SeededRewind, GPUModelRunner):
     """GPUModelRunner on an NPU; only the entry points that issue torch.cuda calls are wrapped."""
 
     def __init__(self, vllm_config: VllmConfig, device: torch.device, runtime: DeviceRuntime):
