@@ -138,6 +138,9 @@ def model_facts_from_config(
 
 # Layer kinds other than full attention that make a model hybrid (mamba, linear attention).
 HYBRID_LAYER_KINDS = frozenset({"mamba", "mamba2", "linear_attention", "hybrid"})
+# Hybrid architectures whose linear-attention layers are gated delta nets the plugin serves
+# (its GDN ops and state cache); other hybrid models (mamba, other linear attention) are not.
+GATED_DELTA_NET_ARCHITECTURES = frozenset({"Qwen3NextForCausalLM"})
 # Architectures that compress their latent KV cache behind an indexer.
 COMPRESSED_MLA_ARCHITECTURES = frozenset({"DeepseekV4ForCausalLM"})
 # Architectures whose attention layers carry learned sink logits.

@@ -64,7 +64,9 @@ class PagedAttentionBackend(AttentionBackend):
     @classmethod
     def supported_kv_cache_layouts(cls) -> tuple[KVCacheLayout, ...]:
         # Head slot outermost within the layer: the K and V planes each span all blocks.
-        return (KVCacheLayout.LHBNC,)
+        # Hybrid models (attention and mamba/GDN state sharing pages) need a block-compact
+        # layout: there K and V alternate per block, and each plane is a strided view.
+        return (KVCacheLayout.LHBNC, KVCacheLayout.LBHNC)
 
     @classmethod
     def supports_attn_type(cls, attn_type: str) -> bool:
