@@ -19,12 +19,13 @@ from support.torch_npu_emulator import dispatcher, graphs
 from support.torch_npu_emulator.binding import bind
 from support.torch_npu_emulator.npu_runtime import EmulatedNpuModule
 from support.torch_npu_emulator.semantics import IMPLEMENTED as _DENSE
+from support.torch_npu_emulator.semantics_gdn import IMPLEMENTED as _GDN
 from support.torch_npu_emulator.semantics_graph import HOST_HELPERS
 from support.torch_npu_emulator.semantics_graph import IMPLEMENTED as _GRAPH
 from support.torch_npu_emulator.semantics_mla import IMPLEMENTED as _MLA
 from support.torch_npu_emulator.semantics_moe import IMPLEMENTED as _MOE
 
-IMPLEMENTED = {**_DENSE, **_MOE, **_MLA, **_GRAPH}  # _MLA's attention op adds the MLA cases
+IMPLEMENTED = {**_DENSE, **_MOE, **_MLA, **_GDN, **_GRAPH}  # _MLA's attention op adds the MLA cases
 
 __all__ = ["EmulatedOp", "EmulatedTorchNpu", "make_torch_npu"]
 
