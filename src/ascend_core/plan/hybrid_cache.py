@@ -35,7 +35,7 @@ def decide_hybrid_prefix_caching(deployment: Deployment, draft: Draft) -> Draft:
         )
         .change(
             fields.MAMBA_BLOCK_SIZE,
-            "block_size",
+            None,  # vLLM's hook set the (then unset) block size
             deployment.model.max_model_len,
             "no prefix caching: vLLM's mamba block size without it (max_model_len)",
         )

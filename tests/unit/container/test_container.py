@@ -38,6 +38,7 @@ PORT_OF = {
     "rejection_ops": "ports.rejection:RejectionOps",
     "draft_input_ops": "ports.draft_inputs:DraftInputOps",
     "lora_ops": "ports.lora:LoraOps",
+    "linear_attention_ops": "ports.linear_attention:LinearAttentionOps",
     "upstream": "ports.upstream:Upstream",
     "model_files": "ports.model_files:ModelFiles",
     "local_files": "ports.local_files:LocalFiles",
