@@ -116,6 +116,9 @@ class ModelFacts:
     index_topk: int | None = None  # DSA (sparse attention): tokens the indexer keeps
     compressed_attention: bool = False  # compressed KV with an indexer (DeepSeek-V4 style)
     hybrid: bool = False  # attention plus mamba/linear-attention layers
+    # Hybrid models: how many layers are full attention (the others keep per-request state,
+    # not per-token KV); None: every layer is.
+    attention_layers: int | None = field(default=None, validator=validators.optional(_positive))
     is_moe: bool = False
     sliding_window: bool = False  # some or all layers attend over a window only
     attention_sinks: bool = False  # learned per-head sink logits (gpt-oss style)

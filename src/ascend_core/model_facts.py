@@ -129,6 +129,7 @@ def model_facts_from_config(
         is_moe=_first_positive(c, EXPERT_KEYS) is not None,
         compressed_attention=str(archs[0]) in COMPRESSED_MLA_ARCHITECTURES,
         hybrid=_layer_kinds(c) & HYBRID_LAYER_KINDS != set(),
+        attention_layers=_attention_layers(c),
         sliding_window=_sliding_window(c),
         attention_sinks=str(archs[0]) in SINK_ARCHITECTURES,
         encoder_decoder=bool(config.get("is_encoder_decoder") or c.get("is_encoder_decoder")),
@@ -147,6 +148,15 @@ COMPRESSED_MLA_ARCHITECTURES = frozenset({"DeepseekV4ForCausalLM"})
 SINK_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
 # Top-level config keys of a tower that feeds the language model.
 MULTIMODAL_KEYS = ("vision_config", "audio_config", "visual", "vision_tower")
+
+
+def _attention_layers(c: Mapping[str, Any]) -> int | None:
+    """Hybrid models: the number of full-attention layers their layer_types list."""
+    kinds = c.get("layer_types") or c.get("layers_block_type") or ()
+    if not isinstance(kinds, (list, tuple)) or not set(map(str, kinds)) & HYBRID_LAYER_KINDS:
+        return None
+    count = sum(str(k) in ("full_attention", "attention") for k in kinds)
+    return count or None
 
 
 def _layer_kinds(c: Mapping[str, Any]) -> set[str]:

@@ -93,3 +93,28 @@ def test_batch_of_eight_twice(llm, prompts, expected) -> None:  # type: ignore[n
     assert [list(o.outputs[0].token_ids) for o in second] == expected
     assert [o.num_cached_tokens for o in second] == [0] * len(prompts)
     assert llm.llm_engine.vllm_config.cache_config.block_size < max(LENGTHS)
+
+
+def test_kv_bytes_per_token_are_what_the_doctor_plans(llm, model_dir: str) -> None:  # type: ignore[no-untyped-def]
+    """The core's KV bytes per token (the doctor's and the worker's budget) equal what the
+    worker allocated: K and V of the full-attention layers only, the GDN layers' states
+    living in pages of the same size (vLLM's hybrid allocator)."""
+    import json
+    from pathlib import Path
+
+    import torch
+
+    from ascend_core.memory_budget.sizes import kv_bytes_per_token
+    from ascend_core.model_facts import model_facts_from_config
+
+    runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    config = llm.llm_engine.vllm_config.cache_config
+    tensors = [t for entry in runner.kv_caches
+               for t in (entry if isinstance(entry, (list, tuple)) else [entry])
+               if isinstance(t, torch.Tensor)]
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+    allocated = sum(storages.values()) / (config.num_gpu_blocks * config.block_size)
+    facts = model_facts_from_config(json.loads((Path(model_dir) / "config.json").read_text()))
+    planned = kv_bytes_per_token(facts, kv_dtype_bytes=4)
+    assert facts.attention_layers == 1 and config.block_size % 128 == 0
+    assert allocated == planned.bytes
