@@ -248,6 +248,87 @@ def _build(out: Path, style: str, size: str, seed: int, dtype: str) -> None:
         _split_off_mtp_layer(out)
 
 
+# DeepSeek-V3.2 (DSA: MLA plus the lightning indexer), its own style and builder
+# (make_dsv32_model): two layers, the first dense, the second MoE with 16 experts in 4
+# groups (grouped sigmoid routing that the NPU's gating op also takes); index_topk (8)
+# smaller than most prompts, so the indexer's selection decides what each query sees.
+DSV32_STYLE = "deepseek_v32"
+DSV32_SHAPE: dict[str, Any] = {
+    **MOE_SHAPES["deepseek_v3"],
+    "num_hidden_layers": 2, "n_routed_experts": 16,
+    "index_topk": 8, "index_n_heads": 8, "index_head_dim": 32,
+}
+DSV32_REVISION = 2  # bump when DSV32_SHAPE or its weights change (rebuilds only this model)
+
+
+def make_dsv32_model(
+    out_dir: str | os.PathLike[str], seed: int = 0, dtype: str = "float32"
+) -> Path:
+    """A tiny DeepSeek-V3.2 (DeepseekV32ForCausalLM) directory, as make_model writes others."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
+    out = Path(out_dir).resolve()
+    stamp = {"style": DSV32_STYLE, "size": "tiny", "seed": seed, "dtype": dtype,
+             "version": SCRIPT_VERSION, "revision": DSV32_REVISION}
+    return build_once(out, STAMP_FILE, stamp, lambda tmp: _build_dsv32(tmp, seed, dtype))
+
+
+def _build_dsv32(out: Path, seed: int, dtype: str) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, DeepseekV32Config, GenerationConfig
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    shape = SIZES["tiny"]
+    tokenizer = _train_tokenizer(shape["vocab_size"], "llama")
+    tokenizer.save_pretrained(str(out))
+    ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in SPECIAL_TOKENS}
+    fields = {
+        **shape, **DSV32_SHAPE,
+        "vocab_size": len(tokenizer), "max_position_embeddings": MAX_POSITIONS,
+        "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "bos_token_id": ids[BOS],
+        "eos_token_id": ids[EOS], "pad_token_id": ids[PAD], "initializer_range": 0.02,
+    }
+    fields = {k: v for k, v in fields.items() if v is not None or k == "q_lora_rank"}
+    fields["num_key_value_heads"] = shape["num_attention_heads"]
+    config = DeepseekV32Config(
+        **fields, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}
+    )
+    config.architectures = ["DeepseekV32ForCausalLM"]
+    with _seeded(seed):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        _shape_weights(model, shape["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
+        _shape_moe_weights(model)
+        _shape_indexer_weights(model)
+    if dtype == "bfloat16":
+        model = model.to(torch.bfloat16)
+    model.config.dtype = dtype
+    model.generation_config = GenerationConfig(
+        bos_token_id=ids[BOS], eos_token_id=[ids[EOS], ids[IM_END]],
+        pad_token_id=ids[PAD], do_sample=False,
+    )
+    model.save_pretrained(str(out))
+
+
+def _shape_indexer_weights(model: Any) -> None:
+    """The indexer's projections scaled so index scores spread (std ~1 per head before the
+    ReLU, weights of both signs) and top-k selection differs from query to query; its
+    key norm keeps LayerNorm's unit weight and gets a small random bias."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if ".indexer." not in name:
+                continue
+            fan_in = param.shape[-1]
+            if name.endswith(("wq_b.weight", "wk.weight")):
+                param.normal_(0.0, 2.0 / fan_in**0.5)
+            elif name.endswith("weights_proj.weight"):
+                param.normal_(0.0, 4.0 / fan_in**0.5)
+            elif name.endswith("k_norm.bias"):
+                param.normal_(0.0, 0.2)
+
+
 def _split_off_mtp_layer(out: Path) -> None:
     """The model was built with one layer more than its config will say: that last layer
     becomes the MTP layer's block (model.layers.<L>.*, as DeepSeek-V3 checkpoints hold
@@ -694,7 +775,7 @@ def _build_lora(out: Path, base: Path, seed: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="model directory to write")
-    parser.add_argument("--style", choices=STYLES, default="llama")
+    parser.add_argument("--style", choices=(*STYLES, DSV32_STYLE), default="llama")
     parser.add_argument("--size", choices=tuple(SIZES), default="tiny")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", choices=DTYPES, default="float32")
@@ -711,6 +792,8 @@ def main(argv: list[str] | None = None) -> int:
         out = make_draft(args.out, args.draft_of, args.draft_kind)
     elif args.lora_base:
         out = make_lora_adapter(args.out, args.lora_base, args.seed)
+    elif args.style == DSV32_STYLE:
+        out = make_dsv32_model(args.out, args.seed, args.dtype)
     else:
         out = make_model(args.out, args.style, args.size, args.seed, args.dtype)
     print(f"{out} ready in {time.perf_counter() - start:.1f}s", file=sys.stderr)

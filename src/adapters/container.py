@@ -60,6 +60,7 @@ class HostDevice(containers.DeclarativeContainer):
     moe_ops = providers.Singleton(_lazy, "adapters.cpu.moe:CpuMoeOps")
     quant_moe_ops = providers.Singleton(_lazy, "adapters.cpu.quant_moe:CpuQuantMoeOps")
     mla_ops = providers.Singleton(_lazy, "adapters.cpu.mla:CpuMlaOps")
+    sparse_mla_ops = providers.Singleton(_lazy, "adapters.cpu.sparse_mla:CpuSparseMlaOps")
     sampling_ops = providers.Singleton(_lazy, "adapters.cpu.sampling:CpuSamplingOps")
     slot_mapping = providers.Singleton(_lazy, "adapters.cpu.slot_mapping:CpuSlotMapping")
     host_gemm = providers.Singleton(_lazy, "adapters.cpu.host_gemm:CpuHostGemm")
@@ -70,7 +71,9 @@ class HostDevice(containers.DeclarativeContainer):
         _lazy, "adapters.cpu.linear_attention:CpuLinearAttentionOps"
     )
     runtime = providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime")
+    sleep_memory = providers.Singleton(_lazy, "adapters.cpu.sleep:CpuSleepMemory")
     communicator = providers.Singleton(_lazy, "adapters.cpu.communicator:GlooCommunicator")
+    profiler = providers.Singleton(_lazy, "adapters.cpu.profiler:HostProfiler")
 
 
 class NpuDevice(containers.DeclarativeContainer):
@@ -93,6 +96,9 @@ class NpuDevice(containers.DeclarativeContainer):
     moe_ops = providers.Singleton(_lazy, "adapters.npu.moe:NpuMoeOps", torch_npu)
     quant_moe_ops = providers.Singleton(_lazy, "adapters.npu.quant_moe:NpuQuantMoeOps", torch_npu)
     mla_ops = providers.Singleton(_lazy, "adapters.npu.mla:NpuMlaOps", torch_npu)
+    sparse_mla_ops = providers.Singleton(
+        _lazy, "adapters.npu.sparse_mla:NpuSparseMlaOps", torch_npu
+    )
     # Plain torch on the device's tensors: no torch_npu asked for.
     torch_sampling_ops = providers.Singleton(_lazy, "adapters.npu.sampling:NpuSamplingOps")
     torch_slot_mapping = providers.Singleton(_lazy, "adapters.npu.slot_mapping:NpuSlotMapping")
@@ -125,7 +131,9 @@ class NpuDevice(containers.DeclarativeContainer):
         _lazy, "adapters.npu.draft_inputs:NpuDraftInputOps", torch_npu
     )
     runtime = providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu)
+    sleep_memory = providers.Singleton(_lazy, "adapters.npu.sleep:NpuSleepMemory", torch_npu)
     communicator = providers.Singleton(_lazy, "adapters.npu.collective:HcclCommunicator")
+    profiler = providers.Singleton(_lazy, "adapters.npu.profiler:NpuProfiler", torch_npu)
 
 
 class Container(containers.DeclarativeContainer):
@@ -170,6 +178,10 @@ class Container(containers.DeclarativeContainer):
     # ports/quant_moe.py).
     moe_ops = providers.Selector(serving_kind, npu=npu_device.moe_ops, cpu=host_device.moe_ops)
     mla_ops = providers.Selector(serving_kind, npu=npu_device.mla_ops, cpu=host_device.mla_ops)
+    # DSA's indexer and sparse latent attention (ports/sparse_mla.py).
+    sparse_mla_ops = providers.Selector(
+        serving_kind, npu=npu_device.sparse_mla_ops, cpu=host_device.sparse_mla_ops
+    )
     quant_ops = providers.Selector(
         serving_kind, npu=npu_device.quant_ops, cpu=host_device.quant_ops
     )
@@ -201,11 +213,17 @@ class Container(containers.DeclarativeContainer):
         serving_kind, npu=npu_device.linear_attention_ops, cpu=host_device.linear_attention_ops
     )
     runtime = providers.Selector(serving_kind, npu=npu_runtime, cpu=host_device.runtime)
+    # Sleep mode's release and restore of weights and KV cache (ports/sleep.py).
+    sleep_memory = providers.Selector(
+        serving_kind, npu=npu_device.sleep_memory, cpu=host_device.sleep_memory
+    )
     # The chip family, read once from the serving runtime (torch_npu's device name).
     serving_chip = providers.Singleton(_serving_chip, device_decision, runtime.provider)
     communicator = providers.Selector(
         serving_kind, npu=npu_device.communicator, cpu=host_device.communicator
     )
+    # vLLM's profiler hooks (ports/profiler.py): torch's profiler or torch_npu's.
+    profiler = providers.Selector(serving_kind, npu=npu_device.profiler, cpu=host_device.profiler)
 
     # The doctor: host facts for `check`, vLLM's own `vllm serve` parser for `plan`. Named
     # by path: serving never asks for them, and their imports (the preflight checks)

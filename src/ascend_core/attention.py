@@ -118,8 +118,7 @@ DECISION_TABLE: tuple[DecisionRow, ...] = (
     _R(_P, _MLA, None, _Refuse("MLA has no backend on 310P.", _ON_NPU)),
     _R(_P, _DSA, None, _Refuse("sparse MLA (DSA) has no backend on 310P.", _ON_NPU)),
     _R(_P, _CMP, None, _Refuse("compressed MLA has no backend on 310P.", _ON_NPU)),
-    _R(_H, _DSA, None, _Refuse("the host backends run MHA/GQA and MLA, not DSA.", _ON_NPU)),
-    _R(_H, _CMP, None, _Refuse("the host backends run MHA/GQA and MLA only.", _ON_NPU)),
+    _R(_H, _CMP, None, _Refuse("the host backends run MHA/GQA, MLA and DSA only.", _ON_NPU)),
     _R(_N, _STD, True, _Use(_K.BATCH_INVARIANT, _BATCH_INVARIANT)),
     _R(None, _STD, True, _Refuse(_INVARIANT_NPU_ONLY, _INVARIANT_HINT_NPU)),
     _R(None, None, True, _Refuse(_INVARIANT_GQA_ONLY, _INVARIANT_HINT_MODEL)),
@@ -130,6 +129,8 @@ DECISION_TABLE: tuple[DecisionRow, ...] = (
     _R(_P, _STD, False, _Use(_K.P310, "MHA/GQA on a 310P card, which has its own kernels")),
     _R(_H, _STD, False, _Use(_K.HOST, "the host device serves; plain-torch MHA/GQA")),
     _R(_H, _MLA, False, _Use(_K.MLA, "the host device serves; plain-torch MLA")),
+    _R(_H, _DSA, False, _Use(_K.SPARSE_MLA, "the host device serves; plain-torch sparse MLA "
+                             "with the indexer's top-k (DSA)")),
 )
 # fmt: on
 
@@ -213,7 +214,9 @@ def batch_invariant_requested(env: Environment, settings: EnvSettings) -> bool:
 # The backend kinds this build has a backend for (the vLLM adapter maps each to a class;
 # a test keeps its map and this set equal). MHA/GQA on the host and on an NPU are one
 # backend, MLA another: the device's ops ports do the math.
-BUILT_BACKENDS: frozenset[AttentionBackendKind] = frozenset({_K.HOST, _K.STANDARD, _K.MLA})
+BUILT_BACKENDS: frozenset[AttentionBackendKind] = frozenset(
+    {_K.HOST, _K.STANDARD, _K.MLA, _K.SPARSE_MLA}
+)
 
 
 @frozen

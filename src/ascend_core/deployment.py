@@ -13,6 +13,7 @@ from typing import Any
 
 from attrs import field, frozen, validators
 
+from ascend_core.profiling import ProfilerSettings
 from ascend_core.quantization.methods import QuantMethod
 from ports.device import ChipFamily, DeviceKind
 
@@ -114,6 +115,7 @@ class ModelFacts:
     max_model_len: int = field(default=4096, validator=_positive)
     mla: MlaShape | None = None  # set when model_config.use_mla
     index_topk: int | None = None  # DSA (sparse attention): tokens the indexer keeps
+    index_head_dim: int = 128  # DSA: the indexer's key width (its own cache per layer)
     compressed_attention: bool = False  # compressed KV with an indexer (DeepSeek-V4 style)
     hybrid: bool = False  # attention plus mamba/linear-attention layers
     # Hybrid models: how many layers are full attention (the others keep per-request state,
@@ -233,6 +235,7 @@ class Deployment:
     # None when the adapter could not tell.
     host_cpus: int | None = field(default=None, validator=validators.optional(_positive))
     lora: bool = False  # --enable-lora
+    profiler: ProfilerSettings = field(factory=ProfilerSettings)  # --profiler-config
     training_consistency: bool = False  # batch-invariant kernels asked for
     # The VLLM_ASCEND_* variables as set (name -> raw text); the plan parses them, so a
     # bad value is one more error of the same pass.

@@ -33,6 +33,7 @@ from ascend_core.env.mapping import MappingEnvironment
 from ascend_core.env.unknown import PREFIX as ASCEND_PREFIX
 from ascend_core.env_registry import read_env
 from ascend_core.errors import AscendError
+from ascend_core.profiling import ProfilerSettings
 from ascend_core.quantization import QuantMethod, detect_quantization
 from ports.device import ChipFamily, DeviceKind
 from ports.environment import Environment
@@ -66,6 +67,7 @@ class Requested:
     )
     user_quantization: str | None = None  # --quantization as given
     lora: bool = False  # --enable-lora
+    profiler: ProfilerSettings = field(factory=ProfilerSettings)  # --profiler-config
 
 
 def _with_bootstrap_port(
@@ -138,6 +140,7 @@ def build_deployment(
         omp_num_threads=env.get(OMP_NUM_THREADS),
         host_cpus=host_cpus,
         lora=requested.lora,
+        profiler=requested.profiler,
         training_consistency=batch_invariant_requested(env, settings),
         ascend_env=ascend_variables(env),
         readable_files=(

@@ -126,6 +126,7 @@ def model_facts_from_config(
         max_model_len=max_model_len or derived_max_len(c),
         mla=mla,
         index_topk=_first_positive(c, ("index_topk",)),
+        index_head_dim=_first_positive(c, ("index_head_dim",)) or 128,
         is_moe=_first_positive(c, EXPERT_KEYS) is not None,
         compressed_attention=str(archs[0]) in COMPRESSED_MLA_ARCHITECTURES,
         hybrid=_layer_kinds(c) & HYBRID_LAYER_KINDS != set(),

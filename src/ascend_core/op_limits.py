@@ -92,6 +92,48 @@ def mla_limit_errors(deployment: Deployment) -> tuple[ConfigError, ...]:
     )
 
 
+# Sparse MLA (DSA; adapters/npu/sparse_mla.py): npu_lightning_indexer and
+# npu_sparse_flash_attention, each token its own batch (TND query, PA_BSND paged keys).
+# Their docs: query, keys and weights fp16/bf16; sparse_count 1-2048 or one of
+# 3072-8192 in steps of 1024; sparse_mode 0 or 3; lengths and block tables int32.
+SPARSE_DTYPES = ("float16", "bfloat16")
+SPARSE_COUNTS = (*range(1, 2049), 3072, 4096, 5120, 6144, 7168, 8192)
+SPARSE_OPS = "npu_lightning_indexer / npu_sparse_flash_attention"
+
+
+def sparse_mla_shape_problems(topk: int, dtype: str) -> list[str]:
+    """What the NPU's sparse MLA calls refuse: the indexer's top-k and the model dtype."""
+    problems = []
+    if topk not in SPARSE_COUNTS:
+        problems.append(f"index_topk {topk} (sparse_count takes 1-2048, 3072, 4096, 5120, "
+                        "6144, 7168 or 8192)")
+    if dtype not in SPARSE_DTYPES:
+        problems.append(f"dtype {dtype} (the ops take float16 and bfloat16)")
+    return problems
+
+
+def sparse_mla_limit_errors(deployment: Deployment) -> tuple[ConfigError, ...]:
+    """The NPU sparse MLA calls' documented limits this deployment breaks, as one error."""
+    model = deployment.model
+    if (
+        deployment.device_kind is not DeviceKind.NPU
+        or not model.use_mla
+        or model.index_topk is None
+        or model.compressed_attention
+    ):
+        return ()
+    problems = sparse_mla_shape_problems(model.index_topk, model.dtype)
+    if not problems:
+        return ()
+    return (
+        ConfigError(
+            f"{model.architecture} on an NPU: {SPARSE_OPS} cannot run "
+            + "; ".join(problems) + ".",
+            "Serve it on the host device (VLLM_ASCEND_DEVICE=cpu), or --dtype bfloat16.",
+        ),
+    )
+
+
 def uses_paged_mha_op(deployment: Deployment) -> bool:
     """Whether attention goes through the op these limits describe (MHA/GQA on an NPU)."""
     return deployment.device_kind is DeviceKind.NPU and not deployment.model.use_mla

@@ -11,11 +11,11 @@ its index tensors on the device, so a device reads no length back.
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import frozen
 
-from ports.ops import AttentionPart, AttentionPlanNeeds
+from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds
 
 if TYPE_CHECKING:
     import torch
@@ -88,3 +88,11 @@ class MlaOps(abc.ABC):
         score = scale * (q_latent . latent + q_rope . rope_key) over the cache rows
         0 .. seq_len - 1; output [B, N, L] = softmax(score) @ latent, query dtype.
         """
+
+    def graph_host_arguments(self, plan: AttentionPlan) -> list[dict[str, Any]]:
+        """The host-side arguments of the ops one MLA layer launches for `plan`, one dict
+        per launch in launch order (vLLM's MLA layer runs the prefill part, then the
+        decode part), keyed by the op's parameter names: what a captured graph's
+        updatable ops must be given before they run again (DeviceGraphs.update). Empty on
+        a device whose ops read all of the plan from device memory."""
+        return []

@@ -2,11 +2,13 @@
 
 One server for the module on 127.0.0.1: health and models, completions and chat (plain and
 streaming), 32 concurrent requests answered as when sent alone, bad requests get 4xx while
-the server keeps serving, and SIGTERM stops it with no traceback.
+the server keeps serving, /start_profile and /stop_profile write a torch trace (the server
+runs with --profiler-config), and SIGTERM stops it with no traceback.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -148,8 +150,22 @@ def running_server(
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    yield from running_server(tmp_path_factory, "cpu")
+def profile_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("profiles")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, profile_dir: Path) -> Iterator[Server]:
+    # Profiling is configured (it records only between /start_profile and /stop_profile).
+    profiler = {
+        "profiler": "torch",
+        "torch_profiler_dir": str(profile_dir),
+        "torch_profiler_use_gzip": False,
+        "torch_profiler_with_stack": False,
+        "ignore_frontend": True,
+    }
+    extra = ["--profiler-config", json.dumps(profiler)]
+    yield from running_server(tmp_path_factory, "cpu", extra=extra)
 
 
 @pytest.fixture(scope="module")
@@ -253,6 +269,20 @@ def _is_vllm_shutdown_race(frames: list[tuple[str, str]], exception: str) -> boo
     return exception.startswith("vllm.v1.engine.exceptions.EngineDeadError") and [
         (Path(path).name, function) for path, function in frames
     ] == [("async_llm.py", "output_handler"), ("core_client.py", "get_output_async")]
+
+
+def test_start_and_stop_profile_write_a_trace_of_the_requests_between(  # type: ignore[no-untyped-def]
+    server: Server, client, profile_dir: Path
+) -> None:
+    import httpx
+
+    assert httpx.post(f"{server.url}/start_profile", timeout=30).status_code == 200
+    _complete(client, server.model, "Profile this", n=3)
+    assert httpx.post(f"{server.url}/stop_profile", timeout=60).status_code == 200
+    (trace,) = profile_dir.glob("*.pt.trace.json")
+    names = {e.get("name", "") for e in json.loads(trace.read_text())["traceEvents"]}
+    assert "aten::embedding" in names
+    assert any(n.startswith("execute_context_1(") for n in names)
 
 
 def test_sigterm_stops_the_server(server: Server) -> None:

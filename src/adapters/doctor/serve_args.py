@@ -69,6 +69,7 @@ class ServeArgs:
     speculative: Mapping[str, Any] = field(factory=dict, converter=_mapping)
     kv_transfer: Mapping[str, Any] = field(factory=dict, converter=_mapping)
     additional_config: Mapping[str, Any] = field(factory=dict, converter=_mapping)
+    profiler: Mapping[str, Any] = field(factory=dict, converter=_mapping)  # --profiler-config
     host: str | None = None  # --host (the P/D pair check compares the ports on one host)
     port: int | None = None  # --port
 
@@ -121,6 +122,7 @@ class ServeArgs:
             speculative=get("speculative_config", {}),
             kv_transfer=get("kv_transfer_config", {}),
             additional_config=get("additional_config", {}),
+            profiler=get("profiler_config", {}),
             host=d.get("host"),
             port=d.get("port"),
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from itertools import accumulate
 from types import ModuleType
+from typing import Any
 
 import torch
 
@@ -17,7 +18,7 @@ from adapters.paged_rows import PAD_BLOCK, gather_planes
 from ascend_core.errors import UnsupportedFeatureError
 from ascend_core.op_limits import mla_shape_problems
 from ports.mla import LatentCache, MlaOps
-from ports.ops import AttentionPart
+from ports.ops import AttentionPart, AttentionPlan
 
 RIGHT_DOWN_CAUSAL, NO_MASK = 3, 0
 MASK_SIZE = 2048
@@ -133,6 +134,21 @@ class NpuMlaOps(MlaOps):
         )
         result: torch.Tensor = out.view(batch, heads, latent_dim)
         return result
+
+    def graph_host_arguments(self, plan: AttentionPlan) -> list[dict[str, Any]]:
+        """The lengths lists of the npu_fused_infer_attention_score calls one MLA layer
+        makes for `plan`, as prefill_attention and latent_decode pass them (vLLM's layer
+        runs the prefill part first): a captured graph replays each with the lists it was
+        captured with unless NPUGraph.update gives it these."""
+        arguments: list[dict[str, Any]] = []
+        if plan.prefill is not None:
+            arguments.append({
+                "actual_seq_lengths": list(accumulate(plan.prefill.actual_query_lens)),
+                "actual_seq_lengths_kv": list(accumulate(plan.prefill.actual_seq_lens)),
+            })
+        if plan.decode is not None:
+            arguments.append({"actual_seq_lengths_kv": list(plan.decode.actual_seq_lens)})
+        return arguments
 
     def _causal_mask(self, device: torch.device) -> torch.Tensor:
         mask = self._masks.get(device)

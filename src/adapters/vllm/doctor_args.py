@@ -48,6 +48,7 @@ FIELDS = (
     "compilation_config",
     "speculative_config",
     "kv_transfer_config",
+    "profiler_config",
     "host",
     "port",
 )

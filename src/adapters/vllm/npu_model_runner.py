@@ -181,27 +181,32 @@ class NpuGraphWrapper(CUDAGraphWrapper):
 
 def _host_arguments(attn_metadata: Any) -> list[dict[str, Any]]:
     """The host-side arguments of the attention ops of one step, in the order the layers
-    launched them at capture (the forward context's layer order): the ops port says what
-    its launches take for the step's plan."""
+    launched them at capture (the forward context's layer order): the ops port of each
+    layer's backend (paged attention, MLA) says what its launches take for the step's
+    plan, once per plan (the layers of a KV cache group share one)."""
     from adapters.vllm.attention.metadata import PagedMetadata
+    from adapters.vllm.attention.mla_metadata import MlaMetadata
 
     if not isinstance(attn_metadata, dict):
         raise RuntimeError(
             "a FULL NPU graph replays with one attention metadata dict per step; got "
             f"{type(attn_metadata).__name__} (micro-batching is not served with NPU graphs)"
         )
-    ops = container().ops()
     by_plan: dict[int, list[dict[str, Any]]] = {}
     arguments: list[dict[str, Any]] = []
     for metadata in attn_metadata.values():
-        if not isinstance(metadata, PagedMetadata):
+        if isinstance(metadata, PagedMetadata):
+            plan, of_plan = metadata.paged, container().ops().graph_host_arguments
+        elif isinstance(metadata, MlaMetadata):
+            plan, of_plan = metadata.plan, container().mla_ops().graph_host_arguments
+        else:
             raise RuntimeError(
                 f"a FULL NPU graph holds attention of {type(metadata).__name__}, whose "
                 "host-side arguments it cannot update; serve this model with "
                 "-cc.cudagraph_mode=PIECEWISE"
             )
-        key = id(metadata.paged)
+        key = id(plan)
         if key not in by_plan:
-            by_plan[key] = ops.graph_host_arguments(metadata.paged)
+            by_plan[key] = of_plan(plan)
         arguments += by_plan[key]
     return arguments

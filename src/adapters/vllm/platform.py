@@ -340,6 +340,12 @@ class AscendPlatformBase(Platform):
         return None
 
     @classmethod
+    def is_sleep_mode_available(cls) -> bool:
+        """Both devices serve sleep mode: the worker releases and restores the weights and
+        KV cache through the sleep-memory port (ports/sleep.py)."""
+        return True
+
+    @classmethod
     def is_pin_memory_available(cls) -> bool:
         # Pinning host memory needs an accelerator runtime; host tensors need none.
         return not cls.tensors_on_host()

@@ -7,7 +7,9 @@ hands it here; nothing here imports the entry point back.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
+from ascend_core.model_registry import REGISTRATIONS, Registration, ours_only
 from ports.device import ChipFamily, DeviceKind
 
 logger = logging.getLogger("vllm.plugins.ascend")
@@ -31,9 +33,18 @@ def register_attention_backend() -> None:
         BACKEND_PATH,
         MLA_BACKEND_NAME,
         MLA_BACKEND_PATH,
+        SPARSE_INDEXER_NAME,
+        SPARSE_INDEXER_PATH,
+        SPARSE_MLA_BACKEND_NAME,
+        SPARSE_MLA_BACKEND_PATH,
     )
 
-    for name, path in ((BACKEND_NAME, BACKEND_PATH), (MLA_BACKEND_NAME, MLA_BACKEND_PATH)):
+    for name, path in (
+        (BACKEND_NAME, BACKEND_PATH),
+        (MLA_BACKEND_NAME, MLA_BACKEND_PATH),
+        (SPARSE_MLA_BACKEND_NAME, SPARSE_MLA_BACKEND_PATH),
+        (SPARSE_INDEXER_NAME, SPARSE_INDEXER_PATH),
+    ):
         if name not in AttentionBackendEnum.__members__:
             AttentionBackendEnum.register(name, path)
 
@@ -51,6 +62,29 @@ def register_quantization() -> None:
         register_quantization_config(METHOD_NAME)(AscendQuantConfig)
 
 
+def register_models(
+    table: tuple[Registration, ...] = REGISTRATIONS, registry: Any | None = None
+) -> None:
+    """Our own model classes in vLLM's ModelRegistry, as `module:Class` (imported lazily).
+
+    Only the table's rows of our implementations; an architecture vLLM's own model serves
+    keeps vLLM's entry. registry: vLLM's ModelRegistry unless given (tests give a fresh one).
+    """
+    rows = ours_only(table)
+    if not rows:
+        return
+    if registry is None:
+        from vllm import ModelRegistry
+
+        registry = ModelRegistry
+    for row in rows:
+        current = registry.models.get(row.architecture)
+        now = f"{getattr(current, 'module_name', '')}:{getattr(current, 'class_name', '')}"
+        if now != row.implementation:  # re-entrant: each process's plugin load runs this
+            registry.register_model(row.architecture, row.implementation)
+            logger.debug("registered %s -> %s: %s", row.architecture, row.implementation, row.why)
+
+
 def apply_device_patches(kind: DeviceKind, family: ChipFamily) -> None:
     """The patches the serving device alone calls for; the deployment's come later."""
     from adapters.vllm.patches import apply_plan, device_patch_plan
@@ -63,4 +97,5 @@ def register_all(kind: DeviceKind, family: ChipFamily) -> None:
     register_custom_ops()
     register_attention_backend()
     register_quantization()
+    register_models()
     apply_device_patches(kind, family)

@@ -25,6 +25,7 @@ from ascend_core.deployment import (
 )
 from ascend_core.deployment_builder import Requested, build_deployment, files_say
 from ascend_core.model_facts import model_facts_from_config
+from ascend_core.profiling import ProfilerSettings, settings_from_mapping
 from ports.device import ChipFamily, DeviceKind
 from ports.environment import Environment
 from ports.local_files import LocalFiles
@@ -211,7 +212,16 @@ def requested(vllm_config: VllmConfig) -> Requested:
         additional_config=dict(vllm_config.additional_config or {}),
         user_quantization=vllm_config.model_config.quantization,
         lora=vllm_config.lora_config is not None,
+        profiler=profiler_settings(vllm_config),
     )
+
+
+def profiler_settings(vllm_config: VllmConfig) -> ProfilerSettings:
+    """vLLM's ProfilerConfig as the core's plain data (the worker's profiler reads it too);
+    the same mapping as the doctor's (ascend_core.profiling.settings_from_mapping)."""
+    pc = getattr(vllm_config, "profiler_config", None)
+    fields = getattr(pc, "__dataclass_fields__", {})
+    return settings_from_mapping({name: getattr(pc, name) for name in fields})
 
 
 def deployment(

@@ -18,11 +18,13 @@ from vllm.v1.worker.worker_base import CompilationTimes
 from adapters.container import container
 from adapters.vllm.device_classes import DEVICE_CLASSES
 from adapters.vllm.memory import kv_cache_budget
+from adapters.vllm.profiling import vllm_profiler_check_skipped, worker_profiler
 from adapters.vllm.startup_errors import stop_on_our_errors
 from ascend_core.memory_budget import format_bytes
 from ascend_core.plan import WorkerKind
 from ports.device import DeviceKind
 from ports.runtime import DeviceRuntime, MemoryInfo
+from ports.sleep import SleepTag
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
@@ -39,12 +41,21 @@ class DeviceWorker(Worker):
     runner_path: ClassVar[str]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        vllm_config = kwargs.get("vllm_config", args[0] if args else None)
+        with vllm_profiler_check_skipped(vllm_config):
+            super().__init__(*args, **kwargs)
         self.runtime = container().runtime()
         from vllm.platforms import current_platform
 
         # This process may not have built the config; the deployment's patches apply here.
         current_platform.apply_deployment_patches(self.vllm_config)
+        # vLLM's profile() (/start_profile, /stop_profile) drives this one: the device's.
+        self.profiler_config = self.vllm_config.profiler_config
+        self.profiler = worker_profiler(
+            self.vllm_config,
+            getattr(current_platform, "device_kind", DeviceKind.CPU),
+            container().profiler(),
+        )
 
     def init_device(self) -> None:
         from vllm.platforms import current_platform
@@ -214,10 +225,96 @@ class DeviceWorker(Worker):
         )
 
     def sleep(self, level: int = 1) -> None:
-        logger.warning("Sleep mode is not supported by this worker; ignored.")
+        """Release the KV cache and the weights through the sleep-memory port (level 1:
+        the weights kept in host memory; level 2: discarded, reloaded by the caller).
+
+        Captured graphs address the released memory, which comes back elsewhere: they
+        are dropped here and captured again once everything is awake."""
+        if level not in (1, 2):
+            raise ValueError(f"sleep level {level} is not served by this worker; use 1 or 2")
+        memory = container().sleep_memory()
+        model = self.model_runner.model
+        self.runtime.synchronize()
+        before = self.runtime.allocated_bytes()
+        if level == 2 and self.model_config.sleep_preserve_parameter_names:
+            raise ValueError(
+                "sleep_preserve_parameter_names is not served by this worker: level 2 "
+                "discards every weight; drop it and reload the weights after waking"
+            )
+        if level == 2:
+            # Buffers (rotary caches and the like) are not in a checkpoint: kept, as vLLM does.
+            self._sleep_saved_buffers = {
+                name: buffer.cpu().clone() for name, buffer in model.named_buffers()
+            }
+        memory.track(SleepTag.WEIGHTS, [*model.parameters(), *model.buffers()])
+        memory.track(SleepTag.KV_CACHE, self._kv_cache_tensors())
+        self._graphs_dropped = self._graphs_captured() and not memory.addresses_kept
+        if self._graphs_dropped:
+            from vllm.compilation.cuda_graph import CUDAGraphWrapper
+
+            CUDAGraphWrapper.clear_all_graphs()
+            gc.collect()
+        offload = {SleepTag.WEIGHTS} if level == 1 else set()
+        outcome = memory.sleep(offload)
+        after = self.runtime.allocated_bytes()
+        logger.info(
+            "Sleep level %d released %s (%s kept in host memory)%s; allocated %s -> %s.",
+            level,
+            format_bytes(outcome.released_bytes),
+            format_bytes(outcome.offloaded_bytes),
+            "; graphs dropped, captured again on waking" if self._graphs_dropped else "",
+            "?" if before is None else format_bytes(before),
+            "?" if after is None else format_bytes(after),
+        )
 
     def wake_up(self, tags: list[str] | None = None) -> None:
-        logger.warning("Sleep mode is not supported by this worker; ignored.")
+        """Give the tagged memory back (all when `tags` is None); once nothing sleeps,
+        capture the graphs dropped by `sleep` again, over the memory's new addresses."""
+        memory = container().sleep_memory()
+        known = {tag.value: tag for tag in SleepTag}
+        unknown = sorted(set(tags or ()) - set(known) - {"scheduling"})
+        if unknown:
+            raise ValueError(f"wake_up tags {unknown} are unknown; use {sorted(known)}")
+        chosen = None if tags is None else [known[t] for t in tags if t in known]
+        memory.wake_up(chosen)
+        if (chosen is None or SleepTag.WEIGHTS in chosen) and self._sleep_saved_buffers:
+            model = self.model_runner.model
+            for name, buffer in model.named_buffers():
+                if name in self._sleep_saved_buffers:
+                    buffer.data.copy_(self._sleep_saved_buffers[name].data)
+            self._sleep_saved_buffers = {}
+        self.runtime.synchronize()
+        if memory.asleep() or not getattr(self, "_graphs_dropped", False):
+            return
+        start = time.perf_counter()
+        with set_current_vllm_config(self.vllm_config):
+            self.model_runner.capture_model()
+        self._graphs_dropped = False
+        logger.info("Woken; graphs captured again in %.2f s.", time.perf_counter() - start)
+
+    def _graphs_captured(self) -> bool:
+        from vllm.config import CUDAGraphMode
+
+        mode = self.compilation_config.cudagraph_mode
+        return (
+            not self.model_config.enforce_eager
+            and mode not in (None, CUDAGraphMode.NONE)
+            and self.runtime.graphs() is not None
+        )
+
+    def _kv_cache_tensors(self) -> list[torch.Tensor]:
+        """The runner's KV cache tensors (one or more per layer)."""
+        found: list[torch.Tensor] = []
+
+        def collect(value: Any) -> None:
+            if isinstance(value, torch.Tensor):
+                found.append(value)
+            elif isinstance(value, (list, tuple)):
+                for item in value:
+                    collect(item)
+
+        collect(self.model_runner.kv_caches)
+        return found
 
 
 class HostWorker(DeviceWorker):

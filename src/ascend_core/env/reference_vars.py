@@ -110,7 +110,12 @@ RETIRED_REFERENCE_VARS: tuple[tuple[str, str], ...] = (
     ("VLLM_ASCEND_ENABLE_TOPK_OPTIMIZE", "the top-k sampling optimisation"),
     ("VLLM_ASCEND_TRACE_RECOMPILES", "tracing torch recompilations"),
     ("VLLM_ASCEND_ENABLE_DBO", "dual-batch overlap"),
-    ("VLLM_ASCEND_MODEL_EXECUTE_TIME_OBSERVE", "model execution timing"),
+    (
+        "VLLM_ASCEND_MODEL_EXECUTE_TIME_OBSERVE",
+        "model execution timing (NPU event timestamps per stage); here --profiler-config "
+        "with profiler=torch records each step's host ops and NPU kernels (torch_npu's "
+        "profiler)",
+    ),
     ("VLLM_ASCEND_MLA_PA", "the MLA paged-attention decode path"),
     ("VLLM_ASCEND_ENABLE_MLP_OPTIMIZE", "the tensor-parallel MLP optimisation"),
     ("VLLM_ASCEND_ENABLE_CHUNK_MC2", "chunked MC2 in prefill"),

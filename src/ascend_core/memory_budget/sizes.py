@@ -185,11 +185,13 @@ def _kv_bytes_per_token(model: ModelFacts, kv_dtype_bytes: int, tp: int, pp: int
         layer_text = f"{layers} full-attention layers (of {model.num_layers})"
     if model.mla is not None:
         width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
+        indexer = model.index_head_dim if model.use_sparse else 0
+        indexer_text = f" + {indexer} index_head_dim (DSA's indexer keys)" if indexer else ""
         return KvPerToken(
             KvLayout.MLA,
-            layers * width * kv_dtype_bytes,
+            layers * (width + indexer) * kv_dtype_bytes,
             f"{layer_text} x ({model.mla.kv_lora_rank} kv_lora_rank + "
-            f"{model.mla.qk_rope_head_dim} qk_rope_head_dim) x {kv_dtype_bytes} B "
+            f"{model.mla.qk_rope_head_dim} qk_rope_head_dim{indexer_text}) x {kv_dtype_bytes} B "
             "(one latent, not split by TP)",
         )
     heads = max(1, model.num_kv_heads // tp)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ascend_core.deployment import Deployment
-from ascend_core.errors import ConfigError
 from ascend_core.plan import fields
 from ascend_core.plan.result import Draft
 from ports.device import DeviceKind
@@ -15,7 +14,12 @@ FIXED_SEGMENT_OPTIONS = ("max_split_size_mb", "garbage_collection_threshold")
 
 
 def plan_allocator(deployment: Deployment, draft: Draft) -> Draft:
-    """Add expandable_segments:True unless sleep mode is on or the user already chose."""
+    """Add expandable_segments:True unless the user already chose.
+
+    Sleep mode does not stand in the way: the worker releases the weights and KV cache
+    through torch_npu's caching allocator (storages resized to 0, empty_cache) rather than
+    a pool of fixed physical handles, and expandable segments return those pages too.
+    """
     current = deployment.npu_alloc_conf
     draft = draft.decide(npu_alloc_conf=current)
     if deployment.device_kind is not DeviceKind.NPU:
@@ -26,23 +30,8 @@ def plan_allocator(deployment: Deployment, draft: Draft) -> Draft:
             f"PYTORCH_NPU_ALLOC_CONF={current!r} is not a list of key:value pairs; "
             "left as is, without expandable_segments."
         )
-    sleep = deployment.cache.enable_sleep_mode
     if EXPANDABLE in options:
-        if sleep and options[EXPANDABLE].lower() == "true":
-            # Sleep mode offloads and restores weights through its own memory pool, which
-            # maps fixed physical handles; segments that grow in place break that mapping.
-            draft = draft.fail(
-                ConfigError(
-                    f"PYTORCH_NPU_ALLOC_CONF={current!r} sets expandable_segments:True and "
-                    "sleep mode (enable_sleep_mode) is on; the sleep-mode memory pool cannot "
-                    "work with expandable segments.",
-                    "Remove expandable_segments from PYTORCH_NPU_ALLOC_CONF or turn sleep "
-                    "mode off.",
-                )
-            )
         return draft  # the user's own choice stands
-    if sleep:
-        return draft  # same pool conflict: do not add what would break sleep mode
     fixed = [key for key in FIXED_SEGMENT_OPTIONS if key in options]
     if fixed:
         return draft.warn(

@@ -130,10 +130,11 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
     )
 
 
-# The full-graph modes the NPU's attention backends capture: the paged backend's uniform
-# decode steps whole (its metadata in persistent buffers, the fused attention op's
-# host-side lengths updated before each replay). FULL (mixed batches whole too) is not:
-# a prefill's padded query and causal mask change shape with the batch.
+# The full-graph modes the NPU's attention backends capture: the paged and MLA backends'
+# uniform decode steps whole (their metadata in persistent buffers, the fused attention
+# op's host-side lengths updated before each replay; MoE layers inside, reading nothing
+# back). FULL (mixed batches whole too) is not: a prefill's padded query and causal mask
+# change shape with the batch.
 NPU_FULL_GRAPH_MODES: frozenset[GraphMode] = frozenset(
     {GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE}
 )
@@ -155,21 +156,18 @@ NPU_FULL_MIXED_REASON = (
 # a backend below UNIFORM_BATCH: said here, so the doctor shows what the engine runs.
 NPU_SPECULATIVE_FULL_GRAPHS_REASON = (
     "with speculative decoding a decode step verifies 1 + num_speculative_tokens tokens a "
-    "request, and the NPU paged backend captures full graphs of one-token decode steps "
-    "only (UNIFORM_SINGLE_TOKEN_DECODE); PIECEWISE captures everything between the "
-    "attention layers"
+    "request, and the NPU attention backends (paged, MLA) capture full graphs of "
+    "one-token decode steps only (UNIFORM_SINGLE_TOKEN_DECODE); PIECEWISE captures "
+    "everything between the attention layers"
 )
-NPU_MLA_FULL_GRAPHS_REASON = (
-    "the NPU MLA backend does not capture full graphs yet (its per-step plan is not in "
-    "persistent buffers and its ops' host-side lengths are not updated before a replay); "
-    "PIECEWISE captures everything between the attention layers"
+NPU_SPARSE_MLA_FULL_GRAPHS_REASON = (
+    "the NPU sparse MLA backend (DSA) does not capture full graphs: its metadata builder "
+    "declares no graph support (AttentionCGSupport.NEVER) and the indexer's top-k buffer is "
+    "written outside the attention op; PIECEWISE captures everything between the attention "
+    "layers"
 )
 # MoE layers capture: routing, permutation, grouped matmuls and combine keep fixed shapes
 # (T*k rows, padding past the routed count) and read nothing back (adapters/npu/moe.py).
-NPU_MOE_FULL_GRAPHS_REASON = (
-    "full graphs of MoE models are not proven on the emulated NPU yet (only their pieces "
-    "are); PIECEWISE captures the MoE layers inside the pieces"
-)
 NPU_MOE_PIECEWISE_REASON = (
     "the MoE layers are captured inside the pieces (fixed-size routing, nothing read back)"
 )
@@ -192,9 +190,8 @@ def _npu_serves(deployment: Deployment, mode: GraphMode) -> tuple[GraphMode, lis
         mode = GraphMode.FULL_AND_PIECEWISE if piecewise_compiles else GraphMode.FULL_DECODE_ONLY
         reasons.append(NPU_FULL_MIXED_REASON)
     for unserved, why in (
-        (deployment.model.use_mla, NPU_MLA_FULL_GRAPHS_REASON),
+        (deployment.model.use_sparse, NPU_SPARSE_MLA_FULL_GRAPHS_REASON),
         (deployment.speculative.method is not None, NPU_SPECULATIVE_FULL_GRAPHS_REASON),
-        (deployment.model.is_moe, NPU_MOE_FULL_GRAPHS_REASON),
     ):
         if mode in _FULL_GRAPHS and unserved:
             # piecewise graphs need vLLM's piecewise compiler

@@ -16,6 +16,7 @@ from ascend_core.plan.hybrid_cache import decide_hybrid_prefix_caching
 from ascend_core.plan.kv_transfer import check_kv_transfer
 from ascend_core.plan.limits import check_op_limits, check_support
 from ascend_core.plan.parallel import validate_parallel
+from ascend_core.plan.profiler import check_profiler
 from ascend_core.plan.quantization import resolve_quantization
 from ascend_core.plan.result import ConfigPlan, Decisions, Draft
 from ascend_core.plan.speculative import check_speculative
@@ -44,6 +45,7 @@ STEPS: tuple[Step, ...] = (
     decide_host_threads,
     check_kv_transfer,
     check_speculative,
+    check_profiler,
 )
 
 

@@ -42,6 +42,9 @@ def features_of(deployment: Deployment) -> tuple[Feature, ...]:
         Feature.LORA_MOE: deployment.lora and m.is_moe,
         Feature.SLEEP_MODE: deployment.cache.enable_sleep_mode,
         Feature.BATCH_INVARIANT: deployment.training_consistency,
+        Feature.PROFILER_TORCH: deployment.profiler.profiler == "torch",
+        Feature.PROFILER_CUDA: deployment.profiler.profiler == "cuda",
+        Feature.PROFILER_PROTON: deployment.profiler.profiler == "proton",
     }
     method = deployment.speculative.method
     found = [f for f, on in used.items() if on]

@@ -46,10 +46,19 @@ _MLA_NPU = Supported(
     "per device, block 16/128, bf16) are checked when the layers are built; proven on the "
     "emulated torch_npu, not on hardware"
 )
-_NO_DSA = Refused(
-    "the sparse-attention indexer (DSA) has no backend in this build on either device (the "
-    "MLA backend is dense)",
-    "vllm-ascend serves DeepSeek-V3.2 on Atlas A3 NPUs",
+_DSA_HOST = Supported(
+    "the sparse MLA backend (DeepSeek-V3.2's DSA) on the host's plain-torch ops: the "
+    "lightning indexer's keys in their own paged cache in the model's dtype (not fp8), "
+    "its top-k per token, and absorbed latent attention over the selected rows for "
+    "prefill and decode alike"
+)
+_DSA_NPU = Supported(
+    "the sparse MLA backend (DeepSeek-V3.2's DSA) on torch_npu: the indexer's keys written "
+    "by npu_scatter_nd_update_, its top-k by npu_lightning_indexer and attention over the "
+    "chosen latent rows by npu_sparse_flash_attention (each token a TND batch of one, "
+    "paged PA_BSND caches); fp16/bf16 and the documented sparse_count values are checked "
+    "by the plan; full graphs refused (PIECEWISE); proven on the emulated torch_npu, not "
+    "on hardware"
 )
 _NO_COMPRESSED = Refused(
     "compressed MLA with an indexer has no backend in this build on either device",
@@ -126,10 +135,34 @@ _NO_LORA_MOE = Refused(
     "this build has no host or Ascend implementation",
     _MERGE,
 )
-_NO_SLEEP = Refused(
-    "sleep mode needs a device allocator that can offload and restore the weights and KV "
-    "cache; this build has none (vLLM refuses it on this platform)",
-    "drop --enable-sleep-mode",
+_SLEEP_HOST = Supported(
+    "sleep(1) frees the KV cache and keeps the weights in place (host memory is where level 1 "
+    "offloads them), sleep(2) frees both (storages resized to 0, heap trimmed back to the "
+    "OS); wake_up gives them back, all or by tag, and reload_weights loads new ones in place"
+)
+_SLEEP_NPU = Supported(
+    "sleep(1) copies the weights to pinned host memory and frees them and the KV cache "
+    "through torch_npu's caching allocator (storages resized to 0, empty_cache), sleep(2) "
+    "discards both; wake_up gives them back at new addresses and captures the graphs again; "
+    "proven on the emulated NPU, not on hardware"
+)
+_PROFILER_HOST = Supported(
+    "torch's profiler on the host (CPU activity): /start_profile and /stop_profile (or "
+    "LLM.start_profile/stop_profile) write a chrome trace naming the aten ops under "
+    "torch_profiler_dir"
+)
+_PROFILER_NPU = Supported(
+    "torch_npu's profiler (CPU and NPU activities; vLLM's PrivateUse1 is the NPU) writes its "
+    "*_ascend_pt directory under torch_profiler_dir; bound against torch_npu 2.14.0's API "
+    "and proven on the emulated NPU (a trace naming the torch_npu ops), not on hardware"
+)
+_NO_CUDA_PROFILER = Refused(
+    "it starts CUDA's own profiler (cudaProfilerStart), which neither the host nor an NPU has",
+    "use --profiler-config.profiler=torch (torch_npu's profiler on an NPU)",
+)
+_NO_PROTON = Refused(
+    "Triton Proton records through CUPTI or ROCTracer, which neither the host nor an NPU has",
+    "use --profiler-config.profiler=torch (torch_npu's profiler on an NPU)",
 )
 _NO_INVARIANT = Refused(
     "the core's attention table picks the batch-invariant backend for it, and this build "
@@ -191,7 +224,8 @@ _SPEC = (
 MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.MLA, _CPU): _MLA_HOST,
     (Feature.MLA, _NPU): _MLA_NPU,
-    **{(Feature.SPARSE_MLA, d): _NO_DSA for d in (_CPU, _NPU)},
+    (Feature.SPARSE_MLA, _CPU): _DSA_HOST,
+    (Feature.SPARSE_MLA, _NPU): _DSA_NPU,
     **{(Feature.COMPRESSED_MLA, d): _NO_COMPRESSED for d in (_CPU, _NPU)},
     (Feature.MOE, _CPU): _MOE_HOST,
     (Feature.MOE, _NPU): _MOE_NPU,
@@ -208,8 +242,13 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.LORA, _NPU): _LORA_NPU,
     **{(Feature.LORA_QUANTIZED, d): _NO_LORA_QUANT for d in (_CPU, _NPU)},
     **{(Feature.LORA_MOE, d): _NO_LORA_MOE for d in (_CPU, _NPU)},
-    **{(Feature.SLEEP_MODE, d): _NO_SLEEP for d in (_CPU, _NPU)},
+    (Feature.SLEEP_MODE, _CPU): _SLEEP_HOST,
+    (Feature.SLEEP_MODE, _NPU): _SLEEP_NPU,
     **{(Feature.BATCH_INVARIANT, d): _NO_INVARIANT for d in (_CPU, _NPU)},
+    (Feature.PROFILER_TORCH, _CPU): _PROFILER_HOST,
+    (Feature.PROFILER_TORCH, _NPU): _PROFILER_NPU,
+    **{(Feature.PROFILER_CUDA, d): _NO_CUDA_PROFILER for d in (_CPU, _NPU)},
+    **{(Feature.PROFILER_PROTON, d): _NO_PROTON for d in (_CPU, _NPU)},
     **{(f, _CPU): _NO_SPEC_HOST for f in _SPEC},
     (Feature.SPEC_NGRAM, _CPU): _SPEC_NGRAM_HOST,
     **{

@@ -19,9 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests
 
 import torch
 
+from adapters.attention_plan import build_attention_plan
 from adapters.npu.mla import NpuMlaOps
 from adapters.npu.moe import NpuMoeOps
 from adapters.npu.quant_moe import NpuQuantMoeOps
+from adapters.npu.runtime import NpuRuntime
 from adapters.paged_rows import PAD_BLOCK
 from ports.mla import LatentCache
 from ports.moe import Routing, Scoring
@@ -178,6 +180,47 @@ def the_mla_latent_write_with_padding_slots_is_captured() -> None:
         assert torch.equal(cache.rope.cpu()[slot // block, slot % block], new_rope[row, 0])
     written = {(b, o) for b in range(blocks) for o in range(block) if got[b, o].any()}
     assert written - {(PAD_BLOCK, 0)} == {(5, 1), (2, 0), (4, 15)}, written
+
+
+@check
+def the_mla_latent_decode_takes_new_lengths_only_through_the_update() -> None:
+    """A captured latent decode (torch_npu's MLA shapes: L 512, R 64, 32 heads, block
+    128) replays with the lengths MlaOps.graph_host_arguments gives NPUGraph.update, and
+    with its captured ones when the graph was not captured updatable."""
+    mla, graphs = NpuMlaOps(TNPU), NpuRuntime(TNPU).graphs()
+    assert graphs is not None
+    heads, block, latent_dim, rope_dim = 32, 128, 512, 64
+    g = torch.Generator().manual_seed(11)
+    cache = LatentCache(torch.randn(4, block, latent_dim, generator=g).to(BF).to("npu"),
+                        torch.randn(4, block, rope_dim, generator=g).to(BF).to("npu"))
+    q_latent = torch.randn(2, heads, latent_dim, generator=g).to(BF).to("npu")
+    q_rope = torch.randn(2, heads, rope_dim, generator=g).to(BF).to("npu")
+    table = torch.tensor([[1, 2], [3, 0]], dtype=torch.int32, device="npu")
+
+    def plan(lens: list[int]):  # type: ignore[no-untyped-def]
+        return build_attention_plan(torch.arange(3), torch.tensor(lens), table, 2)
+
+    captured_lens, new_lens = [200, 60], [150, 37]
+
+    def decode(lens: list[int]) -> torch.Tensor:
+        part = plan(lens).decode
+        assert part is not None
+        return mla.latent_decode(q_latent, q_rope, cache, part, 0.1)
+
+    want = decode(new_lens).cpu()
+    for updatable in (True, False):
+        graph = graphs.new_graph()
+        with graphs.capture(graph, graphs.pool(), graphs.capture_stream(), updatable=updatable):
+            out = decode(captured_lens)
+        step = plan(new_lens)  # built before the replay, as the runner builds it
+        graphs.replay(graph)
+        if updatable:  # as NpuGraphWrapper: the update releases the replay's wait
+            arguments = mla.graph_host_arguments(step)
+            assert arguments == [{"actual_seq_lengths_kv": new_lens}], arguments
+            graphs.update(graph, arguments)
+            assert torch.equal(out.cpu(), want)
+        else:  # the lengths of its capture: other rows attended
+            assert not torch.allclose(out.cpu().float(), want.float())
 
 
 def main() -> None:

@@ -89,6 +89,33 @@ def a_device_value_read_inside_capture_is_refused() -> None:
         raise AssertionError("a scalar read inside a capture did not fail")
 
 
+
+@check
+def a_graph_over_memory_released_since_capture_refuses_to_replay() -> None:
+    """Sleep mode releases weights and KV cache (storage resized to 0) and gives them new
+    memory on waking: a graph still holds the old addresses, so its replay is refused
+    (a device would read freed memory) until it is captured again."""
+    x, w, idx, cache = inputs()
+    graph = GRAPHS.new_graph()
+    with GRAPHS.capture(graph, GRAPHS.pool(), GRAPHS.capture_stream()):
+        small_model(x, w, idx, cache)
+    GRAPHS.replay(graph)
+    storage = w.untyped_storage()
+    size = storage.nbytes()
+    storage.resize_(0)
+    storage.resize_(size)
+    try:
+        GRAPHS.replay(graph)
+    except RuntimeError as exc:
+        assert "released or moved since its capture" in str(exc), exc
+    else:
+        raise AssertionError("a graph over moved memory replayed")
+    again = GRAPHS.new_graph()
+    with GRAPHS.capture(again, GRAPHS.pool(), GRAPHS.capture_stream()):
+        small_model(x, w, idx, cache)
+    GRAPHS.replay(again)
+
+
 def main() -> None:
     results: dict[str, str] = {}
     for name, fn in CHECKS.items():

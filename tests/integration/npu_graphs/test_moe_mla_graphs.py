@@ -1,6 +1,7 @@
 """The NPU adapter's MoE layer (route, permute, grouped MLP, combine; softmax, grouped
-sigmoid, expert parallel, W8A8 experts) and MLA latent-cache write captured in NPU graphs
-on the emulated device: each check of moe_mla_graph_checks.py, in one fresh process."""
+sigmoid, expert parallel, W8A8 experts), MLA latent-cache write and MLA latent decode
+(its lengths through the graph update) captured in NPU graphs on the emulated device:
+each check of moe_mla_graph_checks.py, in one fresh process."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ NAMES = (
     "an_expert_parallel_moe_layer_with_padding_rows_is_captured",
     "the_quantized_experts_are_captured",
     "the_mla_latent_write_with_padding_slots_is_captured",
+    "the_mla_latent_decode_takes_new_lengths_only_through_the_update",
 )
 
 

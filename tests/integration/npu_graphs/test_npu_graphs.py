@@ -31,6 +31,7 @@ NAMES = (
     "an_eager_wait_on_an_unrecorded_external_event_holds_its_stream",
     "vllms_torch_cuda_graph_names_capture_through_the_npu_runtime",
     "a_compiled_function_traces_the_emulated_ops_and_is_captured",
+    "a_profiled_replay_records_the_captured_kernels",
 )
 
 

@@ -17,6 +17,7 @@ NAMES = (
     "capture_and_replay_through_the_port_follow_inputs_written_in_place",
     "updatable_attention_takes_new_lengths_only_through_update",
     "a_device_value_read_inside_capture_is_refused",
+    "a_graph_over_memory_released_since_capture_refuses_to_replay",
 )
 
 

@@ -190,6 +190,35 @@ def npu_runtime_runs_on_the_device() -> None:
     assert torch.cuda.Stream is not TNPU.npu.Stream  # restored outside the scope
 
 
+
+@check
+def sleep_memory_releases_device_memory_and_a_released_tensor_refuses_use() -> None:
+    """The sleep-memory port on the device: released storages leave the device's books,
+    an op on one fails, and waking restores the offloaded contents."""
+    from adapters.npu.sleep import NpuSleepMemory
+    from ports.sleep import SleepTag
+
+    weight = torch.arange(4096.0, device="npu")
+    kv = torch.ones(8192, device="npu")
+    before = EXT.memory(0)["allocated"]
+    memory = NpuSleepMemory(TNPU)
+    memory.track(SleepTag.WEIGHTS, [weight])
+    memory.track(SleepTag.KV_CACHE, [kv])
+    outcome = memory.sleep({SleepTag.WEIGHTS})
+    assert (outcome.released_bytes, outcome.offloaded_bytes) == (16384 + 32768, 16384)
+    assert EXT.memory(0)["allocated"] == before - 16384 - 32768
+    try:
+        (weight + 1).sum()
+    except RuntimeError as exc:
+        assert "device memory was released" in str(exc), exc
+    else:
+        raise AssertionError("an op on released device memory ran")
+    memory.wake_up()
+    assert EXT.memory(0)["allocated"] == before
+    assert torch.equal(weight.cpu(), torch.arange(4096.0)) and not kv.cpu().any()
+    assert not memory.addresses_kept  # the allocator chooses the address anew
+
+
 def main() -> None:
     results = {}
     for name, fn in CHECKS.items():

@@ -24,6 +24,7 @@ NAMES = (
     "streams_and_events_are_handles",
     "pinned_host_memory_and_out_arguments",
     "npu_runtime_runs_on_the_device",
+    "sleep_memory_releases_device_memory_and_a_released_tensor_refuses_use",
 )
 
 

@@ -45,21 +45,22 @@ def test_compressed_mla_reaches_the_decision_from_the_models_facts() -> None:
     model = attrs.evolve(mla_model(), compressed_attention=True, index_topk=512)
     with pytest.raises(BackendSelectionError, match="compressed_mla"):
         backend_path(_selector(use_mla=True), DeviceKind.NPU, ChipFamily.A2, model=model)
-    with pytest.raises(BackendSelectionError, match="sparse_mla"):
-        backend_path(
-            _selector(use_mla=True, use_sparse=True),
-            DeviceKind.NPU,
-            ChipFamily.A2,
+    from adapters.vllm.attention.names import SPARSE_MLA_BACKEND_PATH
+
+    for kind, family in ((DeviceKind.NPU, ChipFamily.A2), (DeviceKind.CPU, ChipFamily.HOST)):
+        path = backend_path(
+            _selector(use_mla=True, use_sparse=True), kind, family,
             model=attrs.evolve(mla_model(), index_topk=512),
         )
+        assert path == SPARSE_MLA_BACKEND_PATH
 
 
 def test_the_models_name_is_in_a_refusal() -> None:
-    # Sparse MLA (DSA) has no backend on the host (dense MLA has one since issue 10).
-    with pytest.raises(BackendSelectionError, match="Qwen3ForCausalLM"):
+    # Compressed MLA (DeepSeek-V4 style) has no backend on the host.
+    with pytest.raises(BackendSelectionError, match="DeepseekV3ForCausalLM"):
         backend_path(
-            _selector(use_mla=True, use_sparse=True), DeviceKind.CPU, ChipFamily.HOST,
-            model=dense_model(),
+            _selector(use_mla=True), DeviceKind.CPU, ChipFamily.HOST,
+            model=attrs.evolve(mla_model(), compressed_attention=True, index_topk=512),
         )
 
 

@@ -42,6 +42,11 @@ CASES: list[tuple[list[str], dict[str, str]]] = [
     (["--compilation-config", json.dumps({"cudagraph_capture_sizes": [1, 2, 4]})], {}),
     (["--quantization", "fp8"], {}),
     (["--enable-lora"], {}),
+    (
+        ["--profiler-config", json.dumps({"profiler": "torch", "torch_profiler_dir": "/tmp/t",
+                                          "torch_profiler_record_shapes": True})],
+        {},
+    ),
     (["--additional-config", json.dumps({"enable_cpu_binding": False})], {}),
     ([], {"ASCEND_LAUNCH_BLOCKING": "1", "PYTORCH_NPU_ALLOC_CONF": "max_split_size_mb:64"}),
     ([], {"OMP_NUM_THREADS": "3"}),  # a value no shell here sets

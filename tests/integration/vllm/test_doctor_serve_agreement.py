@@ -35,7 +35,7 @@ ROWS: list[tuple[str, list[str], bool]] = [
      True),
     ("max_model_len beyond the model", [TINY, "--max-model-len", "16384"], True),
     ("max_model_len within", [TINY, "--max-model-len", "256"], False),
-    ("sleep mode", [TINY, "--enable-sleep-mode"], True),
+    ("sleep mode", [TINY, "--enable-sleep-mode"], False),
     ("lora", [TINY, "--enable-lora", "--max-loras", "2", "--max-lora-rank", "8"], False),
     ("lora on quantized layers", [TINY, "--enable-lora", "--quantization", "fp8"], True),
     ("speculative ngram",

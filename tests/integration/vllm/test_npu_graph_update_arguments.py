@@ -11,6 +11,7 @@ import torch
 from adapters.attention_plan import build_attention_plan
 from adapters.container import container
 from adapters.vllm.attention.metadata import PagedMetadata
+from adapters.vllm.attention.mla_metadata import MlaMetadata
 from adapters.vllm.npu_model_runner import _host_arguments
 from ports.ops import AttentionPlan
 
@@ -50,6 +51,29 @@ def test_each_layer_gets_its_plans_arguments_in_layer_order() -> None:
         {"actual_seq_lengths_kv": [3]},
     ]
     assert ops.asked == [shared.paged, other.paged]  # once per plan, not per layer
+
+
+def _mla(lens: list[int]) -> MlaMetadata:
+    paged = _metadata(lens)
+    n = len(lens)
+    return MlaMetadata(num_actual_tokens=n, num_decodes=n, num_decode_tokens=n,
+                       num_prefills=0, slot_mapping=paged.slot_mapping, plan=paged.paged)
+
+
+def test_mla_layers_ask_the_mla_ops_and_dense_layers_the_paged_ops() -> None:
+    """A model with both kinds of layer (each KV cache group its plan): each layer's
+    backend's ops port gives its launches' arguments, in layer order."""
+    ops, mla_ops = _ArgumentOps(), _ArgumentOps()
+    mla, dense = _mla([4, 0]), _metadata([6])
+    layers = {"layers.0.attn": mla, "layers.1.attn": dense, "layers.2.attn": mla}
+    with container().ops.override(ops), container().mla_ops.override(mla_ops):
+        arguments = _host_arguments(layers)
+    assert arguments == [
+        {"actual_seq_lengths_kv": [4, 0]},
+        {"actual_seq_lengths_kv": [6]},
+        {"actual_seq_lengths_kv": [4, 0]},
+    ]
+    assert (mla_ops.asked, ops.asked) == ([mla.plan], [dense.paged])
 
 
 @pytest.mark.parametrize(

@@ -59,12 +59,26 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
      "its default counts as not given (VLLM_DEFAULT_UTILIZATION)"),
     # Worker and model runner: called on the runner and the KV spec.
     ("vllm.v1.worker.gpu_worker:Worker.randomize_dummy_inputs", "profile_run argument"),
+    # Profiling: vLLM's worker drives the profiler our worker sets (adapters/vllm/
+    # profiling.py; its lifecycle checked in tests/unit/bindings/test_profiler_binding.py).
+    ("vllm.v1.worker.gpu_worker:Worker.profile",
+     "/start_profile, /stop_profile: set_output_name, set_profiler_kwargs, start, stop"),
+    ("vllm.v1.worker.gpu_worker:Worker.annotate_profile",
+     "each step: step, should_annotate, annotate_context_manager"),
+    ("vllm.profiler.wrapper:validate_worker_profiler_config",
+     "Worker.__init__ calls it: it refuses the npu device type, so it is skipped there"),
     ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.get_kv_cache_spec", "KV bytes/seq"),
     ("vllm.v1.kv_cache_interface:KVCacheSpec.max_memory_usage_bytes", "KV bytes/seq"),
     ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.capture_model",
      "the worker lets vLLM capture the plan's graphs"),
     ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.profile_cudagraph_memory",
      "graph memory in the KV budget"),
+    # Sleep mode (the runner's kv_caches and the worker's _sleep_saved_buffers are set in
+    # __init__, so instance data: tests/integration/npu/test_sleep_on_emulated_npu.py).
+    ("vllm.config:ModelConfig.sleep_preserve_parameter_names", "refused at level 2"),
+    ("vllm.compilation.cuda_graph:CUDAGraphWrapper.clear_all_graphs",
+     "sleep drops the graphs, waking captures them again"),
+    ("vllm.v1.worker.gpu_worker:Worker.reload_weights", "RL weight updates (collective_rpc)"),
     ("vllm.platforms.interface:Platform.get_global_graph_pool",
      "CUDAGraphWrapper's pool, from our graph_pool_handle"),
     # KV transfer: what the plan reads off kv_transfer_config, and vLLM's side of our
@@ -111,6 +125,17 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
      "calls do_kv_cache_update before attention"),
     ("vllm.model_executor.layers.attention.mla_attention:MLAAttention.get_kv_cache_spec",
      "the latent spec: one slot of kv_lora_rank + rope per token"),
+    # Sparse MLA (DSA): the backend takes over vLLM's DeepSeek-V3.2 indexer module.
+    ("vllm.model_executor.layers.mla:MultiHeadLatentAttentionWrapper.forward",
+     "calls the indexer module, then impl.record_logical_topk_ready, then the MLA layer"),
+    ("vllm.model_executor.layers.attention.sparse_mla_attention:"
+     "SparseMLACommonImpl.record_logical_topk_ready", "the hook ours answers"),
+    ("vllm.model_executor.models.deepseek_v2:Indexer.forward",
+     "replaced per instance by SparseIndexer (unquantized scoring)"),
+    ("vllm.model_executor.models.deepseek_v2:DeepseekV32IndexerCache.get_kv_cache_spec",
+     "built from the head_dim and dtype we set: the indexer keys' own cache"),
+    ("vllm.model_executor.models.deepseek_v2:DeepseekV32IndexerCache.bind_kv_cache",
+     "gives the indexer module its [blocks, block_size, D] cache"),
     # Quantization: vLLM's loaders call ours.
     ("vllm.model_executor.layers.linear:adjust_scalar_to_fused_array",
      "per-tensor input_scale per shard (param attr needs_scalar_to_array)"),
@@ -141,6 +166,9 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
 # A name missing here is either a new one of ours (add it) or a hook vLLM dropped or
 # renamed (follow vLLM: our override is no longer called).
 OWN: frozenset[str] = frozenset({
+    # vLLM's MLA wrapper calls it on every sparse impl (NOT_NAMED); declared only on
+    # vLLM's own sparse impls, none of them our base.
+    "adapters.vllm.attention.sparse_mla:SparseMlaAttentionImpl.record_logical_topk_ready",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.decode",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill_has_context",
@@ -154,6 +182,7 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.layers.fused_moe:AscendUnquantizedFusedMoEMethod.routed_experts",
     "adapters.vllm.npu_model_runner:NpuGraphWrapper._weak",
     "adapters.vllm.platform:AscendHostPlatform.device_kind",
+    "adapters.vllm.profiling:PortProfiler.request",
     "adapters.vllm.platform:AscendHostPlatform.update_device_settings",
     "adapters.vllm.platform:AscendNpuPlatform.chip_family",
     "adapters.vllm.platform:AscendNpuPlatform.device_kind",
@@ -187,7 +216,9 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.scheme",
     "adapters.vllm.worker:DeviceWorker._announce_compile",
     "adapters.vllm.worker:DeviceWorker._graph_memory_estimate",
+    "adapters.vllm.worker:DeviceWorker._graphs_captured",
     "adapters.vllm.worker:DeviceWorker._host_workers",
+    "adapters.vllm.worker:DeviceWorker._kv_cache_tensors",
     "adapters.vllm.worker:DeviceWorker._one_sequence_bytes",
     "adapters.vllm.worker:DeviceWorker._profile_memory",
     "adapters.vllm.worker:HostWorker.runner_path",

@@ -143,6 +143,9 @@ struct Graph {
   std::map<int64_t, SideStream> side;
   int64_t seq = 0;
   std::string invalid;  // the first refusal during the capture
+  // Memory outside the graph's pool that the record addresses (weights, caches, inputs),
+  // with its address at capture: a replay refuses once any of it moved (see replay_check).
+  mutable std::vector<std::pair<c10::Storage, const void*>> addressed;
 };
 
 std::recursive_mutex g_graph_mutex;
@@ -565,6 +568,14 @@ void noop_delete(void*) {}
 // result back into device memory (see write_back).
 at::Tensor host_alias(const at::Tensor& t) {
   const auto& storage = t.storage();
+  if (t.numel() > 0) {
+    const size_t needed = at::detail::computeStorageNbytes(
+        t.sizes(), t.strides(), t.dtype().itemsize(), t.storage_offset());
+    TORCH_CHECK(storage.nbytes() >= needed,
+                "emulated NPU: a tensor of ", needed, " bytes whose device memory was "
+                "released (its storage holds ", storage.nbytes(), " bytes, e.g. after sleep "
+                "mode freed it); wake the engine (wake_up) before using it");
+  }
   c10::Storage cpu_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
                            c10::DataPtr(storage.mutable_data(), storage.mutable_data(),
                                         &noop_delete, c10::Device(c10::DeviceType::CPU)),
@@ -608,6 +619,8 @@ at::Tensor record_tensor(const Graph& g, const at::Tensor& t) {
     void* data = t.storage().mutable_data();
     storage = c10::Storage(c10::Storage::use_byte_size_t(), t.storage().nbytes(),
                            c10::DataPtr(data, data, &noop_delete, t.device()), nullptr, false);
+  } else if (storage.nbytes() > 0) {
+    g.addressed.emplace_back(storage, storage.data());
   }
   return device_view(storage, t.dtype(), t.sizes(), t.strides(), t.storage_offset());
 }
@@ -723,18 +736,28 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non
   return dst;
 }
 
-void resize_storage(const c10::Storage& storage, size_t nbytes) {
-  if (nbytes <= storage.nbytes()) return;
+// Moves the storage to fresh memory of `nbytes` (keeping the common prefix) and frees the
+// old memory, as torch_npu's storage resize does: resize_(0) releases a storage's device
+// memory while its tensors live on (FSDP, sleep mode), and growing it back gets new memory
+// at a new address.
+void reallocate_storage(const c10::Storage& storage, size_t nbytes) {
   TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
   c10::DeviceGuard guard(storage.device());
-  auto fresh = g_allocator.allocate(nbytes);
-  if (storage.nbytes() > 0) std::memcpy(fresh.get(), storage.data(), storage.nbytes());
+  auto fresh = nbytes ? g_allocator.allocate(nbytes)
+                      : c10::DataPtr(nullptr, c10::Device(kNpu, storage.device().index()));
+  const size_t kept = std::min(nbytes, storage.nbytes());
+  if (kept > 0) std::memcpy(fresh.get(), storage.data(), kept);
   storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
   storage.unsafeGetStorageImpl()->set_nbytes(nbytes);
 }
 
+void resize_storage(const c10::Storage& storage, size_t nbytes) {
+  if (nbytes <= storage.nbytes()) return;
+  reallocate_storage(storage, nbytes);
+}
+
 void NpuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
-  resize_storage(storage, newsize);
+  if (newsize != storage.nbytes()) reallocate_storage(storage, newsize);
 }
 
 const at::Tensor& npu_resize_(const at::Tensor& self, at::IntArrayRef size,
@@ -1352,6 +1375,17 @@ int64_t graph_replay(int64_t id, int64_t start, py::function callback) {
   if (start == 0) {
     check_not_blocked(device, t_current_stream[device], "NPUGraph.replay");
     g_counters.graph_replays.fetch_add(1);
+  }
+  if (start == 0) {
+    // A real graph addresses memory by its address at capture: memory released or moved
+    // since (a storage resized, e.g. by sleep mode) would be read at its old address.
+    for (const auto& [storage, data] : g->addressed) {
+      TORCH_CHECK(storage.data() == data,
+                  "emulated NPU: NPUGraph.replay of a graph that addresses device memory "
+                  "released or moved since its capture (", storage.nbytes(), " bytes, "
+                  "captured at ", data, ", now at ", storage.data(), "); recapture the "
+                  "graph once the memory is back");
+    }
   }
   ReplayScope scope;
   c10::DeviceGuard guard(c10::Device(kNpu, static_cast<c10::DeviceIndex>(g->device)));

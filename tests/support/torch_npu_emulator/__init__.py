@@ -18,14 +18,17 @@ from adapters.npu.schemas import load_schemas
 from support.torch_npu_emulator import dispatcher, graphs
 from support.torch_npu_emulator.binding import bind
 from support.torch_npu_emulator.npu_runtime import EmulatedNpuModule
+from support.torch_npu_emulator.profiler import make_profiler, profiled_launch, replay_recorder
 from support.torch_npu_emulator.semantics import IMPLEMENTED as _DENSE
 from support.torch_npu_emulator.semantics_gdn import IMPLEMENTED as _GDN
 from support.torch_npu_emulator.semantics_graph import HOST_HELPERS
 from support.torch_npu_emulator.semantics_graph import IMPLEMENTED as _GRAPH
 from support.torch_npu_emulator.semantics_mla import IMPLEMENTED as _MLA
 from support.torch_npu_emulator.semantics_moe import IMPLEMENTED as _MOE
+from support.torch_npu_emulator.semantics_sparse_mla import IMPLEMENTED as _SPARSE
 
-IMPLEMENTED = {**_DENSE, **_MOE, **_MLA, **_GDN, **_GRAPH}  # _MLA's attention op adds the MLA cases
+# _MLA's attention op adds the MLA cases to the dense one.
+IMPLEMENTED = {**_DENSE, **_MOE, **_MLA, **_SPARSE, **_GDN, **_GRAPH}
 
 __all__ = ["EmulatedOp", "EmulatedTorchNpu", "make_torch_npu"]
 
@@ -111,6 +114,9 @@ class EmulatedTorchNpu(types.ModuleType):
             torch_npu=self,
         )
         self._C = types.SimpleNamespace(_weak_ref_tensor=self._weak_ref_tensor)
+        # torch_npu.profiler; its recording sessions see each op launched (_launch).
+        self._profiling: list[Any] = []
+        self.profiler = make_profiler(self)
         dispatcher.register(self, self._ops, IMPLEMENTED)
 
     def _weak_ref_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -118,6 +124,11 @@ class EmulatedTorchNpu(types.ModuleType):
         return self.npu.device().weak_ref(tensor)
 
     def _launch(self, op: EmulatedOp, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self._profiling:
+            return profiled_launch(self, op.__name__, lambda: self._launch_op(op, args, kwargs))
+        return self._launch_op(op, args, kwargs)
+
+    def _launch_op(self, op: EmulatedOp, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         name = op.__name__
         device = self.npu._ext
         if device is not None:
@@ -169,7 +180,8 @@ class EmulatedTorchNpu(types.ModuleType):
         finally:
             device.set_uncounted(old)
         if device.capture_of_current():
-            graphs.record_op(name, overload, run, bound, result, where)
+            # A replay runs the op again: recording sessions see its kernel then too.
+            graphs.record_op(name, overload, replay_recorder(self, name, run), bound, result, where)
         return result
 
     def __getattr__(self, name: str) -> Any:

@@ -95,6 +95,16 @@ FAKES: dict[str, Callable[[dict[str, Any]], Any]] = {
         a["input"].new_empty(a["input"].shape, dtype=torch.int8),
         a["input"].new_empty(a["input"].shape[:-1], dtype=torch.float32),
     ),
+    # The sparse MLA ops, as semantics_sparse_mla.py returns them (TND, one key head).
+    "npu_lightning_indexer": lambda a: (
+        a["query"].new_empty((a["query"].shape[0], 1, a["sparse_count"]), dtype=torch.int32),
+        a["query"].new_empty((0,)),
+    ),
+    "npu_sparse_flash_attention": lambda a: (
+        torch.empty_like(a["query"]),
+        a["query"].new_empty((1,), dtype=torch.float32),
+        a["query"].new_empty((1,), dtype=torch.float32),
+    ),
     "npu_quant_matmul": lambda a: a["x1"].new_empty(
         (a["x1"].shape[0], a["x2"].shape[1]), dtype=_dtype(a["output_dtype"])
     ),

@@ -58,6 +58,7 @@ P310 = {"chip_family": ChipFamily.P310}
         (HOST, K.HOST),
         ({"device_kind": DeviceKind.CPU, "chip_family": ChipFamily.A2}, K.HOST),
         ({**HOST, **MLA}, K.MLA),
+        ({**HOST, **DSA}, K.SPARSE_MLA),
     ],
 )
 def test_choices(overrides: dict[str, Any], kind: AttentionBackendKind) -> None:
@@ -77,8 +78,7 @@ def test_batch_invariant_reason_names_the_variable() -> None:
         ({**P310, **MLA}, "MLA has no backend on 310P", "A2/A3"),
         ({**P310, **DSA}, "sparse MLA (DSA) has no backend on 310P", "A2/A3"),
         ({**P310, **COMPRESSED}, "compressed MLA has no backend on 310P", "A2/A3"),
-        ({**HOST, **DSA}, "host backends run MHA/GQA and MLA, not DSA", "NPU"),
-        ({**HOST, **COMPRESSED}, "host backends run MHA/GQA and MLA only", "NPU"),
+        ({**HOST, **COMPRESSED}, "host backends run MHA/GQA, MLA and DSA only", "NPU"),
         (
             {**MLA, "training_consistency": True},
             "batch-invariant backend runs MHA/GQA only",
@@ -117,7 +117,7 @@ def test_refusals_name_the_inputs_and_give_a_hint(
 
 def test_refusal_names_the_model() -> None:
     with pytest.raises(BackendSelectionError, match="DeepseekV32ForCausalLM uses sparse MLA"):
-        select_attention_backend(request(**HOST, **DSA, model="DeepseekV32ForCausalLM"))
+        select_attention_backend(request(**P310, **DSA, model="DeepseekV32ForCausalLM"))
 
 
 def test_every_combination_is_decided_by_the_table() -> None:

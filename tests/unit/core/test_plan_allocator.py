@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from ascend_core.errors import ConfigError, UnsupportedFeatureError
 from ascend_core.plan import fields, plan_config
 from unit.core.plan_fixtures import host, npu
 
@@ -56,23 +55,21 @@ def test_a_users_expandable_segments_choice_stands(value: str) -> None:
     assert plan.decisions.npu_alloc_conf == value
 
 
-def test_sleep_mode_gets_no_expandable_segments() -> None:
+def test_sleep_mode_is_served_and_keeps_expandable_segments() -> None:
+    """Sleep mode releases memory through the caching allocator (adapters/sleep_torch.py),
+    which expandable segments serve as well: no conflict, no refusal."""
     plan = plan_config(npu(cache={"enable_sleep_mode": True}))
-    # This build refuses sleep mode (support matrix); the allocator step still plans for it.
-    assert [type(e) for e in plan.errors] == [UnsupportedFeatureError]
-    assert not plan.changes_to(fields.NPU_ALLOC_CONF)
+    assert plan.ok, plan.errors
+    (change,) = plan.changes_to(fields.NPU_ALLOC_CONF)
+    assert change.new == "expandable_segments:True"
 
 
-def test_sleep_mode_with_the_users_expandable_segments_is_an_error() -> None:
+def test_sleep_mode_with_the_users_expandable_segments_stands() -> None:
     plan = plan_config(
         npu(cache={"enable_sleep_mode": True}, npu_alloc_conf="expandable_segments:True")
     )
-    unsupported, error = plan.errors
-    assert isinstance(unsupported, UnsupportedFeatureError)
-    assert isinstance(error, ConfigError)
-    assert "PYTORCH_NPU_ALLOC_CONF" in error.what
-    assert "enable_sleep_mode" in error.what
-    assert "Remove expandable_segments" in error.hint
+    assert plan.ok, plan.errors
+    assert plan.decisions.npu_alloc_conf == "expandable_segments:True"
 
 
 def test_a_malformed_value_is_left_alone_with_a_warning() -> None:

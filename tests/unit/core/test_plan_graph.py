@@ -20,18 +20,18 @@ def test_npu_default_for_a_dense_model_is_full_and_piecewise_with_a_reason() -> 
     assert "v0.23" in change.reason
 
 
-def test_npu_default_for_an_mla_model_is_the_references_full_decode_only_served_piecewise() -> (
-    None
-):
-    from ascend_core.plan.graph import NPU_MLA_FULL_GRAPHS_REASON
+@pytest.mark.parametrize("is_moe", [False, True], ids=["mla", "mla-moe"])
+def test_npu_default_for_an_mla_model_is_the_references_full_decode_only(is_moe: bool) -> None:
+    """The MLA backend captures uniform decode steps whole, MoE layers inside."""
+    from ascend_core.plan.graph import DEFAULT_MLA_REASON
     from unit.core.plan_fixtures import mla_model
 
-    plan = plan_config(npu(mla_model(is_moe=False)))  # MoE layers run without graphs
-    assert plan.graph_mode is GraphMode.PIECEWISE
+    plan = plan_config(npu(mla_model(is_moe=is_moe)))
+    assert plan.graph_mode is GraphMode.FULL_DECODE_ONLY
     (change,) = plan.changes_to(fields.GRAPH_MODE)
-    assert (change.old, change.new) == (None, GraphMode.PIECEWISE)
-    assert change.reason.startswith("unset; FULL_DECODE_ONLY")
-    assert change.reason.endswith(NPU_MLA_FULL_GRAPHS_REASON)
+    assert (change.old, change.new, change.reason) == (
+        None, GraphMode.FULL_DECODE_ONLY, DEFAULT_MLA_REASON
+    )
 
 
 @pytest.mark.parametrize(
@@ -320,19 +320,25 @@ def test_full_graphs_of_mixed_steps_become_decode_only_full_graphs_with_the_reas
     )
 
 
-@pytest.mark.parametrize(
-    "mode", [GraphMode.FULL, GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE]
-)
-def test_full_graphs_of_an_mla_model_become_piecewise_with_the_reason(mode: GraphMode) -> None:
-    from ascend_core.plan.graph import NPU_MLA_FULL_GRAPHS_REASON
+@pytest.mark.parametrize("mode", [GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE])
+def test_full_decode_graphs_of_an_mla_moe_model_are_kept(mode: GraphMode) -> None:
     from unit.core.plan_fixtures import mla_model
 
     compilation = {"graph_mode": mode, "mode": CompileMode.VLLM_COMPILE}
+    plan = plan_config(npu(mla_model(is_moe=True), compilation=compilation))
+    assert plan.graph_mode is mode
+    assert not plan.changes_to(fields.GRAPH_MODE)
+
+
+def test_full_graphs_of_mixed_steps_of_an_mla_model_become_full_and_piecewise() -> None:
+    from ascend_core.plan.graph import NPU_FULL_MIXED_REASON
+    from unit.core.plan_fixtures import mla_model
+
+    compilation = {"graph_mode": GraphMode.FULL, "mode": CompileMode.VLLM_COMPILE}
     plan = plan_config(npu(mla_model(is_moe=False), compilation=compilation))
-    assert plan.graph_mode is GraphMode.PIECEWISE  # never silently NONE
+    assert plan.graph_mode is GraphMode.FULL_AND_PIECEWISE
     (change,) = plan.changes_to(fields.GRAPH_MODE)
-    assert (change.old, change.new) == (mode, GraphMode.PIECEWISE)
-    assert change.reason.endswith(NPU_MLA_FULL_GRAPHS_REASON)
+    assert (change.old, change.reason) == (GraphMode.FULL, NPU_FULL_MIXED_REASON)
 
 
 def test_full_graphs_with_speculative_decoding_become_piecewise_with_the_reason() -> None:
@@ -348,22 +354,37 @@ def test_full_graphs_with_speculative_decoding_become_piecewise_with_the_reason(
     assert change.reason.endswith(NPU_SPECULATIVE_FULL_GRAPHS_REASON)
 
 
-def test_an_npu_moe_model_captures_piecewise_graphs_with_the_reason() -> None:
+def test_an_npu_moe_model_captures_full_decode_graphs_as_a_dense_one() -> None:
+    """The MoE layers read nothing back: a MoE model gets the dense default."""
     import attrs
 
-    from ascend_core.plan.graph import NPU_MOE_FULL_GRAPHS_REASON, NPU_MOE_PIECEWISE_REASON
+    from ascend_core.plan.graph import DEFAULT_DENSE_REASON
     from unit.core.plan_fixtures import dense_model
 
     plan = plan_config(npu(attrs.evolve(dense_model(), is_moe=True)))
+    assert plan.graph_mode is GraphMode.FULL_AND_PIECEWISE
+    (change,) = plan.changes_to(fields.GRAPH_MODE)
+    assert (change.old, change.reason) == (None, DEFAULT_DENSE_REASON)
+
+
+def test_a_piecewise_moe_model_says_its_moe_layers_are_in_the_pieces() -> None:
+    import attrs
+
+    from ascend_core.plan.graph import (
+        NPU_MOE_PIECEWISE_REASON,
+        NPU_SPECULATIVE_FULL_GRAPHS_REASON,
+    )
+    from unit.core.plan_fixtures import dense_model
+
+    ngram = {"method": "ngram", "num_speculative_tokens": 2}
+    plan = plan_config(npu(attrs.evolve(dense_model(), is_moe=True), speculative=ngram))
     assert plan.graph_mode is GraphMode.PIECEWISE
     (change,) = plan.changes_to(fields.GRAPH_MODE)
-    assert change.old is None and change.new is GraphMode.PIECEWISE
-    # what it would have been (the dense default), and why not
     assert change.reason.startswith("unset; FULL_AND_PIECEWISE")
-    assert NPU_MOE_FULL_GRAPHS_REASON in change.reason
+    assert NPU_SPECULATIVE_FULL_GRAPHS_REASON in change.reason
     assert change.reason.endswith(NPU_MOE_PIECEWISE_REASON)
     # A dense model's reason does not mention MoE layers.
-    (dense,) = plan_config(npu(dense_model())).changes_to(fields.GRAPH_MODE)
+    (dense,) = plan_config(npu(dense_model(), speculative=ngram)).changes_to(fields.GRAPH_MODE)
     assert NPU_MOE_PIECEWISE_REASON not in dense.reason
 
 

@@ -32,7 +32,10 @@ def test_piecewise_with_unset_sizes_shows_vllms_defaults() -> None:
     items, data = graph_items(ServeArgs(model="m", max_num_seqs=32), deployment, plan, EMULATED)
     assert data["mode"] == "PIECEWISE"
     assert data["capture_sizes"] == [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
-    assert [i.name for i in items] == ["mode", "capture sizes", "graph memory", "npugraph_ex"]
+    assert [i.name for i in items] == [
+        "mode", "captured", "capture sizes", "graph memory", "npugraph_ex"
+    ]
+    assert data["captured"].startswith("pieces between the attention layers")
 
 
 def test_given_sizes_are_shown_as_vllm_keeps_them() -> None:
@@ -58,3 +61,16 @@ def test_speculative_decoding_leaves_the_sizes_to_vllm_and_says_so() -> None:
     assert data["capture_sizes"] is None
     sizes = next(i for i in items if i.name == "capture sizes")
     assert "decided by vLLM at start" in sizes.detail
+
+
+def test_an_mla_moe_model_is_captured_whole_per_decode_step_and_the_section_says_what() -> None:
+    from unit.core.plan_fixtures import mla_model
+
+    deployment = npu(mla_model(is_moe=True), compilation={"mode": CompileMode.VLLM_COMPILE})
+    plan = plan_config(deployment)
+    items, data = graph_items(ServeArgs(model="m"), deployment, plan, A2)
+    assert data["mode"] == "FULL_DECODE_ONLY"
+    what = next(i for i in items if i.name == "captured").detail
+    assert what == data["captured"]
+    assert "MLA latent decode inside" in what and "MoE layers too" in what
+    assert what.endswith("other steps run compiled without graphs")

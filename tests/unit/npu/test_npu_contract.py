@@ -11,7 +11,9 @@ torch_npu) is reported, so a new call cannot slip past.
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
+from typing import Any
 
 from adapters.npu.schemas import load_schemas
 
@@ -24,6 +26,12 @@ MAY_IMPORT_TORCH_NPU = ("loader.py",)
 C_API = {
     "_weak_ref_tensor": "torch_npu/npu/graphs.py:29 imports it from torch_npu._C",
 }
+# torch_npu.profiler's names and signatures (scripts/extract_npu_profiler_api.py).
+PROFILER_API: dict[str, Any] = json.loads(
+    (
+        Path(__file__).resolve().parents[2] / "support/torch_npu_emulator/profiler_api_2.14.0.json"
+    ).read_text()
+)
 
 
 def _is_handle(node: ast.AST) -> bool:
@@ -91,6 +99,9 @@ def collect(
             if grand.attr not in C_API:
                 problems.append(f"{filename}:{node.lineno}: torch_npu._C.{grand.attr} not listed")
             continue
+        if parent.attr == "profiler":
+            problems += _check_profiler(node, parent, parents, filename, refs)
+            continue
         if parent.attr == "npu":
             grand = parents[parent]
             if not (isinstance(grand, ast.Attribute) and grand.value is parent):
@@ -110,6 +121,43 @@ def collect(
         if isinstance(call, ast.Call) and call.func is parent:
             problems += _check_call(parent.attr, overloads, call, filename)
     return refs, problems
+
+
+def _check_profiler(
+    node: ast.AST,
+    parent: ast.Attribute,
+    parents: dict[ast.AST, ast.AST],
+    filename: str,
+    refs: list[tuple[str, int]],
+) -> list[str]:
+    """`self._torch_npu.profiler.<name>`: a name of 2.14.0's torch_npu.profiler, and a
+    call to one of its callables with keywords it takes."""
+    line = getattr(node, "lineno", 0)
+    grand = parents[parent]
+    if not (isinstance(grand, ast.Attribute) and grand.value is parent):
+        return [f"{filename}:{line}: torch_npu.profiler used as a value"]
+    refs.append((f"profiler.{grand.attr}", line))
+    if grand.attr not in PROFILER_API["all"]:
+        return [f"{filename}:{line}: torch_npu.profiler.{grand.attr} not in 2.14.0"]
+    call = parents[grand]
+    params = PROFILER_API["callables"].get(grand.attr)
+    if params is None or not (isinstance(call, ast.Call) and call.func is grand):
+        return []
+    names = {p["name"] for p in params}
+    positional = [p["name"] for p in params if not p["keyword_only"]]
+    keywords = {k.arg for k in call.keywords}
+    if (
+        len(call.args) > len(positional)
+        or None in keywords
+        or not keywords <= names
+        or keywords & set(positional[: len(call.args)])
+    ):
+        return [
+            f"{filename}:{line}: torch_npu.profiler.{grand.attr}({len(call.args)} positional, "
+            f"keywords {sorted(k or '**' for k in keywords)}) does not match 2.14.0's "
+            f"({', '.join(sorted(names))})"
+        ]
+    return []
 
 
 def _check_call(name: str, overloads: list[dict], call: ast.Call, filename: str) -> list[str]:
@@ -166,6 +214,8 @@ def test_every_torch_npu_reference_in_the_adapter_exists_in_2_14_0():
         "npu_fused_infer_attention_score",
         "npu.set_device",
         "npu.mem_get_info",
+        "profiler.profile",
+        "profiler._ExperimentalConfig",
     } <= names
 
 
@@ -232,3 +282,19 @@ def test_a_hand_off_to_an_outside_class_and_an_unlisted_c_name_are_caught():
         "the check cannot follow",
         "<src>:6: torch_npu._C._made_up not listed",
     ]
+
+
+def test_a_made_up_profiler_name_or_keyword_is_caught():
+    source = (
+        "class X:\n"
+        "    def __init__(self, torch_npu):\n"
+        "        self._torch_npu = torch_npu\n"
+        "    def f(self):\n"
+        "        self._torch_npu.profiler.profile(activities=[], with_modules=True)\n"
+        "        self._torch_npu.profiler.profile(use_gzip=True)\n"
+        "        self._torch_npu.profiler.not_an_api()\n"
+    )
+    refs, problems = collect(source)
+    assert [n for n, _ in refs] == ["profiler.profile", "profiler.profile", "profiler.not_an_api"]
+    assert len(problems) == 2
+    assert "use_gzip" in problems[0] and "not_an_api" in problems[1]

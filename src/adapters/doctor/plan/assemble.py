@@ -19,6 +19,7 @@ from adapters.doctor.plan.memory import memory_items
 from adapters.doctor.plan.model import Target, model_items, read_model
 from adapters.doctor.plan.patches import patch_items
 from adapters.doctor.plan.quantization import quantization_items
+from adapters.doctor.plan.registration import registration_item
 from adapters.doctor.report import Report, Section
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core.plan import ConfigPlan
@@ -45,7 +46,8 @@ def plan_report(
     model = read_model(files, args, env)
     if isinstance(model, list):
         return Report("plan", [Section("model", model)], data)
-    sections.append(Section("model", model_items(model, args, target)))
+    registration, data["registration"] = registration_item(model.architecture)
+    sections.append(Section("model", [*model_items(model, args, target), registration]))
 
     quant_items, detection = quantization_items(files, args)
     detected = detection.files_say if detection is not None else QuantMethod.NONE

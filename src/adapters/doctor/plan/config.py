@@ -25,6 +25,7 @@ from ascend_core.errors import AscendError
 from ascend_core.model_facts import text_config
 from ascend_core.plan import ConfigPlan, plan_config
 from ascend_core.preflight import CheckItem
+from ascend_core.profiling import settings_from_mapping
 from ascend_core.quantization import QuantMethod
 from ascend_core.support import Supported, features_of, verdict
 from ports.device import DeviceKind
@@ -78,6 +79,7 @@ def requested(args: ServeArgs) -> Requested:
         additional_config=args.additional_config,
         user_quantization=args.quantization,
         lora=args.enable_lora,
+        profiler=settings_from_mapping(args.profiler),
     )
 
 

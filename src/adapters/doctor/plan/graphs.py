@@ -47,6 +47,23 @@ def capture_sizes(args: ServeArgs, plan: ConfigPlan, target: Target) -> tuple[in
     return default_capture_sizes(seqs, tokens, 1 + draft_tokens)
 
 
+def captured(mode: GraphMode, deployment: Deployment) -> str:
+    """In words, what the graphs of `mode` hold for this model."""
+    model = deployment.model
+    attention = "the MLA latent decode" if model.use_mla else "the paged attention"
+    moe = ", the MoE layers too (fixed-size routing, nothing read back)" if model.is_moe else ""
+    whole = (
+        f"each uniform decode step one graph: {attention} inside, its plan in persistent "
+        f"buffers and its host-side lengths given to NPUGraph.update at each replay{moe}"
+    )
+    if mode is GraphMode.FULL_DECODE_ONLY:
+        return f"{whole}; other steps run compiled without graphs"
+    if mode is GraphMode.FULL_AND_PIECEWISE:
+        return f"{whole}; other steps in pieces between the attention layers"
+    moe_pieces = "; the MoE layers inside the pieces" if model.is_moe else ""
+    return f"pieces between the attention layers, which run eagerly{moe_pieces}"
+
+
 def graph_items(
     args: ServeArgs, deployment: Deployment, plan: ConfigPlan, target: Target
 ) -> tuple[list[CheckItem], dict[str, Any]]:
@@ -66,10 +83,15 @@ def graph_items(
     data: dict[str, Any] = {"mode": mode.name, "capture_sizes": None if sizes is None else []}
     if mode is not GraphMode.NONE:
         items += [
+            CheckItem("captured", PASS, captured(mode, deployment)),
             CheckItem("capture sizes", PASS, shown),
             CheckItem("graph memory", PASS, GRAPH_MEMORY),
         ]
-        data.update(capture_sizes=None if sizes is None else list(sizes), graph_memory=GRAPH_MEMORY)
+        data.update(
+            captured=captured(mode, deployment),
+            capture_sizes=None if sizes is None else list(sizes),
+            graph_memory=GRAPH_MEMORY,
+        )
     note = npugraph_ex_note(deployment, plan)
     if note is not None:
         items.append(CheckItem("npugraph_ex", PASS, note))

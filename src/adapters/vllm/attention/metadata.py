@@ -73,7 +73,7 @@ def step_plan(
 
 # Persistent index buffer per sequence the runner may hold: a uniform decode plan stages
 # seven [B] tensors and one [B + 1] (the token rows two more).
-_STAGED_PER_SEQ = 10
+STAGED_PER_SEQ = 10
 
 
 class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
@@ -110,7 +110,7 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
             scheduler = vllm_config.scheduler_config
             tokens = max(scheduler.max_num_batched_tokens, scheduler.max_num_seqs)
             i64 = {"dtype": torch.int64, "device": device}
-            self._staging = torch.zeros(_STAGED_PER_SEQ * scheduler.max_num_seqs + 1, **i64)
+            self._staging = torch.zeros(STAGED_PER_SEQ * scheduler.max_num_seqs + 1, **i64)
             self._slots = torch.zeros(tokens, **i64)
             # Padding token i writes to slot i of the null block: distinct for up to
             # block_size padded tokens (vLLM's capture sizes step by at most 16 there).

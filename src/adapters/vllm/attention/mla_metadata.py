@@ -24,7 +24,7 @@ from vllm.v1.attention.backends.utils import split_decodes_and_prefills
 
 from adapters.attention_plan import token_row_decode
 from adapters.container import container
-from adapters.vllm.attention.metadata import host_lens_exact, step_plan
+from adapters.vllm.attention.metadata import STAGED_PER_SEQ, host_lens_exact, step_plan
 from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds
 
 
@@ -53,9 +53,20 @@ class MlaMetadata(AttentionMetadata):
 
 class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
     """The step's AttentionPlan, whose decode and prefill parts are vLLM's split: the
-    leading decode requests (reordered first), then the rest."""
+    leading decode requests (reordered first), then the rest.
 
-    _cudagraph_support = AttentionCGSupport.NEVER
+    Full graphs of uniform decode steps (UNIFORM_SINGLE_TOKEN_DECODE), as the paged
+    backend: vLLM's batch tensors are persistent already and the plan's derived indices
+    go into this builder's staging buffer, so a captured step reads the same memory each
+    step. The latent-cache write sends vLLM's padding slots (-1) to its null block on
+    the device (NpuMlaOps.write_latent_cache); a padding sequence of a batch padded to a
+    captured size attends to nothing (length 0). The latent decode's host-side lengths
+    are refreshed at each replay through the graph update API (NpuGraphWrapper,
+    MlaOps.graph_host_arguments). A speculative 1 + k decode is built on the host
+    (token_row_decode), so full graphs take one-token decodes only.
+    """
+
+    _cudagraph_support = AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE
     reorder_batch_threshold = 1
 
     def __init__(  # type: ignore[no-untyped-def]
@@ -69,6 +80,10 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
         # With speculative decoding, requests of up to 1 + k tokens are decodes (verified
         # in the latent decode, a row per token) rather than prefills over expanded K/V.
         self._init_reorder_batch_threshold(1, supports_spec_as_decode=True)
+        self._staging: torch.Tensor | None = None
+        if torch.device(device).type != "cpu":  # the host captures no graphs
+            seqs = vllm_config.scheduler_config.max_num_seqs
+            self._staging = torch.zeros(STAGED_PER_SEQ * seqs + 1, dtype=torch.int64, device=device)
 
     def build(
         self,
@@ -80,7 +95,9 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
         num_decodes, num_prefills, num_decode_tokens, _ = split_decodes_and_prefills(
             cm, decode_threshold=self.reorder_batch_threshold or 1
         )
-        plan = step_plan(cm, self.needs, self._host_lens_exact, num_decodes=num_decodes)
+        plan = step_plan(
+            cm, self.needs, self._host_lens_exact, num_decodes=num_decodes, staging=self._staging
+        )
         if plan.decode is not None and not plan.decode.is_decode:
             plan = attrs.evolve(plan, decode=token_row_decode(plan, self.needs))
         prefill = plan.prefill

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from adapters.vllm.attention.names import BACKEND_PATH, MLA_BACKEND_PATH
+from adapters.vllm.attention.names import BACKEND_PATH, MLA_BACKEND_PATH, SPARSE_MLA_BACKEND_PATH
 from ascend_core.attention import (
     AttentionBackendKind,
     LayerAttention,
@@ -25,6 +25,7 @@ BACKEND_PATHS: dict[AttentionBackendKind, str] = {
     AttentionBackendKind.HOST: BACKEND_PATH,
     AttentionBackendKind.STANDARD: BACKEND_PATH,
     AttentionBackendKind.MLA: MLA_BACKEND_PATH,
+    AttentionBackendKind.SPARSE_MLA: SPARSE_MLA_BACKEND_PATH,
 }
 
 

@@ -1,0 +1,48 @@
+"""DeepSeek-V3.2 (sparse MLA with the lightning indexer) through the plugin's NPU path on
+the emulated torch_npu gives the host device's ids, in bf16.
+
+generate_run.py in two fresh processes (host, emulated NPU) over the tiny DeepSeek-V3.2
+of scripts/make_models.py (index_topk 8, far below the prompts' lengths): 8 prompts up
+to 263 tokens, chunked (max_num_batched_tokens 64), block size 128, then the same batch
+from the prefix cache. On the NPU every token's top-k comes from npu_lightning_indexer
+and its attention from npu_sparse_flash_attention (golden tests in tests/unit/npu: bit
+for bit against the host twins); the rest of the model runs the NPU's MLA and MoE ops.
+An emulator, not Ascend hardware.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_generate_on_emulated_npu import _result, _start
+
+from support.hf_reference import MODELS_DIR, make_models_module
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, dict]:  # type: ignore[type-arg]
+    model = str(make_models_module().make_dsv32_model(MODELS_DIR / "tiny-deepseek_v32"))
+    procs = {device: _start(device, model) for device in ("host", "npu")}
+    return {device: _result(proc) for device, proc in procs.items()}
+
+
+def test_the_npu_path_gives_the_hosts_ids(runs) -> None:  # type: ignore[no-untyped-def]
+    host, npu = runs["host"], runs["npu"]
+    assert (npu["platform"], npu["device_type"]) == ("AscendNpuPlatform", "npu")
+    assert npu["devices"] == {"parameters": ["npu"], "kv_caches": ["npu"]}
+    assert npu["runs"] == host["runs"]  # both passes: chunked prefill, then prefix hits
+    assert npu["cached_tokens"] == host["cached_tokens"] and sum(npu["cached_tokens"]) > 0
+
+
+def test_the_npu_path_runs_the_indexer_and_sparse_attention_ops(runs) -> None:  # type: ignore[no-untyped-def]
+    calls = set(runs["npu"]["calls"])
+    assert {"npu_lightning_indexer", "npu_sparse_flash_attention",
+            "npu_scatter_nd_update_"} <= calls
+    # The dense MLA attention call is not made: every token goes the sparse way.
+    assert "npu_fused_infer_attention_score" not in calls
+
+
+def test_a_decode_step_reads_back_only_the_sampled_ids(runs) -> None:  # type: ignore[no-untyped-def]
+    # The indexer's and the attention's lengths stay device tensors (token rows, TND
+    # running sums made on the device): no scalar read, no data-dependent shape.
+    step = runs["npu"]["decode_step"]
+    assert (step["d2h_copies"], step["scalar_reads"], step["dynamic_shape_ops"]) == (1, 0, 0)

@@ -1,0 +1,115 @@
+"""Sleep mode and weight updates (vLLM's RL path) on the host device and on the NPU path
+(emulated torch_npu and `npu` device), one engine per run, each run in a fresh process
+(sleep_run.py): a dense and a MoE model on the host (fp32, eager), a dense model on the
+NPU with the plan's graphs captured (bf16) and a MoE model on the NPU (bf16, eager).
+
+Each engine starts on weights W1, sleeps and wakes (level 1, all and by tag), sleeps at
+level 2 and reloads W0 then W1 from their directories, then takes W0's and W1's tensors
+handed over; its ids must equal those it gave fresh on W1 each time it holds W1 again.
+The bytes measured are printed (pytest -s) and stated in docs/benchmarks.md. An
+emulator, not Ascend hardware.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.hf_reference import MODELS_DIR, local_model, make_model
+from support.torch_npu_emulator.activate import child_env
+
+RUNNER = Path(__file__).with_name("sleep_run.py")
+RUNS = {
+    "host-dense": ("host", "llama", ""),
+    "host-moe": ("host", "qwen3_moe", ""),
+    "npu-dense-graphs": ("npu", "llama", "graphs"),
+    "npu-moe": ("npu", "qwen3_moe", ""),
+}
+SAME_AS_FRESH = ("after_level1", "after_level1_by_tag", "reloaded_w1_dir", "handed_w1")
+
+
+def _weights(style: str) -> tuple[str, str]:
+    """(W1, W0): the same config, weights drawn with seeds 1 and 0."""
+    w1 = make_model(MODELS_DIR / f"tiny-{style}-seed1", style, "tiny", seed=1)
+    return str(w1), str(local_model(style, "tiny"))
+
+
+def _start(device: str, style: str, graphs: str) -> subprocess.Popen[str]:
+    env = dict(os.environ)
+    env.pop("VLLM_ASCEND_DEVICE", None)
+    if device == "npu":
+        env = child_env(env)
+    env["OMP_NUM_THREADS"] = "1"
+    args = [sys.executable, str(RUNNER), device, *_weights(style), *([graphs] if graphs else [])]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, cwd=RUNNER.parent)
+
+
+def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    out, _ = proc.communicate(timeout=900)
+    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, out[-4000:]
+    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
+    return result
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, dict[str, Any]]:
+    procs = {name: _start(*spec) for name, spec in RUNS.items()}
+    results = {name: _result(proc) for name, proc in procs.items()}
+    for name, result in results.items():
+        for key in ("bytes_awake", "bytes_level1", "bytes_weights_only", "bytes_before_level2",
+                    "bytes_level2"):
+            print(f"{name} {key}: {result[key]}")
+    return results
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_waking_and_reloading_give_the_fresh_engines_ids(runs, name) -> None:  # type: ignore[no-untyped-def]
+    run = runs[name]
+    for key in SAME_AS_FRESH:
+        assert run[key] == run["fresh_w1"], key
+    # W0 is other weights: its ids differ, from its directory and handed over alike.
+    assert run["reloaded_w0_dir"] != run["fresh_w1"]
+    assert run["handed_w0"] == run["reloaded_w0_dir"]
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_sleep_releases_the_kv_cache_and_at_level_2_the_weights(runs, name) -> None:  # type: ignore[no-untyped-def]
+    run = runs[name]
+    awake, level1, level2 = run["bytes_awake"], run["bytes_level1"], run["bytes_level2"]
+    kv, weights = awake["kv_cache"], awake["weights"]
+    assert kv == 16 << 20 and weights > 0
+    assert level1["kv_cache"] == 0 and level2["kv_cache"] == level2["weights"] == 0
+    on_npu = name.startswith("npu")
+    # The host keeps its weights in place at level 1 (host memory is where they would go).
+    assert level1["weights"] == (0 if on_npu else weights)
+    # Allocated device bytes drop by what was released, read just before each sleep (each
+    # generate call leaves a little more allocated). The host's heap count holds every
+    # malloc of the process: a few KiB come and go between the readings, and level 2's
+    # copy of the model's buffers (rotary caches) is host memory too.
+    slack = 0 if on_npu else 2 << 20
+    before2 = run["bytes_before_level2"]
+    assert awake["allocated"] - level1["allocated"] >= kv + (weights if on_npu else 0) - slack
+    assert before2["allocated"] - level2["allocated"] >= kv + weights - slack
+    assert run["bytes_woken"]["kv_cache"] == kv and run["bytes_woken"]["weights"] == weights
+    by_tag = run["bytes_weights_only"]
+    assert by_tag["kv_cache"] == 0 and by_tag["weights"] == weights
+
+
+def test_a_released_weight_refuses_use_on_the_npu(runs) -> None:  # type: ignore[no-untyped-def]
+    assert "device memory was released" in runs["npu-dense-graphs"]["touch_level1"]
+    assert runs["npu-dense-graphs"]["weight_devices"] == ["npu"]
+
+
+def test_graphs_are_captured_again_on_waking(runs) -> None:  # type: ignore[no-untyped-def]
+    graphs = runs["npu-dense-graphs"]
+    assert graphs["graph_mode"] != "NONE" and graphs["captured_first"] > 0
+    # Four full wakes (two after level 1, two after level 2) capture the graphs again.
+    assert graphs["captured_total"] == 5 * graphs["captured_first"]
