@@ -635,6 +635,104 @@ def _train_tokenizer(vocab_size: int, style: str) -> Any:
     )
 
 
+# Qwen3-Next (hybrid): three gated-delta-net (linear attention) layers, then one full
+# attention layer with its output gate, every layer a sparse MoE with a gated shared
+# expert. Tiny, for the hybrid state cache and the GDN ops; the qwen3 tokenizer.
+QWEN3_NEXT_STAMP_FILE = ".make_qwen3_next.json"
+QWEN3_NEXT_SHAPE: dict[str, Any] = {
+    "vocab_size": 4096, "hidden_size": 128, "intermediate_size": 256,
+    "num_hidden_layers": 4,
+    "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+    "partial_rotary_factor": 0.5,
+    # Head dims 128: torch_npu's npu_chunk_gated_delta_rule takes Dk = Dv = 128 only.
+    "linear_num_key_heads": 1, "linear_num_value_heads": 2,
+    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+    "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+    "shared_expert_intermediate_size": 64, "decoder_sparse_step": 1, "mlp_only_layers": [],
+    "norm_topk_prob": True,
+}
+
+
+def make_qwen3_next(
+    out_dir: str | os.PathLike[str], seed: int = 0, dtype: str = "float32"
+) -> Path:
+    """Write the tiny Qwen3-Next model directory unless it already holds it; its path."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
+    out = Path(out_dir).resolve()
+    stamp = {"style": "qwen3_next", "seed": seed, "dtype": dtype, "version": SCRIPT_VERSION}
+    return build_once(
+        out, QWEN3_NEXT_STAMP_FILE, stamp, lambda tmp: _build_qwen3_next(tmp, seed, dtype)
+    )
+
+
+def _build_qwen3_next(out: Path, seed: int, dtype: str) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, GenerationConfig, Qwen3NextConfig
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    shape = QWEN3_NEXT_SHAPE
+    tokenizer = _train_tokenizer(shape["vocab_size"], "qwen3")
+    tokenizer.save_pretrained(str(out))
+    ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in SPECIAL_TOKENS}
+    config = Qwen3NextConfig(
+        **{**shape, "vocab_size": len(tokenizer)},
+        max_position_embeddings=MAX_POSITIONS,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        bos_token_id=ids[BOS],
+        eos_token_id=ids[IM_END],
+        pad_token_id=ids[PAD],
+        initializer_range=0.02,
+        rope_parameters={
+            "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5
+        },
+    )
+    with _seeded(seed):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        _shape_weights(model, shape["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
+        _shape_moe_weights(model)
+        _shape_gdn_weights(model)
+    if dtype == "bfloat16":
+        model = model.to(torch.bfloat16)
+    model.config.dtype = dtype
+    model.generation_config = GenerationConfig(
+        bos_token_id=ids[BOS],
+        eos_token_id=[ids[EOS], ids[IM_END]],
+        pad_token_id=ids[PAD],
+        do_sample=False,
+    )
+    model.save_pretrained(str(out))
+
+
+def _shape_gdn_weights(model: Any) -> None:
+    """The linear-attention layers, scaled so their state matters: projections by fan-in
+    (values and keys of unit size, the output like o_proj), a short causal convolution of
+    unit-size taps, decays exp(-A softplus(a + dt_bias)) mostly in (0.3, 1) so the state
+    carries over many tokens, norms and the shared-expert gate away from their flat init."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            fan_in = param.shape[-1]
+            if name.endswith(
+                ("in_proj_qkvz.weight", "in_proj_ba.weight", "linear_attn.out_proj.weight")
+            ):
+                param.normal_(0.0, 1.0 / fan_in**0.5)
+            elif name.endswith("conv1d.weight"):
+                param.normal_(0.0, 0.5)
+            elif name.endswith("A_log"):
+                param.copy_(torch.empty_like(param).uniform_(0.05, 0.5).log())
+            elif name.endswith("dt_bias"):
+                param.normal_(0.0, 0.5)
+            elif name.endswith("shared_expert_gate.weight"):
+                param.normal_(0.0, 1.0 / fan_in**0.5)
+            elif name.endswith(("norm.weight", "q_norm.weight", "k_norm.weight")):
+                param.normal_(0.0, 0.1)  # (1 + weight) norms: near one, not exactly
+
+
 # LoRA adapters for a dense model, made with peft (a real producer; a dev extra).
 LORA_STAMP_FILE = ".make_lora.json"
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")

@@ -67,6 +67,9 @@ class HostDevice(containers.DeclarativeContainer):
     rejection_ops = providers.Singleton(_lazy, "adapters.cpu.rejection:CpuRejectionOps")
     draft_input_ops = providers.Singleton(_lazy, "adapters.cpu.draft_inputs:CpuDraftInputOps")
     lora_ops = providers.Singleton(_lazy, "adapters.cpu.lora:CpuLoraOps")
+    linear_attention_ops = providers.Singleton(
+        _lazy, "adapters.cpu.linear_attention:CpuLinearAttentionOps"
+    )
     runtime = providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime")
     sleep_memory = providers.Singleton(_lazy, "adapters.cpu.sleep:CpuSleepMemory")
     communicator = providers.Singleton(_lazy, "adapters.cpu.communicator:GlooCommunicator")
@@ -121,6 +124,9 @@ class NpuDevice(containers.DeclarativeContainer):
         torch_rejection_ops,
     )
     lora_ops = providers.Singleton(_lazy, "adapters.npu.lora:NpuLoraOps")
+    linear_attention_ops = providers.Singleton(
+        _lazy, "adapters.npu.linear_attention:NpuLinearAttentionOps", torch_npu
+    )
     draft_input_ops = providers.Singleton(
         _lazy, "adapters.npu.draft_inputs:NpuDraftInputOps", torch_npu
     )
@@ -202,6 +208,10 @@ class Container(containers.DeclarativeContainer):
     )
     # LoRA's shrink and expand (ports/lora.py), for vLLM's LoRA layers.
     lora_ops = providers.Selector(serving_kind, npu=npu_device.lora_ops, cpu=host_device.lora_ops)
+    # Linear attention's convolution and gated delta rule (ports/linear_attention.py).
+    linear_attention_ops = providers.Selector(
+        serving_kind, npu=npu_device.linear_attention_ops, cpu=host_device.linear_attention_ops
+    )
     runtime = providers.Selector(serving_kind, npu=npu_runtime, cpu=host_device.runtime)
     # Sleep mode's release and restore of weights and KV cache (ports/sleep.py).
     sleep_memory = providers.Selector(

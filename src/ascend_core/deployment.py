@@ -118,6 +118,9 @@ class ModelFacts:
     index_head_dim: int = 128  # DSA: the indexer's key width (its own cache per layer)
     compressed_attention: bool = False  # compressed KV with an indexer (DeepSeek-V4 style)
     hybrid: bool = False  # attention plus mamba/linear-attention layers
+    # Hybrid models: how many layers are full attention (the others keep per-request state,
+    # not per-token KV); None: every layer is.
+    attention_layers: int | None = field(default=None, validator=validators.optional(_positive))
     is_moe: bool = False
     sliding_window: bool = False  # some or all layers attend over a window only
     attention_sinks: bool = False  # learned per-head sink logits (gpt-oss style)

@@ -130,6 +130,7 @@ def model_facts_from_config(
         is_moe=_first_positive(c, EXPERT_KEYS) is not None,
         compressed_attention=str(archs[0]) in COMPRESSED_MLA_ARCHITECTURES,
         hybrid=_layer_kinds(c) & HYBRID_LAYER_KINDS != set(),
+        attention_layers=_attention_layers(c),
         sliding_window=_sliding_window(c),
         attention_sinks=str(archs[0]) in SINK_ARCHITECTURES,
         encoder_decoder=bool(config.get("is_encoder_decoder") or c.get("is_encoder_decoder")),
@@ -139,12 +140,24 @@ def model_facts_from_config(
 
 # Layer kinds other than full attention that make a model hybrid (mamba, linear attention).
 HYBRID_LAYER_KINDS = frozenset({"mamba", "mamba2", "linear_attention", "hybrid"})
+# Hybrid architectures whose linear-attention layers are gated delta nets the plugin serves
+# (its GDN ops and state cache); other hybrid models (mamba, other linear attention) are not.
+GATED_DELTA_NET_ARCHITECTURES = frozenset({"Qwen3NextForCausalLM"})
 # Architectures that compress their latent KV cache behind an indexer.
 COMPRESSED_MLA_ARCHITECTURES = frozenset({"DeepseekV4ForCausalLM"})
 # Architectures whose attention layers carry learned sink logits.
 SINK_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
 # Top-level config keys of a tower that feeds the language model.
 MULTIMODAL_KEYS = ("vision_config", "audio_config", "visual", "vision_tower")
+
+
+def _attention_layers(c: Mapping[str, Any]) -> int | None:
+    """Hybrid models: the number of full-attention layers their layer_types list."""
+    kinds = c.get("layer_types") or c.get("layers_block_type") or ()
+    if not isinstance(kinds, (list, tuple)) or not set(map(str, kinds)) & HYBRID_LAYER_KINDS:
+        return None
+    count = sum(str(k) in ("full_attention", "attention") for k in kinds)
+    return count or None
 
 
 def _layer_kinds(c: Mapping[str, Any]) -> set[str]:

@@ -214,7 +214,7 @@ class NpuOps(Ops):
         # The padded rows take row num_tokens (the plan's gather): one zero row appended.
         packed = torch.cat((query[:num_tokens], query.new_zeros(1, q_heads, head_size)))
         packed = packed.reshape(num_tokens + 1, q_heads * head_size)
-        key, value = _paged_view(key_cache), _paged_view(value_cache)
+        key, value, doubled = _paged_views(key_cache, value_cache)
         for part in plan.parts:
             _check_block_size(block_size, part.is_decode)
             width = part.max_query_len
@@ -233,7 +233,7 @@ class NpuOps(Ops):
                 atten_mask=mask,
                 actual_seq_lengths=list(part.actual_query_lens),
                 actual_seq_lengths_kv=list(part.actual_seq_lens),
-                block_table=part.block_table,
+                block_table=part.block_table * 2 if doubled else part.block_table,
                 num_heads=q_heads,
                 scale=float(scale),
                 pre_tokens=NO_LIMIT if window is None or part.is_decode else window - 1,
@@ -282,6 +282,32 @@ def _decode_window_mask(part: AttentionPart, window: int, block_size: int) -> to
     width = part.block_table.shape[1] * block_size
     positions = torch.arange(width, device=part.seq_lens.device)
     return positions.unsqueeze(0) < (part.seq_lens - window).unsqueeze(1)
+
+
+def _paged_views(
+    key_cache: torch.Tensor, value_cache: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """Key and value as the op reads them, and whether the block table must be doubled.
+
+    Hybrid models (attention sharing pages with mamba/GDN state) get a block-compact
+    layout: K and V alternate per block, [blocks, 2, block_size, Hk*D], so neither plane
+    is contiguous. Read as one run of 2*blocks-1 pages, K of block b is page 2b counted
+    from K's start and V of block b page 2b counted from V's start: two contiguous views
+    of the same memory, with the block table doubled, no copy.
+    """
+    if key_cache.is_contiguous() and value_cache.is_contiguous():
+        return _paged_view(key_cache), _paged_view(value_cache), False
+    blocks, size, heads, dim = key_cache.shape
+    page = size * heads * dim
+    interleaved = (
+        key_cache.stride() == value_cache.stride() == (2 * page, heads * dim, dim, 1)
+        and value_cache.untyped_storage().data_ptr() == key_cache.untyped_storage().data_ptr()
+        and value_cache.storage_offset() - key_cache.storage_offset() == page
+    )
+    if not interleaved:
+        return _paged_view(key_cache), _paged_view(value_cache), False  # raises with a hint
+    shape, strides = (2 * blocks - 1, size, heads * dim), (page, heads * dim, 1)
+    return key_cache.as_strided(shape, strides), value_cache.as_strided(shape, strides), True
 
 
 def _paged_view(cache: torch.Tensor) -> torch.Tensor:

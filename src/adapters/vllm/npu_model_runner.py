@@ -66,6 +66,30 @@ class NpuModelRunner(SeededRewind, GPUModelRunner):
 
     # Each of these creates or waits on streams and events (the async output copy, the
     # transfer event of the sampled ids, the dummy and profiling batches, graph capture).
+    def _zero_block_ids(self, block_ids: list[int]) -> None:
+        """Zero newly allocated attention blocks (vLLM asks for it with hybrid models, so a
+        partly written block holds no stale state). vLLM's way is a Triton kernel over raw
+        device addresses; here one index_fill_ per distinct cache tensor, on the device."""
+        import torch
+        from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+        if not block_ids:
+            return
+        seen: set[int] = set()
+        ids: torch.Tensor | None = None
+        for group in self.kv_cache_config.kv_cache_groups:
+            if not isinstance(group.kv_cache_spec, FullAttentionSpec):
+                continue
+            for name in group.layer_names:
+                layer = self.compilation_config.static_forward_context.get(name)
+                kv = getattr(layer, "kv_cache", None)
+                if not isinstance(kv, torch.Tensor) or kv.data_ptr() in seen:
+                    continue
+                seen.add(kv.data_ptr())
+                if ids is None:
+                    ids = torch.tensor(block_ids, dtype=torch.int64).to(kv.device)
+                kv.index_fill_(0, ids, 0)
+
     execute_model = _in_scope("execute_model")
     sample_tokens = _in_scope("sample_tokens")
     profile_run = _in_scope("profile_run")

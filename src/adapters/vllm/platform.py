@@ -356,7 +356,9 @@ class AscendPlatformBase(Platform):
 
     @classmethod
     def support_hybrid_kv_cache(cls) -> bool:
-        return False
+        # vLLM's hybrid KV-cache manager: hybrid models keep their mamba/GDN state in
+        # its own cache group (one state page per request) next to the paged attention.
+        return True
 
     @classmethod
     def check_runner_kv_caches_multi_layer(cls) -> None:

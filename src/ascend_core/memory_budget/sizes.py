@@ -175,8 +175,14 @@ def _draft_kv(
 
 
 def _kv_bytes_per_token(model: ModelFacts, kv_dtype_bytes: int, tp: int, pp: int = 1) -> KvPerToken:
-    layers = math.ceil(model.num_layers / pp)
-    layer_text = f"{layers} layers" + (f" (of {model.num_layers}, pp={pp})" if pp > 1 else "")
+    # A hybrid model caches K and V for its full-attention layers only; its mamba/GDN
+    # layers keep one state per request, in pages of the same size (vLLM's hybrid
+    # allocator: the attention layers and each group of as many state layers share them).
+    counted = model.attention_layers or model.num_layers
+    layers = math.ceil(counted / pp)
+    layer_text = f"{layers} layers" + (f" (of {counted}, pp={pp})" if pp > 1 else "")
+    if model.attention_layers is not None:
+        layer_text = f"{layers} full-attention layers (of {model.num_layers})"
     if model.mla is not None:
         width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
         indexer = model.index_head_dim if model.use_sparse else 0

@@ -227,6 +227,22 @@ ENTRIES = (
         apply="adapters.vllm.patches.torch_kernels:override",
         also_rebind=(f"{SPEC_UTILS}:copy_and_expand_eagle_inputs_kernel",),
     ),
+    PatchSpec(
+        id="gdn-layer-on-linear-attention-port",
+        target=(
+            "vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn:"
+            "QwenGatedDeltaNetAttention"
+        ),
+        versions=VLLM_0_33,
+        when=Condition(requires={Feature.MAMBA_STATE}),
+        reason=(
+            "Qwen3-Next's gated-delta-net layer runs its convolution and delta rule as "
+            "Triton (FLA) kernels written for CUDA (placeholders that raise on the host, "
+            "unlowered for an NPU), so the plugin registers its subclass of this "
+            "PluggableLayer, whose core runs on the device's LinearAttentionOps."
+        ),
+        apply="adapters.vllm.patches.gdn_layer:register_layer",
+    ),
 )
 
 REGISTRY = PatchRegistry(ENTRIES)

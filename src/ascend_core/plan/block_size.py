@@ -7,8 +7,9 @@
   fractal tiles and the KV cache is laid out in them.
 - Compressed-attention models (DeepSeek-V4 style) take only 32, 64 or 128: the sizes
   their compressor and indexer kernels are built for on Ascend.
-- Hybrid attention + mamba models: left unset, vLLM sizes the attention block so that
-  its page matches the mamba state page; a fixed 128 would break that match.
+- Hybrid attention + mamba models: 128 too, which vLLM then raises to the smallest
+  multiple of 128 whose attention page holds a mamba state page (it takes the block size
+  set as its alignment), so the NPU's paged-attention op still reads 128-multiples.
 - MLA, DSA and 310P take the NPU default (no exception): their kernels read 128-token blocks.
 - Host device: 128 as well, so the host (the reference the NPU is compared against)
   schedules, pages and prefix-caches exactly as the NPU does.
@@ -67,10 +68,14 @@ def decide_block_size(deployment: Deployment, draft: Draft) -> Draft:
             ).decide(block_size=chosen)
         return draft.decide(block_size=chosen)
     if model.hybrid:
-        return draft.warn(
-            "cache_config.block_size left unset: vLLM sizes the attention block of hybrid "
-            "attention + mamba models to match the mamba state page."
-        ).decide(block_size=None)
+        return draft.change(
+            fields.BLOCK_SIZE,
+            None,
+            DEFAULT_BLOCK_SIZE,
+            "unset; vLLM raises a hybrid model's attention block to the smallest multiple "
+            "of it whose page holds a mamba/GDN state page, so blocks stay 128-multiples "
+            "(what Ascend's paged-attention op reads)",
+        ).decide(block_size=DEFAULT_BLOCK_SIZE)
     reason = (
         "unset; Ascend's paged-attention kernels are tuned for 128-token blocks"
         if on_npu

@@ -20,6 +20,9 @@ FUSE_NORM_QUANT = "compilation_config.pass_config.fuse_norm_quant"
 FUSE_ACT_QUANT = "compilation_config.pass_config.fuse_act_quant"
 BLOCK_SIZE = "cache_config.block_size"
 KV_CACHE_DTYPE = "cache_config.cache_dtype"
+PREFIX_CACHING = "cache_config.enable_prefix_caching"
+MAMBA_CACHE_MODE = "cache_config.mamba_cache_mode"
+MAMBA_BLOCK_SIZE = "cache_config.mamba_block_size"
 QUANTIZATION = "model_config.quantization"
 NPU_ALLOC_CONF = "env.PYTORCH_NPU_ALLOC_CONF"
 OMP_NUM_THREADS = "env.OMP_NUM_THREADS"
@@ -39,6 +42,9 @@ ALL = frozenset(
         FUSE_ACT_QUANT,
         BLOCK_SIZE,
         KV_CACHE_DTYPE,
+        PREFIX_CACHING,
+        MAMBA_CACHE_MODE,
+        MAMBA_BLOCK_SIZE,
         QUANTIZATION,
         NPU_ALLOC_CONF,
         OMP_NUM_THREADS,

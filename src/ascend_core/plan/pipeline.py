@@ -12,6 +12,7 @@ from ascend_core.plan.block_size import decide_block_size
 from ascend_core.plan.gpu_settings import fix_gpu_only_settings
 from ascend_core.plan.graph import decide_graph_mode
 from ascend_core.plan.host_threads import decide_host_threads
+from ascend_core.plan.hybrid_cache import decide_hybrid_prefix_caching
 from ascend_core.plan.kv_transfer import check_kv_transfer
 from ascend_core.plan.limits import check_op_limits, check_support
 from ascend_core.plan.parallel import validate_parallel
@@ -38,6 +39,7 @@ STEPS: tuple[Step, ...] = (
     decide_graph_mode,
     pick_worker,
     decide_block_size,
+    decide_hybrid_prefix_caching,
     check_op_limits,
     plan_allocator,
     decide_host_threads,

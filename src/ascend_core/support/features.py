@@ -16,6 +16,7 @@ class Feature(enum.Enum):
     SLIDING_WINDOW = "sliding-window attention"
     ATTENTION_SINKS = "attention sinks"
     HYBRID = "hybrid attention with mamba/linear-attention layers"
+    GATED_DELTA_NET = "hybrid attention with gated-delta-net linear attention (Qwen3-Next)"
     ENCODER_DECODER = "an encoder-decoder architecture"
     MULTIMODAL = "a multimodal (vision/audio) tower"
     LORA = "LoRA adapters (--enable-lora)"

@@ -107,6 +107,15 @@ _NO_HYBRID = Refused(
     "mamba and linear-attention layers need state caches and kernels this build lacks",
     _REFERENCE,
 )
+_GDN_HOST = Supported(
+    "vLLM's Qwen3-Next with the plugin's gated-delta-net layer on the linear-attention port: "
+    "the causal convolution and the gated delta rule in plain torch (chunked for prefill, "
+    "recurrent for decode), conv and recurrent state in vLLM's hybrid KV cache"
+)
+_GDN_NPU = Supported(
+    "the same layer on torch_npu's npu_fused_causal_conv1d, npu_chunk_gated_delta_rule and "
+    "npu_recurrent_gated_delta_rule; golden-tested on the emulated torch_npu, not on hardware"
+)
 _NO_ENC_DEC = Refused(
     "the paged attention backend is decoder-only (no cross-attention)", _REFERENCE
 )
@@ -247,6 +256,8 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.ATTENTION_SINKS, _CPU): _SINKS_HOST,
     (Feature.ATTENTION_SINKS, _NPU): _SINKS_NPU,
     **{(Feature.HYBRID, d): _NO_HYBRID for d in (_CPU, _NPU)},
+    (Feature.GATED_DELTA_NET, _CPU): _GDN_HOST,
+    (Feature.GATED_DELTA_NET, _NPU): _GDN_NPU,
     **{(Feature.ENCODER_DECODER, d): _NO_ENC_DEC for d in (_CPU, _NPU)},
     **{(Feature.MULTIMODAL, d): _NO_MM for d in (_CPU, _NPU)},
     (Feature.LORA, _CPU): _LORA_HOST,

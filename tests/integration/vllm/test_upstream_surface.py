@@ -143,6 +143,23 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
      "wrapped: (param, loaded_weight, weight_name, shard_id, expert_id, return_success)"),
     ("vllm.model_executor.layers.fused_moe.routed_experts:RoutedExperts.load_weights",
      "calls each param's weight_loader per expert"),
+    # Qwen3-Next's GDN layer (adapters/vllm/layers/gdn.py): vLLM's op calls our core.
+    ("vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn:qwen_gdn_attention_core",
+     "the custom op forward_cuda calls; it calls the layer's _forward_core"),
+    ("vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn:"
+     "QwenGatedDeltaNetAttention.forward_cuda", "projections, the op, the gated norm"),
+    ("vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn:"
+     "QwenGatedDeltaNetAttention._forward_core", "private: the core we replace"),
+    ("vllm.v1.attention.backends.gdn_attn:GDNAttentionMetadata.prefill_query_start_loc",
+     "the prefills' rows (rebased after the decodes)"),
+    ("vllm.v1.attention.backends.gdn_attn:GDNAttentionMetadata.prefill_has_initial_state",
+     "whether each prefill continues from its state slot"),
+    ("vllm.v1.attention.backends.gdn_attn:GDNAttentionMetadata.non_spec_state_indices_tensor",
+     "each sequence's state slot, decodes first"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner._zero_block_ids",
+     "private: the NPU runner zeroes new hybrid blocks without Triton"),
+    ("vllm.model_executor.models.config:MambaModelConfig.verify_and_update_config",
+     "sets mamba_cache_mode align before the plan turns prefix caching off"),
 )
 
 # Methods and attributes our vLLM subclasses define that no vLLM class declares: ours.

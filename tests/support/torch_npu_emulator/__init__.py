@@ -20,6 +20,7 @@ from support.torch_npu_emulator.binding import bind
 from support.torch_npu_emulator.npu_runtime import EmulatedNpuModule
 from support.torch_npu_emulator.profiler import make_profiler, profiled_launch, replay_recorder
 from support.torch_npu_emulator.semantics import IMPLEMENTED as _DENSE
+from support.torch_npu_emulator.semantics_gdn import IMPLEMENTED as _GDN
 from support.torch_npu_emulator.semantics_graph import HOST_HELPERS
 from support.torch_npu_emulator.semantics_graph import IMPLEMENTED as _GRAPH
 from support.torch_npu_emulator.semantics_mla import IMPLEMENTED as _MLA
@@ -27,7 +28,7 @@ from support.torch_npu_emulator.semantics_moe import IMPLEMENTED as _MOE
 from support.torch_npu_emulator.semantics_sparse_mla import IMPLEMENTED as _SPARSE
 
 # _MLA's attention op adds the MLA cases to the dense one.
-IMPLEMENTED = {**_DENSE, **_MOE, **_MLA, **_SPARSE, **_GRAPH}
+IMPLEMENTED = {**_DENSE, **_MOE, **_MLA, **_SPARSE, **_GDN, **_GRAPH}
 
 __all__ = ["EmulatedOp", "EmulatedTorchNpu", "make_torch_npu"]
 

@@ -39,6 +39,7 @@ PORT_OF = {
     "rejection_ops": "ports.rejection:RejectionOps",
     "draft_input_ops": "ports.draft_inputs:DraftInputOps",
     "lora_ops": "ports.lora:LoraOps",
+    "linear_attention_ops": "ports.linear_attention:LinearAttentionOps",
     "sleep_memory": "ports.sleep:SleepMemory",
     "profiler": "ports.profiler:DeviceProfiler",
     "upstream": "ports.upstream:Upstream",

@@ -61,8 +61,9 @@ def test_compressed_attention_takes_only_its_kernel_sizes() -> None:
     assert "--block-size 128" in error.hint
 
 
-def test_hybrid_models_leave_the_block_size_to_vllm_and_say_so() -> None:
-    plan = plan_config(npu(dense_model(hybrid=True)))
-    assert plan.block_size is None
-    assert not plan.changes_to(fields.BLOCK_SIZE)
-    assert any("hybrid" in w for w in plan.warnings)
+@pytest.mark.parametrize("where", [npu, host])
+def test_hybrid_models_give_vllm_128_to_round_up_from_and_say_so(where) -> None:  # type: ignore[no-untyped-def]
+    plan = plan_config(where(dense_model(hybrid=True)))
+    assert plan.block_size == 128
+    (change,) = plan.changes_to(fields.BLOCK_SIZE)
+    assert "multiple" in change.reason and "hybrid" in change.reason

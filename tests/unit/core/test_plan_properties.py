@@ -31,6 +31,10 @@ OLD_VALUE: dict[str, Callable[[Deployment], Any]] = {
     # on an NPU whatever they were (plan/graph.py _no_cuda_fusion_passes).
     plan_fields.FUSE_NORM_QUANT: lambda d: None,
     plan_fields.FUSE_ACT_QUANT: lambda d: None,
+    plan_fields.PREFIX_CACHING: lambda d: d.cache.enable_prefix_caching,
+    # Not deployment inputs: what vLLM's hybrid-model hook set before the plan runs.
+    plan_fields.MAMBA_CACHE_MODE: lambda d: "align",
+    plan_fields.MAMBA_BLOCK_SIZE: lambda d: None,
 }
 
 

@@ -298,3 +298,22 @@ def test_interleaved_kv_caches_are_refused_with_the_layout_the_op_needs(npu_ops)
             query, key_cache, value_cache, meta.npu, 0.25, torch.empty_like(query)
         )
     assert "separate contiguous" in err.value.hint
+
+
+@pytest.mark.parametrize("case", ["chunked_prefill_mixed", "decode"])
+def test_block_compact_caches_are_read_as_doubled_pages(npu_ops, tnpu, case):
+    """Hybrid models' layout: K and V alternate per block ([blocks, 2, size, Hk, D]), so
+    the planes are strided; the op reads two contiguous views of the same memory, one
+    offset by a page, with the block table doubled, and computes what the host does."""
+    q_lens, seq_lens = CASES[case]
+    query, kc, vc, meta = paged_batch(q_lens, seq_lens, 8, 2, 32, 128, torch.bfloat16)
+    kv = torch.stack((kc, vc), dim=1)
+    key_cache, value_cache = kv[:, 0], kv[:, 1]
+    out, ref = torch.empty_like(query), torch.empty_like(query)
+    npu_ops.paged_attention(query, key_cache, value_cache, meta.npu, 0.25, out)
+    host().paged_attention(query, kc, vc, meta.host, 0.25, ref)
+    close(out, ref, torch.bfloat16)
+    for call in tnpu.calls_of("npu_fused_infer_attention_score"):
+        assert call["key"].data_ptr() == kv.data_ptr()
+        assert call["value"].data_ptr() == kv[0, 1].data_ptr()
+        assert call["block_table"].eq(0).logical_or(call["block_table"] % 2 == 0).all()

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from adapters.vllm.attention.metadata import PagedMetadataBuilder
 
 KV_PLANES = 2  # head slot 0 holds K, slot 1 holds V
+PREFERRED_BLOCK_SIZE = 128
 
 
 class PagedAttentionBackend(AttentionBackend):
@@ -64,7 +65,16 @@ class PagedAttentionBackend(AttentionBackend):
     @classmethod
     def supported_kv_cache_layouts(cls) -> tuple[KVCacheLayout, ...]:
         # Head slot outermost within the layer: the K and V planes each span all blocks.
-        return (KVCacheLayout.LHBNC,)
+        # Hybrid models (attention and mamba/GDN state sharing pages) need a block-compact
+        # layout: there K and V alternate per block, and each plane is a strided view.
+        return (KVCacheLayout.LHBNC, KVCacheLayout.LBHNC)
+
+    @classmethod
+    def get_preferred_block_size(cls, default_block_size: int) -> int:
+        """128, the plan's block size on both devices (ascend_core.plan.block_size). vLLM
+        asks only where it sizes the block itself (hybrid models, whose attention block
+        it then raises to a multiple of this that holds a mamba/GDN state page)."""
+        return PREFERRED_BLOCK_SIZE
 
     @classmethod
     def supports_sink(cls) -> bool:
