@@ -1,0 +1,91 @@
+"""`vllm serve` answers chat for Qwen3-Next (hybrid gated delta net + full attention) and
+DeepSeek-V3.2 (sparse MLA with the lightning indexer) on the host: each answer is
+transformers' greedy continuation of the same chat-templated prompt, so the server ran the
+family's own layers, not just the HTTP layer. Both servers start at once (eager, fp32).
+
+(gpt-oss is served by tests/e2e/test_serve_gpt_oss.py with completions: its chats are
+rendered in the harmony format, which the tiny test model's vocabulary cannot embed.)
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from support.hf_reference import MODELS_DIR, greedy_token_ids, load, make_models_module
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_serve import Server
+
+pytestmark = [pytest.mark.e2e, pytest.mark.vllm]
+MAX_NEW = 8
+MESSAGES = [{"role": "user", "content": "Say something about the ports of the plugin."}]
+
+
+def _dsv32_greedy(model_dir: str, ids: list[int]) -> list[int]:
+    """transformers' DeepSeek-V3.2 by class (vLLM's import remaps its AutoConfig), with an
+    explicit attention mask (generate would mask prompt tokens equal to the pad id)."""
+    from transformers.models.deepseek_v32 import DeepseekV32ForCausalLM
+
+    model = DeepseekV32ForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    prompt = torch.tensor([ids])
+    with torch.no_grad():
+        out = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                             max_new_tokens=MAX_NEW, min_new_tokens=MAX_NEW)
+    return out[0, len(ids):].tolist()
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Server]]:
+    models = make_models_module()
+    dirs = {
+        "qwen3_next": str(models.make_qwen3_next(MODELS_DIR / "tiny-qwen3_next")),
+        "deepseek_v32": str(models.make_dsv32_model(MODELS_DIR / "tiny-deepseek_v32")),
+    }
+    logs = tmp_path_factory.mktemp("log")
+    started = {name: Server(d, logs / f"{name}.log") for name, d in dirs.items()}
+    try:
+        for srv in started.values():
+            srv.wait_ready(timeout=600)  # two engines starting at once on 2 cores
+        yield started
+    finally:
+        for srv in started.values():
+            srv.stop()
+
+
+@pytest.mark.parametrize("family", ["qwen3_next", "deepseek_v32"])
+def test_chat_answer_is_the_models_greedy_continuation(
+    servers: dict[str, Server], family: str
+) -> None:
+    import httpx
+    from openai import OpenAI
+
+    server = servers[family]
+    client = OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+    r = client.chat.completions.create(
+        model=server.model, messages=MESSAGES, max_tokens=MAX_NEW, temperature=0,
+        extra_body={"ignore_eos": True},
+    )
+    assert r.usage.completion_tokens == MAX_NEW and r.choices[0].message.content
+
+    # The prompt ids as the server renders the chat (vLLM renders DeepSeek-V3.2's chats
+    # with its own encoder, tokenizer_mode "deepseek_v32", not the tokenizer's template):
+    # its /tokenize endpoint.
+    rendered = httpx.post(
+        f"{server.url}/tokenize",
+        json={"model": server.model, "messages": MESSAGES, "add_generation_prompt": True},
+        timeout=30,
+    )
+    rendered.raise_for_status()
+    ids = rendered.json()["tokens"]
+    assert r.usage.prompt_tokens == len(ids)
+    _, tokenizer = load(server.model)
+    if family == "deepseek_v32":
+        expected = _dsv32_greedy(server.model, ids)
+    else:
+        expected = greedy_token_ids(server.model, [ids], MAX_NEW, ignore_eos=True)[0]
+    assert r.choices[0].message.content == tokenizer.decode(expected, skip_special_tokens=True)
