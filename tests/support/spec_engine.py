@@ -55,6 +55,13 @@ def two_passes(llm: Any, prompts: list[list[int]], max_new: int) -> dict[str, An
     }
 
 
+def seeded_indices(prompts: list[list[int]]) -> list[int]:
+    """Which prompts seeded_passes samples, in its order: the three shortest, then the
+    longest (its prefill chunked)."""
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    return [*order[:3], order[-1]]
+
+
 def seeded_passes(llm: Any, prompts: list[list[int]], max_new: int) -> list[list[list[int]]]:
     """Two passes of random sampling (temperature 1, top-p 0.95), each request with its
     own seed: the ids of both, which repeat exactly when seeding holds.
@@ -69,8 +76,7 @@ def seeded_passes(llm: Any, prompts: list[list[int]], max_new: int) -> list[list
     runners' SeededRewind, where vLLM's own rewind (set_offset) would stop the engine."""
     from vllm import SamplingParams, TokensPrompt
 
-    chosen = sorted(prompts, key=len)
-    batch = [TokensPrompt(prompt_token_ids=p) for p in [*chosen[:3], chosen[-1]]]
+    batch = [TokensPrompt(prompt_token_ids=prompts[i]) for i in seeded_indices(prompts)]
     params = [
         SamplingParams(max_tokens=max_new, temperature=1.0, top_p=0.95, seed=100 + i,
                        ignore_eos=True)

@@ -54,7 +54,7 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any,
     from vllm import SamplingParams, TokensPrompt
 
     from support.emulated_npu_device import counters, launches, reset_counters, syncs
-    from support.spec_engine import seeded_passes, spec_llm
+    from support.spec_engine import seeded_indices, seeded_passes, spec_llm
 
     llm = spec_llm(model, spec, "bfloat16", 128)
     try:
@@ -103,6 +103,7 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any,
             "d2h_copies": device["d2h_copies"],
             "scalar_reads": device["scalar_reads"],
             "seeded": seeded_passes(llm, prompts(), MAX_NEW) if seeded else None,
+            "seeded_indices": seeded_indices(prompts()),
         }
     finally:
         shut_down(llm)

@@ -26,6 +26,7 @@ from support.hf_reference import local_model, make_models_module
 from support.spec_engine import (
     LENGTHS,
     repeating_prompts,
+    seeded_indices,
     seeded_passes,
     spec_llm,
     two_passes,
@@ -121,8 +122,7 @@ def test_seeded_random_sampling_repeats_exactly(runs: dict[str, Any], method: st
     assert all(len(ids) == MAX_NEW for ids in first)
     style = METHODS[method][0]
     plain = _get(runs, f"plain:{style}")
-    shortest = sorted(range(len(LENGTHS)), key=LENGTHS.__getitem__)[:3]
-    greedy = [plain["ids"][0][i] for i in shortest]
+    greedy = [plain["ids"][0][i] for i in seeded_indices(repeating_prompts())]
     if style == "llama_repeat":  # sure of every token: sampling it is the greedy ids
         assert first == greedy
     else:  # MTP's target spreads its mass: the draws leave the greedy ids
