@@ -169,6 +169,7 @@ class AscendPlatformBase(Platform):
 
         register_quantization()
         if parser is None:
+            _no_breakable_cuda_graphs()
             startup_errors.refuse_before_start(
                 startup_errors.engine_args_calling(), container().model_files
             )
@@ -482,3 +483,23 @@ class AscendNpuPlatform(AscendPlatformBase):
         if graphs is None:
             raise RuntimeError("the runtime port of this NPU worker has no graphs")
         return graphs.pool()
+
+
+# vLLM turns on its breakable CUDA graphs for some architectures (DeepSeek-V3.2 among
+# them) by setting VLLM_USE_BREAKABLE_CUDAGRAPH=1 in the process's environment while it
+# builds the config, and then sets the compilation mode to NONE. Those graphs are CUDA's;
+# on this platform the plan decides compilation and NPU graphs, so the variable is set to
+# 0 first (unless the operator set it): otherwise the model runs uncompiled, and every
+# later engine of the same process too, since the variable stays set.
+BREAKABLE_GRAPHS = "VLLM_USE_BREAKABLE_CUDAGRAPH"
+
+
+def _no_breakable_cuda_graphs() -> None:
+    if BREAKABLE_GRAPHS not in os.environ:
+        os.environ[BREAKABLE_GRAPHS] = "0"
+        logger.info(
+            "%s=0: vLLM's breakable CUDA graphs are a CUDA feature (it would turn them on "
+            "for some architectures and compile nothing); the Ascend plan decides "
+            "compilation and graphs",
+            BREAKABLE_GRAPHS,
+        )

@@ -70,6 +70,9 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
     comp = deployment.compilation
     draft = draft.decide(compile_mode=comp.mode, capture_sizes=comp.capture_sizes)
     graph_mode = comp.graph_mode
+    if deployment.model.use_sparse and not comp.enforce_eager:
+        draft = _eager(draft, graph_mode, comp.mode, SPARSE_MLA_EAGER_REASON, unset_compiles=True)
+        return _no_capture(draft) if deployment.device_kind is DeviceKind.CPU else draft
     if deployment.device_kind is DeviceKind.CPU:
         return _no_capture(_host(draft, graph_mode, comp.mode, comp.enforce_eager))
     if comp.enforce_eager:
@@ -160,11 +163,14 @@ NPU_SPECULATIVE_FULL_GRAPHS_REASON = (
     "one-token decode steps only (UNIFORM_SINGLE_TOKEN_DECODE); PIECEWISE captures "
     "everything between the attention layers"
 )
-NPU_SPARSE_MLA_FULL_GRAPHS_REASON = (
-    "the NPU sparse MLA backend (DSA) does not capture full graphs: its metadata builder "
-    "declares no graph support (AttentionCGSupport.NEVER) and the indexer's top-k buffer is "
-    "written outside the attention op; PIECEWISE captures everything between the attention "
-    "layers"
+# The sparse MLA backend takes over vLLM's indexer module (adapters/vllm/attention/
+# sparse_mla.py): its forward runs outside an opaque op and reads the forward context, and
+# traced by Dynamo it gives wrong ids (all zeros on the tiny DeepSeek-V3.2), so it runs
+# eagerly on both devices until the indexer is one opaque op.
+SPARSE_MLA_EAGER_REASON = (
+    "the sparse MLA backend's indexer (DSA) runs outside an opaque op and reads the "
+    "forward context; traced by Dynamo it gives wrong tokens, so the model runs eagerly "
+    "(no compilation, no graphs) on both devices"
 )
 # MoE layers capture: routing, permutation, grouped matmuls and combine keep fixed shapes
 # (T*k rows, padding past the routed count) and read nothing back (adapters/npu/moe.py).
@@ -190,7 +196,6 @@ def _npu_serves(deployment: Deployment, mode: GraphMode) -> tuple[GraphMode, lis
         mode = GraphMode.FULL_AND_PIECEWISE if piecewise_compiles else GraphMode.FULL_DECODE_ONLY
         reasons.append(NPU_FULL_MIXED_REASON)
     for unserved, why in (
-        (deployment.model.use_sparse, NPU_SPARSE_MLA_FULL_GRAPHS_REASON),
         (deployment.speculative.method is not None, NPU_SPECULATIVE_FULL_GRAPHS_REASON),
     ):
         if mode in _FULL_GRAPHS and unserved:

@@ -96,8 +96,11 @@ def test_batch_of_eight_mixed_lengths_then_prefix_cache_hits(served) -> None:  #
 
 
 def test_kv_bytes_per_token_are_what_the_doctor_plans(served) -> None:  # type: ignore[no-untyped-def]
-    """K and V per head in every layer, sliding or not: vLLM gives each group the same
-    page size, so the doctor's bytes per token are what the workers allocate."""
+    """K and V per head in every layer, sliding or not. vLLM's hybrid KV-cache manager (on:
+    the platform supports hybrid caches) puts sliding and full layers in groups of the same
+    page size and shares each KV tensor between one layer of each group, so a block of the
+    pool holds 1/groups of the layers: the doctor's bytes per token of context (every
+    layer) are the pool's bytes per block-token times the number of groups."""
     from ascend_core.memory_budget.sizes import KvLayout, kv_bytes_per_token
     from ascend_core.model_facts import model_facts_from_config
 
@@ -110,4 +113,6 @@ def test_kv_bytes_per_token_are_what_the_doctor_plans(served) -> None:  # type: 
     facts = model_facts_from_config(json.loads((Path(model_dir) / "config.json").read_text()))
     planned = kv_bytes_per_token(facts, kv_dtype_bytes=4)
     assert planned.layout is KvLayout.STANDARD
-    assert allocated == planned.bytes
+    groups = len(runner.kv_cache_config.kv_cache_groups)
+    assert groups == 2  # sliding and full
+    assert allocated * groups == planned.bytes
