@@ -548,3 +548,19 @@ def test_gpt_oss_reaches_our_backend_and_moe_method_as_we_read_it() -> None:
     assert "has_bias" in FusedMoEConfig.__dataclass_fields__
     weights = inspect.getsource(UnquantizedFusedMoEMethod.create_weights)
     assert '"w13_bias"' in weights and '"w2_bias"' in weights
+
+
+def test_vllm_still_turns_breakable_cuda_graphs_on_by_the_variable_we_preset() -> None:
+    """The platform presets VLLM_USE_BREAKABLE_CUDAGRAPH=0 (platform.BREAKABLE_GRAPHS):
+    vLLM reads that name, sets it for the architectures it picks (DeepSeek-V3.2 among
+    them) only when it is unset, and then turns compilation off."""
+    import inspect
+
+    from vllm.config import VllmConfig
+    from vllm.config.vllm import default_breakable_cudagraph_architectures
+
+    from adapters.vllm.platform import BREAKABLE_GRAPHS
+
+    source = inspect.getsource(VllmConfig._maybe_enable_breakable_cudagraph)
+    assert f'"{BREAKABLE_GRAPHS}" not in os.environ' in source
+    assert "DeepseekV32ForCausalLM" in default_breakable_cudagraph_architectures()
