@@ -224,7 +224,7 @@ def _build(out: Path, style: str, size: str, seed: int, dtype: str) -> None:
     ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in SPECIAL_TOKENS}
     config = _config(style, shape, vocab, ids, size)
 
-    from transformers import AutoModelForCausalLM, GenerationConfig
+    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -235,16 +235,7 @@ def _build(out: Path, style: str, size: str, seed: int, dtype: str) -> None:
         _shape_moe_weights(model)
         if style in REPEAT_STYLES + MTP_STYLES:
             _shape_repeat_weights(model)
-    if dtype == "bfloat16":
-        model = model.to(torch.bfloat16)
-    model.config.dtype = dtype
-    model.generation_config = GenerationConfig(
-        bos_token_id=ids[BOS],
-        eos_token_id=[ids[EOS], ids[IM_END]],
-        pad_token_id=ids[PAD],
-        do_sample=False,
-    )
-    model.save_pretrained(str(out))
+    _save(model, out, dtype, ids)
     if style in MTP_STYLES:
         _split_off_mtp_layer(out)
 
@@ -276,7 +267,7 @@ def make_dsv32_model(
 
 def _build_dsv32(out: Path, seed: int, dtype: str) -> None:
     import torch
-    from transformers import AutoModelForCausalLM, DeepseekV32Config, GenerationConfig
+    from transformers import AutoModelForCausalLM, DeepseekV32Config
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -301,14 +292,7 @@ def _build_dsv32(out: Path, seed: int, dtype: str) -> None:
         _shape_weights(model, shape["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
         _shape_moe_weights(model)
         _shape_indexer_weights(model)
-    if dtype == "bfloat16":
-        model = model.to(torch.bfloat16)
-    model.config.dtype = dtype
-    model.generation_config = GenerationConfig(
-        bos_token_id=ids[BOS], eos_token_id=[ids[EOS], ids[IM_END]],
-        pad_token_id=ids[PAD], do_sample=False,
-    )
-    model.save_pretrained(str(out))
+    _save(model, out, dtype, ids)
 
 
 def _shape_indexer_weights(model: Any) -> None:
@@ -669,7 +653,7 @@ def make_qwen3_next(
 
 def _build_qwen3_next(out: Path, seed: int, dtype: str) -> None:
     import torch
-    from transformers import AutoModelForCausalLM, GenerationConfig, Qwen3NextConfig
+    from transformers import AutoModelForCausalLM, Qwen3NextConfig
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -695,6 +679,15 @@ def _build_qwen3_next(out: Path, seed: int, dtype: str) -> None:
         _shape_weights(model, shape["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
         _shape_moe_weights(model)
         _shape_gdn_weights(model)
+    _save(model, out, dtype, ids)
+
+
+
+def _save(model: Any, out: Path, dtype: str, ids: dict[str, int]) -> None:
+    """The model in its dtype, with the greedy generation config every test model carries."""
+    import torch
+    from transformers import GenerationConfig
+
     if dtype == "bfloat16":
         model = model.to(torch.bfloat16)
     model.config.dtype = dtype
@@ -705,7 +698,6 @@ def _build_qwen3_next(out: Path, seed: int, dtype: str) -> None:
         do_sample=False,
     )
     model.save_pretrained(str(out))
-
 
 def _shape_gdn_weights(model: Any) -> None:
     """The linear-attention layers, scaled so their state matters: projections by fan-in
@@ -803,7 +795,7 @@ def make_gpt_oss_model(
 
 def _build_gpt_oss(out: Path, seed: int, dtype: str) -> None:
     import torch
-    from transformers import AutoModelForCausalLM, GenerationConfig, GptOssConfig
+    from transformers import AutoModelForCausalLM, GptOssConfig
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -825,14 +817,7 @@ def _build_gpt_oss(out: Path, seed: int, dtype: str) -> None:
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         _shape_weights(model, GPT_OSS_SHAPE["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
         _shape_gpt_oss_weights(model)
-    if dtype == "bfloat16":
-        model = model.to(torch.bfloat16)
-    model.config.dtype = dtype
-    model.generation_config = GenerationConfig(
-        bos_token_id=ids[BOS], eos_token_id=[ids[EOS], ids[IM_END]], pad_token_id=ids[PAD],
-        do_sample=False,
-    )
-    model.save_pretrained(str(out))
+    _save(model, out, dtype, ids)
 
 
 def _shape_gpt_oss_weights(model: Any) -> None:
