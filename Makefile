@@ -32,7 +32,13 @@ $(STAMP): pyproject.toml requirements/vllm-cpu.txt scripts/check_torch_build.py
 	$(BIN)/pip install --quiet --no-deps vllm==$(VLLM_VERSION)
 	# pd: the Mooncake TCP transport and vllm-router for tests/e2e/test_pd_disaggregation.py
 	# (Mooncake's engine also needs the system's libibverbs1; without it that test skips).
-	$(BIN)/pip install --quiet -e '.[dev,pd]'
+	# spec: Arctic Inference's suffix trees (an sdist with a C++ extension) built against
+	# this torch, not in an isolated environment (that would fetch PyPI's CUDA torch); its
+	# build tools first, and the venv's bin on PATH, where pip's cmake lands.
+	$(BIN)/pip install --quiet nanobind==2.9.2 cmake ninja wheel
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install --quiet --no-build-isolation \
+		arctic-inference==0.3.0
+	$(BIN)/pip install --quiet -e '.[dev,pd,spec]'
 	touch $@
 
 lint: venv

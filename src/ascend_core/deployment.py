@@ -175,6 +175,9 @@ class SpeculativeSettings:
     target_vocab_size: int | None = None  # the target's vocabulary, None: not known
     # The target's num_nextn_predict_layers (what `mtp` drafts with); None: not known.
     mtp_layers: int | None = None
+    # Whether the method's proposer package imports (suffix: arctic_inference's suffix
+    # trees, plan.speculative.PROPOSER_PACKAGES); None: not asked, or none needed.
+    proposer_installed: bool | None = None
 
 
 @frozen

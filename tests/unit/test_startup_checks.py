@@ -13,11 +13,12 @@ from adapters.vllm.startup_errors import (
     decline_reason,
     refuse_before_start,
 )
-from ascend_core.errors import QuantizationError
+from ascend_core.errors import ConfigError, QuantizationError
 from ascend_core.preflight import MissingModelError
 from ascend_core.quantization import detect_quantization
 from unit.fakes.environment import FakeEnvironment
 from unit.fakes.model_files import FakeModelFiles
+from unit.fakes.upstream import FakeUpstream
 
 PLAIN = FakeModelFiles({"config.json": {"model_type": "llama"}}, location="/m/plain")
 MISSING = FakeModelFiles(location="/m/none", exists=False)
@@ -52,6 +53,30 @@ def test_on_engine_args_it_stops_with_the_message_alone() -> None:
         refuse_before_start(args, lambda name: MISSING)
     assert str(stop.value.code).startswith("vllm-plugin-ascend: /nonexistent/model-dir does")
     refuse_before_start(SimpleNamespace(model=None), lambda name: MISSING)  # no model: no check
+
+
+SUFFIX_TREES = "arctic_inference.suffix_decoding:SuffixDecodingCache"
+
+
+def test_suffix_without_its_package_is_refused_before_vllms_import_error() -> None:
+    """vLLM's SpeculativeConfig raises ImportError naming `pip install arctic-inference`,
+    which builds it in isolation against PyPI's CUDA torch: ours comes first."""
+    absent = FakeUpstream()
+    with pytest.raises(ConfigError, match=r"arctic_inference\.suffix_decoding") as refused:
+        check_before_start("/m/plain", None, PLAIN, "suffix", absent)
+    assert "--no-build-isolation" in refused.value.hint
+    assert absent.asked == [SUFFIX_TREES]
+    args = SimpleNamespace(model="/m/plain", quantization=None,
+                           speculative_config={"method": "suffix"})
+    with pytest.raises(StartupError, match="`spec` extra"):
+        refuse_before_start(args, lambda name: PLAIN, absent)
+
+
+def test_suffix_with_its_package_and_other_methods_pass_without_asking() -> None:
+    present = FakeUpstream(symbols=[SUFFIX_TREES])
+    check_before_start("/m/plain", None, PLAIN, "suffix", present)
+    check_before_start("/m/plain", None, PLAIN, "ngram", present)
+    assert present.asked == [SUFFIX_TREES]  # ngram needs no package
 
 
 def test_the_decline_reason_flags_a_misspelt_device_variable() -> None:

@@ -118,6 +118,7 @@ class AscendPlatformBase(Platform):
             files,
             c.host_cpus(),
             c.local_files(),
+            c.upstream(),
         )
 
     @classmethod
@@ -171,7 +172,8 @@ class AscendPlatformBase(Platform):
         if parser is None:
             _no_breakable_cuda_graphs()
             startup_errors.refuse_before_start(
-                startup_errors.engine_args_calling(), container().model_files
+                startup_errors.engine_args_calling(), container().model_files,
+                container().upstream(),
             )
         action = None if parser is None else parser._option_string_actions.get("--quantization")
         if action is not None and action.choices is not None and METHOD_NAME not in action.choices:

@@ -29,11 +29,16 @@ from typing import Any
 from ascend_core.env_registry import unknown_variables
 from ascend_core.errors import AscendError
 from ascend_core.model_facts import text_config
-from ascend_core.plan.speculative import mtp_layers_error
+from ascend_core.plan.speculative import (
+    PROPOSER_PACKAGES,
+    mtp_layers_error,
+    proposer_package_error,
+)
 from ascend_core.preflight import missing_model_error, names_local_path
 from ascend_core.quantization import QuantMethod, detect_quantization
 from ports.environment import Environment
 from ports.model_files import ModelFiles
+from ports.upstream import Upstream
 
 PREFIX = "vllm-plugin-ascend: "
 _watching: list[Path] = []
@@ -144,7 +149,11 @@ _FROM_FILES = (QuantMethod.ASCEND.value, QuantMethod.COMPRESSED_TENSORS.value)
 
 
 def check_before_start(
-    model: str, quantization: str | None, files: ModelFiles, speculative_method: str | None = None
+    model: str,
+    quantization: str | None,
+    files: ModelFiles,
+    speculative_method: str | None = None,
+    upstream: Upstream | None = None,
 ) -> None:
     """The checks vLLM would fail with a traceback, made first with the doctor's errors.
 
@@ -152,8 +161,17 @@ def check_before_start(
     core's MissingModelError for a local path with nothing there (a Hub id is left to
     vLLM), the core's QuantizationError for a --quantization the files cannot back, and
     its ConfigError for `mtp` on a model without MTP layers (vLLM's SpeculativeConfig
-    divides by their count: a ZeroDivisionError).
+    divides by their count: a ZeroDivisionError) and for `suffix` without its package
+    (asked of `upstream`; vLLM's own ImportError names an install that would build it
+    against PyPI's CUDA torch).
     """
+    package = PROPOSER_PACKAGES.get((speculative_method or "").strip().lower())
+    if package is not None and upstream is not None:
+        error = proposer_package_error(
+            speculative_method or "", upstream.has_symbol(package.symbol)
+        )
+        if error is not None:
+            raise error
     if not files.exists():
         if names_local_path(model):
             raise missing_model_error(model)
@@ -169,7 +187,9 @@ def check_before_start(
             raise error
 
 
-def refuse_before_start(engine_args: Any, files_for: Any) -> None:
+def refuse_before_start(
+    engine_args: Any, files_for: Any, upstream: Upstream | None = None
+) -> None:
     """check_before_start on vLLM's EngineArgs, as a StartupError (the message alone).
 
     files_for: model name -> ModelFiles (the container's model_files). Anything but an
@@ -186,6 +206,7 @@ def refuse_before_start(engine_args: Any, files_for: Any) -> None:
             getattr(engine_args, "quantization", None),
             files_for(model),
             method if isinstance(method, str) else None,
+            upstream,
         )
 
 

@@ -25,11 +25,13 @@ from ascend_core.deployment import (
 )
 from ascend_core.deployment_builder import Requested, build_deployment, files_say
 from ascend_core.model_facts import model_facts_from_config
+from ascend_core.plan.speculative import PROPOSER_PACKAGES
 from ascend_core.profiling import ProfilerSettings, settings_from_mapping
 from ports.device import ChipFamily, DeviceKind
 from ports.environment import Environment
 from ports.local_files import LocalFiles
 from ports.model_files import ModelFiles
+from ports.upstream import Upstream
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -232,16 +234,25 @@ def deployment(
     files: ModelFiles | None,
     host_cpus: int | None,
     local_files: LocalFiles,
+    upstream: Upstream | None = None,
 ) -> Deployment | None:
-    """The Deployment the core plans for; None before vLLM knows the model."""
+    """The Deployment the core plans for; None before vLLM knows the model. `upstream`
+    answers whether the speculative method's proposer package imports (suffix)."""
     model = model_facts(vllm_config)
     if model is None:
         return None
+    asked = requested(vllm_config)
+    package = PROPOSER_PACKAGES.get(asked.speculative.method or "")
+    if package is not None and upstream is not None:
+        installed = upstream.has_symbol(package.symbol)
+        asked = attrs.evolve(
+            asked, speculative=attrs.evolve(asked.speculative, proposer_installed=installed)
+        )
     return build_deployment(
         model,
         kind,
         chip_family,
-        requested(vllm_config),
+        asked,
         env,
         files_say(files),
         host_cpus,

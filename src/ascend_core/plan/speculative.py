@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from attrs import frozen
+
 from ascend_core.deployment import Deployment, DraftFacts, SpeculativeSettings
 from ascend_core.errors import ConfigError
 from ascend_core.plan.result import Draft
@@ -13,6 +17,29 @@ from ascend_core.plan.result import Draft
 MAX_QUERY_TOKENS_PER_DECODE = 16
 # Methods whose proposer runs a draft model of its own (speculative_config.model).
 DRAFT_MODEL_METHODS = frozenset({"eagle", "eagle3", "draft_model"})
+
+
+@frozen
+class ProposerPackage:
+    """A proposer vLLM imports from a package of its own, and how this plugin installs it."""
+
+    what: str  # how messages name it
+    symbol: str  # what must import, `module:Attr` (ports.upstream.Upstream.has_symbol)
+    requirement: str  # the pip requirement the `extra` of pyproject.toml holds
+    extra: str
+
+
+# vLLM's SuffixDecodingProposer imports Arctic Inference's suffix trees, a C++ extension
+# (nanobind) built from an sdist; built in an isolated environment it would fetch PyPI's
+# CUDA torch, so it is built against the installed torch instead.
+PROPOSER_PACKAGES: Mapping[str, ProposerPackage] = {
+    "suffix": ProposerPackage(
+        what="Arctic Inference's suffix trees",
+        symbol="arctic_inference.suffix_decoding:SuffixDecodingCache",
+        requirement="arctic-inference==0.3.0",
+        extra="spec",
+    ),
+}
 
 
 def check_speculative(deployment: Deployment, draft: Draft) -> Draft:
@@ -46,7 +73,28 @@ def check_speculative(deployment: Deployment, draft: Draft) -> Draft:
         spec, deployment.model.architecture
     ):
         draft = draft.fail(error)
+    package_error = proposer_package_error(spec.method, spec.proposer_installed)
+    if package_error is not None:
+        draft = draft.fail(package_error)
     return draft
+
+
+def proposer_package_error(method: str, installed: bool | None) -> ConfigError | None:
+    """A method whose proposer package does not import (installed False; None: not
+    asked) is refused before load, with how to install it."""
+    package = PROPOSER_PACKAGES.get(method.strip().lower())
+    if package is None or installed is not False:
+        return None
+    module = package.symbol.partition(":")[0]
+    return ConfigError(
+        f"speculative_config method {method!r} proposes with {package.what} ({module}), "
+        f"which does not import here: {package.requirement.partition('=')[0]} is not "
+        "installed (or its C++ extension was built for another Python).",
+        f"install the plugin's `{package.extra}` extra, built against the installed torch "
+        "without build isolation (isolation would fetch PyPI's CUDA torch): pip install "
+        f"nanobind==2.9.2 cmake ninja wheel, then pip install --no-build-isolation "
+        f"'{package.requirement}' (the Makefile's venv does both)",
+    )
 
 
 def _draft_model_errors(spec: SpeculativeSettings, target_tp: int) -> list[ConfigError]:

@@ -193,11 +193,18 @@ _SPEC_DRAFT_HOST = Supported(
     "checked before load (k + 1 <= 16, the draft's vocabulary, heads and TP against the "
     "target, MTP layers in the model config)"
 )
+_SPEC_SUFFIX_HOST = Supported(
+    "vLLM's suffix-decoding proposer (Arctic Inference's suffix trees, a C++ extension on "
+    "the host; the `spec` extra) with verification on the plugin's RejectionOps (patches "
+    "spec-*-torch); a dynamic number of drafts per request, at most k; greedy ids equal "
+    "the run without speculation (eager, fp32); k + 1 <= 16 as on the NPU; refused before "
+    "load, naming the install, where arctic_inference does not import"
+)
 _NO_SPEC_HOST = Refused(
     "this method's proposer has not been built or checked on the host device in this "
-    "plugin (ngram, eagle, eagle3, mtp and draft_model are)",
-    "serve with speculative_config method ngram, eagle, eagle3, mtp or draft_model, or "
-    "without --speculative-config",
+    "plugin (ngram, suffix, eagle, eagle3, mtp and draft_model are)",
+    "serve with speculative_config method ngram, suffix, eagle, eagle3, mtp or "
+    "draft_model, or without --speculative-config",
 )
 _SPEC_NGRAM_NPU = Supported(
     "vLLM's n-gram proposer (numba, on the host) with verification on the NPU's "
@@ -217,17 +224,25 @@ _SPEC_DRAFT_NPU = Supported(
     "drafts included); greedy ids equal the run without speculation, seeded sampling "
     "repeats; proven on the emulated torch_npu, not on hardware"
 )
+_SPEC_SUFFIX_NPU = Supported(
+    "vLLM's suffix-decoding proposer (Arctic Inference's suffix trees, a C++ extension on "
+    "the host; the `spec` extra) with verification on the NPU's RejectionOps (torch ops on "
+    "the device, no host read); as for n-gram, no async scheduling and no draft forward, "
+    "so the fused attention op gets the runner's exact host lengths for the 1 + k query "
+    "tokens (k varies per request and step); greedy ids equal the run without speculation "
+    "(eager, bf16); proven on the emulated torch_npu, not on hardware"
+)
 _NO_SPEC_NPU = Refused(
     "this method's proposer has not been built or checked on the NPU path of this plugin "
-    "(ngram, eagle, eagle3, mtp and draft_model are)",
-    "serve with speculative_config method ngram, eagle, eagle3, mtp or draft_model, or "
-    "without --speculative-config, or use vllm-ascend",
+    "(ngram, suffix, eagle, eagle3, mtp and draft_model are)",
+    "serve with speculative_config method ngram, suffix, eagle, eagle3, mtp or "
+    "draft_model, or without --speculative-config, or use vllm-ascend",
 )
 _UNKNOWN_SPEC = Refused(
     "the speculative_config method is none this plugin knows (ngram, suffix, eagle, "
     "eagle3, mtp or *_mtp, medusa, draft_model)",
-    "set speculative_config method to one of those (on either device: ngram, eagle, "
-    "eagle3, mtp, draft_model)",
+    "set speculative_config method to one of those (on either device: ngram, suffix, "
+    "eagle, eagle3, mtp, draft_model)",
 )
 
 _SPEC = (
@@ -273,6 +288,7 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     **{(Feature.PROFILER_PROTON, d): _NO_PROTON for d in (_CPU, _NPU)},
     **{(f, _CPU): _NO_SPEC_HOST for f in _SPEC},
     (Feature.SPEC_NGRAM, _CPU): _SPEC_NGRAM_HOST,
+    (Feature.SPEC_SUFFIX, _CPU): _SPEC_SUFFIX_HOST,
     **{
         (f, _CPU): _SPEC_DRAFT_HOST
         for f in (
@@ -281,6 +297,7 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     },
     **{(f, _NPU): _NO_SPEC_NPU for f in _SPEC},
     (Feature.SPEC_NGRAM, _NPU): _SPEC_NGRAM_NPU,
+    (Feature.SPEC_SUFFIX, _NPU): _SPEC_SUFFIX_NPU,
     **{
         (f, _NPU): _SPEC_DRAFT_NPU
         for f in (

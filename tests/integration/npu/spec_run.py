@@ -9,8 +9,8 @@ called, and the emulated device's counters per generated token.
 
 Run as: python spec_run.py MODEL_DIR (under the emulator: support.torch_npu_emulator's
 child_env). Other methods: python spec_run.py MODEL_DIR '{"name": SPECULATIVE_CONFIG}'
-runs plain, then each named config (each but ngram also samples twice with per-request
-seeds, to show seeded runs repeat). An emulator, not Ascend hardware.
+runs plain, then each named config (each but ngram and suffix also samples twice with
+per-request seeds, to show seeded runs repeat). An emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
@@ -119,7 +119,8 @@ def main(model: str, specs: dict[str, dict[str, object]]) -> None:
     torch_npu = activate()
     result = {"plain": run_engine(model, None, torch_npu)}
     for name, spec in specs.items():
-        result[name] = run_engine(model, spec, torch_npu, seeded=name != "ngram")
+        result[name] = run_engine(model, spec, torch_npu,
+                                  seeded=name not in ("ngram", "suffix"))
     print("RESULT " + json.dumps(result), flush=True)
 
 

@@ -1,5 +1,5 @@
-"""Speculative decoding on the emulated NPU (ngram, eagle, eagle3, draft_model, mtp): greedy
-ids equal the run without it; seeded random sampling repeats.
+"""Speculative decoding on the emulated NPU (ngram, suffix, eagle, eagle3, draft_model, mtp):
+greedy ids equal the run without it; seeded random sampling repeats.
 
 One fresh process per target model (spec_run.py, under the emulator) runs its engines one
 after the other, plain first, then each method: bf16, block 128, enforce_eager, a batch of
@@ -10,7 +10,9 @@ phrase of doubled tokens, so n-gram proposals exist and some are rejected: the
 while "t t" earlier in the prompt was followed by another token. Rejected drafts' KV then
 sits in the cache past the exact lengths the fused op is given; were it read, the ids
 would move. On the paged backend each decoding request's 1 + k tokens go to
-npu_fused_infer_attention_score as one causal query over its cached context.
+npu_fused_infer_attention_score as one causal query over its cached context. Suffix
+decoding (Arctic Inference's suffix trees on the host, the `spec` extra; its case skips
+without it) proposes like n-gram from the host's token ids, up to k per request and step.
 
 The draft methods draft for `llama_repeat` with make_draft's drafts (eagle, eagle3,
 draft_model, k=3), and `mtp` (k=2) with the MTP layer of `deepseek_v3_mtp` at the npu-mla
@@ -30,6 +32,7 @@ K/V. An emulator, not Ascend hardware.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -47,14 +50,31 @@ REPEAT, MLA = "llama_repeat", "deepseek_v3_mtp"
 CACHED = [0, 0, 0, 0, 0, 0, 128, 128]  # the full 128-token blocks of each prompt length
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4,
          "prompt_lookup_min": 2}
+HAS_SUFFIX = importlib.util.find_spec("arctic_inference") is not None
+# Methods that propose on the host from the token ids, with no draft forward.
+HOST_PROPOSERS = ("ngram", "suffix")
 # target style -> {method: (draft kind of make_draft or None, k)}
 METHODS: dict[str, dict[str, tuple[str | None, int]]] = {
     REPEAT: {"ngram": (None, 3), "eagle": ("eagle", 3), "eagle3": ("eagle3", 3),
-             "draft_model": ("draft", 3)},
+             "draft_model": ("draft", 3), "suffix": (None, 3)},
     MLA: {"ngram": (None, 3), "mtp": (None, 2)},
 }
-CASES = [(style, method) for style, methods in METHODS.items() for method in methods]
-DRAFTS = [case for case in CASES if case[1] != "ngram"]
+NO_SUFFIX = pytest.mark.skipif(
+    not HAS_SUFFIX, reason="arctic_inference is not installed (the `spec` extra)")
+
+
+def _cases(keep: Any) -> list[Any]:
+    """(style, method) pairs of METHODS that `keep` keeps; suffix's skip without its
+    package (the plan's refusal then is tested in tests/unit)."""
+    return [
+        pytest.param(style, method, marks=NO_SUFFIX) if method == "suffix" else (style, method)
+        for style, methods in METHODS.items() for method in methods if keep(method)
+    ]
+
+
+CASES = _cases(lambda method: True)
+DRAFTS = _cases(lambda method: method not in HOST_PROPOSERS)
+HOST_PROPOSED = _cases(lambda method: method in HOST_PROPOSERS)
 
 
 def _model(style: str) -> Path:
@@ -66,6 +86,8 @@ def _model(style: str) -> Path:
 def _specs(style: str, target: Path) -> dict[str, dict[str, object]]:
     specs: dict[str, dict[str, object]] = {}
     for method, (kind, k) in METHODS[style].items():
+        if method == "suffix" and not HAS_SUFFIX:
+            continue
         spec: dict[str, object] = NGRAM if method == "ngram" else {
             "method": method, "num_speculative_tokens": k}
         if kind is not None:
@@ -129,9 +151,11 @@ def test_acceptance_is_reported_above_zero(runs, style, method) -> None:  # type
         assert spec["accepted"] < spec["drafts"]
 
 
-def test_ngram_runs_on_exact_host_lengths_without_async_scheduling(runs) -> None:  # type: ignore[no-untyped-def]
-    for style in METHODS:
-        assert not runs[style]["ngram"]["async_scheduling"]
+@pytest.mark.parametrize(("style", "method"), HOST_PROPOSED)
+def test_host_proposers_run_on_exact_host_lengths_without_async_scheduling(  # type: ignore[no-untyped-def]
+    runs, style, method
+) -> None:
+    assert not runs[style][method]["async_scheduling"]
 
 
 @pytest.mark.parametrize(("style", "method"), DRAFTS)
@@ -158,7 +182,7 @@ def test_seeded_random_sampling_repeats_exactly(runs, style, method) -> None:  #
 def test_paged_drafts_were_verified_as_multi_token_decodes_with_no_scalar_read(runs) -> None:  # type: ignore[no-untyped-def]
     plain = runs[REPEAT]["plain"]
     assert plain["multi_token_decode_calls"] == 0
-    for method in METHODS[REPEAT]:
+    for method in set(METHODS[REPEAT]) & set(runs[REPEAT]):
         assert runs[REPEAT][method]["multi_token_decode_calls"] > 0, method
         # Lengths from the runner's CPU copy or one copy back, verification on the
         # device: no scalar read.

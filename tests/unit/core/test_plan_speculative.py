@@ -37,11 +37,34 @@ def test_the_draft_model_methods_are_served_on_both_devices(place, method: str) 
     assert _errors(place(speculative=spec)) == ()
 
 
+@pytest.mark.parametrize("installed", [True, None])
 @pytest.mark.parametrize("place", [host, npu])
-def test_suffix_is_refused_with_the_served_methods_named(place) -> None:  # type: ignore[no-untyped-def]
-    (refused,) = _errors(place(speculative={"method": "suffix", "num_speculative_tokens": 1}))
+def test_suffix_is_served_on_both_devices_where_its_package_imports(  # type: ignore[no-untyped-def]
+    place, installed: bool | None
+) -> None:
+    spec = {"method": "suffix", "num_speculative_tokens": 3, "proposer_installed": installed}
+    assert _errors(place(speculative=spec)) == ()
+
+
+@pytest.mark.parametrize("place", [host, npu])
+def test_suffix_without_arctic_inference_is_refused_naming_the_install(place) -> None:  # type: ignore[no-untyped-def]
+    spec = {"method": "suffix", "num_speculative_tokens": 3, "proposer_installed": False}
+    (refused,) = _errors(place(speculative=spec))
+    assert isinstance(refused, ConfigError) and not isinstance(refused, UnsupportedFeatureError)
+    assert "arctic_inference.suffix_decoding" in refused.what
+    assert "`spec` extra" in refused.hint
+    assert "pip install --no-build-isolation 'arctic-inference==0.3.0'" in refused.hint
+
+
+def test_only_suffix_needs_a_proposer_package() -> None:
+    spec = {"method": "ngram", "num_speculative_tokens": 3, "proposer_installed": False}
+    assert _errors(host(speculative=spec)) == ()
+
+
+def test_medusa_is_refused_with_the_served_methods_named() -> None:
+    (refused,) = _errors(npu(speculative={"method": "medusa", "num_speculative_tokens": 1}))
     assert isinstance(refused, UnsupportedFeatureError)
-    assert "ngram" in str(refused) and "eagle3" in str(refused)
+    assert "suffix" in str(refused) and "eagle3" in str(refused)
 
 
 def _draft_spec(**changes: object) -> dict[str, object]:
@@ -128,3 +151,19 @@ def test_k_within_one_to_fifteen(k: int, ok: bool) -> None:
     assert "num_speculative_tokens" in str(error)
     if k > 1:
         assert f"at most {MAX_QUERY_TOKENS_PER_DECODE - 1}" in str(error)
+
+
+def test_the_refusals_install_is_what_pyproject_and_the_makefile_install() -> None:
+    """The `spec` extra, the Makefile's build of it without isolation and the plan's hint
+    name the same Arctic Inference release (read as text: no tomllib on Python 3.10)."""
+    from pathlib import Path
+
+    from ascend_core.plan.speculative import PROPOSER_PACKAGES
+
+    repo = Path(__file__).resolve().parents[3]
+    package = PROPOSER_PACKAGES["suffix"]
+    extra = f'{package.extra} = ["{package.requirement}"]'
+    assert extra in (repo / "pyproject.toml").read_text().splitlines()
+    makefile = (repo / "Makefile").read_text()
+    assert "--no-build-isolation" in makefile and package.requirement in makefile
+    assert f".[dev,pd,{package.extra}]" in makefile

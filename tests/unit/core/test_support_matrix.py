@@ -115,6 +115,8 @@ def test_sparse_mla_serves_on_both_devices_with_its_reason(place) -> None:  # ty
     ("method", "feature"),
     [
         ("ngram", Feature.SPEC_NGRAM),
+        ("suffix", Feature.SPEC_SUFFIX),
+        ("medusa", Feature.SPEC_MEDUSA),
         ("eagle3", Feature.SPEC_EAGLE3),
         ("deepseek_mtp", Feature.SPEC_MTP),
         ("MTP", Feature.SPEC_MTP),
@@ -127,7 +129,9 @@ def test_speculative_methods_map_to_features(method: str, feature: Feature) -> N
         npu(), speculative=SpeculativeSettings(method=method, num_speculative_tokens=2)
     )
     assert features_of(deployment) == (feature,)
-    served = feature in (Feature.SPEC_NGRAM, Feature.SPEC_EAGLE3, Feature.SPEC_MTP)
+    served = feature in (
+        Feature.SPEC_NGRAM, Feature.SPEC_SUFFIX, Feature.SPEC_EAGLE3, Feature.SPEC_MTP
+    )
     assert [e.feature for e in refusals(deployment)] == ([] if served else [feature.name])
 
 

@@ -84,3 +84,25 @@ def test_a_draft_that_does_not_fit_the_target_fails_the_plan_with_the_reason() -
     bad_heads = _plan_failures(_plan_with_draft({**EAGLE3_CONFIG, "num_attention_heads": 6,
                                                  "num_key_value_heads": 6}))
     assert any("do not split over tp=4" in d for d in bad_heads), bad_heads
+
+
+SUFFIX_TREES = "arctic_inference.suffix_decoding:SuffixDecodingCache"
+
+
+def _plan_suffix(upstream: FakeUpstream) -> Report:
+    args = ServeArgs.from_parsed(
+        {"model": "/m/llama", "tensor_parallel_size": 4, "gpu_memory_utilization": 0.9,
+         "speculative_config": {"method": "suffix", "num_speculative_tokens": 3}}
+    )
+    files = FakeModelFiles({"config.json": dict(LLAMA_70B_CONFIG)}, llama_70b_headers(),
+                           "/m/llama")
+    return plan_report(args, files, FakeEnvironment({}), upstream, A2)
+
+
+def test_suffix_fails_the_plan_naming_the_install_where_its_package_does_not_import() -> None:
+    versions = {"vllm": "0.33.0", "torch": "2.13.0"}
+    absent = FakeUpstream(versions)
+    failures = _plan_failures(_plan_suffix(absent))
+    assert absent.asked.count(SUFFIX_TREES) == 1  # asked as serving asks it
+    assert any("arctic_inference.suffix_decoding" in d for d in failures), failures
+    assert _plan_failures(_plan_suffix(FakeUpstream(versions, [SUFFIX_TREES]))) == []

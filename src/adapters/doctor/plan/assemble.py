@@ -23,6 +23,7 @@ from adapters.doctor.plan.registration import registration_item
 from adapters.doctor.report import Report, Section
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core.plan import ConfigPlan
+from ascend_core.plan.speculative import PROPOSER_PACKAGES
 from ascend_core.quantization import QuantMethod
 from ports.device import DeviceKind
 from ports.environment import Environment
@@ -56,6 +57,10 @@ def plan_report(
     deployment = build_deployment(args, model, target, env, detected, host_cpus, local_files)
     speculative = speculative_facts(args, files, draft_files)
     if speculative is not None:  # MTP's layers, vocabulary, draft model, as serving reads them
+        package = PROPOSER_PACKAGES.get(speculative.method or "")
+        if package is not None:  # suffix: whether its package imports, as serving asks
+            installed = upstream.has_symbol(package.symbol)
+            speculative = attrs.evolve(speculative, proposer_installed=installed)
         deployment = attrs.evolve(deployment, speculative=speculative)
     plan_items, plan = config_plan_items(deployment)
     sections.append(Section("config plan", plan_items))
