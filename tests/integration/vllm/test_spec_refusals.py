@@ -72,3 +72,29 @@ def test_the_doctor_reads_the_draft_as_serving_does(kind: str) -> None:
     served = requested(config).speculative.draft
     assert served is not None
     assert draft_facts(json.loads((draft / "config.json").read_text()), 1) == served
+
+
+def test_an_unknown_method_stops_in_vllms_config_naming_the_known_ones() -> None:
+    """vLLM's SpeculativeConfig refuses a method it does not know (a pydantic error that
+    lists them) while the config is built, before any hook of ours and any weight."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    args = EngineArgs(model=str(local_model("llama_repeat", "tiny")), enforce_eager=True,
+                      speculative_config={"method": "lookahead", "num_speculative_tokens": 2})
+    with pytest.raises(ValueError, match="Input should be 'ngram'") as caught:
+        args.create_engine_config()
+    assert "'suffix'" in str(caught.value) and "'eagle3'" in str(caught.value)
+
+
+def test_suffix_without_arctic_inference_is_refused_before_vllms_import_error() -> None:
+    """Where arctic_inference does not import, vLLM's SpeculativeConfig would raise an
+    ImportError naming an install that builds it against PyPI's CUDA torch; the platform's
+    pre-start check (Upstream port, here a fake that has nothing) comes first."""
+    from adapters.container import container
+    from unit.fakes.upstream import FakeUpstream
+
+    with container().upstream.override(FakeUpstream()):
+        message = _refusal(str(local_model("llama_repeat", "tiny")),
+                           {"method": "suffix", "num_speculative_tokens": 3})
+    assert "arctic_inference.suffix_decoding" in message
+    assert "--no-build-isolation" in message
