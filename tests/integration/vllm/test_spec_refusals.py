@@ -98,3 +98,14 @@ def test_suffix_without_arctic_inference_is_refused_before_vllms_import_error() 
                            {"method": "suffix", "num_speculative_tokens": 3})
     assert "arctic_inference.suffix_decoding" in message
     assert "--no-build-isolation" in message
+
+
+def test_the_package_the_plan_asks_about_is_what_vllms_suffix_proposer_imports() -> None:
+    import inspect
+
+    from vllm.v1.spec_decode import suffix_decoding
+
+    from ascend_core.plan.speculative import PROPOSER_PACKAGES
+
+    module, _, name = PROPOSER_PACKAGES["suffix"].symbol.partition(":")
+    assert f"from {module} import {name}" in inspect.getsource(suffix_decoding)
