@@ -176,10 +176,8 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
         passes = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]
         compilation = llm.llm_engine.vllm_config.compilation_config
         after = llm.collective_rpc(worker_graphs) if ranks else []
-        if after:
-            device_counters = after[0]["counters"]
-        else:
-            device_counters = counters() if device == "npu" else {}
+        here = counters() if device == "npu" and not after else {}
+        device_counters = after[0]["counters"] if after else here
         print("RESULT " + json.dumps({
             "runs": [[list(o.outputs[0].token_ids) for o in out] for out in passes],
             "cached_tokens": [int(o.num_cached_tokens or 0) for o in passes[1]],
