@@ -69,10 +69,12 @@ class TorchSleepMemory(SleepMemory):
             held.append(_Held(storage, storage.nbytes()))
         self._held[tag] = held
 
-    def sleep(self, offload: Collection[SleepTag]) -> SleepOutcome:
+    def sleep(
+        self, offload: Collection[SleepTag], tags: Collection[SleepTag] | None = None
+    ) -> SleepOutcome:
         released = offloaded = 0
         for tag, held in self._held.items():
-            if tag in self._asleep:
+            if tag in self._asleep or (tags is not None and tag not in tags):
                 continue
             keep = tag in offload
             if keep and self._in_host_memory:

@@ -42,9 +42,12 @@ class SleepMemory(abc.ABC):
         """The tensors of `tag` (replacing those handed over before)."""
 
     @abc.abstractmethod
-    def sleep(self, offload: Collection[SleepTag]) -> SleepOutcome:
-        """Release the memory of every tracked tensor, keeping the contents of the `offload`
-        tags in host memory; the others' contents are discarded."""
+    def sleep(
+        self, offload: Collection[SleepTag], tags: Collection[SleepTag] | None = None
+    ) -> SleepOutcome:
+        """Release the memory of the tracked tensors of `tags` (all when None; those asleep
+        already are left), keeping the contents of the `offload` tags in host memory; the
+        others' contents are discarded (vLLM's `discard`: `tags` alone, none offloaded)."""
 
     @abc.abstractmethod
     def wake_up(self, tags: Collection[SleepTag] | None = None) -> None:

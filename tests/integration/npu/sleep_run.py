@@ -2,7 +2,8 @@
 
 Run as: python sleep_run.py {host,npu} MODEL_W1 MODEL_W0 [graphs]
 The engine starts on W1 (its ids are those of a fresh engine on W1), then: sleep(1) and
-wake_up(); sleep(1) and wake_up by tag; sleep(2), wake the weights, reload W0 from its
+wake_up(); sleep(1) and wake_up by tag; sleep(0), release_kv_cache_memory() and
+wake_up the KV cache; sleep(2), wake the weights, reload W0 from its
 directory, wake the KV cache (the ids change); sleep(2) and reload W1 from its directory
 (the fresh ids again); reload W0's tensors handed over, then W1's (the fresh ids again).
 Bytes are read on the worker after each sleep and wake. `npu`: the emulated torch_npu and
@@ -112,6 +113,14 @@ def main(device: str, w1: str, w0: str, graphs: str = "") -> None:
     out["bytes_weights_only"] = bytes_now()
     llm.wake_up(tags=["kv_cache"])
     out["after_level1_by_tag"] = ids()
+
+    # vLLM's release_kv_cache_memory: paused (level 0), the KV cache discarded, woken.
+    llm.sleep(level=0)
+    out["bytes_before_kv_release"] = bytes_now()
+    llm.release_kv_cache_memory()
+    out["bytes_kv_released"] = bytes_now()
+    llm.wake_up(tags=["kv_cache"])
+    out["after_kv_released"] = ids()
 
     out["bytes_before_level2"] = bytes_now()
     llm.sleep(level=2)

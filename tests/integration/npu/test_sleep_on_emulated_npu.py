@@ -3,7 +3,8 @@
 (sleep_run.py): a dense and a MoE model on the host (fp32, eager), a dense model on the
 NPU with the plan's graphs captured (bf16) and a MoE model on the NPU (bf16, eager).
 
-Each engine starts on weights W1, sleeps and wakes (level 1, all and by tag), sleeps at
+Each engine starts on weights W1, sleeps and wakes (level 1, all and by tag), releases
+its KV cache (vLLM's release_kv_cache_memory after sleep(0)) and wakes it, sleeps at
 level 2 and reloads W0 then W1 from their directories, then takes W0's and W1's tensors
 handed over; its ids must equal those it gave fresh on W1 each time it holds W1 again.
 The bytes measured are printed (pytest -s) and stated in docs/benchmarks.md. An
@@ -31,7 +32,13 @@ RUNS = {
     "npu-dense-graphs": ("npu", "llama", "graphs"),
     "npu-moe": ("npu", "qwen3_moe", ""),
 }
-SAME_AS_FRESH = ("after_level1", "after_level1_by_tag", "reloaded_w1_dir", "handed_w1")
+SAME_AS_FRESH = (
+    "after_level1",
+    "after_level1_by_tag",
+    "after_kv_released",
+    "reloaded_w1_dir",
+    "handed_w1",
+)
 
 
 def _weights(style: str) -> tuple[str, str]:
@@ -101,6 +108,19 @@ def test_sleep_releases_the_kv_cache_and_at_level_2_the_weights(runs, name) -> N
     assert run["bytes_woken"]["kv_cache"] == kv and run["bytes_woken"]["weights"] == weights
     by_tag = run["bytes_weights_only"]
     assert by_tag["kv_cache"] == 0 and by_tag["weights"] == weights
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_release_kv_cache_memory_goes_through_the_sleep_port(runs, name) -> None:  # type: ignore[no-untyped-def]
+    """vLLM's release_kv_cache_memory (after sleep(0)) frees the KV cache alone; the ids
+    after waking it are checked with the others (SAME_AS_FRESH)."""
+    run = runs[name]
+    before, released = run["bytes_before_kv_release"], run["bytes_kv_released"]
+    kv = before["kv_cache"]
+    assert kv == 16 << 20
+    assert released["kv_cache"] == 0 and released["weights"] == before["weights"]
+    slack = 0 if name.startswith("npu") else 2 << 20
+    assert before["allocated"] - released["allocated"] >= kv - slack
 
 
 def test_a_released_weight_refuses_use_on_the_npu(runs) -> None:  # type: ignore[no-untyped-def]

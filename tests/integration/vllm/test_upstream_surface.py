@@ -79,6 +79,10 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
     ("vllm.compilation.cuda_graph:CUDAGraphWrapper.clear_all_graphs",
      "sleep drops the graphs, waking captures them again"),
     ("vllm.v1.worker.gpu_worker:Worker.reload_weights", "RL weight updates (collective_rpc)"),
+    ("vllm.v1.worker.gpu_worker:Worker.discard",
+     "release_kv_cache_memory reaches it: our worker serves it through the sleep port"),
+    ("vllm.distributed.kv_transfer.kv_connector.v1.base:KVConnectorBase_V1.unregister_kv_caches",
+     "a discarded KV cache is unregistered, and restored (restore_kv_caches) on waking"),
     ("vllm.platforms.interface:Platform.get_global_graph_pool",
      "CUDAGraphWrapper's pool, from our graph_pool_handle"),
     # KV transfer: what the plan reads off kv_transfer_config, and vLLM's side of our
