@@ -8,6 +8,7 @@ captured over the old addresses must be captured again (`addresses_kept` is Fals
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Collection, Iterable
 
 import attrs
@@ -52,6 +53,9 @@ class TorchSleepMemory(SleepMemory):
     @property
     def addresses_kept(self) -> bool:
         return False
+
+    def allocation_pool(self, tag: SleepTag) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # storages of any allocator can be resized
 
     def track(self, tag: SleepTag, tensors: Iterable[torch.Tensor]) -> None:
         if tag in self._asleep:

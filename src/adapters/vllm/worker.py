@@ -82,8 +82,14 @@ class DeviceWorker(Worker):
             self.model_runner = runner(self.vllm_config, self.device, self.runtime)
 
     def _maybe_get_memory_pool_context(self, tag: str) -> contextlib.AbstractContextManager[None]:
-        # vLLM skips its CuMem pool only for built-in platforms; the host has none.
-        return contextlib.nullcontext()
+        """vLLM's CuMem pool, ours: with sleep mode, the weights and the KV cache come from
+        the sleep-memory port's pool (the NPU's keeps their addresses through a sleep;
+        elsewhere none); other tags ("workspace", "runtime") stay with the device's
+        allocator."""
+        known = {t.value: t for t in SleepTag}
+        if not self.model_config.enable_sleep_mode or tag not in known:
+            return contextlib.nullcontext()
+        return container().sleep_memory().allocation_pool(known[tag])
 
     @torch.inference_mode()
     def determine_available_memory(self) -> int:

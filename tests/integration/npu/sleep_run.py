@@ -30,9 +30,21 @@ def measure(worker: Any) -> dict[str, int | None]:
     (distinct storages), and the resident set."""
     import psutil
 
+    def released(ptr: int, device: str) -> bool:
+        """Memory the pool of addresses kept (adapters/npu/vmm_pool.py) unmapped: the
+        storage keeps its address and size, the device has no memory there."""
+        if device != "npu":
+            return False
+        from support.emulated_npu_device import extension
+
+        return bool(extension().unmapped(ptr))
+
     def held(tensors: Any) -> int:
-        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
-        return sum(n for ptr, n in storages.items() if ptr)
+        storages = {
+            t.untyped_storage().data_ptr(): (t.untyped_storage().nbytes(), t.device.type)
+            for t in tensors
+        }
+        return sum(n for ptr, (n, dev) in storages.items() if ptr and not released(ptr, dev))
 
     model = worker.model_runner.model
     return {
@@ -41,6 +53,13 @@ def measure(worker: Any) -> dict[str, int | None]:
         "kv_cache": held(worker._kv_cache_tensors()),
         "rss": int(psutil.Process().memory_info().rss),
     }
+
+
+def addresses(worker: Any) -> list[int]:
+    """On the worker: the addresses of the weights and the KV cache (graphs address them)."""
+    model = worker.model_runner.model
+    tensors = [*model.parameters(), *model.buffers(), *worker._kv_cache_tensors()]
+    return [t.untyped_storage().data_ptr() for t in tensors]
 
 
 def touch_a_weight(worker: Any) -> str:
@@ -100,6 +119,7 @@ def main(device: str, w1: str, w0: str, graphs: str = "") -> None:
     captured = compilation_counter.num_cudagraph_captured
     out["fresh_w1"] = ids()
     out["bytes_awake"] = bytes_now()
+    before = llm.collective_rpc(addresses)[0]
 
     llm.sleep(level=1)
     out["bytes_level1"] = bytes_now()
@@ -148,6 +168,7 @@ def main(device: str, w1: str, w0: str, graphs: str = "") -> None:
     reload(weights_iterator=tensors(w1))
     out["handed_w1"] = ids()
 
+    out["addresses_kept"] = llm.collective_rpc(addresses)[0] == before
     compilation = llm.llm_engine.vllm_config.compilation_config
     out["graph_mode"] = compilation.cudagraph_mode.name if graphs else "NONE"
     out["captured_first"] = captured
