@@ -176,6 +176,8 @@ class NpuVmmSleepMemory(SleepMemory):
         starts = [lo for lo, _ in ranges]
         outside = 0
         for tensor in tensors:
+            if tensor.device.type == "cpu":
+                continue  # host memory: nothing of the device's to release
             storage = tensor.untyped_storage()
             start, size = storage.data_ptr(), storage.nbytes()
             i = bisect.bisect_right(starts, start) - 1
