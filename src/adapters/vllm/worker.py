@@ -234,8 +234,9 @@ class DeviceWorker(Worker):
         """Release the KV cache and the weights through the sleep-memory port (level 1:
         the weights kept in host memory; level 2: discarded, reloaded by the caller).
 
-        Captured graphs address the released memory, which comes back elsewhere: they
-        are dropped here and captured again once everything is awake."""
+        Captured graphs address the released memory: where the port maps it back at the
+        same addresses (the NPU's pool) they stay; where it comes back elsewhere they are
+        dropped here and captured again once everything is awake."""
         if level not in (1, 2):
             raise ValueError(f"sleep level {level} is not served by this worker; use 1 or 2")
         memory = container().sleep_memory()
@@ -310,7 +311,7 @@ class DeviceWorker(Worker):
 
     def wake_up(self, tags: list[str] | None = None) -> None:
         """Give the tagged memory back (all when `tags` is None); once nothing sleeps,
-        capture the graphs dropped by `sleep` again, over the memory's new addresses."""
+        capture the graphs dropped by `sleep` (if any) again, over the new addresses."""
         memory = container().sleep_memory()
         known = {tag.value: tag for tag in SleepTag}
         unknown = sorted(set(tags or ()) - set(known) - {"scheduling"})

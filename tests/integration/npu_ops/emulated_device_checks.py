@@ -275,7 +275,7 @@ def vmm_sleep_pool_keeps_addresses_and_captured_graphs_replay_after_waking() -> 
     memory.wake_up()
     assert not weight.cpu().any()
     graph.reset()
-    del weight, kv
+    weight = kv = torch.empty(0)  # the pooled tensors gone
     assert EXT.vmm_mapped_bytes()["mapped_bytes"] == 0  # freed through the pool's allocator
 
 
