@@ -154,13 +154,12 @@ class NpuVmmSleepMemory(SleepMemory):
 
     @contextlib.contextmanager
     def allocation_pool(self, tag: SleepTag) -> Iterator[None]:
-        npu = self._torch_npu.npu
         pool = self._pools.get(tag)
         if pool is None:
-            pool = self._pools[tag] = npu.MemPool(self._allocator.allocator())
+            pool = self._pools[tag] = self._torch_npu.npu.MemPool(self._allocator.allocator())
         previous = int(self._native.lib.vmm_pool_set_tag(_TAG_IDS[tag]))
         try:
-            with npu.use_mem_pool(pool):
+            with self._torch_npu.npu.use_mem_pool(pool):
                 yield
         finally:
             self._native.lib.vmm_pool_set_tag(previous)

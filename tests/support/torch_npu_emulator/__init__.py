@@ -108,7 +108,7 @@ class CallLog(list):  # type: ignore[type-arg]
     generate call of a tiny model.
     """
 
-    KEEP = 512
+    KEEP = 64
 
     def append(self, call: Any) -> None:
         super().append(call)
