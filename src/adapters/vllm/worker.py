@@ -24,7 +24,7 @@ from ascend_core.memory_budget import format_bytes
 from ascend_core.plan import WorkerKind
 from ports.device import DeviceKind
 from ports.runtime import DeviceRuntime, MemoryInfo
-from ports.sleep import SleepOutcome, SleepTag
+from ports.sleep import SleepMemory, SleepOutcome, SleepTag
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
@@ -89,7 +89,8 @@ class DeviceWorker(Worker):
         known = {t.value: t for t in SleepTag}
         if not self.model_config.enable_sleep_mode or tag not in known:
             return contextlib.nullcontext()
-        return container().sleep_memory().allocation_pool(known[tag])
+        memory: SleepMemory = container().sleep_memory()
+        return memory.allocation_pool(known[tag])
 
     @torch.inference_mode()
     def determine_available_memory(self) -> int:

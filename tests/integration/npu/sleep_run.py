@@ -135,6 +135,9 @@ def main(device: str, w1: str, w0: str, graphs: str = "") -> None:
     out["after_level1_by_tag"] = ids()
 
     # vLLM's release_kv_cache_memory: paused (level 0), the KV cache discarded, woken.
+    # In-process, the scheduler keeps the last requests as finished until it steps again
+    # (a busy engine loop would step); release_kv_cache_memory wants it idle.
+    llm.llm_engine.step()
     llm.sleep(level=0)
     out["bytes_before_kv_release"] = bytes_now()
     llm.release_kv_cache_memory()
