@@ -2,8 +2,8 @@
 
 Run as: python sleep_run.py {host,npu} MODEL_W1 MODEL_W0 [graphs]
 The engine starts on W1 (its ids are those of a fresh engine on W1), then: sleep(1) and
-wake_up(); sleep(1) and wake_up by tag; sleep(0), release_kv_cache_memory() and
-wake_up the KV cache; sleep(2), wake the weights, reload W0 from its
+wake_up(); sleep(1) and wake_up by tag; the KV cache discarded (release_kv_cache_memory's
+executor call) and woken; sleep(2), wake the weights, reload W0 from its
 directory, wake the KV cache (the ids change); sleep(2) and reload W1 from its directory
 (the fresh ids again); reload W0's tensors handed over, then W1's (the fresh ids again).
 Bytes are read on the worker after each sleep and wake. `npu`: the emulated torch_npu and
@@ -134,13 +134,12 @@ def main(device: str, w1: str, w0: str, graphs: str = "") -> None:
     llm.wake_up(tags=["kv_cache"])
     out["after_level1_by_tag"] = ids()
 
-    # vLLM's release_kv_cache_memory: paused (level 0), the KV cache discarded, woken.
-    # In-process, the scheduler keeps the last requests as finished until it steps again
-    # (a busy engine loop would step); release_kv_cache_memory wants it idle.
-    llm.llm_engine.step()
-    llm.sleep(level=0)
+    # vLLM's release_kv_cache_memory: once the engine is idle it calls the executor's
+    # discard(("kv_cache",)), which reaches the worker's. Called here at the executor: the
+    # in-process engine's scheduler holds its last finished requests, which the
+    # method's idleness check refuses (a served engine's busy loop clears them).
     out["bytes_before_kv_release"] = bytes_now()
-    llm.release_kv_cache_memory()
+    llm.llm_engine.engine_core.engine_core.model_executor.discard(("kv_cache",))
     out["bytes_kv_released"] = bytes_now()
     llm.wake_up(tags=["kv_cache"])
     out["after_kv_released"] = ids()

@@ -5,7 +5,7 @@
 pool that keeps their addresses (adapters/npu/vmm_pool.py), so its graphs outlive sleeps.
 
 Each engine starts on weights W1, sleeps and wakes (level 1, all and by tag), releases
-its KV cache (vLLM's release_kv_cache_memory after sleep(0)) and wakes it, sleeps at
+its KV cache (vLLM's release_kv_cache_memory, at the executor) and wakes it, sleeps at
 level 2 and reloads W0 then W1 from their directories, then takes W0's and W1's tensors
 handed over; its ids must equal those it gave fresh on W1 each time it holds W1 again.
 The bytes measured are printed (pytest -s) and stated in docs/benchmarks.md. An
@@ -113,8 +113,8 @@ def test_sleep_releases_the_kv_cache_and_at_level_2_the_weights(runs, name) -> N
 
 @pytest.mark.parametrize("name", list(RUNS))
 def test_release_kv_cache_memory_goes_through_the_sleep_port(runs, name) -> None:  # type: ignore[no-untyped-def]
-    """vLLM's release_kv_cache_memory (after sleep(0)) frees the KV cache alone; the ids
-    after waking it are checked with the others (SAME_AS_FRESH)."""
+    """vLLM's release_kv_cache_memory (the executor's discard of the KV cache) frees the
+    KV cache alone; the ids after waking it are checked with the others (SAME_AS_FRESH)."""
     run = runs[name]
     before, released = run["bytes_before_kv_release"], run["bytes_kv_released"]
     kv = before["kv_cache"]
