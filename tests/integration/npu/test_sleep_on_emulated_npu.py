@@ -72,7 +72,8 @@ def runs() -> dict[str, dict[str, Any]]:
     procs = {name: _start(*spec) for name, spec in RUNS.items()}
     results = {name: _result(proc) for name, proc in procs.items()}
     for name, result in results.items():
-        for key in ("bytes_awake", "bytes_level1", "bytes_weights_only", "bytes_before_level2",
+        for key in ("bytes_awake", "bytes_level1", "bytes_weights_only",
+                    "bytes_before_kv_release", "bytes_kv_released", "bytes_before_level2",
                     "bytes_level2"):
             print(f"{name} {key}: {result[key]}")
     return results
