@@ -65,8 +65,15 @@ def activate(
 
     torch_npu = make_torch_npu(soc_name=soc_name, device_count=device_count)
     torch_npu.npu.total_memory = memory_bytes
-    torch_npu.npu.device()  # install the emulated device: `npu` tensors from here on
+    ext = torch_npu.npu.device()  # install the emulated device: `npu` tensors from here on
     c = container()
+    # Sleep mode's allocator (src/adapters/npu/native/vmm_pool.cpp) is built into the
+    # emulated device, against its emulated ACL.
+    from adapters.npu.vmm_pool import VmmPoolLibrary
+
+    c.npu_device.sleep_pool_library.override(
+        VmmPoolLibrary(ext.__file__, "built into the emulated device, against its ACL")
+    )
     c.npu_probe.override(AvailableNpuProbe(soc_name, device_count, memory_bytes))
     c.torch_npu.override(torch_npu)  # the NPU sub-container, with this torch_npu
     c.npu_device.communicator.override(CapturableGlooCommunicator())  # no HCCL without CANN
