@@ -30,6 +30,7 @@ GIB = 1 << 30
 NO_NPU = ProbeResult(DeviceKind.NPU, False, "torch_npu is not installed", "pip install torch-npu")
 _FLAGS = {
     "--tensor-parallel-size": ("tensor_parallel_size", int),
+    "--pipeline-parallel-size": ("pipeline_parallel_size", int),
     "--max-model-len": ("max_model_len", int),
     "--gpu-memory-utilization": ("gpu_memory_utilization", float),
     "--quantization": ("quantization", str),
@@ -270,8 +271,11 @@ def test_plan_reports_the_graph_mode_the_engine_runs_not_the_one_it_asks_for() -
     (section,) = [s for s in data["sections"] if s["title"] == "config plan"]
     items = {i["name"]: i["detail"] for i in section["items"]}
     assert "graph FULL_AND_PIECEWISE" in items["decisions"]
-    # Under tensor parallelism the plan asks for none (plan/graph.py), and none run.
-    _, parallel = plan_json(["/m/llama", "--tensor-parallel-size", "4"], _llama())
+    # Tensor parallelism keeps the graphs (the ranks capture); under pipeline parallelism
+    # the plan asks for none (plan/graph.py), and none run.
+    _, tp = plan_json(["/m/llama", "--tensor-parallel-size", "4"], _llama())
+    assert tp["data"]["execution"]["graph_mode"] == "FULL_AND_PIECEWISE"
+    _, parallel = plan_json(["/m/llama", "--pipeline-parallel-size", "2"], _llama())
     assert parallel["data"]["execution"]["graph_mode"] == "NONE"
     assert "npu_graph_mode=NONE" in parallel["data"]["plan"]
     assert items["execution"] == execution["how"]
