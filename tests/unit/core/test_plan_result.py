@@ -13,7 +13,7 @@ from unit.core.plan_fixtures import npu
 
 
 def test_describe_renders_one_line_per_change_as_field_old_new_reason() -> None:
-    plan = plan_config(npu(parallel={"tp": 2}))
+    plan = plan_config(npu(parallel={"pp": 2}))  # pipeline parallel: no NPU graphs yet
     text = plan.describe()
     lines = text.splitlines()
     assert lines[0].startswith("Ascend config plan: worker=NPU, block_size=128")
