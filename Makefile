@@ -32,7 +32,8 @@ $(STAMP): pyproject.toml requirements/vllm-cpu.txt scripts/check_torch_build.py
 	$(BIN)/pip install --quiet --no-deps vllm==$(VLLM_VERSION)
 	# pd: the Mooncake TCP transport and vllm-router for tests/e2e/test_pd_disaggregation.py
 	# (Mooncake's engine also needs the system's libibverbs1; without it that test skips).
-	$(BIN)/pip install --quiet -e '.[dev,pd]'
+	# ray: the Ray cluster of tests/e2e/test_ray_multinode.py.
+	$(BIN)/pip install --quiet -e '.[dev,pd,ray]'
 	touch $@
 
 lint: venv
