@@ -16,6 +16,7 @@ import json
 import os
 import random
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +102,15 @@ def run_case(device: str, model: str, case: str) -> dict[str, Any]:
             "workers": llm.collective_rpc(where),
         }
     finally:
+        placement = llm.llm_engine.vllm_config.parallel_config.placement_group
         llm.llm_engine.engine_core.shutdown()
         _clean_distributed_state()
+        if placement is not None:
+            # vLLM's Ray executor kills its actors but keeps its placement group until the
+            # driver exits; the next engine of this process needs those bundles.
+            import ray
+
+            ray.util.remove_placement_group(placement)
 
 
 def _clean_distributed_state() -> None:
@@ -127,7 +135,12 @@ def main(device: str, model: str, address: str, cases: list[str]) -> None:
 
         activate(device_count=2)
     ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=True)
-    result = {case: run_case(device, model, case) for case in cases}
+    result = {}
+    for case in cases:
+        started = time.monotonic()
+        result[case] = run_case(device, model, case)
+        result[case]["seconds"] = round(time.monotonic() - started, 1)
+        print(f"CASE {case} {json.dumps(result[case])}", file=sys.stderr, flush=True)
     print("RESULT " + json.dumps(result), flush=True)
 
 

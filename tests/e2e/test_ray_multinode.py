@@ -85,8 +85,8 @@ def npu(cluster: Any) -> dict[str, Any]:
 
 def _nodes(cluster: Any) -> dict[str, str]:
     """node id -> "A" (the head) or "B"."""
-    head = cluster.head_node.unique_id
-    return {n.unique_id: ("A" if n.unique_id == head else "B") for n in cluster.list_all_nodes()}
+    head = cluster.head_node.node_id
+    return {n.node_id: ("A" if n.node_id == head else "B") for n in cluster.list_all_nodes()}
 
 
 @pytest.mark.parametrize("case", ["ray-tp2", "ray-pp2"])

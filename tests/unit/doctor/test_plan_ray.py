@@ -49,6 +49,7 @@ def test_without_an_address_the_plan_says_what_ray_needs_and_reads_no_cluster() 
     assert any("16 Ray worker(s) (TP=8 x PP=2)" in i["detail"] for i in items)
     assert any("--ray-address" in i["detail"] for i in items)
     assert ray.read_from == []
+    assert code == 0
     # 16 devices on one probed node would fail the local device count; on Ray it does not.
     assert not any(i["status"] == "fail" for s in report["sections"] for i in s["items"]
                    if i["name"] == "devices")
@@ -59,6 +60,7 @@ def test_ray_address_places_the_workers_on_the_cluster() -> None:
     code, report = plan(["/m/llama", *RAY, "--pipeline-parallel-size", "2"], ray,
                         env={"RAY_ADDRESS": "10.0.0.1:6379"})
     assert ray.read_from == ["10.0.0.1:6379"]
+    assert code == 0
     assert report["data"]["ray"]["fits"] is True
     assert report["data"]["ray"]["per_node"] == [["10.0.0.1", 8], ["10.0.0.2", 8]]
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from adapters.doctor.plan.items import FAIL, PASS, WARN, failed
 from adapters.doctor.serve_args import ServeArgs
-from ascend_core.ray_placement import place, ray_needs
 from ascend_core.preflight import CheckItem
+from ascend_core.ray_placement import place, ray_needs
 from ports.cluster import RayCluster
 from ports.device import DeviceKind
 
