@@ -95,7 +95,7 @@ def test_host_workers_on_two_nodes_give_the_tp1_ids(host, cluster, case) -> None
     assert run["executor"] == "RayExecutorV2" and run["backend"] == "ray"
     nodes = _nodes(cluster)
     assert sorted(nodes[w["node"]] for w in run["workers"]) == ["A", "B"]
-    assert {w["worker"] for w in run["workers"]} == {"CpuWorker"}
+    assert {w["worker"] for w in run["workers"]} == {"HostWorker"}
     assert run["ids"] == host["tp1"]["ids"]
 
 
