@@ -15,12 +15,15 @@ with its reason).
 Runs LLM.generate through AscendNpuPlatform -> NpuWorker -> NpuModelRunner on the emulated
 device and prints, per decode step at each batch: graph replays, ops launched from the
 host outside replays (aten ops through the device's fallback plus one per torch_npu
-kernel), the recorded ops the replays ran, device-to-host syncs (copies to the host,
-scalar reads, data-dependent output sizes) and copies, host-to-device copies, and the
-step's host time on the emulator. Each figure is (run of 1 + N tokens - run of 1 token) / N
-over fresh prompts; the host time is the median CPU time of one engine step (after the
-prefill step; the engine runs in the process, one thread) over 3 runs of 1 + N tokens.
-Proxies of NPU efficiency measured on an emulator, not Ascend hardware.
+kernel), device-to-device copies outside replays (a launch each too), the recorded ops
+the replays ran, device-to-host syncs (copies to the host, scalar reads, data-dependent
+output sizes) and copies, host-to-device copies, and the step's host time on the
+emulator; for each graph mode, every launch and copy of a decode step by where it comes
+from (the model runner's method, and the nearest frame of vLLM or the plugin). Each
+figure is (run of 1 + N tokens - run of 1 token) / N over fresh prompts; the host time
+is the median CPU time of one engine step (after the prefill step; the engine runs in
+the process, one thread) over 3 runs of 1 + N tokens. Proxies of NPU efficiency
+measured on an emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ def measure(model: str, mode: str, steps: int, batches: list[int]) -> dict[str, 
     activate()
     from vllm import LLM, SamplingParams, TokensPrompt
 
-    from support.emulated_npu_device import counters, op_counts, reset_counters
+    from support.emulated_npu_device import counters, launch_sources, op_counts, reset_counters
 
     graphs: dict[str, Any] = {}
     if mode != "eager":
@@ -100,16 +103,17 @@ def measure(model: str, mode: str, steps: int, batches: list[int]) -> dict[str, 
     served = llm.llm_engine.vllm_config.compilation_config.cudagraph_mode.name
     rng = random.Random(0)
 
-    def run(batch: int, tokens: int) -> tuple[dict[str, int], dict[str, int], float]:
+    def run(batch: int, tokens: int) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
         prompts = [
             TokensPrompt(prompt_token_ids=[rng.randrange(2, 500) for _ in range(24)])
             for _ in range(batch)
         ]
         params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
         reset_counters()
-        start = time.perf_counter()
-        llm.generate(prompts, params, use_tqdm=False)
-        return counters(), op_counts(), time.perf_counter() - start
+        with launch_sources() as seen:
+            llm.generate(prompts, params, use_tqdm=False)
+        at = {f"{what} @ {where}": n for (what, where), n in seen.items()}
+        return counters(), op_counts(), at
 
     def decode_step_seconds(batch: int, tokens: int) -> list[float]:
         """Each engine step's CPU time after the first (the prefill of all prompts): this
@@ -128,12 +132,13 @@ def measure(model: str, mode: str, steps: int, batches: list[int]) -> dict[str, 
 
     rows: dict[str, Any] = {}
     for batch in batches:
-        (one, ops_one, _), (more, ops_more, _) = run(batch, 1), run(batch, 1 + steps)
+        (one, ops_one, at_one), (more, ops_more, at_more) = run(batch, 1), run(batch, 1 + steps)
         per = {k: (more[k] - one[k]) / steps for k in one}
         ops = {k: (ops_more.get(k, 0) - ops_one.get(k, 0)) / steps for k in ops_more}
+        sources = {k: (at_more.get(k, 0) - at_one.get(k, 0)) / steps for k in at_more}
         timed = sorted(t for _ in range(REPEATS) for t in decode_step_seconds(batch, 1 + steps))
         host_ms = 1000 * timed[len(timed) // 2]
-        rows[str(batch)] = {"per_step": per, "host_ms": host_ms, "ops": ops}
+        rows[str(batch)] = {"per_step": per, "host_ms": host_ms, "ops": ops, "sources": sources}
     return {"served": served, "layers": len(runner.model.model.layers), "batches": rows}
 
 
@@ -155,17 +160,17 @@ def _table(named: str, results: dict[str, dict[str, Any]], batches: list[int]) -
     print(f"model {named}, {layers} decoder layers, bf16, block 128, captured sizes "
           f"{CAPTURE_SIZES}; per decode step (emulator, not Ascend hardware)")  # fmt: skip
     print(
-        "| asked | runs | batch | replays | host launches | replayed ops | D2H syncs "
-        "| of which D2H copies | H2D copies | host CPU ms |"
+        "| asked | runs | batch | replays | host launches | D2D copies | replayed ops "
+        "| D2H syncs | of which D2H copies | H2D copies | host CPU ms |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for mode, result in results.items():
         for batch in batches:
             row = result["batches"][str(batch)]
             per = row["per_step"]
             print(
                 f"| {mode} | {result['served'] if mode != 'eager' else 'eager'} | {batch} "
-                f"| {per['graph_replays']:.1f} | {launches(per):.1f} "
+                f"| {per['graph_replays']:.1f} | {launches(per):.1f} | {per['d2d_copies']:.1f} "
                 f"| {per['graph_replayed_ops']:.1f} | {syncs(per):.2f} "
                 f"| {per['d2h_copies']:.2f} | {per['h2d_copies']:.2f} | {row['host_ms']:.1f} |"
             )
@@ -174,6 +179,15 @@ def _table(named: str, results: dict[str, dict[str, Any]], batches: list[int]) -
         print(f"\n{mode}: ops launched from the host per decode step at batch {max(batches)}:")
         for name, n in sorted(ops.items(), key=lambda kv: -kv[1])[:12]:
             if n > 0:
+                print(f"  {n:6.1f}  {name}")
+        if mode == "eager":
+            continue
+        # Every launch and copy outside the replays, by where it comes from (the runner's
+        # method <- the nearest frame of vLLM or the plugin).
+        sources = result["batches"][str(max(batches))]["sources"]
+        print(f"{mode}: each launch and copy per decode step at batch {max(batches)}, by origin:")
+        for name, n in sorted(sources.items(), key=lambda kv: (kv[0].split(" @ ")[1], kv[0])):
+            if n >= 0.5:
                 print(f"  {n:6.1f}  {name}")
 
 

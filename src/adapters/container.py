@@ -131,7 +131,15 @@ class NpuDevice(containers.DeclarativeContainer):
         _lazy, "adapters.npu.draft_inputs:NpuDraftInputOps", torch_npu
     )
     runtime = providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu)
-    sleep_memory = providers.Singleton(_lazy, "adapters.npu.sleep:NpuSleepMemory", torch_npu)
+    # Sleep mode: the pool that keeps addresses (adapters/npu/vmm_pool.py), its native
+    # allocator built once against the CANN the finder sees (the emulator injects its own).
+    cann_library_finder = providers.Dependency()
+    sleep_pool_library = providers.Singleton(
+        _lazy, "adapters.npu.vmm_pool:build_vmm_pool_library", cann_library_finder
+    )
+    sleep_memory = providers.Singleton(
+        _lazy, "adapters.npu.sleep:npu_sleep_memory", torch_npu, sleep_pool_library
+    )
     communicator = providers.Singleton(_lazy, "adapters.npu.collective:HcclCommunicator")
     profiler = providers.Singleton(_lazy, "adapters.npu.profiler:NpuProfiler", torch_npu)
 
@@ -162,7 +170,12 @@ class Container(containers.DeclarativeContainer):
     # on that torch_npu), of which the decision below selects one, once per process.
     torch_npu = providers.Singleton(_lazy, "adapters.npu.loader:load_torch_npu")
     host_device = providers.Container(HostDevice)
-    npu_device = providers.Container(NpuDevice, torch_npu=torch_npu, env_settings=env_settings)
+    npu_device = providers.Container(
+        NpuDevice,
+        torch_npu=torch_npu,
+        env_settings=env_settings,
+        cann_library_finder=cann_library_finder,
+    )
     npu_runtime = npu_device.runtime
 
     # Probes and the device decision (the core decides; probes only look).

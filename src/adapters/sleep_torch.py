@@ -8,6 +8,7 @@ captured over the old addresses must be captured again (`addresses_kept` is Fals
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Collection, Iterable
 
 import attrs
@@ -53,6 +54,9 @@ class TorchSleepMemory(SleepMemory):
     def addresses_kept(self) -> bool:
         return False
 
+    def allocation_pool(self, tag: SleepTag) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # storages of any allocator can be resized
+
     def track(self, tag: SleepTag, tensors: Iterable[torch.Tensor]) -> None:
         if tag in self._asleep:
             raise RuntimeError(
@@ -69,10 +73,12 @@ class TorchSleepMemory(SleepMemory):
             held.append(_Held(storage, storage.nbytes()))
         self._held[tag] = held
 
-    def sleep(self, offload: Collection[SleepTag]) -> SleepOutcome:
+    def sleep(
+        self, offload: Collection[SleepTag], tags: Collection[SleepTag] | None = None
+    ) -> SleepOutcome:
         released = offloaded = 0
         for tag, held in self._held.items():
-            if tag in self._asleep:
+            if tag in self._asleep or (tags is not None and tag not in tags):
                 continue
             keep = tag in offload
             if keep and self._in_host_memory:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import enum
 from collections.abc import Collection, Iterable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from attrs import frozen
@@ -34,17 +35,26 @@ class SleepMemory(abc.ABC):
 
     The tensors stay the same objects (the model and the runner keep them); their memory
     comes back on waking, not necessarily at the same address, so `addresses_kept` says
-    whether captured graphs stay valid or must be captured again.
+    whether captured graphs stay valid or must be captured again. An implementation that
+    keeps addresses takes the tensors from its own pool (`allocation_pool`).
     """
+
+    @abc.abstractmethod
+    def allocation_pool(self, tag: SleepTag) -> AbstractContextManager[None]:
+        """Where the worker allocates the tensors of `tag` (loading the model, making the KV
+        cache): a pool that sleeps as a whole, or no pool at all (nullcontext)."""
 
     @abc.abstractmethod
     def track(self, tag: SleepTag, tensors: Iterable[torch.Tensor]) -> None:
         """The tensors of `tag` (replacing those handed over before)."""
 
     @abc.abstractmethod
-    def sleep(self, offload: Collection[SleepTag]) -> SleepOutcome:
-        """Release the memory of every tracked tensor, keeping the contents of the `offload`
-        tags in host memory; the others' contents are discarded."""
+    def sleep(
+        self, offload: Collection[SleepTag], tags: Collection[SleepTag] | None = None
+    ) -> SleepOutcome:
+        """Release the memory of the tracked tensors of `tags` (all when None; those asleep
+        already are left), keeping the contents of the `offload` tags in host memory; the
+        others' contents are discarded (vLLM's `discard`: `tags` alone, none offloaded)."""
 
     @abc.abstractmethod
     def wake_up(self, tags: Collection[SleepTag] | None = None) -> None:

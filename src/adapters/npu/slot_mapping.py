@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import torch
 
 from adapters.slot_mapping import torch_slot_mapping
 from ports.slot_mapping import SlotMapping
 
-if TYPE_CHECKING:
-    import torch
-
 
 class NpuSlotMapping(SlotMapping):
     """torch_slot_mapping on the batch's device tensors; no torch_npu call of its own, so
-    serving does not depend on triton-ascend compiling vLLM's CUDA-tuned kernel."""
+    serving does not depend on triton-ascend compiling vLLM's CUDA-tuned kernel. A decode
+    step (one token a request) takes a shorter way: 5 launches instead of about 14, each a
+    host call on an NPU, where the request of each token need not be looked up."""
 
     def compute(
         self,
@@ -27,6 +26,13 @@ class NpuSlotMapping(SlotMapping):
         block_size: int,
         pad_id: int,
     ) -> None:
+        num_reqs = query_start_loc.shape[0] - 1
+        if num_reqs > 0 and num_tokens == num_reqs:
+            _decode_slot_mapping(
+                num_tokens, max_num_tokens, positions, block_table, block_table_stride,
+                slot_mapping, block_size, pad_id,
+            )  # fmt: skip
+            return
         torch_slot_mapping(
             num_tokens,
             max_num_tokens,
@@ -38,3 +44,26 @@ class NpuSlotMapping(SlotMapping):
             block_size,
             pad_id,
         )
+
+
+def _decode_slot_mapping(
+    num_tokens: int,
+    max_num_tokens: int,
+    positions: torch.Tensor,
+    block_table: torch.Tensor,
+    block_table_stride: int,
+    slot_mapping: torch.Tensor,
+    block_size: int,
+    pad_id: int,
+) -> None:
+    """The port's contract when every request has one token (vLLM schedules no request
+    without one, so num_tokens == num_reqs says so): token i is request i's, its block
+    row i of the table; one gather and one fused add into the slots."""
+    slot_mapping[num_tokens:max_num_tokens].fill_(pad_id)
+    rows = block_table.reshape(-1)[: num_tokens * block_table_stride]
+    pos = positions[:num_tokens]
+    column = pos.div(block_size, rounding_mode="floor")
+    blocks = rows.view(num_tokens, block_table_stride).gather(1, column.unsqueeze(1).long())
+    # block * block_size + position % block_size, written in place.
+    torch.add(pos.remainder(block_size), blocks.squeeze(1), alpha=block_size,
+              out=slot_mapping[:num_tokens])  # fmt: skip

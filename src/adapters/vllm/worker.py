@@ -24,7 +24,7 @@ from ascend_core.memory_budget import format_bytes
 from ascend_core.plan import WorkerKind
 from ports.device import DeviceKind
 from ports.runtime import DeviceRuntime, MemoryInfo
-from ports.sleep import SleepTag
+from ports.sleep import SleepMemory, SleepOutcome, SleepTag
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
@@ -105,8 +105,15 @@ class DeviceWorker(Worker):
             self.model_runner = runner(self.vllm_config, self.device, self.runtime)
 
     def _maybe_get_memory_pool_context(self, tag: str) -> contextlib.AbstractContextManager[None]:
-        # vLLM skips its CuMem pool only for built-in platforms; the host has none.
-        return contextlib.nullcontext()
+        """vLLM's CuMem pool, ours: with sleep mode, the weights and the KV cache come from
+        the sleep-memory port's pool (the NPU's keeps their addresses through a sleep;
+        elsewhere none); other tags ("workspace", "runtime") stay with the device's
+        allocator."""
+        known = {t.value: t for t in SleepTag}
+        if not self.model_config.enable_sleep_mode or tag not in known:
+            return contextlib.nullcontext()
+        memory: SleepMemory = container().sleep_memory()
+        return memory.allocation_pool(known[tag])
 
     @torch.inference_mode()
     def determine_available_memory(self) -> int:
@@ -251,8 +258,9 @@ class DeviceWorker(Worker):
         """Release the KV cache and the weights through the sleep-memory port (level 1:
         the weights kept in host memory; level 2: discarded, reloaded by the caller).
 
-        Captured graphs address the released memory, which comes back elsewhere: they
-        are dropped here and captured again once everything is awake."""
+        Captured graphs address the released memory: where the port maps it back at the
+        same addresses (the NPU's pool) they stay; where it comes back elsewhere they are
+        dropped here and captured again once everything is awake."""
         if level not in (1, 2):
             raise ValueError(f"sleep level {level} is not served by this worker; use 1 or 2")
         memory = container().sleep_memory()
@@ -271,18 +279,53 @@ class DeviceWorker(Worker):
             }
         memory.track(SleepTag.WEIGHTS, [*model.parameters(), *model.buffers()])
         memory.track(SleepTag.KV_CACHE, self._kv_cache_tensors())
-        self._graphs_dropped = self._graphs_captured() and not memory.addresses_kept
-        if self._graphs_dropped:
+        self._drop_graphs_if_moved(memory.addresses_kept)
+        offload = {SleepTag.WEIGHTS} if level == 1 else set()
+        outcome = memory.sleep(offload)
+        self._log_release(f"Sleep level {level}", outcome, before)
+
+    def discard(self, tags: tuple[str, ...]) -> None:
+        """vLLM's `release_kv_cache_memory` (and `discard`): release the memory of `tags`
+        without keeping their contents, through the sleep-memory port; `wake_up(tags)`
+        gives it back (zeros). vLLM's own discard would take its CUDA allocator's path."""
+        known = {tag.value: tag for tag in SleepTag}
+        unknown = sorted(set(tags) - set(known))
+        if unknown:
+            raise ValueError(f"discard tags {unknown} are unknown; use {sorted(known)}")
+        chosen = {known[t] for t in tags}
+        memory = container().sleep_memory()
+        self.runtime.synchronize()
+        before = self.runtime.allocated_bytes()
+        from vllm.distributed.kv_transfer import get_kv_transfer_group, has_kv_transfer_group
+
+        if SleepTag.KV_CACHE in chosen:
+            if has_kv_transfer_group():
+                get_kv_transfer_group().unregister_kv_caches()
+                self._kv_unregistered = True
+            memory.track(SleepTag.KV_CACHE, self._kv_cache_tensors())
+        if SleepTag.WEIGHTS in chosen:
+            model = self.model_runner.model
+            memory.track(SleepTag.WEIGHTS, [*model.parameters(), *model.buffers()])
+        self._drop_graphs_if_moved(memory.addresses_kept)
+        outcome = memory.sleep(offload=(), tags=chosen)
+        self._log_release(f"Discarding {sorted(tags)}", outcome, before)
+
+    def _drop_graphs_if_moved(self, addresses_kept: bool) -> None:
+        """Captured graphs address the memory about to be released; when it comes back
+        elsewhere they are dropped now and captured again once everything is awake."""
+        dropped = self._graphs_captured() and not addresses_kept
+        self._graphs_dropped = getattr(self, "_graphs_dropped", False) or dropped
+        if dropped:
             from vllm.compilation.cuda_graph import CUDAGraphWrapper
 
             CUDAGraphWrapper.clear_all_graphs()
             gc.collect()
-        offload = {SleepTag.WEIGHTS} if level == 1 else set()
-        outcome = memory.sleep(offload)
+
+    def _log_release(self, what: str, outcome: SleepOutcome, before: int | None) -> None:
         after = self.runtime.allocated_bytes()
         logger.info(
-            "Sleep level %d released %s (%s kept in host memory)%s; allocated %s -> %s.",
-            level,
+            "%s released %s (%s kept in host memory)%s; allocated %s -> %s.",
+            what,
             format_bytes(outcome.released_bytes),
             format_bytes(outcome.offloaded_bytes),
             "; graphs dropped, captured again on waking" if self._graphs_dropped else "",
@@ -292,7 +335,7 @@ class DeviceWorker(Worker):
 
     def wake_up(self, tags: list[str] | None = None) -> None:
         """Give the tagged memory back (all when `tags` is None); once nothing sleeps,
-        capture the graphs dropped by `sleep` again, over the memory's new addresses."""
+        capture the graphs dropped by `sleep` (if any) again, over the new addresses."""
         memory = container().sleep_memory()
         known = {tag.value: tag for tag in SleepTag}
         unknown = sorted(set(tags or ()) - set(known) - {"scheduling"})
@@ -300,6 +343,11 @@ class DeviceWorker(Worker):
             raise ValueError(f"wake_up tags {unknown} are unknown; use {sorted(known)}")
         chosen = None if tags is None else [known[t] for t in tags if t in known]
         memory.wake_up(chosen)
+        if getattr(self, "_kv_unregistered", False) and SleepTag.KV_CACHE not in memory.asleep():
+            from vllm.distributed.kv_transfer import get_kv_transfer_group
+
+            get_kv_transfer_group().restore_kv_caches()  # unregistered by `discard`
+            self._kv_unregistered = False
         if (chosen is None or SleepTag.WEIGHTS in chosen) and self._sleep_saved_buffers:
             model = self.model_runner.model
             for name, buffer in model.named_buffers():

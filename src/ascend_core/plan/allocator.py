@@ -16,9 +16,10 @@ FIXED_SEGMENT_OPTIONS = ("max_split_size_mb", "garbage_collection_threshold")
 def plan_allocator(deployment: Deployment, draft: Draft) -> Draft:
     """Add expandable_segments:True unless the user already chose.
 
-    Sleep mode does not stand in the way: the worker releases the weights and KV cache
-    through torch_npu's caching allocator (storages resized to 0, empty_cache) rather than
-    a pool of fixed physical handles, and expandable segments return those pages too.
+    Not with sleep mode: its weights and KV cache come from a torch_npu MemPool over a
+    pluggable allocator (adapters/npu/vmm_pool.py), which expandable segments would bypass
+    (as in PyTorch, pytorch/pytorch#147851); the user's own expandable_segments:True is
+    left as is, with a warning.
     """
     current = deployment.npu_alloc_conf
     draft = draft.decide(npu_alloc_conf=current)
@@ -30,6 +31,14 @@ def plan_allocator(deployment: Deployment, draft: Draft) -> Draft:
             f"PYTORCH_NPU_ALLOC_CONF={current!r} is not a list of key:value pairs; "
             "left as is, without expandable_segments."
         )
+    if deployment.cache.enable_sleep_mode:
+        if options.get(EXPANDABLE, "").strip() == "True":
+            return draft.warn(
+                f"PYTORCH_NPU_ALLOC_CONF={current!r} sets {EXPANDABLE}:True with sleep mode: "
+                "expandable segments bypass the MemPool that sleep mode allocates the weights "
+                "and KV cache from, so the first sleep would stop with an error; remove it."
+            )
+        return draft  # no expandable segments under sleep mode's pool
     if EXPANDABLE in options:
         return draft  # the user's own choice stands
     fixed = [key for key in FIXED_SEGMENT_OPTIONS if key in options]

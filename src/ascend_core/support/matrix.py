@@ -152,10 +152,11 @@ _SLEEP_HOST = Supported(
     "OS); wake_up gives them back, all or by tag, and reload_weights loads new ones in place"
 )
 _SLEEP_NPU = Supported(
-    "sleep(1) copies the weights to pinned host memory and frees them and the KV cache "
-    "through torch_npu's caching allocator (storages resized to 0, empty_cache), sleep(2) "
-    "discards both; wake_up gives them back at new addresses and captures the graphs again; "
-    "proven on the emulated NPU, not on hardware"
+    "weights and KV cache come from a torch_npu MemPool whose allocator maps ACL physical "
+    "memory into reserved addresses; sleep(1) copies the weights to pinned host memory and "
+    "unmaps both, sleep(2) discards both; wake_up maps memory again at the same addresses, "
+    "so captured graphs stay valid (without the allocator's library: storages resized, "
+    "graphs captured again); proven on the emulated NPU, not on hardware"
 )
 _PROFILER_HOST = Supported(
     "torch's profiler on the host (CPU activity): /start_profile and /stop_profile (or "

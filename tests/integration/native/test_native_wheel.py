@@ -85,6 +85,8 @@ def test_a_wheel_install_builds_and_uses_the_native_kernels(tmp_path: Path) -> N
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
     assert "adapters/cpu/native/dot_kernels.h" in names, names
+    # The NPU sleep pool's allocator source, built on NPU hosts (adapters/npu/vmm_pool.py).
+    assert "adapters/npu/native/vmm_pool.cpp" in names, names
     # The Triton kernels adapters/npu launches, each module the lowering check lists.
     kernel_modules = {n for n in names if n.startswith("kernels/triton/")}
     assert {f"kernels/triton/{m}.py" for m in ("slot_mapping", "topk_topp", "rejection")} < (

@@ -2,7 +2,8 @@
 
 Run as: python sleep_run.py {host,npu} MODEL_W1 MODEL_W0 [graphs]
 The engine starts on W1 (its ids are those of a fresh engine on W1), then: sleep(1) and
-wake_up(); sleep(1) and wake_up by tag; sleep(2), wake the weights, reload W0 from its
+wake_up(); sleep(1) and wake_up by tag; the KV cache discarded (release_kv_cache_memory's
+executor call) and woken; sleep(2), wake the weights, reload W0 from its
 directory, wake the KV cache (the ids change); sleep(2) and reload W1 from its directory
 (the fresh ids again); reload W0's tensors handed over, then W1's (the fresh ids again).
 Bytes are read on the worker after each sleep and wake. `npu`: the emulated torch_npu and
@@ -29,9 +30,21 @@ def measure(worker: Any) -> dict[str, int | None]:
     (distinct storages), and the resident set."""
     import psutil
 
+    def released(ptr: int, device: str) -> bool:
+        """Memory the pool of addresses kept (adapters/npu/vmm_pool.py) unmapped: the
+        storage keeps its address and size, the device has no memory there."""
+        if device != "npu":
+            return False
+        from support.emulated_npu_device import extension
+
+        return bool(extension().unmapped(ptr))
+
     def held(tensors: Any) -> int:
-        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
-        return sum(n for ptr, n in storages.items() if ptr)
+        storages = {
+            t.untyped_storage().data_ptr(): (t.untyped_storage().nbytes(), t.device.type)
+            for t in tensors
+        }
+        return sum(n for ptr, (n, dev) in storages.items() if ptr and not released(ptr, dev))
 
     model = worker.model_runner.model
     return {
@@ -40,6 +53,13 @@ def measure(worker: Any) -> dict[str, int | None]:
         "kv_cache": held(worker._kv_cache_tensors()),
         "rss": int(psutil.Process().memory_info().rss),
     }
+
+
+def addresses(worker: Any) -> list[int]:
+    """On the worker: the addresses of the weights and the KV cache (graphs address them)."""
+    model = worker.model_runner.model
+    tensors = [*model.parameters(), *model.buffers(), *worker._kv_cache_tensors()]
+    return [t.untyped_storage().data_ptr() for t in tensors]
 
 
 def touch_a_weight(worker: Any) -> str:
@@ -99,6 +119,7 @@ def main(device: str, w1: str, w0: str, graphs: str = "") -> None:
     captured = compilation_counter.num_cudagraph_captured
     out["fresh_w1"] = ids()
     out["bytes_awake"] = bytes_now()
+    before = llm.collective_rpc(addresses)[0]
 
     llm.sleep(level=1)
     out["bytes_level1"] = bytes_now()
@@ -112,6 +133,16 @@ def main(device: str, w1: str, w0: str, graphs: str = "") -> None:
     out["bytes_weights_only"] = bytes_now()
     llm.wake_up(tags=["kv_cache"])
     out["after_level1_by_tag"] = ids()
+
+    # vLLM's release_kv_cache_memory: once the engine is idle it calls the executor's
+    # discard(("kv_cache",)), which reaches the worker's. Called here at the executor: the
+    # in-process engine's scheduler holds its last finished requests, which the
+    # method's idleness check refuses (a served engine's busy loop clears them).
+    out["bytes_before_kv_release"] = bytes_now()
+    llm.llm_engine.engine_core.engine_core.model_executor.discard(("kv_cache",))
+    out["bytes_kv_released"] = bytes_now()
+    llm.wake_up(tags=["kv_cache"])
+    out["after_kv_released"] = ids()
 
     out["bytes_before_level2"] = bytes_now()
     llm.sleep(level=2)
@@ -139,6 +170,7 @@ def main(device: str, w1: str, w0: str, graphs: str = "") -> None:
     reload(weights_iterator=tensors(w1))
     out["handed_w1"] = ids()
 
+    out["addresses_kept"] = llm.collective_rpc(addresses)[0] == before
     compilation = llm.llm_engine.vllm_config.compilation_config
     out["graph_mode"] = compilation.cudagraph_mode.name if graphs else "NONE"
     out["captured_first"] = captured

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch
 
-from support.emulated_npu_device import counters, reset_counters
+from support.emulated_npu_device import counters, launch_sources, reset_counters
 from support.torch_npu_emulator import make_torch_npu
 
 TNPU = make_torch_npu(device_count=2)
@@ -447,6 +447,26 @@ def counters_per_step() -> None:
         step = counters()
         assert (step["graph_replays"], step["graph_replayed_ops"]) == (1, nodes), step
         assert step["fallback_ops"] == 0 and step["d2h_copies"] == step["scalar_reads"] == 0
+
+
+@check
+def launch_sources_name_each_launch_and_copy_but_not_a_replay() -> None:
+    host = torch.arange(4, dtype=torch.float32)
+    with launch_sources() as seen:
+        x = host.to("npu")
+        y = x.add(1)
+        y.copy_(x)
+        assert y.cpu().tolist() == host.tolist()
+    named = {what: n for (what, _), n in seen.items()}
+    assert named == {"copy:h2d": 1, "aten::add.out": 1, "copy:d2d": 1, "copy:d2h": 1}, named
+    # Called from no frame of vLLM or the plugin: said so rather than guessed.
+    assert {where for _, where in seen} == {"? <- ?"}, seen
+    graph = NPU.NPUGraph()
+    with NPU.graph(graph):
+        y.add_(1)
+    with launch_sources() as seen:
+        graph.replay()
+    assert not seen, seen
 
 
 @check

@@ -28,6 +28,7 @@ NAMES = (
     "auto_dispatch_update_changes_the_captured_lengths",
     "mla_decode_lengths_are_captured_and_updated",
     "counters_per_step",
+    "launch_sources_name_each_launch_and_copy_but_not_a_replay",
     "an_eager_wait_on_an_unrecorded_external_event_holds_its_stream",
     "vllms_torch_cuda_graph_names_capture_through_the_npu_runtime",
     "a_compiled_function_traces_the_emulated_ops_and_is_captured",

@@ -219,6 +219,66 @@ def sleep_memory_releases_device_memory_and_a_released_tensor_refuses_use() -> N
     assert not memory.addresses_kept  # the allocator chooses the address anew
 
 
+@check
+def vmm_sleep_pool_keeps_addresses_and_captured_graphs_replay_after_waking() -> None:
+    """The NPU's sleep pool (adapters/npu/vmm_pool.py with native/vmm_pool.cpp built into
+    the device against its emulated ACL): tensors allocated in the pool keep their address
+    through a sleep, their physical memory leaves the books, an op on one while asleep
+    fails with the reason, and a graph captured before the sleep replays after waking."""
+    from adapters.npu.vmm_pool import NpuVmmSleepMemory
+    from ports.sleep import SleepTag
+
+    memory = NpuVmmSleepMemory(TNPU, EXT.__file__)
+    assert memory.addresses_kept
+    before = EXT.memory(0)["allocated"]
+    with memory.allocation_pool(SleepTag.WEIGHTS):
+        weight = torch.arange(4096.0, device="npu")
+    with memory.allocation_pool(SleepTag.KV_CACHE):
+        kv = torch.ones(8192, device="npu")
+    outside = torch.zeros(4096, device="npu")  # outside the pools: not released
+    pooled = EXT.memory(0)["allocated"] - before - 16384
+    assert pooled == 16384 + 32768, pooled  # page-granular: these sizes are whole pages
+    memory.track(SleepTag.WEIGHTS, [weight])
+    memory.track(SleepTag.KV_CACHE, [kv])
+    try:
+        memory.track(SleepTag.WEIGHTS, [outside])
+    except RuntimeError as exc:
+        assert "were not allocated in sleep mode's 'weights' pool" in str(exc), exc
+    else:
+        raise AssertionError("a tensor outside the pool was taken")
+    graph = TNPU.npu.NPUGraph()
+    with TNPU.npu.graph(graph):
+        out = (weight * 2 + kv[:4096]).sum()
+    pointers = (weight.data_ptr(), kv.data_ptr())
+    outcome = memory.sleep({SleepTag.WEIGHTS})
+    assert (outcome.released_bytes, outcome.offloaded_bytes) == (16384 + 32768, 16384)
+    assert EXT.memory(0)["allocated"] == before + 16384 + graph.info()["pool_bytes"]
+    assert memory.held_bytes(SleepTag.WEIGHTS) == memory.held_bytes(SleepTag.KV_CACHE) == 0
+    for use in (lambda: (weight + 1).sum(), graph.replay):
+        try:
+            use()
+        except RuntimeError as exc:
+            assert "device memory was released" in str(exc), exc
+            assert "aclrtUnmapMem" in str(exc), exc
+        else:
+            raise AssertionError("an op on unmapped device memory ran")
+    memory.wake_up([SleepTag.WEIGHTS])
+    assert memory.asleep() == {SleepTag.KV_CACHE}
+    memory.wake_up()
+    assert (weight.data_ptr(), kv.data_ptr()) == pointers
+    assert torch.equal(weight.cpu(), torch.arange(4096.0)) and not kv.cpu().any()
+    kv.fill_(1.0)
+    graph.replay()  # captured before the sleep, over the same addresses
+    assert out.item() == 2 * sum(range(4096)) + 4096
+    # The level-2 way: nothing offloaded, discarded tags come back as zeros.
+    assert memory.sleep(set(), tags={SleepTag.WEIGHTS}).offloaded_bytes == 0
+    memory.wake_up()
+    assert not weight.cpu().any()
+    graph.reset()
+    weight = kv = torch.empty(0)  # the pooled tensors gone
+    assert EXT.vmm_mapped_bytes()["mapped_bytes"] == 0  # freed through the pool's allocator
+
+
 def main() -> None:
     results = {}
     for name, fn in CHECKS.items():

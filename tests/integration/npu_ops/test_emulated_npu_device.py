@@ -25,6 +25,7 @@ NAMES = (
     "pinned_host_memory_and_out_arguments",
     "npu_runtime_runs_on_the_device",
     "sleep_memory_releases_device_memory_and_a_released_tensor_refuses_use",
+    "vmm_sleep_pool_keeps_addresses_and_captured_graphs_replay_after_waking",
 )
 
 

@@ -10,6 +10,8 @@ captures and replays NPU graphs (the Python API: support.torch_npu_emulator.grap
 from __future__ import annotations
 
 import contextlib
+import sys
+from collections import Counter
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -21,6 +23,7 @@ __all__ = [
     "extension",
     "graph_memory",
     "install",
+    "launch_sources",
     "launches",
     "op_counts",
     "reset_counters",
@@ -94,3 +97,37 @@ def uncounted() -> Iterator[None]:
         yield
     finally:
         ext.set_uncounted(old)
+
+
+# Frames of these files are where a launch comes from; the emulator's and torch's are not.
+_SOURCES = ("/vllm/", "/src/adapters/", "/src/ascend_core/")
+_RUNNER = ("gpu_model_runner.py", "npu_model_runner.py")
+
+
+def _where() -> str:
+    """`runner function <- file:function` of the launch being counted: the nearest frame of
+    vLLM or the plugin, and the model runner's method it runs under."""
+    frame = sys._getframe(2)
+    near = runner = ""
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not near and any(s in path for s in _SOURCES):
+            near = f"{path.rsplit('/', 1)[-1]}:{frame.f_code.co_name}"
+        if path.endswith(_RUNNER):
+            runner = frame.f_code.co_name
+            break
+        frame = frame.f_back
+    return f"{runner or '?'} <- {near or '?'}"
+
+
+@contextlib.contextmanager
+def launch_sources() -> Iterator[Counter[tuple[str, str]]]:
+    """While the block runs, each op launched from the host and each copy (`copy:h2d`,
+    `copy:d2h`, `copy:d2d`) counted by where it comes from: (what, where) -> count."""
+    seen: Counter[tuple[str, str]] = Counter()
+    ext = load()
+    ext.set_launch_hook(lambda what: seen.update([(what, _where())]))
+    try:
+        yield seen
+    finally:
+        ext.set_launch_hook(None)

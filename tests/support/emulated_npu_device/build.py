@@ -14,6 +14,10 @@ from types import ModuleType
 
 SOURCE = Path(__file__).with_name("device.cpp")
 REPO = Path(__file__).resolve().parents[3]
+# The NPU adapter's sleep-mode allocator, compiled in against the emulated ACL (include/).
+VMM_POOL = REPO / "src" / "adapters" / "npu" / "native" / "vmm_pool.cpp"
+INCLUDE = Path(__file__).with_name("include")
+ACL_HEADER = INCLUDE / "acl" / "acl.h"
 CACHE = REPO / ".cache" / "emulated_npu_device"
 
 _MODULE: ModuleType | None = None
@@ -22,7 +26,8 @@ _MODULE: ModuleType | None = None
 def build_dir() -> tuple[str, Path]:
     import torch
 
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
+    sources = b"".join(p.read_bytes() for p in (SOURCE, VMM_POOL, ACL_HEADER))
+    digest = hashlib.sha256(sources).hexdigest()[:12]
     version = torch.__version__.replace("+", "_")
     name = f"emulated_npu_{digest}"
     return name, CACHE / f"torch-{version}" / digest
@@ -51,7 +56,8 @@ def load() -> ModuleType:
         os.environ.setdefault("MAX_JOBS", "2")
         module = cpp_extension.load(
             name=name,
-            sources=[str(SOURCE)],
+            sources=[str(SOURCE), str(VMM_POOL)],
+            extra_include_paths=[str(INCLUDE)],
             build_directory=str(directory),
             extra_cflags=["-O2"],
             verbose=False,

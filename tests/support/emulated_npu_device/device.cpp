@@ -29,6 +29,10 @@
 #include <torch/extension.h>
 #include <torch/library.h>
 
+#include <acl/acl.h>  // the emulated ACL's declarations (include/acl/acl.h)
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -37,6 +41,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -77,10 +82,24 @@ thread_local bool t_uncounted = false;
 // runs on memory the capture reserved), so it is host memory outside the device's books.
 thread_local bool t_scratch = false;
 
+// When set (set_launch_hook), told the name of each counted launch and copy, with the GIL
+// held: a benchmark's way to say where in the Python code each one comes from.
+std::atomic<bool> g_has_launch_hook{false};
+py::object* g_launch_hook = nullptr;
+
+void tell_launch_hook(const std::string& what) {
+  if (!g_has_launch_hook.load()) return;
+  py::gil_scoped_acquire gil;
+  if (g_launch_hook != nullptr && !g_launch_hook->is_none()) (*g_launch_hook)(what);
+}
+
 void count_op(const std::string& name) {
   g_counters.fallback_ops.fetch_add(1);
-  std::lock_guard<std::mutex> lock(g_op_mutex);
-  g_op_counts[name]++;
+  {
+    std::lock_guard<std::mutex> lock(g_op_mutex);
+    g_op_counts[name]++;
+  }
+  tell_launch_hook(name);
 }
 thread_local int64_t t_current_stream[kMaxDevices] = {0};
 std::atomic<int64_t> g_next_stream{1};
@@ -101,7 +120,21 @@ struct Block {
   void* data;
   int64_t pool = 0;      // the graph pool that owns it (0: none)
   bool scratch = false;  // a replay's scratch: not device memory on the books
+  void (*pool_free)(void*, size_t, int, void*) = nullptr;  // a MemPool's allocator's free
 };
+
+// torch_npu's MemPool over a pluggable allocator (NPUPluggableAllocator): while a thread
+// allocates to such a pool (use_mem_pool), its device memory comes from the allocator's
+// functions and goes back through them. What they hand out is on the books of whatever
+// they take it from (the emulated ACL below: aclrtMallocPhysical), not of this allocator.
+struct MemPoolFns {
+  void* (*alloc)(size_t, int, void*) = nullptr;
+  void (*free)(void*, size_t, int, void*) = nullptr;
+};
+std::mutex g_mem_pool_mutex;
+std::map<int64_t, MemPoolFns> g_mem_pools;
+std::atomic<int64_t> g_next_mem_pool{1};
+thread_local int64_t t_mem_pool[kMaxDevices] = {0};
 
 void free_block(void* ctx);
 
@@ -184,6 +217,20 @@ class NpuAllocator final : public c10::DeviceAllocator {
       auto* block = new Block{device, nbytes, data, 0, true};
       return {data, block, &free_block, where};
     }
+    if (t_mem_pool[device] != 0 && nbytes > 0 && !graph_on_current(device)) {
+      MemPoolFns fns;
+      {
+        std::lock_guard<std::mutex> lock(g_mem_pool_mutex);
+        fns = g_mem_pools.at(t_mem_pool[device]);
+      }
+      void* data = fns.alloc(nbytes, device, nullptr);
+      TORCH_CHECK_WITH(OutOfMemoryError, data != nullptr, "emulated NPU: the MemPool's "
+                       "pluggable allocator gave no memory for ", nbytes, " bytes on npu:",
+                       device, " with ", mem.allocated.load(), " of ", g_capacity.load(),
+                       " bytes allocated");
+      auto* block = new Block{device, nbytes, data, 0, false, fns.free};
+      return {data, block, &free_block, where};
+    }
     int64_t pool = 0;
     if (nbytes > 0) {
       if (auto g = graph_on_current(device)) pool = g->pool;
@@ -262,6 +309,11 @@ void release_block(Block* block) {
 
 void free_block(void* ctx) {
   auto* block = static_cast<Block*>(ctx);
+  if (block->pool_free != nullptr) {
+    block->pool_free(block->data, block->bytes, block->device, nullptr);
+    delete block;
+    return;
+  }
   if (block->scratch) {
     if (block->data) c10::free_cpu(block->data);
     delete block;
@@ -316,6 +368,44 @@ class PinnedAllocator final : public at::HostAllocator {
   }
 };
 PinnedAllocator g_pinned_allocator;
+
+// ---- ACL's virtual memory, emulated ------------------------------------------------------
+// aclrtReserveMemAddress reserves host address space with no access (PROT_NONE);
+// aclrtMallocPhysical makes a memfd of the size, counted in the device's allocated bytes;
+// aclrtMapMem puts its pages at the reserved addresses, aclrtUnmapMem takes them away (the
+// addresses stay reserved, the contents go with the physical memory). An op on a tensor in
+// a reserved range with nothing mapped fails with the reason (unmapped_reason) where a
+// device would fault. Granularity: the host page (an NPU's is 2 MiB).
+
+struct Physical {
+  int fd = -1;
+  size_t size = 0;
+  int device = 0;
+  int maps = 0;
+};
+struct Reserved {
+  size_t size = 0;
+  Physical* mapped = nullptr;
+};
+std::mutex g_vmm_mutex;
+std::map<uintptr_t, Reserved> g_reserved;
+std::atomic<int64_t> g_reserved_count{0};
+
+// Why [data, data + bytes) cannot be used now ("" when it can).
+std::string unmapped_reason(const void* data, size_t bytes) {
+  if (g_reserved_count.load() == 0 || data == nullptr) return "";
+  const auto address = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard<std::mutex> lock(g_vmm_mutex);
+  auto it = g_reserved.upper_bound(address);
+  if (it == g_reserved.begin()) return "";
+  --it;
+  if (address >= it->first + it->second.size || it->second.mapped != nullptr) return "";
+  std::ostringstream out;
+  out << "its " << bytes << " bytes at " << data << " lie in addresses reserved by "
+      << "aclrtReserveMemAddress (" << it->second.size << " bytes) with no physical memory "
+      << "mapped (aclrtUnmapMem unmapped it)";
+  return out.str();
+}
 
 }  // namespace
 
@@ -576,6 +666,11 @@ at::Tensor host_alias(const at::Tensor& t) {
                 "released (its storage holds ", storage.nbytes(), " bytes, e.g. after sleep "
                 "mode freed it); wake the engine (wake_up) before using it");
   }
+  if (storage.nbytes() > 0) {
+    const std::string why = unmapped_reason(storage.data(), storage.nbytes());
+    TORCH_CHECK(why.empty(), "emulated NPU: a tensor whose device memory was released: ", why,
+                ", e.g. by sleep mode; wake the engine (wake_up) before using it");
+  }
   c10::Storage cpu_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
                            c10::DataPtr(storage.mutable_data(), storage.mutable_data(),
                                         &noop_delete, c10::Device(c10::DeviceType::CPU)),
@@ -725,11 +820,14 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non
   } else if (src_dev && !dst_dev) {
     g_counters.d2h_copies.fetch_add(1);
     g_counters.d2h_bytes.fetch_add(bytes);
+    tell_launch_hook("copy:d2h");
   } else if (!src_dev && dst_dev) {
     g_counters.h2d_copies.fetch_add(1);
     g_counters.h2d_bytes.fetch_add(bytes);
+    tell_launch_hook("copy:h2d");
   } else {
     g_counters.d2d_copies.fetch_add(1);
+    tell_launch_hook("copy:d2d");
   }
   // Both sides are host memory: the CPU copy kernel converts dtypes and strides.
   host_view(dst).copy_(host_view(self));
@@ -1483,6 +1581,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return old;
   });
   m.def("count_op", &count_op);
+  m.def("set_launch_hook", [](py::object hook) {
+    if (g_launch_hook == nullptr) g_launch_hook = new py::object();  // never freed: exit-safe
+    *g_launch_hook = std::move(hook);
+    g_has_launch_hook.store(!g_launch_hook->is_none());
+  });
   m.def("graph_new", &graph_new);
   m.def("pool_new", &pool_new);
   m.def("capture_begin", &capture_begin);
@@ -1506,4 +1609,175 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     if (!captures_refusing(t_current_device).empty()) refuse(t_current_device, what, fix);
   });
   m.def("weak_ref", &weak_ref);
+  // torch_npu's MemPool over an NPUPluggableAllocator, and use_mem_pool.
+  m.def("mempool_new", [](uint64_t alloc, uint64_t free) {
+    TORCH_CHECK(alloc != 0 && free != 0, "MemPool: the allocator's functions are null");
+    std::lock_guard<std::mutex> lock(g_mem_pool_mutex);
+    const int64_t id = g_next_mem_pool.fetch_add(1);
+    g_mem_pools[id] = {reinterpret_cast<void* (*)(size_t, int, void*)>(alloc),
+                       reinterpret_cast<void (*)(void*, size_t, int, void*)>(free)};
+    return id;
+  });
+  m.def("allocate_to_pool", [](int device, int64_t id) {
+    TORCH_CHECK(device >= 0 && device < kMaxDevices, "use_mem_pool: no device ", device);
+    if (id != 0) {
+      std::lock_guard<std::mutex> lock(g_mem_pool_mutex);
+      TORCH_CHECK(g_mem_pools.count(id), "use_mem_pool: no MemPool ", id);
+    }
+    const int64_t previous = t_mem_pool[device];
+    t_mem_pool[device] = id;
+    return previous;
+  });
+  m.def("unmapped", [](uint64_t address) {
+    return !unmapped_reason(reinterpret_cast<const void*>(address), 1).empty();
+  });
+  m.def("vmm_mapped_bytes", []() {
+    std::lock_guard<std::mutex> lock(g_vmm_mutex);
+    int64_t mapped = 0;
+    for (const auto& [address, range] : g_reserved) {
+      if (range.mapped != nullptr) mapped += static_cast<int64_t>(range.size);
+    }
+    return std::map<std::string, int64_t>{{"reserved_ranges", static_cast<int64_t>(g_reserved.size())},
+                                          {"mapped_bytes", mapped}};
+  });
 }
+
+// ---- the emulated ACL functions (declared in include/acl/acl.h) --------------------------
+// Called by src/adapters/npu/native/vmm_pool.cpp, compiled into this extension.
+
+extern "C" {
+
+aclError aclrtGetCurrentContext(aclrtContext* context) {
+  *context = reinterpret_cast<aclrtContext>(static_cast<uintptr_t>(t_current_device + 1));
+  return ACL_SUCCESS;
+}
+
+aclError aclrtSetDevice(int32_t device) {
+  if (device < 0 || device >= g_device_count.load()) return ACL_ERROR_INVALID_PARAM;
+  t_current_device = device;
+  return ACL_SUCCESS;
+}
+
+aclError aclrtMemGetAllocationGranularity(aclrtPhysicalMemProp*, aclrtMemGranularityOptions,
+                                          size_t* granularity) {
+  *granularity = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return ACL_SUCCESS;
+}
+
+aclError aclrtReserveMemAddress(void** virPtr, size_t size, size_t alignment, void* expectPtr,
+                                uint64_t) {
+  if (size == 0 || alignment != 0 || expectPtr != nullptr) return ACL_ERROR_INVALID_PARAM;
+  void* p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return ACL_ERROR_RT_MEMORY_ALLOCATION;
+  std::lock_guard<std::mutex> lock(g_vmm_mutex);
+  g_reserved[reinterpret_cast<uintptr_t>(p)] = Reserved{size, nullptr};
+  g_reserved_count.fetch_add(1);
+  *virPtr = p;
+  return ACL_SUCCESS;
+}
+
+aclError aclrtReleaseMemAddress(void* virPtr) {
+  std::lock_guard<std::mutex> lock(g_vmm_mutex);
+  auto it = g_reserved.find(reinterpret_cast<uintptr_t>(virPtr));
+  // A range still mapped is refused, as ACL refuses it: unmap it first.
+  if (it == g_reserved.end() || it->second.mapped != nullptr) return ACL_ERROR_INVALID_PARAM;
+  munmap(virPtr, it->second.size);
+  g_reserved.erase(it);
+  g_reserved_count.fetch_sub(1);
+  return ACL_SUCCESS;
+}
+
+aclError aclrtMallocPhysical(aclrtDrvMemHandle* handle, size_t size,
+                             const aclrtPhysicalMemProp* prop, uint64_t) {
+  const int device = prop != nullptr ? static_cast<int>(prop->location.id) : t_current_device;
+  if (size == 0 || device < 0 || device >= g_device_count.load()) return ACL_ERROR_INVALID_PARAM;
+  auto& mem = g_memory[device];
+  if (mem.allocated.load() + static_cast<int64_t>(size) > g_capacity.load()) {
+    return ACL_ERROR_RT_MEMORY_ALLOCATION;
+  }
+  const int fd = memfd_create("emulated-npu-physical", MFD_CLOEXEC);
+  if (fd < 0) return ACL_ERROR_RT_MEMORY_ALLOCATION;
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    close(fd);
+    return ACL_ERROR_RT_MEMORY_ALLOCATION;
+  }
+  *handle = new Physical{fd, size, device, 0};
+  const int64_t now = mem.allocated.fetch_add(static_cast<int64_t>(size)) + static_cast<int64_t>(size);
+  int64_t peak = mem.peak.load();
+  while (now > peak && !mem.peak.compare_exchange_weak(peak, now)) {
+  }
+  mem.allocations.fetch_add(1);
+  return ACL_SUCCESS;
+}
+
+aclError aclrtFreePhysical(aclrtDrvMemHandle handle) {
+  auto* physical = static_cast<Physical*>(handle);
+  if (physical == nullptr) return ACL_ERROR_INVALID_PARAM;
+  {
+    std::lock_guard<std::mutex> lock(g_vmm_mutex);
+    if (physical->maps > 0) return ACL_ERROR_INVALID_PARAM;  // still mapped somewhere
+  }
+  close(physical->fd);
+  g_memory[physical->device].allocated.fetch_sub(static_cast<int64_t>(physical->size));
+  g_memory[physical->device].allocations.fetch_sub(1);
+  delete physical;
+  return ACL_SUCCESS;
+}
+
+aclError aclrtMapMem(void* virPtr, size_t size, size_t offset, aclrtDrvMemHandle handle,
+                     uint64_t) {
+  auto* physical = static_cast<Physical*>(handle);
+  std::lock_guard<std::mutex> lock(g_vmm_mutex);
+  auto it = g_reserved.find(reinterpret_cast<uintptr_t>(virPtr));
+  if (physical == nullptr || it == g_reserved.end() || it->second.mapped != nullptr ||
+      size != it->second.size || offset + size > physical->size) {
+    return ACL_ERROR_INVALID_PARAM;
+  }
+  void* p = mmap(virPtr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, physical->fd,
+                 static_cast<off_t>(offset));
+  if (p == MAP_FAILED) return ACL_ERROR_RT_MEMORY_ALLOCATION;
+  it->second.mapped = physical;
+  physical->maps += 1;
+  return ACL_SUCCESS;
+}
+
+aclError aclrtUnmapMem(void* virPtr) {
+  std::lock_guard<std::mutex> lock(g_vmm_mutex);
+  auto it = g_reserved.find(reinterpret_cast<uintptr_t>(virPtr));
+  if (it == g_reserved.end() || it->second.mapped == nullptr) return ACL_ERROR_INVALID_PARAM;
+  // The addresses stay reserved (no access); the physical pages leave them.
+  void* p = mmap(virPtr, it->second.size, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return ACL_ERROR_INVALID_PARAM;
+  it->second.mapped->maps -= 1;
+  it->second.mapped = nullptr;
+  return ACL_SUCCESS;
+}
+
+aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count,
+                     aclrtMemcpyKind kind) {
+  if (count > destMax) return ACL_ERROR_INVALID_PARAM;
+  const bool to_device = kind == ACL_MEMCPY_HOST_TO_DEVICE || kind == ACL_MEMCPY_DEVICE_TO_DEVICE;
+  const bool from_device = kind == ACL_MEMCPY_DEVICE_TO_HOST || kind == ACL_MEMCPY_DEVICE_TO_DEVICE;
+  if ((to_device && !unmapped_reason(dst, count).empty()) ||
+      (from_device && !unmapped_reason(src, count).empty())) {
+    return ACL_ERROR_INVALID_PARAM;
+  }
+  std::memcpy(dst, src, count);
+  if (kind == ACL_MEMCPY_DEVICE_TO_HOST) {
+    g_counters.d2h_copies.fetch_add(1);
+    g_counters.d2h_bytes.fetch_add(static_cast<int64_t>(count));
+  } else if (kind == ACL_MEMCPY_HOST_TO_DEVICE) {
+    g_counters.h2d_copies.fetch_add(1);
+    g_counters.h2d_bytes.fetch_add(static_cast<int64_t>(count));
+  }
+  return ACL_SUCCESS;
+}
+
+aclError aclrtMemset(void* devPtr, size_t maxCount, int32_t value, size_t count) {
+  if (count > maxCount || !unmapped_reason(devPtr, count).empty()) return ACL_ERROR_INVALID_PARAM;
+  std::memset(devPtr, value, count);
+  return ACL_SUCCESS;
+}
+
+}  // extern "C"

@@ -8,6 +8,7 @@ installed when first used, so op-only tests on host tensors need no build.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import types
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -43,6 +44,33 @@ def emulated_event(
     return torch.Event(device=_npu(), enable_timing=enable_timing, blocking=blocking)
 
 
+class EmulatedNpuAllocator:
+    """torch_npu._C._npu_NPUAllocator of a pluggable allocator: its two functions."""
+
+    def __init__(self, alloc_fn: int, free_fn: int) -> None:
+        self.alloc_fn = alloc_fn
+        self.free_fn = free_fn
+
+
+class EmulatedPluggableAllocator:
+    """torch_npu.npu.NPUPluggableAllocator: a .so's allocation functions, found by name
+    (signatures `void* alloc(size_t, int, aclrtStream)`, `void free(void*, size_t, int,
+    aclrtStream)`, as torch_npu's _npu_customAllocator casts them)."""
+
+    def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str) -> None:
+        lib = ctypes.CDLL(path_to_so_file)
+        alloc_fn = ctypes.cast(getattr(lib, alloc_fn_name), ctypes.c_void_p).value
+        free_fn = ctypes.cast(getattr(lib, free_fn_name), ctypes.c_void_p).value
+        if alloc_fn is None:
+            raise RuntimeError("alloc_fn is None")
+        if free_fn is None:
+            raise RuntimeError("free_fn is None")
+        self._allocator = EmulatedNpuAllocator(alloc_fn, free_fn)
+
+    def allocator(self) -> EmulatedNpuAllocator:
+        return self._allocator
+
+
 class EmulatedNpuModule(types.ModuleType):
     """A fixed set of devices with a given SoC name and memory; counts the calls made."""
 
@@ -65,6 +93,12 @@ class EmulatedNpuModule(types.ModuleType):
         self.Stream = self._api_class("Stream", EmulatedStream)
         self.Event = self._api_function("Event", emulated_event)
         self._torch_npu = torch_npu
+        # Sleep mode's pool API (torch_npu/npu/memory.py), as classes.
+        for name in ("NPUPluggableAllocator", "MemPool", "use_mem_pool"):
+            if name not in self._api:
+                raise AttributeError(f"module 'torch_npu.npu' has no attribute '{name}'")
+        self.NPUPluggableAllocator = EmulatedPluggableAllocator
+        self.MemPool = self._mem_pool_class()
         graphs.bind(self, torch_npu)
         # The graph API (torch_npu/npu/graphs.py): classes as they are, so that isinstance
         # and subclassing work; the device is installed when one is first made.
@@ -81,6 +115,42 @@ class EmulatedNpuModule(types.ModuleType):
             if name not in self._api:
                 raise AttributeError(f"module 'torch_npu.npu' has no attribute '{name}'")
             setattr(self, name, getattr(graphs, name))
+
+    def _mem_pool_class(self) -> type:
+        """torch_npu.npu.MemPool on the emulated device: only over a pluggable allocator
+        (a pool of the caching allocator itself is not emulated)."""
+        module = self
+
+        class EmulatedMemPool:
+            def __init__(
+                self,
+                allocator: EmulatedNpuAllocator | None = None,
+                use_on_oom: bool = False,
+                no_split: bool = False,
+            ) -> None:
+                if not isinstance(allocator, EmulatedNpuAllocator):
+                    raise NotImplementedError(
+                        "emulated torch_npu: a MemPool is emulated over a pluggable "
+                        "allocator only (NPUPluggableAllocator(...).allocator())"
+                    )
+                self._pool = int(module.device().mempool_new(allocator.alloc_fn, allocator.free_fn))
+
+            @property
+            def id(self) -> tuple[int, int]:
+                return (0, self._pool)
+
+        return EmulatedMemPool
+
+    @contextlib.contextmanager
+    def use_mem_pool(self, pool: Any, device: Any = None) -> Iterator[None]:
+        """This thread's allocations on the device go to `pool` (torch_npu.npu.use_mem_pool)."""
+        self._record("use_mem_pool")
+        index = self._index(device)
+        previous = self.device().allocate_to_pool(index, pool.id[1])
+        try:
+            yield
+        finally:
+            self.device().allocate_to_pool(index, previous)
 
     def _api_class(self, name: str, cls: type) -> type:
         if name not in self._api:

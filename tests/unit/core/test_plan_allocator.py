@@ -55,21 +55,23 @@ def test_a_users_expandable_segments_choice_stands(value: str) -> None:
     assert plan.decisions.npu_alloc_conf == value
 
 
-def test_sleep_mode_is_served_and_keeps_expandable_segments() -> None:
-    """Sleep mode releases memory through the caching allocator (adapters/sleep_torch.py),
-    which expandable segments serve as well: no conflict, no refusal."""
+def test_sleep_mode_gets_no_expandable_segments() -> None:
+    """Sleep mode allocates the weights and KV cache from a torch_npu MemPool over a
+    pluggable allocator (adapters/npu/vmm_pool.py), which expandable segments bypass."""
     plan = plan_config(npu(cache={"enable_sleep_mode": True}))
     assert plan.ok, plan.errors
-    (change,) = plan.changes_to(fields.NPU_ALLOC_CONF)
-    assert change.new == "expandable_segments:True"
+    assert not plan.changes_to(fields.NPU_ALLOC_CONF)
+    assert not plan.decisions.npu_alloc_conf
 
 
-def test_sleep_mode_with_the_users_expandable_segments_stands() -> None:
+def test_sleep_mode_with_the_users_expandable_segments_stands_with_a_warning() -> None:
     plan = plan_config(
         npu(cache={"enable_sleep_mode": True}, npu_alloc_conf="expandable_segments:True")
     )
     assert plan.ok, plan.errors
     assert plan.decisions.npu_alloc_conf == "expandable_segments:True"
+    (warning,) = [w for w in plan.warnings if "PYTORCH_NPU_ALLOC_CONF" in w]
+    assert "sleep mode" in warning and "remove it" in warning
 
 
 def test_a_malformed_value_is_left_alone_with_a_warning() -> None:

@@ -3,6 +3,8 @@ what is released, what is kept, what comes back, and that the tensors stay the s
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -71,3 +73,21 @@ def test_tensors_asleep_cannot_be_handed_over_again() -> None:
     memory.sleep(set())
     with pytest.raises(RuntimeError, match="wake them"):
         memory.track(KV, [torch.ones(4)])
+
+
+def test_sleep_of_some_tags_leaves_the_others_awake() -> None:
+    """vLLM's discard (release_kv_cache_memory): the KV cache alone, nothing offloaded."""
+    memory = _offloading()
+    weight, _, kv = _tensors()
+    memory.track(W, [weight])
+    memory.track(KV, [kv])
+    assert memory.sleep((), tags={KV}) == SleepOutcome(released_bytes=8192, offloaded_bytes=0)
+    assert memory.asleep() == {KV} and memory.held_bytes(W) == 4096
+    assert memory.sleep({W}).released_bytes == 4096  # the rest, later
+    memory.wake_up()
+    assert torch.equal(weight, torch.arange(1024, dtype=torch.float32)) and not kv.any()
+
+
+def test_resizing_needs_no_pool() -> None:
+    """Storages of any allocator resize: the worker allocates where it would anyway."""
+    assert isinstance(_offloading().allocation_pool(W), contextlib.nullcontext)

@@ -34,3 +34,19 @@ def test_slot_mapping_matches_the_hosts_torch_path() -> None:
     assert torch.equal(slots[0], slots[1])
     assert slots[0][12:].tolist() == [-1, -1, 7, 7]
     assert slots[0][0] == table[0, 0] * 8 and slots[0][4] == table[1, 40 // 8] * 8 + 40 % 8
+
+
+def test_decode_slot_mapping_matches_the_hosts_torch_path() -> None:
+    # One token a request (a decode step): the NPU's shorter way, the same slots.
+    gen = torch.Generator().manual_seed(3)
+    qsl = torch.arange(4, dtype=torch.int32)
+    positions = torch.tensor([0, 47, 9], dtype=torch.int64)
+    table = torch.randperm(64, generator=gen)[:18].reshape(3, 6).to(torch.int32)
+    slots = []
+    for port in (NpuSlotMapping(), CpuSlotMapping(kernel=lambda: None)):
+        out = torch.full((6,), 7, dtype=torch.int64)
+        port.compute(3, 5, qsl, positions, table, 6, out, 8, -1)
+        slots.append(out)
+    assert torch.equal(slots[0], slots[1])
+    assert slots[0].tolist()[3:] == [-1, -1, 7]
+    assert slots[0][1] == table[1, 47 // 8] * 8 + 47 % 8
