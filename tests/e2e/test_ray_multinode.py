@@ -7,6 +7,11 @@ Ray CPU, so TP=2 and PP=2 put one worker on each node; on the emulated NPU both 
 land on node B, Ray sets ASCEND_RT_VISIBLE_DEVICES to each one's own NPU, and each worker
 process sees one device (as on an NPU host) and computes on it. Greedy ids equal TP=1's.
 An emulator and one machine: nothing here proves HCCL across machines.
+
+Cost: one driver process per device kind, each running its engines one after another (the
+TP=1 reference without Ray, then each Ray engine). Measured on the shared 2-core machine
+under a load average of about 60: the host fixture 282 s, the NPU fixture 344 s (a Ray
+worker's start is an import of vLLM and torch; the host kernels' first build counts too).
 """
 
 from __future__ import annotations
