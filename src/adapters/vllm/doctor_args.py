@@ -31,6 +31,7 @@ FIELDS = (
     "enable_expert_parallel",
     "enable_lora",
     "nnodes",
+    "distributed_executor_backend",
     "max_model_len",
     "gpu_memory_utilization",
     "kv_cache_memory_bytes",

@@ -380,7 +380,9 @@ class AscendHostPlatform(AscendPlatformBase):
     device_name = "cpu"
     device_type = "cpu"
     dispatch_key = "CPU"
-    ray_device_key = ""
+    # Ray has no accelerator for the host device: each worker holds one Ray CPU (vLLM's
+    # Ray executor needs the two declared patches `host-ray-*` for that key).
+    ray_device_key = "CPU"
     dist_backend = "gloo"
     simple_compile_backend = "inductor"
 
@@ -416,6 +418,9 @@ class AscendNpuPlatform(AscendPlatformBase):
     device_name = "npu"
     device_type = "npu"
     dispatch_key = "PrivateUse1"
+    # Ray's NPU accelerator resource: Ray counts a node's NPUs and sets
+    # ASCEND_RT_VISIBLE_DEVICES in each worker to the one it reserved (the worker then
+    # uses that device, ascend_core.ray_placement.ray_worker_device_index).
     ray_device_key = "NPU"
     device_control_env_var = VISIBLE_DEVICES_VARIABLE
     simple_compile_backend = "eager"

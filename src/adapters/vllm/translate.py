@@ -200,6 +200,7 @@ def requested(vllm_config: VllmConfig) -> Requested:
             dcp=getattr(pc, "decode_context_parallel_size", 1),
             expert_parallel=bool(pc.enable_expert_parallel),
             disable_custom_all_reduce=bool(pc.disable_custom_all_reduce),
+            ray=bool(pc.use_ray),
         ),
         speculative=_speculative(vllm_config),
         compilation=_compilation(vllm_config),

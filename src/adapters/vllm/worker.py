@@ -57,12 +57,35 @@ class DeviceWorker(Worker):
             container().profiler(),
         )
 
+    def device_index(self) -> int:
+        """The device this worker computes on: its local rank, or, on a Ray cluster, the
+        device Ray reserved for it (ascend_core.ray_placement)."""
+        if not self.parallel_config.use_ray:
+            return int(self.local_rank)
+        import os
+
+        from vllm.platforms import current_platform
+
+        from ascend_core.ray_placement import ray_worker_device_index
+
+        reserved = container().ray_cluster().reserved(current_platform.ray_device_key)
+        variable = getattr(current_platform, "device_control_env_var", "")
+        with stop_on_our_errors(self.parallel_config):
+            index = ray_worker_device_index(reserved, os.environ.get(variable), self.local_rank)
+        logger.info(
+            "Ray worker rank %d (local rank %d): reserved %s %s, %s=%s, device index %d",
+            self.rank, self.local_rank, current_platform.ray_device_key, list(reserved),
+            variable, os.environ.get(variable), index,
+        )
+        return index
+
     def init_device(self) -> None:
         from vllm.platforms import current_platform
         from vllm.utils.torch_utils import set_random_seed
 
-        self.device = self.runtime.device(self.local_rank)
-        self.runtime.set_device(self.local_rank)
+        index = self.device_index()
+        self.device = self.runtime.device(index)
+        self.runtime.set_device(index)
         init_worker_distributed_environment(
             self.vllm_config,
             self.rank,

@@ -31,7 +31,7 @@ def device_context(
 
 def context_for(deployment: Deployment, extra: Iterable[Feature] = ()) -> PatchContext:
     """The context of a known deployment: the device's features plus the model's, the
-    speculative decoding's and the KV transfer's."""
+    speculative decoding's, the KV transfer's and the executor's."""
     features = set(extra)
     if deployment.speculative.method:
         features.add(Feature.SPECULATIVE_DECODING)
@@ -39,4 +39,6 @@ def context_for(deployment: Deployment, extra: Iterable[Feature] = ()) -> PatchC
         features.add(Feature.MAMBA_STATE)
     if deployment.kv_transfer_role is not None:
         features.add(Feature.KV_TRANSFER)
+    if deployment.parallel.ray:
+        features.add(Feature.RAY)
     return device_context(deployment.device_kind, deployment.chip_family, features)

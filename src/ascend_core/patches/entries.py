@@ -32,6 +32,7 @@ HOST_WITHOUT_TRITON = Condition(device_kinds={HOST}, excludes={Feature.TRITON})
 SPECULATIVE = Condition(requires={Feature.SPECULATIVE_DECODING})
 MOONCAKE = "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector"
 SPEC_UTILS = "vllm.v1.spec_decode.utils"
+RAY_EXECUTOR = "vllm.v1.executor.ray_executor_v2"
 _DRAFT_INPUTS = (
     "Every draft-model proposer (eagle, eagle3, mtp, draft_model) prepares the draft's "
     "inputs with Triton kernels written for CUDA (on the host they are placeholders that "
@@ -242,6 +243,31 @@ ENTRIES = (
             "PluggableLayer, whose core runs on the device's LinearAttentionOps."
         ),
         apply="adapters.vllm.patches.gdn_layer:register_layer",
+    ),
+    PatchSpec(
+        id="host-ray-actor-resources",
+        target=f"{RAY_EXECUTOR}:RayExecutorV2._get_actor_resource_kwargs",
+        versions=VLLM_0_33,
+        when=Condition(device_kinds={HOST}, requires={Feature.RAY}),
+        reason=(
+            "vLLM's Ray executor asks for the platform's ray_device_key as a custom resource "
+            "of each worker actor, and Ray refuses CPU there (the host device's key, which "
+            "Ray has no accelerator for), so the actor asks for nothing and sits in its "
+            "placement-group bundle, which holds the CPU."
+        ),
+        apply="adapters.vllm.patches.ray_host:actor_resources_in_bundle",
+    ),
+    PatchSpec(
+        id="host-ray-worker-devices",
+        target=f"{RAY_EXECUTOR}:RayWorkerProc",
+        versions=VLLM_0_33,
+        when=Condition(device_kinds={HOST}, requires={Feature.RAY}),
+        reason=(
+            "vLLM's Ray worker reads the accelerator ids Ray assigned under the platform's "
+            "ray_device_key, and Ray names none for CPU (KeyError before any worker "
+            "starts), so on the host the executor starts a subclass that reports none."
+        ),
+        apply="adapters.vllm.patches.ray_host:host_worker_class",
     ),
     PatchSpec(
         id="npu-graph-capture-communicator",

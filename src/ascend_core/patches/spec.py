@@ -19,6 +19,7 @@ class Feature(enum.Enum):
     SPECULATIVE_DECODING = "speculative_decoding"  # a draft model or n-gram proposer is set
     MAMBA_STATE = "mamba_state"  # the model keeps Mamba/linear-attention state in the KV cache
     KV_TRANSFER = "kv_transfer"  # a KV connector moves the cache (prefill/decode roles)
+    RAY = "ray"  # the workers run on a Ray cluster (--distributed-executor-backend ray)
 
 
 def _features(values: Iterable[Feature]) -> frozenset[Feature]:

@@ -55,6 +55,8 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
     ("vllm.config:ModelConfig.is_multimodal_model", "model facts: multimodal"),
     ("vllm.config:ModelConfig.is_encoder_decoder", "model facts: encoder-decoder"),
     ("vllm.config:ParallelConfig.local_world_size", "host default: workers sharing the RAM"),
+    ("vllm.config:ParallelConfig.use_ray",
+     "the Ray executor: the patch plan's Feature.RAY, a worker's device from Ray"),
     ("vllm.config:CacheConfig.gpu_memory_utilization",
      "its default counts as not given (VLLM_DEFAULT_UTILIZATION)"),
     # Worker and model runner: called on the runner and the KV spec.
@@ -220,6 +222,7 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.run_experts",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.scheme",
     "adapters.vllm.worker:DeviceWorker._announce_compile",
+    "adapters.vllm.worker:DeviceWorker.device_index",
     "adapters.vllm.worker:DeviceWorker._drop_graphs_if_moved",
     "adapters.vllm.worker:DeviceWorker._graph_memory_estimate",
     "adapters.vllm.worker:DeviceWorker._graphs_captured",

@@ -19,12 +19,14 @@ from adapters.doctor.plan.memory import memory_items
 from adapters.doctor.plan.model import Target, model_items, read_model
 from adapters.doctor.plan.patches import patch_items
 from adapters.doctor.plan.quantization import quantization_items
+from adapters.doctor.plan.ray import ray_items
 from adapters.doctor.plan.registration import registration_item
 from adapters.doctor.report import Report, Section
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core.plan import ConfigPlan
 from ascend_core.plan.speculative import PROPOSER_PACKAGES
 from ascend_core.quantization import QuantMethod
+from ports.cluster import RayCluster
 from ports.device import DeviceKind
 from ports.environment import Environment
 from ports.local_files import LocalFiles
@@ -41,9 +43,13 @@ def plan_report(
     host_cpus: int | None = None,
     local_files: LocalFiles | None = None,
     draft_files: ModelFiles | None = None,
+    ray_cluster: RayCluster | None = None,
+    ray_address: str | None = None,
 ) -> Report:
     """Every section of `plan`; a failing section does not stop the others. `draft_files`:
-    the draft model of speculative_config.model, when one is given."""
+    the draft model of speculative_config.model, when one is given. With the Ray executor,
+    a section says what Ray must provide, and checks the cluster at `ray_address` through
+    `ray_cluster` when both are given."""
     sections: list[Section] = []
     data: dict[str, Any] = {"model": files.location, "target": attrs.asdict(target)}
     model = read_model(files, args, env)
@@ -76,6 +82,9 @@ def plan_report(
         args, files, model, target, block_size, detection, draft_files
     )
     sections.append(Section("memory budget", memory))
+    if args.distributed_executor_backend == "ray":
+        ray, data["ray"] = ray_items(args, target.kind, ray_cluster, ray_address)
+        sections.append(Section("ray", ray))
     data.update(
         {
             "plan": plan.describe() if plan is not None else None,

@@ -57,6 +57,7 @@ def requested(args: ServeArgs) -> Requested:
             # for every platform whose use_custom_allreduce() is False (Platform's default,
             # which ours keep), whatever the flag says; the plan decides from there.
             disable_custom_all_reduce=True,
+            ray=args.distributed_executor_backend == "ray",
         ),
         speculative=SpeculativeSettings(
             method=args.speculative.get("method"),

@@ -157,7 +157,10 @@ def model_items(model: ModelFacts, args: ServeArgs, target: Target) -> list[Chec
         ),
     ]
     devices = args.tp * args.pp * args.dp * args.pcp
-    if target.device_count is not None and devices > target.device_count * args.nnodes:
+    # On Ray the cluster's nodes hold the workers: the Ray section checks them instead.
+    on_ray = args.distributed_executor_backend == "ray"
+    visible = None if target.device_count is None else target.device_count * args.nnodes
+    if not on_ray and visible is not None and devices > visible:
         items.append(
             CheckItem(
                 "devices",
