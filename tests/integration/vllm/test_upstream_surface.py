@@ -93,6 +93,14 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
     ("vllm.config:KVTransferConfig.kv_load_failure_policy", "logged with a failed load"),
     ("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector:"
      "MooncakeConnector.request_finished_all_groups", "the scheduler calls it (HMA)"),
+    ("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector:"
+     "MooncakeConnectorWorker._build_transfer_params",
+     "private: the prefill side drops requests past their hold before a write"),
+    ("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector:"
+     "SendBlockMeta.expire_time", "the end of a request's hold on the prefill side"),
+    ("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector:"
+     "MooncakeConnectorWorker.receive_kv_from_single_worker",
+     "its pull socket's receive timeout, from the worker's zmq context, is the deadline"),
     ("vllm.forward_context:ForwardContext.attn_metadata",
      "a FULL graph's replay updates the attention ops' host lengths from the step's plans"),
     ("vllm.config:SchedulerConfig.max_num_batched_tokens",
