@@ -295,6 +295,7 @@ def test_a_dead_prefill_ends_the_request_with_a_clear_error_in_bound(pair: Fault
         assert choice["finish_reason"] not in ("stop", "length"), choice
     else:
         assert r.status_code >= 400, r.text[:300]
+        assert "error" in r.text.lower(), r.text[:300]
     _wait_for(
         pair.procs["decode"],
         r"KV load failed: request \S+, \d+ prompt tokens' KV from prefill engine "
