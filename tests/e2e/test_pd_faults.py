@@ -63,6 +63,9 @@ class FaultPair(Pair):
     """The module's pair with short fault bounds, whose decode instance can be restarted."""
 
     decode_policy = "recompute"
+    # vLLM-router marks a worker unhealthy after 3 failed health checks and healthy again
+    # after 2 good ones, 60 s apart by default: 2 s here, so it sees a restart soon.
+    router_args = ("--health-check-interval-secs", "2")
 
     def serve_argv(self, role: str) -> list[str]:
         argv = super().serve_argv(role)
