@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+from typing import Any
 
 import pytest
 
@@ -59,3 +60,39 @@ def test_a_pull_socket_of_the_deadline_context_gives_up_at_the_deadline() -> Non
     finally:
         ctx.term()
     assert 0.25 < took < 5
+
+
+def test_the_prefill_side_writes_nothing_for_a_request_past_its_hold() -> None:
+    """A prefill instance resumed after a stall may read a pull before its step loop expires
+    the request (the e2e run saw the loop win): the write is refused there too."""
+    from types import SimpleNamespace
+
+    from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector import (
+        SendBlockMeta,
+    )
+
+    from adapters.vllm.kv_connector import bound_transfers
+    from ascend_core.kv_transfer import FaultBounds
+
+    built: list[list[str]] = []
+
+    async def vllms_build(ready: list[Any], *_: Any) -> tuple[Any, ...]:
+        built.append([d_req for d_req, _ in ready])
+        return [1], [2], [3], [], None
+
+    # vLLM's worker as far as bound_transfers touches it, on the prefill side.
+    worker = SimpleNamespace(
+        is_kv_producer=True, is_kv_consumer=False, _build_transfer_params=vllms_build
+    )
+    bound_transfers(worker, FaultBounds("fail", 4, 8.0, True))  # type: ignore[arg-type]
+    now = time.perf_counter()
+
+    def meta(expire: float) -> SendBlockMeta:
+        return SendBlockMeta("p", "t", [[0]], asyncio.Event(), expire_time=expire)
+
+    ready = [("in-time", meta(now + 60)), ("late", meta(now - 1))]
+    src, _, _, err_reqs, err_msg = asyncio.run(
+        worker._build_transfer_params(ready, None, None, None)
+    )
+    assert built == [["in-time"]] and src == [1]
+    assert err_reqs == ["late"] and "held past 4 s" in err_msg
