@@ -5,6 +5,9 @@ HCCL reduces NPU tensors in place, so on an NPU host every call is vLLM's own. A
 device group (no CANN's HCCL, e.g. the emulated NPU in tests) cannot take device tensors:
 each collective then copies to the host, runs there, and copies the result back. That
 costs a device-to-host copy per collective; it is a fallback, not the NPU's fast path.
+Each staged collective runs through the communicator port's `run_staged`: inside a graph
+capture the device refuses its host copies, unless the port's backend is one a graph can
+hold (the emulated NPU's stand-in for HCCL records it, and each replay runs it again).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from vllm.distributed.device_communicators.base_device_communicator import (
     DeviceCommunicatorBase,
 )
 
+from adapters.container import container
+
 HOST_ONLY_BACKENDS = frozenset({"gloo"})
 COMMUNICATOR_PATH = "adapters.vllm.communicator.NpuDeviceCommunicator"
 
@@ -28,6 +33,7 @@ class NpuDeviceCommunicator(DeviceCommunicatorBase):
         super().__init__(*args, **kwargs)
         group = self.device_group
         self._through_host = group is not None and dist.get_backend(group) in HOST_ONLY_BACKENDS
+        self._port = container().communicator()
 
     def _staged(self, tensor: torch.Tensor) -> bool:
         return self._through_host and tensor.device.type != "cpu"
@@ -35,31 +41,47 @@ class NpuDeviceCommunicator(DeviceCommunicatorBase):
     def all_reduce(self, input_: torch.Tensor) -> torch.Tensor:
         if not self._staged(input_):
             return super().all_reduce(input_)
-        host = input_.cpu()
-        dist.all_reduce(host, group=self.device_group)
-        input_.copy_(host)
-        return input_
+
+        def staged() -> torch.Tensor:
+            host = input_.cpu()
+            dist.all_reduce(host, group=self.device_group)
+            input_.copy_(host)
+            return input_
+
+        return self._port.run_staged(staged)
 
     def all_gather(self, input_: torch.Tensor, dim: int = -1) -> torch.Tensor:
         if not self._staged(input_):
             return super().all_gather(input_, dim)
-        return super().all_gather(input_.cpu(), dim).to(input_.device)
+        base = super().all_gather
+        return self._port.run_staged(lambda: base(input_.cpu(), dim).to(input_.device))
 
     def reduce_scatter(self, input_: torch.Tensor, dim: int = -1) -> torch.Tensor:
         if not self._staged(input_):
             return super().reduce_scatter(input_, dim)
-        return super().reduce_scatter(input_.cpu(), dim).to(input_.device)
+        base = super().reduce_scatter
+        return self._port.run_staged(lambda: base(input_.cpu(), dim).to(input_.device))
 
     def gather(self, input_: torch.Tensor, dst: int = 0, dim: int = -1) -> torch.Tensor | None:
         if not self._staged(input_):
             return super().gather(input_, dst, dim)
-        out = super().gather(input_.cpu(), dst, dim)
-        return None if out is None else out.to(input_.device)
+        base = super().gather
+
+        def staged() -> torch.Tensor | None:
+            out = base(input_.cpu(), dst, dim)
+            return None if out is None else out.to(input_.device)
+
+        return self._port.run_staged(staged)
 
     def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
         if not self._staged(tensor) or self.world_size == 1:
             return super().broadcast(tensor, src)
-        host = tensor.cpu()
-        super().broadcast(host, src)
-        tensor.copy_(host)
-        return tensor
+        base = super().broadcast
+
+        def staged() -> torch.Tensor:
+            host = tensor.cpu()
+            base(host, src)
+            tensor.copy_(host)
+            return tensor
+
+        return self._port.run_staged(staged)

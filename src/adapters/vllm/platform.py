@@ -429,6 +429,13 @@ class AscendNpuPlatform(AscendPlatformBase):
 
         return COMMUNICATOR_PATH
 
+    @classmethod
+    def use_custom_op_collectives(cls) -> bool:
+        """vLLM's collectives as its torch.ops.vllm.* custom ops (as CUDA, ROCm and XPU
+        opt in): one opaque op each in the compiled pieces and graphs. Otherwise Dynamo
+        traces into the device communicator's Python (its host staging too) and stops."""
+        return True
+
     @property
     def supported_dtypes(self) -> list[torch.dtype]:
         # npu_fused_infer_attention_score takes fp16/bf16 queries only (the core's limits).

@@ -243,6 +243,20 @@ ENTRIES = (
         ),
         apply="adapters.vllm.patches.gdn_layer:register_layer",
     ),
+    PatchSpec(
+        id="npu-graph-capture-communicator",
+        target="vllm.distributed.parallel_state:GroupCoordinator.graph_capture",
+        versions=VLLM_0_33,
+        when=Condition(device_kinds={NPU}),
+        reason=(
+            "With tensor parallelism vLLM's graph capture enters each group's context, "
+            "which asserts the group's device communicator is CUDA's or XPU's (for their "
+            "custom all-reduce), so NPU workers could capture no graphs; for the NPU's "
+            "communicator the context only moves the capture to its stream, as vLLM's "
+            "does, and every other group goes through vLLM's own."
+        ),
+        apply="adapters.vllm.patches.graph_capture:let_npu_communicator_capture",
+    ),
 )
 
 REGISTRY = PatchRegistry(ENTRIES)

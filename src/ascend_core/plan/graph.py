@@ -178,12 +178,14 @@ NPU_MOE_PIECEWISE_REASON = (
     "the MoE layers are captured inside the pieces (fixed-size routing, nothing read back)"
 )
 
-# Whether NPU workers capture graphs under tensor/pipeline/data parallelism: not yet.
-NPU_PARALLEL_GRAPHS = False
+# Tensor parallelism captures: vLLM's per-group capture context lets the NPU's device
+# communicator in (the declared patch npu-graph-capture-communicator), the all-reduces
+# are recorded in the graphs, and TP=2 on two emulated NPUs gives the TP=1 ids. Pipeline
+# and data parallelism with graphs are not proven anywhere yet.
 NPU_PARALLEL_GRAPHS_REASON = (
-    "vLLM's graph capture (GroupCoordinator.graph_capture) takes only its CUDA and XPU "
-    "device communicators, so with tensor, pipeline or data parallelism the NPU workers "
-    "capture no graphs yet; the model runs compiled without graphs"
+    "NPU graphs under pipeline or data parallelism are not proven yet (tensor "
+    "parallelism is: its all-reduces are captured in the graphs), so the NPU workers "
+    "capture no graphs; the model runs compiled without graphs"
 )
 
 
@@ -203,7 +205,7 @@ def _npu_serves(deployment: Deployment, mode: GraphMode) -> tuple[GraphMode, lis
             mode = GraphMode.PIECEWISE if piecewise_compiles else GraphMode.NONE
             reasons.append(why)
     par = deployment.parallel
-    if mode is not GraphMode.NONE and not NPU_PARALLEL_GRAPHS and max(par.tp, par.pp, par.dp) > 1:
+    if mode is not GraphMode.NONE and max(par.pp, par.dp) > 1:
         mode = GraphMode.NONE
         reasons.append(NPU_PARALLEL_GRAPHS_REASON)
     if mode is GraphMode.PIECEWISE and deployment.model.is_moe:

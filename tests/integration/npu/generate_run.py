@@ -103,6 +103,20 @@ def describe(wrapper: object) -> dict[str, object]:
     }
 
 
+def worker_graphs(wrapper: object, reset: bool = False) -> dict[str, object]:
+    """Run in each worker (collective_rpc): the graphs it captured and its emulated
+    device's counters (then reset when asked); with TP > 1 the workers are processes of
+    their own, whose counters the engine's process does not see."""
+    from vllm.compilation.counter import compilation_counter
+
+    from support.emulated_npu_device import counters, reset_counters
+
+    out = {"captured": compilation_counter.num_cudagraph_captured, "counters": counters()}
+    if reset:
+        reset_counters()
+    return out
+
+
 def _storage_bytes(values: list[object]) -> int:
     import torch
 
@@ -150,21 +164,30 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
     batch = [TokensPrompt(prompt_token_ids=p) for p in prompts(0, lengths or LENGTHS)]
     if lengths:  # the graph runs: two passes and their counters, no sampling or cost runs
         captured = compilation_counter.num_cudagraph_captured
-        if device == "npu":
+        ranks: list[dict[str, object]] = []
+        if device == "npu" and tp > 1:  # the workers' own processes: asked over RPC
+            ranks = llm.collective_rpc(worker_graphs, kwargs={"reset": True})
+            captured = ranks[0]["captured"]
+        elif device == "npu":
             from support.emulated_npu_device import counters, reset_counters
 
             reset_counters()
         # Two passes: the second finds the prompts' full blocks in the prefix cache.
         passes = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]
         compilation = llm.llm_engine.vllm_config.compilation_config
+        after = llm.collective_rpc(worker_graphs) if ranks else []
+        here = counters() if device == "npu" and not after else {}
+        device_counters = after[0]["counters"] if after else here
         print("RESULT " + json.dumps({
             "runs": [[list(o.outputs[0].token_ids) for o in out] for out in passes],
             "cached_tokens": [int(o.num_cached_tokens or 0) for o in passes[1]],
             "graph_mode": str(compilation.cudagraph_mode.name),
             "capture_sizes": compilation.cudagraph_capture_sizes,
             "captured": captured,
-            "counters": counters() if device == "npu" else {},
-            "decode_step": decode_step_costs(llm) if device == "npu" else {},
+            "rank_captured": [r["captured"] for r in ranks],
+            "rank_counters": [r["counters"] for r in after],
+            "counters": device_counters,
+            "decode_step": decode_step_costs(llm) if device == "npu" and tp == 1 else {},
         }), flush=True)
         return
     outputs = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]

@@ -90,6 +90,63 @@ def a_device_value_read_inside_capture_is_refused() -> None:
 
 
 
+def _staged_all_reduce(port: object, x: torch.Tensor, runs: list[int]) -> torch.Tensor:
+    """The device communicator's staged all-reduce (adapters/vllm/communicator.py) over a
+    one-rank gloo group, through the communicator port; `runs` counts its launches."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        store = dist.HashStore()
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+
+    def staged() -> torch.Tensor:
+        runs.append(1)
+        host = x.cpu()
+        dist.all_reduce(host)
+        x.copy_(host)
+        return x
+
+    return port.run_staged(staged)  # type: ignore[attr-defined]
+
+
+@check
+def a_staged_collective_is_recorded_in_the_capture_and_rerun_at_each_replay() -> None:
+    """The emulator's stand-in for HCCL records the staged all-reduce (its host copies
+    are one device launch, not refused); each replay runs it again over the same memory."""
+    from support.torch_npu_emulator.collective import CapturableGlooCommunicator
+
+    x, w, *_ = inputs()
+    runs: list[int] = []
+    graph = GRAPHS.new_graph()
+    with GRAPHS.capture(graph, GRAPHS.pool(), GRAPHS.capture_stream()):
+        y = x @ w
+        _staged_all_reduce(CapturableGlooCommunicator(), y, runs)
+        out = y + 1
+    assert len(runs) == 1
+    for _ in range(2):
+        x.mul_(-2)
+        GRAPHS.replay(graph)
+    assert len(runs) == 3, runs
+    assert torch.equal(out.cpu(), (x @ w).cpu() + 1)
+
+
+@check
+def a_staged_collective_on_a_backend_no_graph_holds_is_refused_in_capture() -> None:
+    """The port's default (a device group that takes host tensors, no stand-in): its copy
+    to the host is a device-to-host read, refused inside a capture as on a device."""
+    from adapters.cpu.communicator import GlooCommunicator
+
+    x, w, *_ = inputs()
+    graph = GRAPHS.new_graph()
+    try:
+        with GRAPHS.capture(graph, GRAPHS.pool(), GRAPHS.capture_stream()):
+            _staged_all_reduce(GlooCommunicator(), x @ w, [])
+    except RuntimeError as exc:
+        assert "capture" in str(exc) and "copy" in str(exc), exc
+    else:
+        raise AssertionError("a staged collective inside a capture did not fail")
+
+
 @check
 def a_graph_over_memory_released_since_capture_refuses_to_replay() -> None:
     """Sleep mode releases weights and KV cache (storage resized to 0) and gives them new

@@ -18,6 +18,8 @@ NAMES = (
     "updatable_attention_takes_new_lengths_only_through_update",
     "a_device_value_read_inside_capture_is_refused",
     "a_graph_over_memory_released_since_capture_refuses_to_replay",
+    "a_staged_collective_is_recorded_in_the_capture_and_rerun_at_each_replay",
+    "a_staged_collective_on_a_backend_no_graph_holds_is_refused_in_capture",
 )
 
 

@@ -53,14 +53,15 @@ def activate(
     Idempotent per process. The emulated `npu` device is installed (torch.npu, tensors
     of device type npu in host memory); the NPU container's runtime and ops then run on
     it unchanged. Only the communicator differs: HCCL exists only with torch_npu and
-    CANN, so ranks reduce over gloo through host memory.
+    CANN, so ranks reduce over gloo through host memory (collective.py: inside a graph
+    capture each collective is recorded, as HCCL's are, and replayed).
     """
     global _ACTIVE
     if _ACTIVE is not None:
         return _ACTIVE
     from adapters.container import container
-    from adapters.cpu.communicator import GlooCommunicator
     from support.torch_npu_emulator import make_torch_npu
+    from support.torch_npu_emulator.collective import CapturableGlooCommunicator
 
     torch_npu = make_torch_npu(soc_name=soc_name, device_count=device_count)
     torch_npu.npu.total_memory = memory_bytes
@@ -68,7 +69,7 @@ def activate(
     c = container()
     c.npu_probe.override(AvailableNpuProbe(soc_name, device_count, memory_bytes))
     c.torch_npu.override(torch_npu)  # the NPU sub-container, with this torch_npu
-    c.npu_device.communicator.override(GlooCommunicator())  # no HCCL without CANN
+    c.npu_device.communicator.override(CapturableGlooCommunicator())  # no HCCL without CANN
     _ACTIVE = torch_npu
     return torch_npu
 

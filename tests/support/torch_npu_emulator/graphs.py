@@ -177,6 +177,31 @@ def record_op(
     graph._add(OpNode(name, overload, run, bound, result, where), stream)
 
 
+class TaskNode:
+    """A collective launched during a capture (the emulated stand-in for an HCCL op, which
+    a real capture records on the stream): run again at each replay, its result written
+    into the captured output unless it is that output."""
+
+    def __init__(self, name: str, run: Callable[[], Any], result: Any) -> None:
+        self.name, self._run = name, run
+        self.outputs = _tensors(result)
+
+    def replay(self) -> bool:
+        for dst, src in zip(self.outputs, _tensors(self._run()), strict=False):
+            if dst is not src and dst.data_ptr() != src.data_ptr():
+                dst.copy_(src)
+        return True
+
+
+def record_task(name: str, run: Callable[[], Any], result: Any) -> None:
+    """`run` ran on the capturing stream (as one device launch): a replay runs it again."""
+    stream = _current()
+    graph_id = _capture_on(stream)
+    if graph_id == 0:
+        raise RuntimeError(f"record_task: {name} was launched on a stream that is not capturing")
+    _GRAPHS[graph_id]._add(TaskNode(name, run, result), stream)
+
+
 def updating(stream: Any) -> bool:
     return bool(_UPDATING) and _key(stream) in _UPDATING
 

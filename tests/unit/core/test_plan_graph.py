@@ -6,7 +6,7 @@ import pytest
 
 from ascend_core.deployment import CompileMode, GraphMode
 from ascend_core.plan import fields, plan_config
-from ascend_core.plan.graph import NPU_FULL_GRAPH_MODES, NPU_PARALLEL_GRAPHS
+from ascend_core.plan.graph import NPU_FULL_GRAPH_MODES
 from ports.device import ChipFamily
 from unit.core.plan_fixtures import host, npu
 
@@ -147,9 +147,6 @@ def test_unset_graph_mode_under_a_non_piecewise_compiler_is_none() -> None:
     assert "VLLM_COMPILE" in change.reason
 
 
-@pytest.mark.skipif(
-    not NPU_PARALLEL_GRAPHS, reason="NPU workers capture no graphs under TP yet (plan/graph.py)"
-)
 def test_capture_sizes_are_filtered_to_multiples_of_tp_under_sequence_parallel() -> None:
     plan = plan_config(
         npu(
@@ -163,9 +160,6 @@ def test_capture_sizes_are_filtered_to_multiples_of_tp_under_sequence_parallel()
     assert plan.decisions.capture_sizes == (4, 8, 12, 16)
 
 
-@pytest.mark.skipif(
-    not NPU_PARALLEL_GRAPHS, reason="NPU workers capture no graphs under TP yet (plan/graph.py)"
-)
 def test_capture_sizes_none_divisible_are_rounded_up_rather_than_lost() -> None:
     plan = plan_config(
         npu(
@@ -268,9 +262,6 @@ def test_launch_blocking_drops_graphs_but_keeps_the_compiled_model() -> None:
     assert not plan.changes_to(fields.COMPILE_MODE)
 
 
-@pytest.mark.skipif(
-    not NPU_PARALLEL_GRAPHS, reason="NPU workers capture no graphs under TP yet (plan/graph.py)"
-)
 def test_sequence_parallel_fitting_and_a5_reduction_are_one_change() -> None:
     """A field changes once: the TP fit, then the A5 reduction, in one change."""
     sizes = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
@@ -388,12 +379,28 @@ def test_a_piecewise_moe_model_says_its_moe_layers_are_in_the_pieces() -> None:
     assert NPU_MOE_PIECEWISE_REASON not in dense.reason
 
 
-def test_npu_graphs_under_tensor_parallelism_become_none_with_the_reason() -> None:
+def test_npu_graphs_under_tensor_parallelism_stay_as_planned() -> None:
+    """TP captures (its all-reduces recorded in the graphs): the mode and sizes of TP=1."""
+    one = plan_config(npu(compilation={"capture_sizes": [1, 2, 4, 8]}))
+    two = plan_config(npu(parallel={"tp": 2}, compilation={"capture_sizes": [1, 2, 4, 8]}))
+    assert two.graph_mode is one.graph_mode is GraphMode.FULL_AND_PIECEWISE
+    assert two.decisions.capture_sizes == one.decisions.capture_sizes == (1, 2, 4, 8)
+    assert [c.reason for c in two.changes_to(fields.GRAPH_MODE)] == [
+        c.reason for c in one.changes_to(fields.GRAPH_MODE)
+    ]
+    full_decode = {"graph_mode": GraphMode.FULL_DECODE_ONLY}
+    asked = plan_config(npu(parallel={"tp": 2}, compilation=full_decode))
+    assert asked.graph_mode is GraphMode.FULL_DECODE_ONLY
+    assert not asked.changes_to(fields.GRAPH_MODE)
+
+
+@pytest.mark.parametrize("parallel", [{"pp": 2}, {"tp": 2, "dp": 2}])
+def test_npu_graphs_under_pipeline_or_data_parallelism_become_none_with_the_reason(
+    parallel: dict[str, int],
+) -> None:
     from ascend_core.plan.graph import NPU_PARALLEL_GRAPHS_REASON
 
-    if NPU_PARALLEL_GRAPHS:
-        pytest.skip("NPU workers capture graphs under TP")
-    plan = plan_config(npu(parallel={"tp": 2}))
+    plan = plan_config(npu(parallel=parallel))
     assert plan.graph_mode is GraphMode.NONE
     (change,) = plan.changes_to(fields.GRAPH_MODE)
     assert change.reason.endswith(NPU_PARALLEL_GRAPHS_REASON)
