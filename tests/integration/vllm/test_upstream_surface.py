@@ -183,6 +183,7 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.attention.metadata:PagedMetadataBuilder._writable_slots",
     "adapters.vllm.communicator:NpuDeviceCommunicator._staged",
     "adapters.vllm.kv_connector:MooncakeConnectorV1._forget",
+    "adapters.vllm.kv_connector:MooncakeConnectorV1._say_load_failed",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routed_experts",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routing_rule",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.expert_mlp",
