@@ -88,6 +88,9 @@ class KvTransferSettings:
     load_failure_policy: str = "fail"  # kv_load_failure_policy: fail or recompute
     # VLLM_MOONCAKE_BOOTSTRAP_PORT: where a Mooncake producer's bootstrap server listens.
     bootstrap_port: int | None = None
+    # VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT: seconds a producer holds a finished request's KV
+    # blocks for the consumer's pull (None: vLLM's default).
+    abort_timeout: int | None = None
 
 
 @frozen

@@ -42,6 +42,7 @@ from ports.model_files import ModelFiles
 
 # vLLM's MooncakeConnector reads it; the P/D pair check compares it with the HTTP ports.
 BOOTSTRAP_PORT_VARIABLE = "VLLM_MOONCAKE_BOOTSTRAP_PORT"
+ABORT_TIMEOUT_VARIABLE = "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"
 # The variables outside VLLM_ASCEND_* that the plan reads.
 LAUNCH_BLOCKING = "ASCEND_LAUNCH_BLOCKING"
 NPU_ALLOC_CONF = "PYTORCH_NPU_ALLOC_CONF"
@@ -73,14 +74,18 @@ class Requested:
 def _with_bootstrap_port(
     kv: KvTransferSettings | None, env: Environment
 ) -> KvTransferSettings | None:
-    """The Mooncake producer's bootstrap port, which vLLM reads from its environment."""
-    raw = env.get(BOOTSTRAP_PORT_VARIABLE)
-    if kv is None or kv.bootstrap_port is not None or raw is None:
+    """The Mooncake bootstrap port and producer hold time, which vLLM reads from its
+    environment."""
+    if kv is None:
         return kv
-    try:
-        return evolve(kv, bootstrap_port=int(raw))
-    except ValueError:
-        return kv
+    port = (env.get(BOOTSTRAP_PORT_VARIABLE) or "").strip()
+    hold = (env.get(ABORT_TIMEOUT_VARIABLE) or "").strip()
+    # A value that is not a number vLLM refuses at startup, in its own words.
+    if kv.bootstrap_port is None and port.isdigit():
+        kv = evolve(kv, bootstrap_port=int(port))
+    if kv.abort_timeout is None and hold.isdigit():
+        kv = evolve(kv, abort_timeout=int(hold))
+    return kv
 
 
 def files_say(files: ModelFiles | None) -> QuantMethod:

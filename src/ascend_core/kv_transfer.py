@@ -23,6 +23,18 @@ MOONCAKE_V1_MODULE = "adapters.vllm.kv_connector"
 DEFAULT_BOOTSTRAP_PORT = 8998
 
 
+# Faults. A producer holds a finished request's KV blocks for the consumer's pull this long
+# (VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT, vLLM's default), then frees them; vLLM's consumer
+# waits for a prefill side's answer that long plus a margin before it gives the pull up.
+HOLD_VARIABLE = "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"
+DEFAULT_HOLD_SECONDS = 480
+VLLM_PULL_MARGIN_SECONDS = 60
+# This plugin's kv_connector_extra_config key: the consumer's deadline, in seconds, for an
+# answer from the prefill side to a pull (the reference has no such key; its
+# ASCEND_TRANSFER_TIMEOUT is the Ascend transport's own per-write timeout).
+PULL_TIMEOUT_KEY = "pull_timeout_s"
+
+
 class Transport(enum.Enum):
     """The Mooncake transfer engine's protocol (its `mooncake_protocol`)."""
 
@@ -46,7 +58,15 @@ CONNECTORS: Mapping[str, Connector] = {
         MOONCAKE,
         "vLLM's MooncakeConnector: the decode side pulls the prompt's KV blocks from the "
         "prefill side over the Mooncake transfer engine",
-        frozenset({"mooncake_protocol", "device_name", "num_workers", "bootstrap_server_address"}),
+        frozenset(
+            {
+                "mooncake_protocol",
+                "device_name",
+                "num_workers",
+                "bootstrap_server_address",
+                PULL_TIMEOUT_KEY,
+            }
+        ),
     ),
     MOONCAKE_V1: Connector(
         MOONCAKE_V1,
@@ -62,6 +82,7 @@ CONNECTORS: Mapping[str, Connector] = {
                 "mooncake_protocol",
                 "device_name",
                 "num_workers",
+                PULL_TIMEOUT_KEY,
             }
         ),
     ),
@@ -93,6 +114,67 @@ def settings_from(raw: Mapping[str, Any]) -> KvTransferSettings:
         kv_port=_as_int(raw.get("kv_port")),
         load_failure_policy=str(raw.get("kv_load_failure_policy") or "fail"),
     )
+
+
+@frozen
+class FaultBounds:
+    """What one instance does when its peer fails, and by when.
+
+    The producer frees a finished request's blocks `hold_s` after it finished when no pull
+    came, and starts no write for it later than that. The consumer gives a pull up when the
+    producer has not answered for `pull_timeout_s` (a dead or stalled prefill instance),
+    then `policy` decides: recompute the prompt locally, or end the request with an error.
+    """
+
+    policy: str
+    hold_s: int
+    pull_timeout_s: float
+    pull_timeout_set: bool  # kv_connector_extra_config.pull_timeout_s was given
+
+    def consumer_says(self) -> str:
+        outcome = (
+            "the decode side computes the prompt itself"
+            if self.policy == "recompute"
+            else "the request ends with an error"
+        )
+        source = (
+            f"kv_connector_extra_config.{PULL_TIMEOUT_KEY}"
+            if self.pull_timeout_set
+            else f"vLLM's {HOLD_VARIABLE} + {VLLM_PULL_MARGIN_SECONDS} s"
+        )
+        return (
+            f"a pull the prefill side leaves unanswered for {self.pull_timeout_s:g} s "
+            f"({source}) ends as kv_load_failure_policy={self.policy} says: {outcome}"
+        )
+
+    def producer_says(self) -> str:
+        return (
+            f"holds a finished request's KV blocks {self.hold_s} s ({HOLD_VARIABLE}) for "
+            "the decode side's pull, then frees them and writes nothing more for it"
+        )
+
+
+def fault_bounds(kv: KvTransferSettings) -> FaultBounds:
+    """The bounds this instance runs with (an invalid pull_timeout_s counts as unset;
+    instance_problems refuses it)."""
+    hold = kv.abort_timeout if kv.abort_timeout is not None else DEFAULT_HOLD_SECONDS
+    given = _pull_timeout(kv.extra.get(PULL_TIMEOUT_KEY))
+    return FaultBounds(
+        policy=kv.load_failure_policy,
+        hold_s=hold,
+        pull_timeout_s=given if given is not None else float(hold + VLLM_PULL_MARGIN_SECONDS),
+        pull_timeout_set=given is not None,
+    )
+
+
+def _pull_timeout(raw: Any) -> float | None:
+    if raw is None or isinstance(raw, bool):
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if value > 0 else None
 
 
 def known_names() -> str:
@@ -198,6 +280,17 @@ def instance_problems(deployment: Deployment) -> tuple[tuple[str, str, bool], ..
                 True,
             )
         )
+    raw_timeout = kv.extra.get(PULL_TIMEOUT_KEY)
+    if raw_timeout is not None and _pull_timeout(raw_timeout) is None:
+        problems.append(
+            (
+                f"kv_connector_extra_config.{PULL_TIMEOUT_KEY}={raw_timeout!r} is not a "
+                "positive number of seconds.",
+                f"Give the seconds the decode side waits for the prefill side's answer to a "
+                f"pull (more than the prefill's {HOLD_VARIABLE}), or remove the key.",
+                True,
+            )
+        )
     if kv.extra.get("use_layerwise") is True:
         problems.append(
             (
@@ -294,6 +387,7 @@ def check_pair(prefill: PairSide, decode: PairSide) -> tuple[PairCheck, ...]:
         )
     )
     checks.append(_sizes(prefill.deployment, decode.deployment))
+    checks.append(_fault_bounds(p_kv, d_kv))
     return tuple(checks)
 
 
@@ -410,4 +504,26 @@ def _sizes(p: Deployment, d: Deployment) -> PairCheck:
         "Make kv_connector_extra_config's prefill/decode sizes those the instances run."
         if wrong
         else "",
+    )
+
+
+def _fault_bounds(p: KvTransferSettings, d: KvTransferSettings) -> PairCheck:
+    """The decode side must give a pull up only after the prefill side stopped writing for
+    it (its hold): else late KV could land in blocks the decode side has reused."""
+    held, waits = fault_bounds(p), fault_bounds(d)
+    ok = waits.pull_timeout_s > held.hold_s
+    detail = f"prefill {held.producer_says()}; decode: {waits.consumer_says()}"
+    if not ok:
+        detail += (
+            f"; the decode side would give a pull up ({waits.pull_timeout_s:g} s) while the "
+            f"prefill side may still write its KV (for {held.hold_s} s)"
+        )
+    return PairCheck(
+        "fault bounds",
+        ok,
+        detail,
+        ""
+        if ok
+        else f"Set the decode's kv_connector_extra_config.{PULL_TIMEOUT_KEY} above the "
+        f"prefill's {HOLD_VARIABLE} (or lower that).",
     )

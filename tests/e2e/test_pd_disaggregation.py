@@ -105,6 +105,8 @@ class Process:
 class Pair:
     """The prefill and decode instances and the router in front of them."""
 
+    router_args: tuple[str, ...] = ()  # more vllm-router options (the fault tests' own)
+
     def __init__(self, model: str, logs: Path, device: str = "cpu") -> None:
         self.model = model
         self.device = device
@@ -185,6 +187,7 @@ class Pair:
             self.url["decode"],
             "--request-timeout-secs",
             str(_REQUEST_SECONDS),
+            *self.router_args,
         ]
         self.procs["router"] = Process(router, self.logs / "router.log", env)
         self.procs["router"].wait_healthy(self.url["router"], deadline)

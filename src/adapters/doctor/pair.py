@@ -14,7 +14,7 @@ from adapters.doctor.report import Report, Section
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core.deployment import ModelFacts
 from ascend_core.errors import AscendError
-from ascend_core.kv_transfer import PairSide, check_pair, transport
+from ascend_core.kv_transfer import PairSide, check_pair, fault_bounds, transport
 from ascend_core.memory_budget import dtype_bytes, kv_bytes_per_token
 from ascend_core.preflight import CheckItem, CheckStatus
 from ports.environment import Environment
@@ -57,8 +57,12 @@ def pair_report(
             what = (
                 f"{kv.role.value} over {kv.connector}, transport {chosen.value if chosen else '?'}"
             )
+            bounds = fault_bounds(kv)
             if name == "prefill":
-                what += f", bootstrap port {kv.bootstrap_port or 8998}"
+                what += f", bootstrap port {kv.bootstrap_port or 8998}; "
+                what += bounds.producer_says()
+            else:
+                what += f"; {bounds.consumer_says()}"
             wire.append(CheckItem(f"{name} does", CheckStatus.PASS, what))
         dtype = kv_dtype(args, model)
         planned.append(

@@ -8,7 +8,13 @@ additions to vLLM's connector, nothing else:
 - the decode side logs, per request, how many prompt tokens' KV it pulls, from which
   prefill engine, and in how long (the scheduler's view: from the request's admission to
   the worker reporting the blocks received), or that the load failed and what the
-  kv_load_failure_policy does about it.
+  kv_load_failure_policy does about it;
+- faults end in stated time (ascend_core.kv_transfer.FaultBounds): the decode side gives a
+  pull up when the prefill side has not answered for `pull_timeout_s` (vLLM waits
+  VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT + 60 s, 540 s by default, for a dead prefill), and the
+  prefill side starts no write for a request past its hold (vLLM checks the hold only
+  between steps, so a prefill instance resumed after a stall could write KV into blocks the
+  decode side had given up on and reused).
 """
 
 from __future__ import annotations
@@ -17,15 +23,22 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+import zmq
+import zmq.asyncio
+from attrs import evolve
 from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector import (
     MooncakeConnector,
 )
+from vllm.v1.request import RequestStatus
 
 from ascend_core import kv_transfer
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+    from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector import (
+        MooncakeConnectorWorker,
+    )
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.kv_cache_interface import KVCacheConfig
     from vllm.v1.outputs import KVConnectorOutput
@@ -58,6 +71,78 @@ def device_transport(vllm_config: VllmConfig) -> str:
     return chosen.value
 
 
+def fault_bounds(vllm_config: VllmConfig) -> kv_transfer.FaultBounds:
+    """This instance's hold and pull deadline (the core's decision over its settings)."""
+    import vllm.envs as envs
+
+    kv = vllm_config.kv_transfer_config
+    assert kv is not None
+    settings = kv_transfer.settings_from(
+        {
+            "kv_connector": kv.kv_connector,
+            "kv_role": kv.kv_role,
+            "kv_connector_extra_config": kv.kv_connector_extra_config,
+            "kv_load_failure_policy": kv.kv_load_failure_policy,
+        }
+    )
+    hold = int(envs.VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT)
+    return kv_transfer.fault_bounds(evolve(settings, abort_timeout=hold))
+
+
+def bound_transfers(worker: MooncakeConnectorWorker, bounds: kv_transfer.FaultBounds) -> None:
+    """Give vLLM's connector worker the bounds: a deadline on each pull (decode side) and
+    no write past the hold (prefill side). Only this connector's worker is touched."""
+    if not worker.is_kv_producer:
+        # vLLM's pull waits on its socket's receive timeout, which it sets to the hold plus
+        # 60 s; the pull sockets of this context take the deadline instead, and a pull that
+        # times out is failed by vLLM's own path (then kv_load_failure_policy applies).
+        old = worker.async_zmq_ctx
+        worker.async_zmq_ctx = _deadline_context(bounds.pull_timeout_s)
+        old.term()
+    if not worker.is_kv_consumer:
+        build = worker._build_transfer_params
+
+        async def build_in_time(
+            ready_reqs: list[tuple[str, Any]],
+            agent_meta: Any,
+            local_regions: Any,
+            remote_regions: Any,
+        ) -> tuple[list[int], list[int], list[int], list[str], str | None]:
+            now = time.perf_counter()  # vLLM's expire_time clock
+            late = [d_req for d_req, meta in ready_reqs if meta.expire_time < now]
+            fresh = [(d_req, meta) for d_req, meta in ready_reqs if meta.expire_time >= now]
+            src, dst, lengths, err_reqs, err_msg = await build(
+                fresh, agent_meta, local_regions, remote_regions
+            )
+            if not late:
+                return src, dst, lengths, err_reqs, err_msg
+            why = (
+                f"held past {bounds.hold_s} s ({kv_transfer.HOLD_VARIABLE}): the prefill "
+                "side frees these blocks and sends nothing"
+            )
+            logger.warning("KV not sent: requests %s %s.", late, why)
+            return src, dst, lengths, [*err_reqs, *late], "; ".join(filter(None, [err_msg, why]))
+
+        worker._build_transfer_params = build_in_time  # type: ignore[method-assign]
+
+
+def _deadline_context(seconds: float) -> zmq.asyncio.Context:
+    """A zmq context whose sockets take `seconds` as their receive timeout whenever one is
+    set (vLLM sets one on its pull sockets only; the prefill's listener has none)."""
+    timeout_ms = max(1, round(seconds * 1000))
+
+    class DeadlineSocket(zmq.asyncio.Socket):
+        def setsockopt(self, option: int, optval: Any) -> None:
+            if option == zmq.RCVTIMEO:
+                optval = timeout_ms
+            super().setsockopt(option, optval)
+
+    class DeadlineContext(zmq.asyncio.Context):
+        _socket_class = DeadlineSocket
+
+    return DeadlineContext()
+
+
 class MooncakeConnectorV1(MooncakeConnector):
     """vLLM's MooncakeConnector under the reference's name and configuration keys."""
 
@@ -73,6 +158,17 @@ class MooncakeConnectorV1(MooncakeConnector):
         kv.kv_connector_extra_config.setdefault("mooncake_protocol", device_transport(vllm_config))
         super().__init__(vllm_config, role, kv_cache_config)
         self._failure_policy = str(kv.kv_load_failure_policy)
+        self._bounds = fault_bounds(vllm_config)
+        if self.connector_worker is not None:
+            bound_transfers(self.connector_worker, self._bounds)
+        else:  # said once per instance, by its scheduler
+            logger.info(
+                "P/D faults: this %s %s.",
+                kv.kv_role,
+                self._bounds.producer_says()
+                if kv.kv_role == "kv_producer"
+                else self._bounds.consumer_says(),
+            )
         # request id -> (prompt tokens to receive, prefill engine, bootstrap address, start)
         self._receiving: dict[str, tuple[int, str, str, float]] = {}
         # request id -> the local blocks its KV goes to (a failed load names blocks)
@@ -108,19 +204,7 @@ class MooncakeConnectorV1(MooncakeConnector):
             entry = self._receiving.pop(req_id, None)
             self._blocks.pop(req_id, None)
             if entry is not None:
-                logger.warning(
-                    "KV load failed: request %s, %d prompt tokens' KV from prefill engine %s "
-                    "at %s after %.3f s; kv_load_failure_policy=%s (%s).",
-                    req_id,
-                    entry[0],
-                    entry[1],
-                    entry[2],
-                    time.monotonic() - entry[3],
-                    self._failure_policy,
-                    "the decode side computes the prompt itself"
-                    if self._failure_policy == "recompute"
-                    else "the request ends with an error",
-                )
+                self._say_load_failed(req_id, entry)
         for req_id in connector_output.finished_recving or ():
             entry = self._receiving.pop(req_id, None)
             self._blocks.pop(req_id, None)
@@ -149,11 +233,30 @@ class MooncakeConnectorV1(MooncakeConnector):
         self._forget(request)
         return super().request_finished_all_groups(request, block_ids)
 
+    def _say_load_failed(self, req_id: str, entry: tuple[int, str, str, float]) -> None:
+        logger.warning(
+            "KV load failed: request %s, %d prompt tokens' KV from prefill engine %s "
+            "at %s after %.3f s (pull deadline %g s); kv_load_failure_policy=%s (%s).",
+            req_id,
+            entry[0],
+            entry[1],
+            entry[2],
+            time.monotonic() - entry[3],
+            self._bounds.pull_timeout_s,
+            self._failure_policy,
+            "the decode side computes the prompt itself"
+            if self._failure_policy == "recompute"
+            else "the request ends with an error",
+        )
+
     def _forget(self, request: Request) -> None:
         """A request that ends before its KV arrived (aborted, failed): said once."""
         entry = self._receiving.pop(request.request_id, None)
         self._blocks.pop(request.request_id, None)
-        if entry is not None:
+        if entry is not None and request.status is RequestStatus.FINISHED_ERROR:
+            # kv_load_failure_policy=fail ends the request before the connector hears of it.
+            self._say_load_failed(request.request_id, entry)
+        elif entry is not None:
             logger.warning(
                 "KV not received: request %s finished (%s) before the %d prompt tokens' KV "
                 "from prefill engine %s at %s arrived.",

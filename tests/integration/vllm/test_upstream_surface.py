@@ -99,6 +99,14 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
     ("vllm.config:KVTransferConfig.kv_load_failure_policy", "logged with a failed load"),
     ("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector:"
      "MooncakeConnector.request_finished_all_groups", "the scheduler calls it (HMA)"),
+    ("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector:"
+     "MooncakeConnectorWorker._build_transfer_params",
+     "private: the prefill side drops requests past their hold before a write"),
+    ("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector:"
+     "SendBlockMeta.expire_time", "the end of a request's hold on the prefill side"),
+    ("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector:"
+     "MooncakeConnectorWorker.receive_kv_from_single_worker",
+     "its pull socket's receive timeout, from the worker's zmq context, is the deadline"),
     ("vllm.forward_context:ForwardContext.attn_metadata",
      "a FULL graph's replay updates the attention ops' host lengths from the step's plans"),
     ("vllm.config:SchedulerConfig.max_num_batched_tokens",
@@ -181,6 +189,7 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.attention.metadata:PagedMetadataBuilder._writable_slots",
     "adapters.vllm.communicator:NpuDeviceCommunicator._staged",
     "adapters.vllm.kv_connector:MooncakeConnectorV1._forget",
+    "adapters.vllm.kv_connector:MooncakeConnectorV1._say_load_failed",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routed_experts",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routing_rule",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.expert_mlp",

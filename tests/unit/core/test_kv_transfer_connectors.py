@@ -153,6 +153,7 @@ def test_a_matching_pair_passes_every_check_and_says_what_it_found() -> None:
         "block size",
         "KV cache dtype",
         "parallel sizes",
+        "fault bounds",
     ]
     assert failing(checks) == {}
     details = {c.name: c.detail for c in checks}

@@ -102,3 +102,25 @@ def test_pair_without_two_argument_lists_says_how() -> None:
     with contextlib.redirect_stderr(err):
         code = main(["pair", "--", "/m/llama", "8101", "kv_producer"], doctor(), io.StringIO())
     assert code == 2 and "ascend-doctor pair -- <prefill args> -- <decode args>" in err.getvalue()
+
+
+def test_the_pair_report_says_each_sides_fault_bound_and_the_policy() -> None:
+    code, out = run(
+        [
+            "pair",
+            "--json",
+            "--",
+            "/m/llama",
+            "8101",
+            "kv_producer",
+            "--",
+            "/m/llama",
+            "8102",
+            "kv_consumer",
+        ]
+    )
+    items = {i["name"]: i for s in json.loads(out)["sections"] for i in s["items"]}
+    assert "holds a finished request's KV blocks 480 s" in items["prefill does"]["detail"]
+    decode = items["decode does"]["detail"]
+    assert "unanswered for 540 s" in decode and "kv_load_failure_policy=fail" in decode
+    assert items["fault bounds"]["status"] == "pass" and code in (0, 1)
