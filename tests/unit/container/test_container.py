@@ -45,6 +45,7 @@ PORT_OF = {
     "upstream": "ports.upstream:Upstream",
     "model_files": "ports.model_files:ModelFiles",
     "local_files": "ports.local_files:LocalFiles",
+    "ray_cluster": "ports.cluster:RayCluster",
     # The doctor's providers, the CPU list and the torch_npu loader name functions.
     "host_facts": None,
     "triton_kernel_path": None,
