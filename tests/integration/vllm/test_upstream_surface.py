@@ -93,6 +93,8 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
     ("vllm.config:KVTransferConfig.kv_load_failure_policy", "logged with a failed load"),
     ("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector:"
      "MooncakeConnector.request_finished_all_groups", "the scheduler calls it (HMA)"),
+    ("vllm.config:CompilationConfig.static_forward_context",
+     "P/D: the layers our MLA backends read as two planes (adapters/vllm/kv_layout.py)"),
     ("vllm.forward_context:ForwardContext.attn_metadata",
      "a FULL graph's replay updates the attention ops' host lengths from the step's plans"),
     ("vllm.config:SchedulerConfig.max_num_batched_tokens",
