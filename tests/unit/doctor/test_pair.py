@@ -62,10 +62,8 @@ def run(argv: list[str]) -> tuple[int, str]:
 
 
 def test_an_mla_pair_plans_and_counts_the_latent_and_rope_planes_on_the_wire() -> None:
-    code, out = run(
-        ["pair", "--json", "--", "/m/dsv3", "8101", "kv_producer"]
-        + ["--", "/m/dsv3", "8102", "kv_consumer"]
-    )
+    prefill, decode = ["/m/dsv3", "8101", "kv_producer"], ["/m/dsv3", "8102", "kv_consumer"]
+    code, out = run(["pair", "--json", "--", *prefill, "--", *decode])
     report = json.loads(out)
     items = [i for s in report["sections"] for i in s["items"]]
     # No refusal of MLA with P/D in either side's plan.
