@@ -4,7 +4,7 @@ transport (the pair and helpers of test_pd_disaggregation.py).
 
 Each MLA layer's latent cache is two planes here (latent rows, then rope rows), which the
 connector sends as two transfer regions (adapters/vllm/kv_layout.py): 16 concurrent
-requests through the router give the ids the decode instance gives alone, the decode side
+requests through the router give the ids one instance gives alone, the decode side
 logged the KV of every prompt token as received, and computed none of them again.
 """
 
@@ -57,7 +57,9 @@ def test_sixteen_concurrent_mla_requests_through_the_router_match_one_instance(
         ), side
     # Prompts from one block to several (block size 16), so blocks move in runs and alone.
     prompts = [f"Request {i}: the latent planes " + "move " * (i * 5) for i in range(16)]
-    alone = [_ids(_complete(pair.url["decode"], pair.model, p)) for p in prompts]
+    # The reference ids from the prefill instance alone: the decode side's prefix cache then
+    # holds none of these prompts, and every prompt token's KV has to come over the wire.
+    alone = [_ids(_complete(pair.url["prefill"], pair.model, p)) for p in prompts]
     before = len(_RECEIVED.findall(pair.procs["decode"].text()))
     sources = _prompt_tokens_by_source(pair.url["decode"])
     start = time.monotonic()

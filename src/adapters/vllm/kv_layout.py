@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import torch
 from attrs import evolve, frozen
 
 from adapters.vllm.attention.mla import BlockSpan, MlaAttentionImpl, plane_block_spans
@@ -22,7 +23,6 @@ from adapters.vllm.attention.sparse_mla import SparseMlaAttentionImpl
 from ascend_core.errors import ConfigError
 
 if TYPE_CHECKING:
-    import torch
     from vllm.config import VllmConfig
 
 # vLLM's row_offset for a region that is not a view into a row shared by several layers:
@@ -61,13 +61,26 @@ class Region:
 def latent_layers(
     vllm_config: VllmConfig, kv_caches: Mapping[str, torch.Tensor]
 ) -> dict[str, tuple[BlockSpan, BlockSpan]]:
-    """The layers whose cache our MLA backends read as two planes -> the planes' spans."""
+    """The layers whose cache our MLA backends read as two planes -> the planes' spans.
+
+    The connector is handed vLLM's [blocks, 1, block_size, L + R] view of a layer; the
+    backend reads the view the layer bound (its kv_cache, [blocks, block_size, L + R]),
+    so the planes are taken from that one."""
     context = vllm_config.compilation_config.static_forward_context
     spans: dict[str, tuple[BlockSpan, BlockSpan]] = {}
     for name, cache in kv_caches.items():
-        impl = getattr(context.get(name), "impl", None)
-        if isinstance(impl, MlaAttentionImpl | SparseMlaAttentionImpl):
-            spans[name] = plane_block_spans(cache, impl.kv_lora_rank)
+        layer = context.get(name)
+        impl = getattr(layer, "impl", None)
+        if not isinstance(impl, MlaAttentionImpl | SparseMlaAttentionImpl):
+            continue
+        bound = getattr(layer, "kv_cache", None)
+        if not isinstance(bound, torch.Tensor) or bound.data_ptr() != cache.data_ptr():
+            raise ConfigError(
+                f"MLA layer {name}'s bound KV cache is not the allocation vLLM registers "
+                f"with the KV connector ({tuple(cache.shape)} at {cache.data_ptr():#x}).",
+                "Serve MLA models without prefill/decode disaggregation with this vLLM.",
+            )
+        spans[name] = plane_block_spans(bound, impl.kv_lora_rank)
     return spans
 
 
