@@ -46,7 +46,8 @@ _MLA_NPU = Supported(
     "prefill and the absorbed paged decode by npu_fused_infer_attention_score; its "
     "documented shapes (latent 512, rope 64, Q/K head 192, V 128/192, 32/64/128 heads "
     "per device, block 16/128, bf16) are checked when the layers are built; proven on the "
-    "emulated torch_npu, not on hardware"
+    "emulated torch_npu, not on hardware; prefill/decode disaggregation moves the two "
+    "planes as their own regions (checked once on the emulated NPU over TCP)"
 )
 _DSA_HOST = Supported(
     "the sparse MLA backend (DeepSeek-V3.2's DSA) on the host's plain-torch ops: the "
