@@ -219,16 +219,17 @@ def instance_problems(deployment: Deployment) -> tuple[tuple[str, str, bool], ..
             ),
         )
     problems: list[tuple[str, str, bool]] = []
-    if deployment.model.mla is not None:
-        # Measured on the host (tiny DeepSeek-V2): the KV arrives, the ids differ.
+    model = deployment.model
+    if model.use_sparse or model.compressed_attention:
+        # MLA's latent planes transfer (adapters/vllm/kv_layout.py); the indexer's key
+        # cache has its own layout, which no P/D run here has checked.
         problems.append(
             (
-                f"{shown} on {deployment.model.architecture}, which uses MLA: this plugin "
-                "keeps a layer's latent cache as two planes in one allocation (latent, then "
-                "rope), and vLLM's MooncakeConnector sends blocks of [latent + rope] rows, "
-                "so the decode side would read the wrong bytes.",
-                "Serve MLA models without prefill/decode disaggregation for now "
-                "(dense GQA models transfer).",
+                f"{shown} on {model.architecture}, whose indexer keeps its keys in a cache "
+                "of its own: only the MLA latent cache's transfer is proven here, not the "
+                "indexer's.",
+                "Serve sparse-MLA (DSA) models without prefill/decode disaggregation for "
+                "now (dense GQA and MLA models transfer).",
                 True,
             )
         )

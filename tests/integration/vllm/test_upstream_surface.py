@@ -107,6 +107,8 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
     ("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector:"
      "MooncakeConnectorWorker.receive_kv_from_single_worker",
      "its pull socket's receive timeout, from the worker's zmq context, is the deadline"),
+    ("vllm.config:CompilationConfig.static_forward_context",
+     "P/D: the layers our MLA backends read as two planes (adapters/vllm/kv_layout.py)"),
     ("vllm.forward_context:ForwardContext.attn_metadata",
      "a FULL graph's replay updates the attention ops' host lengths from the step's plans"),
     ("vllm.config:SchedulerConfig.max_num_batched_tokens",

@@ -12,7 +12,12 @@ from dependency_injector import providers
 
 from adapters.container import Container
 from adapters.doctor.cli import main
-from unit.doctor.large_models import LLAMA_70B_CONFIG, llama_70b_headers
+from unit.doctor.large_models import (
+    DEEPSEEK_V3_CONFIG,
+    LLAMA_70B_CONFIG,
+    deepseek_v3_headers,
+    llama_70b_headers,
+)
 from unit.doctor.test_cli import wiring
 from unit.fakes.model_files import FakeModelFiles
 
@@ -37,8 +42,15 @@ def parse(argv: Sequence[str]) -> Mapping[str, Any]:
 
 
 def doctor() -> Container:
-    files = FakeModelFiles({"config.json": LLAMA_70B_CONFIG}, llama_70b_headers(), "/m/llama")
-    c = wiring(env={"VLLM_ASCEND_DEVICE": "cpu"}, files={"/m/llama": files})
+    files = {
+        "/m/llama": FakeModelFiles(
+            {"config.json": LLAMA_70B_CONFIG}, llama_70b_headers(), "/m/llama"
+        ),
+        "/m/dsv3": FakeModelFiles(
+            {"config.json": DEEPSEEK_V3_CONFIG}, deepseek_v3_headers(), "/m/dsv3"
+        ),
+    }
+    c = wiring(env={"VLLM_ASCEND_DEVICE": "cpu"}, files=files)
     c.serve_args_parser.override(providers.Object(parse))
     return c
 
@@ -47,6 +59,23 @@ def run(argv: list[str]) -> tuple[int, str]:
     out = io.StringIO()
     code = main(argv, doctor(), out)
     return code, out.getvalue()
+
+
+def test_an_mla_pair_plans_and_counts_the_latent_and_rope_planes_on_the_wire() -> None:
+    prefill, decode = ["/m/dsv3", "8101", "kv_producer"], ["/m/dsv3", "8102", "kv_consumer"]
+    code, out = run(["pair", "--json", "--", *prefill, "--", *decode])
+    report = json.loads(out)
+    items = [i for s in report["sections"] for i in s["items"]]
+    # No refusal of MLA with P/D in either side's plan.
+    assert not [i for i in items if i["status"] == "fail" and "MLA" in i["detail"]], items
+    by_name = {i["name"]: i for i in items}
+    assert by_name["model"]["status"] == "pass" and "MLA latent" in by_name["model"]["detail"]
+    # Per token each layer sends its latent row and its rope row (kv_lora_rank 512 +
+    # qk_rope_head_dim 64, bf16) from every TP rank: 61 x 576 x 2 B, what the transfer
+    # regions of adapters/vllm/kv_layout.py move per token (tests/integration/vllm/
+    # test_mla_kv_transfer.py ties the two).
+    assert by_name["KV bytes per token"]["detail"].startswith("70272 B per token per device")
+    assert code in (0, 1)
 
 
 def test_a_matching_pair_passes_and_says_what_goes_over_the_wire() -> None:

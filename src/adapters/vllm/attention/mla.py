@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
+from attrs import frozen
 from vllm.v1.attention.backend import AttentionBackend, AttentionLayer, MLAAttentionImpl
 from vllm.v1.attention.backends.mla.prefill.base import MLAPrefillBackend
 
@@ -56,8 +57,8 @@ def latent_planes(kv_cache: torch.Tensor, latent_dim: int) -> LatentCache:
     The first num_blocks * block_size * L elements are the latent plane
     [num_blocks, block_size, L], the rest the rope plane [num_blocks, block_size, R]: each
     contiguous, as torch_npu's MLA attention takes them, and each block still its own
-    rows in both. vLLM never reads the cache itself (no KV connector is supported), so only
-    the total size, which is unchanged, is its business.
+    rows in both. vLLM itself only sizes the allocation; a KV connector, which moves
+    blocks by address, learns the planes from plane_block_spans.
     """
     blocks, block_size, width = kv_cache.shape
     if not kv_cache.is_contiguous():
@@ -72,6 +73,29 @@ def latent_planes(kv_cache: torch.Tensor, latent_dim: int) -> LatentCache:
         flat[:split].view(blocks, block_size, latent_dim),
         flat[split:].view(blocks, block_size, width - latent_dim),
     )
+
+
+@frozen
+class BlockSpan:
+    """Where one plane of a layer's latent cache keeps block b: the bytes
+    [base_addr + b * stride, base_addr + b * stride + length)."""
+
+    base_addr: int
+    stride: int
+    length: int
+
+
+def plane_block_spans(kv_cache: torch.Tensor, latent_dim: int) -> tuple[BlockSpan, BlockSpan]:
+    """The latent plane's and the rope plane's block spans, as latent_planes reads them.
+
+    A block's rows are not one run of bytes here (latent rows in the first plane, rope rows
+    in the second), so a connector that moves block b must move both spans."""
+    planes = latent_planes(kv_cache, latent_dim)
+    spans = [
+        BlockSpan(plane.data_ptr(), plane.stride(0) * plane.element_size(), plane[0].nbytes)
+        for plane in (planes.latent, planes.rope)
+    ]
+    return spans[0], spans[1]
 
 
 class MlaAttentionImpl(MLAAttentionImpl[MlaMetadata]):
