@@ -53,11 +53,10 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any,
                seeded: bool = False) -> dict[str, Any]:
     from engine_teardown import shut_down
     from vllm import SamplingParams, TokensPrompt
+    from vllm.compilation.counter import compilation_counter
 
     from support.emulated_npu_device import counters, launches, reset_counters, syncs
     from support.spec_engine import seeded_indices, seeded_passes, spec_llm
-
-    from vllm.compilation.counter import compilation_counter
 
     spec = dict(spec) if spec is not None else None
     graphs = spec.pop("graphs", None) if spec is not None else None

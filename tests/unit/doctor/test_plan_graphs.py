@@ -65,6 +65,8 @@ def test_speculative_full_decode_graphs_show_the_sizes_vllm_captures() -> None:
     assert data["capture_sizes"] == [4, 8, 16, 24, 32, 40, 48, 56, 64]
     sizes = next(i for i in items if i.name == "capture sizes")
     assert "whole verify batches" in sizes.detail
+    assert data["captured"].startswith("each uniform verify step (1 + 3 tokens a request)")
+    assert "the drafter's forwards run compiled without graphs" in data["captured"]
 
 
 def test_an_mla_moe_model_is_captured_whole_per_decode_step_and_the_section_says_what() -> None:

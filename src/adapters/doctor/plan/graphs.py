@@ -66,12 +66,19 @@ def captured(mode: GraphMode, deployment: Deployment) -> str:
     model = deployment.model
     attention = "the MLA latent decode" if model.use_mla else "the paged attention"
     moe = ", the MoE layers too (fixed-size routing, nothing read back)" if model.is_moe else ""
+    spec = deployment.speculative
+    step = (
+        f"uniform verify step (1 + {spec.num_speculative_tokens} tokens a request)"
+        if spec.method is not None
+        else "uniform decode step"
+    )
     whole = (
-        f"each uniform decode step one graph: {attention} inside, its plan in persistent "
+        f"each {step} one graph: {attention} inside, its plan in persistent "
         f"buffers and its host-side lengths given to NPUGraph.update at each replay{moe}"
     )
     if mode is GraphMode.FULL_DECODE_ONLY:
-        return f"{whole}; other steps run compiled without graphs"
+        drafter = " and the drafter's forwards" if spec.method is not None else ""
+        return f"{whole}; other steps{drafter} run compiled without graphs"
     if mode is GraphMode.FULL_AND_PIECEWISE:
         return f"{whole}; other steps in pieces between the attention layers"
     moe_pieces = "; the MoE layers inside the pieces" if model.is_moe else ""
