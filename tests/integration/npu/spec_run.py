@@ -55,7 +55,7 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any,
     from vllm import SamplingParams, TokensPrompt
     from vllm.compilation.counter import compilation_counter
 
-    from support.emulated_npu_device import counters, launches, reset_counters, syncs
+    from support.emulated_npu_device import counters, launches, op_counts, reset_counters, syncs
     from support.spec_engine import seeded_indices, seeded_passes, spec_llm
 
     spec = dict(spec) if spec is not None else None
@@ -70,6 +70,7 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any,
         reset_counters()
         passes = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]
         device = counters()
+        ops = op_counts()
         compilation = llm.llm_engine.vllm_config.compilation_config
         generated = sum(len(o.outputs[0].token_ids) for out in passes for o in out)
         attention = torch_npu.calls_of("npu_fused_infer_attention_score")
@@ -104,8 +105,8 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any,
                 1 for b in attention
                 if b["input_layout"] == "BSND" and len(b["actual_seq_lengths_kv"]) > 8
             ),
-            # Host launches of the attention op (those inside a graph replay are not).
-            "attention_calls": len(attention),
+            # Launches of the attention op from the host (not those a graph replay runs).
+            "attention_launches": sum(v for k, v in ops.items() if "fused_infer_attention" in k),
             "graph_mode": str(compilation.cudagraph_mode.name),
             "capture_sizes": list(compilation.cudagraph_capture_sizes),
             "captured": captured,

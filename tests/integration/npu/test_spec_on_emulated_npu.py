@@ -209,7 +209,7 @@ def test_verify_steps_replay_full_graphs_with_the_eager_ids(runs, style) -> None
     # The same steps run (same ids, same drafts): each replay stands for one verify step
     # whose attention calls (one per target layer) the eager run launched from the host.
     layers = json.loads((_model(style) / "config.json").read_text())["num_hidden_layers"]
-    replayed = eager["attention_calls"] - graphs["attention_calls"]
+    replayed = eager["attention_launches"] - graphs["attention_launches"]
     assert replayed == layers * graphs["graph_replays"], (replayed, graphs["graph_replays"])
     assert graphs["launches_per_token"] < eager["launches_per_token"]
     print(f"\n{style} {method} FULL_DECODE_ONLY: {graphs['graph_replays']} replays; per "
