@@ -211,7 +211,7 @@ def _host_arguments(attn_metadata: Any, layers: frozenset[str]) -> list[dict[str
     by_plan: dict[int, list[dict[str, Any]]] = {}
     arguments: list[dict[str, Any]] = []
     for name, metadata in attn_metadata.items():
-        if name not in layers:
+        if layers and name not in layers:  # none known: every layer is the graph's
             continue
         if isinstance(metadata, PagedMetadata):
             plan, of_plan = metadata.paged, container().ops().graph_host_arguments
