@@ -16,6 +16,10 @@ Both modes run one after the other: numbers are only comparable on a quiet machi
 model (scripts/make_models.py --style llama_repeat) repeats itself, the case n-gram
 lookup is for; on a model that does not, ngram only adds work.
 
+--device npu --graphs: a third run, the method in FULL_DECODE_ONLY (no enforce_eager,
+compilation mode NONE): each uniform verify step of 1 + k tokens a request one NPU graph
+replay; printed with its replays per generated token.
+
 --device npu: the same on the emulated NPU (support.torch_npu_emulator; bf16, block 128),
 where the figure is the device's counters over the timed pass per generated token:
 host launches (aten ops through the device plus torch_npu kernels) and device-to-host
@@ -34,6 +38,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+GRAPHS = "-graphs"  # the method's mode with FULL_DECODE_ONLY graphs (--graphs)
 
 
 def _prompts(batch: int, length: int) -> list[list[int]]:
@@ -58,7 +63,7 @@ def _device_counters(npu: bool) -> dict[str, int]:
     from support.emulated_npu_device import counters, launches, syncs
 
     c = counters()
-    return {"launches": launches(c), "syncs": syncs(c)}
+    return {"launches": launches(c), "syncs": syncs(c), "replays": c["graph_replays"]}
 
 
 def child(args: argparse.Namespace) -> None:
@@ -71,16 +76,20 @@ def child(args: argparse.Namespace) -> None:
         activate()
     from vllm import LLM, SamplingParams, TokensPrompt
 
+    graphs = args.mode.endswith(GRAPHS)
+    mode = args.mode.removesuffix(GRAPHS)
     spec: dict[str, object] | None = None
-    if args.mode == "ngram":
+    if mode == "ngram":
         spec = {"method": "ngram", "num_speculative_tokens": args.k,
                 "prompt_lookup_max": 4, "prompt_lookup_min": 2}
-    elif args.mode != "plain":
-        spec = {"method": args.mode, "num_speculative_tokens": args.k}
+    elif mode != "plain":
+        spec = {"method": mode, "num_speculative_tokens": args.k}
         if args.draft:
             spec["model"] = args.draft
     device_args = {"dtype": "bfloat16", "block_size": 128} if npu else {"dtype": "float32"}
-    llm = LLM(model=args.model, enforce_eager=True, max_model_len=1024,
+    if graphs:  # FULL_DECODE_ONLY needs no piecewise compiler: compilation mode NONE
+        device_args["compilation_config"] = {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}
+    llm = LLM(model=args.model, enforce_eager=not graphs, max_model_len=1024,
               max_num_seqs=args.batch, kv_cache_memory_bytes=256 << 20, seed=0,
               speculative_config=spec, disable_log_stats=False, **device_args)
     params = SamplingParams(max_tokens=args.new, temperature=0.0, ignore_eos=True)
@@ -119,6 +128,9 @@ def main() -> int:
     parser.add_argument("--new", type=int, default=128)
     parser.add_argument("--device", choices=("cpu", "npu"), default="cpu",
                         help="cpu: the host device; npu: the emulated NPU (test support)")
+    parser.add_argument("--graphs", action="store_true",
+                        help="--device npu: also the method in FULL_DECODE_ONLY (each "
+                             "uniform verify step one NPU graph replay)")
     parser.add_argument("--mode", help=argparse.SUPPRESS)  # plain or the method
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))  # the emulated NPU (test support)
@@ -147,7 +159,10 @@ def main() -> int:
         target = Path(args.model)
         args.draft = str(make_draft(target.parent / f"{target.name}-{kind}", target, kind))
     results = {}
-    for mode in ("plain", args.method):
+    modes = ["plain", args.method]
+    if args.graphs and args.device == "npu":
+        modes.append(args.method + GRAPHS)
+    for mode in modes:
         cmd = [sys.executable, __file__, "--mode", mode, "--model", args.model,
                "--draft", args.draft, "--method", args.method,
                "--k", str(args.k), "--batch", str(args.batch),
@@ -167,12 +182,16 @@ def main() -> int:
                      f"({r['accepted'] / r['drafts']:.0%})")
         if "launches" in r:
             extra += (f"; per generated token: {r['launches'] / r['tokens']:.1f} host "
-                      f"launches, {r['syncs'] / r['tokens']:.2f} device-to-host syncs")
+                      f"launches, {r['syncs'] / r['tokens']:.2f} device-to-host syncs, "
+                      f"{r['replays'] / r['tokens']:.2f} graph replays")
         print(f"{mode:6s} k={args.k if mode != 'plain' else 0}: {r['tokens']} tokens in "
               f"{r['seconds']:.2f} s = {rate:.1f} tokens/s{extra}")
     plain, spec = results["plain"], results[args.method]
     speedup = (spec["tokens"] / spec["seconds"]) / (plain["tokens"] / plain["seconds"])
     print(f"{args.method}/plain: {speedup:.2f}x; same greedy ids: {plain['ids'] == spec['ids']}")
+    if args.method + GRAPHS in results:
+        same = results[args.method + GRAPHS]["ids"] == spec["ids"]
+        print(f"{args.method}{GRAPHS}: same greedy ids as eager {args.method}: {same}")
     return 0
 
 

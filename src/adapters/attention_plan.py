@@ -50,6 +50,9 @@ def build_attention_plan(
     Sequences with no new token are in neither part, except in a uniform decode batch
     padded to a captured size (num_actual_tokens == B, at most one new token each): there
     every sequence is a decode row, a padding one with its context length (vLLM's 0).
+    Likewise a speculative verify step (every request Q = 1 + k tokens, padded or not:
+    num_actual_tokens == B * Q) is one part of width Q over all B sequences, a padding
+    one taking Q padding tokens and attending to nothing.
     """
     num_seqs = seq_lens.shape[0]
     qsl = query_start_loc[: num_seqs + 1].to(_I64)
@@ -69,8 +72,12 @@ def build_attention_plan(
         and all(b - a <= 1 for a, b in pairwise(qsl_host))
         and (num_decodes is None or num_decodes == num_seqs)
     )
+    width = _uniform_width(qsl_host, n_tok, num_decodes)
     if one_each:
         host_parts = [_all_decodes(num_seqs, lens, lens_host), None]
+    elif width:  # a speculative verify step: the decode part with MLA's split, else prefill
+        uniform = _uniform(num_seqs, width, lens, lens_host)
+        host_parts = [uniform, None] if num_decodes is not None else [None, uniform]
     else:
         if num_decodes is None:
             first, rest = q_lens == 1, q_lens > 1
@@ -86,6 +93,8 @@ def build_attention_plan(
     token_seqs = token_lens = None
     if needs.token_rows and one_each:  # each token its sequence's one row
         token_seqs, token_lens = torch.arange(num_seqs), lens
+    elif needs.token_rows and width:
+        token_seqs, token_lens = _uniform_rows(num_seqs, width, lens)
     elif needs.token_rows:
         token_seqs, token_lens = _token_rows(qsl, q_lens, lens)
     if token_seqs is not None and token_lens is not None:
@@ -190,6 +199,57 @@ def _all_decodes(num_seqs: int, seq_lens: torch.Tensor, lens_host: tuple[int, ..
     )
 
 
+def _uniform_width(
+    qsl_host: tuple[int, ...], n_tok: int, num_decodes: int | None
+) -> int | None:
+    """Q > 1 when the batch is a uniform speculative decode step (every sequence Q new
+    tokens: 1 + k) or one padded to a captured size (vLLM's padding sequences last, with
+    no token, and the padding tokens Q for each of them); else None."""
+    num_seqs = len(qsl_host) - 1
+    if num_seqs <= 0 or num_decodes not in (None, num_seqs):
+        return None
+    q_lens = [b - a for a, b in pairwise(qsl_host)]
+    width = max(q_lens)
+    real = sum(1 for q in q_lens if q)
+    padded = [width] * real + [0] * (num_seqs - real)
+    if width <= 1 or n_tok != num_seqs * width or q_lens != padded:
+        return None
+    return width
+
+
+def _uniform(
+    num_seqs: int, width: int, seq_lens: torch.Tensor, lens_host: tuple[int, ...]
+) -> _HostPart:
+    """Every sequence of a uniform step as one part of `width` tokens, padding sequences
+    too: their tokens are the batch's padding tokens and their context length is vLLM's 0
+    (they attend to nothing), so a step padded to a captured size has the layout of the
+    captured one, the same shapes at the same addresses."""
+    tokens = torch.arange(num_seqs * width)
+    return _HostPart(
+        seqs=torch.arange(num_seqs),
+        actual_query_lens=(width,) * num_seqs,
+        actual_seq_lens=lens_host,
+        query_start_loc=torch.arange(num_seqs + 1) * width,
+        query_lens=torch.full((num_seqs,), width, dtype=_I64),
+        seq_lens=seq_lens,
+        tokens=tokens,
+        padded_rows=tokens,
+        gather=tokens,
+        whole=True,
+    )
+
+
+def _uniform_rows(
+    num_seqs: int, width: int, seq_lens: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """_token_rows of a uniform step: token j of a sequence of context c sees
+    c - width + j + 1 positions; a padding sequence's tokens (c = 0) see none."""
+    seq_of = torch.arange(num_seqs).repeat_interleave(width)
+    within = torch.arange(width).repeat(num_seqs)
+    lens = seq_lens.index_select(0, seq_of)
+    return seq_of, torch.where(lens > 0, lens - width + within + 1, 0)
+
+
 def _host_part(
     member: torch.Tensor,
     qsl: torch.Tensor,
@@ -245,14 +305,24 @@ def _token_rows(
     return seq_of, first_new + torch.arange(1, total + 1)
 
 
-def token_row_decode(plan: AttentionPlan, needs: AttentionPlanNeeds) -> AttentionPart | None:
+def token_row_decode(
+    plan: AttentionPlan,
+    needs: AttentionPlanNeeds,
+    staging: torch.Tensor | None = None,
+    table_out: torch.Tensor | None = None,
+) -> AttentionPart | None:
     """The plan's decode part with every new token a one-token row of its own.
 
     A speculative decode verifies 1 + k tokens of one request; as rows of their own, each
     token attends to its cached context and the request's tokens up to itself (its length
     says so: the causal mask in one number), so an attention op that takes one query
     token per row (MLA's absorbed decode) verifies them. The decode sequences lead the
-    batch (vLLM reorders them first), so row i is batch token i. None: no decode part.
+    batch (vLLM reorders them first), so row i is batch token i. A padding sequence's rows
+    (context length 0) attend to nothing. None: no decode part.
+
+    staging, table_out (graph mode): persistent device buffers the rows' indices and
+    their block-table rows are written into in place (when they fit), so a captured step
+    reads them at the same addresses every step.
     """
     decode = plan.decode
     if decode is None or decode.is_decode:
@@ -263,9 +333,14 @@ def token_row_decode(plan: AttentionPlan, needs: AttentionPlanNeeds) -> Attentio
     seq_of = torch.repeat_interleave(torch.arange(q_lens.shape[0]), q_lens, output_size=total)
     # Token j of a request with context c (its cached tokens) and q new ones sees c + j + 1.
     first = lens - q_lens - (torch.cumsum(q_lens, 0) - q_lens)  # c minus the request's start
-    token_lens = first.index_select(0, seq_of) + torch.arange(1, total + 1)
+    token_lens = (first.index_select(0, seq_of) + torch.arange(1, total + 1)).clamp_(min=0)
     # Each token's block-table row, gathered on the device (no host round trip).
     rows = torch.repeat_interleave(decode.query_lens, output_size=total)
-    table = decode.block_table.index_select(0, rows)
-    rows_plan = build_attention_plan(torch.arange(total + 1), token_lens, table, total, needs=needs)
+    if table_out is not None and total <= table_out.shape[0]:
+        table = torch.index_select(decode.block_table, 0, rows, out=table_out[:total])
+    else:
+        table = decode.block_table.index_select(0, rows)
+    rows_plan = build_attention_plan(
+        torch.arange(total + 1), token_lens, table, total, needs=needs, staging=staging
+    )
     return rows_plan.decode

@@ -101,7 +101,9 @@ class AttentionPlan:
     in place each step (graph mode). A uniform decode batch padded to a captured size
     (num_actual_tokens == B) has every sequence in the decode part: a padding sequence
     with context length 0 and the padding token at its row; the backend gives padding
-    tokens a slot that no request owns (vLLM's null block), never -1.
+    tokens a slot that no request owns (vLLM's null block), never -1. A speculative
+    verify step (every request 1 + k tokens, num_actual_tokens == B * (1 + k)) is one
+    part over all B sequences likewise, a padding one with 1 + k padding tokens.
     """
 
     query_start_loc: torch.Tensor

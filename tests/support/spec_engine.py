@@ -21,14 +21,22 @@ def repeating_prompts(seed: int = 7) -> list[list[int]]:
     return prompts
 
 
-def spec_llm(model: str, spec: dict[str, object] | None, dtype: str, block_size: int) -> Any:
-    """An LLM of the shared shape, speculating as `spec` says (None: not at all)."""
+def spec_llm(
+    model: str,
+    spec: dict[str, object] | None,
+    dtype: str,
+    block_size: int,
+    graphs: dict[str, object] | None = None,
+) -> Any:
+    """An LLM of the shared shape, speculating as `spec` says (None: not at all); eager,
+    or with `graphs` (a compilation_config: graph mode and capture sizes) not."""
     from vllm import LLM
 
     return LLM(
         model=model,
         dtype=dtype,
-        enforce_eager=True,
+        enforce_eager=graphs is None,
+        **({} if graphs is None else {"compilation_config": graphs}),
         max_model_len=512,
         block_size=block_size,
         max_num_batched_tokens=64,

@@ -233,3 +233,52 @@ def test_token_row_decode_keeps_a_one_token_decode_part_as_it_is() -> None:
     plan = build_attention_plan(torch.tensor([0, 1, 2]), torch.tensor([3, 9]),
                                 torch.zeros(2, 1, dtype=torch.int64), needs=HOST)
     assert token_row_decode(plan, HOST) is plan.decode
+
+
+@pytest.mark.parametrize("needs", [AttentionPlanNeeds(), HOST], ids=["npu", "host"])
+def test_a_verify_step_padded_to_a_captured_size_has_the_captured_layout(
+    needs: AttentionPlanNeeds,
+) -> None:
+    """vLLM's FULL graph padding with speculative decoding: 2 requests of 1 + 2 tokens
+    padded to 4 (12 tokens; the padding requests no token, context 0). Every request is
+    one part of width 3, the padding ones with the padding tokens and nothing to attend
+    to, so the step has the layout of the captured step of 4 requests."""
+    qsl = torch.tensor([0, 3, 6, 6, 6], dtype=torch.int32)
+    lens = torch.tensor([10, 7, 0, 0], dtype=torch.int32)
+    table = torch.arange(8, dtype=torch.int32).reshape(4, 2)
+    plan = build_attention_plan(qsl, lens, table, 12, needs=needs)
+    assert plan.decode is None and plan.prefill is not None
+    part = plan.prefill
+    assert part.actual_query_lens == (3,) * 4 and part.actual_seq_lens == (10, 7, 0, 0)
+    for name in ("tokens", "padded_rows", "gather"):
+        assert getattr(part, name).tolist() == list(range(12)), name
+    assert part.query_start_loc.tolist() == [0, 3, 6, 9, 12]
+    assert part.block_table.tolist() == table.to(part.block_table.dtype).tolist()
+    captured = build_attention_plan(
+        torch.arange(0, 13, 3, dtype=torch.int32), torch.full((4,), 3, dtype=torch.int32),
+        table, needs=needs,
+    )
+    assert captured.prefill is not None
+    for name in ("seqs", "tokens", "padded_rows", "gather", "query_start_loc", "query_lens"):
+        assert getattr(captured.prefill, name).tolist() == getattr(part, name).tolist(), name
+    if needs.token_rows:  # each token's causal length; a padding token's 0
+        assert plan.token_seq_lens is not None
+        assert plan.token_seq_lens.tolist() == [8, 9, 10, 5, 6, 7] + [0] * 6
+
+
+def test_a_padded_verify_step_as_token_rows_writes_into_the_given_buffers() -> None:
+    """MLA's split (every request a decode) then a row per token, staged in place: the
+    rows' indices in `staging`, their block-table rows in `table_out` (graph mode)."""
+    qsl = torch.tensor([0, 3, 6, 6, 6], dtype=torch.int32)
+    lens = torch.tensor([10, 7, 0, 0], dtype=torch.int32)
+    table = torch.arange(8, dtype=torch.int32).reshape(4, 2)
+    plan = build_attention_plan(qsl, lens, table, 12, num_decodes=4)
+    assert plan.prefill is None and plan.decode is not None
+    staging = torch.zeros(200, dtype=torch.int64)
+    table_out = torch.zeros(16, 2, dtype=torch.int32)
+    # The host keeps host tensors (no copy to make): the staging is a device's.
+    rows = token_row_decode(plan, AttentionPlanNeeds(), staging, table_out)
+    assert rows is not None and rows.is_decode
+    assert rows.actual_seq_lens == (8, 9, 10, 5, 6, 7) + (0,) * 6
+    assert rows.block_table.data_ptr() == table_out.data_ptr()
+    assert rows.block_table.tolist() == [[0, 1]] * 3 + [[2, 3]] * 3 + [[4, 5]] * 3 + [[6, 7]] * 3

@@ -158,7 +158,8 @@ class NpuGraphWrapper(CUDAGraphWrapper):
             # update gives this step's (the replay waits for it at each such op).
             self._graphs.replay(entry.cudagraph)
             if full:
-                self._graphs.update(entry.cudagraph, _host_arguments(context.attn_metadata))
+                arguments = _host_arguments(context.attn_metadata, self._attention_layers())
+                self._graphs.update(entry.cudagraph, arguments)
             return entry.output
         validate_cudagraph_capturing_enabled()
         graph = self._graphs.new_graph()
@@ -179,10 +180,24 @@ class NpuGraphWrapper(CUDAGraphWrapper):
         compilation_counter.num_cudagraph_captured += 1
         return output
 
+    def _attention_layers(self) -> frozenset[str]:
+        """The names of the attention layers inside the wrapped model: the step's metadata
+        also holds a drafter's (MTP, EAGLE), whose layers share the KV cache group but run
+        outside this graph."""
+        layers: frozenset[str] | None = getattr(self, "_layers", None)
+        if layers is None:
+            modules = getattr(self.runnable, "modules", lambda: ())()
+            layers = frozenset(
+                name for m in modules if isinstance(name := getattr(m, "layer_name", None), str)
+            )
+            self._layers = layers
+        return layers
 
-def _host_arguments(attn_metadata: Any) -> list[dict[str, Any]]:
+
+def _host_arguments(attn_metadata: Any, layers: frozenset[str]) -> list[dict[str, Any]]:
     """The host-side arguments of the attention ops of one step, in the order the layers
-    launched them at capture (the forward context's layer order): the ops port of each
+    launched them at capture (the forward context's layer order), for the graph's own
+    `layers` (a drafter's in the same metadata run outside it): the ops port of each
     layer's backend (paged attention, MLA) says what its launches take for the step's
     plan, once per plan (the layers of a KV cache group share one)."""
     from adapters.vllm.attention.metadata import PagedMetadata
@@ -195,7 +210,9 @@ def _host_arguments(attn_metadata: Any) -> list[dict[str, Any]]:
         )
     by_plan: dict[int, list[dict[str, Any]]] = {}
     arguments: list[dict[str, Any]] = []
-    for metadata in attn_metadata.values():
+    for name, metadata in attn_metadata.items():
+        if layers and name not in layers:  # none known: every layer is the graph's
+            continue
         if isinstance(metadata, PagedMetadata):
             plan, of_plan = metadata.paged, container().ops().graph_host_arguments
         elif isinstance(metadata, MlaMetadata):

@@ -97,6 +97,9 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
                 f"unset; piecewise graphs need compilation mode VLLM_COMPILE, not "
                 f"{comp.mode.name if comp.mode else 'unset'}"
             )
+        elif deployment.speculative.method is not None:
+            graph_mode = GraphMode.FULL_DECODE_ONLY
+            reasons.append(DEFAULT_SPECULATIVE_REASON)
         elif deployment.model.use_mla:
             graph_mode = GraphMode.FULL_DECODE_ONLY
             reasons.append(DEFAULT_MLA_REASON)
@@ -155,13 +158,14 @@ NPU_FULL_MIXED_REASON = (
     "prefill's padded query and causal mask change shape with the batch); mixed steps run "
     "in pieces between the attention layers"
 )
-# vLLM's resolve_cudagraph_mode_and_sizes drops full decode graphs with spec decoding for
-# a backend below UNIFORM_BATCH: said here, so the doctor shows what the engine runs.
-NPU_SPECULATIVE_FULL_GRAPHS_REASON = (
-    "with speculative decoding a decode step verifies 1 + num_speculative_tokens tokens a "
-    "request, and the NPU attention backends (paged, MLA) capture full graphs of "
-    "one-token decode steps only (UNIFORM_SINGLE_TOKEN_DECODE); PIECEWISE captures "
-    "everything between the attention layers"
+# With speculative decoding each uniform decode step verifies 1 + k tokens a request; the
+# paged and MLA builders declare UNIFORM_BATCH, so vLLM captures those steps whole (its
+# capture sizes rounded to multiples of 1 + k). vLLM captures a drafter's forward only in
+# piecewise graphs, so FULL_DECODE_ONLY runs it eagerly, as vllm-ascend runs MTP.
+DEFAULT_SPECULATIVE_REASON = (
+    "unset; with speculative decoding FULL_DECODE_ONLY (as vllm-ascend runs MTP) captures "
+    "each uniform verify step of 1 + num_speculative_tokens tokens a request whole, "
+    "attention inside; the drafter and mixed steps run compiled without graphs"
 )
 # The sparse MLA backend takes over vLLM's indexer module (adapters/vllm/attention/
 # sparse_mla.py): its forward runs outside an opaque op and reads the forward context, and
@@ -194,16 +198,9 @@ def _npu_serves(deployment: Deployment, mode: GraphMode) -> tuple[GraphMode, lis
     reasons: list[str] = []
     piecewise_compiles = deployment.compilation.mode in (None, CompileMode.VLLM_COMPILE)
     if mode in _FULL_GRAPHS and mode not in NPU_FULL_GRAPH_MODES:
-        # vLLM does the same for a backend of UNIFORM_SINGLE_TOKEN_DECODE support.
+        # vLLM does the same for a backend below ALWAYS (ours: UNIFORM_BATCH).
         mode = GraphMode.FULL_AND_PIECEWISE if piecewise_compiles else GraphMode.FULL_DECODE_ONLY
         reasons.append(NPU_FULL_MIXED_REASON)
-    for unserved, why in (
-        (deployment.speculative.method is not None, NPU_SPECULATIVE_FULL_GRAPHS_REASON),
-    ):
-        if mode in _FULL_GRAPHS and unserved:
-            # piecewise graphs need vLLM's piecewise compiler
-            mode = GraphMode.PIECEWISE if piecewise_compiles else GraphMode.NONE
-            reasons.append(why)
     par = deployment.parallel
     if mode is not GraphMode.NONE and max(par.pp, par.dp) > 1:
         mode = GraphMode.NONE

@@ -10,7 +10,9 @@ called, and the emulated device's counters per generated token.
 Run as: python spec_run.py MODEL_DIR (under the emulator: support.torch_npu_emulator's
 child_env). Other methods: python spec_run.py MODEL_DIR '{"name": SPECULATIVE_CONFIG}'
 runs plain, then each named config (each but ngram and suffix also samples twice with
-per-request seeds, to show seeded runs repeat). An emulator, not Ascend hardware.
+per-request seeds, to show seeded runs repeat); a config with a "graphs" entry (a
+compilation_config) runs without enforce_eager, capturing NPU graphs. An emulator, not
+Ascend hardware.
 """
 
 from __future__ import annotations
@@ -52,11 +54,16 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any,
                seeded: bool = False) -> dict[str, Any]:
     from engine_teardown import shut_down
     from vllm import SamplingParams, TokensPrompt
+    from vllm.compilation.counter import compilation_counter
 
-    from support.emulated_npu_device import counters, launches, reset_counters, syncs
+    from support.emulated_npu_device import counters, launches, op_counts, reset_counters, syncs
     from support.spec_engine import seeded_indices, seeded_passes, spec_llm
 
-    llm = spec_llm(model, spec, "bfloat16", 128)
+    spec = dict(spec) if spec is not None else None
+    graphs = spec.pop("graphs", None) if spec is not None else None
+    captured = compilation_counter.num_cudagraph_captured
+    llm = spec_llm(model, spec, "bfloat16", 128, graphs)  # type: ignore[arg-type]
+    captured = compilation_counter.num_cudagraph_captured - captured
     try:
         params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
         batch = [TokensPrompt(prompt_token_ids=p) for p in prompts()]
@@ -64,6 +71,8 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any,
         reset_counters()
         passes = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]
         device = counters()
+        ops = op_counts()
+        compilation = llm.llm_engine.vllm_config.compilation_config
         generated = sum(len(o.outputs[0].token_ids) for out in passes for o in out)
         attention = torch_npu.calls_of("npu_fused_infer_attention_score")
         config = llm.llm_engine.vllm_config
@@ -97,6 +106,13 @@ def run_engine(model: str, spec: dict[str, object] | None, torch_npu: Any,
                 1 for b in attention
                 if b["input_layout"] == "BSND" and len(b["actual_seq_lengths_kv"]) > 8
             ),
+            # Launches of the attention op from the host (not those a graph replay runs).
+            "attention_launches": sum(v for k, v in ops.items() if "fused_infer_attention" in k),
+            "graph_mode": str(compilation.cudagraph_mode.name),
+            "capture_sizes": list(compilation.cudagraph_capture_sizes),
+            "captured": captured,
+            "graph_replays": device["graph_replays"],
+            "graph_captures": device["graph_captures"],
             "generated": generated,
             "launches_per_token": launches(device) / generated,
             "syncs_per_token": syncs(device) / generated,
@@ -119,8 +135,8 @@ def main(model: str, specs: dict[str, dict[str, object]]) -> None:
     torch_npu = activate()
     result = {"plain": run_engine(model, None, torch_npu)}
     for name, spec in specs.items():
-        result[name] = run_engine(model, spec, torch_npu,
-                                  seeded=name not in ("ngram", "suffix"))
+        seeded = name not in ("ngram", "suffix") and "graphs" not in spec
+        result[name] = run_engine(model, spec, torch_npu, seeded=seeded)
     print("RESULT " + json.dumps(result), flush=True)
 
 

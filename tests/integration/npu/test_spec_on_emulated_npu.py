@@ -27,7 +27,15 @@ exact ones. Each draft engine also samples the three shortest prompts and the lo
 The DeepSeek-V3-style MLA model takes requests of up to 1 + k tokens as decodes (the
 builder's reorder threshold): a verification goes to the absorbed latent decode as one row
 per token, each row's length ending at its own token, with no prefill call over expanded
-K/V. An emulator, not Ascend hardware.
+K/V.
+
+Full graphs (GRAPHS): ngram on llama_repeat and mtp on deepseek_v3_mtp run once more in
+FULL_DECODE_ONLY (compilation mode NONE, capture sizes of 1, 2, 4 and 8 requests of
+1 + k tokens): each uniform verify step is one NPUGraph replay, attention inside, its plan
+in the builders' persistent buffers (MLA: a row per token, staged) and the fused op's
+host-side lengths given to NPUGraph.update; a batch padded to a captured size gives its
+padding requests the padding tokens and nothing to attend to. Their ids equal the eager
+spec run's and the plain run's. An emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
@@ -75,6 +83,11 @@ def _cases(keep: Any) -> list[Any]:
 CASES = _cases(lambda method: True)
 DRAFTS = _cases(lambda method: method not in HOST_PROPOSERS)
 HOST_PROPOSED = _cases(lambda method: method in HOST_PROPOSERS)
+# Full graphs of the verify step: style -> (method it runs again, capture sizes in tokens,
+# 1, 2, 4 and 8 requests of 1 + k). Compilation mode NONE: FULL_DECODE_ONLY needs no
+# piecewise compiler, and the graph run then launches the eager run's ops.
+GRAPHS: dict[str, tuple[str, list[int]]] = {REPEAT: ("ngram", [4, 8, 16, 32]),
+                                             MLA: ("mtp", [3, 6, 12, 24])}
 
 
 def _model(style: str) -> Path:
@@ -95,6 +108,9 @@ def _specs(style: str, target: Path) -> dict[str, dict[str, object]]:
             spec = {**spec, "model": str(make_models_module().make_draft(draft_dir, target,
                                                                          kind))}
         specs[method] = spec
+    method, sizes = GRAPHS[style]
+    specs[f"{method}-graphs"] = {**specs[method], "graphs": {
+        "mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY", "cudagraph_capture_sizes": sizes}}
     return specs
 
 
@@ -198,3 +214,28 @@ def test_mla_verifies_drafts_in_the_latent_decode_not_in_prefill_calls(runs, met
     # No request of at most 1 + k new tokens goes through a prefill call (the plain run
     # prefills its 3-token prompt there: its threshold is 1).
     assert spec["mla_short_prefill_queries"] == 0 < plain["mla_short_prefill_queries"]
+
+
+@pytest.mark.parametrize("style", list(GRAPHS))
+def test_verify_steps_replay_full_graphs_with_the_eager_ids(runs, style) -> None:  # type: ignore[no-untyped-def]
+    """FULL_DECODE_ONLY with speculation: every uniform verify step (each request 1 + k
+    tokens, the batch padded to a captured 1, 2, 4 or 8 requests as requests finish
+    prefill and generation at different steps) is one graph replay, attention inside."""
+    method, sizes = GRAPHS[style]
+    eager, graphs = runs[style][method], runs[style][f"{method}-graphs"]
+    assert graphs["graph_mode"] == "FULL_DECODE_ONLY"
+    assert graphs["capture_sizes"] == sizes and graphs["captured"] == len(sizes)
+    assert eager["captured"] == 0 == eager["graph_replays"]
+    assert graphs["graph_captures"] == 0 < graphs["graph_replays"]  # none made late
+    assert graphs["ids"] == eager["ids"] == runs[style]["plain"]["ids"]
+    assert graphs["cached"] == CACHED
+    assert 0 < graphs["accepted"] == eager["accepted"]
+    # The same steps run (same ids, same drafts): each replay stands for one verify step
+    # whose attention calls (one per target layer) the eager run launched from the host.
+    layers = json.loads((_model(style) / "config.json").read_text())["num_hidden_layers"]
+    replayed = eager["attention_launches"] - graphs["attention_launches"]
+    assert replayed == layers * graphs["graph_replays"], (replayed, graphs["graph_replays"])
+    assert graphs["launches_per_token"] < eager["launches_per_token"]
+    print(f"\n{style} {method} FULL_DECODE_ONLY: {graphs['graph_replays']} replays; per "
+          f"generated token {graphs['launches_per_token']:.1f} host launches "
+          f"({eager['launches_per_token']:.1f} eager)")

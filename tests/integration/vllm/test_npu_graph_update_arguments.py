@@ -44,7 +44,7 @@ def test_each_layer_gets_its_plans_arguments_in_layer_order() -> None:
     shared, other = _metadata([5, 9]), _metadata([3])
     layers = {"layers.0.attn": shared, "layers.1.attn": shared, "layers.2.attn": other}
     with container().ops.override(ops):
-        arguments = _host_arguments(layers)
+        arguments = _host_arguments(layers, frozenset(layers))
     assert arguments == [
         {"actual_seq_lengths_kv": [5, 9]},
         {"actual_seq_lengths_kv": [5, 9]},
@@ -67,13 +67,26 @@ def test_mla_layers_ask_the_mla_ops_and_dense_layers_the_paged_ops() -> None:
     mla, dense = _mla([4, 0]), _metadata([6])
     layers = {"layers.0.attn": mla, "layers.1.attn": dense, "layers.2.attn": mla}
     with container().ops.override(ops), container().mla_ops.override(mla_ops):
-        arguments = _host_arguments(layers)
+        arguments = _host_arguments(layers, frozenset(layers))
     assert arguments == [
         {"actual_seq_lengths_kv": [4, 0]},
         {"actual_seq_lengths_kv": [6]},
         {"actual_seq_lengths_kv": [4, 0]},
     ]
     assert (mla_ops.asked, ops.asked) == ([mla.plan], [dense.paged])
+
+
+def test_a_drafters_layers_in_the_same_metadata_are_left_out() -> None:
+    """MTP and EAGLE drafters' layers share the target's KV cache group, so the step's
+    metadata names them too; they run outside the target's graph, which updates only
+    the launches it captured."""
+    ops = _ArgumentOps()
+    plan = _mla([7, 8])
+    layers = {"model.layers.0.attn": plan, "model.layers.1.attn": plan,
+              "model.layers.2.attn": plan}  # the last: the MTP layer
+    with container().mla_ops.override(ops):
+        arguments = _host_arguments(layers, frozenset(list(layers)[:2]))
+    assert arguments == [{"actual_seq_lengths_kv": [7, 8]}] * 2
 
 
 @pytest.mark.parametrize(
@@ -85,4 +98,4 @@ def test_what_a_full_graph_cannot_update_is_refused_naming_the_fix(
     metadata: Any, named: str
 ) -> None:
     with container().ops.override(_ArgumentOps()), pytest.raises(RuntimeError, match=named):
-        _host_arguments(metadata)
+        _host_arguments(metadata, frozenset({"layers.0.attn"}))

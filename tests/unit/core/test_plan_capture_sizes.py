@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from ascend_core.plan.capture_sizes import default_capture_sizes, given_capture_sizes
+from ascend_core.plan.capture_sizes import (
+    default_capture_sizes,
+    full_decode_sizes,
+    given_capture_sizes,
+)
 
 
 def test_serve_on_a_small_device_with_32_sequences() -> None:
@@ -26,8 +30,25 @@ def test_few_batched_tokens_cap_the_sizes_and_are_captured_themselves() -> None:
     assert default_capture_sizes(5, 2048) == (1, 2, 4, 5, 8)
 
 
-def test_speculative_decoding_leaves_the_sizes_to_vllm() -> None:
-    assert default_capture_sizes(32, 2048, decode_query_len=3) is None
+def test_speculative_decoding_adds_whole_verify_batches_of_one_plus_k() -> None:
+    # The spec engines of the emulated-NPU tests: 8 requests of 1 + 3 tokens, 64 a step.
+    assert default_capture_sizes(8, 64, decode_query_len=4) == (
+        1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64
+    )
+    # At vLLM's defaults: the ceiling grows to 512 and the request-count grid times 3
+    # (3, 6, 12, 24, ... 504) joins the token grid.
+    sizes = default_capture_sizes(256, 8192, decode_query_len=3)
+    assert sizes[-1] == 512
+    assert {n * 3 for n in (1, 2, 4, *range(8, 171, 8))} <= set(sizes)
+    assert set(default_capture_sizes(256, 8192)) <= set(sizes)
+
+
+def test_full_decode_graphs_round_the_sizes_to_whole_verify_batches() -> None:
+    assert full_decode_sizes((1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64), 4) == (
+        4, 8, 16, 24, 32, 40, 48, 56, 64
+    )
+    assert full_decode_sizes((1, 2, 4, 8), 3) == (3, 6)  # 9 would pass the largest, 8
+    assert full_decode_sizes((1, 2, 4, 8), 1) == (1, 2, 4, 8)
 
 
 def test_given_sizes_are_deduplicated_sorted_and_kept_within_the_token_budget() -> None:

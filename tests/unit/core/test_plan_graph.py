@@ -302,7 +302,7 @@ def test_full_graphs_of_mixed_steps_become_decode_only_full_graphs_with_the_reas
     from ascend_core.plan.graph import NPU_FULL_MIXED_REASON
 
     plan = plan_config(npu(compilation={"graph_mode": GraphMode.FULL, "mode": compile_mode}))
-    assert plan.graph_mode is served  # as vLLM does for UNIFORM_SINGLE_TOKEN_DECODE
+    assert plan.graph_mode is served  # as vLLM does below ALWAYS support
     (change,) = plan.changes_to(fields.GRAPH_MODE)
     assert (change.old, change.new, change.reason) == (
         GraphMode.FULL,
@@ -332,17 +332,30 @@ def test_full_graphs_of_mixed_steps_of_an_mla_model_become_full_and_piecewise() 
     assert (change.old, change.reason) == (GraphMode.FULL, NPU_FULL_MIXED_REASON)
 
 
-def test_full_graphs_with_speculative_decoding_become_piecewise_with_the_reason() -> None:
-    """vLLM drops them too for a backend of UNIFORM_SINGLE_TOKEN_DECODE support; the plan
-    says so first, so the doctor shows the mode the engine runs."""
-    from ascend_core.plan.graph import NPU_SPECULATIVE_FULL_GRAPHS_REASON
+def test_speculative_decoding_defaults_to_full_decode_only_with_the_reason() -> None:
+    """The backends capture uniform 1 + k verify steps (UNIFORM_BATCH): unset, the plan
+    chooses vllm-ascend's mode for MTP, for a dense model too, and says why."""
+    from ascend_core.plan.graph import DEFAULT_SPECULATIVE_REASON
+    from unit.core.plan_fixtures import mla_model
 
     ngram = {"method": "ngram", "num_speculative_tokens": 2}
-    plan = plan_config(npu(speculative=ngram))
-    assert plan.graph_mode is GraphMode.PIECEWISE
-    (change,) = plan.changes_to(fields.GRAPH_MODE)
-    assert (change.old, change.new) == (None, GraphMode.PIECEWISE)
-    assert change.reason.endswith(NPU_SPECULATIVE_FULL_GRAPHS_REASON)
+    for model in (None, mla_model(is_moe=True)):
+        plan = plan_config(npu(model, speculative=ngram))
+        assert plan.graph_mode is GraphMode.FULL_DECODE_ONLY
+        (change,) = plan.changes_to(fields.GRAPH_MODE)
+        assert (change.old, change.new) == (None, GraphMode.FULL_DECODE_ONLY)
+        assert change.reason == DEFAULT_SPECULATIVE_REASON
+
+
+@pytest.mark.parametrize(
+    "mode", [GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE, GraphMode.PIECEWISE]
+)
+def test_with_speculative_decoding_the_operators_graph_mode_wins(mode: GraphMode) -> None:
+    ngram = {"method": "ngram", "num_speculative_tokens": 3}
+    compilation = {"graph_mode": mode, "mode": CompileMode.VLLM_COMPILE}
+    plan = plan_config(npu(speculative=ngram, compilation=compilation))
+    assert plan.graph_mode is mode
+    assert plan.changes_to(fields.GRAPH_MODE) == ()
 
 
 def test_an_npu_moe_model_captures_full_decode_graphs_as_a_dense_one() -> None:
@@ -358,25 +371,16 @@ def test_an_npu_moe_model_captures_full_decode_graphs_as_a_dense_one() -> None:
     assert (change.old, change.reason) == (None, DEFAULT_DENSE_REASON)
 
 
-def test_a_piecewise_moe_model_says_its_moe_layers_are_in_the_pieces() -> None:
+def test_an_operators_piecewise_moe_model_stays_piecewise() -> None:
+    """The MoE layers are captured inside the pieces: the operator's PIECEWISE stands."""
     import attrs
 
-    from ascend_core.plan.graph import (
-        NPU_MOE_PIECEWISE_REASON,
-        NPU_SPECULATIVE_FULL_GRAPHS_REASON,
-    )
     from unit.core.plan_fixtures import dense_model
 
-    ngram = {"method": "ngram", "num_speculative_tokens": 2}
-    plan = plan_config(npu(attrs.evolve(dense_model(), is_moe=True), speculative=ngram))
+    piecewise = {"graph_mode": GraphMode.PIECEWISE, "mode": CompileMode.VLLM_COMPILE}
+    plan = plan_config(npu(attrs.evolve(dense_model(), is_moe=True), compilation=piecewise))
     assert plan.graph_mode is GraphMode.PIECEWISE
-    (change,) = plan.changes_to(fields.GRAPH_MODE)
-    assert change.reason.startswith("unset; FULL_AND_PIECEWISE")
-    assert NPU_SPECULATIVE_FULL_GRAPHS_REASON in change.reason
-    assert change.reason.endswith(NPU_MOE_PIECEWISE_REASON)
-    # A dense model's reason does not mention MoE layers.
-    (dense,) = plan_config(npu(dense_model(), speculative=ngram)).changes_to(fields.GRAPH_MODE)
-    assert NPU_MOE_PIECEWISE_REASON not in dense.reason
+    assert plan.changes_to(fields.GRAPH_MODE) == ()
 
 
 def test_npu_graphs_under_tensor_parallelism_stay_as_planned() -> None:

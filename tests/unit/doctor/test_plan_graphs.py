@@ -54,13 +54,19 @@ def test_no_graphs_show_no_sizes() -> None:
     assert [i.name for i in items] == ["mode", "npugraph_ex"]
 
 
-def test_speculative_decoding_leaves_the_sizes_to_vllm_and_says_so() -> None:
-    deployment = npu(compilation={"mode": CompileMode.VLLM_COMPILE})
-    args = ServeArgs(model="m", speculative={"method": "eagle3", "num_speculative_tokens": 2})
-    items, data = graph_items(args, deployment, plan_config(deployment), A2)
-    assert data["capture_sizes"] is None
+def test_speculative_full_decode_graphs_show_the_sizes_vllm_captures() -> None:
+    """vLLM's sizes for 1 + k tokens a request, rounded to whole verify batches."""
+    eagle3 = {"method": "eagle3", "num_speculative_tokens": 3}
+    deployment = npu(compilation={"mode": CompileMode.VLLM_COMPILE}, speculative=eagle3)
+    plan = plan_config(deployment)
+    args = ServeArgs(model="m", max_num_seqs=8, max_num_batched_tokens=64, speculative=eagle3)
+    items, data = graph_items(args, deployment, plan, A2)
+    assert data["mode"] == "FULL_DECODE_ONLY"
+    assert data["capture_sizes"] == [4, 8, 16, 24, 32, 40, 48, 56, 64]
     sizes = next(i for i in items if i.name == "capture sizes")
-    assert "decided by vLLM at start" in sizes.detail
+    assert "whole verify batches" in sizes.detail
+    assert data["captured"].startswith("each uniform verify step (1 + 3 tokens a request)")
+    assert "the drafter's forwards run compiled without graphs" in data["captured"]
 
 
 def test_an_mla_moe_model_is_captured_whole_per_decode_step_and_the_section_says_what() -> None:

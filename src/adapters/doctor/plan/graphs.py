@@ -12,13 +12,20 @@ from adapters.doctor.serve_args import ServeArgs
 from ascend_core.deployment import Deployment, GraphMode
 from ascend_core.memory_budget import GIB
 from ascend_core.plan import ConfigPlan
-from ascend_core.plan.capture_sizes import default_capture_sizes, given_capture_sizes
+from ascend_core.plan.capture_sizes import (
+    default_capture_sizes,
+    full_decode_sizes,
+    given_capture_sizes,
+)
 from ascend_core.plan.npugraph_ex import npugraph_ex_note
 from ascend_core.preflight import CheckItem
 
 # vLLM's `vllm serve` --max-num-batched-tokens for an out-of-tree platform
 # (EngineArgs.get_batch_defaults, OPENAI_API_SERVER), by device memory.
 SERVE_BATCHED_TOKENS = ((160 * GIB, 16384), (70 * GIB, 8192), (0, 2048))
+
+# The modes whose uniform decode steps vLLM captures whole.
+FULL_DECODE_MODES = (GraphMode.FULL, GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE)
 
 GRAPH_MEMORY = (
     "measured by each worker at start, before the KV cache is sized (vLLM's capture "
@@ -36,15 +43,22 @@ def serve_max_num_batched_tokens(args: ServeArgs, device_memory_bytes: int) -> i
     return next(n for floor, n in SERVE_BATCHED_TOKENS if device_memory_bytes >= floor)
 
 
-def capture_sizes(args: ServeArgs, plan: ConfigPlan, target: Target) -> tuple[int, ...] | None:
+def capture_sizes(
+    args: ServeArgs, plan: ConfigPlan, target: Target, mode: GraphMode | None = None
+) -> tuple[int, ...]:
     """The sizes vLLM captures: the plan's (the operator's, perhaps changed) or vLLM's
-    default for these batch limits; None when vLLM decides them only at start."""
+    default for these batch limits; with speculative decoding and full decode graphs
+    (`mode`), rounded to whole verify batches of 1 + k tokens a request, as vLLM does."""
     tokens = serve_max_num_batched_tokens(args, target.memory_bytes)
+    decode_query_len = 1 + int(args.speculative.get("num_speculative_tokens") or 0)
     if plan.decisions.capture_sizes is not None:
-        return given_capture_sizes(plan.decisions.capture_sizes, tokens)
-    seqs = serve_max_num_seqs(args, target.memory_bytes)
-    draft_tokens = int(args.speculative.get("num_speculative_tokens") or 0)
-    return default_capture_sizes(seqs, tokens, 1 + draft_tokens)
+        sizes = given_capture_sizes(plan.decisions.capture_sizes, tokens)
+    else:
+        seqs = serve_max_num_seqs(args, target.memory_bytes)
+        sizes = default_capture_sizes(seqs, tokens, decode_query_len)
+    if mode in FULL_DECODE_MODES:
+        sizes = full_decode_sizes(sizes, decode_query_len)
+    return sizes
 
 
 def captured(mode: GraphMode, deployment: Deployment) -> str:
@@ -52,12 +66,19 @@ def captured(mode: GraphMode, deployment: Deployment) -> str:
     model = deployment.model
     attention = "the MLA latent decode" if model.use_mla else "the paged attention"
     moe = ", the MoE layers too (fixed-size routing, nothing read back)" if model.is_moe else ""
+    spec = deployment.speculative
+    step = (
+        f"uniform verify step (1 + {spec.num_speculative_tokens} tokens a request)"
+        if spec.method is not None
+        else "uniform decode step"
+    )
     whole = (
-        f"each uniform decode step one graph: {attention} inside, its plan in persistent "
+        f"each {step} one graph: {attention} inside, its plan in persistent "
         f"buffers and its host-side lengths given to NPUGraph.update at each replay{moe}"
     )
     if mode is GraphMode.FULL_DECODE_ONLY:
-        return f"{whole}; other steps run compiled without graphs"
+        drafter = " and the drafter's forwards" if spec.method is not None else ""
+        return f"{whole}; other steps{drafter} run compiled without graphs"
     if mode is GraphMode.FULL_AND_PIECEWISE:
         return f"{whole}; other steps in pieces between the attention layers"
     moe_pieces = "; the MoE layers inside the pieces" if model.is_moe else ""
@@ -70,17 +91,17 @@ def graph_items(
     """The mode the engine runs (engine_execution), the sizes it captures, where their
     memory is counted, and what enable_npugraph_ex does; with the same as report data."""
     mode, _ = engine_execution(plan, deployment.device_kind)
-    sizes: tuple[int, ...] | None = ()
+    sizes: tuple[int, ...] = ()
     if mode is not GraphMode.NONE:
-        sizes = capture_sizes(args, plan, target)
-    shown = (
-        "decided by vLLM at start (speculative decoding adds its decode sizes); logged as "
-        "'Captured ... graphs for sizes ...'"
-        if sizes is None
-        else f"{list(sizes)} ({len(sizes)} sizes)"
-    )
+        sizes = capture_sizes(args, plan, target, mode)
+    shown = f"{list(sizes)} ({len(sizes)} sizes)"
+    if mode in FULL_DECODE_MODES and args.speculative.get("num_speculative_tokens"):
+        shown += (
+            "; speculative decoding: whole verify batches of 1 + num_speculative_tokens "
+            "tokens a request, as vLLM rounds them"
+        )
     items = [CheckItem("mode", PASS, mode.name)]
-    data: dict[str, Any] = {"mode": mode.name, "capture_sizes": None if sizes is None else []}
+    data: dict[str, Any] = {"mode": mode.name, "capture_sizes": []}
     if mode is not GraphMode.NONE:
         items += [
             CheckItem("captured", PASS, captured(mode, deployment)),
@@ -89,7 +110,7 @@ def graph_items(
         ]
         data.update(
             captured=captured(mode, deployment),
-            capture_sizes=None if sizes is None else list(sizes),
+            capture_sizes=list(sizes),
             graph_memory=GRAPH_MEMORY,
         )
     note = npugraph_ex_note(deployment, plan)

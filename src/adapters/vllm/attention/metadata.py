@@ -81,6 +81,15 @@ def step_plan(
 STAGED_PER_SEQ = 10
 
 
+def staging_size(vllm_config: VllmConfig) -> int:
+    """The staging buffer's int64 elements: STAGED_PER_SEQ per token of the widest
+    uniform decode step (max_num_seqs requests of 1 + k tokens with speculative decoding,
+    whose token-sized indices outnumber the per-sequence ones)."""
+    spec = vllm_config.speculative_config
+    width = 1 + int(spec.num_speculative_tokens or 0) if spec is not None else 1
+    return STAGED_PER_SEQ * vllm_config.scheduler_config.max_num_seqs * width + 1
+
+
 class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
     """Builds the step's AttentionPlan from vLLM's CommonAttentionMetadata.
 
@@ -88,8 +97,10 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
     sequence lengths) through array ops; vLLM's device tensors (query_start_loc, seq_lens,
     block_table_tensor) are shared, not copied.
 
-    Full graphs of uniform decode steps (UNIFORM_SINGLE_TOKEN_DECODE): what a captured
-    step reads lives in persistent device buffers written in place each step. vLLM's own
+    Full graphs of uniform decode steps (UNIFORM_BATCH: one token a request, or 1 + k
+    with speculative decoding, each request's verify one causal query of 1 + k rows):
+    what a captured step reads lives in persistent device buffers written in place each
+    step. vLLM's own
     tensors are persistent already; the plan's derived indices go into this builder's
     staging buffer, and the slot mapping into its slot buffer with vLLM's padding (-1)
     replaced by slots of the null block (block 0, which vLLM never gives a request): the
@@ -98,7 +109,7 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
     update API (NpuGraphWrapper, Ops.graph_host_arguments).
     """
 
-    _cudagraph_support = AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE
+    _cudagraph_support = AttentionCGSupport.UNIFORM_BATCH
 
     def __init__(  # type: ignore[no-untyped-def]
         self, kv_cache_spec, layer_names, vllm_config, device, needs=None
@@ -115,7 +126,7 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
             scheduler = vllm_config.scheduler_config
             tokens = max(scheduler.max_num_batched_tokens, scheduler.max_num_seqs)
             i64 = {"dtype": torch.int64, "device": device}
-            self._staging = torch.zeros(STAGED_PER_SEQ * scheduler.max_num_seqs + 1, **i64)
+            self._staging = torch.zeros(staging_size(vllm_config), **i64)
             self._slots = torch.zeros(tokens, **i64)
             # Padding token i writes to slot i of the null block: distinct for up to
             # block_size padded tokens (vLLM's capture sizes step by at most 16 there).

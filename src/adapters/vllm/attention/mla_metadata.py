@@ -24,7 +24,12 @@ from vllm.v1.attention.backends.utils import split_decodes_and_prefills
 
 from adapters.attention_plan import token_row_decode
 from adapters.container import container
-from adapters.vllm.attention.metadata import STAGED_PER_SEQ, host_lens_exact, step_plan
+from adapters.vllm.attention.metadata import (
+    STAGED_PER_SEQ,
+    host_lens_exact,
+    staging_size,
+    step_plan,
+)
 from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds
 
 
@@ -55,18 +60,20 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
     """The step's AttentionPlan, whose decode and prefill parts are vLLM's split: the
     leading decode requests (reordered first), then the rest.
 
-    Full graphs of uniform decode steps (UNIFORM_SINGLE_TOKEN_DECODE), as the paged
-    backend: vLLM's batch tensors are persistent already and the plan's derived indices
-    go into this builder's staging buffer, so a captured step reads the same memory each
-    step. The latent-cache write sends vLLM's padding slots (-1) to its null block on
-    the device (NpuMlaOps.write_latent_cache); a padding sequence of a batch padded to a
-    captured size attends to nothing (length 0). The latent decode's host-side lengths
+    Full graphs of uniform decode steps (UNIFORM_BATCH: one token a request, or 1 + k
+    with speculative decoding), as the paged backend: vLLM's batch tensors are
+    persistent already and the plan's derived indices go into this builder's staging
+    buffer, so a captured step reads the same memory each step. The latent-cache write
+    sends vLLM's padding slots (-1) to its null block on the device
+    (NpuMlaOps.write_latent_cache); a padding sequence of a batch padded to a captured
+    size attends to nothing (length 0). A speculative 1 + k decode goes to the latent
+    decode as a row per token (token_row_decode), its indices in a second staging buffer
+    and its rows' block table in a persistent one. The latent decode's host-side lengths
     are refreshed at each replay through the graph update API (NpuGraphWrapper,
-    MlaOps.graph_host_arguments). A speculative 1 + k decode is built on the host
-    (token_row_decode), so full graphs take one-token decodes only.
+    MlaOps.graph_host_arguments).
     """
 
-    _cudagraph_support = AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE
+    _cudagraph_support = AttentionCGSupport.UNIFORM_BATCH
     reorder_batch_threshold = 1
 
     def __init__(  # type: ignore[no-untyped-def]
@@ -81,9 +88,20 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
         # in the latent decode, a row per token) rather than prefills over expanded K/V.
         self._init_reorder_batch_threshold(1, supports_spec_as_decode=True)
         self._staging: torch.Tensor | None = None
+        # Speculative decoding: the token rows' staging and block table (made at the first
+        # build, which knows the table's width), for at most max_num_seqs * (1 + k) rows.
+        self._row_staging: torch.Tensor | None = None
+        self._row_table: torch.Tensor | None = None
+        self._max_rows = 0
         if torch.device(device).type != "cpu":  # the host captures no graphs
             seqs = vllm_config.scheduler_config.max_num_seqs
-            self._staging = torch.zeros(STAGED_PER_SEQ * seqs + 1, dtype=torch.int64, device=device)
+            i64 = {"dtype": torch.int64, "device": device}
+            self._staging = torch.zeros(staging_size(vllm_config), **i64)
+            spec = vllm_config.speculative_config
+            if spec is not None and spec.num_speculative_tokens:
+                self._max_rows = seqs * (1 + int(spec.num_speculative_tokens))
+                # The rows plan stages the batch's offsets and lengths too (2 more a row).
+                self._row_staging = torch.zeros((STAGED_PER_SEQ + 2) * self._max_rows + 2, **i64)
 
     def build(
         self,
@@ -99,7 +117,8 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
             cm, self.needs, self._host_lens_exact, num_decodes=num_decodes, staging=self._staging
         )
         if plan.decode is not None and not plan.decode.is_decode:
-            plan = attrs.evolve(plan, decode=token_row_decode(plan, self.needs))
+            rows = token_row_decode(plan, self.needs, self._row_staging, self._rows_table(cm))
+            plan = attrs.evolve(plan, decode=rows)
         prefill = plan.prefill
         assert plan.slot_mapping is not None
         return MlaMetadata(
@@ -112,3 +131,15 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
             prefill_has_context=prefill is not None
             and prefill.actual_seq_lens != prefill.actual_query_lens,
         )
+
+    def _rows_table(self, cm: CommonAttentionMetadata) -> torch.Tensor | None:
+        """The persistent block table of the token rows (graph mode with speculation)."""
+        if self._row_staging is None:
+            return None
+        table = cm.block_table_tensor
+        if self._row_table is None or self._row_table.shape[1] != table.shape[1]:
+            dtype = getattr(torch, self.needs.block_table_dtype.value)
+            self._row_table = torch.zeros(
+                self._max_rows, table.shape[1], dtype=dtype, device=table.device
+            )
+        return self._row_table
