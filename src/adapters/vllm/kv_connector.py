@@ -48,9 +48,25 @@ if TYPE_CHECKING:
     from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
 
+    from ascend_core.deployment import KvTransferSettings
+
 logger = logging.getLogger("vllm.plugins.ascend")
 
 MODULE_PATH = "adapters.vllm.kv_connector"
+
+
+def _settings(vllm_config: VllmConfig) -> KvTransferSettings:
+    """The core's reading of this instance's kv_transfer_config."""
+    kv = vllm_config.kv_transfer_config
+    assert kv is not None
+    return kv_transfer.settings_from(
+        {
+            "kv_connector": kv.kv_connector,
+            "kv_role": kv.kv_role,
+            "kv_connector_extra_config": kv.kv_connector_extra_config,
+            "kv_load_failure_policy": kv.kv_load_failure_policy,
+        }
+    )
 
 
 def device_transport(vllm_config: VllmConfig) -> str:
@@ -59,19 +75,11 @@ def device_transport(vllm_config: VllmConfig) -> str:
 
     from ports.device import DeviceKind
 
-    kv = vllm_config.kv_transfer_config
-    assert kv is not None
-    settings = kv_transfer.settings_from(
-        {
-            "kv_connector": kv.kv_connector,
-            "kv_role": kv.kv_role,
-            "kv_connector_extra_config": kv.kv_connector_extra_config,
-        }
-    )
+    settings = _settings(vllm_config)
     device = getattr(current_platform, "device_kind", DeviceKind.CPU)
     chosen = kv_transfer.transport(settings, device)
     if chosen is None:  # the plan refuses an unknown protocol before we get here
-        raise ValueError(f"unknown mooncake_protocol in {kv.kv_connector_extra_config}")
+        raise ValueError(f"unknown mooncake_protocol in {settings.extra}")
     return chosen.value
 
 
@@ -79,16 +87,7 @@ def fault_bounds(vllm_config: VllmConfig) -> kv_transfer.FaultBounds:
     """This instance's hold and pull deadline (the core's decision over its settings)."""
     import vllm.envs as envs
 
-    kv = vllm_config.kv_transfer_config
-    assert kv is not None
-    settings = kv_transfer.settings_from(
-        {
-            "kv_connector": kv.kv_connector,
-            "kv_role": kv.kv_role,
-            "kv_connector_extra_config": kv.kv_connector_extra_config,
-            "kv_load_failure_policy": kv.kv_load_failure_policy,
-        }
-    )
+    settings = _settings(vllm_config)
     hold = int(envs.VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT)
     return kv_transfer.fault_bounds(evolve(settings, abort_timeout=hold))
 
