@@ -254,9 +254,10 @@ def _prompt_tokens_by_source(url: str) -> dict[str, float]:
 _RECEIVED = re.compile(r"KV received: request \S+, (\d+) prompt tokens' KV from prefill engine")
 
 
-def test_concurrent_completions_through_the_router_match_one_instance(pair: Pair) -> None:
-    prompts = [f"Request {i}: the decode side reads " + "blocks " * (i * 3) for i in range(8)]
-    alone = [_ids(_complete(pair.url["decode"], pair.model, p)) for p in prompts]
+def _routed_as_alone(pair: Pair, prompts: list[str], alone: list[list[int]]) -> list[int]:
+    """Send `prompts` through the router at once: their ids are `alone`, the decode side
+    logged each request's prompt KV as received and computed at most the last prompt token
+    of each. Returns the prompt lengths, sorted."""
     before = len(_RECEIVED.findall(pair.procs["decode"].text()))
     sources = _prompt_tokens_by_source(pair.url["decode"])
     start = time.monotonic()
@@ -276,6 +277,13 @@ def test_concurrent_completions_through_the_router_match_one_instance(pair: Pair
     transferred = after["external_kv_transfer"] - sources["external_kv_transfer"]
     assert transferred >= sum(prompt_lengths) - len(prompts)
     assert computed <= len(prompts)
+    return prompt_lengths
+
+
+def test_concurrent_completions_through_the_router_match_one_instance(pair: Pair) -> None:
+    prompts = [f"Request {i}: the decode side reads " + "blocks " * (i * 3) for i in range(8)]
+    alone = [_ids(_complete(pair.url["decode"], pair.model, p)) for p in prompts]
+    _routed_as_alone(pair, prompts, alone)
 
 
 def test_streaming_and_chat_through_the_router(pair: Pair) -> None:
