@@ -45,7 +45,7 @@ ROWS: list[tuple[str, list[str], bool]] = [
      [TINY, "--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 16,
                                                 "prompt_lookup_max": 3})], True),
     ("speculative unserved method",
-     [TINY, "--speculative-config", json.dumps({"method": "suffix",
+     [TINY, "--speculative-config", json.dumps({"method": "medusa", "model": TINY,
                                                 "num_speculative_tokens": 2})], True),
     ("GPU-only quantization", [TINY, "--quantization", "awq"], True),
     ("GPU-only KV cache dtype", [TINY, "--kv-cache-dtype", "fp8"], True),

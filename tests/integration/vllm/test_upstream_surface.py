@@ -189,6 +189,8 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill_has_context",
     "adapters.vllm.attention.metadata:PagedMetadataBuilder._writable_slots",
+    "adapters.vllm.attention.mla_metadata:MlaMetadataBuilder._rows_table",
+    "adapters.vllm.npu_model_runner:NpuGraphWrapper._attention_layers",
     "adapters.vllm.communicator:NpuDeviceCommunicator._staged",
     "adapters.vllm.kv_connector:MooncakeConnectorV1._forget",
     "adapters.vllm.kv_connector:MooncakeConnectorV1._say_load_failed",
