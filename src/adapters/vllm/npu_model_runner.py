@@ -123,6 +123,7 @@ class NpuGraphWrapper(CUDAGraphWrapper):
                 "-cc.cudagraph_mode=NONE"
             )
         self._graphs: DeviceGraphs = graphs
+        self._layers: frozenset[str] | None = None  # _attention_layers, found at first use
         super().__init__(runnable, vllm_config, runtime_mode, cudagraph_options)
 
     def _weak(self, output: Any) -> Any:
@@ -184,14 +185,12 @@ class NpuGraphWrapper(CUDAGraphWrapper):
         """The names of the attention layers inside the wrapped model: the step's metadata
         also holds a drafter's (MTP, EAGLE), whose layers share the KV cache group but run
         outside this graph."""
-        layers: frozenset[str] | None = getattr(self, "_layers", None)
-        if layers is None:
+        if self._layers is None:
             modules = getattr(self.runnable, "modules", lambda: ())()
-            layers = frozenset(
+            self._layers = frozenset(
                 name for m in modules if isinstance(name := getattr(m, "layer_name", None), str)
             )
-            self._layers = layers
-        return layers
+        return self._layers
 
 
 def _host_arguments(attn_metadata: Any, layers: frozenset[str]) -> list[dict[str, Any]]:

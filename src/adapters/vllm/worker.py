@@ -28,6 +28,9 @@ from ports.sleep import SleepMemory, SleepOutcome, SleepTag
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
+# Sleep mode's tags by the names vLLM passes (sleep/wake_up/discard, its memory pools).
+TAGS = {tag.value: tag for tag in SleepTag}
+
 
 class DeviceWorker(Worker):
     """No CuMem pool; device, memory and seeds from the container's runtime port.
@@ -45,6 +48,10 @@ class DeviceWorker(Worker):
         with vllm_profiler_check_skipped(vllm_config):
             super().__init__(*args, **kwargs)
         self.runtime = container().runtime()
+        # Sleep mode's state: graphs dropped by a sleep (captured again on waking), and a
+        # KV cache taken from a KV connector by `discard` (given back on waking).
+        self._graphs_dropped = False
+        self._kv_unregistered = False
         from vllm.platforms import current_platform
 
         # This process may not have built the config; the deployment's patches apply here.
@@ -109,11 +116,10 @@ class DeviceWorker(Worker):
         the sleep-memory port's pool (the NPU's keeps their addresses through a sleep;
         elsewhere none); other tags ("workspace", "runtime") stay with the device's
         allocator."""
-        known = {t.value: t for t in SleepTag}
-        if not self.model_config.enable_sleep_mode or tag not in known:
+        if not self.model_config.enable_sleep_mode or tag not in TAGS:
             return contextlib.nullcontext()
         memory: SleepMemory = container().sleep_memory()
-        return memory.allocation_pool(known[tag])
+        return memory.allocation_pool(TAGS[tag])
 
     @torch.inference_mode()
     def determine_available_memory(self) -> int:
@@ -288,11 +294,10 @@ class DeviceWorker(Worker):
         """vLLM's `release_kv_cache_memory` (and `discard`): release the memory of `tags`
         without keeping their contents, through the sleep-memory port; `wake_up(tags)`
         gives it back (zeros). vLLM's own discard would take its CUDA allocator's path."""
-        known = {tag.value: tag for tag in SleepTag}
-        unknown = sorted(set(tags) - set(known))
+        unknown = sorted(set(tags) - set(TAGS))
         if unknown:
-            raise ValueError(f"discard tags {unknown} are unknown; use {sorted(known)}")
-        chosen = {known[t] for t in tags}
+            raise ValueError(f"discard tags {unknown} are unknown; use {sorted(TAGS)}")
+        chosen = {TAGS[t] for t in tags}
         memory = container().sleep_memory()
         self.runtime.synchronize()
         before = self.runtime.allocated_bytes()
@@ -314,7 +319,7 @@ class DeviceWorker(Worker):
         """Captured graphs address the memory about to be released; when it comes back
         elsewhere they are dropped now and captured again once everything is awake."""
         dropped = self._graphs_captured() and not addresses_kept
-        self._graphs_dropped = getattr(self, "_graphs_dropped", False) or dropped
+        self._graphs_dropped = self._graphs_dropped or dropped
         if dropped:
             from vllm.compilation.cuda_graph import CUDAGraphWrapper
 
@@ -337,13 +342,12 @@ class DeviceWorker(Worker):
         """Give the tagged memory back (all when `tags` is None); once nothing sleeps,
         capture the graphs dropped by `sleep` (if any) again, over the new addresses."""
         memory = container().sleep_memory()
-        known = {tag.value: tag for tag in SleepTag}
-        unknown = sorted(set(tags or ()) - set(known) - {"scheduling"})
+        unknown = sorted(set(tags or ()) - set(TAGS) - {"scheduling"})
         if unknown:
-            raise ValueError(f"wake_up tags {unknown} are unknown; use {sorted(known)}")
-        chosen = None if tags is None else [known[t] for t in tags if t in known]
+            raise ValueError(f"wake_up tags {unknown} are unknown; use {sorted(TAGS)}")
+        chosen = None if tags is None else [TAGS[t] for t in tags if t in TAGS]
         memory.wake_up(chosen)
-        if getattr(self, "_kv_unregistered", False) and SleepTag.KV_CACHE not in memory.asleep():
+        if self._kv_unregistered and SleepTag.KV_CACHE not in memory.asleep():
             from vllm.distributed.kv_transfer import get_kv_transfer_group
 
             get_kv_transfer_group().restore_kv_caches()  # unregistered by `discard`
@@ -355,7 +359,7 @@ class DeviceWorker(Worker):
                     buffer.data.copy_(self._sleep_saved_buffers[name].data)
             self._sleep_saved_buffers = {}
         self.runtime.synchronize()
-        if memory.asleep() or not getattr(self, "_graphs_dropped", False):
+        if memory.asleep() or not self._graphs_dropped:
             return
         start = time.perf_counter()
         with set_current_vllm_config(self.vllm_config):
