@@ -78,21 +78,16 @@ def test_an_mla_pair_plans_and_counts_the_latent_and_rope_planes_on_the_wire() -
     assert code in (0, 1)
 
 
+
+# A prefill and a decode side of Llama that agree (JSON report).
+MATCHING_PAIR = [
+    "pair", "--json", "--", "/m/llama", "8101", "kv_producer", "--", "/m/llama", "8102",
+    "kv_consumer",
+]  # fmt: skip
+
+
 def test_a_matching_pair_passes_and_says_what_goes_over_the_wire() -> None:
-    code, out = run(
-        [
-            "pair",
-            "--json",
-            "--",
-            "/m/llama",
-            "8101",
-            "kv_producer",
-            "--",
-            "/m/llama",
-            "8102",
-            "kv_consumer",
-        ]
-    )
+    code, out = run(MATCHING_PAIR)
     report = json.loads(out)
     items = {i["name"]: i for s in report["sections"] for i in s["items"]}
     assert items["transport"]["detail"] == "prefill tcp, decode tcp"
@@ -134,20 +129,7 @@ def test_pair_without_two_argument_lists_says_how() -> None:
 
 
 def test_the_pair_report_says_each_sides_fault_bound_and_the_policy() -> None:
-    code, out = run(
-        [
-            "pair",
-            "--json",
-            "--",
-            "/m/llama",
-            "8101",
-            "kv_producer",
-            "--",
-            "/m/llama",
-            "8102",
-            "kv_consumer",
-        ]
-    )
+    code, out = run(MATCHING_PAIR)
     items = {i["name"]: i for s in json.loads(out)["sections"] for i in s["items"]}
     assert "holds a finished request's KV blocks 480 s" in items["prefill does"]["detail"]
     decode = items["decode does"]["detail"]
