@@ -78,7 +78,6 @@ def test_an_mla_pair_plans_and_counts_the_latent_and_rope_planes_on_the_wire() -
     assert code in (0, 1)
 
 
-
 # A prefill and a decode side of Llama that agree (JSON report).
 MATCHING_PAIR = [
     "pair", "--json", "--", "/m/llama", "8101", "kv_producer", "--", "/m/llama", "8102",
