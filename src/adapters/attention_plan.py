@@ -72,7 +72,7 @@ def build_attention_plan(
         and all(b - a <= 1 for a, b in pairwise(qsl_host))
         and (num_decodes is None or num_decodes == num_seqs)
     )
-    width = _uniform_width(qsl_host, n_tok, num_decodes)
+    width = None if one_each else _uniform_width(qsl_host, n_tok, num_decodes)
     if one_each:
         host_parts = [_all_decodes(num_seqs, lens, lens_host), None]
     elif width:  # a speculative verify step: the decode part with MLA's split, else prefill
