@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
-from attrs import evolve, frozen
+from attrs import evolve, fields, frozen
 
 from adapters.vllm.attention.mla import BlockSpan, MlaAttentionImpl, plane_block_spans
 from adapters.vllm.attention.sparse_mla import SparseMlaAttentionImpl
@@ -161,15 +161,5 @@ def read_regions(worker: Any) -> list[Region]:
 
 def write_regions(worker: Any, regions: Sequence[Region]) -> None:
     """Set the worker's transfer regions (before any transfer has used the old ones)."""
-    columns: list[list[Any]] = [
-        [r.base_addr for r in regions],
-        [r.block_len for r in regions],
-        [r.kv_block_len for r in regions],
-        [r.layer_name for r in regions],
-        [r.layer_index for r in regions],
-        [r.group_index for r in regions],
-        [r.shared_groups for r in regions],
-        [r.row_offset for r in regions],
-    ]
-    for name, values in zip(WORKER_REGION_LISTS, columns, strict=True):
-        setattr(worker, name, values)
+    for name, field in zip(WORKER_REGION_LISTS, fields(Region), strict=True):
+        setattr(worker, name, [getattr(region, field.name) for region in regions])
