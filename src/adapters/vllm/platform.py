@@ -17,6 +17,7 @@ from adapters.container import container
 from adapters.vllm.startup_errors import stop_on_our_errors, watch_engine_errors
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import ATTENTION_DTYPES
+from ascend_core.ray_placement import RAY_RESOURCES
 from ascend_core.visible_devices import VISIBLE_DEVICES_VARIABLE
 from ports.device import ChipFamily, DeviceKind
 
@@ -382,7 +383,7 @@ class AscendHostPlatform(AscendPlatformBase):
     dispatch_key = "CPU"
     # Ray has no accelerator for the host device: each worker holds one Ray CPU (vLLM's
     # Ray executor needs the two declared patches `host-ray-*` for that key).
-    ray_device_key = "CPU"
+    ray_device_key = RAY_RESOURCES[DeviceKind.CPU]
     dist_backend = "gloo"
     simple_compile_backend = "inductor"
 
@@ -421,7 +422,7 @@ class AscendNpuPlatform(AscendPlatformBase):
     # Ray's NPU accelerator resource: Ray counts a node's NPUs and sets
     # ASCEND_RT_VISIBLE_DEVICES in each worker to the one it reserved (the worker then
     # uses that device, ascend_core.ray_placement.ray_worker_device_index).
-    ray_device_key = "NPU"
+    ray_device_key = RAY_RESOURCES[DeviceKind.NPU]
     device_control_env_var = VISIBLE_DEVICES_VARIABLE
     simple_compile_backend = "eager"
 

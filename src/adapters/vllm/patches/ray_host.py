@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any
 from vllm.v1.executor import ray_executor_v2
 
 from adapters.vllm.patches._symbols import holder_and_attr, rebind
+from ascend_core.ray_placement import RAY_RESOURCES
+from ports.device import DeviceKind
 
 if TYPE_CHECKING:
     from ascend_core.patches import PatchSpec
 
-HOST_RAY_RESOURCE = "CPU"
+HOST_RAY_RESOURCE = RAY_RESOURCES[DeviceKind.CPU]
 
 
 class HostRayWorkerProc(ray_executor_v2.RayWorkerProc):  # type: ignore[misc]
