@@ -28,10 +28,17 @@ class NpuSlotMapping(SlotMapping):
     ) -> None:
         num_reqs = query_start_loc.shape[0] - 1
         if num_reqs > 0 and num_tokens == num_reqs:
-            _decode_slot_mapping(
-                num_tokens, max_num_tokens, positions, block_table, block_table_stride,
-                slot_mapping, block_size, pad_id,
-            )  # fmt: skip
+            # Every request has one token (vLLM schedules none without one, so the counts
+            # say so): token i is request i's, its block row i of the table; one gather
+            # and one fused add into the slots.
+            slot_mapping[num_tokens:max_num_tokens].fill_(pad_id)
+            rows = block_table.reshape(-1)[: num_tokens * block_table_stride]
+            pos = positions[:num_tokens]
+            column = pos.div(block_size, rounding_mode="floor").unsqueeze(1).long()
+            blocks = rows.view(num_tokens, block_table_stride).gather(1, column)
+            # block * block_size + position % block_size, written in place.
+            torch.add(pos.remainder(block_size), blocks.squeeze(1), alpha=block_size,
+                      out=slot_mapping[:num_tokens])  # fmt: skip
             return
         torch_slot_mapping(
             num_tokens,
@@ -44,26 +51,3 @@ class NpuSlotMapping(SlotMapping):
             block_size,
             pad_id,
         )
-
-
-def _decode_slot_mapping(
-    num_tokens: int,
-    max_num_tokens: int,
-    positions: torch.Tensor,
-    block_table: torch.Tensor,
-    block_table_stride: int,
-    slot_mapping: torch.Tensor,
-    block_size: int,
-    pad_id: int,
-) -> None:
-    """The port's contract when every request has one token (vLLM schedules no request
-    without one, so num_tokens == num_reqs says so): token i is request i's, its block
-    row i of the table; one gather and one fused add into the slots."""
-    slot_mapping[num_tokens:max_num_tokens].fill_(pad_id)
-    rows = block_table.reshape(-1)[: num_tokens * block_table_stride]
-    pos = positions[:num_tokens]
-    column = pos.div(block_size, rounding_mode="floor")
-    blocks = rows.view(num_tokens, block_table_stride).gather(1, column.unsqueeze(1).long())
-    # block * block_size + position % block_size, written in place.
-    torch.add(pos.remainder(block_size), blocks.squeeze(1), alpha=block_size,
-              out=slot_mapping[:num_tokens])  # fmt: skip
