@@ -23,6 +23,7 @@ from vllm.forward_context import get_forward_context, is_forward_context_availab
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
 from adapters.container import container
+from adapters.vllm.decode_inputs import HostDecodeInputs
 from adapters.vllm.seeded_rewind import SeededRewind
 
 if TYPE_CHECKING:
@@ -44,8 +45,9 @@ def _in_scope(name: str) -> Any:
     return call
 
 
-class NpuModelRunner(SeededRewind, GPUModelRunner):
-    """GPUModelRunner on an NPU; only the entry points that issue torch.cuda calls are wrapped."""
+class NpuModelRunner(SeededRewind, HostDecodeInputs):
+    """GPUModelRunner on an NPU; only the entry points that issue torch.cuda calls are wrapped,
+    and a uniform decode step's inputs are made on the host (HostDecodeInputs)."""
 
     def __init__(self, vllm_config: VllmConfig, device: torch.device, runtime: DeviceRuntime):
         self._runtime = runtime

@@ -151,14 +151,15 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
 
     def _writable_slots(self, slots: torch.Tensor) -> torch.Tensor:
         """vLLM's slots with its padding (-1) sent to the null block, in the persistent
-        slot buffer (a compare and a select on the device, no read back; as they are on
-        the host, whose write_kv_cache skips -1)."""
+        slot buffer: one elementwise maximum on the device, no read back (a request's slot
+        is at least block_size, as vLLM gives no request block 0, and padding token i's
+        is i % block_size; on the host write_kv_cache skips -1)."""
         if self._slots is None or self._padding_slots is None:
             return slots
         count = slots.shape[0]
         if count > self._slots.shape[0]:  # beyond the runner's token budget: not captured
             padding = torch.arange(count, device=slots.device) % self.kv_cache_spec.block_size
-            return torch.where(slots < 0, padding, slots)
+            return torch.maximum(slots, padding)
         out = self._slots[:count]
-        torch.where(slots < 0, self._padding_slots[:count], slots, out=out)
+        torch.maximum(slots, self._padding_slots[:count], out=out)
         return out

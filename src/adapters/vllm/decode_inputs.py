@@ -1,0 +1,184 @@
+"""A decode step's inputs made on the host: the NPU runner's way for uniform decode steps.
+
+vLLM's `_prepare_inputs` derives positions, sequence lengths and the slot mapping on the
+device from host copies of their parts: at one token a request that is some fifteen
+small ops, each a host call and a launch on an NPU, around a step whose model is one
+graph replay. Every one of those values is known on the host (the runner keeps each
+request's computed tokens and block table there), so for a step where every request has
+one token the NPU runner writes them there and copies them over: positions, lengths and
+slots by copies, the padding mask only when the padding changes, the sampled rows taken
+as a view of the hidden states (they are its first rows). Any other step (prefill,
+mixed, speculative, M-RoPE, prompt embeddings, LoRA, hybrid or context-parallel models)
+goes through vLLM's own code.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from vllm.utils.torch_utils import PIN_MEMORY
+from vllm.v1.worker.block_table import SlotMappingMode
+from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+if TYPE_CHECKING:
+    from vllm.v1.core.sched.output import SchedulerOutput
+
+# The slot of a token that is padding (vLLM's value: nothing reads or writes there).
+PAD_SLOT = -1
+
+
+class HostDecodeInputs(GPUModelRunner):
+    """GPUModelRunner's step inputs, made on the host for uniform decode steps (mixed in
+    before GPUModelRunner; its own state is made at first use)."""
+
+    # (n, padded) the device padding mask was last written for: vLLM's is_padding is
+    # written only here, so an unchanged step needs no fill.
+    _padding_written: tuple[int, int, int] | None = None
+    # The requests of this step whose slots were made on the host, until copied.
+    _host_slots_pending: int | None = None
+    _host_staging: tuple[torch.Tensor, torch.Tensor] | None = None
+    _host_decode_served: bool | None = None
+
+    def _host_decode_serves(self) -> bool:
+        """Whether this runner's uniform decode steps can take the host way at all: what
+        vLLM's way does beyond positions, lengths and slots is none of this model's."""
+        if self._host_decode_served is None:
+            tables = self.input_batch.block_table.block_tables
+            self._host_decode_served = not (
+                self.speculative_config is not None
+                or self.uses_mrope
+                or self.enable_prompt_embeds
+                or self.lora_config is not None
+                or self.is_pooling_model
+                or self.model_config.is_hybrid
+                or self.model_config.is_encoder_decoder
+                or self.dcp_world_size > 1
+                or self.cache_config.kv_sharing_fast_prefill
+                or any(t.slot_mapping_mode != SlotMappingMode.TOKEN_TO_KV_SLOT for t in tables)
+            )
+        return self._host_decode_served
+
+    def _staging(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Host tensors the step's positions and sequence lengths are written into (vLLM
+        keeps those two on the device only)."""
+        if self._host_staging is None:
+            self._host_staging = (
+                torch.zeros(self.max_num_reqs, dtype=torch.int64, pin_memory=PIN_MEMORY),
+                torch.zeros(self.max_num_reqs, dtype=torch.int32, pin_memory=PIN_MEMORY),
+            )
+        return self._host_staging
+
+    def _prepare_inputs(
+        self, scheduler_output: SchedulerOutput, num_scheduled_tokens: np.ndarray
+    ) -> tuple[Any, Any, int]:
+        self._host_slots_pending = None
+        num_reqs = self.input_batch.num_reqs
+        if not (
+            scheduler_output.total_num_scheduled_tokens == num_reqs
+            and not scheduler_output.scheduled_spec_decode_tokens
+            and self._host_decode_serves()
+        ):
+            return super()._prepare_inputs(scheduler_output, num_scheduled_tokens)
+        batch = self.input_batch
+        batch.block_table.commit_block_table(num_reqs)
+        cu_num_tokens = self._get_cumsum_and_arange(num_scheduled_tokens, self.query_pos.np)
+        computed = batch.num_computed_tokens_cpu[:num_reqs]  # each request's one position
+
+        # The token ids the host has (vLLM's way; the ones sampled last step on the device
+        # come in _prepare_input_ids).
+        rows = self.arange_np[:num_reqs] * batch.token_ids_cpu.shape[1]
+        token_indices = torch.from_numpy(computed + rows)
+        torch.index_select(
+            batch.token_ids_cpu_tensor.flatten(), 0, token_indices,
+            out=self.input_ids.cpu[:num_reqs],
+        )  # fmt: skip
+
+        self.query_start_loc.np[0] = 0
+        self.query_start_loc.np[1 : num_reqs + 1] = cu_num_tokens
+        self.query_start_loc.np[num_reqs + 1 :].fill(cu_num_tokens[-1])
+        self.query_start_loc.copy_to_gpu()
+
+        optimistic = self.optimistic_seq_lens_cpu
+        torch.add(
+            batch.num_computed_tokens_cpu_tensor[:num_reqs], 1, out=optimistic[:num_reqs]
+        )
+        optimistic[num_reqs:].fill_(0)
+        self._compute_prev_positions(num_reqs)
+        num_tokens = np.fromiter(
+            (self.requests[r].num_tokens for r in batch.req_ids), np.int64, num_reqs
+        )
+        # A request whose one token is not its last prompt token samples nothing.
+        self.discard_request_mask.np[:num_reqs] = optimistic[:num_reqs].numpy() < num_tokens
+        self.discard_request_mask.copy_to_gpu(num_reqs)
+        # num_accepted_tokens stays all ones (vLLM's initial value): only speculative
+        # decoding writes it. The device copies of the computed tokens, request indices,
+        # query positions and scheduled counts feed only the device way of positions and
+        # lengths (and speculative decoding, M-RoPE, hybrid models): their host halves are
+        # kept, for whatever reads them.
+        self.req_indices.np[:num_reqs] = self.arange_np[:num_reqs]
+        self.num_scheduled_tokens.np[:num_reqs] = num_scheduled_tokens
+
+        positions, seq_lens = self._staging()
+        positions.numpy()[:num_reqs] = computed
+        self.positions[:num_reqs].copy_(positions[:num_reqs], non_blocking=True)
+        seq_lens[:num_reqs] = optimistic[:num_reqs]
+        seq_lens[num_reqs:].fill_(0)
+        self.seq_lens.copy_(seq_lens, non_blocking=True)
+
+        for table in batch.block_table.block_tables:
+            # Token i is request i's: block row i, at its position.
+            blocks = table.block_table.np[np.arange(num_reqs), computed // table.block_size]
+            np.add(
+                blocks.astype(np.int64) * table.block_size,
+                computed % table.block_size,
+                out=table.slot_mapping.np[:num_reqs],
+            )
+        self._host_slots_pending = num_reqs
+
+        self._prepare_input_ids(scheduler_output, num_reqs, num_reqs, cu_num_tokens)
+        # Every token is its request's last: the sampled hidden states are the first
+        # num_reqs rows, a view (vLLM only indexes the hidden states with this; the
+        # fast-prefill path that reads its size is not served here).
+        return slice(0, num_reqs), None, 1
+
+    def _get_slot_mappings(
+        self,
+        num_tokens_padded: int,
+        num_reqs_padded: int,
+        num_tokens_unpadded: int,
+        ubatch_slices: Any = None,
+    ) -> tuple[Any, Any]:
+        pending, self._host_slots_pending = self._host_slots_pending, None
+        if pending is None:
+            return super()._get_slot_mappings(
+                num_tokens_padded, num_reqs_padded, num_tokens_unpadded, ubatch_slices
+            )
+        tables = self.input_batch.block_table.block_tables
+        for table in tables:  # the host's slots and their padding, in one copy a group
+            table.slot_mapping.np[pending:num_tokens_padded] = PAD_SLOT
+            table.slot_mapping.copy_to_gpu(num_tokens_padded)
+        if ubatch_slices is not None:  # micro-batches: vLLM slices (its fills find -1)
+            return super()._get_slot_mappings(
+                num_tokens_padded, num_reqs_padded, num_tokens_unpadded, ubatch_slices
+            )
+        by_group = {
+            gid: table.slot_mapping.gpu[:num_tokens_padded] for gid, table in enumerate(tables)
+        }
+        by_layer = {
+            name: by_group[gid]
+            for gid, group in enumerate(self.kv_cache_config.kv_cache_groups)
+            for name in group.layer_names
+        }
+        return by_group, by_layer
+
+    def _prepare_padding_mask(
+        self, num_tokens_unpadded: int, num_tokens_padded: int
+    ) -> torch.Tensor:
+        key = (self.is_padding.data_ptr(), num_tokens_unpadded, num_tokens_padded)
+        if key == self._padding_written:
+            return self.is_padding[:num_tokens_padded]
+        mask = super()._prepare_padding_mask(num_tokens_unpadded, num_tokens_padded)
+        self._padding_written = key
+        return mask
