@@ -57,13 +57,14 @@ CAPTURED = {
     "FULL_AND_PIECEWISE": (PIECES + 1) * len(CAPTURE_SIZES),
 }
 # Ops a FULL decode step of batch 8 launches outside its one replay (docs/benchmarks.md
-# lists each): vLLM's input preparation (positions, lengths, 6), the slot mapping (5, a
-# decode step's short way), the padding fills (4), the step plan's padding slots (2), the
-# logits (2) and the greedy argmax (1); none of the model's own. (Eager: every op of the
-# model too.) Device-to-device copies, a launch each too: 3 in the input preparation, the
-# last sampled ids, 1 in the logits and 2 dtype casts in the sampler.
-OUTSIDE_FULL_REPLAY = 20
-D2D_OUTSIDE_FULL_REPLAY = 7
+# lists each): vLLM's fill of the block table's padding rows (on an empty slice at a
+# captured size), the step plan's padding slots (one maximum), the logits matmul and the
+# greedy argmax; the step's positions, lengths and slots come from the host
+# (adapters/vllm/decode_inputs.py), none of the model's ops are launched. (Eager: every op
+# of the model too.) Device-to-device copies, a launch each too: the last sampled ids and
+# the sampler's 2 dtype casts.
+OUTSIDE_FULL_REPLAY = 4
+D2D_OUTSIDE_FULL_REPLAY = 3
 
 
 def _start_graph(device: str, model: str, mode: str | None, stale: bool = False) -> Any:
