@@ -151,7 +151,7 @@ class HostDecodeInputs(GPUModelRunner):
         ubatch_slices: Any = None,
     ) -> tuple[Any, Any]:
         pending, self._host_slots_pending = self._host_slots_pending, None
-        if pending is None:
+        if pending is None or pending != num_tokens_unpadded:  # not this step's: vLLM's
             return super()._get_slot_mappings(
                 num_tokens_padded, num_reqs_padded, num_tokens_unpadded, ubatch_slices
             )
