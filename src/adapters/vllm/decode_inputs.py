@@ -101,9 +101,7 @@ class HostDecodeInputs(GPUModelRunner):
         self.query_start_loc.copy_to_gpu()
 
         optimistic = self.optimistic_seq_lens_cpu
-        torch.add(
-            batch.num_computed_tokens_cpu_tensor[:num_reqs], 1, out=optimistic[:num_reqs]
-        )
+        torch.add(batch.num_computed_tokens_cpu_tensor[:num_reqs], 1, out=optimistic[:num_reqs])
         optimistic[num_reqs:].fill_(0)
         self._compute_prev_positions(num_reqs)
         num_tokens = np.fromiter(

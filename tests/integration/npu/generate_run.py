@@ -14,6 +14,8 @@ capturing CAPTURE_SIZES, and the result carries what was captured and replayed a
 per decode step counters (GENERATE_LENGTHS: other prompt lengths).
 GENERATE_STALE_GRAPH_ARGUMENTS=1: the runtime's graphs forget the attention op's
 parameter update (unit.fakes.graphs), as a backend that skips it would.
+GENERATE_CHECK_HOST_DECODE=1: each decode step's host-made inputs are checked against
+vLLM's device way (host_decode_check.py); the graph runs' result carries the tally.
 """
 
 from __future__ import annotations
@@ -135,6 +137,11 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
 
         runtime = container().npu_device.runtime
         runtime.override(StaleGraphsRuntime(runtime()))
+    host_decode: dict[str, object] = {}
+    if torch_npu is not None and os.environ.get("GENERATE_CHECK_HOST_DECODE"):
+        from integration.npu.host_decode_check import check_host_decode
+
+        host_decode = check_host_decode()
     from vllm import LLM, SamplingParams, TokensPrompt
     from vllm.compilation.counter import compilation_counter
     from vllm.platforms import current_platform
@@ -188,6 +195,7 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
             "rank_counters": [r["counters"] for r in after],
             "counters": device_counters,
             "decode_step": decode_step_costs(llm) if device == "npu" and tp == 1 else {},
+            "host_decode": host_decode,
         }), flush=True)
         return
     outputs = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]

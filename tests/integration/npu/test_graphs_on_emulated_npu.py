@@ -70,9 +70,15 @@ D2D_OUTSIDE_FULL_REPLAY = 3
 def _start_graph(device: str, model: str, mode: str | None, stale: bool = False) -> Any:
     saved = {
         k: os.environ.get(k)
-        for k in ("GENERATE_GRAPH_MODE", "GENERATE_LENGTHS", "GENERATE_STALE_GRAPH_ARGUMENTS")
+        for k in (
+            "GENERATE_GRAPH_MODE",
+            "GENERATE_LENGTHS",
+            "GENERATE_STALE_GRAPH_ARGUMENTS",
+            "GENERATE_CHECK_HOST_DECODE",
+        )
     }
     os.environ["GENERATE_LENGTHS"] = LENGTHS
+    os.environ["GENERATE_CHECK_HOST_DECODE"] = "1"
     os.environ.pop("GENERATE_STALE_GRAPH_ARGUMENTS", None)
     if stale:
         os.environ["GENERATE_STALE_GRAPH_ARGUMENTS"] = "1"
@@ -159,6 +165,21 @@ def test_a_full_decode_step_is_one_replay_and_a_handful_of_launches(graph_runs, 
     # The attention op runs inside the replay: launched from the host in no decode step.
     assert not any(k.startswith("op:") and "fused_infer_attention" in k for k in step)
     assert any(k.startswith("op:") and "fused_infer_attention" in k for k in piecewise)
+
+
+def test_decode_inputs_made_on_the_host_are_vllms(graph_runs) -> None:
+    """Every decode step of every NPU run (eager and graphs) made its positions, lengths,
+    slots and input ids on the host (adapters/vllm/decode_inputs.py); each was made again
+    by vLLM's device way over the same buffers (host_decode_check.py): the same values,
+    at every batch size the runs decoded at."""
+    for key, result in graph_runs.items():
+        if key[0] != "npu":
+            continue
+        checked = result["host_decode"]
+        assert checked["mismatches"] == [], (key, checked["mismatches"][:3])
+        # The five prompts decode together at 5 and 2 requests, then 8 in the costs.
+        sizes = checked["batch_sizes"]
+        assert checked["steps"] > 10 and len(sizes) >= 3 and 8 in sizes, (key, sizes)
 
 
 def test_full_graphs_whose_attention_lengths_are_not_updated_give_other_ids(graph_runs) -> None:
