@@ -37,6 +37,7 @@ from integration.npu.test_graphs_on_emulated_npu import (
     OUTSIDE_FULL_REPLAY,
     STALE,
     _start_graph,
+    assert_host_decode_is_vllms,
 )
 
 QWEN3_MOE, MLA_MOE = "qwen3_moe", "deepseek_v3_npu_mla_moe"
@@ -159,3 +160,7 @@ def test_the_doctor_plans_the_graph_mode_the_engine_runs(runs, npu_model_dirs, s
     assert f"npu_graph_mode={engine['graph_mode']}," in data["plan"], data["plan"]
     reason = DEFAULT_MLA_REASON if style == MLA_MOE else DEFAULT_DENSE_REASON
     assert f"-> {engine['graph_mode']} ({reason})" in data["plan"], data["plan"]
+
+
+def test_moe_and_mla_decode_inputs_made_on_the_host_are_vllms(runs) -> None:
+    assert_host_decode_is_vllms(runs)
