@@ -31,6 +31,13 @@ def slot_positions(slot_mapping: torch.Tensor, block_size: int) -> Positions:
 PAD_BLOCK = 0
 
 
+def padding_to_null_block(slot_mapping: torch.Tensor) -> torch.Tensor:
+    """Flat int64 slots with vLLM's padding (-1) sent to slot 0, the first of PAD_BLOCK:
+    one clamp on the device (PAD_BLOCK is block 0, so its first slot is the lowest; a
+    request's slots are all above it), nothing read back, so it fits in an NPU graph."""
+    return slot_mapping.reshape(-1).long().clamp_min(PAD_BLOCK)
+
+
 def rows_at(
     positions: Positions, n: int, *values: torch.Tensor
 ) -> tuple[Rows, tuple[torch.Tensor, ...]]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from adapters.paged_rows import PAD_BLOCK, gather_planes
+from adapters.paged_rows import gather_planes, padding_to_null_block
 from ascend_core.errors import UnsupportedFeatureError
 from ascend_core.op_limits import mla_shape_problems
 from ports.mla import LatentCache, MlaOps
@@ -67,9 +67,7 @@ class NpuMlaOps(MlaOps):
         n = slot_mapping.numel()
         if n == 0:
             return
-        slots = slot_mapping.reshape(-1).long()
-        pad = PAD_BLOCK * cache.latent.shape[1]
-        indices = torch.where(slots >= 0, slots, pad).unsqueeze(1)
+        indices = padding_to_null_block(slot_mapping).unsqueeze(1)
         for plane, values in ((cache.latent, latent), (cache.rope, rope_key)):
             rows = plane.view(-1, plane.shape[-1])
             update = values[:n].reshape(n, -1).to(plane.dtype)

@@ -16,7 +16,7 @@ from types import ModuleType
 
 import torch
 
-from adapters.paged_rows import PAD_BLOCK
+from adapters.paged_rows import padding_to_null_block
 from ascend_core.errors import UnsupportedFeatureError
 from ascend_core.op_limits import sparse_mla_shape_problems
 from ports.mla import LatentCache
@@ -51,9 +51,7 @@ class NpuSparseMlaOps(SparseMlaOps):
         n = slot_mapping.numel()
         if n == 0:
             return
-        slots = slot_mapping.reshape(-1).long()
-        pad = PAD_BLOCK * cache.shape[1]
-        indices = torch.where(slots >= 0, slots, pad).unsqueeze(1)
+        indices = padding_to_null_block(slot_mapping).unsqueeze(1)
         rows = cache.view(-1, cache.shape[-1])
         self._torch_npu.npu_scatter_nd_update_(rows, indices, keys[:n].to(cache.dtype))
 
