@@ -33,8 +33,9 @@ class HostDecodeInputs(GPUModelRunner):
     """GPUModelRunner's step inputs, made on the host for uniform decode steps (mixed in
     before GPUModelRunner; its own state is made at first use)."""
 
-    # (n, padded) the device padding mask was last written for: vLLM's is_padding is
-    # written only here, so an unchanged step needs no fill.
+    # (buffer address, unpadded, padded) the device padding mask was last written for:
+    # vLLM writes is_padding only in _prepare_padding_mask (a runner buffer, outside the
+    # sleep pools), so a step padded as the last one needs no fill.
     _padding_written: tuple[int, int, int] | None = None
     # The requests of this step whose slots were made on the host, until copied.
     _host_slots_pending: int | None = None
