@@ -154,6 +154,7 @@ class _HostPart:
     padded_rows: torch.Tensor
     gather: torch.Tensor
     whole: bool  # every sequence of the batch: its block table as it is
+    in_order: bool = False  # AttentionPart.in_order: the indices are the identity
 
     def tensors(self) -> list[torch.Tensor]:
         return [
@@ -178,6 +179,7 @@ class _HostPart:
             tokens=tokens,
             padded_rows=padded_rows,
             gather=gather,
+            in_order=self.in_order,
         )
 
 
@@ -196,6 +198,7 @@ def _all_decodes(num_seqs: int, seq_lens: torch.Tensor, lens_host: tuple[int, ..
         padded_rows=rows,
         gather=rows,
         whole=True,
+        in_order=True,
     )
 
 
@@ -236,6 +239,7 @@ def _uniform(
         padded_rows=tokens,
         gather=tokens,
         whole=True,
+        in_order=True,
     )
 
 

@@ -54,6 +54,10 @@ class AttentionPart:
     padded_rows: [n] int64, the row (i * S + s) of each of those tokens in [b * S].
     gather: [b * S] int64, the batch token each padded row takes; padding rows take
         num_actual_tokens (one past the last token: a zero row the adapter appends).
+    in_order: the part is the whole batch of a uniform step (every sequence S tokens, a
+        padding one S padding tokens): row i * S + s is batch token i * S + s, so tokens,
+        padded_rows and gather are the identity over b * S, and an adapter may take the
+        query and write the output as they are, without them.
     """
 
     seqs: torch.Tensor
@@ -67,6 +71,7 @@ class AttentionPart:
     tokens: torch.Tensor
     padded_rows: torch.Tensor
     gather: torch.Tensor
+    in_order: bool = False
 
     @property
     def num_seqs(self) -> int:

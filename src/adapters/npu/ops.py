@@ -211,15 +211,22 @@ class NpuOps(Ops):
             return out
         _, block_size, kv_heads, head_size = key_cache.shape
         q_heads = query.shape[1]
-        # The padded rows take row num_tokens (the plan's gather): one zero row appended.
-        packed = torch.cat((query[:num_tokens], query.new_zeros(1, q_heads, head_size)))
-        packed = packed.reshape(num_tokens + 1, q_heads * head_size)
+        # A uniform step's one part is the batch in order (a decode step, padded or not, or
+        # a verify step): the query and the output as they are. Else the padded rows take
+        # row num_tokens (the plan's gather): one zero row appended.
+        in_order = len(plan.parts) == 1 and plan.parts[0].in_order
+        if not in_order:
+            packed = torch.cat((query[:num_tokens], query.new_zeros(1, q_heads, head_size)))
+            packed = packed.reshape(num_tokens + 1, q_heads * head_size)
         key, value, doubled = _paged_views(key_cache, value_cache)
         for part in plan.parts:
             _check_block_size(block_size, part.is_decode)
             width = part.max_query_len
             batch = part.num_seqs
-            q = packed.index_select(0, part.gather).view(batch, width, -1)
+            if in_order:
+                q = query[:num_tokens].reshape(batch, width, -1).contiguous()
+            else:
+                q = packed.index_select(0, part.gather).view(batch, width, -1)
             if part.is_decode:
                 mask = None if window is None else _decode_window_mask(part, window, block_size)
                 mode = NO_MASK
@@ -250,6 +257,9 @@ class NpuOps(Ops):
                 keep = torch.sigmoid(lse.transpose(1, 2) - sinks.float().view(1, 1, -1, 1))
                 rows = (rows.float() * keep).to(attn.dtype)
             rows = rows.reshape(batch * width, q_heads, head_size)
+            if in_order:
+                out[:num_tokens].copy_(rows)
+                continue
             rows = rows.index_select(0, part.padded_rows)
             out.index_copy_(0, part.tokens, rows.to(out.dtype))
         return out

@@ -185,6 +185,7 @@ CASES = {
     "decode": ([1, 1, 1, 1], [1, 130, 77, 300]),
     "chunked_prefill_mixed": ([1, 40, 1, 3], [200, 300, 9, 131]),
     "prefix_cache_hit": ([7, 130], [135, 390]),
+    "verify": ([3, 3, 3], [10, 130, 40]),  # a speculative verify step: 1 + 2 each
 }
 
 
@@ -266,6 +267,24 @@ def test_the_plan_gives_the_op_its_host_lengths(npu_ops, tnpu):
     lengths = [(c["actual_seq_lengths"], c["actual_seq_lengths_kv"]) for c in calls]
     assert lengths == [([1], [5]), ([3], [3])] * 3
     assert {c["block_table"].dtype for c in calls} == {torch.int32}
+
+
+@pytest.mark.parametrize("case", ["decode", "verify"])
+def test_a_uniform_step_goes_to_the_op_as_it_is(npu_ops, tnpu, case):
+    """A decode or verify step's one part is the batch in order: the op takes the query
+    rows as they are (no gather through a zero-padded copy), its rows go to the output as
+    they are, and the result is the host's."""
+    q_lens, seq_lens = CASES[case]
+    query, kc, vc, meta = paged_batch(q_lens, seq_lens, 4, 2, 16, 128, torch.float16)
+    (part,) = meta.npu.parts
+    assert part.in_order
+    out, ref = torch.empty_like(query), torch.empty_like(query)
+    npu_ops.paged_attention(query, kc, vc, meta.npu, 0.25, out)
+    host().paged_attention(query, kc, vc, meta.host, 0.25, ref)
+    close(out, ref, torch.float16)
+    (call,) = tnpu.calls_of("npu_fused_infer_attention_score")
+    n, width = meta.num_actual_tokens, q_lens[0]
+    assert torch.equal(call["query"], query[:n].reshape(n // width, width, -1))
 
 
 def test_prefill_with_a_block_size_the_op_refuses_is_a_config_error(npu_ops):
