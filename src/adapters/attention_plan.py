@@ -74,7 +74,7 @@ def build_attention_plan(
     )
     width = None if one_each else _uniform_width(qsl_host, n_tok, num_decodes)
     if one_each:
-        host_parts = [_all_decodes(num_seqs, lens, lens_host), None]
+        host_parts = [_uniform(num_seqs, 1, lens, lens_host), None]
     elif width:  # a speculative verify step: the decode part with MLA's split, else prefill
         uniform = _uniform(num_seqs, width, lens, lens_host)
         host_parts = [uniform, None] if num_decodes is not None else [None, uniform]
@@ -183,25 +183,6 @@ class _HostPart:
         )
 
 
-def _all_decodes(num_seqs: int, seq_lens: torch.Tensor, lens_host: tuple[int, ...]) -> _HostPart:
-    """The decode part of a step where every sequence has one new token, a padding
-    sequence (of a batch padded to a captured size) the padding token at its row."""
-    rows = torch.arange(num_seqs)
-    return _HostPart(
-        seqs=rows,
-        actual_query_lens=(1,) * num_seqs,
-        actual_seq_lens=lens_host,
-        query_start_loc=torch.arange(num_seqs + 1),
-        query_lens=torch.ones(num_seqs, dtype=_I64),
-        seq_lens=seq_lens,
-        tokens=rows,
-        padded_rows=rows,
-        gather=rows,
-        whole=True,
-        in_order=True,
-    )
-
-
 def _uniform_width(
     qsl_host: tuple[int, ...], n_tok: int, num_decodes: int | None
 ) -> int | None:
@@ -223,10 +204,11 @@ def _uniform_width(
 def _uniform(
     num_seqs: int, width: int, seq_lens: torch.Tensor, lens_host: tuple[int, ...]
 ) -> _HostPart:
-    """Every sequence of a uniform step as one part of `width` tokens, padding sequences
-    too: their tokens are the batch's padding tokens and their context length is vLLM's 0
-    (they attend to nothing), so a step padded to a captured size has the layout of the
-    captured one, the same shapes at the same addresses."""
+    """Every sequence of a uniform step (a decode step: width 1; a verify step: 1 + k)
+    as one part of `width` tokens, padding sequences too: their tokens are the batch's
+    padding tokens and their context length is vLLM's 0 (they attend to nothing), so a
+    step padded to a captured size has the layout of the captured one, the same shapes at
+    the same addresses."""
     tokens = torch.arange(num_seqs * width)
     return _HostPart(
         seqs=torch.arange(num_seqs),
