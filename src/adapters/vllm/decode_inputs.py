@@ -39,7 +39,7 @@ class HostDecodeInputs(GPUModelRunner):
     _padding_written: tuple[int, int, int] | None = None
     # The requests of this step whose slots were made on the host, until copied.
     _host_slots_pending: int | None = None
-    _host_staging: tuple[torch.Tensor, torch.Tensor] | None = None
+    _host_positions: torch.Tensor | None = None
     _host_decode_served: bool | None = None
 
     def _host_decode_serves(self) -> bool:
@@ -61,15 +61,14 @@ class HostDecodeInputs(GPUModelRunner):
             )
         return self._host_decode_served
 
-    def _staging(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Host tensors the step's positions and sequence lengths are written into (vLLM
-        keeps those two on the device only)."""
-        if self._host_staging is None:
-            self._host_staging = (
-                torch.zeros(self.max_num_reqs, dtype=torch.int64, pin_memory=PIN_MEMORY),
-                torch.zeros(self.max_num_reqs, dtype=torch.int32, pin_memory=PIN_MEMORY),
+    def _positions_staging(self) -> torch.Tensor:
+        """Pinned host int64 the step's positions are written into (vLLM keeps them on the
+        device only; the computed counts it has on the host are int32)."""
+        if self._host_positions is None:
+            self._host_positions = torch.zeros(
+                self.max_num_reqs, dtype=torch.int64, pin_memory=PIN_MEMORY
             )
-        return self._host_staging
+        return self._host_positions
 
     def _prepare_inputs(
         self, scheduler_output: SchedulerOutput, num_scheduled_tokens: np.ndarray
@@ -86,11 +85,11 @@ class HostDecodeInputs(GPUModelRunner):
         batch.block_table.commit_block_table(num_reqs)
         cu_num_tokens = self._get_cumsum_and_arange(num_scheduled_tokens, self.query_pos.np)
         computed = batch.num_computed_tokens_cpu[:num_reqs]  # each request's one position
+        reqs = self.arange_np[:num_reqs]  # token i is request i's
 
         # The token ids the host has (vLLM's way; the ones sampled last step on the device
         # come in _prepare_input_ids).
-        rows = self.arange_np[:num_reqs] * batch.token_ids_cpu.shape[1]
-        token_indices = torch.from_numpy(computed + rows)
+        token_indices = torch.from_numpy(computed + reqs * batch.token_ids_cpu.shape[1])
         torch.index_select(
             batch.token_ids_cpu_tensor.flatten(), 0, token_indices,
             out=self.input_ids.cpu[:num_reqs],
@@ -116,19 +115,18 @@ class HostDecodeInputs(GPUModelRunner):
         # query positions and scheduled counts feed only the device way of positions and
         # lengths (and speculative decoding, M-RoPE, hybrid models): their host halves are
         # kept, for whatever reads them.
-        self.req_indices.np[:num_reqs] = self.arange_np[:num_reqs]
+        self.req_indices.np[:num_reqs] = reqs
         self.num_scheduled_tokens.np[:num_reqs] = num_scheduled_tokens
 
-        positions, seq_lens = self._staging()
+        positions = self._positions_staging()
         positions.numpy()[:num_reqs] = computed
         self.positions[:num_reqs].copy_(positions[:num_reqs], non_blocking=True)
-        seq_lens[:num_reqs] = optimistic[:num_reqs]
-        seq_lens[num_reqs:].fill_(0)
-        self.seq_lens.copy_(seq_lens, non_blocking=True)
+        # The lengths are the optimistic ones, zero past the batch (pinned, as vLLM's).
+        self.seq_lens.copy_(optimistic, non_blocking=True)
 
         for table in batch.block_table.block_tables:
-            # Token i is request i's: block row i, at its position.
-            blocks = table.block_table.np[np.arange(num_reqs), computed // table.block_size]
+            # Block row i, at the request's position.
+            blocks = table.block_table.np[reqs, computed // table.block_size]
             np.add(
                 blocks.astype(np.int64) * table.block_size,
                 computed % table.block_size,
