@@ -283,8 +283,7 @@ class DeviceWorker(Worker):
             self._sleep_saved_buffers = {
                 name: buffer.cpu().clone() for name, buffer in model.named_buffers()
             }
-        memory.track(SleepTag.WEIGHTS, [*model.parameters(), *model.buffers()])
-        memory.track(SleepTag.KV_CACHE, self._kv_cache_tensors())
+        self._track(memory, set(SleepTag))
         self._drop_graphs_if_moved(memory.addresses_kept)
         offload = {SleepTag.WEIGHTS} if level == 1 else set()
         outcome = memory.sleep(offload)
@@ -303,17 +302,22 @@ class DeviceWorker(Worker):
         before = self.runtime.allocated_bytes()
         from vllm.distributed.kv_transfer import get_kv_transfer_group, has_kv_transfer_group
 
-        if SleepTag.KV_CACHE in chosen:
-            if has_kv_transfer_group():
-                get_kv_transfer_group().unregister_kv_caches()
-                self._kv_unregistered = True
-            memory.track(SleepTag.KV_CACHE, self._kv_cache_tensors())
-        if SleepTag.WEIGHTS in chosen:
-            model = self.model_runner.model
-            memory.track(SleepTag.WEIGHTS, [*model.parameters(), *model.buffers()])
+        if SleepTag.KV_CACHE in chosen and has_kv_transfer_group():
+            get_kv_transfer_group().unregister_kv_caches()
+            self._kv_unregistered = True
+        self._track(memory, chosen)
         self._drop_graphs_if_moved(memory.addresses_kept)
         outcome = memory.sleep(offload=(), tags=chosen)
         self._log_release(f"Discarding {sorted(tags)}", outcome, before)
+
+    def _track(self, memory: SleepMemory, tags: set[SleepTag]) -> None:
+        """Give the sleep-memory port the tensors of each of `tags` (the weights with the
+        model's buffers, the KV cache)."""
+        if SleepTag.WEIGHTS in tags:
+            model = self.model_runner.model
+            memory.track(SleepTag.WEIGHTS, [*model.parameters(), *model.buffers()])
+        if SleepTag.KV_CACHE in tags:
+            memory.track(SleepTag.KV_CACHE, self._kv_cache_tensors())
 
     def _drop_graphs_if_moved(self, addresses_kept: bool) -> None:
         """Captured graphs address the memory about to be released; when it comes back

@@ -253,6 +253,7 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.worker:DeviceWorker._announce_compile",
     "adapters.vllm.worker:DeviceWorker.device_index",
     "adapters.vllm.worker:DeviceWorker._drop_graphs_if_moved",
+    "adapters.vllm.worker:DeviceWorker._track",
     "adapters.vllm.worker:DeviceWorker._graph_memory_estimate",
     "adapters.vllm.worker:DeviceWorker._graphs_captured",
     "adapters.vllm.worker:DeviceWorker._host_workers",
