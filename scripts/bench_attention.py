@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from adapters.attention_plan import build_attention_plan
 from adapters.cpu.ops import CpuOps
+from adapters.torch.attention_plan import build_attention_plan
 
 HQ, HK, D, BLOCK = 12, 4, 64, 128
 

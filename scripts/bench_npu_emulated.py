@@ -240,10 +240,10 @@ def kernel_launches(batch: int = 8, vocab: int = 32000, drafts: int = 3) -> None
     decoding. Launch counts on an emulator, not timings, and not Ascend hardware."""
     import torch
 
-    from adapters.draft_verification import TorchRejectionOps
     from adapters.npu import triton_kernels as tk
     from adapters.npu.sampling import NpuSamplingOps
     from adapters.npu.slot_mapping import NpuSlotMapping
+    from adapters.torch.rejection import TorchRejectionOps
     from ascend_core.triton_kernels import KernelPath, KernelPathDecision
     from ports.rejection import Drafts
     from support.emulated_npu_device import counters, reset_counters

@@ -20,9 +20,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from adapters.attention_plan import build_attention_plan
 from adapters.cpu.ops import CpuOps
 from adapters.cpu.reference_ops import _context_slots
+from adapters.torch.attention_plan import build_attention_plan
 
 HQ, HK, D, HIDDEN, INTER, BLOCK = 12, 4, 64, 768, 2048, 128
 

@@ -60,7 +60,7 @@ def sample(mode: str, model: str) -> dict[str, Any]:
     out["register_ms"] = 0.0
     if mode == "plugin":
         t = time.perf_counter()
-        from adapters.vllm.plugin import register
+        from adapters.vllm.engine.plugin import register
 
         path = register()
         out["register_ms"] = _ms(t)
@@ -99,7 +99,7 @@ def sample_late() -> dict[str, Any]:
         importlib.import_module(name)
     wall, cpu = time.perf_counter(), time.process_time()
     modules = len(sys.modules)
-    from adapters.vllm.plugin import register, register_general
+    from adapters.vllm.engine.plugin import register, register_general
 
     path = register()
     if path is not None:

@@ -1,7 +1,7 @@
 """Speculative decoding's draft verification as Triton launches: greedy, random, recovered
 tokens and the per-request to per-draft expansion.
 
-Host reference: ``TorchRejectionOps`` (``src/adapters/draft_verification.py``), the
+Host reference: ``TorchRejectionOps`` (``src/adapters/torch/rejection.py``), the
 torch ops behind the ``RejectionOps`` port (``src/ports/rejection.py``); vLLM 0.33's
 rejection sampler kernels (``vllm/v1/sample/rejection_sampler.py``) are the model of the
 algorithm. Written fresh for triton-ascend's subset: a request's drafts are one vector

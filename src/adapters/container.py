@@ -64,11 +64,11 @@ class HostDevice(containers.DeclarativeContainer):
     sampling_ops = providers.Singleton(_lazy, "adapters.cpu.sampling:CpuSamplingOps")
     slot_mapping = providers.Singleton(_lazy, "adapters.cpu.slot_mapping:CpuSlotMapping")
     host_gemm = providers.Singleton(_lazy, "adapters.cpu.host_gemm:CpuHostGemm")
-    rejection_ops = providers.Singleton(_lazy, "adapters.cpu.rejection:CpuRejectionOps")
-    draft_input_ops = providers.Singleton(_lazy, "adapters.cpu.draft_inputs:CpuDraftInputOps")
-    lora_ops = providers.Singleton(_lazy, "adapters.cpu.lora:CpuLoraOps")
+    rejection_ops = providers.Singleton(_lazy, "adapters.torch.rejection:TorchRejectionOps")
+    draft_input_ops = providers.Singleton(_lazy, "adapters.torch.draft_inputs:TorchDraftInputOps")
+    lora_ops = providers.Singleton(_lazy, "adapters.torch.lora:TorchLoraOps")
     linear_attention_ops = providers.Singleton(
-        _lazy, "adapters.cpu.linear_attention:CpuLinearAttentionOps"
+        _lazy, "adapters.torch.linear_attention:TorchLinearAttentionOps"
     )
     runtime = providers.Singleton(_lazy, "adapters.cpu.runtime:CpuRuntime")
     sleep_memory = providers.Singleton(_lazy, "adapters.cpu.sleep:CpuSleepMemory")
@@ -103,7 +103,7 @@ class NpuDevice(containers.DeclarativeContainer):
     torch_sampling_ops = providers.Singleton(_lazy, "adapters.npu.sampling:NpuSamplingOps")
     torch_slot_mapping = providers.Singleton(_lazy, "adapters.npu.slot_mapping:NpuSlotMapping")
     torch_rejection_ops = providers.Singleton(
-        _lazy, "adapters.npu.rejection:NpuRejectionOps", torch_npu
+        _lazy, "adapters.torch.rejection:TorchRejectionOps"
     )
     sampling_ops = providers.Singleton(
         _lazy,
@@ -123,12 +123,12 @@ class NpuDevice(containers.DeclarativeContainer):
         triton_kernels,
         torch_rejection_ops,
     )
-    lora_ops = providers.Singleton(_lazy, "adapters.npu.lora:NpuLoraOps")
+    lora_ops = providers.Singleton(_lazy, "adapters.torch.lora:TorchLoraOps")
     linear_attention_ops = providers.Singleton(
         _lazy, "adapters.npu.linear_attention:NpuLinearAttentionOps", torch_npu
     )
     draft_input_ops = providers.Singleton(
-        _lazy, "adapters.npu.draft_inputs:NpuDraftInputOps", torch_npu
+        _lazy, "adapters.torch.draft_inputs:TorchDraftInputOps"
     )
     runtime = providers.Singleton(_lazy, "adapters.npu.runtime:NpuRuntime", torch_npu)
     # Sleep mode: the pool that keeps addresses (adapters/npu/vmm_pool.py), its native

@@ -14,11 +14,11 @@ from ascend_core.errors import ConfigError
 from ports.device import DeviceKind
 
 # vLLM's own connector; the reference plugin's name for its Mooncake connector, which this
-# plugin registers (adapters/vllm/kv_connector.py) over vLLM's.
+# plugin registers (adapters/vllm/kv_transfer/connector.py) over vLLM's.
 MOONCAKE = "MooncakeConnector"
 MOONCAKE_V1 = "MooncakeConnectorV1"
 # The module that defines the class named MooncakeConnectorV1 for vLLM's connector factory.
-MOONCAKE_V1_MODULE = "adapters.vllm.kv_connector"
+MOONCAKE_V1_MODULE = "adapters.vllm.kv_transfer.connector"
 # The Mooncake producer's bootstrap port when VLLM_MOONCAKE_BOOTSTRAP_PORT is unset (vLLM).
 DEFAULT_BOOTSTRAP_PORT = 8998
 
@@ -221,7 +221,7 @@ def instance_problems(deployment: Deployment) -> tuple[tuple[str, str, bool], ..
     problems: list[tuple[str, str, bool]] = []
     model = deployment.model
     if model.use_sparse or model.compressed_attention:
-        # MLA's latent planes transfer (adapters/vllm/kv_layout.py); the indexer's key
+        # MLA's latent planes transfer (adapters/vllm/kv_transfer/layout.py); the indexer's key
         # cache has its own layout, which no P/D run here has checked.
         problems.append(
             (

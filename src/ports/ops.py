@@ -85,7 +85,7 @@ class AttentionPart:
 @frozen
 class AttentionPlan:
     """The batch layout of one step's attention calls over a paged KV cache, built once
-    per step (adapters/attention_plan.py) from the runner's host copies and shared by
+    per step (adapters/torch/attention_plan.py) from the runner's host copies and shared by
     every layer. Every tensor is on the device (the derived indices moved there in one
     copy a step); the host-side lengths are tuples of ints.
 

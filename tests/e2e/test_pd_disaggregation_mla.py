@@ -3,7 +3,7 @@ by one prefill and one decode `vllm serve` behind vllm-router, KV over Mooncake'
 transport (the pair and helpers of test_pd_disaggregation.py).
 
 Each MLA layer's latent cache is two planes here (latent rows, then rope rows), which the
-connector sends as two transfer regions (adapters/vllm/kv_layout.py): 16 concurrent
+connector sends as two transfer regions (adapters/vllm/kv_transfer/layout.py): 16 concurrent
 requests through the router give the ids one instance gives alone, the decode side
 logged the KV of every prompt token as received, and computed none of them again.
 """

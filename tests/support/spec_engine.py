@@ -81,7 +81,7 @@ def seeded_passes(llm: Any, prompts: list[list[int]], max_new: int) -> list[list
 
     The three shortest prompts and the longest, whose prefill is chunked: its discarded
     samples are undone on the CPU generator (the host's, and the emulated NPU's) by the
-    runners' SeededRewind, where vLLM's own rewind (set_offset) would stop the engine."""
+    runners' SeededRewindMixin, where vLLM's own rewind (set_offset) would stop the engine."""
     from vllm import SamplingParams, TokensPrompt
 
     batch = [TokensPrompt(prompt_token_ids=prompts[i]) for i in seeded_indices(prompts)]

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from adapters.attention_plan import build_attention_plan, token_row_decode
+from adapters.torch.attention_plan import build_attention_plan, token_row_decode
 from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds, IndexDtype
 
 HOST = AttentionPlanNeeds(block_table_dtype=IndexDtype.INT64, token_rows=True)

@@ -28,8 +28,8 @@ def _is_module(dotted: str) -> bool:
 
 
 def _our_modules(tree: ast.Module) -> set[str]:
-    """Local names bound to modules of our packages (`from adapters.vllm import config_plan`,
-    `import adapters.vllm.translate as translate`)."""
+    """Local names bound to modules of our packages (`from adapters.vllm.engine import config_plan`,
+    `import adapters.vllm.engine.translate as translate`)."""
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -84,8 +84,8 @@ def test_no_test_patches_a_module_global_of_ours() -> None:
 def test_the_scan_sees_a_patch_of_our_module(tmp_path: Path) -> None:
     """Guards the scan with the three spellings it looks for."""
     source = (
-        "from adapters.vllm import config_plan\n"
-        "import adapters.vllm.translate as translate\n"
+        "from adapters.vllm.engine import config_plan\n"
+        "import adapters.vllm.engine.translate as translate\n"
         "def test(monkeypatch, mocker):\n"
         "    monkeypatch.setattr(config_plan, 'plan_for', None)\n"
         "    monkeypatch.setattr(translate, 'deployment', None)\n"

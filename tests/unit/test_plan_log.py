@@ -1,4 +1,4 @@
-"""What serve logs from the plan (adapters.vllm.config_plan.plan_for), without vLLM."""
+"""What serve logs from the plan (adapters.vllm.engine.config_plan.plan_for), without vLLM."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from adapters.vllm import config_plan
+from adapters.vllm.engine import config_plan
 from ascend_core.deployment import CompileMode
 from unit.core.plan_fixtures import host, npu
 

@@ -1,5 +1,6 @@
 """The arguments vLLM would fail on with a traceback, refused first with the doctor's
-errors (adapters.vllm.startup_errors, without vLLM), and the decline reason with a misspelling."""
+errors (adapters.vllm.engine.startup_errors, without vLLM), and the decline reason with a
+misspelling."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from adapters.vllm.startup_errors import (
+from adapters.vllm.engine.startup_errors import (
     StartupError,
     check_before_start,
     decline_reason,

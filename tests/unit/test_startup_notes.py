@@ -1,5 +1,5 @@
 """The note an engine process leaves for the front end that watches it
-(adapters.vllm.startup_errors), without vLLM: a watching parent, a child that stops on our
+(adapters.vllm.engine.startup_errors), without vLLM: a watching parent, a child that stops on our
 error, the repeat at exit."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PARENT = """
 import os, subprocess, sys
-from adapters.vllm.startup_errors import watch_engine_errors
+from adapters.vllm.engine.startup_errors import watch_engine_errors
 watch_engine_errors()
 print(os.getpid())
 child = subprocess.run([sys.executable, "-c", sys.argv[1]])
@@ -20,7 +20,7 @@ if child.returncode and sys.argv[2] == "fail":
     raise RuntimeError("Engine core initialization failed. See root cause above.")
 """
 CHILD = """
-from adapters.vllm.startup_errors import stop_on_our_errors
+from adapters.vllm.engine.startup_errors import stop_on_our_errors
 from ascend_core.errors import ConfigError
 class Uni:
     distributed_executor_backend = "uni"
@@ -30,7 +30,7 @@ with stop_on_our_errors(Uni()):
 # A TP > 1 engine: the engine process starts two worker processes (vLLM's multiprocessing
 # executor); each stops on our error, which goes back to vLLM as an ordinary exception.
 WORKER = """
-from adapters.vllm.startup_errors import stop_on_our_errors
+from adapters.vllm.engine.startup_errors import stop_on_our_errors
 from ascend_core.errors import ConfigError
 class Mp:
     distributed_executor_backend = "mp"

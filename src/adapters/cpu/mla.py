@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from adapters.paged_rows import gather_planes, slot_rows
+from adapters.torch.paged_rows import gather_planes, slot_rows
 from ports.mla import LatentCache, MlaOps
 from ports.ops import AttentionPart, AttentionPlanNeeds, IndexDtype
 

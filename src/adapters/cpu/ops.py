@@ -103,7 +103,7 @@ class CpuOps(ReferenceOps):
         elif plan.token_block_table is None or plan.token_seq_lens is None:
             raise ValueError(
                 "CpuOps.paged_attention was given an AttentionPlan without token rows; "
-                "build the step's plan with CpuOps.plan_needs (adapters.attention_plan)."
+                "build the step's plan with CpuOps.plan_needs (adapters.torch.attention_plan)."
             )
         else:
             table, lens = plan.token_block_table, plan.token_seq_lens

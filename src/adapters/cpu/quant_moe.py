@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from adapters.cpu.quant import CpuQuantOps, int8_gemm
-from adapters.expert_weights import check_int8_experts
+from adapters.torch.expert_weights import check_int8_experts
 from ports.quant_moe import QuantMoeOps
 
 _F32 = torch.float32

@@ -1,4 +1,4 @@
-"""The sleep-memory port on the host: adapters/sleep_torch.py over host tensors.
+"""The sleep-memory port on the host: adapters/torch/sleep.py over host tensors.
 
 On the host device "device memory" is the process's RAM. Level 1 keeps the weights where
 they are (host memory is where level 1 offloads them to: copying them would hold the same
@@ -9,7 +9,7 @@ bytes twice) and frees the KV cache; level 2 frees both. Freed memory goes back 
 from __future__ import annotations
 
 from adapters.cpu.runtime import _trim_heap
-from adapters.sleep_torch import TorchSleepMemory
+from adapters.torch.sleep import TorchSleepMemory
 
 
 class CpuSleepMemory(TorchSleepMemory):

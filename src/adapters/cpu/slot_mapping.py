@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 
 from adapters.cpu import native
-from adapters.slot_mapping import torch_slot_mapping
+from adapters.torch.slot_mapping import torch_slot_mapping
 from ports.slot_mapping import SlotMapping
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from adapters.paged_rows import slot_rows
+from adapters.torch.paged_rows import slot_rows
 from ports.mla import LatentCache
 from ports.ops import AttentionPlanNeeds, IndexDtype
 from ports.sparse_mla import SparseMlaOps

@@ -1,6 +1,6 @@
 """The `vllm serve` options the doctor plans with, as plain attrs data.
 
-They come from adapters.vllm.doctor_args, loaded by name: the doctor itself may not
+They come from adapters.vllm.engine.doctor_args, loaded by name: the doctor itself may not
 import vLLM, and the parse is slow, so tests pass a dict instead.
 """
 
@@ -15,7 +15,7 @@ from attrs import field, frozen
 from ascend_core.errors import ConfigError
 
 ParseServeArgs = Callable[[Sequence[str]], Mapping[str, Any]]
-PARSER_MODULE = "adapters.vllm.doctor_args"
+PARSER_MODULE = "adapters.vllm.engine.doctor_args"
 
 
 def vllm_parser() -> ParseServeArgs:

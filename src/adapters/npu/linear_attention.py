@@ -1,5 +1,5 @@
 """The linear-attention port on an NPU: torch_npu's gated delta rule ops where their
-documented shapes allow, the torch ops of adapters/gdn_torch.py otherwise.
+documented shapes allow, the torch ops of adapters/torch/linear_attention.py otherwise.
 
 - npu_chunk_gated_delta_rule (prefills): bf16, Dk = Dv = 128, Nk and Nv <= 64, Nv a
   multiple of Nk. It takes one initial state per sequence and returns the final ones:
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from adapters.gdn_torch import TorchLinearAttentionOps
+from adapters.torch.linear_attention import TorchLinearAttentionOps
 
 if TYPE_CHECKING:
     from ports.linear_attention import StateSequences

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from adapters.paged_rows import gather_planes, padding_to_null_block
+from adapters.torch.paged_rows import gather_planes, padding_to_null_block
 from ascend_core.errors import UnsupportedFeatureError
 from ascend_core.op_limits import mla_shape_problems
 from ports.mla import LatentCache, MlaOps

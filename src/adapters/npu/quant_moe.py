@@ -15,8 +15,8 @@ from types import ModuleType
 
 import torch
 
-from adapters.expert_weights import check_int8_experts
 from adapters.npu.moe import COUNTS, GROUP_M, SINGLE_OUTPUT
+from adapters.torch.expert_weights import check_int8_experts
 from ports.quant_moe import QuantMoeOps
 
 

@@ -1,5 +1,5 @@
 """The sleep-memory port on an NPU: adapters/vmm_pool.py where its allocator is built, else
-adapters/sleep_torch.py with torch_npu's caching allocator (below).
+adapters/torch/sleep.py with torch_npu's caching allocator (below).
 
 Released storages go back to torch_npu's caching allocator, and `torch.npu.empty_cache`
 returns them to the device, so a trainer in another process can take them. Offloaded
@@ -13,7 +13,7 @@ import logging
 from types import ModuleType
 
 from adapters.npu.vmm_pool import NpuVmmSleepMemory, VmmPoolLibrary
-from adapters.sleep_torch import TorchSleepMemory
+from adapters.torch.sleep import TorchSleepMemory
 from ports.sleep import SleepMemory
 
 logger = logging.getLogger("vllm.plugins.ascend")

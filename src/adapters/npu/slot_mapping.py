@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from adapters.slot_mapping import torch_slot_mapping
+from adapters.torch.slot_mapping import torch_slot_mapping
 from ports.slot_mapping import SlotMapping
 
 

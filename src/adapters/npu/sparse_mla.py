@@ -16,7 +16,7 @@ from types import ModuleType
 
 import torch
 
-from adapters.paged_rows import padding_to_null_block
+from adapters.torch.paged_rows import padding_to_null_block
 from ascend_core.errors import UnsupportedFeatureError
 from ascend_core.op_limits import sparse_mla_shape_problems
 from ports.mla import LatentCache

@@ -26,7 +26,7 @@ MAMBA_BLOCK_SIZE = "cache_config.mamba_block_size"
 QUANTIZATION = "model_config.quantization"
 NPU_ALLOC_CONF = "env.PYTORCH_NPU_ALLOC_CONF"
 OMP_NUM_THREADS = "env.OMP_NUM_THREADS"
-# Where vLLM's connector factory finds MooncakeConnectorV1 (adapters/vllm/kv_connector.py).
+# Where vLLM's connector factory finds MooncakeConnectorV1 (adapters/vllm/kv_transfer/connector.py).
 KV_CONNECTOR_MODULE = "kv_transfer_config.kv_connector_module_path"
 
 ALL = frozenset(

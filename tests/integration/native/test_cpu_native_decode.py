@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from adapters.attention_plan import build_attention_plan
 from adapters.cpu import native
 from adapters.cpu.ops import CpuOps
+from adapters.torch.attention_plan import build_attention_plan
 from ports.ops import AttentionPlan
 from support.native_kernels import built_or_skip
 

@@ -1,5 +1,6 @@
 """GENERATE_CHECK_HOST_DECODE=1 (generate_run.py): every uniform decode step whose inputs
-the NPU runner made on the host (adapters/vllm/decode_inputs.py) is made a second time by
+the NPU runner made on the host (adapters/vllm/worker/host_decode_inputs.py) is made a
+second time by
 vLLM's own device way over the same buffers, and the two are compared: positions,
 sequence lengths, query_start_loc, input ids, the discard mask, each group's slots and
 the sampled rows. The second making runs uncounted (the emulated device's counters and
@@ -11,16 +12,16 @@ from typing import Any
 
 
 def check_host_decode() -> dict[str, Any]:
-    """Wrap HostDecodeInputs._prepare_inputs; returns the tally it fills: the steps checked
+    """Wrap HostDecodeInputsMixin._prepare_inputs; returns the tally it fills: the steps checked
     and each mismatch (what differed, at which batch size)."""
     import torch
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-    from adapters.vllm.decode_inputs import HostDecodeInputs
+    from adapters.vllm.worker.host_decode_inputs import HostDecodeInputsMixin
     from support.emulated_npu_device import uncounted
 
     tally: dict[str, Any] = {"steps": 0, "batch_sizes": [], "mismatches": []}
-    host_way = HostDecodeInputs._prepare_inputs
+    host_way = HostDecodeInputsMixin._prepare_inputs
 
     def made(runner: Any, n: int, slots: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         return {
@@ -54,5 +55,5 @@ def check_host_decode() -> dict[str, Any]:
                 )
         return out
 
-    HostDecodeInputs._prepare_inputs = checked  # type: ignore[method-assign]
+    HostDecodeInputsMixin._prepare_inputs = checked  # type: ignore[method-assign]
     return tally

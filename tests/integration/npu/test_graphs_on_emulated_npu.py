@@ -3,7 +3,7 @@
 Each run is one engine in a fresh process (generate_run.py with GENERATE_GRAPH_MODE),
 started once for the module: vLLM compiles the model piecewise (the NPU platform's
 "eager" compile backend) and captures graphs for sizes 1, 2, 4 and 8 through the
-platform's static graph wrapper (adapters.vllm.npu_model_runner.NpuGraphWrapper on the
+platform's static graph wrapper (adapters.vllm.worker.npu_model_runner.NpuGraphWrapper on the
 runtime port's NPUGraph). The emulated device records what a capture launches and refuses
 what a real capture refuses (a device-to-host read, a sync); replays run the record again
 over the same memory, torch_npu ops with the host-side lists they were captured with
@@ -60,7 +60,8 @@ CAPTURED = {
 # lists each): vLLM's fill of the block table's padding rows (on an empty slice at a
 # captured size), the step plan's padding slots (one maximum), the logits matmul and the
 # greedy argmax; the step's positions, lengths and slots come from the host
-# (adapters/vllm/decode_inputs.py), none of the model's ops are launched. (Eager: every op
+# (adapters/vllm/worker/host_decode_inputs.py), none of the model's ops are launched.
+# (Eager: every op
 # of the model too.) Device-to-device copies, a launch each too: the last sampled ids and
 # the sampler's 2 dtype casts.
 OUTSIDE_FULL_REPLAY = 4
@@ -169,7 +170,8 @@ def test_a_full_decode_step_is_one_replay_and_a_handful_of_launches(graph_runs, 
 
 def assert_host_decode_is_vllms(runs: dict[tuple[str, str, str], dict[str, Any]]) -> None:
     """Every decode step of every NPU run (eager and graphs) made its positions, lengths,
-    slots and input ids on the host (adapters/vllm/decode_inputs.py); each was made again
+    slots and input ids on the host (adapters/vllm/worker/host_decode_inputs.py); each was
+    made again
     by vLLM's device way over the same buffers (host_decode_check.py): the same values,
     at every batch size the runs decoded at."""
     for key, result in runs.items():

@@ -56,8 +56,8 @@ def runs() -> dict[str, dict[str, Any]]:
 
 def test_npu_lora_gives_the_host_ids(runs) -> None:  # type: ignore[no-untyped-def]
     host, npu = runs["host"], runs["npu"]
-    assert (host["platform"], host["lora_ops"]) == ("AscendHostPlatform", "CpuLoraOps")
-    assert (npu["platform"], npu["lora_ops"]) == ("AscendNpuPlatform", "NpuLoraOps")
+    assert (host["platform"], host["lora_ops"]) == ("AscendHostPlatform", "TorchLoraOps")
+    assert (npu["platform"], npu["lora_ops"]) == ("AscendNpuPlatform", "TorchLoraOps")
     assert npu["wrapper"] == host["wrapper"] == "AscendPunicaWrapper"
     assert npu["lora_weight_devices"] == ["npu"] and host["lora_weight_devices"] == ["cpu"]
     assert npu["lora_modules"] == host["lora_modules"] == MODULES

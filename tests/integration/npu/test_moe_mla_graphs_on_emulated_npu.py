@@ -127,7 +127,7 @@ def test_full_mla_graphs_whose_lengths_are_not_updated_give_other_ids(runs) -> N
 def test_the_mla_pad_block_is_the_block_vllm_reserves_for_padding() -> None:
     from vllm.v1.attention.backends.utils import NULL_BLOCK_ID
 
-    from adapters.paged_rows import PAD_BLOCK
+    from adapters.torch.paged_rows import PAD_BLOCK
 
     assert PAD_BLOCK == NULL_BLOCK_ID  # never a request's block: padding rows land there
 

@@ -19,12 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests
 
 import torch
 
-from adapters.attention_plan import build_attention_plan
 from adapters.npu.mla import NpuMlaOps
 from adapters.npu.moe import NpuMoeOps
 from adapters.npu.quant_moe import NpuQuantMoeOps
 from adapters.npu.runtime import NpuRuntime
-from adapters.paged_rows import PAD_BLOCK
+from adapters.torch.attention_plan import build_attention_plan
+from adapters.torch.paged_rows import PAD_BLOCK
 from ports.mla import LatentCache
 from ports.moe import Routing, Scoring
 from support.emulated_npu_device import counters, reset_counters

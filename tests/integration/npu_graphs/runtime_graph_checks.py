@@ -91,7 +91,7 @@ def a_device_value_read_inside_capture_is_refused() -> None:
 
 
 def _staged_all_reduce(port: object, x: torch.Tensor, runs: list[int]) -> torch.Tensor:
-    """The device communicator's staged all-reduce (adapters/vllm/communicator.py) over a
+    """The device communicator's staged all-reduce (adapters/vllm/worker/communicator.py) over a
     one-rank gloo group, through the communicator port; `runs` counts its launches."""
     import torch.distributed as dist
 

@@ -12,8 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch
 
-from adapters.cpu.rejection import CpuRejectionOps
-from adapters.npu.rejection import NpuRejectionOps
+from adapters.torch.rejection import TorchRejectionOps
 from ports.rejection import Drafts
 from support.emulated_npu_device import counters, reset_counters, syncs
 from support.torch_npu_emulator import make_torch_npu
@@ -116,7 +115,7 @@ def _position_counts(out: torch.Tensor, draft_ids: torch.Tensor) -> list[list[in
 def statistics() -> dict[str, object]:
     """Per mode: token counts per position on the device, whether the host's ops give the
     same outputs from the same draws, and whether the same seed repeats exactly."""
-    npu_ops, host_ops = NpuRejectionOps(TNPU), CpuRejectionOps()
+    npu_ops, host_ops = TorchRejectionOps(), TorchRejectionOps()
     result: dict[str, object] = {}
     for mode, with_draft in (("draft_probs", True), ("ngram", False)):
         reset_counters()
@@ -136,10 +135,10 @@ def statistics() -> dict[str, object]:
 
 
 def main() -> None:
-    host = _step(CpuRejectionOps(), _inputs("cpu"), "cpu")
+    host = _step(TorchRejectionOps(), _inputs("cpu"), "cpu")
     d = _inputs("npu")
     reset_counters()
-    dev = _step(NpuRejectionOps(TNPU), d, "npu")
+    dev = _step(TorchRejectionOps(), d, "npu")
     n_syncs = syncs(counters())
     equal = {k: bool(torch.equal(dev[k].cpu(), host[k])) for k in host}
     print("RESULT " + json.dumps({"equal": equal, "syncs": n_syncs,

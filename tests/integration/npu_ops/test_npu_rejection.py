@@ -1,4 +1,5 @@
-"""NpuRejectionOps on the emulated `npu` device: the host's results, with no device-to-host
+"""The torch rejection ops (adapters/torch/rejection.py) on the emulated `npu` device: the
+host's results, with no device-to-host
 read in the verification step (the device counts every read back). One fresh process,
 since the device is registered once per process.
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from adapters.attention_plan import build_attention_plan
 from adapters.cpu.ops import CpuOps
+from adapters.torch.attention_plan import build_attention_plan
 from adapters.vllm.attention.impl import PagedAttentionImpl
 from adapters.vllm.attention.metadata import PagedMetadata
 
@@ -20,7 +20,7 @@ def _step(kv_heads: int, head: int) -> tuple[PagedMetadata, torch.Tensor, torch.
     gen = torch.Generator().manual_seed(0)
     key = torch.randn(1, kv_heads, head, generator=gen)
     value = torch.randn(1, kv_heads, head, generator=gen)
-    return PagedMetadata(paged=meta, slot_mapping=torch.tensor([4])), key, value
+    return PagedMetadata(plan=meta, slot_mapping=torch.tensor([4])), key, value
 
 
 def test_writes_land_in_the_cache_of_each_call() -> None:

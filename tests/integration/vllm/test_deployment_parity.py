@@ -24,7 +24,7 @@ from adapters.doctor.plan.config import build_deployment
 from adapters.doctor.plan.model import Target, read_model
 from adapters.doctor.serve_args import ServeArgs
 from adapters.system.model_files import LocalModelFiles
-from adapters.vllm.doctor_args import _serve_parser, parse_serve_args
+from adapters.vllm.engine.doctor_args import _serve_parser, parse_serve_args
 from ascend_core.deployment import Deployment, ModelFacts
 from ascend_core.deployment_builder import files_say
 from ports.device import ChipFamily, DeviceKind
@@ -98,8 +98,8 @@ def _serve_deployment(argv: list[str]) -> Deployment:
     from vllm.config import VllmConfig
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    from adapters.vllm.platform import DEPLOYMENT_ATTR
-    from adapters.vllm.translate import plugin_attrs
+    from adapters.vllm.engine.platform import DEPLOYMENT_ATTR
+    from adapters.vllm.engine.translate import plugin_attrs
 
     ns = _serve_parser().parse_args(argv)
     ns.model = ns.model_tag or ns.model  # as `vllm serve MODEL` does
@@ -187,8 +187,8 @@ def test_check_and_update_config_translates_the_config_once(model_dirs: dict[str
     from vllm.config.utils import replace
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    from adapters.vllm.platform import PATCH_PLAN_ATTR, AscendHostPlatform
-    from adapters.vllm.translate import plugin_attrs
+    from adapters.vllm.engine.platform import PATCH_PLAN_ATTR, AscendHostPlatform
+    from adapters.vllm.engine.translate import plugin_attrs
 
     readers: list[int] = []  # the ModelFiles that read something of the model's files
 

@@ -19,7 +19,7 @@ import pytest
 
 from adapters.container import container
 from adapters.doctor.cli import main as doctor_main
-from adapters.vllm.doctor_args import _serve_parser
+from adapters.vllm.engine.doctor_args import _serve_parser
 
 TINY = "<tiny>"  # replaced by the tiny Qwen3 model directory
 
@@ -177,7 +177,7 @@ def test_the_npu_worker_captures_graphs_as_the_doctor_says() -> None:
     import inspect
 
     from adapters.doctor.plan.config import NPU_WORKER_CAPTURES_GRAPHS
-    from adapters.vllm.worker import NpuWorker
+    from adapters.vllm.worker.worker import NpuWorker
 
     source = inspect.getsource(NpuWorker.compile_or_warm_up_model)
     assert ("capture_model" in source) is NPU_WORKER_CAPTURES_GRAPHS

@@ -71,7 +71,11 @@ def test_the_plugin_serves(served) -> None:  # type: ignore[no-untyped-def]
 
     from adapters.vllm.attention.backend import PagedAttentionBackend
     from adapters.vllm.attention.mla import MlaAttentionBackend
-    from adapters.vllm.custom_ops import AscendRMSNorm, AscendRotaryEmbedding, AscendSiluAndMul
+    from adapters.vllm.layers.custom_ops import (
+        AscendRMSNorm,
+        AscendRotaryEmbedding,
+        AscendSiluAndMul,
+    )
     from adapters.vllm.layers.fused_moe import AscendUnquantizedFusedMoEMethod
 
     style, path, _, llm = served

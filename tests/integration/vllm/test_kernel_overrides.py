@@ -33,7 +33,7 @@ apply_one(spec)
 installed = resolve(spec.target)
 assert isinstance(installed, KernelOverride)
 assert (installed.func.__module__, installed.func.__name__) == (
-    "adapters.vllm.kernel_bindings", sys.argv[2])
+    "adapters.vllm.patches.kernel_bindings", sys.argv[2])
 for symbol in spec.also_rebind:
     assert resolve(symbol) is installed, symbol
 # vLLM's own scan (dispatcher._rebind_kernels): module attributes, and the `kernel`

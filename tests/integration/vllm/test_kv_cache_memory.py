@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.vllm.memory import kv_cache_budget
+from adapters.vllm.worker.kv_cache_bytes import kv_cache_budget
 from ascend_core.errors import ConfigError
 from ascend_core.memory_budget import KvCacheTooSmallError
 from ports.runtime import MemoryInfo

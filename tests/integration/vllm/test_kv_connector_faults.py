@@ -1,5 +1,5 @@
 """The fault bounds our MooncakeConnectorV1 gives vLLM's connector worker
-(adapters/vllm/kv_connector.py): the pull deadline rides on vLLM's own receive timeout,
+(adapters/vllm/kv_transfer/connector.py): the pull deadline rides on vLLM's own receive timeout,
 and the prefill side's hold is checked where vLLM builds a write. Checked against the
 installed vLLM's source and with real zmq sockets; tests/e2e/test_pd_faults.py runs them."""
 
@@ -41,7 +41,7 @@ def test_a_pull_socket_of_the_deadline_context_gives_up_at_the_deadline() -> Non
     import zmq
     from vllm.utils.network_utils import make_zmq_socket
 
-    from adapters.vllm.kv_connector import _deadline_context
+    from adapters.vllm.kv_transfer.connector import _deadline_context
 
     ctx = _deadline_context(0.3)
 
@@ -71,7 +71,7 @@ def test_the_prefill_side_writes_nothing_for_a_request_past_its_hold() -> None:
         SendBlockMeta,
     )
 
-    from adapters.vllm.kv_connector import bound_transfers
+    from adapters.vllm.kv_transfer.connector import bound_transfers
     from ascend_core.kv_transfer import FaultBounds
 
     built: list[list[str]] = []

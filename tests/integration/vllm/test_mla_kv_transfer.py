@@ -2,7 +2,7 @@
 the bytes our MLA backend reads for that block, in both planes.
 
 A prefill and a decode cache of one MLA layer; the prefill side's regions (vLLM's row,
-split into the latent and rope planes by adapters.vllm.kv_layout) paired with the decode
+split into the latent and rope planes by adapters.vllm.kv_transfer.layout) paired with the decode
 side's by vLLM's own alignment and coalescing; each block moved as vLLM's sender moves it
 (region base + block id x block_len, kv_block_len bytes) by a fake Mooncake engine that
 copies host memory. The decode side then reads, through latent_planes, exactly the
@@ -18,7 +18,7 @@ import torch
 from vllm.distributed.kv_transfer.kv_connector.v1.mooncake import mooncake_connector as mc
 
 from adapters.vllm.attention.mla import latent_planes, plane_block_spans
-from adapters.vllm.kv_layout import (
+from adapters.vllm.kv_transfer.layout import (
     WORKER_REGION_LISTS,
     Region,
     read_regions,

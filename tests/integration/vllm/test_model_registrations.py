@@ -6,7 +6,7 @@ from __future__ import annotations
 from vllm import ModelRegistry
 from vllm.model_executor.models.registry import _ModelRegistry
 
-from adapters.vllm.registration import register_models
+from adapters.vllm.engine.registration import register_models
 from ascend_core.model_registry import REGISTRATIONS, Implementation, Registration
 
 

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 import torch
 
-from adapters.attention_plan import build_attention_plan
 from adapters.container import container
+from adapters.torch.attention_plan import build_attention_plan
 from adapters.vllm.attention.metadata import PagedMetadata
 from adapters.vllm.attention.mla_metadata import MlaMetadata
-from adapters.vllm.npu_model_runner import _host_arguments
+from adapters.vllm.worker.npu_model_runner import _host_arguments
 from ports.ops import AttentionPlan
 
 
@@ -36,7 +36,7 @@ def _metadata(lens: list[int]) -> PagedMetadata:
         slot_mapping=torch.arange(n),
     )
     assert plan.slot_mapping is not None
-    return PagedMetadata(paged=plan, slot_mapping=plan.slot_mapping)
+    return PagedMetadata(plan=plan, slot_mapping=plan.slot_mapping)
 
 
 def test_each_layer_gets_its_plans_arguments_in_layer_order() -> None:
@@ -50,14 +50,14 @@ def test_each_layer_gets_its_plans_arguments_in_layer_order() -> None:
         {"actual_seq_lengths_kv": [5, 9]},
         {"actual_seq_lengths_kv": [3]},
     ]
-    assert ops.asked == [shared.paged, other.paged]  # once per plan, not per layer
+    assert ops.asked == [shared.plan, other.plan]  # once per plan, not per layer
 
 
 def _mla(lens: list[int]) -> MlaMetadata:
     paged = _metadata(lens)
     n = len(lens)
     return MlaMetadata(num_actual_tokens=n, num_decodes=n, num_decode_tokens=n,
-                       num_prefills=0, slot_mapping=paged.slot_mapping, plan=paged.paged)
+                       num_prefills=0, slot_mapping=paged.slot_mapping, plan=paged.plan)
 
 
 def test_mla_layers_ask_the_mla_ops_and_dense_layers_the_paged_ops() -> None:
@@ -73,7 +73,7 @@ def test_mla_layers_ask_the_mla_ops_and_dense_layers_the_paged_ops() -> None:
         {"actual_seq_lengths_kv": [6]},
         {"actual_seq_lengths_kv": [4, 0]},
     ]
-    assert (mla_ops.asked, ops.asked) == ([mla.plan], [dense.paged])
+    assert (mla_ops.asked, ops.asked) == ([mla.plan], [dense.plan])
 
 
 def test_a_drafters_layers_in_the_same_metadata_are_left_out() -> None:

@@ -69,7 +69,7 @@ def _generate(llm, prompts: list[list[int]]):  # type: ignore[no-untyped-def]
 def test_the_linear_attention_layers_are_ours_on_the_hybrid_cache(llm) -> None:  # type: ignore[no-untyped-def]
     from vllm.v1.attention.backends.gdn_attn import GDNAttentionBackend
 
-    from adapters.cpu.linear_attention import CpuLinearAttentionOps
+    from adapters.torch.linear_attention import TorchLinearAttentionOps
     from adapters.vllm.attention.backend import PagedAttentionBackend
     from adapters.vllm.layers.gdn import AscendQwenGatedDeltaNetAttention
 
@@ -79,7 +79,7 @@ def test_the_linear_attention_layers_are_ours_on_the_hybrid_cache(llm) -> None: 
     model = llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
     gdn = [m for m in model.modules() if isinstance(m, AscendQwenGatedDeltaNetAttention)]
     assert len(gdn) == 3
-    assert all(isinstance(m.linear_ops, CpuLinearAttentionOps) for m in gdn)
+    assert all(isinstance(m.linear_ops, TorchLinearAttentionOps) for m in gdn)
     backends = {m.attn_backend if isinstance(m.attn_backend, type) else type(m.attn_backend)
                 for m in model.modules() if hasattr(m, "attn_backend")}
     assert backends == {PagedAttentionBackend}

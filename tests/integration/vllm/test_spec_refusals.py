@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from adapters.vllm.startup_errors import StartupError
+from adapters.vllm.engine.startup_errors import StartupError
 from support.hf_reference import local_model, make_models_module
 
 
@@ -60,7 +60,7 @@ def test_the_doctor_reads_the_draft_as_serving_does(kind: str) -> None:
     from vllm.engine.arg_utils import EngineArgs
 
     from adapters.doctor.plan.config import draft_facts
-    from adapters.vllm.translate import requested
+    from adapters.vllm.engine.translate import requested
 
     target = local_model("llama_repeat", "tiny")
     draft = make_models_module().make_draft(target.parent / f"{target.name}-{kind}",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.vllm.startup_errors import StartupError
+from adapters.vllm.engine.startup_errors import StartupError
 from ascend_core.errors import PlanErrors, UnsupportedFeatureError
 
 COMMON = {

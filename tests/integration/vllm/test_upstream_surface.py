@@ -62,7 +62,7 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
     # Worker and model runner: called on the runner and the KV spec.
     ("vllm.v1.worker.gpu_worker:Worker.randomize_dummy_inputs", "profile_run argument"),
     # Profiling: vLLM's worker drives the profiler our worker sets (adapters/vllm/
-    # profiling.py; its lifecycle checked in tests/unit/bindings/test_profiler_binding.py).
+    # profiling.py; its lifecycle checked in tests/unit/vllm/test_profiler_binding.py).
     ("vllm.v1.worker.gpu_worker:Worker.profile",
      "/start_profile, /stop_profile: set_output_name, set_profiler_kwargs, start, stop"),
     ("vllm.v1.worker.gpu_worker:Worker.annotate_profile",
@@ -88,7 +88,7 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
     ("vllm.platforms.interface:Platform.get_global_graph_pool",
      "CUDAGraphWrapper's pool, from our graph_pool_handle"),
     # KV transfer: what the plan reads off kv_transfer_config, and vLLM's side of our
-    # MooncakeConnectorV1 (adapters/vllm/kv_connector.py).
+    # MooncakeConnectorV1 (adapters/vllm/kv_transfer/connector.py).
     ("vllm.config:VllmConfig.kv_transfer_config", "P/D: the connector and its options"),
     ("vllm.config:KVTransferConfig.kv_connector_extra_config", "the reference's keys"),
     ("vllm.config:KVTransferConfig.kv_connector_module_path", "where MooncakeConnectorV1 is"),
@@ -108,7 +108,7 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
      "MooncakeConnectorWorker.receive_kv_from_single_worker",
      "its pull socket's receive timeout, from the worker's zmq context, is the deadline"),
     ("vllm.config:CompilationConfig.static_forward_context",
-     "P/D: the layers our MLA backends read as two planes (adapters/vllm/kv_layout.py)"),
+     "P/D: the layers our MLA backends read as two planes (adapters/vllm/kv_transfer/layout.py)"),
     ("vllm.forward_context:ForwardContext.attn_metadata",
      "a FULL graph's replay updates the attention ops' host lengths from the step's plans"),
     ("vllm.config:SchedulerConfig.max_num_batched_tokens",
@@ -174,7 +174,7 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
      "each sequence's state slot, decodes first"),
     ("vllm.v1.worker.gpu_model_runner:GPUModelRunner._zero_block_ids",
      "private: the NPU runner zeroes new hybrid blocks without Triton"),
-    # A uniform decode step's inputs on the host (adapters/vllm/decode_inputs.py): the
+    # A uniform decode step's inputs on the host (adapters/vllm/worker/host_decode_inputs.py): the
     # runner's own helpers and buffers it calls and writes instead of the device way.
     ("vllm.v1.worker.gpu_model_runner:GPUModelRunner._get_cumsum_and_arange",
      "private: the batch's cumulative token counts"),
@@ -200,43 +200,43 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill_has_context",
     "adapters.vllm.attention.metadata:PagedMetadataBuilder._writable_slots",
     "adapters.vllm.attention.mla_metadata:MlaMetadataBuilder._rows_table",
-    "adapters.vllm.npu_model_runner:NpuGraphWrapper._attention_layers",
-    "adapters.vllm.decode_inputs:HostDecodeInputs._host_decode_serves",
-    "adapters.vllm.decode_inputs:HostDecodeInputs._positions_staging",
-    "adapters.vllm.decode_inputs:HostDecodeInputs._padding_written",
-    "adapters.vllm.decode_inputs:HostDecodeInputs._host_slots_pending",
-    "adapters.vllm.decode_inputs:HostDecodeInputs._host_positions",
-    "adapters.vllm.decode_inputs:HostDecodeInputs._host_decode_served",
-    "adapters.vllm.communicator:NpuDeviceCommunicator._staged",
-    "adapters.vllm.kv_connector:MooncakeConnectorV1._forget",
-    "adapters.vllm.kv_connector:MooncakeConnectorV1._say_load_failed",
+    "adapters.vllm.worker.npu_model_runner:NpuGraphWrapper._attention_layers",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._host_decode_serves",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._positions_staging",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._padding_written",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._host_slots_pending",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._host_positions",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._host_decode_served",
+    "adapters.vllm.worker.communicator:NpuDeviceCommunicator._staged",
+    "adapters.vllm.kv_transfer.connector:MooncakeConnectorV1._forget",
+    "adapters.vllm.kv_transfer.connector:MooncakeConnectorV1._say_load_failed",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routed_experts",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routing_rule",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.expert_mlp",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.run_experts",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.traced_in_graph",
     "adapters.vllm.layers.fused_moe:AscendUnquantizedFusedMoEMethod.routed_experts",
-    "adapters.vllm.npu_model_runner:NpuGraphWrapper._weak",
-    "adapters.vllm.platform:AscendHostPlatform.device_kind",
-    "adapters.vllm.profiling:PortProfiler.request",
-    "adapters.vllm.platform:AscendHostPlatform.update_device_settings",
-    "adapters.vllm.platform:AscendNpuPlatform.chip_family",
-    "adapters.vllm.platform:AscendNpuPlatform.device_kind",
+    "adapters.vllm.worker.npu_model_runner:NpuGraphWrapper._weak",
+    "adapters.vllm.engine.platform:AscendHostPlatform.device_kind",
+    "adapters.vllm.worker.profiling:PortProfiler.request",
+    "adapters.vllm.engine.platform:AscendHostPlatform.update_device_settings",
+    "adapters.vllm.engine.platform:AscendNpuPlatform.chip_family",
+    "adapters.vllm.engine.platform:AscendNpuPlatform.device_kind",
     # vLLM calls these by name without declaring them (Platform.__getattr__ would hand
     # it torch.npu's; the graph role of the runtime port answers instead).
-    "adapters.vllm.platform:AscendNpuPlatform.current_stream",
-    "adapters.vllm.platform:AscendNpuPlatform.graph_pool_handle",
-    "adapters.vllm.platform:AscendPlatformBase.apply_deployment_patches",
-    "adapters.vllm.platform:AscendPlatformBase.chip_family",
+    "adapters.vllm.engine.platform:AscendNpuPlatform.current_stream",
+    "adapters.vllm.engine.platform:AscendNpuPlatform.graph_pool_handle",
+    "adapters.vllm.engine.platform:AscendPlatformBase.apply_deployment_patches",
+    "adapters.vllm.engine.platform:AscendPlatformBase.chip_family",
     # vLLM calls it by name without declaring it (NOT_NAMED: torch_utils.current_stream).
-    "adapters.vllm.platform:AscendPlatformBase.current_stream",
-    "adapters.vllm.platform:AscendPlatformBase.deployment",
-    "adapters.vllm.platform:AscendPlatformBase.rebuild_quant_config",
-    "adapters.vllm.platform:AscendPlatformBase.runtime",
-    "adapters.vllm.platform:AscendPlatformBase.size_torch_threads",
-    "adapters.vllm.platform:AscendPlatformBase.tensors_on_host",
-    "adapters.vllm.platform:AscendPlatformBase.update_device_settings",
-    "adapters.vllm.platform:AscendPlatformBase.worker_path",
+    "adapters.vllm.engine.platform:AscendPlatformBase.current_stream",
+    "adapters.vllm.engine.platform:AscendPlatformBase.deployment",
+    "adapters.vllm.engine.platform:AscendPlatformBase.rebuild_quant_config",
+    "adapters.vllm.engine.platform:AscendPlatformBase.runtime",
+    "adapters.vllm.engine.platform:AscendPlatformBase.size_torch_threads",
+    "adapters.vllm.engine.platform:AscendPlatformBase.tensors_on_host",
+    "adapters.vllm.engine.platform:AscendPlatformBase.update_device_settings",
+    "adapters.vllm.engine.platform:AscendPlatformBase.worker_path",
     "adapters.vllm.quantization.config:AscendQuantConfig.fused_shards",
     "adapters.vllm.quantization.linear:AscendW8A8DynamicLinearMethod.finish",
     "adapters.vllm.quantization.linear:AscendW8A8DynamicLinearMethod.scheme",
@@ -250,19 +250,19 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod._require_loaded",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.run_experts",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.scheme",
-    "adapters.vllm.worker:DeviceWorker._announce_compile",
-    "adapters.vllm.worker:DeviceWorker.device_index",
-    "adapters.vllm.worker:DeviceWorker._drop_graphs_if_moved",
-    "adapters.vllm.worker:DeviceWorker._track",
-    "adapters.vllm.worker:DeviceWorker._graph_memory_estimate",
-    "adapters.vllm.worker:DeviceWorker._graphs_captured",
-    "adapters.vllm.worker:DeviceWorker._host_workers",
-    "adapters.vllm.worker:DeviceWorker._kv_cache_tensors",
-    "adapters.vllm.worker:DeviceWorker._log_release",
-    "adapters.vllm.worker:DeviceWorker._one_sequence_bytes",
-    "adapters.vllm.worker:DeviceWorker._profile_memory",
-    "adapters.vllm.worker:HostWorker.runner_path",
-    "adapters.vllm.worker:NpuWorker.runner_path",
+    "adapters.vllm.worker.worker:DeviceWorker._announce_compile",
+    "adapters.vllm.worker.worker:DeviceWorker.device_index",
+    "adapters.vllm.worker.worker:DeviceWorker._drop_graphs_if_moved",
+    "adapters.vllm.worker.worker:DeviceWorker._track",
+    "adapters.vllm.worker.worker:DeviceWorker._graph_memory_estimate",
+    "adapters.vllm.worker.worker:DeviceWorker._graphs_captured",
+    "adapters.vllm.worker.worker:DeviceWorker._host_workers",
+    "adapters.vllm.worker.worker:DeviceWorker._kv_cache_tensors",
+    "adapters.vllm.worker.worker:DeviceWorker._log_release",
+    "adapters.vllm.worker.worker:DeviceWorker._one_sequence_bytes",
+    "adapters.vllm.worker.worker:DeviceWorker._profile_memory",
+    "adapters.vllm.worker.worker:HostWorker.runner_path",
+    "adapters.vllm.worker.worker:NpuWorker.runner_path",
 })
 
 
@@ -457,7 +457,7 @@ def test_the_kv_cache_layouts_our_backends_declare_are_vllms() -> None:
 
 
 def test_slot_mapping_override_takes_the_kernel_arguments_by_name() -> None:
-    from adapters.vllm.kernel_bindings import slot_mapping_kernel
+    from adapters.vllm.patches.kernel_bindings import slot_mapping_kernel
 
     kernel = _resolve("vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel")
     names = getattr(kernel, "arg_names", None) or tuple(
@@ -480,7 +480,7 @@ def test_draft_input_overrides_take_the_kernel_arguments_by_name(
     kernel_name: str, binding: str
 ) -> None:
     """vLLM's KernelOverride forwards by name only when the names are the kernel's."""
-    from adapters.vllm import kernel_bindings
+    from adapters.vllm.patches import kernel_bindings
 
     kernel = _resolve(f"vllm.v1.spec_decode.utils:{kernel_name}")
     names = getattr(kernel, "arg_names", None) or tuple(
@@ -598,7 +598,7 @@ def test_vllm_still_turns_breakable_cuda_graphs_on_by_the_variable_we_preset() -
     from vllm.config import VllmConfig
     from vllm.config.vllm import default_breakable_cudagraph_architectures
 
-    from adapters.vllm.platform import BREAKABLE_GRAPHS
+    from adapters.vllm.engine.platform import BREAKABLE_GRAPHS
 
     source = inspect.getsource(VllmConfig._maybe_enable_breakable_cudagraph)
     assert f'"{BREAKABLE_GRAPHS}" not in os.environ' in source

@@ -3,7 +3,7 @@
 Test support, not product. HCCL reduces NPU tensors in place and a real capture records
 its collectives on the capturing stream, so a replay runs them again over the same
 memory. Without CANN the device group is gloo, and vLLM's NPU device communicator stages
-each collective through host memory (adapters/vllm/communicator.py), copies the emulated
+each collective through host memory (adapters/vllm/worker/communicator.py), copies the emulated
 device refuses inside a capture. This communicator runs such a collective inside a
 capture as one device launch (its copies and the host reduction are not the caller's) and
 records it, so each replay of the graph runs it again; outside captures it just runs, its

@@ -4,7 +4,7 @@ npu_chunk_gated_delta_rule (prefill) and npu_recurrent_gated_delta_rule (decode)
 value head, token by token, alpha = exp(g): S <- alpha S; S <- S + beta (v - S k) k^T;
 o = scale S q, with S [Dv, Dk] (the docs' state layout [BlockNum, Nv, Dv, Dk]) and value
 head h reading key head h // (Nv / Nk). Computed in float32 here, in the recurrent form
-(the definition), independent of adapters/gdn_torch.py's chunked form; bf16 out.
+(the definition), independent of adapters/torch/linear_attention.py's chunked form; bf16 out.
 
 Documented limits checked (ValueError): bf16 query/key/value/beta/state, float32 g, int32
 lengths and indices; the chunk op's Dk = Dv = 128, Nk, Nv <= 64, Nv a multiple of Nk;

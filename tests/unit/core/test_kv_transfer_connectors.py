@@ -197,7 +197,8 @@ def test_the_stated_peer_sizes_must_be_what_the_peer_runs() -> None:
 
 
 def test_mla_models_plan_and_dsa_models_are_refused_until_their_indexer_transfers() -> None:
-    # MLA's latent planes go over the wire as their own regions (adapters/vllm/kv_layout.py).
+    # MLA's latent planes go over the wire as their own regions
+    # (adapters/vllm/kv_transfer/layout.py).
     assert errors(on_host(kv(**SIZES), model=mla_model())) == []
     (error,) = errors(on_host(kv(**SIZES), model=dsa_model()))
     assert "DeepseekV32ForCausalLM" in error.what and "indexer" in error.what

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from adapters.attention_plan import build_attention_plan
 from adapters.cpu.mla import CpuMlaOps
+from adapters.torch.attention_plan import build_attention_plan
 from ports.mla import LatentCache
 from ports.ops import AttentionPart, AttentionPlanNeeds
 from support import reference_moe_mla as ref

@@ -9,9 +9,9 @@ import attrs
 import pytest
 import torch
 
-from adapters.attention_plan import build_attention_plan
 from adapters.cpu.ops import CpuOps
 from adapters.cpu.reference_ops import ReferenceOps
+from adapters.torch.attention_plan import build_attention_plan
 from ports.ops import AttentionPlan
 from support import reference_ops as ref
 

@@ -8,9 +8,9 @@ import random
 import pytest
 import torch
 
-from adapters.cpu.draft_inputs import CpuDraftInputOps
+from adapters.torch.draft_inputs import TorchDraftInputOps
 
-OPS = CpuDraftInputOps()
+OPS = TorchDraftInputOps()
 PAD = -1
 
 

@@ -1,4 +1,4 @@
-"""The linear-attention port in torch (adapters/gdn_torch.py), on host tensors: the
+"""The linear-attention port in torch (adapters/torch/linear_attention.py), on host tensors: the
 chunked and the recurrent delta rule agree with each other and with transformers'
 Qwen3-Next reference functions, state slots carry sequences across calls, and the
 convolution continues from its slot as one long sequence would."""
@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from adapters.cpu.linear_attention import CpuLinearAttentionOps
+from adapters.torch.linear_attention import TorchLinearAttentionOps
 from ports.linear_attention import StateSequences
 
 HK, HV, DK, DV, W, D = 2, 4, 16, 8, 4, 24
@@ -39,7 +39,7 @@ def _seqs(lens: list[int], slots: list[int], initial: list[bool]) -> StateSequen
 def test_chunked_equals_transformers_reference_and_keeps_other_slots() -> None:
     from transformers.models.qwen3_next import modeling_qwen3_next as hf
 
-    ops = CpuLinearAttentionOps()
+    ops = TorchLinearAttentionOps()
     lens = [5, 70, 130]  # one chunk, across a chunk boundary, three chunks
     q, k, v, g, beta = _inputs(sum(lens))
     states = torch.randn(4, HV, DV, DK, generator=_gen(1))
@@ -64,7 +64,7 @@ def test_chunked_equals_transformers_reference_and_keeps_other_slots() -> None:
 
 def test_recurrent_steps_continue_the_chunked_state() -> None:
     """Prefill 40 tokens then decode 3 one by one = the chunked form over all 43."""
-    ops = CpuLinearAttentionOps()
+    ops = TorchLinearAttentionOps()
     q, k, v, g, beta = _inputs(43, seed=2)
     whole = torch.zeros(2, HV, DV, DK)
     expected = ops.chunk_gated_delta_rule(
@@ -88,7 +88,7 @@ def test_recurrent_steps_continue_the_chunked_state() -> None:
 def test_convolution_continues_from_its_slot(split: int) -> None:
     """A sequence cut in two (prefill, then prefill again or decodes) gives the
     convolution of the whole, as transformers computes it (silu after)."""
-    ops = CpuLinearAttentionOps()
+    ops = TorchLinearAttentionOps()
     gen = _gen(4)
     x = torch.randn(9, D, generator=gen)
     weight = torch.randn(D, W, generator=gen)
@@ -112,7 +112,7 @@ def test_convolution_continues_from_its_slot(split: int) -> None:
 
 
 def test_convolution_batches_sequences_each_on_its_own_slot() -> None:
-    ops = CpuLinearAttentionOps()
+    ops = TorchLinearAttentionOps()
     gen = _gen(5)
     x = torch.randn(11, D, generator=gen)
     weight = torch.randn(D, W, generator=gen)

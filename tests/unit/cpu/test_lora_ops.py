@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from adapters.cpu.lora import CpuLoraOps
-from adapters.npu.lora import NpuLoraOps
+from adapters.torch.lora import TorchLoraOps
 from ports.lora import LoraOps
 
-PORTS = [CpuLoraOps(), NpuLoraOps()]
+PORTS = [TorchLoraOps()]
 SLOTS = torch.tensor([1, -1, 0, 2, 1, -1])  # rows with three slots and none, mixed
 
 

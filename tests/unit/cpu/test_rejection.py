@@ -1,4 +1,4 @@
-"""The torch rejection sampler (adapters/draft_verification.py) against a naive oracle.
+"""The torch rejection sampler (adapters/torch/rejection.py) against a naive oracle.
 
 Greedy: exact, against a per-request loop written from vLLM 0.33's Triton kernels.
 Random: the first output token's distribution equals the target's over many draws on a
@@ -13,11 +13,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from adapters.cpu.rejection import CpuRejectionOps
+from adapters.torch.rejection import TorchRejectionOps
 from ports.rejection import Drafts
 
 PLACEHOLDER = -1
-OPS = CpuRejectionOps()
+OPS = TorchRejectionOps()
 
 
 def _drafts(per_request: list[list[int]]) -> tuple[Drafts, int]:

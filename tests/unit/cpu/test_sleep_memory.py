@@ -1,4 +1,4 @@
-"""The sleep-memory port's torch implementation (adapters/sleep_torch.py) on host tensors:
+"""The sleep-memory port's torch implementation (adapters/torch/sleep.py) on host tensors:
 what is released, what is kept, what comes back, and that the tensors stay the same."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from adapters.cpu.sleep import CpuSleepMemory
-from adapters.sleep_torch import TorchSleepMemory
+from adapters.torch.sleep import TorchSleepMemory
 from ports.sleep import SleepOutcome, SleepTag
 
 W, KV = SleepTag.WEIGHTS, SleepTag.KV_CACHE

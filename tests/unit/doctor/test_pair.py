@@ -72,7 +72,7 @@ def test_an_mla_pair_plans_and_counts_the_latent_and_rope_planes_on_the_wire() -
     assert by_name["model"]["status"] == "pass" and "MLA latent" in by_name["model"]["detail"]
     # Per token each layer sends its latent row and its rope row (kv_lora_rank 512 +
     # qk_rope_head_dim 64, bf16) from every TP rank: 61 x 576 x 2 B, what the transfer
-    # regions of adapters/vllm/kv_layout.py move per token (tests/integration/vllm/
+    # regions of adapters/vllm/kv_transfer/layout.py move per token (tests/integration/vllm/
     # test_mla_kv_transfer.py ties the two).
     assert by_name["KV bytes per token"]["detail"].startswith("70272 B per token per device")
     assert code in (0, 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from adapters.vllm.memory import kv_cache_budget
+from adapters.vllm.worker.kv_cache_bytes import kv_cache_budget
 from ascend_core.memory_budget import ACTIVATION_FACTOR, RUNTIME_RESERVE_BYTES
 from ports.model_files import TensorHeader
 from ports.runtime import MemoryInfo

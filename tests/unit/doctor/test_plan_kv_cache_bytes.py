@@ -10,7 +10,7 @@ import pytest
 from adapters.doctor.plan_command import Target, plan_report
 from adapters.doctor.report import Report
 from adapters.doctor.serve_args import ServeArgs
-from adapters.vllm.memory import kv_cache_budget
+from adapters.vllm.worker.kv_cache_bytes import kv_cache_budget
 from ascend_core.memory_budget import KvCacheTooSmallError
 from ascend_core.preflight import CheckItem, CheckStatus
 from ports.device import ChipFamily, DeviceKind
@@ -29,7 +29,7 @@ RESERVE = 2 * GIB + 8192 * 12 * 8192 * 2 // 4
 
 
 def _plan(**parsed: Any) -> Report:
-    """plan_report on a parse result as adapters.vllm.doctor_args returns it."""
+    """plan_report on a parse result as adapters.vllm.engine.doctor_args returns it."""
     args = ServeArgs.from_parsed(
         {"model": "/m/llama", "tensor_parallel_size": 4, "gpu_memory_utilization": 0.9} | parsed
     )
@@ -63,7 +63,7 @@ def test_too_small_a_flag_fails_with_the_message_vllm_serve_raises() -> None:
     report = _plan(kv_cache_memory_bytes=small)  # max_model_len 131,072 from config.json
     kv = _item(report, "KV cache")
     # What the worker raises for the same flag, per-token size and length: the serving
-    # path's own function (adapters.vllm.memory), fed the device's numbers.
+    # path's own function (adapters.vllm.worker.kv_cache_bytes), fed the device's numbers.
     with pytest.raises(KvCacheTooSmallError) as served:
         kv_cache_budget(
             MemoryInfo(free_bytes=64 * GIB, total_bytes=64 * GIB, peak_allocated_bytes=0),

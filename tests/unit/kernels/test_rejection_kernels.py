@@ -9,7 +9,7 @@ import pytest
 import torch
 from kernels.triton import load_interpreted
 
-from adapters.draft_verification import TorchRejectionOps
+from adapters.torch.rejection import TorchRejectionOps
 from ports.rejection import Drafts
 
 PLACEHOLDER = -1

@@ -9,12 +9,11 @@ import pytest
 import torch
 
 from adapters.container import Container
-from adapters.draft_verification import TorchRejectionOps
 from adapters.npu import triton_kernels as tk
-from adapters.npu.rejection import NpuRejectionOps
 from adapters.npu.sampling import NpuSamplingOps
 from adapters.npu.slot_mapping import NpuSlotMapping
-from adapters.slot_mapping import torch_slot_mapping
+from adapters.torch.rejection import TorchRejectionOps
+from adapters.torch.slot_mapping import torch_slot_mapping
 from ascend_core.triton_kernels import (
     KernelPath,
     TritonFacts,
@@ -67,7 +66,7 @@ def test_stock_triton_keeps_the_torch_adapters_and_logs_why(caplog) -> None:
     with caplog.at_level(logging.INFO, logger="vllm.plugins.ascend"):
         assert type(c.slot_mapping()) is NpuSlotMapping
         assert type(c.sampling_ops()) is NpuSamplingOps
-        assert type(c.rejection_ops()) is NpuRejectionOps
+        assert type(c.rejection_ops()) is TorchRejectionOps
     (line,) = [r.getMessage() for r in caplog.records if "NPU kernels" in r.getMessage()]
     assert "torch (triton has no Ascend backend" in line  # once: one decision per process
 
@@ -126,7 +125,7 @@ def test_top_k_top_p_masks_float32_and_hands_other_dtypes_back(interpreted) -> N
 
 
 def test_rejection_on_the_kernels_is_the_torch_reference(interpreted) -> None:
-    ops = tk.TritonRejectionOps(interpreted, NpuRejectionOps(object()))  # type: ignore[arg-type]
+    ops = tk.TritonRejectionOps(interpreted, TorchRejectionOps())  # type: ignore[arg-type]
     ref = TorchRejectionOps()
     gen = torch.Generator().manual_seed(3)
     drafts = Drafts(

@@ -1,5 +1,5 @@
 """Golden tests: NpuLinearAttentionOps on the emulated torch_npu against the host's
-CpuLinearAttentionOps, at shapes npu_chunk_gated_delta_rule documents (Dk = Dv = 128,
+TorchLinearAttentionOps, at shapes npu_chunk_gated_delta_rule documents (Dk = Dv = 128,
 GQA 1 -> 2 heads as the tiny Qwen3-Next, bf16).
 
 Tolerance: one bf16 rounding. Both sides compute in float32 from the same bf16 inputs,
@@ -14,14 +14,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from adapters.cpu.linear_attention import CpuLinearAttentionOps
 from adapters.npu.linear_attention import NpuLinearAttentionOps
+from adapters.torch.linear_attention import TorchLinearAttentionOps
 from ports.linear_attention import StateSequences
 from support.torch_npu_emulator import make_torch_npu
 
 HK, HV, D = 1, 2, 128
 BF = torch.bfloat16
-HOST = CpuLinearAttentionOps()
+HOST = TorchLinearAttentionOps()
 
 
 @pytest.fixture

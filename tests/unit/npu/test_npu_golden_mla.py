@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from adapters.attention_plan import build_attention_plan
 from adapters.cpu.mla import CpuMlaOps
 from adapters.npu.mla import NpuMlaOps
+from adapters.torch.attention_plan import build_attention_plan
 from ascend_core.errors import UnsupportedFeatureError
 from ports.mla import LatentCache
 from ports.ops import AttentionPart
@@ -85,7 +85,7 @@ def test_padding_slots_go_to_the_pad_block_in_fixed_shapes(npu, tnpu) -> None:
     real rows land where the host puts them, the padding in vLLM's reserved block 0
     only, and the index has one row per slot whatever they hold (that no value is read
     back is checked under a capture: tests/integration/npu_graphs)."""
-    from adapters.paged_rows import PAD_BLOCK
+    from adapters.torch.paged_rows import PAD_BLOCK
 
     g = torch.Generator().manual_seed(4)
     blocks = 4

@@ -14,9 +14,9 @@ from typing import NamedTuple
 import pytest
 import torch
 
-from adapters.attention_plan import build_attention_plan
 from adapters.cpu.ops import CpuOps
 from adapters.npu.ops import NpuOps
+from adapters.torch.attention_plan import build_attention_plan
 from ascend_core.errors import ConfigError
 from ports.ops import AttentionPlan
 from support.torch_npu_emulator import make_torch_npu

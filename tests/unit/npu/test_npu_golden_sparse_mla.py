@@ -14,9 +14,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from adapters.attention_plan import build_attention_plan
 from adapters.cpu.sparse_mla import CpuSparseMlaOps
 from adapters.npu.sparse_mla import NpuSparseMlaOps
+from adapters.torch.attention_plan import build_attention_plan
 from ascend_core.errors import UnsupportedFeatureError
 from ports.mla import LatentCache
 from support.torch_npu_emulator import make_torch_npu

@@ -6,8 +6,8 @@ from types import ModuleType
 
 import torch
 
-from adapters.attention_plan import build_attention_plan
 from adapters.npu.ops import NpuOps
+from adapters.torch.attention_plan import build_attention_plan
 
 
 def test_one_dict_per_launch_with_each_parts_lengths_in_launch_order() -> None:

@@ -139,7 +139,7 @@ def speculative_facts(
 
 def draft_facts(config: Mapping[str, Any], tp: int) -> DraftFacts | None:
     """The draft model's facts from its config.json, read as vLLM's ModelConfig reads them
-    for serving (adapters/vllm/translate.py): KV heads default to the attention heads, the
+    for serving (adapters/vllm/engine/translate.py): KV heads default to the attention heads, the
     head size to hidden_size over heads. None when the config lacks its shape."""
     text = text_config(config)
 
@@ -194,7 +194,7 @@ def config_plan_items(deployment: Deployment) -> tuple[list[CheckItem], ConfigPl
 
 
 # The NPU worker lets vLLM capture the plan's graphs: DeviceWorker.compile_or_warm_up_model
-# (adapters/vllm/worker.py) calls the runner's capture_model (an integration test keeps
+# (adapters/vllm/worker/worker.py) calls the runner's capture_model (an integration test keeps
 # the two in step); the plan only asks for the graphs the NPU serves (plan/graph.py).
 NPU_WORKER_CAPTURES_GRAPHS = True
 

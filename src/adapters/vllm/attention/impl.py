@@ -93,7 +93,7 @@ class PagedAttentionImpl(AttentionImpl[PagedMetadata]):
             query,
             key_cache,
             value_cache,
-            attn_metadata.paged,
+            attn_metadata.plan,
             self.scale,
             output,
             window=self.sliding_window,

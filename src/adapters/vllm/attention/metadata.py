@@ -13,8 +13,8 @@ from vllm.v1.attention.backend import (
     CommonAttentionMetadata,
 )
 
-from adapters.attention_plan import build_attention_plan
 from adapters.container import container
+from adapters.torch.attention_plan import build_attention_plan
 from ports.ops import AttentionPlan, AttentionPlanNeeds
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class PagedMetadata(AttentionMetadata):
     """What every layer's attention call of one step shares."""
 
-    paged: AttentionPlan
+    plan: AttentionPlan
     slot_mapping: torch.Tensor  # [num_actual_tokens] flat cache slots
 
 
@@ -147,7 +147,7 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
             slot_mapping=self._writable_slots(cm.slot_mapping[: cm.num_actual_tokens]),
         )
         assert plan.slot_mapping is not None
-        return PagedMetadata(paged=plan, slot_mapping=plan.slot_mapping)
+        return PagedMetadata(plan=plan, slot_mapping=plan.slot_mapping)
 
     def _writable_slots(self, slots: torch.Tensor) -> torch.Tensor:
         """vLLM's slots with its padding (-1) sent to the null block, in the persistent

@@ -22,8 +22,8 @@ from vllm.v1.attention.backend import (
 )
 from vllm.v1.attention.backends.utils import split_decodes_and_prefills
 
-from adapters.attention_plan import token_row_decode
 from adapters.container import container
+from adapters.torch.attention_plan import token_row_decode
 from adapters.vllm.attention.metadata import (
     STAGED_PER_SEQ,
     host_lens_exact,

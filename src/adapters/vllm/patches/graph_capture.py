@@ -30,7 +30,7 @@ def let_npu_communicator_capture(spec: PatchSpec) -> None:
     @functools.wraps(original)
     @contextlib.contextmanager
     def graph_capture(self: Any, graph_capture_context: Any = None) -> Iterator[Any]:
-        from adapters.vllm.communicator import NpuDeviceCommunicator
+        from adapters.vllm.worker.communicator import NpuDeviceCommunicator
 
         if not isinstance(self.device_communicator, NpuDeviceCommunicator):
             with original(self, graph_capture_context) as context:
@@ -40,7 +40,7 @@ def let_npu_communicator_capture(spec: PatchSpec) -> None:
         from vllm.distributed.parallel_state import GraphCaptureContext
 
         # torch.cuda here is the device's API: the runner captures inside the runtime's
-        # runner_scope (adapters/vllm/npu_model_runner.py), which binds these names.
+        # runner_scope (adapters/vllm/worker/npu_model_runner.py), which binds these names.
         if graph_capture_context is None:
             graph_capture_context = GraphCaptureContext(torch.cuda.Stream())
         stream = graph_capture_context.stream

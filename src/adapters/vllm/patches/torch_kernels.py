@@ -1,6 +1,6 @@
 """vLLM's Triton kernels replaced by our ports' calls: on a host without Triton, and on the NPU.
 
-Each (adapters/vllm/kernel_bindings.py, on the port the container serves) is wrapped in vLLM's
+Each (patches/kernel_bindings.py, on the port the container serves) is wrapped in vLLM's
 `KernelOverride` (what its kernel-override registry,
 `vllm.triton_utils.dispatcher.register_kernels`, installs: it maps the launch
 `kernel[grid](**kwargs)` onto our function) and set on the kernel's holder, plus
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from adapters.container import container
-from adapters.vllm import kernel_bindings as kb
+from adapters.vllm.patches import kernel_bindings as kb
 from adapters.vllm.patches._symbols import holder_and_attr, rebind
 from ascend_core.errors import ConfigError
 

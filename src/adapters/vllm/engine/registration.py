@@ -1,6 +1,6 @@
 """What `register_general` puts in place in every vLLM process; each step is re-entrant.
 
-The entry point (adapters.vllm.plugin) asks the container for the serving device and
+The entry point (adapters.vllm.engine.plugin) asks the container for the serving device and
 hands it here; nothing here imports the entry point back.
 """
 
@@ -18,7 +18,7 @@ logger = logging.getLogger("vllm.plugins.ascend")
 def register_custom_ops() -> None:
     from vllm.model_executor.custom_op import op_registry_oot
 
-    from adapters.vllm.custom_ops import REPLACEMENTS
+    from adapters.vllm.layers.custom_ops import REPLACEMENTS
 
     for upstream, ours in REPLACEMENTS:
         if op_registry_oot.get(upstream.__name__) is not ours:

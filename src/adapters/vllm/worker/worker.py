@@ -16,10 +16,10 @@ from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environmen
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from adapters.container import container
-from adapters.vllm.device_classes import DEVICE_CLASSES
-from adapters.vllm.memory import kv_cache_budget
-from adapters.vllm.profiling import vllm_profiler_check_skipped, worker_profiler
-from adapters.vllm.startup_errors import stop_on_our_errors
+from adapters.vllm.engine.device_classes import DEVICE_CLASSES
+from adapters.vllm.engine.startup_errors import stop_on_our_errors
+from adapters.vllm.worker.kv_cache_bytes import kv_cache_budget
+from adapters.vllm.worker.profiling import vllm_profiler_check_skipped, worker_profiler
 from ascend_core.memory_budget import format_bytes
 from ascend_core.plan import WorkerKind
 from ports.device import DeviceKind

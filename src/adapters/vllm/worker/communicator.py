@@ -23,7 +23,7 @@ from vllm.distributed.device_communicators.base_device_communicator import (
 from adapters.container import container
 
 HOST_ONLY_BACKENDS = frozenset({"gloo"})
-COMMUNICATOR_PATH = "adapters.vllm.communicator.NpuDeviceCommunicator"
+COMMUNICATOR_PATH = "adapters.vllm.worker.communicator.NpuDeviceCommunicator"
 
 
 class NpuDeviceCommunicator(DeviceCommunicatorBase):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from vllm.profiler.wrapper import WorkerProfiler
 
-from adapters.vllm.translate import profiler_settings
+from adapters.vllm.engine.translate import profiler_settings
 from ascend_core.profiling import profile_request
 from ports.device import DeviceKind
 from ports.profiler import DeviceProfiler, ProfiledActivity, ProfileRequest

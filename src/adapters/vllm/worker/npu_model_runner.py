@@ -23,8 +23,8 @@ from vllm.forward_context import get_forward_context, is_forward_context_availab
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
 from adapters.container import container
-from adapters.vllm.decode_inputs import HostDecodeInputs
-from adapters.vllm.seeded_rewind import SeededRewind
+from adapters.vllm.worker.host_decode_inputs import HostDecodeInputsMixin
+from adapters.vllm.worker.seeded_rewind import SeededRewindMixin
 
 if TYPE_CHECKING:
     import torch
@@ -45,9 +45,9 @@ def _in_scope(name: str) -> Any:
     return call
 
 
-class NpuModelRunner(SeededRewind, HostDecodeInputs):
+class NpuModelRunner(SeededRewindMixin, HostDecodeInputsMixin):
     """GPUModelRunner on an NPU; only the entry points that issue torch.cuda calls are wrapped,
-    and a uniform decode step's inputs are made on the host (HostDecodeInputs)."""
+    and a uniform decode step's inputs are made on the host (HostDecodeInputsMixin)."""
 
     def __init__(self, vllm_config: VllmConfig, device: torch.device, runtime: DeviceRuntime):
         self._runtime = runtime
@@ -215,7 +215,7 @@ def _host_arguments(attn_metadata: Any, layers: frozenset[str]) -> list[dict[str
         if layers and name not in layers:  # none known: every layer is the graph's
             continue
         if isinstance(metadata, PagedMetadata):
-            plan, of_plan = metadata.paged, container().ops().graph_host_arguments
+            plan, of_plan = metadata.plan, container().ops().graph_host_arguments
         elif isinstance(metadata, MlaMetadata):
             plan, of_plan = metadata.plan, container().mla_ops().graph_host_arguments
         else:

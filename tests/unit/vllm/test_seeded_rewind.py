@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from adapters.vllm.seeded_rewind import SeededRewind, uses_offset
+from adapters.vllm.worker.seeded_rewind import SeededRewindMixin, uses_offset
 
 
 class _VllmRunner:
@@ -34,7 +34,7 @@ class _VllmRunner:
         return "done"
 
 
-class _Runner(SeededRewind, _VllmRunner):
+class _Runner(SeededRewindMixin, _VllmRunner):
     pass
 
 

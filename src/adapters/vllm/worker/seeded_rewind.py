@@ -28,7 +28,7 @@ def uses_offset(generator: torch.Generator) -> bool:
     return True
 
 
-class SeededRewind:
+class SeededRewindMixin:
     """Mixed in before vLLM's GPUModelRunner (or a subclass): _sample keeps the states,
     _bookkeeping_sync restores them and hides those generators from vLLM's rewind."""
 

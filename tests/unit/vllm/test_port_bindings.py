@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from adapters.container import container
-from adapters.vllm.kernel_bindings import slot_mapping_kernel
 from adapters.vllm.patches import host_linear, host_sampler, torch_kernels
+from adapters.vllm.patches.kernel_bindings import slot_mapping_kernel
 from unit.fakes.host_gemm import FakeHostGemm
 from unit.fakes.sampling import FakeSamplingOps
 from unit.fakes.slot_mapping import FakeSlotMapping

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 PAD_SLOT = -1
 
 
-class HostDecodeInputs(GPUModelRunner):
+class HostDecodeInputsMixin(GPUModelRunner):
     """GPUModelRunner's step inputs, made on the host for uniform decode steps (mixed in
     before GPUModelRunner; its own state is made at first use)."""
 

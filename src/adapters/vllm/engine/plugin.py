@@ -7,15 +7,15 @@ import logging
 import sys
 
 from adapters.container import container
-from adapters.vllm.startup_errors import decline_reason, stop_on_our_errors
+from adapters.vllm.engine.startup_errors import decline_reason, stop_on_our_errors
 from ascend_core.device_selection import DeviceDecision
 from ports.device import ChipFamily, DeviceKind
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
 PLATFORM_PATHS = {
-    DeviceKind.NPU: "adapters.vllm.platform.AscendNpuPlatform",
-    DeviceKind.CPU: "adapters.vllm.platform.AscendHostPlatform",
+    DeviceKind.NPU: "adapters.vllm.engine.platform.AscendNpuPlatform",
+    DeviceKind.CPU: "adapters.vllm.engine.platform.AscendHostPlatform",
 }
 
 
@@ -82,7 +82,7 @@ def register_general() -> None:
 
     Re-entrant: each registration checks whether it is already in place.
     """
-    from adapters.vllm import registration
+    from adapters.vllm.engine import registration
 
     kind, family = serving_device()
     if kind is None:

@@ -14,7 +14,7 @@ import torch
 from vllm.platforms.interface import Platform, PlatformEnum
 
 from adapters.container import container
-from adapters.vllm.startup_errors import stop_on_our_errors, watch_engine_errors
+from adapters.vllm.engine.startup_errors import stop_on_our_errors, watch_engine_errors
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import ATTENTION_DTYPES
 from ascend_core.ray_placement import RAY_RESOURCES
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
-# The translation to the core and the core's plan (adapters.vllm.translate,
+# The translation to the core and the core's plan (adapters.vllm.engine.translate,
 # ascend_core.plan and the deployment and config schema they import) are imported by
 # the hooks that use them, not here: every vLLM process imports this module when it
 # resolves current_platform, and only the process that builds the config and the
@@ -98,14 +98,14 @@ class AscendPlatformBase(Platform):
     def apply_config_platform_defaults(cls, vllm_config: VllmConfig) -> None:
         """Called by vLLM before it resolves unset compilation settings: remember them as
         given, so the plan sees what the operator asked for (as `ascend-doctor plan` does)."""
-        from adapters.vllm import translate
+        from adapters.vllm.engine import translate
 
         translate.remember_given_compilation(vllm_config)
 
     @classmethod
     def deployment(cls, vllm_config: VllmConfig) -> Deployment | None:
         """The core's Deployment of this config: the same builder the doctor uses."""
-        from adapters.vllm import translate
+        from adapters.vllm.engine import translate
 
         c = container()
         model = vllm_config.model_config
@@ -128,8 +128,8 @@ class AscendPlatformBase(Platform):
 
         The plan's errors stop the start with their messages alone (StartupError).
         """
-        from adapters.vllm import translate
-        from adapters.vllm.config_plan import plan_for
+        from adapters.vllm.engine import translate
+        from adapters.vllm.engine.config_plan import plan_for
         from ascend_core.plan import fields
 
         watch_engine_errors()
@@ -165,9 +165,9 @@ class AscendPlatformBase(Platform):
 
         Called with no parser first thing in EngineArgs.create_engine_config: there the
         arguments vLLM would fail on with a traceback are refused first (startup_errors.py)."""
-        from adapters.vllm import startup_errors
+        from adapters.vllm.engine import startup_errors
+        from adapters.vllm.engine.registration import register_quantization
         from adapters.vllm.quantization.config import METHOD_NAME
-        from adapters.vllm.registration import register_quantization
 
         register_quantization()
         if parser is None:
@@ -203,8 +203,8 @@ class AscendPlatformBase(Platform):
         translated; it keeps the patch plan on the config, which travels to the workers,
         so a worker in another process applies it without translating the config again.
         """
+        from adapters.vllm.engine.translate import plugin_attrs
         from adapters.vllm.patches import apply_plan, deployment_patch_plan
-        from adapters.vllm.translate import plugin_attrs
 
         plan = getattr(plugin_attrs(vllm_config), PATCH_PLAN_ATTR, None)
         if deployment is not None:
@@ -220,7 +220,7 @@ class AscendPlatformBase(Platform):
     @classmethod
     def worker_path(cls, kind: WorkerKind) -> str:
         """The class vLLM instantiates in each worker process for the core's decision."""
-        from adapters.vllm.device_classes import DEVICE_CLASSES
+        from adapters.vllm.engine.device_classes import DEVICE_CLASSES
 
         return DEVICE_CLASSES[kind].worker
 
@@ -276,8 +276,8 @@ class AscendPlatformBase(Platform):
     ) -> str:
         from vllm.config import get_current_vllm_config
 
-        from adapters.vllm import translate
         from adapters.vllm.attention.selection import backend_path
+        from adapters.vllm.engine import translate
         from ascend_core.attention import batch_invariant_requested
 
         vllm_config = get_current_vllm_config()
@@ -371,7 +371,7 @@ class AscendPlatformBase(Platform):
     @classmethod
     def get_punica_wrapper(cls) -> str:
         """vLLM's LoRA layers' shrink/expand, on the serving device's LoRA port."""
-        return "adapters.vllm.lora.AscendPunicaWrapper"
+        return "adapters.vllm.layers.punica.AscendPunicaWrapper"
 
 
 class AscendHostPlatform(AscendPlatformBase):
@@ -433,7 +433,7 @@ class AscendNpuPlatform(AscendPlatformBase):
 
     @classmethod
     def get_device_communicator_cls(cls) -> str:
-        from adapters.vllm.communicator import COMMUNICATOR_PATH
+        from adapters.vllm.worker.communicator import COMMUNICATOR_PATH
 
         return COMMUNICATOR_PATH
 
@@ -462,7 +462,7 @@ class AscendNpuPlatform(AscendPlatformBase):
 
     @classmethod
     def chip_family(cls) -> ChipFamily:
-        from adapters.vllm.plugin import serving_device
+        from adapters.vllm.engine.plugin import serving_device
 
         return serving_device()[1]
 
@@ -483,7 +483,7 @@ class AscendNpuPlatform(AscendPlatformBase):
     @classmethod
     def get_static_graph_wrapper_cls(cls) -> str:
         """vLLM's graph wrapper on the runtime port's graphs (torch_npu's NPUGraph)."""
-        return "adapters.vllm.npu_model_runner.NpuGraphWrapper"
+        return "adapters.vllm.worker.npu_model_runner.NpuGraphWrapper"
 
     @classmethod
     def current_stream(cls) -> Any:

@@ -16,7 +16,7 @@ additions to vLLM's connector, nothing else:
   between steps, so a prefill instance resumed after a stall could write KV into blocks the
   decode side had given up on and reused);
 - an MLA layer's latent cache is two planes here, so its transfer region is made two
-  (adapters/vllm/kv_layout.py) once vLLM has registered the caches.
+  (adapters/vllm/kv_transfer/layout.py) once vLLM has registered the caches.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector im
 )
 from vllm.v1.request import RequestStatus
 
-from adapters.vllm import kv_layout
+from adapters.vllm.kv_transfer import layout as kv_layout
 from ascend_core import kv_transfer
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
-MODULE_PATH = "adapters.vllm.kv_connector"
+MODULE_PATH = "adapters.vllm.kv_transfer.connector"
 
 
 def _settings(vllm_config: VllmConfig) -> KvTransferSettings:

@@ -19,9 +19,11 @@ class DeviceClasses:
 
 DEVICE_CLASSES: dict[WorkerKind, DeviceClasses] = {
     WorkerKind.HOST: DeviceClasses(
-        "adapters.vllm.worker.HostWorker", "adapters.vllm.host_model_runner:HostModelRunner"
+        "adapters.vllm.worker.worker.HostWorker",
+        "adapters.vllm.worker.host_model_runner:HostModelRunner",
     ),
     WorkerKind.NPU: DeviceClasses(
-        "adapters.vllm.worker.NpuWorker", "adapters.vllm.npu_model_runner:NpuModelRunner"
+        "adapters.vllm.worker.worker.NpuWorker",
+        "adapters.vllm.worker.npu_model_runner:NpuModelRunner",
     ),
 }

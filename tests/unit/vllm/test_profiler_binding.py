@@ -1,6 +1,6 @@
 """vLLM's worker profiler lifecycle (start/stop, delay and max iterations, the schedule's
 warmup, step annotations, /start_profile's profiler_kwargs) on the DeviceProfiler port
-(a fake here): adapters.vllm.profiling.PortProfiler."""
+(a fake here): adapters.vllm.worker.profiling.PortProfiler."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ from typing import Any
 import pytest
 from vllm.config import ProfilerConfig
 
-from adapters.vllm.profiling import PortProfiler, vllm_profiler_check_skipped, worker_profiler
+from adapters.vllm.worker.profiling import (
+    PortProfiler,
+    vllm_profiler_check_skipped,
+    worker_profiler,
+)
 from ports.device import DeviceKind
 from ports.profiler import ProfiledActivity
 from unit.fakes.profiler import FakeProfiler
