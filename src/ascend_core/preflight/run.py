@@ -9,7 +9,7 @@ from ascend_core.preflight.host_facts import HostFacts
 from ascend_core.preflight.items import CheckItem, CheckStatus, Preflight
 from ascend_core.preflight.network import NETWORK_VARIABLES, network_items
 from ascend_core.preflight.variables import registry_items
-from ascend_core.preflight.versions import compatibility_item, python_item
+from ascend_core.preflight.versions import compatibility_item, python_item, torchvision_item
 from ports.device import DeviceKind, ProbeResult
 from ports.environment import Environment
 from ports.upstream import Upstream
@@ -32,6 +32,7 @@ def run_preflight(
     items = [python_item(host.python_version), device_item(target, probe)]
     verdict = check_compatibility(installed_versions(upstream), target)
     items += [compatibility_item(i) for i in verdict.items]
+    items.append(torchvision_item(upstream.version("torch"), upstream.version("torchvision")))
     if target is DeviceKind.NPU:
         items += [
             cann_sourced_item(env, upstream),

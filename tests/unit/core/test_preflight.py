@@ -20,7 +20,9 @@ from unit.fakes.environment import FakeEnvironment
 from unit.fakes.upstream import FakeUpstream
 
 GIB = 1 << 30
-GOOD_VERSIONS = {"vllm": "0.33.0", "torch": "2.14.0", "torch_npu": "2.14.0"}
+GOOD_VERSIONS = {
+    "vllm": "0.33.0", "torch": "2.14.0", "torch_npu": "2.14.0", "torchvision": "0.29.0"
+}
 LIBS = {
     "libascendcl.so": "/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so",
     "libhccl.so": "/usr/local/Ascend/ascend-toolkit/latest/lib64/libhccl.so",
@@ -84,7 +86,7 @@ def test_a_healthy_npu_host_passes_everything() -> None:
 
 
 def test_wrong_torch_fails_with_the_pip_command() -> None:
-    result = check(versions={**GOOD_VERSIONS, "torch": "2.13.0"})
+    result = check(versions={**GOOD_VERSIONS, "torch": "2.13.0", "torchvision": "0.28.0"})
     torch = item(result, "torch")
     assert torch.status is CheckStatus.FAIL
     assert "torch 2.13.0 installed" in torch.detail
@@ -115,7 +117,7 @@ def test_no_devices_fails_with_the_probes_reason_and_hint() -> None:
 def test_host_device_skips_the_npu_items() -> None:
     result = check(
         env={"VLLM_ASCEND_DEVICE": "cpu"},
-        versions={"vllm": "0.33.0", "torch": "2.13.0"},
+        versions={"vllm": "0.33.0", "torch": "2.13.0", "torchvision": "0.28.0"},
         cann=None,
         probe=NO_NPU,
     )

@@ -56,7 +56,9 @@ def wiring(
     """The production container with every port the doctor touches overridden."""
     c = Container()
     c.environment.override(FakeEnvironment(env or {}))
-    c.upstream.override(FakeUpstream(versions or {"vllm": "0.33.0", "torch": "2.13.0"}))
+    c.upstream.override(FakeUpstream(
+        versions or {"vllm": "0.33.0", "torch": "2.13.0", "torchvision": "0.28.0"}
+    ))
     c.npu_probe.override(FakeProbe(NO_NPU))
     c.host_facts.override(HostFacts("3.11.7", {}, 0, {"lo": ("127.0.0.1",)}))
     c.serve_args_parser.override(fake_parse)
