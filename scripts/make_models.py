@@ -683,6 +683,76 @@ def _build_qwen3_next(out: Path, seed: int, dtype: str) -> None:
 
 
 
+# Qwen3.5 (text; dense and MoE): Qwen3-Next's hybrid layout with Qwen3.5's layers: the
+# gated delta net's input projections stored apart (in_proj_qkv, in_proj_z, in_proj_b,
+# in_proj_a, not interleaved per key head), zero-centred norms, the full attention's
+# output gate. Three GDN layers then one full attention layer; the qwen3 tokenizer.
+QWEN3_5_STAMP_FILE = ".make_qwen3_5.json"
+QWEN3_5_STYLES = ("qwen3_5", "qwen3_5_moe")
+QWEN3_5_SHAPE: dict[str, Any] = {
+    key: value for key, value in QWEN3_NEXT_SHAPE.items()
+    if key not in ("num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                   "shared_expert_intermediate_size", "decoder_sparse_step", "mlp_only_layers",
+                   "norm_topk_prob")
+}
+QWEN3_5_MOE_SHAPE: dict[str, Any] = {
+    **QWEN3_5_SHAPE, "num_experts": 8, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 64, "shared_expert_intermediate_size": 64,
+}
+
+
+def make_qwen3_5(
+    out_dir: str | os.PathLike[str], style: str = "qwen3_5", seed: int = 0,
+    dtype: str = "float32",
+) -> Path:
+    """Write the tiny Qwen3.5 text model (style qwen3_5: dense MLPs; qwen3_5_moe: sparse MoE
+    with a gated shared expert) unless the directory already holds it; its path."""
+    if style not in QWEN3_5_STYLES:
+        raise ValueError(f"style {style!r} is not one of {QWEN3_5_STYLES}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
+    out = Path(out_dir).resolve()
+    stamp = {"style": style, "seed": seed, "dtype": dtype, "version": SCRIPT_VERSION}
+    return build_once(
+        out, QWEN3_5_STAMP_FILE, stamp, lambda tmp: _build_qwen3_5(tmp, style, seed, dtype)
+    )
+
+
+def _build_qwen3_5(out: Path, style: str, seed: int, dtype: str) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen3_5MoeTextConfig, Qwen3_5TextConfig
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    moe = style == "qwen3_5_moe"
+    shape = QWEN3_5_MOE_SHAPE if moe else QWEN3_5_SHAPE
+    tokenizer = _train_tokenizer(shape["vocab_size"], "qwen3")
+    tokenizer.save_pretrained(str(out))
+    ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in SPECIAL_TOKENS}
+    config_class = Qwen3_5MoeTextConfig if moe else Qwen3_5TextConfig
+    config = config_class(
+        **{**shape, "vocab_size": len(tokenizer)},
+        max_position_embeddings=MAX_POSITIONS,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        bos_token_id=ids[BOS],
+        eos_token_id=ids[IM_END],
+        pad_token_id=ids[PAD],
+        initializer_range=0.02,
+        rope_parameters={
+            "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5
+        },
+    )
+    config.architectures = ["Qwen3_5MoeForCausalLM" if moe else "Qwen3_5ForCausalLM"]
+    with _seeded(seed):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        _shape_weights(model, shape["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
+        if moe:
+            _shape_moe_weights(model)
+        _shape_gdn_weights(model)
+    _save(model, out, dtype, ids)
+
+
 def _save(model: Any, out: Path, dtype: str, ids: dict[str, int]) -> None:
     """The model in its dtype, with the greedy generation config every test model carries."""
     import torch
@@ -710,7 +780,9 @@ def _shape_gdn_weights(model: Any) -> None:
         for name, param in model.named_parameters():
             fan_in = param.shape[-1]
             if name.endswith(
-                ("in_proj_qkvz.weight", "in_proj_ba.weight", "linear_attn.out_proj.weight")
+                ("in_proj_qkvz.weight", "in_proj_ba.weight", "linear_attn.out_proj.weight",
+                 "in_proj_qkv.weight", "in_proj_z.weight", "in_proj_b.weight",
+                 "in_proj_a.weight")
             ):
                 param.normal_(0.0, 1.0 / fan_in**0.5)
             elif name.endswith("conv1d.weight"):

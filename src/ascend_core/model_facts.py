@@ -142,7 +142,11 @@ def model_facts_from_config(
 HYBRID_LAYER_KINDS = frozenset({"mamba", "mamba2", "linear_attention", "hybrid"})
 # Hybrid architectures whose linear-attention layers are gated delta nets the plugin serves
 # (its GDN ops and state cache); other hybrid models (mamba, other linear attention) are not.
-GATED_DELTA_NET_ARCHITECTURES = frozenset({"Qwen3NextForCausalLM"})
+# Qwen3.5's text models are Qwen3-Next's layout with the GDN's input projections stored apart
+# (vLLM's loader stacks them into the same layer).
+GATED_DELTA_NET_ARCHITECTURES = frozenset(
+    {"Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"}
+)
 # Architectures that compress their latent KV cache behind an indexer.
 COMPRESSED_MLA_ARCHITECTURES = frozenset({"DeepseekV4ForCausalLM"})
 # Architectures whose attention layers carry learned sink logits.

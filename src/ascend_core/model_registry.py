@@ -143,6 +143,23 @@ REGISTRATIONS: tuple[Registration, ...] = (
         num_experts=512,
     ),
     _vllm(
+        "Qwen3_5ForCausalLM",
+        "qwen3_5",
+        "vLLM's Qwen3.5 text model: Qwen3-Next's hybrid layout (its loader stacks the "
+        "separately stored GDN input projections into the same layer), so the gated delta "
+        "net layers run on the plugin's linear-attention ops and the full-attention layers "
+        "(with their output gate) on its paged backend",
+        layer_types=["linear_attention"] * 3 + ["full_attention"],
+    ),
+    _vllm(
+        "Qwen3_5MoeForCausalLM",
+        "qwen3_5",
+        "vLLM's Qwen3.5-MoE text model: as Qwen3.5, with sparse MoE layers (a gated shared "
+        "expert) on the plugin's MoE method",
+        layer_types=["linear_attention"] * 3 + ["full_attention"],
+        num_experts=256,
+    ),
+    _vllm(
         "GptOssForCausalLM",
         "gpt_oss",
         "vLLM's model: per-layer sliding windows and learned sinks go to the plugin's paged "

@@ -16,7 +16,9 @@ class Feature(enum.Enum):
     SLIDING_WINDOW = "sliding-window attention"
     ATTENTION_SINKS = "attention sinks"
     HYBRID = "hybrid attention with mamba/linear-attention layers"
-    GATED_DELTA_NET = "hybrid attention with gated-delta-net linear attention (Qwen3-Next)"
+    GATED_DELTA_NET = (
+        "hybrid attention with gated-delta-net linear attention (Qwen3-Next, Qwen3.5)"
+    )
     ENCODER_DECODER = "an encoder-decoder architecture"
     MULTIMODAL = "a multimodal (vision/audio) tower"
     LORA = "LoRA adapters (--enable-lora)"

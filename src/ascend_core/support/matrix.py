@@ -111,7 +111,8 @@ _NO_HYBRID = Refused(
     _REFERENCE,
 )
 _GDN_HOST = Supported(
-    "vLLM's Qwen3-Next with the plugin's gated-delta-net layer on the linear-attention port: "
+    "vLLM's Qwen3-Next and Qwen3.5 (text) with the plugin's gated-delta-net layer on the "
+    "linear-attention port: "
     "the causal convolution and the gated delta rule in plain torch (chunked for prefill, "
     "recurrent for decode), conv and recurrent state in vLLM's hybrid KV cache"
 )

@@ -18,20 +18,20 @@ def test_each_supported_torch_has_its_torchvision_release() -> None:
 def test_the_wheel_of_the_paired_release_passes_whatever_its_build_tag() -> None:
     # PyPI's x86_64 wheel says +cu130; install_torchvision.py rebuilds its ops for CPU torch.
     item = torchvision_item("2.13.0+cpu", "0.28.0+cu130")
-    assert item.status is CheckStatus.PASS and "0.28.0" in item.message
+    assert item.status is CheckStatus.PASS and "0.28.0" in item.detail
 
 
 def test_absent_warns_naming_what_needs_it_and_the_install_command() -> None:
     item = torchvision_item("2.13.0+cpu", None)
     assert item.status is CheckStatus.WARN
-    assert "vision-language" in item.message and "Qwen3.5" in item.message
+    assert "vision-language" in item.detail and "Qwen3.5" in item.detail
     assert "scripts/install_torchvision.py" in item.fix
 
 
 def test_a_release_built_for_another_torch_fails_with_the_pairing() -> None:
     item = torchvision_item("2.13.0+cpu", "0.27.1")
     assert item.status is CheckStatus.FAIL
-    assert "pairs with torchvision 0.28.0" in item.message and item.fix
+    assert "pairs with torchvision 0.28.0" in item.detail and item.fix
 
 
 def test_check_lists_the_item_with_the_versions() -> None:
