@@ -197,7 +197,8 @@ def decode_row(shape: ModelShape, chip: ChipFigures, s: Setup, batch: int) -> De
         per_draft = d_plain + d_moe + (2 * shape.hidden * shape.hidden) * s.weight_bytes / s.tp
         per_draft += shape.vocab * shape.hidden / s.tp * s.float_bytes
         weights += s.draft_tokens * per_draft * s.pp
-        flops += s.draft_tokens * _linear_flops(draft, s, batch) * s.pp
+        lm_head = 2 * batch * shape.vocab * shape.hidden / s.tp
+        flops += s.draft_tokens * (_linear_flops(draft, s, batch) * s.pp + lm_head)
         link += s.draft_tokens * _link_bytes(draft, s, batch) * s.pp
     kv = batch * s.context * s.kv_bytes_per_token
     attn_flops = tokens * s.context * shape.attention_flops_decode * shape.layers / s.tp / s.pp
