@@ -138,34 +138,36 @@ def _layer_weights(shape: ModelShape, s: Setup, moe_tokens: float) -> tuple[floa
     return plain / s.pp, moe / s.pp
 
 
-def _link_bytes(shape: ModelShape, s: Setup, tokens: float) -> float:
-    """Bytes a rank sends per step: TP all-reduces (attention and dense MLP outputs, and
-    the MoE output's shared part), and the MoE layers' dispatch and combine (with EP: each
-    token to its k experts' ranks, int8 with a float32 scale under W8A8, bf16 back;
-    without EP: an all-reduce of the gathered tokens over the TP x DP group)."""
-    layers = shape.layers / s.pp
+def _link_bytes(shape: ModelShape, s: Setup, tokens: float) -> tuple[float, float]:
+    """Bytes a rank sends per step, (over its TP group, over the MoE group): TP
+    all-reduces (attention and dense MLP outputs, and with EP the shared experts' output),
+    and the MoE layers' dispatch and combine (with EP: each token to its k experts' ranks,
+    int8 with a float32 scale under W8A8, bf16 back; without EP: an all-reduce of the
+    gathered tokens over the TP x DP group)."""
     moe_layers = shape.moe_layers / s.pp
-    dense_layers = shape.dense_layers / s.pp
-    sent = (layers + dense_layers) * _ring_all_reduce(tokens, shape.hidden, s.tp)
+    tp = (shape.layers + shape.dense_layers) / s.pp * _ring_all_reduce(tokens, shape.hidden, s.tp)
     if not moe_layers:
-        return sent
+        return tp, 0.0
     g = s.moe_group
     if s.expert_parallel and g > 1:
         # Each rank dispatches its 1/tp share of its DP group's tokens.
-        own = tokens / s.tp
-        remote = own * shape.experts_per_token * (g - 1) / g
+        remote = tokens / s.tp * shape.experts_per_token * (g - 1) / g
         dispatch = remote * (shape.hidden + 4 if s.int8_compute else shape.hidden * 2)
         combine = remote * shape.hidden * ACTIVATION_BYTES
-        sent += moe_layers * (dispatch + combine)
         if shape.shared:
-            sent += moe_layers * _ring_all_reduce(tokens, shape.hidden, s.tp)
-    else:
-        sent += moe_layers * _ring_all_reduce(tokens * s.dp, shape.hidden, g)
-    return sent
+            tp += moe_layers * _ring_all_reduce(tokens, shape.hidden, s.tp)
+        return tp, moe_layers * (dispatch + combine)
+    return tp, moe_layers * _ring_all_reduce(tokens * s.dp, shape.hidden, g)
 
 
-def _link_group(shape: ModelShape, s: Setup) -> int:
-    return s.moe_group if shape.moe_layers and s.moe_group > 1 else s.tp
+def _link_time(chip: ChipFigures, s: Setup, tp_bytes: float, moe_bytes: float) -> tuple[float, str]:
+    """Seconds on the link and its name: one link carries both groups' bytes in turn;
+    HCCS inside the TP group and RoCE across the MoE group run side by side."""
+    tp_bw, tp_link = chip.link_bytes_per_s(s.tp)
+    moe_bw, moe_link = chip.link_bytes_per_s(s.moe_group)
+    if tp_link == moe_link:
+        return (tp_bytes + moe_bytes) / tp_bw, tp_link
+    return max(tp_bytes / tp_bw, moe_bytes / moe_bw), moe_link if moe_bytes else tp_link
 
 
 def _linear_flops(shape: ModelShape, s: Setup, tokens: float) -> float:
@@ -190,7 +192,7 @@ def decode_row(shape: ModelShape, chip: ChipFigures, s: Setup, batch: int) -> De
     weights = plain + moe + shape.vocab * shape.hidden / s.tp * s.float_bytes
     weights += tokens * shape.hidden * s.float_bytes  # the embedding rows
     flops = _linear_flops(shape, s, tokens)
-    link = _link_bytes(shape, s, tokens)
+    tp_sent, moe_sent = _link_bytes(shape, s, tokens)
     if s.draft_tokens:  # MTP: its layer (the last layer's kind) and lm_head, once per draft
         draft = _draft_shape(shape)
         d_plain, d_moe = _layer_weights(draft, s, batch * s.dp)
@@ -199,14 +201,15 @@ def decode_row(shape: ModelShape, chip: ChipFigures, s: Setup, batch: int) -> De
         weights += s.draft_tokens * per_draft * s.pp
         lm_head = 2 * batch * shape.vocab * shape.hidden / s.tp
         flops += s.draft_tokens * (_linear_flops(draft, s, batch) * s.pp + lm_head)
-        link += s.draft_tokens * _link_bytes(draft, s, batch) * s.pp
+        d_tp, d_moe = _link_bytes(draft, s, batch)
+        tp_sent += s.draft_tokens * d_tp * s.pp
+        moe_sent += s.draft_tokens * d_moe * s.pp
     kv = batch * s.context * s.kv_bytes_per_token
     attn_flops = tokens * s.context * shape.attention_flops_decode * shape.layers / s.tp / s.pp
     rate = chip.cube_int8_ops.value if s.int8_compute else chip.cube_bf16_flops.value
     compute_s = flops / rate + attn_flops / chip.cube_bf16_flops.value
-    link_bw, link_name = chip.link_bytes_per_s(_link_group(shape, s))
+    link_s, link_name = _link_time(chip, s, tp_sent, moe_sent)
     hbm_s = (weights + kv) / chip.hbm_bytes_per_s.value
-    link_s = link / link_bw
     step = max(hbm_s, link_s, compute_s)
     total = tokens * s.dp / step
     held = held_weight_bytes(shape, s)
@@ -214,7 +217,7 @@ def decode_row(shape: ModelShape, chip: ChipFigures, s: Setup, batch: int) -> De
         batch=batch,
         weight_bytes=weights,
         kv_bytes=kv,
-        link_bytes=link,
+        link_bytes=tp_sent + moe_sent,
         link=link_name,
         flops=flops + attn_flops,
         hbm_s=hbm_s,
@@ -253,13 +256,13 @@ def prefill_bound(shape: ModelShape, chip: ChipFigures, s: Setup) -> PrefillBoun
     seconds_per_token = linear / (rate * s.devices) + attention / (
         chip.cube_bf16_flops.value * s.devices
     )
-    link_per_token = _link_bytes(shape, s, 1.0)
-    link_bw, _ = chip.link_bytes_per_s(_link_group(shape, s))
-    # A DP group's ranks each send link_per_token bytes for each token the group prefills.
-    link_tps = link_bw / link_per_token if link_per_token else math.inf
+    tp_bytes, moe_bytes = _link_bytes(shape, s, 1.0)
+    link_s, _ = _link_time(chip, s, tp_bytes, moe_bytes)
+    # A DP group's ranks each send these bytes for each token the group prefills.
+    link_tps = 1 / link_s if link_s else math.inf
     return PrefillBound(
         flops_per_token=linear + attention,
-        link_bytes_per_token=link_per_token,
+        link_bytes_per_token=tp_bytes + moe_bytes,
         compute_tokens_per_s=1 / seconds_per_token,
         link_tokens_per_s=link_tps * s.dp,
     )

@@ -158,6 +158,21 @@ def test_deepseek_v3_w8a8_dp32_ep_decode_on_a3_by_hand() -> None:
     assert row.fits
 
 
+def test_ep_beyond_one_a2_server_crosses_roce() -> None:
+    setup = Setup(
+        tp=8, dp=2, expert_parallel=True, weight_bytes=1, int8_compute=True,
+        kv_bytes_per_token=70_272, context=4096,
+    )  # fmt: skip
+    row = decode_row(model_shape(DEEPSEEK_V3), A2, setup, batch=1)
+    # 16 ranks: two 8-NPU servers. Each rank dispatches 1/8 token to 8 experts, 15/16
+    # remote: 0.9375 x (7172 + 14336) B x 58 = 1,169,490 B over RoCE at 25 GB/s; the TP
+    # all-reduces (61 attention + 3 dense + 58 shared, each 2 x 7/8 x 7168 x 2 B = 25,088
+    # B) take 3,060,736 B over HCCS at 196 GB/s, side by side: RoCE is the longer.
+    assert row.link == "RoCE"
+    assert row.link_bytes == pytest.approx(0.9375 * 21_508 * 58 + 122 * 25_088, **EXACT)
+    assert row.link_s == pytest.approx(0.9375 * 21_508 * 58 / 25e9, **EXACT)
+
+
 def test_mtp_adds_its_layer_and_counts_every_draft_accepted() -> None:
     facts = model_facts_from_config(DEEPSEEK_V3)
     base = Setup(
