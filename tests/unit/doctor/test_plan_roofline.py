@@ -134,3 +134,13 @@ def test_a_chip_without_figures_warns() -> None:
     report = plan_report(args, files, FakeEnvironment({}), upstream, target, roofline=RooflineAsk())
     item = next(s for s in report.sections if s.title == "roofline").items[0]
     assert item.status.value == "warn" and "310P" in item.detail
+
+
+def test_a_config_the_bound_cannot_count_warns_and_fails_nothing() -> None:
+    config = {k: v for k, v in LLAMA_70B_CONFIG.items() if k != "vocab_size"}
+    files = FakeModelFiles({"config.json": config}, llama_70b_headers(), "/m/l")
+    args = ServeArgs.from_parsed({"model": "/m/l", "tensor_parallel_size": 4})
+    upstream = FakeUpstream({"vllm": "0.33.0", "torch": "2.13.0"})
+    report = plan_report(args, files, FakeEnvironment({}), upstream, A3, roofline=RooflineAsk())
+    (item,) = next(s for s in report.sections if s.title == "roofline").items
+    assert item.status.value == "warn" and "vocab_size" in item.detail

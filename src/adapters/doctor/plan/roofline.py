@@ -10,7 +10,7 @@ import attrs
 from attrs import frozen
 
 from adapters.doctor.plan.config import speculative_facts
-from adapters.doctor.plan.items import PASS, WARN, failed
+from adapters.doctor.plan.items import PASS, WARN
 from adapters.doctor.plan.model import Target
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core.deployment import ModelFacts
@@ -69,12 +69,22 @@ def roofline_items(
                 "pass --chip A2, A3 or A5",
             )
         ], {}
+    if model.hybrid:
+        return [
+            CheckItem(
+                "roofline",
+                WARN,
+                "skipped: the roofline counts attention and MLP layers only, not this "
+                "model's linear-attention (mamba/GDN) layers",
+                "read the bound of a model of attention layers only",
+            )
+        ], {}
     try:
         shape = model_shape(files.read_json("config.json") or {}, f"{files.location}/config.json")
         kv_dtype = dtype_bytes(args.kv_cache_dtype, model.dtype)
         float_bytes = dtype_bytes(model.dtype)
-    except AscendError as error:
-        return failed("roofline", error), {}
+    except AscendError as error:  # the bound is advice: a warning, never a failed plan
+        return [CheckItem("roofline", WARN, f"skipped: {error.what}", error.hint)], {}
     speculative = speculative_facts(args, files, draft_files)
     kv = kv_bytes_per_token(model, kv_dtype, args.tp, args.pp, speculative)
     method = detection.method if detection is not None else QuantMethod.NONE
