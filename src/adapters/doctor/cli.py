@@ -15,7 +15,7 @@ from adapters.container import Container, container
 from adapters.doctor.checking import check_report, probe_safely
 from adapters.doctor.pair import pair_report
 from adapters.doctor.plan.ray import RAY_ADDRESS_VARIABLE
-from adapters.doctor.plan_command import choose_target, plan_report
+from adapters.doctor.plan_command import RooflineAsk, choose_target, plan_report
 from adapters.doctor.render_json import render_json
 from adapters.doctor.render_text import render_text, use_colour
 from adapters.doctor.report import EXIT_CODES, Report
@@ -51,13 +51,22 @@ def build_parser() -> argparse.ArgumentParser:
         "plan",
         help="what the plugin will do with `vllm serve` arguments",
         usage="ascend-doctor plan [--json] [--chip CHIP] [--device-memory GIB] "
-        "-- <vllm serve args>",
+        "[--context TOKENS] -- <vllm serve args>",
     )
     plan.add_argument("--json", action="store_true", help="print JSON for tools")
     plan.add_argument(
         "--chip",
         choices=[c.value for c in ChipFamily if c is not ChipFamily.HOST],
-        help="plan for this chip family (default: the probed NPU, else A2)",
+        help="plan for this chip family (default: the probed NPU, else A2); with a chip "
+        "given or probed, the plan shows the chip's roofline: decode and prefill tokens per "
+        "second at most, and what binds them",
+    )
+    plan.add_argument(
+        "--context",
+        type=int,
+        metavar="TOKENS",
+        help="tokens of context each sequence holds in the roofline's decode bound "
+        "(default: max_model_len, at most 4096)",
     )
     plan.add_argument(
         "--device-memory",
@@ -128,6 +137,9 @@ def main(
             probe_safely(c.npu_probe), c.env_settings().device, chip, memory, _host_memory(c)
         )
         draft = serve.speculative.get("model")
+        # The bound is for a chip someone named or that is here, never the default A2.
+        asked = options.chip is not None or target.device_count is not None
+        roofline = RooflineAsk(options.context) if asked else None
         report = plan_report(
             serve,
             c.model_files(serve.model),
@@ -139,6 +151,7 @@ def main(
             c.model_files(str(draft)) if draft else None,
             c.ray_cluster() if serve.distributed_executor_backend == "ray" else None,
             options.ray_address or env.get(RAY_ADDRESS_VARIABLE),
+            roofline,
         )
     print(_render(report, options.json, out), file=out)
     return report.exit_code

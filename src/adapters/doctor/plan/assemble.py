@@ -21,6 +21,7 @@ from adapters.doctor.plan.patches import patch_items
 from adapters.doctor.plan.quantization import quantization_items
 from adapters.doctor.plan.ray import ray_items
 from adapters.doctor.plan.registration import registration_item
+from adapters.doctor.plan.roofline import RooflineAsk, roofline_items
 from adapters.doctor.report import Report, Section
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core.plan import ConfigPlan
@@ -45,11 +46,13 @@ def plan_report(
     draft_files: ModelFiles | None = None,
     ray_cluster: RayCluster | None = None,
     ray_address: str | None = None,
+    roofline: RooflineAsk | None = None,
 ) -> Report:
     """Every section of `plan`; a failing section does not stop the others. `draft_files`:
     the draft model of speculative_config.model, when one is given. With the Ray executor,
     a section says what Ray must provide, and checks the cluster at `ray_address` through
-    `ray_cluster` when both are given."""
+    `ray_cluster` when both are given. `roofline`: the per-chip bound is shown when asked
+    (`--chip`, or a probed NPU) for an NPU target."""
     sections: list[Section] = []
     data: dict[str, Any] = {"model": files.location, "target": attrs.asdict(target)}
     model = read_model(files, args, env)
@@ -82,6 +85,11 @@ def plan_report(
         args, files, model, target, block_size, detection, draft_files
     )
     sections.append(Section("memory budget", memory))
+    if roofline is not None and target.kind is DeviceKind.NPU:
+        bound, data["roofline"] = roofline_items(
+            args, files, model, target, detection, roofline, draft_files
+        )
+        sections.append(Section("roofline", bound))
     if args.distributed_executor_backend == "ray":
         ray, data["ray"] = ray_items(args, target.kind, ray_cluster, ray_address)
         sections.append(Section("ray", ray))
