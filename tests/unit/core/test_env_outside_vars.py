@@ -60,8 +60,12 @@ def _deployment(env: dict[str, str]) -> bool:
 
 @pytest.mark.parametrize(
     ("env", "blocking"),
-    [({}, False), ({"ASCEND_LAUNCH_BLOCKING": "1"}, True), ({"ASCEND_LAUNCH_BLOCKING": "0"}, False),
-     ({"ASCEND_LAUNCH_BLOCKING": "on"}, False)],
+    [
+        ({}, False),
+        ({"ASCEND_LAUNCH_BLOCKING": "1"}, True),
+        ({"ASCEND_LAUNCH_BLOCKING": "0"}, False),
+        ({"ASCEND_LAUNCH_BLOCKING": "on"}, False),
+    ],
 )
 def test_the_deployment_reads_launch_blocking_from_the_registry(
     env: dict[str, str], blocking: bool
@@ -70,11 +74,17 @@ def test_the_deployment_reads_launch_blocking_from_the_registry(
 
 
 def test_the_doctors_check_shows_a_set_outside_variable_and_warns_on_a_bad_one() -> None:
-    (item,) = [i for i in registry_items(FakeEnvironment({"ASCEND_LAUNCH_BLOCKING": "1"}))
-               if i.name == "ASCEND_LAUNCH_BLOCKING"]
+    (item,) = [
+        i
+        for i in registry_items(FakeEnvironment({"ASCEND_LAUNCH_BLOCKING": "1"}))
+        if i.name == "ASCEND_LAUNCH_BLOCKING"
+    ]
     assert item.status is CheckStatus.PASS and "graph capture" in item.detail
-    (bad,) = [i for i in registry_items(FakeEnvironment({"ASCEND_LAUNCH_BLOCKING": "on"}))
-              if i.name == "ASCEND_LAUNCH_BLOCKING"]
+    (bad,) = [
+        i
+        for i in registry_items(FakeEnvironment({"ASCEND_LAUNCH_BLOCKING": "on"}))
+        if i.name == "ASCEND_LAUNCH_BLOCKING"
+    ]
     assert bad.status is CheckStatus.WARN
     assert "CANN's variable" in bad.detail and "one of 0, 1" in bad.fix
     assert not [i for i in registry_items(FakeEnvironment()) if i.name == "ASCEND_LAUNCH_BLOCKING"]
