@@ -1,8 +1,10 @@
-"""Every VLLM_ASCEND_* variable the plugin reads, and reading them through the Environment port.
+"""Every VLLM_ASCEND_* variable the plugin reads, and reading them through the Environment port;
+the variables of other software the plan reads (OUTSIDE_VARS) with their owner's meaning.
 
-Public: ENV_VARS, ENV_REGISTRY, RETIRED_VARS, OUTSIDE_VARS, OUTSIDE_REGISTRY, EnvVar, VarType, EnvSettings, read_env,
-unknown_variables, UnknownVariable, RetiredVariable, DeviceRequest (the VLLM_ASCEND_DEVICE values),
-TritonKernelsRequest (the VLLM_ASCEND_TRITON_KERNELS values).
+Public: ENV_VARS, ENV_REGISTRY, RETIRED_VARS, OUTSIDE_VARS, OUTSIDE_REGISTRY, LAUNCH_BLOCKING,
+EnvVar, VarType, EnvSettings, read_env, unknown_variables, UnknownVariable, RetiredVariable,
+DeviceRequest (the VLLM_ASCEND_DEVICE values), TritonKernelsRequest (the
+VLLM_ASCEND_TRITON_KERNELS values).
 """
 
 from __future__ import annotations

@@ -140,7 +140,7 @@ def test_the_pair_report_prints_the_matching_router_line() -> None:
     """As tests/e2e/test_pd_disaggregation.py starts the router: the vLLM PD mode,
     --kv-connector mooncake, the prefill's bootstrap port (VLLM_MOONCAKE_BOOTSTRAP_PORT,
     vLLM's 8998 here) after its URL."""
-    code, out = run(MATCHING_PAIR)
+    _, out = run(MATCHING_PAIR)
     report = json.loads(out)
     (router,) = [s for s in report["sections"] if s["title"] == "router"]
     (item,) = router["items"]
@@ -149,5 +149,5 @@ def test_the_pair_report_prints_the_matching_router_line() -> None:
         "mooncake --prefill http://127.0.0.1:8101 8998 --decode http://127.0.0.1:8102"
     )
     assert "computes every prompt itself" in item["fix"]
-    code, text = run(MATCHING_PAIR[:1] + MATCHING_PAIR[2:])  # the text report says it too
+    _, text = run(MATCHING_PAIR[:1] + MATCHING_PAIR[2:])  # the text report says it too
     assert "--kv-connector mooncake --prefill http://127.0.0.1:8101 8998" in text
