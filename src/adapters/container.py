@@ -256,6 +256,10 @@ class Container(containers.DeclarativeContainer):
         triton_kernel_path.provider,
     )
     serve_args_parser = providers.Singleton(_lazy, "adapters.doctor.serve_args:vllm_parser")
+    # The system's shared libraries (Mooncake's libibverbs, for `check`).
+    system_libraries = providers.Singleton(
+        _lazy, "adapters.system.shared_libraries:LoaderLibraries", environment
+    )
 
 
 _CONTAINER: Container | None = None

@@ -1,8 +1,10 @@
-"""Every VLLM_ASCEND_* variable the plugin reads, and reading them through the Environment port.
+"""Every VLLM_ASCEND_* variable the plugin reads, and reading them through the Environment port;
+the variables of other software the plan reads (OUTSIDE_VARS) with their owner's meaning.
 
-Public: ENV_VARS, ENV_REGISTRY, RETIRED_VARS, EnvVar, VarType, EnvSettings, read_env,
-unknown_variables, UnknownVariable, RetiredVariable, DeviceRequest (the VLLM_ASCEND_DEVICE values),
-TritonKernelsRequest (the VLLM_ASCEND_TRITON_KERNELS values).
+Public: ENV_VARS, ENV_REGISTRY, RETIRED_VARS, OUTSIDE_VARS, OUTSIDE_REGISTRY, LAUNCH_BLOCKING,
+EnvVar, VarType, EnvSettings, read_env, unknown_variables, UnknownVariable, RetiredVariable,
+DeviceRequest (the VLLM_ASCEND_DEVICE values), TritonKernelsRequest (the
+VLLM_ASCEND_TRITON_KERNELS values).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar, cast
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from ascend_core.device_selection import DeviceRequest
 from ascend_core.env.reading import ResolvedVar, resolve
@@ -24,6 +26,9 @@ from ports.environment import Environment
 __all__ = [
     "ENV_REGISTRY",
     "ENV_VARS",
+    "LAUNCH_BLOCKING",
+    "OUTSIDE_REGISTRY",
+    "OUTSIDE_VARS",
     "RETIRED_VARS",
     "DeviceRequest",
     "EnvSettings",
@@ -126,6 +131,24 @@ ENV_VARS: tuple[EnvVar[Any], ...] = (
 )
 
 ENV_REGISTRY: Mapping[str, EnvVar[Any]] = MappingProxyType({v.name: v for v in ENV_VARS})
+
+# Variables other software defines that the plan reads: registered with their owner's
+# meaning (type, default), read through the same Environment port, never renamed or
+# prefixed; unknown_variables leaves their names alone (they are not VLLM_ASCEND_*).
+LAUNCH_BLOCKING = evolve(
+    int_var(
+        "ASCEND_LAUNCH_BLOCKING",
+        0,
+        "CANN: 1 launches each NPU kernel synchronously (for debugging a kernel), which "
+        "graph capture cannot record, so the plan runs the model without NPU graphs.",
+        choices=(0, 1),
+    ),
+    owner="CANN",
+)
+
+OUTSIDE_VARS: tuple[EnvVar[Any], ...] = (LAUNCH_BLOCKING,)
+
+OUTSIDE_REGISTRY: Mapping[str, EnvVar[Any]] = MappingProxyType({v.name: v for v in OUTSIDE_VARS})
 
 # Names the reference plugin read that this one does not, so the doctor can
 # say what became of them instead of only "unknown".

@@ -6,8 +6,10 @@ from collections.abc import Callable
 
 from adapters.doctor.report import Report, Section
 from ascend_core.preflight import NETWORK_VARIABLES, CheckItem, HostFacts, run_preflight
+from ascend_core.preflight.mooncake import ITEM as MOONCAKE_ITEM
 from ports.device import DeviceKind, DeviceProbe, ProbeResult
 from ports.environment import Environment
+from ports.system_libraries import SystemLibraries
 from ports.upstream import Upstream
 
 _VERSIONS = {"python", "vllm", "torch", "torch_npu", "CANN", "torchvision"}
@@ -22,6 +24,8 @@ def _section(item: CheckItem) -> str:
         return "device and CANN"
     if item.name in _NETWORK:
         return "network (multi-node)"
+    if item.name == MOONCAKE_ITEM:
+        return "P/D disaggregation (Mooncake)"
     return "VLLM_ASCEND_* variables"
 
 
@@ -45,11 +49,19 @@ def check_report(
     probe: ProbeResult,
     host: HostFacts,
     multi_node: bool | None = None,
+    libraries: SystemLibraries | None = None,
 ) -> Report:
-    result = run_preflight(env, upstream, probe, host, multi_node)
-    order = ["versions", "device and CANN", "VLLM_ASCEND_* variables", "network (multi-node)"]
+    result = run_preflight(env, upstream, probe, host, multi_node, libraries)
+    order = [
+        "versions",
+        "device and CANN",
+        "VLLM_ASCEND_* variables",
+        "network (multi-node)",
+        "P/D disaggregation (Mooncake)",
+    ]
     grouped: dict[str, list[CheckItem]] = {title: [] for title in order}
     for item in result.items:
         grouped[_section(item)].append(item)
     data = {"python": host.python_version, "device_count": host.device_count}
-    return Report("check", [Section(t, grouped[t]) for t in order], data)
+    sections = [Section(t, grouped[t]) for t in order if grouped[t] or t != order[-1]]
+    return Report("check", sections, data)

@@ -121,7 +121,14 @@ def main(
             return EXIT_CODES[CheckStatus.FAIL]
     elif options.command == "check":
         probe = probe_safely(c.npu_probe)
-        report = check_report(env, c.upstream(), probe, c.host_facts(), options.multi_node)
+        report = check_report(
+            env,
+            c.upstream(),
+            probe,
+            c.host_facts(),
+            options.multi_node,
+            c.system_libraries(),
+        )
     else:
         if not serve_argv:
             print("ascend-doctor plan: give the vllm serve arguments after --", file=sys.stderr)

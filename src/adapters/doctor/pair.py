@@ -1,7 +1,9 @@
 """`ascend-doctor pair`: a prefill and a decode `vllm serve` checked together before load.
 
 Each side is planned as `plan` plans it; the core (ascend_core.kv_transfer) says what the
-two must agree on; the KV bytes per token are those the prefill side sends per token.
+two must agree on; the KV bytes per token are those the prefill side sends per token; the
+`router` section gives the vllm-router line that sends requests to the pair with Mooncake's
+transfer parameters (ascend_core.kv_routing).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from adapters.doctor.report import Report, Section
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core.deployment import ModelFacts
 from ascend_core.errors import AscendError
+from ascend_core.kv_routing import router_command_line
 from ascend_core.kv_transfer import PairSide, check_pair, fault_bounds, transport
 from ascend_core.memory_budget import dtype_bytes, kv_bytes_per_token
 from ascend_core.preflight import CheckItem, CheckStatus
@@ -104,4 +107,20 @@ def pair_report(
             )
         )
     sections.append(Section("transfer", wire))
+    if len(planned) == 2 and all(p.deployment.kv_transfer is not None for p in planned):
+        sections.append(Section("router", [_router_item(planned[0], planned[1])]))
     return Report("pair", sections, {"prefill": sides[0].model, "decode": sides[1].model})
+
+
+def _router_item(prefill: PairSide, decode: PairSide) -> CheckItem:
+    """The vllm-router line for the pair: without `--kv-connector mooncake` or the prefill's
+    bootstrap port after its URL the decode instance computes every prompt itself."""
+    return CheckItem(
+        "vllm-router",
+        CheckStatus.PASS,
+        router_command_line(prefill, decode),
+        "start the router with exactly these connector options: without `--kv-connector "
+        "mooncake` or the bootstrap port after the prefill's URL, the decode instance gets "
+        "no transfer parameters and computes every prompt itself; where the router runs on "
+        "another host, give each instance's address instead of 127.0.0.1",
+    )

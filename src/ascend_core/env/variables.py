@@ -36,7 +36,9 @@ class EnvVar(Generic[T]):
     anything else; `accepted` says, for error messages, what it takes.
     `no_effect` is set (to the reason) for a variable this build registers because the
     reference plugin reads it, but does not act on; `deprecated` names what the
-    reference plugin says to use instead.
+    reference plugin says to use instead. `owner` names the software that defines a
+    variable from outside this plugin (CANN, torch_npu), which the plan reads but does
+    not own; None for this plugin's own VLLM_ASCEND_* variables.
     """
 
     name: str
@@ -47,6 +49,7 @@ class EnvVar(Generic[T]):
     parse: Callable[[str], T]
     no_effect: str | None = None
     deprecated: str | None = None
+    owner: str | None = None
 
     def default_text(self) -> str:
         """The default as an operator would write it."""

@@ -13,6 +13,8 @@
 - MLA, DSA and 310P take the NPU default (no exception): their kernels read 128-token blocks.
 - Host device: 128 as well, so the host (the reference the NPU is compared against)
   schedules, pages and prefix-caches exactly as the NPU does.
+- A size the NPU's kernels accept stays as the user chose it, prefix caching or not; a
+  warning says that vllm-ascend would have set 128 there (docs/differences-from-vllm-ascend.md).
 """
 
 from __future__ import annotations
@@ -66,6 +68,15 @@ def decide_block_size(deployment: Deployment, draft: Draft) -> Draft:
                     f"multiple of {NPU_BLOCK_ALIGNMENT}, or omit it.",
                 )
             ).decide(block_size=chosen)
+        # vllm-ascend's refresh_block_size leaves hybrid and compressed-attention models be.
+        reference_rewrites = not (model.hybrid or model.compressed_attention)
+        if (
+            on_npu
+            and reference_rewrites
+            and chosen != DEFAULT_BLOCK_SIZE
+            and deployment.cache.enable_prefix_caching
+        ):
+            draft = draft.warn(prefix_caching_note(chosen))
         return draft.decide(block_size=chosen)
     if model.hybrid:
         return draft.change(
@@ -84,4 +95,14 @@ def decide_block_size(deployment: Deployment, draft: Draft) -> Draft:
     )
     return draft.change(fields.BLOCK_SIZE, None, DEFAULT_BLOCK_SIZE, reason).decide(
         block_size=DEFAULT_BLOCK_SIZE
+    )
+
+
+def prefix_caching_note(chosen: int) -> str:
+    """The warning for a user's block size other than 128 with prefix caching on an NPU."""
+    return (
+        f"cache_config.block_size={chosen} (--block-size) with prefix caching: vllm-ascend "
+        f"sets {DEFAULT_BLOCK_SIZE} whenever prefix caching or chunked prefill is on (its "
+        f"kernels are tuned for {DEFAULT_BLOCK_SIZE}-token blocks); kept as you chose, since "
+        f"the NPU's kernels accept it. Omit --block-size for {DEFAULT_BLOCK_SIZE}."
     )

@@ -29,8 +29,9 @@ HOST_GRAPHS_REASON = "graph capture is an NPU feature; the host device captures 
 
 def decide_graph_mode(deployment: Deployment, draft: Draft) -> Draft:
     """On the host: no graphs, one Dynamo trace compiled by Inductor unless eager is asked
-    for. On an NPU: eager with enforce_eager; with launch blocking, compiled without graphs;
-    otherwise NPU graphs."""
+    for. On an NPU: eager with enforce_eager or a whole-model Dynamo mode
+    (STOCK_TORCH_COMPILE, DYNAMO_TRACE_ONCE); with launch blocking, compiled without
+    graphs; otherwise NPU graphs."""
     draft = _decide(deployment, draft)
     draft = _no_cuda_fusion_passes(deployment, draft)
     config = draft.decisions.ascend_config
@@ -77,6 +78,8 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
         return _no_capture(_host(draft, graph_mode, comp.mode, comp.enforce_eager))
     if comp.enforce_eager:
         return _eager(draft, graph_mode, comp.mode, "enforce_eager is set", unset_compiles=True)
+    if comp.mode in WHOLE_MODEL_DYNAMO_MODES:
+        return _eager(draft, graph_mode, comp.mode, npu_dynamo_reason(comp.mode))
     if deployment.launch_blocking:
         # Chosen over an error: ASCEND_LAUNCH_BLOCKING=1 is set on purpose to debug a
         # kernel, and that session should start; graph capture needs asynchronous launch,
@@ -191,6 +194,23 @@ NPU_PARALLEL_GRAPHS_REASON = (
     "parallelism is: its all-reduces are captured in the graphs), so the NPU workers "
     "capture no graphs; the model runs compiled without graphs"
 )
+
+
+# vllm_ascend/platform.py check_and_update_config: a compilation mode other than NONE or
+# VLLM_COMPILE gets cudagraph_mode NONE, and cudagraph_mode NONE then gets mode NONE.
+WHOLE_MODEL_DYNAMO_MODES = (CompileMode.STOCK_TORCH_COMPILE, CompileMode.DYNAMO_TRACE_ONCE)
+
+
+def npu_dynamo_reason(mode: CompileMode) -> str:
+    """Why the NPU runs eagerly under one of vLLM's whole-model Dynamo modes."""
+    return (
+        f"compilation mode {mode.name} traces the whole model with Dynamo, which the NPU "
+        "path does not run (as in vllm-ascend, which takes only NONE or VLLM_COMPILE on "
+        "the NPU): NPU graphs are captured only from VLLM_COMPILE's pieces or whole "
+        "decode steps, and the NPU's compile backend is eager (a trace that compiles "
+        "nothing); the model runs eagerly. "
+        "Set compilation mode VLLM_COMPILE (or leave it unset) for NPU graphs"
+    )
 
 
 def _npu_serves(deployment: Deployment, mode: GraphMode) -> tuple[GraphMode, list[str]]:

@@ -7,11 +7,13 @@ from ascend_core.preflight.cann import cann_libraries_item, cann_sourced_item
 from ascend_core.preflight.devices import device_item, target_device, visible_devices_item
 from ascend_core.preflight.host_facts import HostFacts
 from ascend_core.preflight.items import CheckItem, CheckStatus, Preflight
+from ascend_core.preflight.mooncake import mooncake_library_items
 from ascend_core.preflight.network import NETWORK_VARIABLES, network_items
 from ascend_core.preflight.variables import registry_items
 from ascend_core.preflight.versions import compatibility_item, python_item, torchvision_item
 from ports.device import DeviceKind, ProbeResult
 from ports.environment import Environment
+from ports.system_libraries import SystemLibraries
 from ports.upstream import Upstream
 
 
@@ -21,12 +23,14 @@ def run_preflight(
     probe: ProbeResult,
     host: HostFacts,
     multi_node: bool | None = None,
+    libraries: SystemLibraries | None = None,
 ) -> Preflight:
     """Every check of `ascend-doctor check`.
 
     The device kind checked for is what VLLM_ASCEND_DEVICE asks: cpu checks the host
     set; auto and npu check what serving on an NPU needs. `multi_node` None infers it
-    from the network variables being set.
+    from the network variables being set. `libraries` (the system's shared libraries)
+    answers whether Mooncake's libibverbs is there when Mooncake is installed; None skips.
     """
     target = target_device(env)
     items = [python_item(host.python_version), device_item(target, probe)]
@@ -45,4 +49,6 @@ def run_preflight(
     if multi_node is None:
         multi_node = any(env.get(name) is not None for name in NETWORK_VARIABLES)
     items += network_items(env, multi_node, host.interfaces)
+    if libraries is not None:
+        items += mooncake_library_items(upstream, libraries)
     return Preflight(tuple(items))

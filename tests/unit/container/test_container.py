@@ -46,6 +46,7 @@ PORT_OF = {
     "model_files": "ports.model_files:ModelFiles",
     "local_files": "ports.local_files:LocalFiles",
     "ray_cluster": "ports.cluster:RayCluster",
+    "system_libraries": "ports.system_libraries:SystemLibraries",
     # The doctor's providers, the CPU list and the torch_npu loader name functions.
     "host_facts": None,
     "triton_kernel_path": None,

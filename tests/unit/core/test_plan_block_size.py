@@ -67,3 +67,21 @@ def test_hybrid_models_give_vllm_128_to_round_up_from_and_say_so(where) -> None:
     assert plan.block_size == 128
     (change,) = plan.changes_to(fields.BLOCK_SIZE)
     assert "multiple" in change.reason and "hybrid" in change.reason
+
+
+def test_a_users_other_size_with_prefix_caching_is_kept_with_the_references_128_said() -> None:
+    """vllm_ascend/utils.py refresh_block_size sets 128 over a user's size when prefix
+    caching (or chunked prefill) is on, except for hybrid and DeepSeek-V4 models; here the
+    size stays (the NPU's kernels accept it) and a warning says what vllm-ascend does
+    (docs/differences-from-vllm-ascend.md)."""
+    plan = plan_config(npu(mla_model(), cache={"block_size": 64}))
+    assert plan.block_size == 64
+    (note,) = [w for w in plan.warnings if "block_size=64" in w]
+    assert "vllm-ascend sets 128" in note and "prefix caching" in note
+    quiet = (
+        npu(mla_model(), cache={"block_size": 64, "enable_prefix_caching": False}),
+        npu(mla_model(), cache={"block_size": 128}),
+        host(cache={"block_size": 64}),
+    )
+    for deployment in quiet:
+        assert not [w for w in plan_config(deployment).warnings if "block_size=" in w]

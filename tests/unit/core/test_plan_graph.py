@@ -408,3 +408,41 @@ def test_npu_graphs_under_pipeline_or_data_parallelism_become_none_with_the_reas
     assert plan.graph_mode is GraphMode.NONE
     (change,) = plan.changes_to(fields.GRAPH_MODE)
     assert change.reason.endswith(NPU_PARALLEL_GRAPHS_REASON)
+
+
+@pytest.mark.parametrize("mode", [CompileMode.STOCK_TORCH_COMPILE, CompileMode.DYNAMO_TRACE_ONCE])
+@pytest.mark.parametrize(
+    "graph_mode", [None, GraphMode.PIECEWISE, GraphMode.FULL_DECODE_ONLY, GraphMode.NONE]
+)
+def test_a_whole_model_dynamo_mode_runs_the_npu_eagerly_with_the_reason(
+    mode: CompileMode, graph_mode: GraphMode | None
+) -> None:
+    """vllm_ascend/platform.py check_and_update_config: a compilation mode other than NONE
+    or VLLM_COMPILE gets cudagraph_mode NONE ("NPU does not support ... compilation mode"),
+    and cudagraph_mode NONE gets mode NONE; here both are changes with the reason, the
+    launch-blocking rule included (it would keep the compiler)."""
+    for launch_blocking in (False, True):
+        plan = plan_config(
+            npu(
+                compilation={"mode": mode, "graph_mode": graph_mode},
+                launch_blocking=launch_blocking,
+            )
+        )
+        assert plan.graph_mode is GraphMode.NONE
+        assert plan.compile_mode is CompileMode.NONE
+        (compile_,) = plan.changes_to(fields.COMPILE_MODE)
+        assert (compile_.old, compile_.new) == (mode, CompileMode.NONE)
+        assert mode.name in compile_.reason and "VLLM_COMPILE" in compile_.reason
+        graph_changes = plan.changes_to(fields.GRAPH_MODE)
+        if graph_mode is GraphMode.NONE:
+            assert not graph_changes
+        else:
+            (graph,) = graph_changes
+            assert (graph.old, graph.new) == (graph_mode, GraphMode.NONE)
+            assert graph.reason == compile_.reason
+
+
+def test_the_host_keeps_a_whole_model_dynamo_mode() -> None:
+    """The rule is the NPU's: the host compiles with DYNAMO_TRACE_ONCE by its own choice."""
+    plan = plan_config(host(compilation={"mode": CompileMode.STOCK_TORCH_COMPILE}))
+    assert plan.compile_mode is CompileMode.STOCK_TORCH_COMPILE

@@ -24,6 +24,7 @@ from unit.doctor.large_models import (
 from unit.fakes.environment import FakeEnvironment
 from unit.fakes.model_files import FakeModelFiles
 from unit.fakes.probe import FakeProbe
+from unit.fakes.system_libraries import FakeSystemLibraries
 from unit.fakes.upstream import FakeUpstream
 
 GIB = 1 << 30
@@ -61,6 +62,7 @@ def wiring(
     ))
     c.npu_probe.override(FakeProbe(NO_NPU))
     c.host_facts.override(HostFacts("3.11.7", {}, 0, {"lo": ("127.0.0.1",)}))
+    c.system_libraries.override(FakeSystemLibraries())
     c.serve_args_parser.override(fake_parse)
     c.model_files.override(providers.Callable((files or {}).__getitem__))
     return c
@@ -281,3 +283,12 @@ def test_plan_reports_the_graph_mode_the_engine_runs_not_the_one_it_asks_for() -
     assert parallel["data"]["execution"]["graph_mode"] == "NONE"
     assert "npu_graph_mode=NONE" in parallel["data"]["plan"]
     assert items["execution"] == execution["how"]
+
+
+def test_check_says_when_mooncake_lacks_libibverbs_and_how_to_install_it() -> None:
+    c = wiring(versions={"vllm": "0.33.0", "mooncake-transfer-engine-non-cuda": "0.3.13"})
+    code, text = run(["check"], c)
+    assert "P/D disaggregation (Mooncake)" in text
+    assert "libibverbs.so.1" in text and "apt-get install libibverbs1" in text
+    plain_code, plain = run(["check"], wiring())
+    assert "P/D disaggregation" not in plain and code == plain_code == 2

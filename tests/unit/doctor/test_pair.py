@@ -134,3 +134,20 @@ def test_the_pair_report_says_each_sides_fault_bound_and_the_policy() -> None:
     decode = items["decode does"]["detail"]
     assert "unanswered for 540 s" in decode and "kv_load_failure_policy=fail" in decode
     assert items["fault bounds"]["status"] == "pass" and code in (0, 1)
+
+
+def test_the_pair_report_prints_the_matching_router_line() -> None:
+    """As tests/e2e/test_pd_disaggregation.py starts the router: the vLLM PD mode,
+    --kv-connector mooncake, the prefill's bootstrap port (VLLM_MOONCAKE_BOOTSTRAP_PORT,
+    vLLM's 8998 here) after its URL."""
+    _, out = run(MATCHING_PAIR)
+    report = json.loads(out)
+    (router,) = [s for s in report["sections"] if s["title"] == "router"]
+    (item,) = router["items"]
+    assert item["detail"] == (
+        "vllm-router --host 127.0.0.1 --port 8100 --vllm-pd-disaggregation --kv-connector "
+        "mooncake --prefill http://127.0.0.1:8101 8998 --decode http://127.0.0.1:8102"
+    )
+    assert "computes every prompt itself" in item["fix"]
+    _, text = run(MATCHING_PAIR[:1] + MATCHING_PAIR[2:])  # the text report says it too
+    assert "--kv-connector mooncake --prefill http://127.0.0.1:8101 8998" in text

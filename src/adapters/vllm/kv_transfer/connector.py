@@ -1,10 +1,13 @@
 """The reference's `MooncakeConnectorV1` name, served by vLLM's MooncakeConnector.
 
 vLLM loads it through kv_connector_module_path, which the plan sets for that name
-(ascend_core/kv_transfer.py), so every process that builds a connector finds it. Four
+(ascend_core/kv_transfer.py), so every process that builds a connector finds it. Five
 additions to vLLM's connector, nothing else:
 - the transport defaults to the device's (TCP on the host, Ascend's on an NPU), and
   `use_ascend_direct: true` asks for Ascend's, as the reference's keys mean;
+- the decode side says once when a request comes without Mooncake's transfer parameters
+  (it then computes the whole prompt itself: a router started without `--kv-connector
+  mooncake` or without the prefill's bootstrap port), naming the fix;
 - the decode side logs, per request, how many prompt tokens' KV it pulls, from which
   prefill engine, and in how long (the scheduler's view: from the request's admission to
   the worker reporting the blocks received), or that the load failed and what the
@@ -34,7 +37,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector im
 from vllm.v1.request import RequestStatus
 
 from adapters.vllm.kv_transfer import layout as kv_layout
-from ascend_core import kv_transfer
+from ascend_core import kv_routing, kv_transfer
 
 if TYPE_CHECKING:
     import torch
@@ -172,6 +175,8 @@ class MooncakeConnectorV1(MooncakeConnector):
                 if kv.kv_role == "kv_producer"
                 else self._bounds.consumer_says(),
             )
+        # A decode instance says once that requests come without transfer parameters.
+        self._say_no_pull = kv.kv_role == "kv_consumer"
         # request id -> (prompt tokens to receive, prefill engine, bootstrap address, start)
         self._receiving: dict[str, tuple[int, str, str, float]] = {}
         # request id -> the local blocks its KV goes to (a failed load names blocks)
@@ -197,6 +202,11 @@ class MooncakeConnectorV1(MooncakeConnector):
     ) -> tuple[int | None, bool]:
         count, load_async = super().get_num_new_matched_tokens(request, num_computed_tokens)
         params = request.kv_transfer_params or {}
+        if self._say_no_pull:
+            what = kv_routing.missing_transfer_params(request.kv_transfer_params)
+            if what is not None:
+                self._say_no_pull = False
+                logger.warning(kv_routing.no_pull_warning(request.request_id, what))
         if count and load_async and request.request_id not in self._receiving:
             self._receiving[request.request_id] = (
                 int(count),
