@@ -1,4 +1,5 @@
-"""Qwen3-Next on the emulated NPU, bf16: the same greedy ids as the host device.
+"""Qwen3-Next and Qwen3.5-MoE on the emulated NPU, bf16: the same greedy ids as the host
+device.
 
 Two fresh processes side by side (qwen3_next_run.py): the host, and the NPU platform,
 worker and adapters on the emulated torch_npu and device. A batch of 8 mixed lengths
@@ -37,9 +38,18 @@ def _start(device: str, model: str) -> subprocess.Popen[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def runs() -> dict[str, dict[str, Any]]:
-    model = str(make_models_module().make_qwen3_next(MODELS_DIR / "tiny-qwen3_next"))
+def _model(style: str) -> str:
+    models = make_models_module()
+    if style == "qwen3_next":
+        return str(models.make_qwen3_next(MODELS_DIR / "tiny-qwen3_next"))
+    return str(models.make_qwen3_5(MODELS_DIR / f"tiny-{style}", style=style))
+
+
+# Qwen3.5-MoE: the GDN's input projections stored apart (vLLM stacks them at load), the rest
+# as Qwen3-Next; its dense sibling shares every NPU op with it and runs on the host only.
+@pytest.fixture(scope="module", params=["qwen3_next", "qwen3_5_moe"])
+def runs(request: pytest.FixtureRequest) -> dict[str, dict[str, Any]]:
+    model = _model(request.param)
     procs = {device: _start(device, model) for device in ("host", "npu")}
     done = {}
     for device, proc in procs.items():

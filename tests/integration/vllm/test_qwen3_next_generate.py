@@ -1,8 +1,9 @@
 """Qwen3-Next (hybrid: gated-delta-net linear attention + full attention, sparse MoE with
-a gated shared expert) through the plugin on the host, fp32: greedy ids equal
-transformers' (its torch fallback of the GDN kernels).
+a gated shared expert) and Qwen3.5's text models (the same layout, the GDN's input
+projections stored apart; dense and MoE) through the plugin on the host, fp32: greedy ids
+equal transformers' (its torch fallback of the GDN kernels).
 
-One LLM, the host's default (compiled) path: a batch of 8 mixed lengths with chunked
+One LLM per model, the host's default (compiled) path: a batch of 8 mixed lengths with chunked
 prefill (max_num_batched_tokens=64, shorter than the long prompts, so states carry across
 chunks and decodes mix with prefills). Prefix caching is asked for and the plan turns it
 off (ascend_core/plan/hybrid_cache.py: vLLM's align mode copies states with a Triton
@@ -25,9 +26,12 @@ MAX_NEW = 10
 LENGTHS = [3, 17, 33, 64, 90, 150, 300, 420]
 
 
-@pytest.fixture(scope="module")
-def model_dir() -> str:
-    return str(make_models_module().make_qwen3_next(MODELS_DIR / "tiny-qwen3_next"))
+@pytest.fixture(scope="module", params=["qwen3_next", "qwen3_5", "qwen3_5_moe"])
+def model_dir(request: pytest.FixtureRequest) -> str:
+    models, style = make_models_module(), request.param
+    if style == "qwen3_next":
+        return str(models.make_qwen3_next(MODELS_DIR / "tiny-qwen3_next"))
+    return str(models.make_qwen3_5(MODELS_DIR / f"tiny-{style}", style=style))
 
 
 @pytest.fixture(scope="module")
