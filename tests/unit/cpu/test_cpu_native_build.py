@@ -159,3 +159,17 @@ def test_a_native_build_here_would_reach_the_refusing_compiler() -> None:
     from torch.utils import cpp_extension
 
     assert cpp_extension.get_cxx_compiler().endswith("refuse-cxx")
+
+
+def test_a_lock_left_by_a_killed_build_is_removed_and_a_fresh_one_kept(tmp_path, caplog) -> None:  # type: ignore[no-untyped-def]
+    from adapters.cpu.native import STALE_LOCK_SECONDS, clear_stale_lock
+
+    lock = tmp_path / "lock"
+    lock.touch()
+    made = lock.stat().st_mtime
+    assert not clear_stale_lock(tmp_path, now=made + 5)  # a build in progress: its lock stays
+    assert lock.exists()
+    with caplog.at_level(logging.WARNING):
+        assert clear_stale_lock(tmp_path, now=made + STALE_LOCK_SECONDS + 1)
+    assert not lock.exists() and "was killed before it finished" in caplog.text
+    assert not clear_stale_lock(tmp_path) and not clear_stale_lock(None)

@@ -136,6 +136,7 @@ class NativeKernels:
     def _build(self, name: str) -> bool:
         extension = self._extensions[name]
         started = time.monotonic()
+        clear_stale_lock(_build_directory(_build_name(name)))
         try:
             from torch.utils import cpp_extension
 
@@ -344,6 +345,32 @@ def _build_directory(build_name: str) -> Path | None:
         return Path(cpp_extension._get_build_directory(build_name, verbose=False))
     except Exception:  # a private helper of torch's: the note then names no directory
         return None
+
+
+# torch's builds lock their directory with a file that only the building process removes:
+# one killed mid-build (an engine stopped at its first start) leaves it, and every later
+# start then waits on it forever. No build here takes near this long on 2 cores.
+STALE_LOCK_SECONDS = 600.0
+
+
+def clear_stale_lock(directory: Path | None, now: float | None = None) -> bool:
+    """Remove `directory`'s build lock when it is older than STALE_LOCK_SECONDS (left by a
+    build that was killed); whether one was removed."""
+    lock = directory / "lock" if directory is not None else None
+    try:
+        if lock is None or not lock.exists():
+            return False
+        age = (time.time() if now is None else now) - lock.stat().st_mtime
+        if age < STALE_LOCK_SECONDS:
+            return False  # a build in progress, in this process's sibling or another one
+        lock.unlink()
+    except OSError:
+        return False  # gone meanwhile, or not ours to remove: torch's wait decides
+    logger.warning(
+        "Removed %s, a build lock %d s old: a host kernel build was killed before it "
+        "finished, and every start would have waited on it.", lock, round(age),
+    )
+    return True
 
 
 def _cpu_key(cpuinfo: str | None = None) -> str:
