@@ -78,6 +78,18 @@ class WeightsSize:
     tensors: int
     quantized: bool  # some weight matrices are stored as 8-bit or narrower integers/floats
     detail: str
+    # The routed experts' share of total_bytes (`.experts.` tensors; shared experts are not
+    # routed): expert parallelism spreads these over the EP group, the rest over TP only.
+    routed_expert_bytes: int = 0
+
+    def per_device(self, tp: int, pp: int, ep: int | None = None) -> int:
+        """Bytes one device holds: every weight split over tp x pp, the routed experts
+        over ep x pp instead where expert parallelism puts them (vLLM's EP group is
+        tp x dp with --enable-expert-parallel; None: no EP, the experts split like the
+        rest)."""
+        experts = self.routed_expert_bytes if ep is not None else 0
+        rest = (self.total_bytes - experts) // (tp * pp)
+        return rest + (experts // (ep * pp) if ep is not None else 0)
 
 
 def weights_size(headers: Iterable[TensorHeader], model_dtype: str = "bfloat16") -> WeightsSize:
@@ -89,9 +101,11 @@ def weights_size(headers: Iterable[TensorHeader], model_dtype: str = "bfloat16")
     count = 0
     narrow = 0
     scales = 0
+    experts = 0
     for header in headers:
         numel = math.prod(header.shape)
         code = header.dtype.upper()
+        before = total
         if code in _FLOAT_HEADERS:
             quant_param = header.name.rpartition(".")[2] in QUANT_PARAM_NAMES
             total += numel * (_QUANT_PARAM_BYTES if quant_param else float_bytes)
@@ -107,13 +121,15 @@ def weights_size(headers: Iterable[TensorHeader], model_dtype: str = "bfloat16")
             total += math.ceil(numel * bits / 8)
             if bits <= 8 and len(header.shape) >= 2:
                 narrow += 1
+        if ".experts." in header.name:
+            experts += total - before
         count += 1
     detail = f"{count} tensors, floating point at {model_dtype}"
     if narrow:
         detail += f", {narrow} matrices stored at 8 bits or fewer"
     if scales:
         detail += f", {scales} quantization scales at float32 (as held)"
-    return WeightsSize(total, count, narrow > 0, detail)
+    return WeightsSize(total, count, narrow > 0, detail, routed_expert_bytes=experts)
 
 
 class KvLayout(enum.Enum):

@@ -91,7 +91,10 @@ def memory_items(
             )
         ], {}
     shards = args.tp * args.pp
-    per_device = weights.total_bytes // shards
+    # vLLM's EP group (--enable-expert-parallel) is every TP rank of every DP replica.
+    ep = args.tp * args.dp if args.expert_parallel and weights.routed_expert_bytes else None
+    per_device = weights.per_device(args.tp, args.pp, ep)
+    split = f"tp x pp = {shards}" + (f"; routed experts / ep x pp = {ep * args.pp}" if ep else "")
     speculative = speculative_facts(args, files, draft_files)
     kv = kv_bytes_per_token(model, kv_dtype, args.tp, args.pp, speculative)
     lora = (
@@ -159,7 +162,7 @@ def memory_items(
             "weights",
             PASS,
             f"{format_bytes(weights.total_bytes)} ({weights.detail}); "
-            f"{format_bytes(per_device)} per device (/ tp x pp = {shards})",
+            f"{format_bytes(per_device)} per device (/ {split})",
         ),
         CheckItem("KV per token", PASS, f"{kv.bytes} B = {kv.formula}"),
         CheckItem("reserve", PASS, f"{reserve.describe()} (estimate)"),
