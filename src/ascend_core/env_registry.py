@@ -14,20 +14,24 @@ from typing import Any, TypeVar, cast
 from attrs import frozen
 
 from ascend_core.device_selection import DeviceRequest
+from ascend_core.env.outside_vars import OUTSIDE_VARS
 from ascend_core.env.reading import ResolvedVar, resolve
 from ascend_core.env.reference_vars import REFERENCE_ONLY_VARS, RETIRED_REFERENCE_VARS
 from ascend_core.env.unknown import RetiredVariable, UnknownVariable, find_unknown
 from ascend_core.env.variables import EnvVar, VarType, bool_var, choice_var, int_var
+from ascend_core.moe.forced import MoeCommRequest
 from ascend_core.triton_kernels import TritonKernelsRequest
 from ports.environment import Environment
 
 __all__ = [
     "ENV_REGISTRY",
     "ENV_VARS",
+    "OUTSIDE_VARS",
     "RETIRED_VARS",
     "DeviceRequest",
     "EnvSettings",
     "EnvVar",
+    "MoeCommRequest",
     "ResolvedVar",
     "RetiredVariable",
     "TritonKernelsRequest",
@@ -110,6 +114,14 @@ TRITON_KERNELS = choice_var(
     "off keeps the torch path, interpret runs them in Triton's interpreter (the emulated "
     "NPU's tests; host copies of each argument, never for serving).",
 )
+MOE_COMM_METHOD = choice_var(
+    "VLLM_ASCEND_MOE_COMM_METHOD",
+    MoeCommRequest,
+    MoeCommRequest.AUTO,
+    "How MoE layers move tokens between expert-parallel ranks: auto lets the plan choose "
+    "per chip and step size (as vllm-ascend does); allgather, mc2 or alltoall force one "
+    "for every step, or the plan refuses with the reason.",
+)
 
 ENV_VARS: tuple[EnvVar[Any], ...] = (
     DEVICE,
@@ -122,6 +134,7 @@ ENV_VARS: tuple[EnvVar[Any], ...] = (
     BALANCE_SCHEDULING,
     TRAINING_CONSISTENCY,
     TRITON_KERNELS,
+    MOE_COMM_METHOD,
     *REFERENCE_ONLY_VARS,
 )
 
@@ -208,6 +221,10 @@ class EnvSettings:
     @property
     def triton_kernels(self) -> TritonKernelsRequest:
         return self.get(TRITON_KERNELS)
+
+    @property
+    def moe_comm_method(self) -> MoeCommRequest:
+        return self.get(MOE_COMM_METHOD)
 
 
 def read_env(env: Environment, registry: tuple[EnvVar[Any], ...] = ENV_VARS) -> EnvSettings:

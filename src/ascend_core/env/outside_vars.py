@@ -1,0 +1,20 @@
+"""Variables outside VLLM_ASCEND_* that CANN reads and the plan checks against its own
+decisions; registered like ours (type, default, one-line doc) but never set by the plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ascend_core.env.variables import EnvVar, int_var
+
+# CANN's environment variable reference, HCCL_BUFFSIZE: MB of buffer each communication
+# domain takes on each rank; 200 when unset; MC2's op docs give its floor.
+HCCL_BUFFSIZE = int_var(
+    "HCCL_BUFFSIZE",
+    200,
+    "MB of HCCL buffer per communication domain on each rank (CANN); MC2 needs a floor "
+    "the plan computes.",
+    minimum=1,
+)
+
+OUTSIDE_VARS: tuple[EnvVar[Any], ...] = (HCCL_BUFFSIZE,)
