@@ -211,11 +211,7 @@ def test_check_and_update_config_translates_the_config_once(model_dirs: dict[str
     with container().model_files.override(providers.Factory(counting)):
         ns = _serve_parser().parse_args([model_dirs["qwen3"]])
         ns.model = ns.model_tag or ns.model
-        # As `vllm serve` does: its batch defaults (max_num_seqs, max_num_batched_tokens)
-        # are the API server's, which the doctor assumes.
-        config = AsyncEngineArgs.from_cli_args(ns).create_engine_config(
-            usage_context=UsageContext.OPENAI_API_SERVER
-        )
+        config = AsyncEngineArgs.from_cli_args(ns).create_engine_config()
     assert len(readers) == 1, "the model's files were read by more than one translation"
     assert config.compilation_config.cudagraph_capture_sizes == []  # the plan's change
     plan = getattr(plugin_attrs(config), PATCH_PLAN_ATTR)
