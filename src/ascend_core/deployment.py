@@ -125,6 +125,8 @@ class ModelFacts:
     # not per-token KV); None: every layer is.
     attention_layers: int | None = field(default=None, validator=validators.optional(_positive))
     is_moe: bool = False
+    num_experts: int = field(default=0, validator=validators.ge(0))  # routed; 0: not MoE
+    experts_per_token: int = field(default=0, validator=validators.ge(0))  # top-k; 0: unknown
     sliding_window: bool = False  # some or all layers attend over a window only
     attention_sinks: bool = False  # learned per-head sink logits (gpt-oss style)
     encoder_decoder: bool = False
@@ -200,6 +202,17 @@ class CompilationSettings:
 
 
 @frozen
+class BatchSettings:
+    """The scheduler's batch limits (`scheduler_config`); None: not known (vLLM's default
+    applies and the plan assumes nothing of it)."""
+
+    max_num_seqs: int | None = field(default=None, validator=validators.optional(_positive))
+    max_num_batched_tokens: int | None = field(
+        default=None, validator=validators.optional(_positive)
+    )
+
+
+@frozen
 class CacheSettings:
     """KV cache (`cache_config`) and sleep mode (`model_config.enable_sleep_mode`)."""
 
@@ -226,6 +239,7 @@ class Deployment:
     speculative: SpeculativeSettings = SpeculativeSettings()
     compilation: CompilationSettings = CompilationSettings()
     cache: CacheSettings = CacheSettings()
+    batch: BatchSettings = BatchSettings()
     kv_transfer_role: KvTransferRole | None = None  # None: no KV transfer configured
     kv_transfer: KvTransferSettings | None = None  # the whole kv_transfer_config, if any
     # vLLM's additional_config, untouched: the plan parses and validates it.
@@ -247,6 +261,11 @@ class Deployment:
     # The VLLM_ASCEND_* variables as set (name -> raw text); the plan parses them, so a
     # bad value is one more error of the same pass.
     ascend_env: Mapping[str, str] = field(
+        factory=dict, converter=_frozen_mapping, eq=False, hash=False
+    )
+    # The variables outside VLLM_ASCEND_* the plan checks (env.outside_vars, e.g.
+    # HCCL_BUFFSIZE) that are set, as written.
+    outside_env: Mapping[str, str] = field(
         factory=dict, converter=_frozen_mapping, eq=False, hash=False
     )
     # Files additional_config names (e.g. eplb_config.expert_map_path) -> whether the

@@ -18,6 +18,7 @@ from attrs import evolve, field, frozen
 from ascend_core.ascend_config.files import probe_referenced_files
 from ascend_core.attention import batch_invariant_requested
 from ascend_core.deployment import (
+    BatchSettings,
     CacheSettings,
     CompilationSettings,
     CompileMode,
@@ -61,6 +62,7 @@ class Requested:
     speculative: SpeculativeSettings = field(factory=SpeculativeSettings)
     compilation: CompilationSettings = field(factory=CompilationSettings)
     cache: CacheSettings = field(factory=CacheSettings)
+    batch: BatchSettings = field(factory=BatchSettings)
     kv_transfer_role: KvTransferRole | None = None
     kv_transfer: KvTransferSettings | None = None
     additional_config: Mapping[str, Any] = field(
@@ -135,6 +137,7 @@ def build_deployment(
         speculative=requested.speculative,
         compilation=comp,
         cache=requested.cache,
+        batch=requested.batch,
         kv_transfer_role=requested.kv_transfer_role,
         kv_transfer=_with_bootstrap_port(requested.kv_transfer, env),
         additional_config=requested.additional_config,
@@ -148,6 +151,9 @@ def build_deployment(
         profiler=requested.profiler,
         training_consistency=batch_invariant_requested(env, settings),
         ascend_env=ascend_variables(env),
+        outside_env={
+            var.name: value for var in OUTSIDE_VARS if (value := env.get(var.name)) is not None
+        },
         readable_files=(
             probe_referenced_files(requested.additional_config, local_files)
             if local_files is not None

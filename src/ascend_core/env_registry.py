@@ -13,13 +13,15 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar, cast
 
-from attrs import evolve, frozen
+from attrs import frozen
 
 from ascend_core.device_selection import DeviceRequest
+from ascend_core.env.outside_vars import LAUNCH_BLOCKING, OUTSIDE_VARS
 from ascend_core.env.reading import ResolvedVar, resolve
 from ascend_core.env.reference_vars import REFERENCE_ONLY_VARS, RETIRED_REFERENCE_VARS
 from ascend_core.env.unknown import RetiredVariable, UnknownVariable, find_unknown
 from ascend_core.env.variables import EnvVar, VarType, bool_var, choice_var, int_var
+from ascend_core.moe.forced import MoeCommRequest
 from ascend_core.triton_kernels import TritonKernelsRequest
 from ports.environment import Environment
 
@@ -33,6 +35,7 @@ __all__ = [
     "DeviceRequest",
     "EnvSettings",
     "EnvVar",
+    "MoeCommRequest",
     "ResolvedVar",
     "RetiredVariable",
     "TritonKernelsRequest",
@@ -115,6 +118,14 @@ TRITON_KERNELS = choice_var(
     "off keeps the torch path, interpret runs them in Triton's interpreter (the emulated "
     "NPU's tests; host copies of each argument, never for serving).",
 )
+MOE_COMM_METHOD = choice_var(
+    "VLLM_ASCEND_MOE_COMM_METHOD",
+    MoeCommRequest,
+    MoeCommRequest.AUTO,
+    "How MoE layers move tokens between expert-parallel ranks: auto lets the plan choose "
+    "per chip and step size (as vllm-ascend does); allgather, mc2 or alltoall force one "
+    "for every step, or the plan refuses with the reason.",
+)
 
 ENV_VARS: tuple[EnvVar[Any], ...] = (
     DEVICE,
@@ -127,27 +138,15 @@ ENV_VARS: tuple[EnvVar[Any], ...] = (
     BALANCE_SCHEDULING,
     TRAINING_CONSISTENCY,
     TRITON_KERNELS,
+    MOE_COMM_METHOD,
     *REFERENCE_ONLY_VARS,
 )
 
 ENV_REGISTRY: Mapping[str, EnvVar[Any]] = MappingProxyType({v.name: v for v in ENV_VARS})
 
-# Variables other software defines that the plan reads: registered with their owner's
-# meaning (type, default), read through the same Environment port, never renamed or
-# prefixed; unknown_variables leaves their names alone (they are not VLLM_ASCEND_*).
-LAUNCH_BLOCKING = evolve(
-    int_var(
-        "ASCEND_LAUNCH_BLOCKING",
-        0,
-        "CANN: 1 launches each NPU kernel synchronously (for debugging a kernel), which "
-        "graph capture cannot record, so the plan runs the model without NPU graphs.",
-        choices=(0, 1),
-    ),
-    owner="CANN",
-)
-
-OUTSIDE_VARS: tuple[EnvVar[Any], ...] = (LAUNCH_BLOCKING,)
-
+# Variables other software defines that the plan reads (ascend_core/env/outside_vars.py):
+# registered with their owner's meaning (type, default), read through the same Environment
+# port, never renamed or prefixed; unknown_variables leaves their names alone.
 OUTSIDE_REGISTRY: Mapping[str, EnvVar[Any]] = MappingProxyType({v.name: v for v in OUTSIDE_VARS})
 
 # Names the reference plugin read that this one does not, so the doctor can
@@ -231,6 +230,10 @@ class EnvSettings:
     @property
     def triton_kernels(self) -> TritonKernelsRequest:
         return self.get(TRITON_KERNELS)
+
+    @property
+    def moe_comm_method(self) -> MoeCommRequest:
+        return self.get(MOE_COMM_METHOD)
 
 
 def read_env(env: Environment, registry: tuple[EnvVar[Any], ...] = ENV_VARS) -> EnvSettings:

@@ -20,6 +20,8 @@ KV_HEAD_KEYS = (
     "multi_query_group_num",  # ChatGLM
     "num_attention_groups",
 )
+# The experts each token is routed to, as MoE configs name it.
+TOP_K_KEYS = ("num_experts_per_tok", "moe_topk", "top_k_experts", "num_experts_per_token")
 EXPERT_KEYS = ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
 # vLLM takes the smallest of these present; model_max_length, if set, wins outright.
 MAX_LEN_KEYS = (
@@ -128,6 +130,8 @@ def model_facts_from_config(
         index_topk=_first_positive(c, ("index_topk",)),
         index_head_dim=_first_positive(c, ("index_head_dim",)) or 128,
         is_moe=_first_positive(c, EXPERT_KEYS) is not None,
+        num_experts=_first_positive(c, EXPERT_KEYS) or 0,
+        experts_per_token=_first_positive(c, TOP_K_KEYS) or 0,
         compressed_attention=str(archs[0]) in COMPRESSED_MLA_ARCHITECTURES,
         hybrid=_layer_kinds(c) & HYBRID_LAYER_KINDS != set(),
         attention_layers=_attention_layers(c),

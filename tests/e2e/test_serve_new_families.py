@@ -1,7 +1,8 @@
-"""`vllm serve` answers chat for Qwen3-Next (hybrid gated delta net + full attention) and
-DeepSeek-V3.2 (sparse MLA with the lightning indexer) on the host: each answer is
-transformers' greedy continuation of the same chat-templated prompt, so the server ran the
-family's own layers, not just the HTTP layer. Both servers start at once (eager, fp32).
+"""`vllm serve` answers chat for Qwen3-Next (hybrid gated delta net + full attention),
+Qwen3.5-MoE (the same layout, its GDN projections stored apart) and DeepSeek-V3.2 (sparse
+MLA with the lightning indexer) on the host: each answer is transformers' greedy
+continuation of the same chat-templated prompt, so the server ran the family's own layers,
+not just the HTTP layer. The servers start at once (eager, fp32).
 
 (gpt-oss is served by tests/e2e/test_serve_gpt_oss.py with completions: its chats are
 rendered in the harmony format, which the tiny test model's vocabulary cannot embed.)
@@ -44,20 +45,23 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
     models = make_models_module()
     dirs = {
         "qwen3_next": str(models.make_qwen3_next(MODELS_DIR / "tiny-qwen3_next")),
+        "qwen3_5_moe": str(
+            models.make_qwen3_5(MODELS_DIR / "tiny-qwen3_5_moe", style="qwen3_5_moe")
+        ),
         "deepseek_v32": str(models.make_dsv32_model(MODELS_DIR / "tiny-deepseek_v32")),
     }
     logs = tmp_path_factory.mktemp("log")
     started = {name: Server(d, logs / f"{name}.log") for name, d in dirs.items()}
     try:
         for srv in started.values():
-            srv.wait_ready(timeout=600)  # two engines starting at once on 2 cores
+            srv.wait_ready(timeout=600)  # three engines starting at once on 2 cores
         yield started
     finally:
         for srv in started.values():
             srv.stop()
 
 
-@pytest.mark.parametrize("family", ["qwen3_next", "deepseek_v32"])
+@pytest.mark.parametrize("family", ["qwen3_next", "qwen3_5_moe", "deepseek_v32"])
 def test_chat_answer_is_the_models_greedy_continuation(
     servers: dict[str, Server], family: str
 ) -> None:

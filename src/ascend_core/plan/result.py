@@ -12,6 +12,7 @@ from ascend_core.ascend_config import AscendConfig
 from ascend_core.deployment import CompileMode, GraphMode
 from ascend_core.env_registry import EnvSettings
 from ascend_core.errors import AscendError, PlanErrors
+from ascend_core.moe.decision import MoeDecision
 from ascend_core.plan import fields
 from ascend_core.quantization.methods import QuantMethod
 
@@ -65,6 +66,7 @@ class Decisions:
     ascend_config: AscendConfig | None = None  # None when additional_config has errors
     npu_alloc_conf: str | None = None
     env: EnvSettings | None = None  # None until the env step ran, or when it had errors
+    moe: MoeDecision | None = None  # MoE models whose batch limits are known
 
 
 @frozen
@@ -112,6 +114,9 @@ class ConfigPlan:
             f"block_size={_render(self.block_size)}, npu_graph_mode={self.graph_mode.name}, "
             f"compile_mode={_render(self.compile_mode)}"
         ]
+        moe = self.decisions.moe
+        if moe is not None:
+            lines.append(f"  moe     {moe.describe()}")
         lines += [f"  change  {c.describe()}" for c in self.changes]
         lines += [f"  warning {w}" for w in self.warnings]
         lines += [f"  error   {e}" for e in self.errors]

@@ -58,6 +58,8 @@ CASES: list[tuple[list[str], dict[str, str]]] = [
         {},
     ),
     (["--model-files", "modelslim"], {}),  # the model with a ModelSlim description
+    # The batch limits and HCCL_BUFFSIZE (an outside variable) the MoE step reads.
+    (["--max-num-seqs", "8", "--max-num-batched-tokens", "512"], {"HCCL_BUFFSIZE": "300"}),
 ]
 
 
@@ -97,6 +99,7 @@ def _serve_deployment(argv: list[str]) -> Deployment:
     on; for a config the plan refused, off the config in the refusal's traceback."""
     from vllm.config import VllmConfig
     from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.usage.usage_lib import UsageContext
 
     from adapters.vllm.engine.platform import DEPLOYMENT_ATTR
     from adapters.vllm.engine.translate import plugin_attrs
@@ -104,7 +107,11 @@ def _serve_deployment(argv: list[str]) -> Deployment:
     ns = _serve_parser().parse_args(argv)
     ns.model = ns.model_tag or ns.model  # as `vllm serve MODEL` does
     try:
-        config = AsyncEngineArgs.from_cli_args(ns).create_engine_config()
+        # As `vllm serve` does: its batch defaults (max_num_seqs, max_num_batched_tokens)
+        # are the API server's, which the doctor assumes.
+        config = AsyncEngineArgs.from_cli_args(ns).create_engine_config(
+            usage_context=UsageContext.OPENAI_API_SERVER
+        )
     except (Exception, SystemExit) as exc:  # a refusal (StartupError) comes after the build
         tb, configs = exc.__traceback__, []
         while tb is not None:

@@ -200,3 +200,26 @@ def test_max_model_len_beyond_the_config_is_refused_for_that_reason(
 ) -> None:
     _, report = doctor_refuses([model_dirs["qwen3"], "--max-model-len", "16384"])
     assert "--max-model-len 16384 is greater than the 8192 tokens" in report
+
+
+# The MoE communication method: the tiny Qwen3-MoE with TP 2 + EP on the host, whose
+# expert parallelism is all-gather over gloo; a forced method the host cannot serve is
+# refused by both before any weight loads. (id, VLLM_ASCEND_MOE_COMM_METHOD, both refuse?)
+MOE_ROWS: list[tuple[str, str, bool]] = [
+    ("forced mc2 on the host", "mc2", True),
+    ("forced allgather on the host", "allgather", False),
+]
+
+
+@pytest.mark.parametrize(("method", "refused"), [(m, r) for _, m, r in MOE_ROWS],
+                         ids=[i for i, _, _ in MOE_ROWS])  # fmt: skip
+def test_doctor_and_serve_agree_on_the_moe_comm_method(
+    model_dirs: dict[str, str], monkeypatch: pytest.MonkeyPatch, method: str, refused: bool
+) -> None:
+    monkeypatch.setenv("VLLM_ASCEND_MOE_COMM_METHOD", method)
+    argv = [model_dirs["qwen3_moe"], "--tensor-parallel-size", "2", "--enable-expert-parallel"]
+    by_doctor, report = doctor_refuses(argv)
+    by_serve, error = serve_refuses(argv)
+    assert (by_doctor, by_serve) == (refused, refused), (report[-1500:], error[-1500:])
+    if refused:
+        assert "VLLM_ASCEND_MOE_COMM_METHOD=mc2 cannot serve" in error

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ascend_core.env_registry as registry_module
+from ascend_core.env import outside_vars as outside_vars_module
 from ascend_core.env import reference_vars as reference_vars_module
 from ascend_core.env.variables import (
     EnvVar,
@@ -133,7 +134,7 @@ def test_registry_entries_are_well_formed():
 
 def test_every_module_constant_is_in_the_registry_tuple():
     """Each constant is in ENV_VARS, or in OUTSIDE_VARS when another software owns it."""
-    modules = (registry_module, reference_vars_module)
+    modules = (registry_module, reference_vars_module, outside_vars_module)
     constants = [v for m in modules for v in vars(m).values() if isinstance(v, EnvVar)]
     registered = (*ENV_VARS, *registry_module.OUTSIDE_VARS)
     assert set(map(id, constants)) == set(map(id, registered))

@@ -17,6 +17,7 @@ from adapters.doctor.plan.config import (
 from adapters.doctor.plan.graphs import graph_items
 from adapters.doctor.plan.memory import memory_items
 from adapters.doctor.plan.model import Target, model_items, read_model
+from adapters.doctor.plan.moe import moe_items
 from adapters.doctor.plan.patches import patch_items
 from adapters.doctor.plan.quantization import quantization_items
 from adapters.doctor.plan.ray import ray_items
@@ -76,6 +77,9 @@ def plan_report(
     graphs, graph_data = graph_items(args, deployment, plan, target) if plan else ([], None)
     if plan is not None:
         sections.append(Section("graphs", graphs))
+    moe, data["expert_parallel"] = moe_items(plan) if plan is not None else ([], None)
+    if moe:
+        sections.append(Section("expert parallelism", moe))
     sections.append(Section("attention", attention_items(model, target, env)))
     sections.append(Section("quantization", quant_items))
     patches, patch_data = patch_items(deployment, upstream)

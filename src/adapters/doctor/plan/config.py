@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
+from adapters.doctor.plan.batch import serve_max_num_batched_tokens, serve_max_num_seqs
 from adapters.doctor.plan.items import FAIL, PASS, WARN, failed
 from adapters.doctor.plan.model import Target
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core import kv_transfer
 from ascend_core.deployment import (
+    BatchSettings,
     CacheSettings,
     CompilationSettings,
     CompileMode,
@@ -87,6 +91,17 @@ def requested(args: ServeArgs) -> Requested:
     )
 
 
+def serve_batch(args: ServeArgs, target: Target) -> BatchSettings:
+    """The batch limits `vllm serve` runs with on this device (vLLM's defaults by memory
+    when not given); unknown when the device's memory is."""
+    if target.memory_bytes <= 0 and not (args.max_num_seqs and args.max_num_batched_tokens):
+        return BatchSettings()
+    return BatchSettings(
+        max_num_seqs=serve_max_num_seqs(args, target.memory_bytes),
+        max_num_batched_tokens=serve_max_num_batched_tokens(args, target.memory_bytes),
+    )
+
+
 def build_deployment(
     args: ServeArgs,
     model: ModelFacts,
@@ -104,7 +119,7 @@ def build_deployment(
         model,
         target.kind,
         target.chip_family,
-        requested(args),
+        attrs.evolve(requested(args), batch=serve_batch(args, target)),
         env,
         detected,
         host_cpus,

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from adapters.doctor.plan.batch import serve_max_num_batched_tokens, serve_max_num_seqs
 from adapters.doctor.plan.config import engine_execution
 from adapters.doctor.plan.items import PASS
-from adapters.doctor.plan.memory import serve_max_num_seqs
 from adapters.doctor.plan.model import Target
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core.deployment import Deployment, GraphMode
-from ascend_core.memory_budget import GIB
 from ascend_core.plan import ConfigPlan
 from ascend_core.plan.capture_sizes import (
     default_capture_sizes,
@@ -19,10 +18,6 @@ from ascend_core.plan.capture_sizes import (
 )
 from ascend_core.plan.npugraph_ex import npugraph_ex_note
 from ascend_core.preflight import CheckItem
-
-# vLLM's `vllm serve` --max-num-batched-tokens for an out-of-tree platform
-# (EngineArgs.get_batch_defaults, OPENAI_API_SERVER), by device memory.
-SERVE_BATCHED_TOKENS = ((160 * GIB, 16384), (70 * GIB, 8192), (0, 2048))
 
 # The modes whose uniform decode steps vLLM captures whole.
 FULL_DECODE_MODES = (GraphMode.FULL, GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE)
@@ -34,13 +29,6 @@ GRAPH_MEMORY = (
     "(--kv-cache-memory-bytes fixes the KV cache and the graphs come on top); this "
     "plan's memory budget counts it in the runtime reserve"
 )
-
-
-def serve_max_num_batched_tokens(args: ServeArgs, device_memory_bytes: int) -> int:
-    """--max-num-batched-tokens, or what `vllm serve` defaults it to on this device."""
-    if args.max_num_batched_tokens:
-        return int(args.max_num_batched_tokens)
-    return next(n for floor, n in SERVE_BATCHED_TOKENS if device_memory_bytes >= floor)
 
 
 def capture_sizes(

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from adapters.doctor.plan.batch import serve_max_num_seqs
 from adapters.doctor.plan.config import speculative_facts
 from adapters.doctor.plan.items import FAIL, PASS, WARN, failed
 from adapters.doctor.plan.model import Target
@@ -15,7 +16,6 @@ from adapters.doctor.serve_args import ServeArgs
 from ascend_core.deployment import ModelFacts
 from ascend_core.errors import AscendError
 from ascend_core.memory_budget import (
-    GIB,
     Accounting,
     BudgetFlag,
     HostKvDefault,
@@ -44,24 +44,6 @@ from ports.model_files import ModelFiles
 DEFAULT_BATCHED_TOKENS = 8192
 # The block size the budget assumes when neither the user nor the plan sets one.
 DEFAULT_BLOCK_SIZE = 128
-# vLLM's `vllm serve` default --max-num-seqs for an out-of-tree platform
-# (EngineArgs.get_batch_defaults, OPENAI_API_SERVER): 1024 on a device of at least
-# 70 GiB, else 256; never above max_num_batched_tokens.
-LARGE_DEVICE_BYTES = 70 * GIB
-DEFAULT_MAX_NUM_SEQS = (256, 1024)
-
-
-def serve_max_num_seqs(args: ServeArgs, device_memory_bytes: int) -> int:
-    """--max-num-seqs, or the value `vllm serve` defaults it to on this device."""
-    if args.max_num_seqs:
-        return int(args.max_num_seqs)
-    small, large = DEFAULT_MAX_NUM_SEQS
-    seqs = large if device_memory_bytes >= LARGE_DEVICE_BYTES else small
-    if args.max_num_batched_tokens:
-        seqs = min(seqs, int(args.max_num_batched_tokens))
-    return seqs
-
-
 def memory_items(
     args: ServeArgs,
     files: ModelFiles,

@@ -11,6 +11,7 @@ import attrs
 
 from ascend_core import kv_transfer
 from ascend_core.deployment import (
+    BatchSettings,
     CacheSettings,
     CompilationSettings,
     CompileMode,
@@ -209,6 +210,10 @@ def requested(vllm_config: VllmConfig) -> Requested:
             enable_prefix_caching=bool(cache.enable_prefix_caching),
             kv_cache_dtype=str(cache.cache_dtype),
             enable_sleep_mode=bool(vllm_config.model_config.enable_sleep_mode),
+        ),
+        batch=BatchSettings(
+            max_num_seqs=int(vllm_config.scheduler_config.max_num_seqs),
+            max_num_batched_tokens=int(vllm_config.scheduler_config.max_num_batched_tokens),
         ),
         kv_transfer_role=role,
         kv_transfer=kv_settings,
