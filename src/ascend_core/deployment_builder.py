@@ -47,6 +47,7 @@ ABORT_TIMEOUT_VARIABLE = "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"
 LAUNCH_BLOCKING = "ASCEND_LAUNCH_BLOCKING"
 NPU_ALLOC_CONF = "PYTORCH_NPU_ALLOC_CONF"
 OMP_NUM_THREADS = "OMP_NUM_THREADS"
+V2_MODEL_RUNNER = "VLLM_USE_V2_MODEL_RUNNER"
 
 
 def _frozen_mapping(raw: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -143,6 +144,7 @@ def build_deployment(
         launch_blocking=(env.get(LAUNCH_BLOCKING) or "").strip() == "1",
         npu_alloc_conf=env.get(NPU_ALLOC_CONF),
         omp_num_threads=env.get(OMP_NUM_THREADS),
+        v2_model_runner=env.get(V2_MODEL_RUNNER),
         host_cpus=host_cpus,
         lora=requested.lora,
         profiler=requested.profiler,

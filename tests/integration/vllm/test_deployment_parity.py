@@ -98,7 +98,7 @@ def _serve_deployment(argv: list[str]) -> Deployment:
     from vllm.config import VllmConfig
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    from adapters.vllm.engine.platform import DEPLOYMENT_ATTR
+    from adapters.vllm.engine.configure import DEPLOYMENT_ATTR
     from adapters.vllm.engine.translate import plugin_attrs
 
     ns = _serve_parser().parse_args(argv)
@@ -187,7 +187,8 @@ def test_check_and_update_config_translates_the_config_once(model_dirs: dict[str
     from vllm.config.utils import replace
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    from adapters.vllm.engine.platform import PATCH_PLAN_ATTR, AscendHostPlatform
+    from adapters.vllm.engine.configure import PATCH_PLAN_ATTR
+    from adapters.vllm.engine.platform import AscendHostPlatform
     from adapters.vllm.engine.translate import plugin_attrs
 
     readers: list[int] = []  # the ModelFiles that read something of the model's files
