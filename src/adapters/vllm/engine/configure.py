@@ -98,9 +98,10 @@ def configure(
     for the plan, apply it, check vLLM's engine believes the plan's runner, apply the
     deployment's patches. The plan's errors stop the start with their messages alone."""
     watch_engine_errors()
+    kept = translate.plugin_attrs(vllm_config)  # what travels with the config
     with stop_on_our_errors():
         deployment = translate_config(vllm_config, kind, family, ports)
-        setattr(translate.plugin_attrs(vllm_config), DEPLOYMENT_ATTR, InThisProcess(deployment))
+        setattr(kept, DEPLOYMENT_ATTR, InThisProcess(deployment))
         plan = plan_for(deployment)
     if plan is None or deployment is None:
         return  # vLLM builds configs without a model too (e.g. in tests); nothing to plan
@@ -116,7 +117,9 @@ def configure(
     _device_settings(vllm_config, kind)
     with stop_on_our_errors():
         require_runner_agrees(vllm_config, plan)
-    _keep_and_apply_patches(vllm_config, deployment)
+    patches = _patch_plan(deployment)
+    setattr(kept, PATCH_PLAN_ATTR, patches)  # the workers apply it without translating
+    _apply_patch_plan(patches)
 
 
 def translate_config(
@@ -313,13 +316,15 @@ def require_runner_agrees(vllm_config: VllmConfig, plan: ConfigPlan) -> None:
 # -- the patch plan ------------------------------------------------------------------
 
 
-def _keep_and_apply_patches(vllm_config: VllmConfig, deployment: Deployment) -> None:
-    """The deployment's patch plan, kept on the config (it travels with it to the workers,
-    which apply it without translating the config again) and applied here."""
-    from adapters.vllm.patches import apply_plan, deployment_patch_plan
+def _patch_plan(deployment: Deployment) -> PatchPlan:
+    from adapters.vllm.patches import deployment_patch_plan
 
-    plan = deployment_patch_plan(deployment)
-    setattr(translate.plugin_attrs(vllm_config), PATCH_PLAN_ATTR, plan)
+    return deployment_patch_plan(deployment)
+
+
+def _apply_patch_plan(plan: PatchPlan) -> None:
+    from adapters.vllm.patches import apply_plan
+
     apply_plan(plan)
 
 
@@ -328,15 +333,13 @@ def apply_patches(
 ) -> None:
     """In a worker: the patch plan its config carries, or, for a config configure did not
     plan, the plan of its deployment (translated here)."""
-    from adapters.vllm.patches import apply_plan, deployment_patch_plan
-
     plan: PatchPlan | None = getattr(translate.plugin_attrs(vllm_config), PATCH_PLAN_ATTR, None)
     if plan is None:
         deployment = translate_config(vllm_config, kind, family, ports())
         if deployment is None:
             return
-        plan = deployment_patch_plan(deployment)
-    apply_plan(plan)
+        plan = _patch_plan(deployment)
+    _apply_patch_plan(plan)
 
 
 def remember_given(vllm_config: VllmConfig) -> None:
