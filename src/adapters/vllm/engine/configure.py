@@ -138,7 +138,9 @@ def translate_config(
     )
     if deployment is None:
         return None
-    return attrs.evolve(deployment, v2_model_runner=given_runner_variable(os.environ))
+    return attrs.evolve(
+        deployment, v2_model_runner=operator_runner_variable(deployment.v2_model_runner)
+    )
 
 
 _noted: set[str] = set()
@@ -277,16 +279,15 @@ def before_config(kind: DeviceKind, environ: MutableMapping[str, str] = os.envir
             "compilation and graphs",
             BREAKABLE_GRAPHS,
         )
-    given = given_runner_variable(environ)
+    given = operator_runner_variable(environ.get(V2_VARIABLE))
     _runner_variable["given"] = given
     _runner_variable["written"] = V1_VALUE
     environ[V2_VARIABLE] = V1_VALUE
 
 
-def given_runner_variable(environ: MutableMapping[str, str] | os._Environ[str]) -> str | None:
+def operator_runner_variable(current: str | None) -> str | None:
     """VLLM_USE_V2_MODEL_RUNNER as the operator set it: the environment's value, unless it
     is still the value before_config wrote over theirs."""
-    current = environ.get(V2_VARIABLE)
     if "written" in _runner_variable and current == _runner_variable["written"]:
         return _runner_variable["given"]
     return current
