@@ -279,20 +279,3 @@ def test_plan_reports_the_graph_mode_the_engine_runs_not_the_one_it_asks_for() -
     assert parallel["data"]["execution"]["graph_mode"] == "NONE"
     assert "npu_graph_mode=NONE" in parallel["data"]["plan"]
     assert items["execution"] == execution["how"]
-
-
-def test_plan_shows_the_model_runner_and_why_and_an_overridden_request() -> None:
-    _, data = plan_json(["/m/llama"], _llama())
-    runner = data["data"]["model_runner"]
-    assert runner["runner"] == "V1" and "issue 48" in runner["reason"]
-    (section,) = [s for s in data["sections"] if s["title"] == "config plan"]
-    items = {i["name"]: i["detail"] for i in section["items"]}
-    assert items["model runner"] == f"V1: {runner['reason']}"
-    assert "env.VLLM_USE_V2_MODEL_RUNNER" in items  # vLLM's engine is told the same
-    c = wiring(env={"VLLM_USE_V2_MODEL_RUNNER": "1"}, files=_llama())
-    _, out = run(["plan", "--json", "--", "/m/llama"], c)
-    asked = json.loads(out)
-    (section,) = [s for s in asked["sections"] if s["title"] == "config plan"]
-    warnings = [i["detail"] for i in section["items"] if i["name"] == "warning"]
-    assert any("VLLM_USE_V2_MODEL_RUNNER=1 asked for vLLM's V2 runner" in w for w in warnings)
-    assert asked["data"]["model_runner"]["runner"] == "V1"
