@@ -135,9 +135,13 @@ def _config_times(model: str, platform_cls: type) -> dict[str, Any]:
     platform_cls.check_and_update_config = classmethod(original)  # type: ignore[assignment]
 
     # The platform's own translation (the builder the doctor uses too), warm.
-    deployment = platform_cls.deployment(config)  # type: ignore[attr-defined]
+    from adapters.vllm.engine.configure import translate_config
+
+    args = (platform_cls.device_kind, platform_cls.chip_family(),  # type: ignore[attr-defined]
+            platform_cls.config_ports())  # type: ignore[attr-defined]
+    deployment = translate_config(config, *args)
     t = time.perf_counter()
-    platform_cls.deployment(config)  # type: ignore[attr-defined]
+    translate_config(config, *args)
     translate_ms = _ms(t)
     plans = []
     for _ in range(PLAN_REPEATS):

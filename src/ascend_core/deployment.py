@@ -252,6 +252,8 @@ class Deployment:
     launch_blocking: bool = False  # ASCEND_LAUNCH_BLOCKING=1 (synchronous kernel launch)
     npu_alloc_conf: str | None = None  # current PYTORCH_NPU_ALLOC_CONF, None when unset
     omp_num_threads: str | None = None  # current OMP_NUM_THREADS, None when unset
+    # VLLM_USE_V2_MODEL_RUNNER as the operator set it, None when unset (plan.model_runner)
+    v2_model_runner: str | None = None
     # CPUs this process may use (scheduling affinity capped by the cgroup quota);
     # None when the adapter could not tell.
     host_cpus: int | None = field(default=None, validator=validators.optional(_positive))

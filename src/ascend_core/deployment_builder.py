@@ -48,6 +48,7 @@ ABORT_TIMEOUT_VARIABLE = "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"
 # registered, with CANN's meaning, in env_registry.OUTSIDE_VARS).
 NPU_ALLOC_CONF = "PYTORCH_NPU_ALLOC_CONF"
 OMP_NUM_THREADS = "OMP_NUM_THREADS"
+V2_MODEL_RUNNER = "VLLM_USE_V2_MODEL_RUNNER"
 
 
 def _frozen_mapping(raw: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -146,6 +147,7 @@ def build_deployment(
         launch_blocking=_launch_blocking(env),
         npu_alloc_conf=env.get(NPU_ALLOC_CONF),
         omp_num_threads=env.get(OMP_NUM_THREADS),
+        v2_model_runner=env.get(V2_MODEL_RUNNER),
         host_cpus=host_cpus,
         lora=requested.lora,
         profiler=requested.profiler,

@@ -84,17 +84,17 @@ def test_no_test_patches_a_module_global_of_ours() -> None:
 def test_the_scan_sees_a_patch_of_our_module(tmp_path: Path) -> None:
     """Guards the scan with the three spellings it looks for."""
     source = (
-        "from adapters.vllm.engine import config_plan\n"
+        "from adapters.vllm.engine import configure\n"
         "import adapters.vllm.engine.translate as translate\n"
         "def test(monkeypatch, mocker):\n"
-        "    monkeypatch.setattr(config_plan, 'plan_for', None)\n"
+        "    monkeypatch.setattr(configure, 'plan_for', None)\n"
         "    monkeypatch.setattr(translate, 'deployment', None)\n"
         "    mocker.patch('adapters.container.container')\n"
         "    monkeypatch.setattr(object(), 'x', 1)\n"  # an object the test holds: fine
     )
     (tmp_path / "scan_probe.py").write_text(source)
     assert _patches_of_our_globals(tmp_path / "scan_probe.py") == [
-        "scan_probe.py config_plan.plan_for",
+        "scan_probe.py configure.plan_for",
         "scan_probe.py translate.deployment",
         "scan_probe.py adapters.container.container",
     ]

@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 from ascend_core.plan.pipeline import STEPS, Step, plan_config
-from ascend_core.plan.result import Change, ConfigPlan, Decisions, WorkerKind
+from ascend_core.plan.result import Change, ConfigPlan, Decisions, ModelRunner, WorkerKind
 
-__all__ = ["STEPS", "Change", "ConfigPlan", "Decisions", "Step", "WorkerKind", "plan_config"]
+__all__ = [
+    "STEPS",
+    "Change",
+    "ConfigPlan",
+    "Decisions",
+    "ModelRunner",
+    "Step",
+    "WorkerKind",
+    "plan_config",
+]

@@ -26,6 +26,9 @@ MAMBA_BLOCK_SIZE = "cache_config.mamba_block_size"
 QUANTIZATION = "model_config.quantization"
 NPU_ALLOC_CONF = "env.PYTORCH_NPU_ALLOC_CONF"
 OMP_NUM_THREADS = "env.OMP_NUM_THREADS"
+# vLLM's runner switch: the plan writes it so vLLM's engine believes the runner the
+# worker builds (ascend_core.plan.model_runner).
+V2_MODEL_RUNNER = "env.VLLM_USE_V2_MODEL_RUNNER"
 # Where vLLM's connector factory finds MooncakeConnectorV1 (adapters/vllm/kv_transfer/connector.py).
 KV_CONNECTOR_MODULE = "kv_transfer_config.kv_connector_module_path"
 
@@ -49,5 +52,6 @@ ALL = frozenset(
         NPU_ALLOC_CONF,
         OMP_NUM_THREADS,
         KV_CONNECTOR_MODULE,
+        V2_MODEL_RUNNER,
     }
 )

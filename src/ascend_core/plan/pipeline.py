@@ -15,6 +15,7 @@ from ascend_core.plan.host_threads import decide_host_threads
 from ascend_core.plan.hybrid_cache import decide_hybrid_prefix_caching
 from ascend_core.plan.kv_transfer import check_kv_transfer
 from ascend_core.plan.limits import check_op_limits, check_support
+from ascend_core.plan.model_runner import pick_model_runner
 from ascend_core.plan.moe_comm import decide_moe_comm
 from ascend_core.plan.parallel import validate_parallel
 from ascend_core.plan.profiler import check_profiler
@@ -39,6 +40,7 @@ STEPS: tuple[Step, ...] = (
     fix_gpu_only_settings,
     decide_graph_mode,
     pick_worker,
+    pick_model_runner,
     decide_block_size,
     decide_hybrid_prefix_caching,
     check_op_limits,

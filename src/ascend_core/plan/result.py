@@ -17,6 +17,13 @@ from ascend_core.plan import fields
 from ascend_core.quantization.methods import QuantMethod
 
 
+class ModelRunner(enum.Enum):
+    """Which of vLLM's model runners the worker builds (ascend_core.plan.model_runner)."""
+
+    V1 = "v1"  # vllm/v1/worker/gpu_model_runner.py's GPUModelRunner (ours subclass it)
+    V2 = "v2"  # vllm/v1/worker/gpu/model_runner.py
+
+
 class WorkerKind(enum.Enum):
     """Which worker serves; the vLLM adapter maps the kind to a class path."""
 
@@ -56,6 +63,8 @@ class Decisions:
     """The values the plan settles; each step reads and refines them in order."""
 
     worker_kind: WorkerKind = WorkerKind.NPU
+    model_runner: ModelRunner = ModelRunner.V1  # the runner the worker builds
+    model_runner_reason: str = ""
     block_size: int | None = None  # None only where vLLM sizes it later (hybrid models)
     compile_mode: CompileMode | None = None
     graph_mode: GraphMode = GraphMode.NONE
@@ -87,6 +96,10 @@ class ConfigPlan:
         return self.decisions.worker_kind
 
     @property
+    def model_runner(self) -> ModelRunner:
+        return self.decisions.model_runner
+
+    @property
     def block_size(self) -> int | None:
         return self.decisions.block_size
 
@@ -112,11 +125,13 @@ class ConfigPlan:
         lines = [
             f"Ascend config plan: worker={self.worker_kind.name}, "
             f"block_size={_render(self.block_size)}, npu_graph_mode={self.graph_mode.name}, "
-            f"compile_mode={_render(self.compile_mode)}"
+            f"compile_mode={_render(self.compile_mode)}, runner={self.model_runner.name}"
         ]
         moe = self.decisions.moe
         if moe is not None:
             lines.append(f"  moe     {moe.describe()}")
+        if self.decisions.model_runner_reason:
+            lines.append(f"  runner  {self.decisions.model_runner_reason}")
         lines += [f"  change  {c.describe()}" for c in self.changes]
         lines += [f"  warning {w}" for w in self.warnings]
         lines += [f"  error   {e}" for e in self.errors]

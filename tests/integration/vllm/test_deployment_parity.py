@@ -52,6 +52,7 @@ CASES: list[tuple[list[str], dict[str, str]]] = [
     ([], {"OMP_NUM_THREADS": "3"}),  # a value no shell here sets
     ([], {"VLLM_ASCEND_TRAINING_CONSISTENCY": "1"}),
     ([], {"VLLM_BATCH_INVARIANT": "1"}),  # vLLM's switch for the same kernels
+    ([], {"VLLM_USE_V2_MODEL_RUNNER": "1"}),  # overridden: the plan's runner is V1
     ([], {"VLLM_ASCEND_ENABLE_PREFETCH_MLP": "1"}),  # reaches the plan as ascend_env
     (  # the expert map is probed through LocalFiles into readable_files
         ["--additional-config", json.dumps({"eplb_config": {"expert_map_path": "/no/map.json"}})],
@@ -101,7 +102,7 @@ def _serve_deployment(argv: list[str]) -> Deployment:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.usage.usage_lib import UsageContext
 
-    from adapters.vllm.engine.platform import DEPLOYMENT_ATTR
+    from adapters.vllm.engine.configure import DEPLOYMENT_ATTR
     from adapters.vllm.engine.translate import plugin_attrs
 
     ns = _serve_parser().parse_args(argv)
@@ -146,6 +147,9 @@ def test_doctor_and_serve_build_the_same_deployment(
 ) -> None:
     saved = dict(os.environ)
     try:
+        # An earlier serve in this process wrote VLLM_USE_V2_MODEL_RUNNER=0 (configure.py);
+        # a doctor in a process of its own sees the operator's environment without it.
+        os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)
         for name, value in env.items():
             os.environ[name] = value
         argv = _argv(extra, model_dirs, modelslim_dir)
@@ -194,7 +198,8 @@ def test_check_and_update_config_translates_the_config_once(model_dirs: dict[str
     from vllm.config.utils import replace
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    from adapters.vllm.engine.platform import PATCH_PLAN_ATTR, AscendHostPlatform
+    from adapters.vllm.engine.configure import PATCH_PLAN_ATTR
+    from adapters.vllm.engine.platform import AscendHostPlatform
     from adapters.vllm.engine.translate import plugin_attrs
 
     readers: list[int] = []  # the ModelFiles that read something of the model's files

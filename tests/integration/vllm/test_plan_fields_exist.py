@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from adapters.vllm.engine.translate import apply_change
+from adapters.vllm.engine.configure import apply_change
 from ascend_core.plan import fields
 from ascend_core.plan.result import Change
 

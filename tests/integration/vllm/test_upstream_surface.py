@@ -219,7 +219,6 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.worker.npu_model_runner:NpuGraphWrapper._weak",
     "adapters.vllm.engine.platform:AscendHostPlatform.device_kind",
     "adapters.vllm.worker.profiling:PortProfiler.request",
-    "adapters.vllm.engine.platform:AscendHostPlatform.update_device_settings",
     "adapters.vllm.engine.platform:AscendNpuPlatform.chip_family",
     "adapters.vllm.engine.platform:AscendNpuPlatform.device_kind",
     # vLLM calls these by name without declaring them (Platform.__getattr__ would hand
@@ -228,15 +227,11 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.engine.platform:AscendNpuPlatform.graph_pool_handle",
     "adapters.vllm.engine.platform:AscendPlatformBase.apply_deployment_patches",
     "adapters.vllm.engine.platform:AscendPlatformBase.chip_family",
+    "adapters.vllm.engine.platform:AscendPlatformBase.config_ports",
     # vLLM calls it by name without declaring it (NOT_NAMED: torch_utils.current_stream).
     "adapters.vllm.engine.platform:AscendPlatformBase.current_stream",
-    "adapters.vllm.engine.platform:AscendPlatformBase.deployment",
-    "adapters.vllm.engine.platform:AscendPlatformBase.rebuild_quant_config",
     "adapters.vllm.engine.platform:AscendPlatformBase.runtime",
-    "adapters.vllm.engine.platform:AscendPlatformBase.size_torch_threads",
     "adapters.vllm.engine.platform:AscendPlatformBase.tensors_on_host",
-    "adapters.vllm.engine.platform:AscendPlatformBase.update_device_settings",
-    "adapters.vllm.engine.platform:AscendPlatformBase.worker_path",
     "adapters.vllm.quantization.config:AscendQuantConfig.fused_shards",
     "adapters.vllm.quantization.linear:AscendW8A8DynamicLinearMethod.finish",
     "adapters.vllm.quantization.linear:AscendW8A8DynamicLinearMethod.scheme",
@@ -590,7 +585,7 @@ def test_gpt_oss_reaches_our_backend_and_moe_method_as_we_read_it() -> None:
 
 
 def test_vllm_still_turns_breakable_cuda_graphs_on_by_the_variable_we_preset() -> None:
-    """The platform presets VLLM_USE_BREAKABLE_CUDAGRAPH=0 (platform.BREAKABLE_GRAPHS):
+    """The platform presets VLLM_USE_BREAKABLE_CUDAGRAPH=0 (configure.BREAKABLE_GRAPHS):
     vLLM reads that name, sets it for the architectures it picks (DeepSeek-V3.2 among
     them) only when it is unset, and then turns compilation off."""
     import inspect
@@ -598,7 +593,7 @@ def test_vllm_still_turns_breakable_cuda_graphs_on_by_the_variable_we_preset() -
     from vllm.config import VllmConfig
     from vllm.config.vllm import default_breakable_cudagraph_architectures
 
-    from adapters.vllm.engine.platform import BREAKABLE_GRAPHS
+    from adapters.vllm.engine.configure import BREAKABLE_GRAPHS
 
     source = inspect.getsource(VllmConfig._maybe_enable_breakable_cudagraph)
     assert f'"{BREAKABLE_GRAPHS}" not in os.environ' in source

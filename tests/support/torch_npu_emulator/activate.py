@@ -18,6 +18,8 @@ ACTIVE_VAR = "EMULATED_NPU"  # "1" in a process that must start with the emulato
 SOC_VAR = "EMULATED_NPU_SOC"
 DEVICES_VAR = "EMULATED_NPU_DEVICES"
 MEMORY_VAR = "EMULATED_NPU_MEMORY"  # bytes per emulated device
+# "1": triton-ascend's driver presented as active, as on an NPU host (triton_driver.py)
+TRITON_VAR = "EMULATED_NPU_TRITON"
 DEFAULT_MEMORY = 64 << 30
 
 _ACTIVE: Any = None
@@ -46,7 +48,10 @@ class AvailableNpuProbe:
 
 
 def activate(
-    soc_name: str = "Ascend910B1", device_count: int = 1, memory_bytes: int = DEFAULT_MEMORY
+    soc_name: str = "Ascend910B1",
+    device_count: int = 1,
+    memory_bytes: int = DEFAULT_MEMORY,
+    triton_driver: bool = False,
 ) -> Any:
     """Inject the emulated torch_npu into the container's NPU wiring; returns it.
 
@@ -55,10 +60,17 @@ def activate(
     it unchanged. Only the communicator differs: HCCL exists only with torch_npu and
     CANN, so ranks reduce over gloo through host memory (collective.py: inside a graph
     capture each collective is recorded, as HCCL's are, and replayed).
+
+    triton_driver: triton-ascend's driver presented as active (triton_driver.py), so
+    vLLM's HAS_TRITON says yes as on an NPU host; done first, before vLLM is imported.
     """
     global _ACTIVE
     if _ACTIVE is not None:
         return _ACTIVE
+    if triton_driver:
+        from support.torch_npu_emulator.triton_driver import present
+
+        present()
     from adapters.container import container
     from support.torch_npu_emulator import make_torch_npu
     from support.torch_npu_emulator.collective import CapturableGlooCommunicator
@@ -87,6 +99,7 @@ def activate_from_env() -> Any:
         soc_name=os.environ.get(SOC_VAR, "Ascend910B1"),
         device_count=int(os.environ.get(DEVICES_VAR, "1")),
         memory_bytes=int(os.environ.get(MEMORY_VAR, str(DEFAULT_MEMORY))),
+        triton_driver=os.environ.get(TRITON_VAR) == "1",
     )
 
 
@@ -95,6 +108,7 @@ def child_env(
     soc_name: str = "Ascend910B1",
     device_count: int = 1,
     memory_bytes: int = DEFAULT_MEMORY,
+    triton_driver: bool = False,
 ) -> dict[str, str]:
     """An environment in which every Python process starts with the emulator wired.
 
@@ -111,4 +125,6 @@ def child_env(
     out[SOC_VAR] = soc_name
     out[DEVICES_VAR] = str(device_count)
     out[MEMORY_VAR] = str(memory_bytes)
+    if triton_driver:
+        out[TRITON_VAR] = "1"
     return out

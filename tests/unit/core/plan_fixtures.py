@@ -183,6 +183,7 @@ deployments = st.builds(
     | st.sampled_from(["", "expandable_segments:True", "max_split_size_mb:64", "garbage"])
     | st.text(max_size=20),
     omp_num_threads=st.none() | st.sampled_from(["1", "4", "", "x"]),
+    v2_model_runner=st.none() | st.sampled_from(["0", "1", ""]),
     host_cpus=st.none() | st.integers(1, 256),
     lora=st.booleans(),
     training_consistency=st.booleans(),

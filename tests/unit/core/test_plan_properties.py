@@ -35,6 +35,7 @@ OLD_VALUE: dict[str, Callable[[Deployment], Any]] = {
     # Not deployment inputs: what vLLM's hybrid-model hook set before the plan runs.
     plan_fields.MAMBA_CACHE_MODE: lambda d: "align",
     plan_fields.MAMBA_BLOCK_SIZE: lambda d: None,
+    plan_fields.V2_MODEL_RUNNER: lambda d: d.v2_model_runner,
 }
 
 

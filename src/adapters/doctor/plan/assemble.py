@@ -101,6 +101,11 @@ def plan_report(
         {
             "plan": plan.describe() if plan is not None else None,
             "execution": _execution(plan, deployment.device_kind) if plan is not None else None,
+            "model_runner": (
+                {"runner": plan.model_runner.name, "reason": plan.decisions.model_runner_reason}
+                if plan is not None
+                else None
+            ),
             "graphs": graph_data,
             "changes": [c.describe() for c in plan.changes] if plan is not None else [],
             "patches": patch_data,

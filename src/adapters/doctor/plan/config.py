@@ -193,6 +193,9 @@ def config_plan_items(deployment: Deployment) -> tuple[list[CheckItem], ConfigPl
             f"{graphs.name}, compile {_short(plan.compile_mode)}",
         ),
         CheckItem("execution", PASS, how),
+        CheckItem(
+            "model runner", PASS, f"{plan.model_runner.name}: {plan.decisions.model_runner_reason}"
+        ),
     ]
     # What serves each listed feature the deployment uses (refusals are plan.errors).
     for feature in features_of(deployment):

@@ -14,7 +14,7 @@ import torch
 from vllm.platforms.interface import Platform, PlatformEnum
 
 from adapters.container import container
-from adapters.vllm.engine.startup_errors import stop_on_our_errors, watch_engine_errors
+from adapters.vllm.engine.startup_errors import stop_on_our_errors
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import ATTENTION_DTYPES
 from ascend_core.ray_placement import RAY_RESOURCES
@@ -26,46 +26,16 @@ if TYPE_CHECKING:
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
-    from ascend_core.deployment import Deployment
-    from ascend_core.plan import WorkerKind
-    from ascend_core.plan.result import Change
+    from adapters.vllm.engine.configure import ConfigPorts
     from ports.runtime import DeviceRuntime
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
-# The translation to the core and the core's plan (adapters.vllm.engine.translate,
-# ascend_core.plan and the deployment and config schema they import) are imported by
-# the hooks that use them, not here: every vLLM process imports this module when it
+# The configuration use case (adapters.vllm.engine.configure: the translation to the
+# core, the core's plan and the deployment and config schema they import) is imported by
+# the hooks that use it, not here: every vLLM process imports this module when it
 # resolves current_platform, and only the process that builds the config and the
 # workers plan (about 90 ms of imports, scripts/bench_startup.py).
-
-# Where check_and_update_config keeps the deployment's patch plan: an attribute of the
-# config (on translate.plugin_attrs), so it travels with it to the worker processes.
-PATCH_PLAN_ATTR = "_ascend_patch_plan"
-# The Deployment check_and_update_config translated, kept on the config it came from (set
-# before planning, so a refused config carries what was refused); for this process only
-# (also on translate.plugin_attrs).
-DEPLOYMENT_ATTR = "_ascend_deployment"
-
-
-class InThisProcess:
-    """A value kept on a config for the process that made it: a pickled config (sent to a
-    worker) carries None in its place, as the workers need only the patch plan."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __reduce__(self) -> tuple[type[InThisProcess], tuple[None]]:
-        return (InThisProcess, (None,))
-
-
-# torch._inductor.config keys for the host's compiled model (see update_device_settings).
-HOST_INDUCTOR_CONFIG: dict[str, Any] = {
-    "size_asserts": False,
-    "nan_asserts": False,
-    "cpp.dynamic_threads": True,
-    "emulate_precision_casts": True,
-}
 
 
 class AscendPlatformBase(Platform):
@@ -92,86 +62,59 @@ class AscendPlatformBase(Platform):
         """vLLM's current_stream() asks the platform on devices other than CUDA/ROCm/CPU."""
         return cls.runtime().current_stream()
 
-    # -- configuration -------------------------------------------------------------
+    # -- configuration (adapters.vllm.engine.configure) -----------------------------
+
+    @classmethod
+    def config_ports(cls) -> ConfigPorts:
+        """What the configuration use case reads beyond VllmConfig, from the container."""
+        from adapters.vllm.engine.configure import ConfigPorts
+
+        c = container()
+        return ConfigPorts(
+            c.environment(), c.model_files, c.host_cpus(), c.local_files(), c.upstream(),
+            c.env_settings().log_plan,
+        )
 
     @classmethod
     def apply_config_platform_defaults(cls, vllm_config: VllmConfig) -> None:
         """Called by vLLM before it resolves unset compilation settings: remember them as
         given, so the plan sees what the operator asked for (as `ascend-doctor plan` does)."""
-        from adapters.vllm.engine import translate
+        from adapters.vllm.engine import configure
 
-        translate.remember_given_compilation(vllm_config)
-
-    @classmethod
-    def deployment(cls, vllm_config: VllmConfig) -> Deployment | None:
-        """The core's Deployment of this config: the same builder the doctor uses."""
-        from adapters.vllm.engine import translate
-
-        c = container()
-        model = vllm_config.model_config
-        directory = getattr(model, "model", None) if model is not None else None
-        files = c.model_files(directory) if directory and os.path.isdir(directory) else None
-        return translate.deployment(
-            vllm_config,
-            cls.device_kind,
-            cls.chip_family(),
-            c.environment(),
-            files,
-            c.host_cpus(),
-            c.local_files(),
-            c.upstream(),
-        )
+        configure.remember_given(vllm_config)
 
     @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
-        """Translate VllmConfig into a Deployment (once), ask the core for the plan, apply it.
+        """Translate, plan, apply, patch: the configuration use case (configure.py).
 
         The plan's errors stop the start with their messages alone (StartupError).
         """
-        from adapters.vllm.engine import translate
-        from adapters.vllm.engine.config_plan import plan_for
-        from ascend_core.plan import fields
+        from adapters.vllm.engine import configure
 
-        watch_engine_errors()
-        with stop_on_our_errors():
-            deployment = cls.deployment(vllm_config)
-            setattr(translate.plugin_attrs(vllm_config), DEPLOYMENT_ATTR, InThisProcess(deployment))
-            plan = plan_for(deployment)
-        if plan is None or deployment is None:
-            return  # vLLM builds configs without a model too (e.g. in tests); nothing to plan
-        quantization = vllm_config.model_config.quantization
-        translate.apply_changes(vllm_config, plan.changes, log=container().env_settings().log_plan)
-        if vllm_config.model_config.quantization != quantization:
-            cls.rebuild_quant_config(vllm_config)
-        cls.size_torch_threads(plan.changes_to(fields.OMP_NUM_THREADS))
-        if vllm_config.parallel_config.worker_cls == "auto":
-            vllm_config.parallel_config.worker_cls = cls.worker_path(plan.worker_kind)
-        cls.update_device_settings(vllm_config)
-        cls.apply_deployment_patches(vllm_config, deployment)
+        configure.configure(vllm_config, cls.device_kind, cls.chip_family(), cls.config_ports())
 
     @classmethod
-    def rebuild_quant_config(cls, vllm_config: VllmConfig) -> None:
-        """The plan chose a method from the model files (a ModelSlim description names no
-        method in config.json): vLLM built its quant config before asking us, so again."""
-        from vllm.config import VllmConfig as _VllmConfig
+    def apply_deployment_patches(cls, vllm_config: VllmConfig) -> None:
+        """The deployment's patch plan, applied in a worker's process (the worker calls it)."""
+        from adapters.vllm.engine import configure
 
-        vllm_config.quant_config = _VllmConfig.get_quantization_config(
-            vllm_config.model_config, vllm_config.load_config
-        )
+        configure.apply_patches(vllm_config, cls.device_kind, cls.chip_family(), cls.config_ports)
 
     @classmethod
     def pre_register_and_update(cls, parser: Any = None) -> None:
         """`ascend` among vLLM's quantization methods (and the CLI's choices, if any).
 
         Called with no parser first thing in EngineArgs.create_engine_config: there the
-        arguments vLLM would fail on with a traceback are refused first (startup_errors.py)."""
-        from adapters.vllm.engine import startup_errors
+        variables vLLM reads while it builds the config are set (configure.before_config)
+        and the arguments vLLM would fail on with a traceback are refused first
+        (startup_errors.py)."""
+        from adapters.vllm.engine import configure, startup_errors
         from adapters.vllm.engine.registration import register_quantization
         from adapters.vllm.quantization.config import METHOD_NAME
 
         register_quantization()
         if parser is None:
-            _no_breakable_cuda_graphs()
+            configure.before_config(cls.device_kind)
             startup_errors.refuse_before_start(
                 startup_errors.engine_args_calling(), container().model_files,
                 container().upstream(),
@@ -179,58 +122,6 @@ class AscendPlatformBase(Platform):
         action = None if parser is None else parser._option_string_actions.get("--quantization")
         if action is not None and action.choices is not None and METHOD_NAME not in action.choices:
             action.choices = [*action.choices, METHOD_NAME]
-
-    @classmethod
-    def size_torch_threads(cls, changes: tuple[Change, ...]) -> None:
-        """The plan's OMP_NUM_THREADS in this process's torch too, before vLLM starts any.
-
-        A spawned process reads the variable when it imports torch; a forked one (vLLM's
-        engine and workers by default) inherits torch's setting from this process, which
-        imported torch before the plan set the variable. vLLM sizes the pool the same
-        way before it forks workers, and skips that when OMP_NUM_THREADS is set.
-        """
-        for change in changes:
-            if change.new is not None:
-                torch.set_num_threads(int(change.new))
-
-    @classmethod
-    def apply_deployment_patches(
-        cls, vllm_config: VllmConfig, deployment: Deployment | None = None
-    ) -> None:
-        """The core's patch plan for this deployment, applied in the calling process.
-
-        check_and_update_config runs where the config is built, with the Deployment it
-        translated; it keeps the patch plan on the config, which travels to the workers,
-        so a worker in another process applies it without translating the config again.
-        """
-        from adapters.vllm.engine.translate import plugin_attrs
-        from adapters.vllm.patches import apply_plan, deployment_patch_plan
-
-        plan = getattr(plugin_attrs(vllm_config), PATCH_PLAN_ATTR, None)
-        if deployment is not None:
-            plan = deployment_patch_plan(deployment)
-            setattr(plugin_attrs(vllm_config), PATCH_PLAN_ATTR, plan)
-        elif plan is None:  # a config our check_and_update_config did not plan
-            deployment = cls.deployment(vllm_config)
-            if deployment is None:
-                return
-            plan = deployment_patch_plan(deployment)
-        apply_plan(plan)
-
-    @classmethod
-    def worker_path(cls, kind: WorkerKind) -> str:
-        """The class vLLM instantiates in each worker process for the core's decision."""
-        from adapters.vllm.engine.device_classes import DEVICE_CLASSES
-
-        return DEVICE_CLASSES[kind].worker
-
-    @classmethod
-    def update_device_settings(cls, vllm_config: VllmConfig) -> None:
-        """Settings that follow from where tensors live rather than from a plan decision
-        (vLLM resolves async_scheduling before the hook, so the plan never sees it as given)."""
-        if cls.tensors_on_host():
-            # The host runs one step at a time.
-            vllm_config.scheduler_config.async_scheduling = False
 
     @classmethod
     def update_block_size_for_backend(cls, vllm_config: VllmConfig) -> None:
@@ -247,7 +138,6 @@ class AscendPlatformBase(Platform):
     @classmethod
     def validate_environ(cls, hard_fail: bool) -> None:
         """vLLM's unknown-variable check, with VLLM_ASCEND_* left to the core's env registry."""
-        import os
 
         from vllm import envs
 
@@ -392,20 +282,6 @@ class AscendHostPlatform(AscendPlatformBase):
         return [torch.bfloat16, torch.float16, torch.float32]
 
     @classmethod
-    def update_device_settings(cls, vllm_config: VllmConfig) -> None:
-        """Inductor's CPU code generation settings when the plan compiles (as vLLM's own
-        CPU platform sets them): no size/NaN asserts in the generated code, threads read
-        at run time (a cached graph may have been compiled under another thread count),
-        and eager's rounding at every dtype cast, so bf16 results keep the reference
-        ops' semantics instead of fusing casts away."""
-        super().update_device_settings(vllm_config)
-        from vllm.config import CompilationMode
-
-        compilation = vllm_config.compilation_config
-        if compilation.mode != CompilationMode.NONE:
-            compilation.inductor_compile_config.update(HOST_INDUCTOR_CONFIG)
-
-    @classmethod
     def opaque_attention_op(cls) -> bool:
         """Attention as vLLM's one opaque op, so the compiled host model (the plan's
         DYNAMO_TRACE_ONCE) traces around our backend, whose metadata is data-dependent."""
@@ -499,22 +375,3 @@ class AscendNpuPlatform(AscendPlatformBase):
             raise RuntimeError("the runtime port of this NPU worker has no graphs")
         return graphs.pool()
 
-
-# vLLM turns on its breakable CUDA graphs for some architectures (DeepSeek-V3.2 among
-# them) by setting VLLM_USE_BREAKABLE_CUDAGRAPH=1 in the process's environment while it
-# builds the config, and then sets the compilation mode to NONE. Those graphs are CUDA's;
-# on this platform the plan decides compilation and NPU graphs, so the variable is set to
-# 0 first (unless the operator set it): otherwise the model runs uncompiled, and every
-# later engine of the same process too, since the variable stays set.
-BREAKABLE_GRAPHS = "VLLM_USE_BREAKABLE_CUDAGRAPH"
-
-
-def _no_breakable_cuda_graphs() -> None:
-    if BREAKABLE_GRAPHS not in os.environ:
-        os.environ[BREAKABLE_GRAPHS] = "0"
-        logger.info(
-            "%s=0: vLLM's breakable CUDA graphs are a CUDA feature (it would turn them on "
-            "for some architectures and compile nothing); the Ascend plan decides "
-            "compilation and graphs",
-            BREAKABLE_GRAPHS,
-        )

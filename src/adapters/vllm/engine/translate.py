@@ -1,10 +1,10 @@
-"""VllmConfig -> the core's Deployment, and a ConfigPlan's changes -> back into VllmConfig."""
+"""VllmConfig -> the core's Deployment (the configuration use case, configure.py, applies
+the plan back)."""
 
 from __future__ import annotations
 
 import enum
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -37,12 +37,7 @@ from ports.upstream import Upstream
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
-    from ascend_core.plan.result import Change
-
 logger = logging.getLogger("vllm.plugins.ascend")
-
-_ENV_PREFIX = "env."
-_ADDITIONAL_PREFIX = "additional_config."
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -264,51 +259,3 @@ def deployment(
         host_cpus,
         local_files,
     )
-
-
-def _to_vllm(field_path: str, value: Any) -> Any:
-    """Core values -> the types vLLM's config fields hold."""
-    from vllm.config import CompilationMode, CUDAGraphMode
-
-    if isinstance(value, CompileMode):
-        return CompilationMode[value.name]
-    if isinstance(value, GraphMode):
-        return CUDAGraphMode[value.name]
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, tuple):
-        return list(value)
-    return value
-
-
-def apply_change(vllm_config: VllmConfig, change: Change) -> None:
-    """Set the field a Change names; env.* go to os.environ, additional_config.* to that dict."""
-    path = change.field
-    if path.startswith(_ENV_PREFIX):
-        name = path.removeprefix(_ENV_PREFIX)
-        if change.new is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = str(change.new)
-        return
-    if path.startswith(_ADDITIONAL_PREFIX):
-        vllm_config.additional_config[path.removeprefix(_ADDITIONAL_PREFIX)] = change.new
-        return
-    *parents, attr = path.split(".")
-    owner: Any = vllm_config
-    for name in parents:  # e.g. compilation_config.pass_config.fuse_norm_quant
-        owner = getattr(owner, name)
-    setattr(owner, attr, _to_vllm(path, change.new))
-
-
-_logged: set[str] = set()
-
-
-def apply_changes(vllm_config: VllmConfig, changes: tuple[Change, ...], log: bool = True) -> None:
-    """Apply each change, logging it once per process with its reason (VLLM_ASCEND_LOG_PLAN)."""
-    for change in changes:
-        apply_change(vllm_config, change)
-        line = change.describe()
-        if log and line not in _logged:
-            _logged.add(line)
-            logger.info("Ascend plan: %s", line)

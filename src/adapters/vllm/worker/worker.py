@@ -47,6 +47,13 @@ class DeviceWorker(Worker):
         vllm_config = kwargs.get("vllm_config", args[0] if args else None)
         with vllm_profiler_check_skipped(vllm_config):
             super().__init__(*args, **kwargs)
+        if self.use_v2_model_runner:  # the platform's configure makes vLLM believe V1
+            raise RuntimeError(
+                "vLLM's config says model runner V2 in this worker, but it builds V1 "
+                f"({self.runner_path}): the engine and the worker would disagree. The "
+                "platform's check_and_update_config sets VLLM_USE_V2_MODEL_RUNNER=0; was "
+                "the config built without it?"
+            )
         self.runtime = container().runtime()
         # Sleep mode's state: graphs dropped by a sleep (captured again on waking), and a
         # KV cache taken from a KV connector by `discard` (given back on waking).

@@ -1,0 +1,25 @@
+"""`ascend-doctor plan` shows the model runner the worker builds, why, and an overridden
+VLLM_USE_V2_MODEL_RUNNER=1 (the plan's decision, ascend_core/plan/model_runner.py)."""
+
+from __future__ import annotations
+
+import json
+
+from unit.doctor.test_cli import _llama, plan_json, run, wiring
+
+
+def test_plan_shows_the_model_runner_and_why_and_an_overridden_request() -> None:
+    _, data = plan_json(["/m/llama"], _llama())
+    runner = data["data"]["model_runner"]
+    assert runner["runner"] == "V1" and "issue 48" in runner["reason"]
+    (section,) = [s for s in data["sections"] if s["title"] == "config plan"]
+    items = {i["name"]: i["detail"] for i in section["items"]}
+    assert items["model runner"] == f"V1: {runner['reason']}"
+    assert "env.VLLM_USE_V2_MODEL_RUNNER" in items  # vLLM's engine is told the same
+    c = wiring(env={"VLLM_USE_V2_MODEL_RUNNER": "1"}, files=_llama())
+    _, out = run(["plan", "--json", "--", "/m/llama"], c)
+    asked = json.loads(out)
+    (section,) = [s for s in asked["sections"] if s["title"] == "config plan"]
+    warnings = [i["detail"] for i in section["items"] if i["name"] == "warning"]
+    assert any("VLLM_USE_V2_MODEL_RUNNER=1 asked for vLLM's V2 runner" in w for w in warnings)
+    assert asked["data"]["model_runner"]["runner"] == "V1"

@@ -1,0 +1,68 @@
+"""configure's runner variable: written before vLLM builds its config, the operator's value
+kept for the plan (what `ascend-doctor plan` reads from the environment)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from adapters.vllm.engine import configure
+from ascend_core.errors import ConfigError
+from ascend_core.plan import plan_config
+from ports.device import DeviceKind
+from unit.core.plan_fixtures import npu
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> Iterator[None]:
+    """configure remembers this process's write; each case starts as a fresh process."""
+    kept = dict(configure._runner_variable)
+    configure._runner_variable.clear()
+    yield
+    configure._runner_variable.clear()
+    configure._runner_variable.update(kept)
+
+
+@pytest.mark.parametrize("given", [None, "1", "0"])
+def test_before_config_writes_v1_and_keeps_what_the_operator_gave(given: str | None) -> None:
+    environ = {} if given is None else {"VLLM_USE_V2_MODEL_RUNNER": given}
+    configure.before_config(DeviceKind.NPU, environ)
+    assert environ["VLLM_USE_V2_MODEL_RUNNER"] == "0"
+    assert environ[configure.BREAKABLE_GRAPHS] == "0"
+    assert configure.operator_runner_variable(environ.get("VLLM_USE_V2_MODEL_RUNNER")) == given
+
+
+def test_a_value_set_after_the_write_is_the_operators() -> None:
+    environ: dict[str, str] = {}
+    configure.before_config(DeviceKind.CPU, environ)
+    environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"  # a later engine of the same process
+    assert configure.operator_runner_variable(environ.get("VLLM_USE_V2_MODEL_RUNNER")) == "1"
+    configure.before_config(DeviceKind.CPU, environ)
+    assert configure.operator_runner_variable(environ.get("VLLM_USE_V2_MODEL_RUNNER")) == "1"
+
+
+class _Config:
+    """Stands in for VllmConfig's use_v2_model_runner property (vLLM's, not ours)."""
+
+    def __init__(self, v2: bool | Exception) -> None:
+        self._v2 = v2
+
+    @property
+    def use_v2_model_runner(self) -> bool:
+        if isinstance(self._v2, Exception):
+            raise self._v2
+        return self._v2
+
+
+def test_the_engine_believing_v2_is_a_typed_refusal() -> None:
+    plan = plan_config(npu())
+    configure.require_runner_agrees(_Config(False), plan)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError) as believes_v2:
+        configure.require_runner_agrees(_Config(True), plan)  # type: ignore[arg-type]
+    assert "vLLM's engine would run model runner V2" in believes_v2.value.what
+    assert "HiSparse" in believes_v2.value.hint
+    refused = ValueError("HiSparse requires Model Runner V2; remove VLLM_USE_V2_MODEL_RUNNER=0.")
+    with pytest.raises(ConfigError) as hisparse:
+        configure.require_runner_agrees(_Config(refused), plan)  # type: ignore[arg-type]
+    assert "HiSparse requires Model Runner V2" in hisparse.value.what
