@@ -23,8 +23,8 @@ from adapters.vllm.worker.kv_cache_bytes import kv_cache_budget
 from adapters.vllm.worker.profiling import vllm_profiler_check_skipped, worker_profiler
 from ascend_core.memory_budget import format_bytes
 from ascend_core.plan import WorkerKind
-from ports.device import DeviceKind
 from ports.cluster import RayCluster
+from ports.device import DeviceKind
 from ports.runtime import DeviceRuntime, MemoryInfo
 from ports.sleep import SleepMemory, SleepOutcome, SleepTag
 
