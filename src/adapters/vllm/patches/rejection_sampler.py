@@ -11,6 +11,7 @@ seeded request on its generator), so a seeded request repeats as it does on a GP
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from adapters.vllm.patches._symbols import rebind, resolve
@@ -115,7 +116,7 @@ def expand_batch_to_tokens(
     return ops.expand_to_tokens(x, cu_num_tokens, num_tokens, replace_from, replace_to)
 
 
-_IMPLEMENTATIONS = {
+_IMPLEMENTATIONS: dict[str, Callable[..., torch.Tensor]] = {
     "rejection_sample": rejection_sample,
     "expand_batch_to_tokens": expand_batch_to_tokens,
 }
