@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 import torch
 
+from adapters.container import container
+from adapters.cpu.ops import CpuOps
 from adapters.torch.attention_plan import build_attention_plan
-from adapters.vllm.attention.metadata import PagedMetadata
-from adapters.vllm.attention.mla_metadata import MlaMetadata
+from adapters.vllm.attention.metadata import PagedMetadata, PagedMetadataBuilder
+from adapters.vllm.attention.mla_metadata import MlaMetadata, MlaMetadataBuilder
 from adapters.vllm.attention.sparse_mla import SparseMlaMetadata
 from adapters.vllm.worker.npu_model_runner import _host_arguments
 from ports.ops import AttentionPlan
@@ -113,3 +115,47 @@ def test_what_a_full_graph_cannot_update_is_refused_naming_the_fix(
 ) -> None:
     with pytest.raises(RuntimeError, match=named):
         _host_arguments(metadata, frozenset({"layers.0.attn"}))
+
+
+class _PlanOps(CpuOps):
+    """The host's ops (their plan needs), recording what a graph update asks."""
+
+    def __init__(self) -> None:
+        self.asked: list[AttentionPlan] = []
+
+    def graph_host_arguments(self, plan: AttentionPlan) -> list[dict[str, Any]]:
+        self.asked.append(plan)
+        return [{"tokens": plan.num_actual_tokens}]
+
+
+def _decode_step() -> Any:
+    from vllm.v1.attention.backend import CommonAttentionMetadata
+
+    i32 = torch.int32
+    return CommonAttentionMetadata(
+        query_start_loc=torch.tensor([0, 1, 2], dtype=i32),
+        query_start_loc_cpu=torch.tensor([0, 1, 2], dtype=i32),
+        seq_lens=torch.tensor([3, 5], dtype=i32),
+        num_reqs=2, num_actual_tokens=2, max_query_len=1, max_seq_len=5,
+        block_table_tensor=torch.tensor([[1], [2]], dtype=i32),
+        slot_mapping=torch.tensor([18, 36]),
+    )
+
+
+def test_the_builders_hand_the_ops_they_were_built_with_to_each_steps_metadata() -> None:
+    """vLLM constructs the builders (their one point of asking the container); each step's
+    metadata asks the ops its builder holds, whatever the container serves later."""
+    from vllm.config import VllmConfig
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    config = VllmConfig()
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=8, dtype=torch.float32)
+    cpu = torch.device("cpu")
+    given, served = _PlanOps(), _PlanOps()
+    paged = PagedMetadataBuilder(spec, ["l0"], config, cpu, ops=given).build(0, _decode_step())
+    with container().mla_ops.override(served):
+        mla = MlaMetadataBuilder(spec, ["l0"], config, cpu)
+    step = mla.build(0, _decode_step())
+    assert paged.graph_host_arguments() == step.graph_host_arguments() == [{"tokens": 2}]
+    assert (given.asked, served.asked) == ([paged.plan], [step.plan])
+    assert PagedMetadataBuilder(spec, ["l0"], config, cpu).ops is container().ops()
