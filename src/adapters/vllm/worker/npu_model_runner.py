@@ -219,10 +219,10 @@ def _host_arguments(attn_metadata: Any, layers: frozenset[str]) -> list[dict[str
     for name, metadata in attn_metadata.items():
         if layers and name not in layers:  # none known: every layer is the graph's
             continue
-        if not isinstance(metadata, GraphUpdatableMetadata):
-            raise not_updatable(metadata)
         key = id(metadata)
-        if key not in by_metadata:
+        if key not in by_metadata:  # a layer of a metadata not seen yet this step
+            if not isinstance(metadata, GraphUpdatableMetadata):
+                raise not_updatable(metadata)
             by_metadata[key] = metadata.graph_host_arguments()
         arguments += by_metadata[key]
     return arguments
