@@ -20,7 +20,7 @@ def _step(kv_heads: int, head: int) -> tuple[PagedMetadata, torch.Tensor, torch.
     gen = torch.Generator().manual_seed(0)
     key = torch.randn(1, kv_heads, head, generator=gen)
     value = torch.randn(1, kv_heads, head, generator=gen)
-    return PagedMetadata(plan=meta, slot_mapping=torch.tensor([4])), key, value
+    return PagedMetadata(plan=meta, slot_mapping=torch.tensor([4]), ops=CpuOps()), key, value
 
 
 def test_writes_land_in_the_cache_of_each_call() -> None:

@@ -35,7 +35,7 @@ def _launch_arguments() -> dict[str, object]:
 def test_the_slot_mapping_override_is_built_on_the_served_port() -> None:
     fake = FakeSlotMapping()
     with container().slot_mapping.override(fake):
-        kernel = torch_kernels.IMPLEMENTATIONS[SLOT_KERNEL]()
+        kernel = torch_kernels.IMPLEMENTATIONS[SLOT_KERNEL](container())
     args = _launch_arguments()
     kernel(**args)
     assert fake.calls == [

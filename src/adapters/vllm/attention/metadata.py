@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 from vllm.v1.attention.backend import (
@@ -15,10 +15,27 @@ from vllm.v1.attention.backend import (
 
 from adapters.container import container
 from adapters.torch.attention_plan import build_attention_plan
-from ports.ops import AttentionPlan, AttentionPlanNeeds
+from ports.ops import AttentionPlan, AttentionPlanNeeds, Ops
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
+
+
+@runtime_checkable
+class GraphUpdatableMetadata(Protocol):
+    """A step's attention metadata that says what its launches inside a FULL graph take
+    on the host (the graph update at each replay, NpuGraphWrapper)."""
+
+    def graph_host_arguments(self) -> list[dict[str, Any]]: ...
+
+
+def not_updatable(metadata: object) -> RuntimeError:
+    """The refusal of a FULL graph holding attention it cannot update, naming the fix."""
+    return RuntimeError(
+        f"a FULL NPU graph holds attention of {type(metadata).__name__}, whose "
+        "host-side arguments it cannot update; serve this model with "
+        "-cc.cudagraph_mode=PIECEWISE"
+    )
 
 
 @dataclass
@@ -27,6 +44,13 @@ class PagedMetadata(AttentionMetadata):
 
     plan: AttentionPlan
     slot_mapping: torch.Tensor  # [num_actual_tokens] flat cache slots
+    # The ops port the builder was handed (what the step's launches take on the host).
+    ops: Ops = field(repr=False, compare=False)
+
+    def graph_host_arguments(self) -> list[dict[str, Any]]:
+        """The host-side arguments of this step's fused attention launches, in launch
+        order, for the update of a FULL graph's replay: the ops port's for the plan."""
+        return self.ops.graph_host_arguments(self.plan)
 
 
 def host_lens_exact(vllm_config: VllmConfig) -> bool:
@@ -106,18 +130,19 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
     replaced by slots of the null block (block 0, which vLLM never gives a request): the
     padded tokens of a batch padded to a captured size write there, nowhere that is read.
     The attention op's host-side lengths are refreshed at each replay through the graph
-    update API (NpuGraphWrapper, Ops.graph_host_arguments).
+    update API (NpuGraphWrapper, PagedMetadata.graph_host_arguments).
     """
 
     _cudagraph_support = AttentionCGSupport.UNIFORM_BATCH
 
     def __init__(  # type: ignore[no-untyped-def]
-        self, kv_cache_spec, layer_names, vllm_config, device, needs=None
+        self, kv_cache_spec, layer_names, vllm_config, device, ops=None
     ):
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
-        # vLLM constructs the builder with this fixed signature: what the device's ops read
-        # from the plan is looked up once here unless given.
-        self.needs: AttentionPlanNeeds = needs or container().ops().plan_needs
+        # vLLM constructs the builder with this fixed signature: the device's ops port is
+        # resolved here unless given, and handed to each step's metadata.
+        self.ops: Ops = ops if ops is not None else container().ops()
+        self.needs: AttentionPlanNeeds = self.ops.plan_needs
         self._host_lens_exact = host_lens_exact(vllm_config)
         self._staging: torch.Tensor | None = None
         self._slots: torch.Tensor | None = None
@@ -147,7 +172,7 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
             slot_mapping=self._writable_slots(cm.slot_mapping[: cm.num_actual_tokens]),
         )
         assert plan.slot_mapping is not None
-        return PagedMetadata(plan=plan, slot_mapping=plan.slot_mapping)
+        return PagedMetadata(plan=plan, slot_mapping=plan.slot_mapping, ops=self.ops)
 
     def _writable_slots(self, slots: torch.Tensor) -> torch.Tensor:
         """vLLM's slots with its padding (-1) sent to the null block, in the persistent

@@ -10,7 +10,8 @@ ending at its own token.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import attrs
 import torch
@@ -30,6 +31,7 @@ from adapters.vllm.attention.metadata import (
     staging_size,
     step_plan,
 )
+from ports.mla import MlaOps
 from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds
 
 
@@ -43,9 +45,16 @@ class MlaMetadata(AttentionMetadata):
     num_prefills: int
     slot_mapping: torch.Tensor
     plan: AttentionPlan
+    # The MLA ops port the builder was handed (what the step's launches take on the host).
+    ops: MlaOps = field(repr=False, compare=False)
     # Some prefill sequence attends to tokens cached before this step (chunked prefill,
     # prefix hits): its context is gathered from the cache, not only this step's rows.
     prefill_has_context: bool = False
+
+    def graph_host_arguments(self) -> list[dict[str, Any]]:
+        """The host-side arguments of this step's latent decode launches, in launch order,
+        for the update of a FULL graph's replay: the MLA ops port's for the plan."""
+        return self.ops.graph_host_arguments(self.plan)
 
     @property
     def decode(self) -> AttentionPart | None:
@@ -70,19 +79,20 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
     decode as a row per token (token_row_decode), its indices in a second staging buffer
     and its rows' block table in a persistent one. The latent decode's host-side lengths
     are refreshed at each replay through the graph update API (NpuGraphWrapper,
-    MlaOps.graph_host_arguments).
+    MlaMetadata.graph_host_arguments).
     """
 
     _cudagraph_support = AttentionCGSupport.UNIFORM_BATCH
     reorder_batch_threshold = 1
 
     def __init__(  # type: ignore[no-untyped-def]
-        self, kv_cache_spec, layer_names, vllm_config, device, needs=None
+        self, kv_cache_spec, layer_names, vllm_config, device, ops=None
     ):
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
-        # vLLM constructs the builder with this fixed signature: what the device's MLA ops
-        # read from the plan is looked up once here unless given.
-        self.needs: AttentionPlanNeeds = needs or container().mla_ops().plan_needs
+        # vLLM constructs the builder with this fixed signature: the device's MLA ops port
+        # is resolved here unless given, and handed to each step's metadata.
+        self.ops: MlaOps = ops if ops is not None else container().mla_ops()
+        self.needs: AttentionPlanNeeds = self.ops.plan_needs
         self._host_lens_exact = host_lens_exact(vllm_config)
         # With speculative decoding, requests of up to 1 + k tokens are decodes (verified
         # in the latent decode, a row per token) rather than prefills over expanded K/V.
@@ -128,6 +138,7 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
             num_prefills=num_prefills,
             slot_mapping=plan.slot_mapping,
             plan=plan,
+            ops=self.ops,
             prefill_has_context=prefill is not None
             and prefill.actual_seq_lens != prefill.actual_query_lens,
         )

@@ -31,7 +31,7 @@ from vllm.v1.attention.backend import (
 )
 
 from adapters.container import container
-from adapters.vllm.attention.metadata import host_lens_exact, step_plan
+from adapters.vllm.attention.metadata import host_lens_exact, not_updatable, step_plan
 from adapters.vllm.attention.mla import latent_planes
 from adapters.vllm.attention.names import SPARSE_INDEXER_NAME, SPARSE_MLA_BACKEND_NAME
 from ascend_core.errors import BackendSelectionError, refuse_unsupported
@@ -39,6 +39,8 @@ from ports.ops import AttentionPlan, AttentionPlanNeeds
 
 if TYPE_CHECKING:
     from vllm.model_executor.layers.linear import ColumnParallelLinear
+
+    from ports.sparse_mla import SparseMlaOps
 
 
 @dataclass
@@ -53,6 +55,11 @@ class SparseMlaMetadata(AttentionMetadata):
     slot_mapping: torch.Tensor
     plan: AttentionPlan
 
+    def graph_host_arguments(self) -> list[dict[str, Any]]:
+        """None to give: the sparse ops take no host-side lengths a graph update could
+        refresh, so a FULL graph is refused (its builder declares no graph support)."""
+        raise not_updatable(self)
+
 
 class SparseMlaMetadataBuilder(AttentionMetadataBuilder[SparseMlaMetadata]):
     """The step's AttentionPlan with every new token as a row of its own (token_rows)."""
@@ -60,10 +67,12 @@ class SparseMlaMetadataBuilder(AttentionMetadataBuilder[SparseMlaMetadata]):
     _cudagraph_support = AttentionCGSupport.NEVER
 
     def __init__(  # type: ignore[no-untyped-def]
-        self, kv_cache_spec, layer_names, vllm_config, device, needs=None
+        self, kv_cache_spec, layer_names, vllm_config, device, ops=None
     ):
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
-        self.needs: AttentionPlanNeeds = needs or container().sparse_mla_ops().plan_needs
+        # vLLM constructs the builder with this fixed signature: the ops port resolved here.
+        ops = ops if ops is not None else container().sparse_mla_ops()
+        self.needs: AttentionPlanNeeds = ops.plan_needs
         self._host_lens_exact = host_lens_exact(vllm_config)
 
     def build(
@@ -146,10 +155,10 @@ class SparseIndexer:
     model's shared top-k buffer, which the layer's sparse attention then reads.
     """
 
-    def __init__(self, indexer: Any, topk_buffer: torch.Tensor) -> None:
+    def __init__(self, indexer: Any, topk_buffer: torch.Tensor, ops: SparseMlaOps) -> None:
         self.indexer = indexer
         self.topk_buffer = topk_buffer
-        self.ops = container().sparse_mla_ops()
+        self.ops = ops
         self.weight_scale = float(indexer.softmax_scale) * float(indexer.n_head) ** -0.5
 
     def __call__(
@@ -195,7 +204,9 @@ def _layer_metadata(layer_name: str) -> SparseMlaMetadata | None:
     return metadata
 
 
-def take_over_indexer(indexer: Any, topk_buffer: torch.Tensor, dtype: torch.dtype) -> None:
+def take_over_indexer(
+    indexer: Any, topk_buffer: torch.Tensor, dtype: torch.dtype, ops: SparseMlaOps
+) -> None:
     """Point vLLM's indexer module at our cache layout and forward (once per module).
 
     Its key-cache layer then asks vLLM for index_head_dim values a token in the model's
@@ -207,7 +218,7 @@ def take_over_indexer(indexer: Any, topk_buffer: torch.Tensor, dtype: torch.dtyp
     cache.head_dim = indexer.head_dim
     cache.dtype = dtype
     cache.get_attn_backend = lambda: SparseIndexerBackend
-    indexer.forward = SparseIndexer(indexer, topk_buffer)
+    indexer.forward = SparseIndexer(indexer, topk_buffer, ops)
 
 
 class SparseMlaAttentionImpl(MLAAttentionImpl[SparseMlaMetadata]):
@@ -264,14 +275,15 @@ class SparseMlaAttentionImpl(MLAAttentionImpl[SparseMlaMetadata]):
         self.qk_rope_head_dim = qk_rope_head_dim
         self.topk_indices_buffer = topk_indices_buffer
         self.q_pad_num_heads = None
-        self.mla_ops = container().mla_ops()
-        self.ops = container().sparse_mla_ops()
+        ports = container()
+        self.mla_ops = ports.mla_ops()
+        self.ops = ports.sparse_mla_ops()
         from vllm.config import get_current_vllm_config
 
         config = get_current_vllm_config()
         model_dtype = config.model_config.dtype if config.model_config else torch.float32
         if indexer is not None:  # layers that reuse an earlier layer's top-k have none
-            take_over_indexer(indexer, topk_indices_buffer, model_dtype)
+            take_over_indexer(indexer, topk_indices_buffer, model_dtype, self.ops)
             self.ops.check(
                 num_heads, kv_lora_rank, qk_rope_head_dim, indexer.n_head, indexer.head_dim,
                 indexer.topk_tokens, int(config.cache_config.block_size or 0),

@@ -115,9 +115,9 @@ class AscendPlatformBase(Platform):
         register_quantization()
         if parser is None:
             configure.before_config(cls.device_kind)
+            ports = container()
             startup_errors.refuse_before_start(
-                startup_errors.engine_args_calling(), container().model_files,
-                container().upstream(),
+                startup_errors.engine_args_calling(), ports.model_files, ports.upstream()
             )
         action = None if parser is None else parser._option_string_actions.get("--quantization")
         if action is not None and action.choices is not None and METHOD_NAME not in action.choices:

@@ -26,8 +26,12 @@ def use_torch_top_k_top_p(spec: PatchSpec) -> None:
 
     from adapters.container import container
 
+    # The provider, bound here; the port itself is resolved at the sampler's call (this
+    # patch applies at registration, in processes that never sample).
+    sampling_ops = container().sampling_ops
+
     def apply_top_k_top_p(logits: Any, k: Any, p: Any, has_topp_only_rows: bool = True) -> Any:
-        masked = container().sampling_ops().top_k_top_p(logits, k, p)
+        masked = sampling_ops().top_k_top_p(logits, k, p)
         if masked is not None:
             return masked
         return apply_top_k_top_p_pytorch(logits, k, p, allow_cpu_sync=False)

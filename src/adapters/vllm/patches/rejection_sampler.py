@@ -11,6 +11,7 @@ seeded request on its generator), so a seeded request repeats as it does on a GP
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from adapters.vllm.patches._symbols import rebind, resolve
@@ -21,14 +22,6 @@ if TYPE_CHECKING:
 
     from ascend_core.patches import PatchSpec
     from ports.rejection import RejectionOps
-
-
-@functools.cache
-def _ops() -> RejectionOps:
-    from adapters.container import container
-
-    ops: RejectionOps = container().rejection_ops()
-    return ops
 
 
 def _exponential_inv_q(
@@ -50,6 +43,7 @@ def _exponential_inv_q(
 
 
 def rejection_sample(
+    ops: RejectionOps,
     draft_token_ids: torch.Tensor,
     num_draft_tokens: list[int],
     max_spec_len: int,
@@ -65,7 +59,7 @@ def rejection_sample(
     fly_entropy_threshold: float | None = None,
     fly_entropy_top_k: int = 3,
 ) -> torch.Tensor:
-    """vllm.v1.sample.rejection_sampler.rejection_sample (0.33) on the port's ops."""
+    """vllm.v1.sample.rejection_sampler.rejection_sample (0.33) on the port's `ops`."""
     import torch
     from vllm.v1.sample import rejection_sampler as upstream
 
@@ -77,7 +71,6 @@ def rejection_sample(
             f"(synthetic_mode={synthetic_mode}, fly_window_size={fly_window_size}).",
             "remove the synthetic acceptance rate and FLy settings from speculative_config",
         )
-    ops = _ops()
     batch = len(num_draft_tokens)
     device = target_logits.device
     out = torch.full(
@@ -112,24 +105,26 @@ def rejection_sample(
 
 
 def expand_batch_to_tokens(
+    ops: RejectionOps,
     x: torch.Tensor,
     cu_num_tokens: torch.Tensor,
     num_tokens: int,
     replace_from: int = 0,
     replace_to: int = 0,
 ) -> torch.Tensor:
-    """vllm.v1.sample.rejection_sampler.expand_batch_to_tokens (0.33) on the port's ops."""
-    return _ops().expand_to_tokens(x, cu_num_tokens, num_tokens, replace_from, replace_to)
+    """vllm.v1.sample.rejection_sampler.expand_batch_to_tokens (0.33) on the port's `ops`."""
+    return ops.expand_to_tokens(x, cu_num_tokens, num_tokens, replace_from, replace_to)
 
 
-_IMPLEMENTATIONS = {
+_IMPLEMENTATIONS: dict[str, Callable[..., torch.Tensor]] = {
     "rejection_sample": rejection_sample,
     "expand_batch_to_tokens": expand_batch_to_tokens,
 }
 
 
 def use_rejection_ops(spec: PatchSpec) -> None:
-    """Rebind the spec's target (one of the two functions above) to the port's version."""
+    """Rebind the spec's target (one of the two functions above) to the port's version,
+    bound to the container's provider (the port resolved at the sampler's call)."""
     original = resolve(spec.target)
     if getattr(original, "__ascend_patch__", None) == spec.id:
         return
@@ -141,9 +136,13 @@ def use_rejection_ops(spec: PatchSpec) -> None:
             "point the patch at rejection_sample or expand_batch_to_tokens",
         )
 
+    from adapters.container import container
+
+    rejection_ops = container().rejection_ops
+
     @functools.wraps(impl)
     def patched(*args: Any, **kwargs: Any) -> Any:
-        return impl(*args, **kwargs)
+        return impl(rejection_ops(), *args, **kwargs)
 
     patched.__ascend_patch__ = spec.id  # type: ignore[attr-defined]
     patched.__wrapped__ = original  # type: ignore[attr-defined]

@@ -22,24 +22,26 @@ from adapters.vllm.patches._symbols import holder_and_attr, rebind
 from ascend_core.errors import ConfigError
 
 if TYPE_CHECKING:
+    from adapters.container import Container
     from ascend_core.patches import PatchSpec
 
-# Registry target -> our implementation, built on the serving device's port when applied.
-IMPLEMENTATIONS: dict[str, Callable[[], Callable[..., Any]]] = {
-    "vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel": lambda: kb.slot_mapping_kernel(
-        container().slot_mapping()
+# Registry target -> our implementation, built on the serving device's port (resolved from
+# the container `override` hands it) when applied.
+IMPLEMENTATIONS: dict[str, Callable[[Container], Callable[..., Any]]] = {
+    "vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel": lambda c: (
+        kb.slot_mapping_kernel(c.slot_mapping())
     ),
-    "vllm.v1.spec_decode.utils:_eagle_step_slot_mapping_metadata.kernel": lambda: (
-        kb.eagle_step_kernel(container().draft_input_ops())
+    "vllm.v1.spec_decode.utils:_eagle_step_slot_mapping_metadata.kernel": lambda c: (
+        kb.eagle_step_kernel(c.draft_input_ops())
     ),
-    "vllm.v1.spec_decode.utils:_eagle_prepare_inputs_padded.kernel": lambda: (
-        kb.eagle_prepare_inputs_kernel(container().draft_input_ops())
+    "vllm.v1.spec_decode.utils:_eagle_prepare_inputs_padded.kernel": lambda c: (
+        kb.eagle_prepare_inputs_kernel(c.draft_input_ops())
     ),
-    "vllm.v1.spec_decode.utils:_eagle_prepare_next_token_padded.kernel": lambda: (
-        kb.eagle_next_token_kernel(container().draft_input_ops())
+    "vllm.v1.spec_decode.utils:_eagle_prepare_next_token_padded.kernel": lambda c: (
+        kb.eagle_next_token_kernel(c.draft_input_ops())
     ),
-    "vllm.v1.spec_decode.utils:_copy_and_expand_eagle_inputs.kernel": lambda: (
-        kb.eagle_expand_inputs_kernel(container().draft_input_ops())
+    "vllm.v1.spec_decode.utils:_copy_and_expand_eagle_inputs.kernel": lambda c: (
+        kb.eagle_expand_inputs_kernel(c.draft_input_ops())
     ),
 }
 
@@ -59,7 +61,7 @@ def override(spec: PatchSpec) -> None:
     from vllm.triton_utils.dispatcher import KernelOverride
 
     holder, attr = holder_and_attr(spec.target)
-    wrapper = KernelOverride(getattr(holder, attr), make())
+    wrapper = KernelOverride(getattr(holder, attr), make(container()))
     setattr(holder, attr, wrapper)
     if not isinstance(holder, type):
         # A JIT warmup owner (an instance) caches its kernel's argument names; the

@@ -9,6 +9,7 @@ shard input scale, as vLLM's own kernels do.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -24,7 +25,12 @@ _F32 = torch.float32
 
 
 class AscendInt8ScaledMMLinearKernel(Int8ScaledMMLinearKernel):
-    """Registered under PlatformEnum.OOT by the `oot-int8-scaled-mm-kernel` patch."""
+    """Registered under PlatformEnum.OOT by the `oot-int8-scaled-mm-kernel` patch; vLLM
+    constructs one per layer, on the quant ops port resolved then."""
+
+    def __init__(self, c: Int8ScaledMMLinearLayerConfig, layer_param_names: Sequence[str]) -> None:
+        super().__init__(c, layer_param_names)
+        self.quant = container().quant_ops()
 
     @classmethod
     def is_supported(cls, compute_capability: int | None = None) -> tuple[bool, str | None]:
@@ -40,7 +46,7 @@ class AscendInt8ScaledMMLinearKernel(Int8ScaledMMLinearKernel):
         return True, None
 
     def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
-        quant = container().quant_ops()
+        quant = self.quant
         w_name, ws_name, is_name, _, _ = self.layer_param_names
         weight = getattr(layer, w_name)
         scale = getattr(layer, ws_name).data

@@ -63,7 +63,8 @@ class NpuModelRunner(SeededRewindMixin, HostDecodeInputsMixin):
         model = self.model
         if type(model) is CUDAGraphWrapper:
             self.model = NpuGraphWrapper(
-                model.runnable, self.vllm_config, model.runtime_mode, model.cudagraph_options
+                model.runnable, self.vllm_config, model.runtime_mode, model.cudagraph_options,
+                runtime=self._runtime,
             )
 
     # Each of these creates or waits on streams and events (the async output copy, the
@@ -108,6 +109,9 @@ class NpuGraphWrapper(CUDAGraphWrapper):
     `DeviceGraphs` (torch_npu's NPUGraph on an NPU) instead of torch.cuda, on the
     process's capture stream, and keeps weak references to the captured outputs through
     the port (torch_npu._C._weak_ref_tensor) rather than vLLM's compiled `_C` op.
+
+    The runner hands it its runtime; vLLM's piecewise backend constructs it by the
+    platform's name with its own arguments only, and there the runtime is resolved.
     """
 
     def __init__(
@@ -116,8 +120,10 @@ class NpuGraphWrapper(CUDAGraphWrapper):
         vllm_config: VllmConfig,
         runtime_mode: CUDAGraphMode,
         cudagraph_options: CUDAGraphOptions | None = None,
+        *,
+        runtime: DeviceRuntime | None = None,
     ) -> None:
-        graphs = container().runtime().graphs()
+        graphs = (runtime if runtime is not None else container().runtime()).graphs()
         if graphs is None:
             raise RuntimeError(
                 f"{runtime_mode.name} graphs were asked of a device that captures none "
@@ -198,34 +204,25 @@ class NpuGraphWrapper(CUDAGraphWrapper):
 def _host_arguments(attn_metadata: Any, layers: frozenset[str]) -> list[dict[str, Any]]:
     """The host-side arguments of the attention ops of one step, in the order the layers
     launched them at capture (the forward context's layer order), for the graph's own
-    `layers` (a drafter's in the same metadata run outside it): the ops port of each
-    layer's backend (paged attention, MLA) says what its launches take for the step's
-    plan, once per plan (the layers of a KV cache group share one)."""
-    from adapters.vllm.attention.metadata import PagedMetadata
-    from adapters.vllm.attention.mla_metadata import MlaMetadata
+    `layers` (a drafter's in the same metadata run outside it): each layer's metadata
+    says what its launches take (asking the ops port its builder was handed), once per
+    metadata (the layers of a KV cache group share one, and its plan)."""
+    from adapters.vllm.attention.metadata import GraphUpdatableMetadata, not_updatable
 
     if not isinstance(attn_metadata, dict):
         raise RuntimeError(
             "a FULL NPU graph replays with one attention metadata dict per step; got "
             f"{type(attn_metadata).__name__} (micro-batching is not served with NPU graphs)"
         )
-    by_plan: dict[int, list[dict[str, Any]]] = {}
+    by_metadata: dict[int, list[dict[str, Any]]] = {}
     arguments: list[dict[str, Any]] = []
     for name, metadata in attn_metadata.items():
         if layers and name not in layers:  # none known: every layer is the graph's
             continue
-        if isinstance(metadata, PagedMetadata):
-            plan, of_plan = metadata.plan, container().ops().graph_host_arguments
-        elif isinstance(metadata, MlaMetadata):
-            plan, of_plan = metadata.plan, container().mla_ops().graph_host_arguments
-        else:
-            raise RuntimeError(
-                f"a FULL NPU graph holds attention of {type(metadata).__name__}, whose "
-                "host-side arguments it cannot update; serve this model with "
-                "-cc.cudagraph_mode=PIECEWISE"
-            )
-        key = id(plan)
-        if key not in by_plan:
-            by_plan[key] = of_plan(plan)
-        arguments += by_plan[key]
+        key = id(metadata)
+        if key not in by_metadata:  # a layer of a metadata not seen yet this step
+            if not isinstance(metadata, GraphUpdatableMetadata):
+                raise not_updatable(metadata)
+            by_metadata[key] = metadata.graph_host_arguments()
+        arguments += by_metadata[key]
     return arguments

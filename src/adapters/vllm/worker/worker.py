@@ -7,6 +7,7 @@ import gc
 import importlib
 import logging
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import attrs
@@ -22,6 +23,7 @@ from adapters.vllm.worker.kv_cache_bytes import kv_cache_budget
 from adapters.vllm.worker.profiling import vllm_profiler_check_skipped, worker_profiler
 from ascend_core.memory_budget import format_bytes
 from ascend_core.plan import WorkerKind
+from ports.cluster import RayCluster
 from ports.device import DeviceKind
 from ports.runtime import DeviceRuntime, MemoryInfo
 from ports.sleep import SleepMemory, SleepOutcome, SleepTag
@@ -54,7 +56,12 @@ class DeviceWorker(Worker):
                 "platform's check_and_update_config sets VLLM_USE_V2_MODEL_RUNNER=0; was "
                 "the config built without it?"
             )
-        self.runtime = container().runtime()
+        ports = container()
+        self.runtime = ports.runtime()
+        # Resolved when first asked (the NPU's sleep pool builds its allocator then; Ray
+        # only on a Ray cluster): the providers, once, here.
+        self._sleep_memory: Callable[[], SleepMemory] = ports.sleep_memory
+        self._ray_cluster: Callable[[], RayCluster] = ports.ray_cluster
         # Sleep mode's state: graphs dropped by a sleep (captured again on waking), and a
         # KV cache taken from a KV connector by `discard` (given back on waking).
         self._graphs_dropped = False
@@ -68,7 +75,7 @@ class DeviceWorker(Worker):
         self.profiler = worker_profiler(
             self.vllm_config,
             getattr(current_platform, "device_kind", DeviceKind.CPU),
-            container().profiler(),
+            ports.profiler(),
         )
 
     def device_index(self) -> int:
@@ -82,7 +89,7 @@ class DeviceWorker(Worker):
 
         from ascend_core.ray_placement import ray_worker_device_index
 
-        reserved = container().ray_cluster().reserved(current_platform.ray_device_key)
+        reserved = self._ray_cluster().reserved(current_platform.ray_device_key)
         variable = getattr(current_platform, "device_control_env_var", "")
         with stop_on_our_errors(self.parallel_config):
             index = ray_worker_device_index(reserved, os.environ.get(variable), self.local_rank)
@@ -125,7 +132,7 @@ class DeviceWorker(Worker):
         allocator."""
         if not self.model_config.enable_sleep_mode or tag not in TAGS:
             return contextlib.nullcontext()
-        memory: SleepMemory = container().sleep_memory()
+        memory = self._sleep_memory()
         return memory.allocation_pool(TAGS[tag])
 
     @torch.inference_mode()
@@ -276,7 +283,7 @@ class DeviceWorker(Worker):
         dropped here and captured again once everything is awake."""
         if level not in (1, 2):
             raise ValueError(f"sleep level {level} is not served by this worker; use 1 or 2")
-        memory = container().sleep_memory()
+        memory = self._sleep_memory()
         model = self.model_runner.model
         self.runtime.synchronize()
         before = self.runtime.allocated_bytes()
@@ -304,7 +311,7 @@ class DeviceWorker(Worker):
         if unknown:
             raise ValueError(f"discard tags {unknown} are unknown; use {sorted(TAGS)}")
         chosen = {TAGS[t] for t in tags}
-        memory = container().sleep_memory()
+        memory = self._sleep_memory()
         self.runtime.synchronize()
         before = self.runtime.allocated_bytes()
         from vllm.distributed.kv_transfer import get_kv_transfer_group, has_kv_transfer_group
@@ -352,7 +359,7 @@ class DeviceWorker(Worker):
     def wake_up(self, tags: list[str] | None = None) -> None:
         """Give the tagged memory back (all when `tags` is None); once nothing sleeps,
         capture the graphs dropped by `sleep` (if any) again, over the new addresses."""
-        memory = container().sleep_memory()
+        memory = self._sleep_memory()
         unknown = sorted(set(tags or ()) - set(TAGS) - {"scheduling"})
         if unknown:
             raise ValueError(f"wake_up tags {unknown} are unknown; use {sorted(TAGS)}")
