@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from adapters.vllm.kv_transfer import module_path as kv_module_path
+from adapters.vllm.kv_transfer import read_module_path
 from ascend_core import kv_transfer
 from ascend_core.deployment import (
     CacheSettings,
@@ -21,6 +23,7 @@ from ascend_core.deployment import (
     MlaShape,
     ModelFacts,
     ParallelSettings,
+    PluginModule,
     SpeculativeSettings,
 )
 from ascend_core.deployment_builder import Requested, build_deployment, files_say
@@ -178,19 +181,19 @@ def requested(vllm_config: VllmConfig) -> Requested:
     kv_settings = None
     if kv is not None and getattr(kv, "kv_role", None):
         role = KvTransferRole(kv.kv_role)
-        kv_settings = kv_transfer.settings_from(
-            {
-                name: getattr(kv, name, None)
-                for name in (
-                    "kv_connector",
-                    "kv_role",
-                    "kv_connector_extra_config",
-                    "kv_connector_module_path",
-                    "kv_port",
-                    "kv_load_failure_policy",
-                )
-            }
-        )
+        raw = {
+            name: getattr(kv, name, None)
+            for name in (
+                "kv_connector",
+                "kv_role",
+                "kv_connector_extra_config",
+                "kv_connector_module_path",
+                "kv_port",
+                "kv_load_failure_policy",
+            )
+        }
+        raw["kv_connector_module_path"] = read_module_path(raw["kv_connector_module_path"])
+        kv_settings = kv_transfer.settings_from(raw)
     return Requested(
         parallel=ParallelSettings(
             tp=pc.tensor_parallel_size,
@@ -269,6 +272,8 @@ def _to_vllm(field_path: str, value: Any) -> Any:
         return CompilationMode[value.name]
     if isinstance(value, GraphMode):
         return CUDAGraphMode[value.name]
+    if isinstance(value, PluginModule):
+        return kv_module_path(value)
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, tuple):

@@ -41,6 +41,9 @@ IMPLEMENTATIONS: dict[str, Callable[[], Callable[..., Any]]] = {
     "vllm.v1.spec_decode.utils:_copy_and_expand_eagle_inputs.kernel": lambda: (
         kb.eagle_expand_inputs_kernel(container().draft_input_ops())
     ),
+    "vllm.v1.sample.rejection_sampler:_expand.kernel": lambda: kb.expand_kernel(
+        container().rejection_ops()
+    ),
 }
 
 _registered: set[str] = set()
