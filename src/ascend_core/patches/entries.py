@@ -14,12 +14,12 @@ How to add a patch
    that adapter's table (`adapters/vllm/patches/table.py`): the core names no adapter
    module. The adapter calls it as `function(spec)` with this `PatchSpec`, once per
    process, only when the plan lists the patch. Nothing is patched at import.
-6. Append the entry at the end of `ENTRIES`, list it in docs/patches.md with the vLLM
-   seam that would retire it, and run
-   `pytest tests/unit/core/test_patches_entries.py tests/unit/vllm/test_patch_table.py
-   tests/integration/test_patch_targets.py`: the first checks the entry's shape, the
-   second that the adapter's table has exactly the registry's ids, the third that its
-   symbols exist in the installed vLLM.
+6. Append the entry at the end of `ENTRIES`, add its row to docs/design.md's table
+   ("Upstream patches": how it reaches vLLM, the vLLM seam that would retire it), and run
+   `pytest tests/unit/core/test_patches_entries.py tests/unit/core/test_patches_doc.py
+   tests/unit/vllm/test_patch_table.py tests/integration/test_patch_targets.py`: the
+   entry's shape, the doc's table, the adapter's table (exactly the registry's ids), and
+   its symbols in the installed vLLM.
 7. Where vLLM offers an extension point (its Triton kernel-override registry names the
    kernels a platform may replace), use it rather than rebinding a function.
 """
