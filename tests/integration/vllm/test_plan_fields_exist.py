@@ -58,17 +58,15 @@ def test_the_planned_connector_module_is_where_vllms_factory_finds_ours() -> Non
     from vllm.config import KVTransferConfig, VllmConfig
     from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
 
-    from adapters.vllm.engine.translate import requested
+    from adapters.vllm.kv_transfer import read_module_path
     from ascend_core.kv_transfer import MOONCAKE_V1, MOONCAKE_V1_MODULE
 
-    config = VllmConfig(
-        kv_transfer_config=KVTransferConfig(kv_connector=MOONCAKE_V1, kv_role="kv_producer")
-    )
+    config = VllmConfig()  # vLLM checks the connector's name as it builds the config
+    config.kv_transfer_config = KVTransferConfig(kv_connector=MOONCAKE_V1, kv_role="kv_producer")
     apply_change(config, Change(fields.KV_CONNECTOR_MODULE, None, MOONCAKE_V1_MODULE, "test"))
     path = config.kv_transfer_config.kv_connector_module_path
     assert isinstance(path, str) and path.endswith("kv_transfer.connector")
     connector = KVConnectorFactory.get_connector_class(config.kv_transfer_config)
     assert connector.__name__ == MOONCAKE_V1 and connector.__module__ == path
-    # Planned again (a worker's own plan): read as the plugin's, so not refused.
-    kv = requested(config).kv_transfer
-    assert kv is not None and kv.module_path is MOONCAKE_V1_MODULE
+    # Planned again (translate reads it so): the plugin's own, so not refused.
+    assert read_module_path(path) is MOONCAKE_V1_MODULE
