@@ -75,6 +75,13 @@ class KvTransferRole(enum.Enum):
     BOTH = "kv_both"
 
 
+class PluginModule(enum.Enum):
+    """A module of this plugin the plan points vLLM at; where it lives is the vLLM adapter's
+    to say (adapters/vllm/kv_transfer), so the core names no adapter module."""
+
+    MOONCAKE_V1 = "this plugin's MooncakeConnectorV1 module"
+
+
 @frozen
 class KvTransferSettings:
     """vLLM's `kv_transfer_config` as plain data: the connector, its role and its options."""
@@ -83,7 +90,8 @@ class KvTransferSettings:
     role: KvTransferRole
     # kv_connector_extra_config, untouched: the plan reads the keys it knows.
     extra: Mapping[str, Any] = field(factory=dict, converter=_frozen_mapping, eq=False, hash=False)
-    module_path: str | None = None  # kv_connector_module_path
+    # kv_connector_module_path: the adapter reads this plugin's own module as PluginModule.
+    module_path: str | PluginModule | None = None
     kv_port: int | None = None  # kv_port (the reference's handshake port base)
     load_failure_policy: str = "fail"  # kv_load_failure_policy: fail or recompute
     # VLLM_MOONCAKE_BOOTSTRAP_PORT: where a Mooncake producer's bootstrap server listens.

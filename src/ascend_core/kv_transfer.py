@@ -9,7 +9,7 @@ from typing import Any
 
 from attrs import frozen
 
-from ascend_core.deployment import Deployment, KvTransferRole, KvTransferSettings
+from ascend_core.deployment import Deployment, KvTransferRole, KvTransferSettings, PluginModule
 from ascend_core.errors import ConfigError
 from ports.device import DeviceKind
 
@@ -17,8 +17,10 @@ from ports.device import DeviceKind
 # plugin registers (adapters/vllm/kv_transfer/connector.py) over vLLM's.
 MOONCAKE = "MooncakeConnector"
 MOONCAKE_V1 = "MooncakeConnectorV1"
-# The module that defines the class named MooncakeConnectorV1 for vLLM's connector factory.
-MOONCAKE_V1_MODULE = "adapters.vllm.kv_transfer.connector"
+
+# What kv_connector_module_path is set to for MooncakeConnectorV1 (vLLM's connector
+# factory imports the module it names and takes the class of the connector's name).
+MOONCAKE_V1_MODULE = PluginModule.MOONCAKE_V1
 # The Mooncake producer's bootstrap port when VLLM_MOONCAKE_BOOTSTRAP_PORT is unset (vLLM).
 DEFAULT_BOOTSTRAP_PORT = 8998
 

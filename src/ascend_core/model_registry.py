@@ -1,9 +1,11 @@
 """Model registration as data: architecture -> whose model class serves it, and why.
 
 The vLLM adapter registers the rows of our own implementations with vLLM's `ModelRegistry`
-(`module:Class`, imported lazily); the rows of vLLM's own models only say which of vLLM's
-classes serves and what the plugin supplies under it. The doctor prints the row for the
-model at hand; a test keeps this table and the support matrix in agreement.
+(an `Implementation.OURS` row names its architecture only; the adapter's `MODEL_CLASSES`,
+adapters/vllm/models/__init__.py, says which class, imported lazily); the rows of vLLM's
+own models only say which of vLLM's classes serves and what the plugin supplies under it.
+The doctor prints the row for the model at hand; a test keeps this table and the support
+matrix in agreement.
 """
 
 from __future__ import annotations
@@ -29,8 +31,15 @@ class Implementation(enum.Enum):
     VLLM = "vLLM's own"
 
 
-def _class_path(_instance: object, _attribute: object, value: str) -> None:
-    module, _, cls = value.partition(":")
+def _class_path(instance: Registration, _attribute: object, value: str | None) -> None:
+    if instance.implementation_kind is Implementation.OURS:
+        if value is not None:
+            raise ValueError(
+                f"{instance.architecture}: a row of our own names no class (the core names "
+                "no adapter module); add the class to the vLLM adapter's MODEL_CLASSES"
+            )
+        return
+    module, _, cls = (value or "").partition(":")
     if not module or not cls or ":" in cls:
         raise ValueError(f"implementation {value!r} is not `package.module:Class`")
 
@@ -43,8 +52,9 @@ _SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
 class Registration:
     """One architecture (hf_config.architectures[0]) and the model class that serves it.
 
-    implementation: `package.module:Class`: ours (registered with vLLM) or vLLM's own (where
-    vLLM's registry points; a test checks it against the installed vLLM).
+    implementation: vLLM's own class, `package.module:Class` (where vLLM's registry points; a
+    test checks it against the installed vLLM); None for ours (the vLLM adapter's
+    MODEL_CLASSES maps the architecture to its class).
     config: the keys of the architecture's published config.json that decide which of the
     support matrix's model features it uses (MLA, experts, layer kinds, windows).
     speculative_method: set for a draft model: the speculative_config method it drafts for.
@@ -52,7 +62,7 @@ class Registration:
 
     architecture: str
     implementation_kind: Implementation
-    implementation: str = field(validator=_class_path)
+    implementation: str | None = field(validator=_class_path)
     why: str
     config: Mapping[str, Any] = field(factory=dict, hash=False)
     speculative_method: str | None = None

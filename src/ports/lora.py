@@ -1,4 +1,4 @@
-"""LoRA: punica's two halves for a batch whose rows use different adapters.
+"""LoRA: punica's two halves for a batch whose rows each use their own LoRA weights.
 
 Weights are stacked per adapter slot: `lora_a` [L, R, H] (or [L, 1, R, H], vLLM's layout)
 and `lora_b` [L, N, R] (or [L, 1, N, R]). `indices` [T] gives each row's slot, -1 for a

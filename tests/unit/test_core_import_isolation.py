@@ -40,3 +40,20 @@ def test_core_source_names_no_heavy_module_even_for_type_checking():
                 if n.split(".")[0] in ("torch", "torch_npu", "vllm", "adapters")
             ]
     assert found == []
+
+
+def test_core_and_ports_name_no_adapter_module_even_in_a_string():
+    """The core decides (which patch, which connector, which model row); the adapters say
+    where their code lives (patches/table.py, kv_transfer/, models/MODEL_CLASSES). A module
+    path in a string is a dependency upward that import-linter cannot see."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    found = [
+        f"{path.relative_to(src)}:{number}: {line.strip()}"
+        for package in ("ascend_core", "ports")
+        for path in sorted((src / package).rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "adapters." in line
+    ]
+    assert found == [], "the core names adapter modules:\n" + "\n".join(found)

@@ -10,13 +10,18 @@ How to add a patch
 3. Say when it is needed with a `Condition` (device kinds, chip families, features
    required or excluded). No condition means every deployment.
 4. Give the reason in one sentence: what breaks without the patch.
-5. Point `apply` at the function in `adapters/vllm/patches/` that does it. The
-   adapter calls it as `apply(spec)` with this `PatchSpec`, once per process, only
-   when the plan lists the patch. Nothing is patched at import.
-6. Append the entry at the end of `ENTRIES` and run
-   `pytest tests/unit/core/test_patches_entries.py tests/integration/test_patch_targets.py`:
-   the first checks the entry's shape, the second that its symbols exist in the
-   installed vLLM.
+5. Write the function that does it in `adapters/vllm/patches/` and add the patch id to
+   that adapter's table (`adapters/vllm/patches/table.py`): the core names no adapter
+   module. The adapter calls it as `function(spec)` with this `PatchSpec`, once per
+   process, only when the plan lists the patch. Nothing is patched at import.
+6. Append the entry at the end of `ENTRIES`, add its row to docs/design.md's table
+   ("Upstream patches": how it reaches vLLM, the vLLM seam that would retire it), and run
+   `pytest tests/unit/core/test_patches_entries.py tests/unit/core/test_patches_doc.py
+   tests/unit/vllm/test_patch_table.py tests/integration/test_patch_targets.py`: the
+   entry's shape, the doc's table, the adapter's table (exactly the registry's ids), and
+   its symbols in the installed vLLM.
+7. Where vLLM offers an extension point (its Triton kernel-override registry names the
+   kernels a platform may replace), use it rather than rebinding a function.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ HOST_WITHOUT_TRITON = Condition(device_kinds={HOST}, excludes={Feature.TRITON})
 SPECULATIVE = Condition(requires={Feature.SPECULATIVE_DECODING})
 MOONCAKE = "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector"
 SPEC_UTILS = "vllm.v1.spec_decode.utils"
+REJECTION = "vllm.v1.sample.rejection_sampler"
 RAY_EXECUTOR = "vllm.v1.executor.ray_executor_v2"
 _DRAFT_INPUTS = (
     "Every draft-model proposer (eagle, eagle3, mtp, draft_model) prepares the draft's "
@@ -50,7 +56,6 @@ ENTRIES = (
             "without Triton on the host it is a placeholder that raises, so the host "
             "registers a torch implementation through vLLM's kernel-override registry."
         ),
-        apply="adapters.vllm.patches.torch_kernels:override",
     ),
     PatchSpec(
         id="host-shutdown-accelerator-cache",
@@ -62,7 +67,6 @@ ENTRIES = (
             "on every platform but its own CPU one, and on a host with no accelerator both "
             "raise RuntimeError, so engine teardown fails unless they are skipped."
         ),
-        apply="adapters.vllm.patches.shutdown:skip_accelerator_cache_release",
         # vllm.distributed re-exports it, and the engine core imports it from there.
         also_rebind=(
             "vllm.distributed:cleanup_dist_env_and_memory",
@@ -81,7 +85,6 @@ ENTRIES = (
             "the host swaps in the packed oneDNN GEMM (dispatch_unquantized_gemm reads "
             "this name at call time, so no copies need rebinding)."
         ),
-        apply="adapters.vllm.patches.host_linear:use_onednn_gemm",
     ),
     PatchSpec(
         id="oot-int8-scaled-mm-kernel",
@@ -95,7 +98,6 @@ ENTRIES = (
             "the ScaledMM linear layer'; the plugin's kernel (the QuantOps port of the "
             "serving device) is added under PlatformEnum.OOT."
         ),
-        apply="adapters.vllm.patches.int8_kernel:add_int8_kernel",
     ),
     PatchSpec(
         id="npu-slot-mapping-kernel",
@@ -108,7 +110,6 @@ ENTRIES = (
             "read-back), so serving does not depend on triton-ascend compiling vLLM's "
             "CUDA-tuned kernel."
         ),
-        apply="adapters.vllm.patches.torch_kernels:override",
     ),
     PatchSpec(
         id="npu-top-k-top-p-torch",
@@ -120,7 +121,6 @@ ENTRIES = (
             "(triton-ascend on an NPU host); the NPU path takes vLLM's torch "
             "implementation without host syncs instead of a CUDA-tuned kernel."
         ),
-        apply="adapters.vllm.patches.npu_sampler:use_torch_top_k_top_p",
         also_rebind=(
             "vllm.v1.sample.rejection_sampler:apply_top_k_top_p",
             "vllm.v1.worker.gpu.sample.states:apply_top_k_top_p",
@@ -140,7 +140,6 @@ ENTRIES = (
             "runner directly, as vLLM's CPU platform does, where the layer's method says "
             "its ops trace."
         ),
-        apply="adapters.vllm.patches.moe_entry:call_traced_moe_directly",
     ),
     PatchSpec(
         id="host-greedy-argmax",
@@ -153,7 +152,6 @@ ENTRIES = (
             "the native argmax with the same answer (vLLM's CPU platform calls its own "
             "kernel), so the host's sampler takes the native one where it is built."
         ),
-        apply="adapters.vllm.patches.host_sampler:use_native_greedy_argmax",
     ),
     PatchSpec(
         id="spec-rejection-sample-torch",
@@ -166,19 +164,19 @@ ENTRIES = (
             "verification runs on the device's RejectionOps (ports/rejection.py): torch "
             "ops with no host read, the host's as the reference."
         ),
-        apply="adapters.vllm.patches.rejection_sampler:use_rejection_ops",
     ),
     PatchSpec(
-        id="spec-expand-to-tokens-torch",
-        target="vllm.v1.sample.rejection_sampler:expand_batch_to_tokens",
+        id="spec-expand-kernel-torch",
+        target=f"{REJECTION}:_expand.kernel",
         versions=VLLM_0_33,
         when=SPECULATIVE,
         reason=(
             "The rejection sampler spreads each request's temperature, top-k and top-p over "
             "its draft tokens with a Triton kernel before any random verification, so the "
-            "device's RejectionOps does it in torch ops instead."
+            "device's RejectionOps does it in torch ops, registered through vLLM's "
+            "kernel-override registry, which names this kernel as a platform's to replace."
         ),
-        apply="adapters.vllm.patches.rejection_sampler:use_rejection_ops",
+        also_rebind=(f"{REJECTION}:expand_kernel",),
     ),
     PatchSpec(
         id="host-mooncake-device-index",
@@ -190,7 +188,6 @@ ENTRIES = (
             "raises on a host with no accelerator, so no KV connector could start there; "
             "during its construction the index is the host device's (0)."
         ),
-        apply="adapters.vllm.patches.mooncake_device:host_device_index",
     ),
     PatchSpec(
         id="spec-draft-step-slots-torch",
@@ -198,7 +195,6 @@ ENTRIES = (
         versions=VLLM_0_33,
         when=SPECULATIVE,
         reason=_DRAFT_INPUTS + " (each draft step's positions, KV slots and lengths).",
-        apply="adapters.vllm.patches.torch_kernels:override",
         also_rebind=(f"{SPEC_UTILS}:eagle_step_slot_mapping_metadata_kernel",),
     ),
     PatchSpec(
@@ -207,7 +203,6 @@ ENTRIES = (
         versions=VLLM_0_33,
         when=SPECULATIVE,
         reason=_DRAFT_INPUTS + " (where each request's last accepted token is).",
-        apply="adapters.vllm.patches.torch_kernels:override",
         also_rebind=(f"{SPEC_UTILS}:eagle_prepare_inputs_padded_kernel",),
     ),
     PatchSpec(
@@ -216,7 +211,6 @@ ENTRIES = (
         versions=VLLM_0_33,
         when=SPECULATIVE,
         reason=_DRAFT_INPUTS + " (each request's next token after verification).",
-        apply="adapters.vllm.patches.torch_kernels:override",
         also_rebind=(f"{SPEC_UTILS}:eagle_prepare_next_token_padded_kernel",),
     ),
     PatchSpec(
@@ -225,7 +219,6 @@ ENTRIES = (
         versions=VLLM_0_33,
         when=SPECULATIVE,
         reason=_DRAFT_INPUTS + " (the first draft pass's tokens, positions and masks).",
-        apply="adapters.vllm.patches.torch_kernels:override",
         also_rebind=(f"{SPEC_UTILS}:copy_and_expand_eagle_inputs_kernel",),
     ),
     PatchSpec(
@@ -242,7 +235,6 @@ ENTRIES = (
             "unlowered for an NPU), so the plugin registers its subclass of this "
             "PluggableLayer, whose core runs on the device's LinearAttentionOps."
         ),
-        apply="adapters.vllm.patches.gdn_layer:register_layer",
     ),
     PatchSpec(
         id="host-ray-actor-resources",
@@ -255,7 +247,6 @@ ENTRIES = (
             "Ray has no accelerator for), so the actor asks for nothing and sits in its "
             "placement-group bundle, which holds the CPU."
         ),
-        apply="adapters.vllm.patches.ray_host:actor_resources_in_bundle",
     ),
     PatchSpec(
         id="host-ray-worker-devices",
@@ -267,7 +258,6 @@ ENTRIES = (
             "ray_device_key, and Ray names none for CPU (KeyError before any worker "
             "starts), so on the host the executor starts a subclass that reports none."
         ),
-        apply="adapters.vllm.patches.ray_host:host_worker_class",
     ),
     PatchSpec(
         id="npu-graph-capture-communicator",
@@ -281,7 +271,6 @@ ENTRIES = (
             "communicator the context only moves the capture to its stream, as vLLM's "
             "does, and every other group goes through vLLM's own."
         ),
-        apply="adapters.vllm.patches.graph_capture:let_npu_communicator_capture",
     ),
 )
 

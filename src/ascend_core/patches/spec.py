@@ -121,13 +121,13 @@ def _check_vllm(_: object, attribute: object, value: str) -> None:
 
 @frozen
 class PatchSpec:
-    """One upstream patch, declared as data; the vLLM adapter's `apply` function does the work.
+    """One upstream patch, declared as data: what the core decides about vLLM. The function
+    that applies it lives in the vLLM adapter's table, found by `id`.
 
     target: the vLLM symbol replaced, `vllm.module:Attr.sub`.
     versions: the vLLM versions the patch is written for.
     when: the deployments that need it.
     reason: one sentence: what breaks without it.
-    apply: the adapter function that applies it, `adapters.vllm.patches.module:function`.
     also_rebind: other module attributes that hold the same object (`from x import f` copies)
         and must point at the replacement too; the drift check covers them.
     """
@@ -137,7 +137,6 @@ class PatchSpec:
     versions: VersionRange = field(converter=to_range)
     when: Condition
     reason: str
-    apply: str = field(validator=_check_symbol)
     also_rebind: tuple[str, ...] = field(
         default=(), converter=_strings, validator=_check_symbols
     )

@@ -19,7 +19,8 @@ for name in ("vllm.engine.arg_utils", "vllm.model_executor.models.llama",
              "vllm.v1.attention.backends.registry", "vllm.v1.worker.gpu_worker",
              "vllm.v1.worker.gpu_model_runner", "vllm.v1.worker.block_table",
              "vllm.v1.core.sched.scheduler", "vllm.v1.engine.core",
-             "vllm.v1.spec_decode.eagle", "vllm.v1.spec_decode.draft_model"):
+             "vllm.v1.spec_decode.eagle", "vllm.v1.spec_decode.draft_model",
+             "vllm.v1.sample.rejection_sampler"):
     importlib.import_module(name)
 from adapters.vllm.patches import apply_one
 from adapters.vllm.patches._symbols import resolve
@@ -61,6 +62,7 @@ print("ok", len(sys.modules))
         ("spec-draft-sample-indices-torch", "eagle_prepare_inputs_padded_kernel"),
         ("spec-draft-next-token-torch", "eagle_prepare_next_token_padded_kernel"),
         ("spec-draft-expand-inputs-torch", "copy_and_expand_eagle_inputs_kernel"),
+        ("spec-expand-kernel-torch", "expand_kernel"),
     ],
 )
 def test_the_override_leaves_no_reference_to_the_original_kernel(

@@ -34,13 +34,14 @@ def test_our_rows_are_registered_lazily_and_again_without_change() -> None:
     ours = Registration(
         "ToyForCausalLM",
         Implementation.OURS,
-        "adapters.vllm.toy_model:ToyForCausalLM",
+        None,
         "a module that does not exist: a lazy registration imports nothing",
     )
+    classes = {"ToyForCausalLM": "adapters.vllm.models.toy_model:ToyForCausalLM"}
     table = (*REGISTRATIONS, ours)
-    register_models(table, registry)
+    register_models(table, registry, classes)
     assert set(registry.get_supported_archs()) == {"ToyForCausalLM"}
     first = registry.models["ToyForCausalLM"]
-    register_models(table, registry)
+    register_models(table, registry, classes)
     assert registry.models["ToyForCausalLM"] is first
-    assert _entry(registry, "ToyForCausalLM") == ours.implementation
+    assert _entry(registry, "ToyForCausalLM") == classes["ToyForCausalLM"]

@@ -16,14 +16,15 @@ def test_registration_plan_is_the_devices_alone() -> None:
 
 
 def test_speculative_decoding_adds_the_rejection_sampler_patches_and_only_those() -> None:
-    # The registration plan has no deployment; the deployment's adds the two rebinds of
-    # vLLM's rejection sampler onto the RejectionOps port (ngram is served on the host),
-    # and the draft-model proposers' input kernels onto DraftInputOps.
+    # The registration plan has no deployment; the deployment's adds vLLM's rejection
+    # sampler on the RejectionOps port (its rejection_sample rebound, its expand kernel
+    # overridden; ngram is served on the host), and the draft-model proposers' input
+    # kernels onto DraftInputOps.
     plain = host()
     speculative = attrs.evolve(plain, speculative=SpeculativeSettings("ngram", 3))
     added = set(deployment_patch_plan(speculative).ids) - set(deployment_patch_plan(plain).ids)
     assert added == {
-        "spec-rejection-sample-torch", "spec-expand-to-tokens-torch",
+        "spec-rejection-sample-torch", "spec-expand-kernel-torch",
         "spec-draft-step-slots-torch", "spec-draft-sample-indices-torch",
         "spec-draft-next-token-torch", "spec-draft-expand-inputs-torch",
     }

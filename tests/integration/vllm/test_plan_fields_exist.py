@@ -50,3 +50,23 @@ def test_applying_a_change_sets_the_named_field(vllm_config, monkeypatch) -> Non
     assert os.environ["VLLM_ASCEND_ENABLE_FLASHCOMM1"] == "0"
     apply_change(vllm_config, Change(fields.FUSE_NORM_QUANT, None, False, "test"))
     assert vllm_config.compilation_config.pass_config.fuse_norm_quant is False
+
+
+def test_the_planned_connector_module_is_where_vllms_factory_finds_ours() -> None:
+    """The plan names PluginModule.MOONCAKE_V1 (the core names no adapter module); applied,
+    it is the adapter's path, from which vLLM's connector factory takes our class."""
+    from vllm.config import KVTransferConfig, VllmConfig
+    from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+
+    from adapters.vllm.kv_transfer import read_module_path
+    from ascend_core.kv_transfer import MOONCAKE_V1, MOONCAKE_V1_MODULE
+
+    config = VllmConfig()  # vLLM checks the connector's name as it builds the config
+    config.kv_transfer_config = KVTransferConfig(kv_connector=MOONCAKE_V1, kv_role="kv_producer")
+    apply_change(config, Change(fields.KV_CONNECTOR_MODULE, None, MOONCAKE_V1_MODULE, "test"))
+    path = config.kv_transfer_config.kv_connector_module_path
+    assert isinstance(path, str) and path.endswith("kv_transfer.connector")
+    connector = KVConnectorFactory.get_connector_class(config.kv_transfer_config)
+    assert connector.__name__ == MOONCAKE_V1 and connector.__module__ == path
+    # Planned again (translate reads it so): the plugin's own, so not refused.
+    assert read_module_path(path) is MOONCAKE_V1_MODULE

@@ -1,4 +1,5 @@
-"""vLLM's rejection_sample, rebound to the RejectionOps port: seeded requests repeat, and
+"""vLLM's rejection sampler on the RejectionOps port (rejection_sample rebound, the expand
+kernel overridden through vLLM's kernel-override registry): seeded requests repeat, and
 greedy rows agree with the target's argmax."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import torch
 from adapters.vllm.patches import apply_one
 from ascend_core.patches import REGISTRY
 
-IDS = ("spec-rejection-sample-torch", "spec-expand-to-tokens-torch")
+IDS = ("spec-rejection-sample-torch", "spec-expand-kernel-torch")
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,11 @@ def _call(module, seed: int):  # type: ignore[no-untyped-def]
 
 def test_the_module_functions_are_the_ports(rejection_sampler) -> None:  # type: ignore[no-untyped-def]
     assert rejection_sampler.rejection_sample.__ascend_patch__ == IDS[0]
-    assert rejection_sampler.expand_batch_to_tokens.__ascend_patch__ == IDS[1]
+    from vllm.triton_utils.dispatcher import KernelOverride
+
+    assert isinstance(rejection_sampler._expand.kernel, KernelOverride)
+    assert rejection_sampler.expand_kernel is rejection_sampler._expand.kernel
+    # vLLM's own function, launching the overridden kernel (greedy temperature 0 -> 1).
     got = rejection_sampler.expand_batch_to_tokens(
         torch.tensor([0.0, 2.0]), torch.tensor([1, 3], dtype=torch.int32), 3, 0, 1
     )

@@ -55,6 +55,7 @@ def _run(model_dir: str, spec: dict[str, object] | None) -> dict[str, Any]:
     try:
         run = two_passes(llm, repeating_prompts(), MAX_NEW)
         run["seeded"] = seeded_passes(llm, repeating_prompts(), MAX_NEW)
+        from vllm.v1.sample import rejection_sampler
         from vllm.v1.spec_decode import utils
 
         kernels = [
@@ -62,6 +63,7 @@ def _run(model_dir: str, spec: dict[str, object] | None) -> dict[str, Any]:
             utils._eagle_prepare_inputs_padded.kernel,
             utils._eagle_prepare_next_token_padded.kernel,
             utils._copy_and_expand_eagle_inputs.kernel,
+            rejection_sampler._expand.kernel,
         ]
         return {**run, "kernels": [type(k).__name__ for k in kernels]}
     finally:
@@ -112,7 +114,8 @@ def test_greedy_ids_equal_without_speculation_then_through_the_prefix_cache(
     assert all(len(ids) == MAX_NEW for ids in spec["ids"][0])
     cached = spec["cached"]
     assert all(c >= (n - 1) // BLOCK * BLOCK for c, n in zip(cached, LENGTHS, strict=True))
-    assert spec["kernels"] == ["KernelOverride"] * 4  # the DraftInputOps port's
+    # The DraftInputOps port's four, and the RejectionOps port's expand.
+    assert spec["kernels"] == ["KernelOverride"] * 5
 
 
 @pytest.mark.parametrize("method", list(METHODS))

@@ -462,28 +462,39 @@ def test_slot_mapping_override_takes_the_kernel_arguments_by_name() -> None:
     assert tuple(inspect.signature(compute_slot_mapping).parameters) == tuple(names)
 
 
+_SPEC_UTILS = "vllm.v1.spec_decode.utils"
+
+
 @pytest.mark.parametrize(
-    ("kernel_name", "binding"),
+    ("kernel", "binding"),
     [
-        ("eagle_step_slot_mapping_metadata_kernel", "eagle_step_kernel"),
-        ("eagle_prepare_inputs_padded_kernel", "eagle_prepare_inputs_kernel"),
-        ("eagle_prepare_next_token_padded_kernel", "eagle_next_token_kernel"),
-        ("copy_and_expand_eagle_inputs_kernel", "eagle_expand_inputs_kernel"),
+        (f"{_SPEC_UTILS}:eagle_step_slot_mapping_metadata_kernel", "eagle_step_kernel"),
+        (f"{_SPEC_UTILS}:eagle_prepare_inputs_padded_kernel", "eagle_prepare_inputs_kernel"),
+        (f"{_SPEC_UTILS}:eagle_prepare_next_token_padded_kernel", "eagle_next_token_kernel"),
+        (f"{_SPEC_UTILS}:copy_and_expand_eagle_inputs_kernel", "eagle_expand_inputs_kernel"),
+        ("vllm.v1.sample.rejection_sampler:expand_kernel", "expand_kernel"),
     ],
 )
-def test_draft_input_overrides_take_the_kernel_arguments_by_name(
-    kernel_name: str, binding: str
-) -> None:
+def test_kernel_overrides_take_the_kernel_arguments_by_name(kernel: str, binding: str) -> None:
     """vLLM's KernelOverride forwards by name only when the names are the kernel's."""
     from adapters.vllm.patches import kernel_bindings
 
-    kernel = _resolve(f"vllm.v1.spec_decode.utils:{kernel_name}")
-    names = getattr(kernel, "arg_names", None) or tuple(
-        inspect.signature(getattr(kernel, "fn", kernel)).parameters
+    original = _resolve(kernel)
+    names = getattr(original, "arg_names", None) or tuple(
+        inspect.signature(getattr(original, "fn", original)).parameters
     )
     ours = getattr(kernel_bindings, binding)(None)
-    assert ours.__name__ == kernel_name
+    assert ours.__name__ == kernel.rpartition(":")[2]
     assert tuple(inspect.signature(ours).parameters) == tuple(names)
+
+
+def test_the_rejection_samplers_expand_kernel_is_one_vllm_lets_a_platform_replace() -> None:
+    """spec-expand-kernel-torch uses vLLM's kernel-override registry, not a rebind: the
+    registry's own platform (CPU) names this kernel, so the seam is vLLM's to keep."""
+    from vllm.platforms.cpu import CpuPlatform
+
+    source = inspect.getsource(CpuPlatform.register_triton_kernel_overrides)
+    assert '"vllm.v1.sample.rejection_sampler.expand_kernel"' in source
 
 
 def test_the_registered_method_name_is_the_cores() -> None:

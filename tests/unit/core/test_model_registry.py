@@ -93,15 +93,25 @@ def test_the_dense_rows_serve_on_both_devices() -> None:
 
 
 def test_only_our_own_rows_are_registered_and_each_row_says_why() -> None:
-    mine = Registration("ToyForCausalLM", Implementation.OURS, "adapters.vllm.toy:Toy", "why")
+    mine = Registration("ToyForCausalLM", Implementation.OURS, None, "why")
     assert ours_only((*REGISTRATIONS, mine)) == (mine,)
     assert all(r.implementation_kind is Implementation.VLLM for r in REGISTRATIONS)
-    assert all(r.implementation.startswith("vllm.") and len(r.why) > 40 for r in REGISTRATIONS)
+    assert all(
+        (r.implementation or "").startswith("vllm.") and len(r.why) > 40 for r in REGISTRATIONS
+    )
 
 
 def test_an_implementation_must_be_module_colon_class() -> None:
     with pytest.raises(ValueError, match=r"package\.module:Class"):
-        Registration("X", Implementation.OURS, "adapters.vllm.toy.Toy", "why")
+        Registration("X", Implementation.VLLM, "vllm.model_executor.models.x.X", "why")
+    with pytest.raises(ValueError, match=r"package\.module:Class"):
+        Registration("X", Implementation.VLLM, None, "why")
+
+
+def test_a_row_of_our_own_names_no_class() -> None:
+    """The core names no adapter module: the vLLM adapter's MODEL_CLASSES says which class."""
+    with pytest.raises(ValueError, match="MODEL_CLASSES"):
+        Registration("X", Implementation.OURS, "somewhere.toy:Toy", "why")
 
 
 def test_an_unlisted_architecture_is_named_and_left_to_vllm() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from adapters.vllm.models import MODEL_CLASSES
 from ascend_core.model_registry import REGISTRATIONS, Registration
 from ports.device import DeviceKind
 
@@ -14,7 +15,8 @@ _VLLM_MODELS = "vllm.model_executor.models."
 
 def _row(r: Registration) -> str:
     served = ["yes" if r.serves_on(d) else "refused" for d in (DeviceKind.CPU, DeviceKind.NPU)]
-    where = r.implementation.removeprefix(_VLLM_MODELS)
+    # A row of our own names its class in the vLLM adapter's models room.
+    where = (r.implementation or MODEL_CLASSES[r.architecture]).removeprefix(_VLLM_MODELS)
     cls = f"{r.implementation_kind.value} `{where}`"
     return f"| {r.architecture} | {served[0]} | {served[1]} | {cls} | {r.why} |"
 

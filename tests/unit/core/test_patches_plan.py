@@ -38,7 +38,6 @@ def spec(
         versions=versions,
         when=when,
         reason=f"{id} is needed.",
-        apply=f"adapters.vllm.patches.x:{id.replace('-', '_')}",
         also_rebind=also,
     )
 
@@ -150,7 +149,6 @@ def test_no_drift_when_everything_exists() -> None:
         ("target", "torch.cuda:empty_cache"),
         ("target", "vllm.module.Thing"),
         ("target", "vllm.mod:"),
-        ("apply", "adapters.vllm.patches.x"),
         ("versions", "0.33"),
         ("also_rebind", ("no colon",)),
     ],
@@ -162,7 +160,6 @@ def test_malformed_spec_is_refused(field: str, value: object) -> None:
         "versions": ">=0.33",
         "when": ALWAYS,
         "reason": "r",
-        "apply": "adapters.vllm.patches.x:f",
         field: value,
     }
     with pytest.raises(ValueError):

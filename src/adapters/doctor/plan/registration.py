@@ -14,5 +14,6 @@ def registration_item(architecture: str) -> tuple[CheckItem, dict[str, Any] | No
     row = registration_for(architecture)
     if row is None:
         return CheckItem("registration", PASS, unregistered_note(architecture)), None
-    detail = f"{row.implementation_kind.value} {row.implementation}: {row.why}"
+    where = row.implementation or f"model class (the vLLM adapter's for {row.architecture})"
+    detail = f"{row.implementation_kind.value} {where}: {row.why}"
     return CheckItem("registration", PASS, detail), row.describe()

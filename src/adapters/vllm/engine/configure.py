@@ -20,7 +20,8 @@ from attrs import frozen
 
 from adapters.vllm.engine import translate
 from adapters.vllm.engine.startup_errors import stop_on_our_errors, watch_engine_errors
-from ascend_core.deployment import CompileMode, Deployment, GraphMode
+from adapters.vllm.kv_transfer import module_path as kv_module_path
+from ascend_core.deployment import CompileMode, Deployment, GraphMode, PluginModule
 from ascend_core.errors import ConfigError
 from ascend_core.plan import ModelRunner, fields
 from ascend_core.plan.model_runner import V1_VALUE, V2_VARIABLE
@@ -174,6 +175,8 @@ def _to_vllm(value: Any) -> Any:
         return CompilationMode[value.name]
     if isinstance(value, GraphMode):
         return CUDAGraphMode[value.name]
+    if isinstance(value, PluginModule):
+        return kv_module_path(value)
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, tuple):

@@ -7,8 +7,11 @@ hands it here; nothing here imports the entry point back.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
+from adapters.vllm.models import MODEL_CLASSES
+from ascend_core.errors import ConfigError
 from ascend_core.model_registry import REGISTRATIONS, Registration, ours_only
 from ports.device import ChipFamily, DeviceKind
 
@@ -63,26 +66,38 @@ def register_quantization() -> None:
 
 
 def register_models(
-    table: tuple[Registration, ...] = REGISTRATIONS, registry: Any | None = None
+    table: tuple[Registration, ...] = REGISTRATIONS,
+    registry: Any | None = None,
+    classes: Mapping[str, str] = MODEL_CLASSES,
 ) -> None:
     """Our own model classes in vLLM's ModelRegistry, as `module:Class` (imported lazily).
 
-    Only the table's rows of our implementations; an architecture vLLM's own model serves
-    keeps vLLM's entry. registry: vLLM's ModelRegistry unless given (tests give a fresh one).
+    Only the table's rows of our implementations, each through `classes` (the models
+    room's MODEL_CLASSES: architecture -> class path); an architecture vLLM's own model
+    serves keeps vLLM's entry. registry: vLLM's ModelRegistry unless given (tests give a
+    fresh one).
     """
     rows = ours_only(table)
     if not rows:
         return
+    missing = [r.architecture for r in rows if r.architecture not in classes]
+    if missing:
+        raise ConfigError(
+            f"The core's registration table has rows of our own for {', '.join(missing)}, "
+            "and the vLLM adapter has no model class for them.",
+            "Add each architecture to MODEL_CLASSES in adapters/vllm/models/__init__.py.",
+        )
     if registry is None:
         from vllm import ModelRegistry
 
         registry = ModelRegistry
     for row in rows:
+        path = classes[row.architecture]
         current = registry.models.get(row.architecture)
         now = f"{getattr(current, 'module_name', '')}:{getattr(current, 'class_name', '')}"
-        if now != row.implementation:  # re-entrant: each process's plugin load runs this
-            registry.register_model(row.architecture, row.implementation)
-            logger.debug("registered %s -> %s: %s", row.architecture, row.implementation, row.why)
+        if now != path:  # re-entrant: each process's plugin load runs this
+            registry.register_model(row.architecture, path)
+            logger.debug("registered %s -> %s: %s", row.architecture, path, row.why)
 
 
 def apply_device_patches(kind: DeviceKind, family: ChipFamily) -> None:

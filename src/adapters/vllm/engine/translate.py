@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from adapters.vllm.kv_transfer import read_module_path
 from ascend_core import kv_transfer
 from ascend_core.deployment import (
     BatchSettings,
@@ -174,19 +175,19 @@ def requested(vllm_config: VllmConfig) -> Requested:
     kv_settings = None
     if kv is not None and getattr(kv, "kv_role", None):
         role = KvTransferRole(kv.kv_role)
-        kv_settings = kv_transfer.settings_from(
-            {
-                name: getattr(kv, name, None)
-                for name in (
-                    "kv_connector",
-                    "kv_role",
-                    "kv_connector_extra_config",
-                    "kv_connector_module_path",
-                    "kv_port",
-                    "kv_load_failure_policy",
-                )
-            }
-        )
+        raw = {
+            name: getattr(kv, name, None)
+            for name in (
+                "kv_connector",
+                "kv_role",
+                "kv_connector_extra_config",
+                "kv_connector_module_path",
+                "kv_port",
+                "kv_load_failure_policy",
+            )
+        }
+        raw["kv_connector_module_path"] = read_module_path(raw["kv_connector_module_path"])
+        kv_settings = kv_transfer.settings_from(raw)
     return Requested(
         parallel=ParallelSettings(
             tp=pc.tensor_parallel_size,

@@ -1,7 +1,8 @@
 """The reference's `MooncakeConnectorV1` name, served by vLLM's MooncakeConnector.
 
 vLLM loads it through kv_connector_module_path, which the plan sets for that name
-(ascend_core/kv_transfer.py), so every process that builds a connector finds it. Five
+(ascend_core/kv_transfer.py; the path itself is adapters/vllm/kv_transfer/__init__.py's),
+so every process that builds a connector finds it. Five
 additions to vLLM's connector, nothing else:
 - the transport defaults to the device's (TCP on the host, Ascend's on an NPU), and
   `use_ascend_direct: true` asks for Ascend's, as the reference's keys mean;
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("vllm.plugins.ascend")
 
-MODULE_PATH = "adapters.vllm.kv_transfer.connector"
 
 
 def _settings(vllm_config: VllmConfig) -> KvTransferSettings:

@@ -10,7 +10,6 @@ Two moments, both once per process and re-entrant:
 
 from __future__ import annotations
 
-import importlib
 import logging
 from importlib.metadata import version
 from typing import TYPE_CHECKING
@@ -42,8 +41,9 @@ def deployment_patch_plan(deployment: Deployment) -> PatchPlan:
 def apply_one(spec: PatchSpec) -> None:
     if spec.id in _applied:
         return
-    module_name, _, func_name = spec.apply.partition(":")
-    getattr(importlib.import_module(module_name), func_name)(spec)
+    from adapters.vllm.patches.table import function_for
+
+    function_for(spec.id)(spec)
     _applied.add(spec.id)
     logger.debug("Applied patch %s: %s", spec.id, spec.reason)
 

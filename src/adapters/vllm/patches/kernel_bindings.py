@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     import torch
 
     from ports.draft_inputs import DraftInputOps
+    from ports.rejection import RejectionOps
     from ports.slot_mapping import SlotMapping
 
 
@@ -179,3 +180,24 @@ def eagle_expand_inputs_kernel(ops: DraftInputOps) -> Callable[..., None]:
         )
 
     return copy_and_expand_eagle_inputs_kernel
+
+
+def expand_kernel(ops: RejectionOps) -> Callable[..., None]:
+    """vLLM 0.33's rejection-sampler expand_kernel on RejectionOps.expand_to_tokens (the
+    launch grid is one program per request; MAX_NUM_TOKENS is its tile, of no meaning here)."""
+
+    def expand_kernel(
+        output_ptr: torch.Tensor,
+        input_ptr: torch.Tensor,
+        cu_num_tokens_ptr: torch.Tensor,
+        replace_from: float,
+        replace_to: float,
+        MAX_NUM_TOKENS: int,
+    ) -> None:
+        output_ptr.copy_(
+            ops.expand_to_tokens(
+                input_ptr, cu_num_tokens_ptr, output_ptr.shape[0], replace_from, replace_to
+            )
+        )
+
+    return expand_kernel

@@ -1,9 +1,9 @@
-"""vLLM's rejection sampler on our devices: its Triton kernels replaced by the RejectionOps port.
+"""vLLM's rejection sampler on our devices: its verification on the RejectionOps port.
 
-`RejectionSampler.forward` calls two module functions that launch Triton kernels:
-`rejection_sample` (greedy and random verification, recovered tokens) and
-`expand_batch_to_tokens` (per-request temperature/top-k/top-p to per-draft). Both are
-looked up as module globals at each call, so rebinding them there is enough. The random
+`RejectionSampler.forward` calls `rejection_sample` (greedy and random verification,
+recovered tokens), looked up as a module global at each call, so rebinding it there is
+enough. (Its other kernel, the expand of per-request temperature/top-k/top-p to per-draft,
+goes through vLLM's kernel-override registry instead: torch_kernels.py.) The random
 draws stay vLLM's own (`generate_uniform_probs`, one exponential row per request, each
 seeded request on its generator), so a seeded request repeats as it does on a GPU.
 """
@@ -11,7 +11,6 @@ seeded request on its generator), so a seeded request repeats as it does on a GP
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from adapters.vllm.patches._symbols import rebind, resolve
@@ -104,45 +103,24 @@ def rejection_sample(
     return out
 
 
-def expand_batch_to_tokens(
-    ops: RejectionOps,
-    x: torch.Tensor,
-    cu_num_tokens: torch.Tensor,
-    num_tokens: int,
-    replace_from: int = 0,
-    replace_to: int = 0,
-) -> torch.Tensor:
-    """vllm.v1.sample.rejection_sampler.expand_batch_to_tokens (0.33) on the port's `ops`."""
-    return ops.expand_to_tokens(x, cu_num_tokens, num_tokens, replace_from, replace_to)
-
-
-_IMPLEMENTATIONS: dict[str, Callable[..., torch.Tensor]] = {
-    "rejection_sample": rejection_sample,
-    "expand_batch_to_tokens": expand_batch_to_tokens,
-}
-
-
 def use_rejection_ops(spec: PatchSpec) -> None:
-    """Rebind the spec's target (one of the two functions above) to the port's version,
-    bound to the container's provider (the port resolved at the sampler's call)."""
+    """Rebind the spec's target (vLLM's rejection_sample) to the port's version above."""
     original = resolve(spec.target)
     if getattr(original, "__ascend_patch__", None) == spec.id:
         return
-    name = spec.target.rpartition(":")[2]
-    impl = _IMPLEMENTATIONS.get(name)
-    if impl is None:
+    if spec.target.rpartition(":")[2] != "rejection_sample":
         raise ConfigError(
             f"No port-backed replacement for {spec.target} (patch {spec.id}).",
-            "point the patch at rejection_sample or expand_batch_to_tokens",
+            "point the patch at vllm.v1.sample.rejection_sampler:rejection_sample",
         )
 
     from adapters.container import container
 
     rejection_ops = container().rejection_ops
 
-    @functools.wraps(impl)
+    @functools.wraps(rejection_sample)
     def patched(*args: Any, **kwargs: Any) -> Any:
-        return impl(rejection_ops(), *args, **kwargs)
+        return rejection_sample(rejection_ops(), *args, **kwargs)
 
     patched.__ascend_patch__ = spec.id  # type: ignore[attr-defined]
     patched.__wrapped__ = original  # type: ignore[attr-defined]

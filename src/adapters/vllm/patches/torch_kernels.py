@@ -43,6 +43,9 @@ IMPLEMENTATIONS: dict[str, Callable[[Container], Callable[..., Any]]] = {
     "vllm.v1.spec_decode.utils:_copy_and_expand_eagle_inputs.kernel": lambda c: (
         kb.eagle_expand_inputs_kernel(c.draft_input_ops())
     ),
+    "vllm.v1.sample.rejection_sampler:_expand.kernel": lambda c: (
+        kb.expand_kernel(c.rejection_ops())
+    ),
 }
 
 _registered: set[str] = set()
