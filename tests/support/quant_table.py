@@ -108,7 +108,7 @@ def make_row(how: str, base: Path, where: Path) -> tuple[Path, list[str]]:
     kind, _, rest = how.partition(":")
     if kind == "flag":
         return base, ["--quantization", rest]
-    out = where / how.replace(":", "-").lower()
+    out = where / f"{base.name}-{how.replace(':', '-').lower()}"
     if out.exists():
         return out, []
     shutil.copytree(base, out)
