@@ -190,7 +190,8 @@ def compressed_tensors_layers(config: Mapping[str, Any]) -> tuple[QuantizedLayer
                 fmt, scheme = _ct_format(group, group.get("format") or qconfig.get("format"))
                 found.append((fmt, kind, module,
                               f"{CONFIG_FILE} quantization_config.config_groups.{name} "
-                              f"covers it ({scheme})"))
+                              f"(targets {list(group.get('targets') or [])}) covers it "
+                              f"({scheme})"))
                 break
     return _grouped(found)
 
