@@ -14,6 +14,7 @@ from typing import Any
 from attrs import field, frozen, validators
 
 from ascend_core.profiling import ProfilerSettings
+from ascend_core.quantization.export_layers import QuantizedLayers
 from ascend_core.quantization.methods import QuantMethod
 from ports.device import ChipFamily, DeviceKind
 
@@ -257,6 +258,9 @@ class Deployment:
     user_quantization: str | None = None  # model_config.quantization as the user gave it
     # What the model files say: QuantDetection.files_say from detect_quantization.
     detected_quantization: QuantMethod = QuantMethod.NONE
+    # The quantized layers of the files under the method served (the user's choice, else
+    # the files'), by format and layer kind: the quantization support table judges them.
+    quantized_layers: tuple[QuantizedLayers, ...] = ()
     launch_blocking: bool = False  # ASCEND_LAUNCH_BLOCKING=1 (synchronous kernel launch)
     npu_alloc_conf: str | None = None  # current PYTORCH_NPU_ALLOC_CONF, None when unset
     omp_num_threads: str | None = None  # current OMP_NUM_THREADS, None when unset

@@ -35,7 +35,10 @@ from ascend_core.env.unknown import PREFIX as ASCEND_PREFIX
 from ascend_core.env_registry import LAUNCH_BLOCKING, OUTSIDE_VARS, read_env
 from ascend_core.errors import AscendError
 from ascend_core.profiling import ProfilerSettings
-from ascend_core.quantization import QuantMethod, detect_quantization
+from ascend_core.quantization import SELECTABLE, QuantMethod, detect_quantization
+from ascend_core.quantization.detection import CONFIG_FILE
+from ascend_core.quantization.export_layers import QuantizedLayers, quantized_layers
+from ascend_core.quantization.modelslim import DESCRIPTION_FILE
 from ports.device import ChipFamily, DeviceKind
 from ports.environment import Environment
 from ports.local_files import LocalFiles
@@ -98,6 +101,20 @@ def files_say(files: ModelFiles | None) -> QuantMethod:
     return detect_quantization(files, None).files_say
 
 
+def export_layers(
+    files: ModelFiles | None, user_quantization: str | None, detected: QuantMethod
+) -> tuple[QuantizedLayers, ...]:
+    """The quantized layers of the files under the method that serves them: the user's
+    choice when it is one this plugin knows (it wins, as in the plan), else the files'."""
+    if files is None:
+        return ()
+    label = (user_quantization or "").strip().lower()
+    method = next((m for m in SELECTABLE if m.value == label), detected)
+    if method is QuantMethod.NONE:
+        return ()
+    return quantized_layers(method, files.read_json(CONFIG_FILE), files.read_json(DESCRIPTION_FILE))
+
+
 def build_deployment(
     model: ModelFacts,
     kind: DeviceKind,
@@ -107,8 +124,9 @@ def build_deployment(
     detected: QuantMethod,
     host_cpus: int | None,
     local_files: LocalFiles | None = None,
+    quantized: tuple[QuantizedLayers, ...] = (),
 ) -> Deployment:
-    """The Deployment the core plans for.
+    """The Deployment the core plans for; `quantized`: export_layers of the model files.
 
     `local_files` answers whether the files additional_config names exist (e.g. the EPLB
     expert map); without it those files are not checked.
@@ -144,6 +162,7 @@ def build_deployment(
         additional_config=requested.additional_config,
         user_quantization=requested.user_quantization,
         detected_quantization=detected,
+        quantized_layers=quantized,
         launch_blocking=_launch_blocking(env),
         npu_alloc_conf=env.get(NPU_ALLOC_CONF),
         omp_num_threads=env.get(OMP_NUM_THREADS),

@@ -19,7 +19,7 @@ from ascend_core.plan.model_runner import pick_model_runner
 from ascend_core.plan.moe_comm import decide_moe_comm
 from ascend_core.plan.parallel import validate_parallel
 from ascend_core.plan.profiler import check_profiler
-from ascend_core.plan.quantization import resolve_quantization
+from ascend_core.plan.quantization import check_quantized_layers, resolve_quantization
 from ascend_core.plan.result import ConfigPlan, Decisions, Draft
 from ascend_core.plan.speculative import check_speculative
 from ascend_core.plan.worker import pick_worker
@@ -37,6 +37,7 @@ STEPS: tuple[Step, ...] = (
     validate_parallel,
     validate_additional_config,
     resolve_quantization,
+    check_quantized_layers,
     fix_gpu_only_settings,
     decide_graph_mode,
     pick_worker,

@@ -9,6 +9,7 @@ from ascend_core.plan.result import Draft
 from ascend_core.quantization import SELECTABLE, UNSUPPORTED, QuantMethod
 from ascend_core.quantization.methods import UNSUPPORTED_HINT, selectable_names
 from ascend_core.suggest import did_you_mean
+from ascend_core.support.quant_matrix import quant_refusals
 
 
 def resolve_quantization(deployment: Deployment, draft: Draft) -> Draft:
@@ -58,3 +59,11 @@ def _refusal(name: str) -> QuantizationError:
         f"Use one of {', '.join(selectable_names())}, or leave it unset to detect it from "
         f"the model files.{did_you_mean(label, selectable_names())}",
     )
+
+
+def check_quantized_layers(deployment: Deployment, draft: Draft) -> Draft:
+    """Refuse, before any weight loads, every (format, layer kind) of the export that the
+    quantization support table does not serve on this device, naming its first layer."""
+    for error in quant_refusals(deployment.quantized_layers, deployment.device_kind):
+        draft = draft.fail(error)
+    return draft

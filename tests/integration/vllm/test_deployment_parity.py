@@ -26,7 +26,7 @@ from adapters.doctor.serve_args import ServeArgs
 from adapters.system.model_files import LocalModelFiles
 from adapters.vllm.engine.doctor_args import _serve_parser, parse_serve_args
 from ascend_core.deployment import Deployment, ModelFacts
-from ascend_core.deployment_builder import files_say
+from ascend_core.deployment_builder import export_layers, files_say
 from ports.device import ChipFamily, DeviceKind
 
 HOST = Target(DeviceKind.CPU, ChipFamily.HOST, 8 << 30, 1, "test")
@@ -90,8 +90,10 @@ def _doctor_deployment(argv: list[str]) -> Deployment:
     c = container()
     model = read_model(files, args, c.environment())
     assert isinstance(model, ModelFacts), model
+    detected = files_say(files)
     return build_deployment(
-        args, model, HOST, c.environment(), files_say(files), c.host_cpus(), c.local_files()
+        args, model, HOST, c.environment(), detected, c.host_cpus(), c.local_files(),
+        export_layers(files, args.quantization, detected),
     )
 
 
@@ -184,7 +186,8 @@ def test_the_cases_vary_every_requested_input(
         "cache.enable_prefix_caching",
         "user_quantization", "lora",
         "additional_config", "launch_blocking", "npu_alloc_conf", "omp_num_threads",
-        "training_consistency", "detected_quantization", "ascend_env", "readable_files",
+        "training_consistency", "detected_quantization", "quantized_layers", "ascend_env",
+        "readable_files",
         "model.max_model_len", "model.dtype",
     }
     assert expected <= varied, expected - varied

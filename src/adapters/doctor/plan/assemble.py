@@ -25,6 +25,7 @@ from adapters.doctor.plan.registration import registration_item
 from adapters.doctor.plan.roofline import RooflineAsk, roofline_items
 from adapters.doctor.report import Report, Section
 from adapters.doctor.serve_args import ServeArgs
+from ascend_core.deployment_builder import export_layers
 from ascend_core.plan import ConfigPlan
 from ascend_core.plan.speculative import PROPOSER_PACKAGES
 from ascend_core.quantization import QuantMethod
@@ -64,7 +65,10 @@ def plan_report(
 
     quant_items, detection = quantization_items(files, args)
     detected = detection.files_say if detection is not None else QuantMethod.NONE
-    deployment = build_deployment(args, model, target, env, detected, host_cpus, local_files)
+    quantized = export_layers(files, args.quantization, detected)
+    deployment = build_deployment(
+        args, model, target, env, detected, host_cpus, local_files, quantized
+    )
     speculative = speculative_facts(args, files, draft_files)
     if speculative is not None:  # MTP's layers, vocabulary, draft model, as serving reads them
         package = PROPOSER_PACKAGES.get(speculative.method or "")

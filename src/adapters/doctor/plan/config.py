@@ -34,7 +34,9 @@ from ascend_core.plan.speculative import DRAFT_MODEL_METHODS
 from ascend_core.preflight import CheckItem
 from ascend_core.profiling import settings_from_mapping
 from ascend_core.quantization import QuantMethod
+from ascend_core.quantization.export_layers import QuantizedLayers
 from ascend_core.support import Supported, features_of, verdict
+from ascend_core.support.quant_matrix import quant_verdict
 from ports.device import DeviceKind
 from ports.environment import Environment
 from ports.local_files import LocalFiles
@@ -110,6 +112,7 @@ def build_deployment(
     detected: QuantMethod = QuantMethod.NONE,
     host_cpus: int | None = None,
     local_files: LocalFiles | None = None,
+    quantized: tuple[QuantizedLayers, ...] = (),
 ) -> Deployment:
     """The Deployment `vllm serve` builds from these arguments: the core's one builder.
 
@@ -124,6 +127,7 @@ def build_deployment(
         detected,
         host_cpus,
         local_files,
+        quantized,
     )
 
 
@@ -202,6 +206,14 @@ def config_plan_items(deployment: Deployment) -> tuple[list[CheckItem], ConfigPl
         served = verdict(feature, deployment.device_kind)
         if isinstance(served, Supported):
             items.append(CheckItem("serves", PASS, f"{feature.value}: {served.note}"))
+    for group in deployment.quantized_layers:  # the quantization table's rows it uses
+        how = quant_verdict(group.format, group.kind, deployment.device_kind)
+        if isinstance(how, Supported):
+            items.append(CheckItem(
+                "serves", PASS,
+                f"{group.format.value}, {group.kind.value} ({group.count}, first "
+                f"{group.first}): {how.note}",
+            ))
     items += [
         CheckItem(c.field, PASS, f"{_short(c.old)} -> {_short(c.new)}: {c.reason}")
         for c in plan.changes

@@ -25,7 +25,12 @@ from ascend_core.deployment import (
     ParallelSettings,
     SpeculativeSettings,
 )
-from ascend_core.deployment_builder import Requested, build_deployment, files_say
+from ascend_core.deployment_builder import (
+    Requested,
+    build_deployment,
+    export_layers,
+    files_say,
+)
 from ascend_core.model_facts import model_facts_from_config
 from ascend_core.plan.speculative import PROPOSER_PACKAGES
 from ascend_core.profiling import ProfilerSettings, settings_from_mapping
@@ -250,13 +255,15 @@ def deployment(
         asked = attrs.evolve(
             asked, speculative=attrs.evolve(asked.speculative, proposer_installed=installed)
         )
+    detected = files_say(files)
     return build_deployment(
         model,
         kind,
         chip_family,
         asked,
         env,
-        files_say(files),
+        detected,
         host_cpus,
         local_files,
+        export_layers(files, asked.user_quantization, detected),
     )

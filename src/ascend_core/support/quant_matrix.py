@@ -1,0 +1,167 @@
+"""The quantization rows of the support matrix: one verdict per (format, layer kind, device).
+
+A combination with no Supported row is refused before any weight loads, naming the
+layer, the scheme and what would serve it; vLLM's own kernel selection (CUDA kernels
+for WNA16, FP8 and block FP8) never runs for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ascend_core.errors import QuantizationError
+from ascend_core.quantization.export_layers import LayerKind, QuantFormat, QuantizedLayers
+from ascend_core.support.matrix import Refused, Supported, Verdict
+from ports.device import DeviceKind
+
+_CPU, _NPU = DeviceKind.CPU, DeviceKind.NPU
+_F, _K = QuantFormat, LayerKind
+_DEVICE_NAMES = {"cpu": "the host device", "npu": "an Ascend NPU"}
+
+_SERVED_HERE = (
+    "re-export with ModelSlim as W8A8 or W8A8_DYNAMIC (linear layers) or W8A8_DYNAMIC (MoE "
+    "experts), or with llm-compressor as int8 W8A8 with symmetric activations (dense "
+    "linear layers), which this build serves on both devices; or serve the unquantized "
+    "model"
+)
+_W8A8_LINEAR_HOST = Supported(
+    "the plugin's W8A8 linear method: int8 x int8 -> int32 products in torch, static "
+    "per-tensor activations, quant_bias and deq_scale"
+)
+_W8A8_LINEAR_NPU = Supported(
+    "npu_quantize then npu_quant_matmul with the deq_scale of npu_trans_quant_param; "
+    "proven on the emulated torch_npu, not on hardware"
+)
+_DYN_LINEAR_HOST = Supported(
+    "the plugin's W8A8_DYNAMIC linear method: per-token int8 activations, exact int32 "
+    "products in torch, per-channel weight_scale"
+)
+_DYN_LINEAR_NPU = Supported(
+    "npu_dynamic_quant then npu_quant_matmul with pertoken_scale; proven on the emulated "
+    "torch_npu, not on hardware"
+)
+_DYN_EXPERTS_HOST = Supported(
+    "the plugin's W8A8_DYNAMIC MoE method: each row quantized per token before each grouped "
+    "matmul, exact int32 products"
+)
+_DYN_EXPERTS_NPU = Supported(
+    "npu_dynamic_quant then npu_grouped_matmul with scale and per_token_scale; proven on the "
+    "emulated torch_npu, not on hardware"
+)
+_CT_INT8_HOST = Supported(
+    "vLLM's compressed-tensors config with the plugin's int8 ScaledMM kernel (exact int32 "
+    "products in torch)"
+)
+_CT_INT8_NPU = Supported(
+    "vLLM's compressed-tensors config with the plugin's int8 ScaledMM kernel on "
+    "npu_dynamic_quant/npu_quantize and npu_quant_matmul; proven on the emulated torch_npu, "
+    "not on hardware"
+)
+_NO_W8A16 = Refused(
+    "the W8A16 linear method (int8 weights dequantized in the matmul, "
+    "npu_weight_quant_batchmatmul on an NPU) is not built yet",
+    "vllm-ascend serves ModelSlim W8A16 on Atlas A2/A3 NPUs; or " + _SERVED_HERE,
+)
+_NO_W4A8 = Refused(
+    "the W4A8_DYNAMIC methods (int4 weights packed two per byte, npu_grouped_matmul with "
+    "int4 weights on an NPU) are not built yet",
+    "vllm-ascend serves ModelSlim W4A8_DYNAMIC on Atlas A2/A3 NPUs; or " + _SERVED_HERE,
+)
+_NO_STATIC_EXPERTS = Refused(
+    "MoE experts in static W8A8 have no grouped method in this build (the experts' "
+    "activations are quantized per token)",
+    "re-export with ModelSlim keeping the experts W8A8_DYNAMIC (the linear layers may stay "
+    "W8A8); or serve the unquantized model",
+)
+_NO_QUANT_EMBEDDING = Refused(
+    "embeddings and the LM head are served in float only",
+    "re-export with ModelSlim keeping embed_tokens and lm_head FLOAT",
+)
+_NO_MODELSLIM_UNKNOWN = Refused(
+    "ModelSlim schemes served here are W8A8, W8A8_DYNAMIC and FLOAT",
+    _SERVED_HERE,
+)
+_NO_CT_ASYM = Refused(
+    "the int8 kernel serves symmetric weights and activations only (no zero points)",
+    "re-quantize with llm-compressor using symmetric int8 W8A8 (e.g. its W8A8 preset); "
+    "or " + _SERVED_HERE,
+)
+_NO_CT_EXPERTS = Refused(
+    "compressed-tensors MoE experts would run vLLM's fused-MoE kernels, written in Triton "
+    "and CUDA, which neither the host nor an NPU runs here",
+    "re-export with ModelSlim as W8A8_DYNAMIC (served for MoE experts), or keep the experts "
+    "unquantized (llm-compressor's ignore list, e.g. \"re:.*mlp.experts.*\")",
+)
+_NO_WNA16 = Refused(
+    "weight-only int4/int8 (WNA16) layers would pick one of vLLM's CUDA kernels (Marlin, "
+    "Machete, ...), and this build has no host or Ascend kernel for them yet",
+    "vllm-ascend serves compressed-tensors W4A16 on Atlas A2/A3 NPUs; or " + _SERVED_HERE,
+)
+_NO_FP8 = Refused(
+    "Atlas A2/A3 NPUs have no fp8 matmul, and this build has neither the dequantize-at-load "
+    "path nor a host fp8 kernel yet",
+    "serve the original bf16 checkpoint, or quantize it with ModelSlim (W8A8_DYNAMIC) or "
+    "llm-compressor (int8 W8A8)",
+)
+_NO_CT_OTHER = Refused(
+    "the compressed-tensors schemes served here are int8 W8A8 with symmetric per-token or "
+    "per-tensor activations and per-channel or per-tensor weights",
+    _SERVED_HERE,
+)
+
+_BOTH = (_CPU, _NPU)
+QUANT_MATRIX: Mapping[tuple[QuantFormat, LayerKind, DeviceKind], Verdict] = {
+    (_F.MODELSLIM_W8A8, _K.LINEAR, _CPU): _W8A8_LINEAR_HOST,
+    (_F.MODELSLIM_W8A8, _K.LINEAR, _NPU): _W8A8_LINEAR_NPU,
+    **{(_F.MODELSLIM_W8A8, _K.EXPERTS, d): _NO_STATIC_EXPERTS for d in _BOTH},
+    (_F.MODELSLIM_W8A8_DYNAMIC, _K.LINEAR, _CPU): _DYN_LINEAR_HOST,
+    (_F.MODELSLIM_W8A8_DYNAMIC, _K.LINEAR, _NPU): _DYN_LINEAR_NPU,
+    (_F.MODELSLIM_W8A8_DYNAMIC, _K.EXPERTS, _CPU): _DYN_EXPERTS_HOST,
+    (_F.MODELSLIM_W8A8_DYNAMIC, _K.EXPERTS, _NPU): _DYN_EXPERTS_NPU,
+    **{(_F.MODELSLIM_W8A16, k, d): _NO_W8A16 for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},
+    **{(_F.MODELSLIM_W4A8_DYNAMIC, k, d): _NO_W4A8 for k in (_K.LINEAR, _K.EXPERTS)
+       for d in _BOTH},
+    **{(_F.MODELSLIM_UNKNOWN, k, d): _NO_MODELSLIM_UNKNOWN for k in (_K.LINEAR, _K.EXPERTS)
+       for d in _BOTH},
+    (_F.CT_INT8_W8A8, _K.LINEAR, _CPU): _CT_INT8_HOST,
+    (_F.CT_INT8_W8A8, _K.LINEAR, _NPU): _CT_INT8_NPU,
+    **{(_F.CT_INT8_W8A8, _K.EXPERTS, d): _NO_CT_EXPERTS for d in _BOTH},
+    **{(_F.CT_INT8_ASYMMETRIC, k, d): _NO_CT_ASYM for k in (_K.LINEAR, _K.EXPERTS)
+       for d in _BOTH},
+    **{(_F.CT_WNA16, k, d): _NO_WNA16 for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},
+    **{(f, k, d): _NO_FP8 for f in (_F.CT_FP8, _F.FP8_CHANNEL, _F.FP8_BLOCK)
+       for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},
+    **{(_F.CT_OTHER, k, d): _NO_CT_OTHER for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},
+    **{(f, _K.EMBEDDING, d): _NO_QUANT_EMBEDDING for f in QuantFormat for d in _BOTH},
+}
+
+
+def quant_verdict(fmt: QuantFormat, kind: LayerKind, device: DeviceKind) -> Verdict:
+    """The table's verdict; a combination with no row is refused (nothing was built)."""
+    return QUANT_MATRIX.get(
+        (fmt, kind, device),
+        Refused(f"{fmt.value} {kind.value} have no verdict for the {device.value} device",
+                _SERVED_HERE),
+    )
+
+
+def quant_refusals(
+    layers: tuple[QuantizedLayers, ...], device: DeviceKind
+) -> tuple[QuantizationError, ...]:
+    """One error per (format, kind) the device does not serve, naming its first layer."""
+    where = _DEVICE_NAMES.get(device.value, device.value)
+    out = []
+    for group in layers:
+        v = quant_verdict(group.format, group.kind, device)
+        if not isinstance(v, Refused):
+            continue
+        more = f" (and {group.count - 1} more)" if group.count > 1 else ""
+        out.append(
+            QuantizationError(
+                f"Layer {group.first}{more}: {group.says}, {group.format.value}, which "
+                f"this build of the Ascend plugin does not serve for {group.kind.value} on "
+                f"{where}: {v.reason}.",
+                f"{v.instead}.",
+            )
+        )
+    return tuple(out)

@@ -1,0 +1,151 @@
+"""The quantization support table: what each export holds, by format and layer kind, and
+the plan's refusal (naming the layer, the scheme and what would serve it) before load."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+
+from ascend_core.plan import plan_config
+from ascend_core.quantization import QuantMethod
+from ascend_core.quantization.export_layers import (
+    LayerKind,
+    QuantFormat,
+    QuantizedLayers,
+    compressed_tensors_layers,
+    fp8_layers,
+    modelslim_layers,
+    quantized_layers,
+)
+from ascend_core.support.matrix import Refused, Supported
+from ascend_core.support.quant_matrix import QUANT_MATRIX, quant_refusals, quant_verdict
+from ports.device import DeviceKind
+from unit.core.plan_fixtures import host, npu
+
+DEVICES = (DeviceKind.CPU, DeviceKind.NPU)
+SERVED = {
+    (QuantFormat.MODELSLIM_W8A8, LayerKind.LINEAR),
+    (QuantFormat.MODELSLIM_W8A8_DYNAMIC, LayerKind.LINEAR),
+    (QuantFormat.MODELSLIM_W8A8_DYNAMIC, LayerKind.EXPERTS),
+    (QuantFormat.CT_INT8_W8A8, LayerKind.LINEAR),
+}
+
+
+@pytest.mark.parametrize("fmt", list(QuantFormat))
+@pytest.mark.parametrize("kind", list(LayerKind))
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_combination_has_an_explicit_verdict(fmt, kind, device) -> None:  # type: ignore[no-untyped-def]
+    assert (fmt, kind, device) in QUANT_MATRIX
+    v = quant_verdict(fmt, kind, device)
+    assert isinstance(v, Supported) == ((fmt, kind) in SERVED)
+    if isinstance(v, Refused):
+        assert len(v.reason) > 20 and len(v.instead) > 20
+
+
+DESCRIPTION = {
+    "model_quant_type": "W8A16",
+    "model.embed_tokens.weight": "FLOAT",
+    "model.layers.0.self_attn.q_proj.weight": "W8A16",
+    "model.layers.0.self_attn.k_proj.weight": "W8A16",
+    "model.layers.0.mlp.experts.0.gate_proj.weight": "W4A8_DYNAMIC",
+    "model.layers.0.mlp.experts.1.gate_proj.weight": "W4A8_DYNAMIC",
+    "model.layers.0.mlp.gate.weight": "FLOAT",
+    "lm_head.weight": "W8A8_DYNAMIC",
+}
+
+
+def test_a_modelslim_description_by_format_and_kind() -> None:
+    found = {(g.format, g.kind): g for g in modelslim_layers(DESCRIPTION)}
+    assert set(found) == {
+        (QuantFormat.MODELSLIM_W8A16, LayerKind.LINEAR),
+        (QuantFormat.MODELSLIM_W4A8_DYNAMIC, LayerKind.EXPERTS),
+        (QuantFormat.MODELSLIM_W8A8_DYNAMIC, LayerKind.EMBEDDING),
+    }
+    linear = found[(QuantFormat.MODELSLIM_W8A16, LayerKind.LINEAR)]
+    assert (linear.first, linear.count) == ("model.layers.0.self_attn.q_proj", 2)
+    assert linear.says == (
+        "quant_model_description.json says model.layers.0.self_attn.q_proj.weight is W8A16"
+    )
+
+
+def _ct(weights: dict[str, Any], acts: dict[str, Any] | None, fmt: str,
+        ignore: list[str] | None = None, moe: bool = False) -> dict[str, Any]:
+    """config.json as llm-compressor writes it (quantization_config's keys)."""
+    config: dict[str, Any] = {"model_type": "qwen3_moe" if moe else "llama"}
+    if moe:
+        config["num_experts"] = 8
+    config["quantization_config"] = {
+        "quant_method": "compressed-tensors", "format": fmt,
+        "ignore": ignore if ignore is not None else ["lm_head"],
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights,
+                                      "input_activations": acts}},
+    }
+    return config
+
+
+W4A16 = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+         "group_size": 128, "dynamic": False}
+INT8 = {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel"}
+TOKEN = {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "token", "dynamic": True}
+FP8_BLOCK = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "block",
+             "block_structure": [128, 128]}
+
+
+@pytest.mark.parametrize(("config", "expected"), [
+    (_ct(W4A16, None, "pack-quantized"), {(QuantFormat.CT_WNA16, LayerKind.LINEAR)}),
+    (_ct(W4A16, None, "pack-quantized", moe=True),
+     {(QuantFormat.CT_WNA16, LayerKind.LINEAR), (QuantFormat.CT_WNA16, LayerKind.EXPERTS)}),
+    (_ct(W4A16, None, "pack-quantized", ignore=["lm_head", "re:.*mlp.experts.*"], moe=True),
+     {(QuantFormat.CT_WNA16, LayerKind.LINEAR)}),
+    (_ct(INT8, TOKEN, "int-quantized"), {(QuantFormat.CT_INT8_W8A8, LayerKind.LINEAR)}),
+    (_ct(INT8, {**TOKEN, "symmetric": False}, "int-quantized"),
+     {(QuantFormat.CT_INT8_ASYMMETRIC, LayerKind.LINEAR)}),
+    (_ct(FP8_BLOCK, {"num_bits": 8, "type": "float", "strategy": "group", "group_size": 128,
+                     "dynamic": True}, "float-quantized"),
+     {(QuantFormat.CT_FP8, LayerKind.LINEAR)}),
+])  # fmt: skip
+def test_compressed_tensors_groups_by_format_and_kind(config, expected) -> None:  # type: ignore[no-untyped-def]
+    assert {(g.format, g.kind) for g in compressed_tensors_layers(config)} == expected
+
+
+def test_fp8_block_channel_and_online() -> None:
+    block = {"quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                     "weight_block_size": [128, 128]}, "n_routed_experts": 4}
+    assert {(g.format, g.kind) for g in fp8_layers(block)} == {
+        (QuantFormat.FP8_BLOCK, LayerKind.LINEAR), (QuantFormat.FP8_BLOCK, LayerKind.EXPERTS)}
+    channel = {"quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic"}}
+    assert [g.format for g in fp8_layers(channel)] == [QuantFormat.FP8_CHANNEL]
+    (online,) = quantized_layers(QuantMethod.FP8, {"model_type": "llama"}, None)
+    assert online.says == "--quantization fp8 quantizes it to fp8 at load"
+
+
+def test_an_unreadable_export_yields_nothing_here() -> None:
+    # Detection reports a broken file in its own words; this reading stays quiet.
+    assert quantized_layers(QuantMethod.ASCEND, None, ["not", "an", "object"]) == ()  # type: ignore[arg-type]
+    assert quantized_layers(QuantMethod.COMPRESSED_TENSORS, {"quantization_config": 3}, None) == ()
+
+
+@pytest.mark.parametrize("deployment", [host(), npu()], ids=["host", "npu"])
+def test_the_plan_refuses_an_unserved_layer_naming_it_and_what_serves_it(deployment) -> None:  # type: ignore[no-untyped-def]
+    layers = modelslim_layers(DESCRIPTION)
+    plan = plan_config(attrs.evolve(deployment, quantized_layers=layers,
+                                    detected_quantization=QuantMethod.ASCEND))
+    messages = [str(e) for e in plan.errors]
+    assert len(messages) == 3, messages
+    w8a16 = next(m for m in messages if "W8A16" in m)
+    assert w8a16.startswith("Layer model.layers.0.self_attn.q_proj (and 1 more): "
+                            "quant_model_description.json says")
+    assert "does not serve for linear layers on" in w8a16
+    assert "vllm-ascend serves ModelSlim W8A16 on Atlas A2/A3 NPUs" in w8a16
+    assert any(m.startswith("Layer lm_head: quant_model_description.json says lm_head.weight "
+                            "is W8A8_DYNAMIC") for m in messages)
+
+
+@pytest.mark.parametrize("deployment", [host(), npu()], ids=["host", "npu"])
+def test_served_layers_plan_without_refusal(deployment) -> None:  # type: ignore[no-untyped-def]
+    layers = tuple(QuantizedLayers(f, k, "model.layers.0.mlp.down_proj", 1, "x")
+                   for f, k in SERVED)
+    assert quant_refusals(layers, deployment.device_kind) == ()
+    assert plan_config(attrs.evolve(deployment, quantized_layers=layers)).ok
