@@ -17,7 +17,7 @@ TORCH_BUILD ?= cpu
 VLLM_VERSION := 0.33.0
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test unit serve model clean-venv
+.PHONY: venv lint test unit integration e2e serve model clean-venv
 
 venv: $(STAMP)
 
@@ -52,11 +52,23 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# `make test` runs everything; a contributor runs the layer they touched (docs/testing.md):
+# unit (seconds: the core, the adapters with fakes of the ports, no compiler), integration
+# (the real vLLM, the native kernels, the emulated NPU), e2e (`vllm serve` processes).
+# PYTEST_ARGS passes options, e.g. PYTEST_ARGS='-k graphs -x'.
+PYTEST_ARGS ?=
+
 unit: venv
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
+
+integration: venv
+	$(BIN)/pytest -q tests/integration $(PYTEST_ARGS)
+
+e2e: venv
+	$(BIN)/pytest -q tests/e2e $(PYTEST_ARGS)
 
 test: venv lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

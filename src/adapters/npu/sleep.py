@@ -1,4 +1,4 @@
-"""The sleep-memory port on an NPU: adapters/vmm_pool.py where its allocator is built, else
+"""The sleep-memory port on an NPU: adapters/npu/vmm_pool.py where its allocator is built, else
 adapters/torch/sleep.py with torch_npu's caching allocator (below).
 
 Released storages go back to torch_npu's caching allocator, and `torch.npu.empty_cache`

@@ -1,5 +1,5 @@
 // The KV-cache slot of every scheduled token, as one native op: the contract of vLLM's
-// Triton kernel (block_table.py's compute_slot_mapping) and of adapters/vllm/kernels.py's
+// Triton kernel (block_table.py's compute_slot_mapping) and of adapters/torch/slot_mapping.py's
 // torch version, on host tensors.
 //
 //   slot[i] = block_table[r, pos_i / block_size] * block_size + pos_i % block_size

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import logging
 import sys
 
@@ -55,7 +56,24 @@ def register() -> str | None:
         logger.warning("%s", reason)
         atexit.register(repeat_if_nothing_served, reason)
         return None
+    atexit.unregister(unfreeze_gc_at_exit)  # once per process, however often vLLM asks
+    atexit.register(unfreeze_gc_at_exit)
     return PLATFORM_PATHS[decision.kind]
+
+
+def unfreeze_gc_at_exit() -> None:
+    """At exit of a process we serve in: hand vLLM's frozen heap back to the collector.
+
+    vLLM freezes the heap once started (`vllm.utils.gc_utils.freeze_gc_heap`, in the API
+    server's lifespan, the engine core and the GPU worker), and frozen objects are never
+    collected, not even by the interpreter's last collection at exit. Triton's bindings
+    (`triton._C.libtriton`, nanobind; torch._dynamo imports Triton in every vLLM process)
+    then find their types and functions alive when nanobind checks at exit, and every
+    stop of `vllm serve` ended in about 30 lines of `nanobind: leaked 4 instances / 64
+    types / 514 functions`. Unfrozen, the interpreter's last collection frees them: no
+    report, and no other effect (serving is over).
+    """
+    gc.unfreeze()
 
 
 def repeat_if_nothing_served(reason: str) -> None:

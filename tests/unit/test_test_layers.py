@@ -1,0 +1,39 @@
+"""The test layers are directories, each with its make target: `make unit`,
+`make integration` and `make e2e` together run what `make test` runs (docs/testing.md)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = ROOT / "tests"
+LAYERS = ("unit", "integration", "e2e")
+
+
+def test_every_test_module_lies_in_one_layer() -> None:
+    modules = list(TESTS.rglob("test_*.py"))
+    assert modules
+    outside = [m for m in modules if m.relative_to(TESTS).parts[0] not in LAYERS]
+    assert not outside, outside
+
+
+def test_each_layer_has_its_make_target_running_its_directory() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for layer in LAYERS:
+        recipe = re.search(rf"^{layer}: venv\n\t(.+)$", makefile, flags=re.M)
+        assert recipe, layer
+        assert f"pytest -q tests/{layer} " in recipe[1] + " ", recipe[1]
+    test = re.search(r"^test: venv lint\n\t(.+)$", makefile, flags=re.M)
+    assert test and re.fullmatch(r"\$\(BIN\)/pytest -q \$\(PYTEST_ARGS\)", test[1]), test
+    testpaths = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'testpaths = ["tests"]' in testpaths
+
+
+def test_the_e2e_marker_is_the_e2e_layer() -> None:
+    """`-m e2e` and `make e2e` select the same modules."""
+    mark = "pytest.mark." + "e2e"  # spelled apart so that this module does not carry it
+    for module in TESTS.rglob("test_*.py"):
+        marked = mark in module.read_text(encoding="utf-8")
+        in_e2e = module.relative_to(TESTS).parts[0] == "e2e"
+        assert marked == in_e2e, module
