@@ -652,16 +652,26 @@ def make_qwen3_next(
 
 
 def _build_qwen3_next(out: Path, seed: int, dtype: str) -> None:
+    from transformers import Qwen3NextConfig
+
+    _build_hybrid(out, Qwen3NextConfig, QWEN3_NEXT_SHAPE, seed, dtype, moe=True)
+
+
+def _build_hybrid(
+    out: Path, config_class: Any, shape: dict[str, Any], seed: int, dtype: str, moe: bool,
+    architecture: str | None = None,
+) -> None:
+    """A Qwen3-Next-layout model (GDN layers, then full attention) of `config_class`, its
+    weights shaped so the routing (moe) and the GDN states matter; the qwen3 tokenizer."""
     import torch
-    from transformers import AutoModelForCausalLM, Qwen3NextConfig
+    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    shape = QWEN3_NEXT_SHAPE
     tokenizer = _train_tokenizer(shape["vocab_size"], "qwen3")
     tokenizer.save_pretrained(str(out))
     ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in SPECIAL_TOKENS}
-    config = Qwen3NextConfig(
+    config = config_class(
         **{**shape, "vocab_size": len(tokenizer)},
         max_position_embeddings=MAX_POSITIONS,
         rms_norm_eps=1e-6,
@@ -674,10 +684,13 @@ def _build_qwen3_next(out: Path, seed: int, dtype: str) -> None:
             "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5
         },
     )
+    if architecture is not None:
+        config.architectures = [architecture]
     with _seeded(seed):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         _shape_weights(model, shape["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
-        _shape_moe_weights(model)
+        if moe:
+            _shape_moe_weights(model)
         _shape_gdn_weights(model)
     _save(model, out, dtype, ids)
 
@@ -719,38 +732,13 @@ def make_qwen3_5(
 
 
 def _build_qwen3_5(out: Path, style: str, seed: int, dtype: str) -> None:
-    import torch
-    from transformers import AutoModelForCausalLM, Qwen3_5MoeTextConfig, Qwen3_5TextConfig
-    from transformers.utils import logging as hf_logging
+    from transformers import Qwen3_5MoeTextConfig, Qwen3_5TextConfig
 
-    hf_logging.disable_progress_bar()
     moe = style == "qwen3_5_moe"
-    shape = QWEN3_5_MOE_SHAPE if moe else QWEN3_5_SHAPE
-    tokenizer = _train_tokenizer(shape["vocab_size"], "qwen3")
-    tokenizer.save_pretrained(str(out))
-    ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in SPECIAL_TOKENS}
     config_class = Qwen3_5MoeTextConfig if moe else Qwen3_5TextConfig
-    config = config_class(
-        **{**shape, "vocab_size": len(tokenizer)},
-        max_position_embeddings=MAX_POSITIONS,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=False,
-        bos_token_id=ids[BOS],
-        eos_token_id=ids[IM_END],
-        pad_token_id=ids[PAD],
-        initializer_range=0.02,
-        rope_parameters={
-            "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5
-        },
-    )
-    config.architectures = ["Qwen3_5MoeForCausalLM" if moe else "Qwen3_5ForCausalLM"]
-    with _seeded(seed):
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-        _shape_weights(model, shape["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
-        if moe:
-            _shape_moe_weights(model)
-        _shape_gdn_weights(model)
-    _save(model, out, dtype, ids)
+    shape = QWEN3_5_MOE_SHAPE if moe else QWEN3_5_SHAPE
+    architecture = "Qwen3_5MoeForCausalLM" if moe else "Qwen3_5ForCausalLM"
+    _build_hybrid(out, config_class, shape, seed, dtype, moe, architecture)
 
 
 def _save(model: Any, out: Path, dtype: str, ids: dict[str, int]) -> None:
