@@ -37,3 +37,11 @@ def test_the_e2e_marker_is_the_e2e_layer() -> None:
         marked = mark in module.read_text(encoding="utf-8")
         in_e2e = module.relative_to(TESTS).parts[0] == "e2e"
         assert marked == in_e2e, module
+
+
+def test_test_module_names_are_unique_across_the_tree() -> None:
+    """pytest imports test modules by basename (no packages under tests/): two files of one
+    name in different directories stop the whole collection with 'import file mismatch'."""
+    names = [m.name for m in TESTS.rglob("*.py") if m.name != "__init__.py"
+             and "support" not in m.relative_to(TESTS).parts and m.name != "conftest.py"]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
