@@ -48,7 +48,10 @@ def text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     (its own keys win; the outer ones, e.g. architectures, stay visible)."""
     text = config.get("text_config")
     if isinstance(text, Mapping) and "num_hidden_layers" in text:
-        return {**config, **text}
+        merged = {**config, **text}
+        if not text.get("architectures"):  # transformers writes null there: the outer list
+            merged["architectures"] = config.get("architectures")
+        return merged
     return config
 
 

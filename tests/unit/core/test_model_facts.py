@@ -102,6 +102,20 @@ def test_multimodal_config_reads_the_nested_text_config() -> None:
     assert facts.max_model_len == 128000
 
 
+
+def test_a_null_architectures_in_text_config_leaves_the_outer_one() -> None:
+    # transformers' Qwen2.5-VL / Qwen3-VL config.json carries text_config.architectures: null;
+    # the refusals and the doctor must still name the model's class, not "unknown".
+    config = {
+        "architectures": ["Qwen3VLForConditionalGeneration"],
+        "text_config": {"architectures": None, "hidden_size": 128, "num_attention_heads": 4,
+                        "num_hidden_layers": 2},
+        "vision_config": {"depth": 2},
+    }
+    facts = model_facts_from_config(config)
+    assert facts.architecture == "Qwen3VLForConditionalGeneration"
+    assert facts.multimodal
+
 def test_kv_heads_default_to_heads_and_follow_other_families_keys() -> None:
     base = {"hidden_size": 512, "num_attention_heads": 8, "num_hidden_layers": 2}
     assert model_facts_from_config(base).num_kv_heads == 8
