@@ -128,7 +128,15 @@ class ModelFacts:
     sliding_window: bool = False  # some or all layers attend over a window only
     attention_sinks: bool = False  # learned per-head sink logits (gpt-oss style)
     encoder_decoder: bool = False
-    multimodal: bool = False  # a vision/audio tower feeds the language model
+    # Towers that feed the language model (the support matrix has a row for each):
+    vision: bool = False  # a vision tower (image inputs)
+    video: bool = False  # video inputs through the vision tower (the model has a video token)
+    audio: bool = False  # an audio tower
+
+    @property
+    def multimodal(self) -> bool:
+        """Any tower feeds the language model."""
+        return self.vision or self.video or self.audio
 
     @property
     def use_mla(self) -> bool:

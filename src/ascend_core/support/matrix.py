@@ -123,9 +123,20 @@ _GDN_NPU = Supported(
 _NO_ENC_DEC = Refused(
     "the paged attention backend is decoder-only (no cross-attention)", _REFERENCE
 )
-_NO_MM = Refused(
-    "the vision/audio towers have not been validated on this build's ops; their attention "
-    "and image preprocessing would run untested",
+_NO_VISION = Refused(
+    "the vision tower (its ViT attention over variable-length images, M-RoPE positions, "
+    "vLLM's encoder and multimodal caches) has not been validated on this build's ops; "
+    "greedy ids against transformers are not yet proven",
+    "serve the language model alone, or use vllm-ascend on an NPU",
+)
+_NO_VIDEO = Refused(
+    "video frames through the vision tower (temporal patches, per-frame M-RoPE positions) "
+    "have not been validated on this build's ops",
+    "use vllm-ascend on an NPU for video",
+)
+_NO_AUDIO = Refused(
+    "no audio tower (its feature extractor and encoder attention) has been validated on "
+    "this build's ops",
     "serve the language model alone, or use vllm-ascend on an NPU",
 )
 _LORA_HOST = Supported(
@@ -279,7 +290,9 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.GATED_DELTA_NET, _CPU): _GDN_HOST,
     (Feature.GATED_DELTA_NET, _NPU): _GDN_NPU,
     **{(Feature.ENCODER_DECODER, d): _NO_ENC_DEC for d in (_CPU, _NPU)},
-    **{(Feature.MULTIMODAL, d): _NO_MM for d in (_CPU, _NPU)},
+    **{(Feature.VISION, d): _NO_VISION for d in (_CPU, _NPU)},
+    **{(Feature.VIDEO, d): _NO_VIDEO for d in (_CPU, _NPU)},
+    **{(Feature.AUDIO, d): _NO_AUDIO for d in (_CPU, _NPU)},
     (Feature.LORA, _CPU): _LORA_HOST,
     (Feature.LORA, _NPU): _LORA_NPU,
     **{(Feature.LORA_QUANTIZED, d): _NO_LORA_QUANT for d in (_CPU, _NPU)},

@@ -200,3 +200,19 @@ def test_max_model_len_beyond_the_config_is_refused_for_that_reason(
 ) -> None:
     _, report = doctor_refuses([model_dirs["qwen3"], "--max-model-len", "16384"])
     assert "--max-model-len 16384 is greater than the 8192 tokens" in report
+
+
+@pytest.mark.parametrize("style", ["qwen2_5_vl", "qwen3_vl"])
+def test_doctor_and_serve_refuse_a_vision_language_model_naming_it(style: str) -> None:
+    """The tiny Qwen-VL models (their config.json has text_config.architectures: null):
+    both refuse, before any weight loads, naming the model's class and its towers."""
+    from support.hf_reference import MODELS_DIR, make_models_module
+
+    model = str(make_models_module().make_vl_model(MODELS_DIR / f"tiny-{style}", style))
+    by_doctor, report = doctor_refuses([model])
+    by_serve, error = serve_refuses([model])
+    assert (by_doctor, by_serve) == (True, True), (report[-1500:], error[-1500:])
+    arch = "Qwen2_5_VL" if style == "qwen2_5_vl" else "Qwen3VL"
+    for text in (report, error):
+        assert f"{arch}ForConditionalGeneration uses a vision tower" in text, text[-1500:]
+        assert "video inputs" in text and "unknown" not in text

@@ -193,6 +193,16 @@ def test_support_matrix_features_are_read_from_config_json() -> None:
         _cfg(layer_types=["sliding_attention", "full_attention"])
     ).sliding_window
     assert model_facts_from_config(_cfg(layer_types=["linear_attention", "full_attention"])).hybrid
-    assert model_facts_from_config(_cfg(vision_config={"depth": 2})).multimodal
+    vision = model_facts_from_config(_cfg(vision_config={"depth": 2}))
+    assert (vision.vision, vision.video, vision.audio) == (True, False, False)
+    qwen_vl = model_facts_from_config(_cfg(vision_config={"depth": 2}, video_token_id=7))
+    assert (qwen_vl.vision, qwen_vl.video, qwen_vl.audio) == (True, True, False)
+    audio = model_facts_from_config(_cfg(audio_config={"d_model": 8}))
+    assert (audio.vision, audio.video, audio.audio) == (False, False, True)
+    omni = model_facts_from_config(
+        _cfg(thinker_config={"vision_config": {}, "audio_config": {}, "video_token_id": 3})
+    )
+    assert (omni.vision, omni.video, omni.audio) == (True, True, True)
+    assert omni.multimodal and not plain.multimodal
     assert model_facts_from_config(_cfg(is_encoder_decoder=True)).encoder_decoder
     assert model_facts_from_config(_cfg(architectures=["GptOssForCausalLM"])).attention_sinks

@@ -19,7 +19,9 @@ DEVICES = (DeviceKind.CPU, DeviceKind.NPU)
 MODEL_FLAGS = {
     "hybrid": Feature.HYBRID,
     "encoder_decoder": Feature.ENCODER_DECODER,
-    "multimodal": Feature.MULTIMODAL,
+    "vision": Feature.VISION,
+    "video": Feature.VIDEO,
+    "audio": Feature.AUDIO,
 }
 
 

@@ -79,7 +79,10 @@ def model_facts(vllm_config: VllmConfig) -> ModelFacts | None:
         mla=mla,
         hybrid=bool(getattr(mc, "is_hybrid", False)),
         encoder_decoder=facts.encoder_decoder or bool(getattr(mc, "is_encoder_decoder", False)),
-        multimodal=facts.multimodal or bool(getattr(mc, "is_multimodal_model", False)),
+        # vLLM's registry knows the model takes more than text while config.json names no
+        # tower key the core reads: the vision row (the common tower) speaks for it.
+        vision=facts.vision
+        or (bool(getattr(mc, "is_multimodal_model", False)) and not facts.multimodal),
     )
 
 
