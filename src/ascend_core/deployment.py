@@ -7,7 +7,7 @@ environment and quantization detection); nothing here knows vLLM types.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -219,6 +219,11 @@ class CacheSettings:
     enable_sleep_mode: bool = False
 
 
+def modality_set(raw: Iterable[str]) -> frozenset[str]:
+    """Deployment.mm_off's converter: any iterable of modality names."""
+    return frozenset(raw)
+
+
 @frozen
 class Deployment:
     """Everything the config plan looks at, filled once by the vLLM adapter.
@@ -250,6 +255,9 @@ class Deployment:
     # None when the adapter could not tell.
     host_cpus: int | None = field(default=None, validator=validators.optional(_positive))
     lora: bool = False  # --enable-lora
+    # Input modalities ("image", "video", "audio") vLLM takes none of: a limit of 0 in
+    # --limit-mm-per-prompt, or every one with --language-model-only. Their towers stay idle.
+    mm_off: frozenset[str] = field(default=frozenset(), converter=modality_set)
     profiler: ProfilerSettings = field(factory=ProfilerSettings)  # --profiler-config
     training_consistency: bool = False  # batch-invariant kernels asked for
     # The VLLM_ASCEND_* variables as set (name -> raw text); the plan parses them, so a

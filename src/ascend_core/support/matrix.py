@@ -123,21 +123,30 @@ _GDN_NPU = Supported(
 _NO_ENC_DEC = Refused(
     "the paged attention backend is decoder-only (no cross-attention)", _REFERENCE
 )
-_NO_VISION = Refused(
-    "the vision tower (its ViT attention over variable-length images, M-RoPE positions, "
-    "vLLM's encoder and multimodal caches) has not been validated on this build's ops; "
-    "greedy ids against transformers are not yet proven",
-    "serve the language model alone, or use vllm-ascend on an NPU",
+_NO_VISION_HOST = Refused(
+    "vLLM's Qwen2.5-VL and Qwen3-VL towers run on the host platform and give transformers' "
+    "image features (their ViT attention on torch SDPA), but the engine path around them "
+    "(M-RoPE positions in the runner, the encoder and multimodal processor caches, chunked "
+    "prefill across image tokens) is not yet proven against transformers' greedy ids",
+    "serve the language model alone (--language-model-only), or use vllm-ascend on an NPU",
+)
+_NO_VISION_NPU = Refused(
+    "no NPU op is bound for the ViT's variable-length attention (npu_fused_infer_attention_"
+    "score's encoder layout) or for M-RoPE (npu_mrope), and the host's path is not yet "
+    "proven end to end",
+    "serve the language model alone (--language-model-only), or use vllm-ascend",
 )
 _NO_VIDEO = Refused(
     "video frames through the vision tower (temporal patches, per-frame M-RoPE positions) "
     "have not been validated on this build's ops",
-    "use vllm-ascend on an NPU for video",
+    "take no video (--limit-mm-per-prompt '{\"video\": 0}'), or use vllm-ascend on an NPU "
+    "for video",
 )
 _NO_AUDIO = Refused(
     "no audio tower (its feature extractor and encoder attention) has been validated on "
     "this build's ops",
-    "serve the language model alone, or use vllm-ascend on an NPU",
+    "take no audio (--limit-mm-per-prompt '{\"audio\": 0}'), or serve the language model "
+    "alone (--language-model-only)",
 )
 _LORA_HOST = Supported(
     "vLLM's LoRA layers (attention and MLP projections of dense models; adapters per "
@@ -290,7 +299,8 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.GATED_DELTA_NET, _CPU): _GDN_HOST,
     (Feature.GATED_DELTA_NET, _NPU): _GDN_NPU,
     **{(Feature.ENCODER_DECODER, d): _NO_ENC_DEC for d in (_CPU, _NPU)},
-    **{(Feature.VISION, d): _NO_VISION for d in (_CPU, _NPU)},
+    (Feature.VISION, _CPU): _NO_VISION_HOST,
+    (Feature.VISION, _NPU): _NO_VISION_NPU,
     **{(Feature.VIDEO, d): _NO_VIDEO for d in (_CPU, _NPU)},
     **{(Feature.AUDIO, d): _NO_AUDIO for d in (_CPU, _NPU)},
     (Feature.LORA, _CPU): _LORA_HOST,
