@@ -4,11 +4,12 @@ with vLLM's expanded prompt ids equal to the processor's; a second round of the 
 (prefix cache hits, the multimodal processor and encoder caches warm) gives the same.
 
 NOT YET RUN (issue 47): written at the end of a session whose engine runs could not get the
-shared heavy-test lock. The support matrix refuses the vision tower on the host until this
-passes, so the engine is built with that one row lifted in this process (the other layers
-of the test, the towers and the input side, pass in test_vision_tower_host.py and
-test_vision_inputs_host.py). When it passes: turn the host's vision row to Supported
-(ascend_core/support/matrix.py), drop the lift and this note, regenerate the README table.
+shared heavy-test lock, so it is skipped. The support matrix refuses the vision tower on the
+host until it passes (the parts below the engine pass: the towers in
+test_vision_tower_host.py, the expanded ids and M-RoPE positions in
+test_vision_inputs_host.py). To land it: turn the host's vision row to Supported
+(ascend_core/support/matrix.py, the README table, test_doctor_serve_agreement.py's VL rows),
+drop the skip and this note, and run it.
 """
 
 from __future__ import annotations
@@ -74,20 +75,12 @@ def requests_and_expected(model_dir: str, images: list[Any]):  # type: ignore[no
 def llm(model_dir: str):  # type: ignore[no-untyped-def]
     from vllm import LLM
 
-    from ascend_core.support import matrix
-    from ascend_core.support.features import Feature
-    from ports.device import DeviceKind
-
-    with pytest.MonkeyPatch.context() as patch:
-        lifted = matrix.Supported("lifted until this test passes")
-        patch.setattr(matrix, "MATRIX",
-                      {**matrix.MATRIX, (Feature.VISION, DeviceKind.CPU): lifted})
-        engine = LLM(
-            model=model_dir, dtype="float32", max_model_len=512, max_num_seqs=4,
-            max_num_batched_tokens=64,  # prompts with images prefill in chunks
-            kv_cache_memory_bytes=32 << 20, enable_prefix_caching=True, seed=0,
-            limit_mm_per_prompt={"image": 2, "video": 0},
-        )
+    engine = LLM(
+        model=model_dir, dtype="float32", max_model_len=512, max_num_seqs=4,
+        max_num_batched_tokens=64,  # prompts with images prefill in chunks
+        kv_cache_memory_bytes=32 << 20, enable_prefix_caching=True, seed=0,
+        limit_mm_per_prompt={"image": 2, "video": 0},
+    )
     yield engine
     shut_down(engine)
 

@@ -4,10 +4,11 @@ gives, and the M-RoPE positions vLLM's model computes from them (what the runner
 the rotary embedding) equal transformers' get_rope_index, for prompts with one image, two
 images of different sizes and none; Qwen2.5-VL and Qwen3-VL.
 
-No engine: vLLM's InputProcessor over the VllmConfig `vllm serve` would build. The
-support matrix refuses the vision tower until the engine's greedy ids are proven against
-transformers', so this test lifts that one row in its own process (the refusal itself is
-test_doctor_serve_agreement.py's); everything else is the plugin's real configuration.
+No engine and no VllmConfig (the support matrix refuses the vision tower when one is built
+on our platform, until the engine's greedy ids are proven: test_doctor_serve_agreement.py):
+vLLM's multimodal processor for the ModelConfig `vllm serve` reads, fed as vLLM's input
+processor feeds it (the prompt's token ids and the parsed image items), and the request's
+features built from its output as the engine builds them for the runner.
 """
 
 from __future__ import annotations
@@ -33,22 +34,34 @@ def _images() -> list[Any]:
     ]
 
 
-def _vllm_config(model_dir: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from vllm.engine.arg_utils import EngineArgs
+def _vllm_processor(model_dir: str) -> Any:
+    from vllm.config import ModelConfig
+    from vllm.multimodal import MULTIMODAL_REGISTRY
 
-    from ascend_core.support import matrix
-    from ascend_core.support.features import Feature
-    from ports.device import DeviceKind
-
-    lifted = matrix.Supported("lifted for the input-side test")
-    monkeypatch.setattr(
-        matrix, "MATRIX", {**matrix.MATRIX, (Feature.VISION, DeviceKind.CPU): lifted}
-    )
-    return EngineArgs(
+    config = ModelConfig(
         model=model_dir, dtype="float32", max_model_len=512,
         limit_mm_per_prompt={"image": 2, "video": 0},
-        mm_processor_cache_gb=0,  # the request carries its processed data, not a cache key
-    ).create_engine_config()
+        mm_processor_cache_gb=0,  # the output carries its processed data, not a cache key
+    )
+    return config, MULTIMODAL_REGISTRY.create_processor(config)
+
+
+def _expand(processor: Any, token_ids: list[int], images: list[Any]) -> tuple[list[int], list[Any]]:
+    """vLLM's expanded prompt ids and the request's multimodal features."""
+    from vllm.multimodal.inputs import MultiModalFeatureSpec
+    from vllm.multimodal.processing.context import TimingContext
+    from vllm.multimodal.processing.inputs import ProcessorInputs
+
+    items = processor.info.parse_mm_data({"image": images} if images else {})
+    out = processor.apply(ProcessorInputs(prompt=token_ids, mm_data_items=items), TimingContext())
+    features = [
+        MultiModalFeatureSpec(data=data, modality="image", identifier=key, mm_position=place)
+        for data, key, place in zip(
+            out["mm_kwargs"].get("image", []), out["mm_hashes"].get("image", []),
+            out["mm_placeholders"].get("image", []), strict=True,
+        )
+    ]
+    return list(out["prompt_token_ids"]), features
 
 
 def _model_class(style: str) -> Any:
@@ -62,21 +75,16 @@ def _model_class(style: str) -> Any:
 
 
 @pytest.mark.parametrize("style", STYLES)
-def test_expanded_prompt_ids_and_m_rope_positions_equal_transformers(
-    style: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_expanded_prompt_ids_and_m_rope_positions_equal_transformers(style: str) -> None:
     from transformers import AutoModelForImageTextToText, AutoProcessor
-    from vllm.sampling_params import SamplingParams
-    from vllm.v1.engine.input_processor import InputProcessor
 
     model_dir = str(make_models_module().make_vl_model(MODELS_DIR / f"tiny-{style}", style))
-    config = _vllm_config(model_dir, monkeypatch)
-    inputs = InputProcessor(config)
+    config, expander = _vllm_processor(model_dir)
     processor = AutoProcessor.from_pretrained(model_dir)
     hf = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32).eval()
     # get_mrope_input_positions reads only the model's config: the class without weights.
     model = object.__new__(_model_class(style))
-    object.__setattr__(model, "config", config.model_config.hf_config)
+    object.__setattr__(model, "config", config.hf_config)
 
     image_token = hf.config.image_token_id
     images = _images()
@@ -86,20 +94,15 @@ def test_expanded_prompt_ids_and_m_rope_positions_equal_transformers(
             [{"role": "user", "content": content}], add_generation_prompt=True
         )
         expected = processor(text=[text], images=batch or None, return_tensors="pt")
-        prompt = {"prompt": text, **({"multi_modal_data": {"image": batch}} if batch else {})}
-        request = inputs.process_inputs(
-            f"r{len(batch)}", prompt, SamplingParams(max_tokens=1), ("generate",)
-        )
+        prompt_ids, features = _expand(expander, processor.tokenizer(text).input_ids, batch)
         ids = expected.input_ids[0].tolist()
-        assert request.prompt_token_ids == ids, len(batch)
-        assert len(request.mm_features or []) == len(batch)
+        assert prompt_ids == ids, len(batch)
+        assert len(features) == len(batch)
         assert ids.count(image_token) == int(
             sum(g.prod() for g in expected.get("image_grid_thw", torch.zeros(0, 3)))
         ) // 4  # each merged 2x2 patch group is one placeholder
 
-        positions, delta = model.get_mrope_input_positions(
-            request.prompt_token_ids, request.mm_features or []
-        )
+        positions, delta = model.get_mrope_input_positions(prompt_ids, features)
         hf_positions, hf_delta = hf.model.get_rope_index(
             expected.input_ids, expected["mm_token_type_ids"],
             image_grid_thw=expected.get("image_grid_thw"),
