@@ -9,7 +9,9 @@ host until it passes (the parts below the engine pass: the towers in
 test_vision_tower_host.py, the expanded ids and M-RoPE positions in
 test_vision_inputs_host.py). To land it: turn the host's vision row to Supported
 (ascend_core/support/matrix.py, the README table, test_doctor_serve_agreement.py's VL rows),
-drop the skip and this note, and run it.
+drop the skip and this note, and run it. Evidence so far: a one-off script (the support row
+lifted in its process, one round, 1/1/2/0 images, 8 tokens, the host's default compiled path)
+gave transformers' greedy ids for all four tiny Qwen2.5-VL prompts.
 """
 
 from __future__ import annotations
