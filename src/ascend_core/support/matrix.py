@@ -123,12 +123,11 @@ _GDN_NPU = Supported(
 _NO_ENC_DEC = Refused(
     "the paged attention backend is decoder-only (no cross-attention)", _REFERENCE
 )
-_NO_VISION_HOST = Refused(
-    "vLLM's Qwen2.5-VL and Qwen3-VL towers run on the host platform and give transformers' "
-    "image features (their ViT attention on torch SDPA), but the engine path around them "
-    "(M-RoPE positions in the runner, the encoder and multimodal processor caches, chunked "
-    "prefill across image tokens) is not yet proven against transformers' greedy ids",
-    "serve the language model alone (--language-model-only), or use vllm-ascend on an NPU",
+_VISION_HOST = Supported(
+    "vLLM's own vision towers (Qwen2.5-VL, Qwen3-VL) with their ViT attention on torch SDPA "
+    "(vLLM's MMEncoderAttention through the out-of-tree forward, plain torch), the language "
+    "model on the plugin's paged attention with vLLM's M-RoPE positions; greedy ids equal "
+    "transformers' in fp32 with images per prompt, chunked prefill and warm caches"
 )
 _NO_VISION_NPU = Refused(
     "no NPU op is bound for the ViT's variable-length attention (npu_fused_infer_attention_"
@@ -299,7 +298,7 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.GATED_DELTA_NET, _CPU): _GDN_HOST,
     (Feature.GATED_DELTA_NET, _NPU): _GDN_NPU,
     **{(Feature.ENCODER_DECODER, d): _NO_ENC_DEC for d in (_CPU, _NPU)},
-    (Feature.VISION, _CPU): _NO_VISION_HOST,
+    (Feature.VISION, _CPU): _VISION_HOST,
     (Feature.VISION, _NPU): _NO_VISION_NPU,
     **{(Feature.VIDEO, d): _NO_VIDEO for d in (_CPU, _NPU)},
     **{(Feature.AUDIO, d): _NO_AUDIO for d in (_CPU, _NPU)},

@@ -1,17 +1,12 @@
 """Qwen2.5-VL and Qwen3-VL through the plugin on the host, fp32: one batch of chat prompts
 with one image, two images of different sizes and none gives transformers' greedy ids,
 with vLLM's expanded prompt ids equal to the processor's; a second round of the same batch
-(prefix cache hits, the multimodal processor and encoder caches warm) gives the same.
+(the multimodal processor cache warm; prefix caching on, though these prompts are shorter
+than a 128-token block, so no prefix hit yet) gives the same.
 
-NOT YET RUN (issue 47): written at the end of a session whose engine runs could not get the
-shared heavy-test lock, so it is skipped. The support matrix refuses the vision tower on the
-host until it passes (the parts below the engine pass: the towers in
-test_vision_tower_host.py, the expanded ids and M-RoPE positions in
-test_vision_inputs_host.py). To land it: turn the host's vision row to Supported
-(ascend_core/support/matrix.py, the README table, test_doctor_serve_agreement.py's VL rows),
-drop the skip and this note, and run it. Evidence so far: a one-off script (the support row
-lifted in its process, one round, 1/1/2/0 images, 8 tokens, the host's default compiled path)
-gave transformers' greedy ids for all four tiny Qwen2.5-VL prompts.
+The support matrix's host vision row rests on this test (the parts below the engine: the
+towers in test_vision_tower_host.py, the expanded ids and M-RoPE positions in
+test_vision_inputs_host.py).
 """
 
 from __future__ import annotations
@@ -23,8 +18,6 @@ import torch
 from engine_teardown import shut_down
 
 from support.hf_reference import MODELS_DIR, make_models_module
-
-pytestmark = pytest.mark.skip(reason="not yet run against a live engine (see the docstring)")
 
 MAX_NEW = 8
 IMAGE_SIZES = ((64, 96), (100, 60), (80, 80))
