@@ -7,6 +7,10 @@ A draft model for speculative decoding, derived from a target made here:
     python scripts/make_models.py --out models/tiny-llama_repeat-eagle3
         --draft-of models/tiny-llama_repeat --draft-kind eagle3
 
+A tiny vision-language model with its processor (styles qwen2_5_vl, qwen3_vl):
+
+    python scripts/make_models.py --out models/tiny-qwen2_5_vl --style qwen2_5_vl
+
 Same arguments, same files: weights come from a fixed seed and the tokenizer is trained
 on this Python's standard library sources. A finished directory carries a stamp; asking
 again for the same model does nothing.
@@ -785,6 +789,139 @@ def _shape_gdn_weights(model: Any) -> None:
                 param.normal_(0.0, 0.1)  # (1 + weight) norms: near one, not exactly
 
 
+# Vision-language (Qwen2.5-VL, Qwen3-VL): the qwen3 tokenizer with the vision special tokens,
+# a chat template that places each image, the image and video processors (small images: at
+# most VL_MAX_PIXELS, so a picture is a few dozen patches), a two-block vision tower and a
+# two-layer language model with 3-D (M-RoPE) rotary sections. Weights scaled as the text
+# styles' (_shape_weights) and the tower's by fan-in, so what an image holds moves the ids.
+VL_STAMP_FILE = ".make_vl.json"
+VL_STYLES = ("qwen2_5_vl", "qwen3_vl")
+VL_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+VL_MIN_PIXELS = 32 * 32
+VL_MAX_PIXELS = 128 * 128
+VL_TEXT_SHAPE: dict[str, Any] = {
+    "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+}
+VL_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for item in message['content'] %}"
+    "{% if item['type'] == 'image' or item['type'] == 'image_url' or 'image' in item %}"
+    "{{ '<|vision_start|><|image_pad|><|vision_end|>' }}"
+    "{% elif item['type'] == 'video' %}{{ '<|vision_start|><|video_pad|><|vision_end|>' }}"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}"
+    "{{ '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def make_vl_model(
+    out_dir: str | os.PathLike[str], style: str = "qwen2_5_vl", seed: int = 0,
+    dtype: str = "float32",
+) -> Path:
+    """Write the tiny vision-language model (style qwen2_5_vl or qwen3_vl) with its
+    processor unless the directory already holds it; its path."""
+    if style not in VL_STYLES:
+        raise ValueError(f"style {style!r} is not one of {VL_STYLES}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
+    out = Path(out_dir).resolve()
+    stamp = {"style": style, "seed": seed, "dtype": dtype, "version": SCRIPT_VERSION}
+    return build_once(out, VL_STAMP_FILE, stamp, lambda tmp: _build_vl(tmp, style, seed, dtype))
+
+
+def _vl_processor(style: str, tokenizer: Any) -> Any:
+    from transformers import (
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+        Qwen3VLProcessor,
+        Qwen3VLVideoProcessor,
+    )
+
+    patch = 14 if style == "qwen2_5_vl" else 16
+    size = {"shortest_edge": VL_MIN_PIXELS, "longest_edge": VL_MAX_PIXELS}
+    image = Qwen2VLImageProcessor(patch_size=patch, merge_size=2, temporal_patch_size=2,
+                                  size=size)
+    if style == "qwen2_5_vl":
+        video = Qwen2VLVideoProcessor(patch_size=patch, merge_size=2, temporal_patch_size=2,
+                                      size=size)
+        return Qwen2_5_VLProcessor(image, tokenizer, video, chat_template=VL_CHAT_TEMPLATE)
+    video = Qwen3VLVideoProcessor(patch_size=patch, merge_size=2, temporal_patch_size=2,
+                                  size=size)
+    return Qwen3VLProcessor(image, tokenizer, video, chat_template=VL_CHAT_TEMPLATE)
+
+
+def _vl_config(style: str, vocab: int, ids: dict[str, int]) -> Any:
+    from transformers import Qwen2_5_VLConfig, Qwen3VLConfig
+
+    text: dict[str, Any] = {
+        **VL_TEXT_SHAPE, "vocab_size": vocab, "max_position_embeddings": MAX_POSITIONS,
+        "rms_norm_eps": 1e-6, "bos_token_id": ids[BOS], "eos_token_id": ids[IM_END],
+        "pad_token_id": ids[PAD], "initializer_range": 0.02, "tie_word_embeddings": False,
+        # head_dim 32: 16 rotary frequencies split over (time, height, width)
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                            "mrope_section": [4, 6, 6]},
+    }
+    vision: dict[str, Any] = {
+        "depth": 2, "hidden_size": 64, "intermediate_size": 128, "num_heads": 2,
+        "out_hidden_size": VL_TEXT_SHAPE["hidden_size"], "spatial_merge_size": 2,
+        "temporal_patch_size": 2, "in_channels": 3,
+    }
+    tokens = {
+        "image_token_id": ids["<|image_pad|>"], "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"], "tie_word_embeddings": False,
+    }
+    if style == "qwen2_5_vl":
+        vision.update(patch_size=14, window_size=56, fullatt_block_indexes=[1],
+                      hidden_act="silu", tokens_per_second=2)
+        config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **tokens)
+        config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
+    else:
+        text["rope_parameters"]["mrope_interleaved"] = True
+        vision.update(patch_size=16, num_position_embeddings=64, deepstack_visual_indexes=[0],
+                      hidden_act="gelu_pytorch_tanh")
+        config = Qwen3VLConfig(text_config=text, vision_config=vision, **tokens)
+        config.architectures = ["Qwen3VLForConditionalGeneration"]
+    return config
+
+
+def _build_vl(out: Path, style: str, seed: int, dtype: str) -> None:
+    import torch
+    from transformers import AutoModelForImageTextToText
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    tokenizer = _train_tokenizer(4096, "qwen3")
+    tokenizer.add_special_tokens({"additional_special_tokens": [IM_START, *VL_TOKENS]})
+    ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in SPECIAL_TOKENS + VL_TOKENS}
+    _vl_processor(style, tokenizer).save_pretrained(str(out))
+    config = _vl_config(style, len(tokenizer), ids)
+    with _seeded(seed):
+        model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
+        _shape_weights(model, VL_TEXT_SHAPE["hidden_size"],
+                       [ids[t] for t in SPECIAL_TOKENS + VL_TOKENS])
+        _shape_vision_weights(model)
+    _save(model, out, dtype, ids)
+
+
+def _shape_vision_weights(model: Any) -> None:
+    """The tower's matrices by fan-in (unit-size activations through its blocks and the
+    merger), so the image's pixels, not the init's bias, decide what it feeds the text."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "visual" in name and name.endswith("weight") and param.dim() >= 2:
+                fan_in = param[0].numel()
+                param.normal_(0.0, 1.0 / fan_in**0.5)
+
+
 # LoRA adapters for a dense model, made with peft (a real producer; a dev extra).
 LORA_STAMP_FILE = ".make_lora.json"
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -905,7 +1042,7 @@ def _shape_gpt_oss_weights(model: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="model directory to write")
-    parser.add_argument("--style", choices=(*STYLES, DSV32_STYLE), default="llama")
+    parser.add_argument("--style", choices=(*STYLES, DSV32_STYLE, *VL_STYLES), default="llama")
     parser.add_argument("--size", choices=tuple(SIZES), default="tiny")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", choices=DTYPES, default="float32")
@@ -922,6 +1059,8 @@ def main(argv: list[str] | None = None) -> int:
         out = make_draft(args.out, args.draft_of, args.draft_kind)
     elif args.lora_base:
         out = make_lora_adapter(args.out, args.lora_base, args.seed)
+    elif args.style in VL_STYLES:
+        out = make_vl_model(args.out, args.style, args.seed, args.dtype)
     elif args.style == DSV32_STYLE:
         out = make_dsv32_model(args.out, args.seed, args.dtype)
     else:

@@ -7,7 +7,7 @@ environment and quantization detection); nothing here knows vLLM types.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -139,7 +139,15 @@ class ModelFacts:
     sliding_window: bool = False  # some or all layers attend over a window only
     attention_sinks: bool = False  # learned per-head sink logits (gpt-oss style)
     encoder_decoder: bool = False
-    multimodal: bool = False  # a vision/audio tower feeds the language model
+    # Towers that feed the language model (the support matrix has a row for each):
+    vision: bool = False  # a vision tower (image inputs)
+    video: bool = False  # video inputs through the vision tower (the model has a video token)
+    audio: bool = False  # an audio tower
+
+    @property
+    def multimodal(self) -> bool:
+        """Any tower feeds the language model."""
+        return self.vision or self.video or self.audio
 
     @property
     def use_mla(self) -> bool:
@@ -233,6 +241,11 @@ class CacheSettings:
     enable_sleep_mode: bool = False
 
 
+def modality_set(raw: Iterable[str]) -> frozenset[str]:
+    """Deployment.mm_off's converter: any iterable of modality names."""
+    return frozenset(raw)
+
+
 @frozen
 class Deployment:
     """Everything the config plan looks at, filled once by the vLLM adapter.
@@ -270,6 +283,9 @@ class Deployment:
     # None when the adapter could not tell.
     host_cpus: int | None = field(default=None, validator=validators.optional(_positive))
     lora: bool = False  # --enable-lora
+    # Input modalities ("image", "video", "audio") vLLM takes none of: a limit of 0 in
+    # --limit-mm-per-prompt, or every one with --language-model-only. Their towers stay idle.
+    mm_off: frozenset[str] = field(default=frozenset(), converter=modality_set)
     profiler: ProfilerSettings = field(factory=ProfilerSettings)  # --profiler-config
     training_consistency: bool = False  # batch-invariant kernels asked for
     # The VLLM_ASCEND_* variables as set (name -> raw text); the plan parses them, so a

@@ -29,6 +29,7 @@ from ascend_core.deployment import (
     ModelFacts,
     ParallelSettings,
     SpeculativeSettings,
+    modality_set,
 )
 from ascend_core.env.mapping import MappingEnvironment
 from ascend_core.env.unknown import PREFIX as ASCEND_PREFIX
@@ -74,6 +75,7 @@ class Requested:
     )
     user_quantization: str | None = None  # --quantization as given
     lora: bool = False  # --enable-lora
+    mm_off: frozenset[str] = field(default=frozenset(), converter=modality_set)  # see Deployment
     profiler: ProfilerSettings = field(factory=ProfilerSettings)  # --profiler-config
 
 
@@ -169,6 +171,7 @@ def build_deployment(
         v2_model_runner=env.get(V2_MODEL_RUNNER),
         host_cpus=host_cpus,
         lora=requested.lora,
+        mm_off=requested.mm_off,
         profiler=requested.profiler,
         training_consistency=batch_invariant_requested(env, settings),
         ascend_env=ascend_variables(env),

@@ -50,7 +50,10 @@ def text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     (its own keys win; the outer ones, e.g. architectures, stay visible)."""
     text = config.get("text_config")
     if isinstance(text, Mapping) and "num_hidden_layers" in text:
-        return {**config, **text}
+        merged = {**config, **text}
+        if not text.get("architectures"):  # transformers writes null there: the outer list
+            merged["architectures"] = config.get("architectures")
+        return merged
     return config
 
 
@@ -138,7 +141,7 @@ def model_facts_from_config(
         sliding_window=_sliding_window(c),
         attention_sinks=str(archs[0]) in SINK_ARCHITECTURES,
         encoder_decoder=bool(config.get("is_encoder_decoder") or c.get("is_encoder_decoder")),
-        multimodal=any(config.get(key) is not None for key in MULTIMODAL_KEYS),
+        **_towers(config),
     )
 
 
@@ -155,8 +158,25 @@ GATED_DELTA_NET_ARCHITECTURES = frozenset(
 COMPRESSED_MLA_ARCHITECTURES = frozenset({"DeepseekV4ForCausalLM"})
 # Architectures whose attention layers carry learned sink logits.
 SINK_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
-# Top-level config keys of a tower that feeds the language model.
-MULTIMODAL_KEYS = ("vision_config", "audio_config", "visual", "vision_tower")
+# Top-level config keys of a tower that feeds the language model, by kind.
+VISION_KEYS = ("vision_config", "visual", "vision_tower")
+AUDIO_KEYS = ("audio_config", "audio_tower", "audio_encoder")
+# Keys naming the video placeholder token: the vision tower also takes video.
+VIDEO_TOKEN_KEYS = ("video_token_id", "video_token_index")
+MULTIMODAL_KEYS = VISION_KEYS + AUDIO_KEYS
+
+
+def _towers(config: Mapping[str, Any]) -> dict[str, bool]:
+    """Which towers feed the language model, read from the outer config (an omni model's
+    thinker nests them one level down, under thinker_config)."""
+    thinker = config.get("thinker_config")
+    scopes = [config, thinker] if isinstance(thinker, Mapping) else [config]
+
+    def has(keys: tuple[str, ...]) -> bool:
+        return any(scope.get(key) is not None for scope in scopes for key in keys)
+
+    vision = has(VISION_KEYS)
+    return {"vision": vision, "video": vision and has(VIDEO_TOKEN_KEYS), "audio": has(AUDIO_KEYS)}
 
 
 def _attention_layers(c: Mapping[str, Any]) -> int | None:

@@ -31,6 +31,7 @@ JSON_OBJECT_OPTIONS = (
     "compilation_config",
     "speculative_config",
     "kv_transfer_config",
+    "limit_mm_per_prompt",
 )
 
 
@@ -54,6 +55,8 @@ class ServeArgs:
     dcp: int = 1
     expert_parallel: bool = False
     enable_lora: bool = False
+    language_model_only: bool = False  # --language-model-only: no multimodal input
+    limit_mm_per_prompt: Mapping[str, Any] = field(factory=dict, converter=_mapping)
     max_loras: int = 1  # vLLM's defaults
     max_lora_rank: int = 16
     nnodes: int = 1
@@ -108,6 +111,8 @@ class ServeArgs:
             dcp=int(get("decode_context_parallel_size", 1)),
             expert_parallel=bool(get("enable_expert_parallel", False)),
             enable_lora=bool(get("enable_lora", False)),
+            language_model_only=bool(get("language_model_only", False)),
+            limit_mm_per_prompt=get("limit_mm_per_prompt", {}),
             max_loras=int(get("max_loras", 1) or 1),
             max_lora_rank=int(get("max_lora_rank", 16) or 16),
             nnodes=int(get("nnodes", 1)),

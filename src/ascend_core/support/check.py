@@ -36,7 +36,11 @@ def features_of(deployment: Deployment) -> tuple[Feature, ...]:
         Feature.HYBRID: m.hybrid and not gdn,
         Feature.GATED_DELTA_NET: m.hybrid and gdn,
         Feature.ENCODER_DECODER: m.encoder_decoder,
-        Feature.MULTIMODAL: m.multimodal,
+        # The vision tower runs while images or videos are taken; video inputs while
+        # videos are; the audio tower while audio is (--limit-mm-per-prompt, 0 = none).
+        Feature.VISION: m.vision and not {"image", "video"} <= deployment.mm_off,
+        Feature.VIDEO: m.video and "video" not in deployment.mm_off,
+        Feature.AUDIO: m.audio and "audio" not in deployment.mm_off,
         Feature.LORA: deployment.lora,
         Feature.LORA_QUANTIZED: deployment.lora and _quantized(deployment),
         Feature.LORA_MOE: deployment.lora and m.is_moe,

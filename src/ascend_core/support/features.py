@@ -20,7 +20,9 @@ class Feature(enum.Enum):
         "hybrid attention with gated-delta-net linear attention (Qwen3-Next, Qwen3.5)"
     )
     ENCODER_DECODER = "an encoder-decoder architecture"
-    MULTIMODAL = "a multimodal (vision/audio) tower"
+    VISION = "a vision tower (image inputs)"
+    VIDEO = "video inputs (through the vision tower)"
+    AUDIO = "an audio tower"
     LORA = "LoRA adapters (--enable-lora)"
     LORA_QUANTIZED = "LoRA adapters on quantized layers"
     LORA_MOE = "LoRA adapters on a mixture-of-experts model"

@@ -123,10 +123,29 @@ _GDN_NPU = Supported(
 _NO_ENC_DEC = Refused(
     "the paged attention backend is decoder-only (no cross-attention)", _REFERENCE
 )
-_NO_MM = Refused(
-    "the vision/audio towers have not been validated on this build's ops; their attention "
-    "and image preprocessing would run untested",
-    "serve the language model alone, or use vllm-ascend on an NPU",
+_VISION_HOST = Supported(
+    "vLLM's own vision towers (Qwen2.5-VL, Qwen3-VL) with their ViT attention on torch SDPA "
+    "(vLLM's MMEncoderAttention through the out-of-tree forward, plain torch), the language "
+    "model on the plugin's paged attention with vLLM's M-RoPE positions; greedy ids equal "
+    "transformers' in fp32 with images per prompt, chunked prefill and warm caches"
+)
+_NO_VISION_NPU = Refused(
+    "no NPU op is bound for the ViT's variable-length attention (npu_fused_infer_attention_"
+    "score's encoder layout) or for M-RoPE (npu_mrope), and the host's path is not yet "
+    "proven end to end",
+    "serve the language model alone (--language-model-only), or use vllm-ascend",
+)
+_NO_VIDEO = Refused(
+    "video frames through the vision tower (temporal patches, per-frame M-RoPE positions) "
+    "have not been validated on this build's ops",
+    "take no video (--limit-mm-per-prompt '{\"video\": 0}'), or use vllm-ascend on an NPU "
+    "for video",
+)
+_NO_AUDIO = Refused(
+    "no audio tower (its feature extractor and encoder attention) has been validated on "
+    "this build's ops",
+    "take no audio (--limit-mm-per-prompt '{\"audio\": 0}'), or serve the language model "
+    "alone (--language-model-only)",
 )
 _LORA_HOST = Supported(
     "vLLM's LoRA layers (attention and MLP projections of dense models; adapters per "
@@ -279,7 +298,10 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.GATED_DELTA_NET, _CPU): _GDN_HOST,
     (Feature.GATED_DELTA_NET, _NPU): _GDN_NPU,
     **{(Feature.ENCODER_DECODER, d): _NO_ENC_DEC for d in (_CPU, _NPU)},
-    **{(Feature.MULTIMODAL, d): _NO_MM for d in (_CPU, _NPU)},
+    (Feature.VISION, _CPU): _VISION_HOST,
+    (Feature.VISION, _NPU): _NO_VISION_NPU,
+    **{(Feature.VIDEO, d): _NO_VIDEO for d in (_CPU, _NPU)},
+    **{(Feature.AUDIO, d): _NO_AUDIO for d in (_CPU, _NPU)},
     (Feature.LORA, _CPU): _LORA_HOST,
     (Feature.LORA, _NPU): _LORA_NPU,
     **{(Feature.LORA_QUANTIZED, d): _NO_LORA_QUANT for d in (_CPU, _NPU)},

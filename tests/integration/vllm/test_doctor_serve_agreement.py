@@ -223,3 +223,34 @@ def test_doctor_and_serve_agree_on_the_moe_comm_method(
     assert (by_doctor, by_serve) == (refused, refused), (report[-1500:], error[-1500:])
     if refused:
         assert "VLLM_ASCEND_MOE_COMM_METHOD=mc2 cannot serve" in error
+
+
+# (id, flags after the tiny Qwen-VL model's directory, both refuse?, what the refusal names)
+VL_ROWS: list[tuple[str, list[str], bool, str]] = [
+    ("images and video", [], True, "uses video inputs"),
+    ("images only", ["--limit-mm-per-prompt", '{"video": 0}'], False, ""),
+    ("language model only", ["--language-model-only"], False, ""),
+    ("no image, no video", ["--limit-mm-per-prompt", '{"image": 0, "video": 0}'], False, ""),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("style", ["qwen2_5_vl", "qwen3_vl"])
+@pytest.mark.parametrize(("flags", "refused", "named"), [(f, r, n) for _, f, r, n in VL_ROWS],
+                         ids=[i for i, _, _, _ in VL_ROWS])  # fmt: skip
+def test_doctor_and_serve_agree_on_a_vision_language_model(
+    style: str, flags: list[str], refused: bool, named: str
+) -> None:
+    """The tiny Qwen-VL models (their config.json has text_config.architectures: null):
+    the towers are refused before any weight loads, naming the model's class, unless the
+    flags leave them idle."""
+    from support.hf_reference import MODELS_DIR, make_models_module
+
+    model = str(make_models_module().make_vl_model(MODELS_DIR / f"tiny-{style}", style))
+    by_doctor, report = doctor_refuses([model, *flags])
+    by_serve, error = serve_refuses([model, *flags])
+    assert (by_doctor, by_serve) == (refused, refused), (report[-1500:], error[-1500:])
+    if refused:
+        arch = "Qwen2_5_VL" if style == "qwen2_5_vl" else "Qwen3VL"
+        for text in (report, error):
+            assert f"{arch}ForConditionalGeneration {named}" in text, text[-1500:]
+            assert "unknown" not in text

@@ -108,7 +108,9 @@ models = st.builds(
     hybrid=st.booleans(),
     is_moe=st.booleans(),
     sliding_window=st.booleans(),
-    multimodal=st.booleans(),
+    vision=st.booleans(),
+    video=st.booleans(),
+    audio=st.booleans(),
 )
 
 parallels = st.builds(

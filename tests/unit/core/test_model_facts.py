@@ -102,6 +102,20 @@ def test_multimodal_config_reads_the_nested_text_config() -> None:
     assert facts.max_model_len == 128000
 
 
+
+def test_a_null_architectures_in_text_config_leaves_the_outer_one() -> None:
+    # transformers' Qwen2.5-VL / Qwen3-VL config.json carries text_config.architectures: null;
+    # the refusals and the doctor must still name the model's class, not "unknown".
+    config = {
+        "architectures": ["Qwen3VLForConditionalGeneration"],
+        "text_config": {"architectures": None, "hidden_size": 128, "num_attention_heads": 4,
+                        "num_hidden_layers": 2},
+        "vision_config": {"depth": 2},
+    }
+    facts = model_facts_from_config(config)
+    assert facts.architecture == "Qwen3VLForConditionalGeneration"
+    assert facts.multimodal
+
 def test_kv_heads_default_to_heads_and_follow_other_families_keys() -> None:
     base = {"hidden_size": 512, "num_attention_heads": 8, "num_hidden_layers": 2}
     assert model_facts_from_config(base).num_kv_heads == 8
@@ -179,6 +193,16 @@ def test_support_matrix_features_are_read_from_config_json() -> None:
         _cfg(layer_types=["sliding_attention", "full_attention"])
     ).sliding_window
     assert model_facts_from_config(_cfg(layer_types=["linear_attention", "full_attention"])).hybrid
-    assert model_facts_from_config(_cfg(vision_config={"depth": 2})).multimodal
+    vision = model_facts_from_config(_cfg(vision_config={"depth": 2}))
+    assert (vision.vision, vision.video, vision.audio) == (True, False, False)
+    qwen_vl = model_facts_from_config(_cfg(vision_config={"depth": 2}, video_token_id=7))
+    assert (qwen_vl.vision, qwen_vl.video, qwen_vl.audio) == (True, True, False)
+    audio = model_facts_from_config(_cfg(audio_config={"d_model": 8}))
+    assert (audio.vision, audio.video, audio.audio) == (False, False, True)
+    omni = model_facts_from_config(
+        _cfg(thinker_config={"vision_config": {}, "audio_config": {}, "video_token_id": 3})
+    )
+    assert (omni.vision, omni.video, omni.audio) == (True, True, True)
+    assert omni.multimodal and not plain.multimodal
     assert model_facts_from_config(_cfg(is_encoder_decoder=True)).encoder_decoder
     assert model_facts_from_config(_cfg(architectures=["GptOssForCausalLM"])).attention_sinks

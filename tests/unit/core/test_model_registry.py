@@ -29,7 +29,7 @@ _MLA = {"kv_lora_rank": 512, "qk_rope_head_dim": 64}
 REFUSED: Mapping[str, Mapping[str, Any]] = {
     "DeepseekV4ForCausalLM": {**_MLA, "n_routed_experts": 256, "index_topk": 512},
     "WhisperForConditionalGeneration": {"is_encoder_decoder": True},
-    "Qwen2VLForConditionalGeneration": {"vision_config": {"depth": 32}},
+    "Qwen2AudioForConditionalGeneration": {"audio_config": {"d_model": 1280}},
     "JambaForCausalLM": {"layers_block_type": ["mamba", "attention"], "num_experts": 16},
 }
 # Families being made to serve in parallel with this table; until the matrix says yes for

@@ -19,7 +19,9 @@ DEVICES = (DeviceKind.CPU, DeviceKind.NPU)
 MODEL_FLAGS = {
     "hybrid": Feature.HYBRID,
     "encoder_decoder": Feature.ENCODER_DECODER,
-    "multimodal": Feature.MULTIMODAL,
+    "vision": Feature.VISION,
+    "video": Feature.VIDEO,
+    "audio": Feature.AUDIO,
 }
 
 
@@ -53,6 +55,9 @@ def test_each_model_feature_is_refused_with_its_name_device_and_alternative(
 ) -> None:
     deployment = place(dense_model(**{flag: True}))
     assert features_of(deployment) == (feature,)
+    if not isinstance(verdict(feature, deployment.device_kind), Refused):
+        assert refusals(deployment) == ()  # served there (images on the host)
+        return
     plan = plan_config(deployment)
     error = plan.errors[0]  # the matrix speaks first
     assert isinstance(error, UnsupportedFeatureError)
@@ -153,3 +158,27 @@ def test_lora_is_served_on_dense_models_and_refused_on_quantized_layers_and_moe(
         (error,) = refusals(deployment)
         assert error.feature == feature.name and "merge_and_unload" in str(error)
         assert plan_config(deployment).errors[0].feature == feature.name  # the matrix first
+
+
+@pytest.mark.parametrize("place", [host, npu])
+def test_a_qwen_vl_model_uses_its_towers_until_their_inputs_are_turned_off(place) -> None:  # type: ignore[no-untyped-def]
+    """--limit-mm-per-prompt 0 for a modality, or --language-model-only (all of them),
+    leaves its tower idle: the matrix no longer judges it."""
+    model = dense_model(vision=True, video=True)
+    assert features_of(place(model)) == (Feature.VISION, Feature.VIDEO)
+    no_video = place(model, mm_off={"video"})
+    assert features_of(no_video) == (Feature.VISION,)
+    # Images are served on the host (the engine test: test_qwen_vl_generate.py).
+    assert [e.feature for e in refusals(no_video)] == ([] if place is host else ["VISION"])
+    assert features_of(place(model, mm_off={"image"})) == (Feature.VISION, Feature.VIDEO)
+    assert features_of(place(model, mm_off={"image", "video"})) == ()
+    assert features_of(place(dense_model(audio=True), mm_off={"image", "video"})) == (
+        Feature.AUDIO,
+    )
+    assert features_of(place(dense_model(audio=True), mm_off={"audio"})) == ()
+    assert plan_config(place(model, mm_off={"image", "video", "audio"})).ok
+    # Each refusal says how to turn its tower off.
+    hints = {e.feature: e.hint for e in refusals(npu(dense_model(vision=True, video=True,
+                                                                 audio=True)))}
+    assert "--language-model-only" in hints["VISION"]
+    assert '"video": 0' in hints["VIDEO"] and '"audio": 0' in hints["AUDIO"]

@@ -89,6 +89,7 @@ def requested(args: ServeArgs) -> Requested:
         additional_config=args.additional_config,
         user_quantization=args.quantization,
         lora=args.enable_lora,
+        mm_off=modalities_off(args),
         profiler=settings_from_mapping(args.profiler),
     )
 
@@ -101,6 +102,23 @@ def serve_batch(args: ServeArgs, target: Target) -> BatchSettings:
     return BatchSettings(
         max_num_seqs=serve_max_num_seqs(args, target.memory_bytes),
         max_num_batched_tokens=serve_max_num_batched_tokens(args, target.memory_bytes),
+    )
+
+
+def modalities_off(args: ServeArgs) -> frozenset[str]:
+    """The modalities `vllm serve` takes none of, read as vLLM's MultiModalConfig reads
+    --limit-mm-per-prompt (a count or {"count": n, ...}; unnamed ones 999) and
+    --language-model-only (all 0). A text-only model's are ignored by the matrix."""
+    modalities = ("image", "video", "audio")
+    if args.language_model_only:
+        return frozenset(modalities)
+
+    def count(value: Any) -> Any:
+        return value.get("count", 999) if isinstance(value, Mapping) else value
+
+    return frozenset(
+        m for m in modalities
+        if m in args.limit_mm_per_prompt and count(args.limit_mm_per_prompt[m]) == 0
     )
 
 

@@ -30,6 +30,8 @@ FIELDS = (
     "decode_context_parallel_size",
     "enable_expert_parallel",
     "enable_lora",
+    "language_model_only",
+    "limit_mm_per_prompt",
     "nnodes",
     "distributed_executor_backend",
     "max_model_len",

@@ -81,7 +81,10 @@ def model_facts(vllm_config: VllmConfig) -> ModelFacts | None:
         mla=mla,
         hybrid=bool(getattr(mc, "is_hybrid", False)),
         encoder_decoder=facts.encoder_decoder or bool(getattr(mc, "is_encoder_decoder", False)),
-        multimodal=facts.multimodal or bool(getattr(mc, "is_multimodal_model", False)),
+        # vLLM's registry knows the model takes more than text while config.json names no
+        # tower key the core reads: the vision row (the common tower) speaks for it.
+        vision=facts.vision
+        or (bool(getattr(mc, "is_multimodal_model", False)) and not facts.multimodal),
     )
 
 
@@ -221,8 +224,23 @@ def requested(vllm_config: VllmConfig) -> Requested:
         additional_config=dict(vllm_config.additional_config or {}),
         user_quantization=vllm_config.model_config.quantization,
         lora=vllm_config.lora_config is not None,
+        mm_off=modalities_off(vllm_config),
         profiler=profiler_settings(vllm_config),
     )
+
+
+# The input modalities whose towers the core's support matrix has rows for.
+MODALITIES = ("image", "video", "audio")
+
+
+def modalities_off(vllm_config: VllmConfig) -> frozenset[str]:
+    """The modalities vLLM takes none of (--limit-mm-per-prompt 0, --language-model-only);
+    none for a text-only model (no multimodal config; the matrix has no tower to judge)."""
+    mc = vllm_config.model_config
+    mm = getattr(mc, "multimodal_config", None) if mc is not None else None
+    if mm is None:
+        return frozenset()
+    return frozenset(m for m in MODALITIES if mm.get_limit_per_prompt(m) == 0)
 
 
 def profiler_settings(vllm_config: VllmConfig) -> ProfilerSettings:
