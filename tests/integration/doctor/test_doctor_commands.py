@@ -54,10 +54,28 @@ def test_check_here_reports_the_missing_npu_stack_as_failures() -> None:
     assert by_name["device"]["status"] == "fail"
 
 
+def _loads(soname: str) -> bool:
+    import ctypes
+
+    try:
+        ctypes.CDLL(soname)
+    except OSError:
+        return False
+    return True
+
+
 def test_check_for_the_host_device_passes_here() -> None:
+    """Everything passes, but Mooncake's system library where this machine lacks it (the pd
+    extra is installed here; Debian's libibverbs1 may not be): then that one item warns."""
     done = doctor("check", env={"VLLM_ASCEND_DEVICE": "cpu", "NO_COLOR": "1"})
-    assert done.returncode == 0, done.stdout
-    assert done.stdout.rstrip().endswith("(exit 0)")
+    warned = [line for line in done.stdout.splitlines() if line.lstrip().startswith("WARN ")]
+    if _loads("libibverbs.so.1"):
+        assert (done.returncode, warned) == (0, []), done.stdout
+        assert done.stdout.rstrip().endswith("(exit 0)")
+    else:
+        assert done.returncode == 1, done.stdout
+        assert len(warned) == 1 and "Mooncake system library" in warned[0], done.stdout
+        assert "apt-get install libibverbs1" in done.stdout
 
 
 def test_plan_llama_70b_from_disk_with_vllms_parser(tmp_path: Path) -> None:
