@@ -17,10 +17,14 @@ def _connector(role: str) -> Any:
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
 
-    from adapters.vllm.kv_transfer.connector import MODULE_PATH, MooncakeConnectorV1
+    from adapters.vllm.kv_transfer import module_path
+    from adapters.vllm.kv_transfer.connector import MooncakeConnectorV1
+    from ascend_core.deployment import PluginModule
 
     kv = KVTransferConfig(
-        kv_connector="MooncakeConnectorV1", kv_role=role, kv_connector_module_path=MODULE_PATH
+        kv_connector="MooncakeConnectorV1",
+        kv_role=role,
+        kv_connector_module_path=module_path(PluginModule.MOONCAKE_V1),
     )
     spec = FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=8, dtype=torch.float32)
     cache = KVCacheConfig(

@@ -199,6 +199,10 @@ OWN: frozenset[str] = frozenset({
     # vLLM's own sparse impls, none of them our base.
     "adapters.vllm.attention.sparse_mla:SparseMlaAttentionImpl.record_logical_topk_ready",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.decode",
+    # A FULL graph's replay asks each step's metadata for its ops' host-side arguments.
+    "adapters.vllm.attention.metadata:PagedMetadata.graph_host_arguments",
+    "adapters.vllm.attention.mla_metadata:MlaMetadata.graph_host_arguments",
+    "adapters.vllm.attention.sparse_mla:SparseMlaMetadata.graph_host_arguments",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill",
     "adapters.vllm.attention.mla_metadata:MlaMetadata.prefill_has_context",
     "adapters.vllm.attention.metadata:PagedMetadataBuilder._writable_slots",
