@@ -65,7 +65,7 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
     # Worker and model runner: called on the runner and the KV spec.
     ("vllm.v1.worker.gpu_worker:Worker.randomize_dummy_inputs", "profile_run argument"),
     # Profiling: vLLM's worker drives the profiler our worker sets (adapters/vllm/
-    # profiling.py; its lifecycle checked in tests/unit/vllm/test_profiler_binding.py).
+    # profiling.py; its lifecycle checked in tests/integration/vllm/test_profiler_binding.py).
     ("vllm.v1.worker.gpu_worker:Worker.profile",
      "/start_profile, /stop_profile: set_output_name, set_profiler_kwargs, start, stop"),
     ("vllm.v1.worker.gpu_worker:Worker.annotate_profile",
