@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -25,7 +26,8 @@ def test_each_layer_has_its_make_target_running_its_directory() -> None:
         assert recipe, layer
         assert f"pytest -q tests/{layer} " in recipe[1] + " ", recipe[1]
     test = re.search(r"^test: venv lint\n\t(.+)$", makefile, flags=re.M)
-    assert test and re.fullmatch(r"\$\(BIN\)/pytest -q \$\(PYTEST_ARGS\)", test[1]), test
+    runs = "$(BIN)/python scripts/run_suite.py $(if $(JOBS),--jobs $(JOBS)) $(PYTEST_ARGS)"
+    assert test and test[1] == runs, test
     testpaths = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert 'testpaths = ["tests"]' in testpaths
 
@@ -45,3 +47,30 @@ def test_test_module_names_are_unique_across_the_tree() -> None:
     names = [m.name for m in TESTS.rglob("*.py") if m.name != "__init__.py"
              and "support" not in m.relative_to(TESTS).parts and m.name != "conftest.py"]
     assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def _run_suite():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("run_suite", ROOT / "scripts" / "run_suite.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_make_tests_chunks_hold_every_test_module_once() -> None:
+    """`make test` (scripts/run_suite.py) runs each module of tests/ in exactly one chunk;
+    a module no chunk names lands in the last chunk, never nowhere."""
+    suite = _run_suite()
+    modules = sorted(TESTS.rglob("test_*.py"))
+    chunks = suite.partition(modules)
+    placed = [m for mods in chunks.values() for m in mods]
+    assert sorted(placed) == modules and len(placed) == len(set(placed))
+    stray = suite.partition([*modules, TESTS / "integration" / "newdir" / "test_new.py"])
+    assert TESTS / "integration" / "newdir" / "test_new.py" in stray[suite.CHUNKS[-1][0]]
+
+
+def test_every_path_a_chunk_names_exists() -> None:
+    """A renamed module would silently move to the last chunk and unbalance the queue."""
+    suite = _run_suite()
+    missing = [p for _, paths in suite.CHUNKS for p in paths if not (TESTS / p).exists()]
+    assert missing == []
