@@ -13,6 +13,7 @@ from typing import Any
 
 from attrs import field, frozen, validators
 
+from ascend_core.env.outside_vars import LAUNCH_BLOCKING, given
 from ascend_core.profiling import ProfilerSettings
 from ascend_core.quantization.export_layers import QuantizedLayers
 from ascend_core.quantization.methods import QuantMethod
@@ -274,7 +275,6 @@ class Deployment:
     # The quantized layers of the files under the method served (the user's choice, else
     # the files'), by format and layer kind: the quantization support table judges them.
     quantized_layers: tuple[QuantizedLayers, ...] = ()
-    launch_blocking: bool = False  # ASCEND_LAUNCH_BLOCKING=1 (synchronous kernel launch)
     npu_alloc_conf: str | None = None  # current PYTORCH_NPU_ALLOC_CONF, None when unset
     omp_num_threads: str | None = None  # current OMP_NUM_THREADS, None when unset
     # VLLM_USE_V2_MODEL_RUNNER as the operator set it, None when unset (plan.model_runner)
@@ -304,3 +304,12 @@ class Deployment:
     readable_files: Mapping[str, bool] = field(
         factory=dict, converter=_frozen_mapping, eq=False, hash=False
     )
+
+    @property
+    def launch_blocking(self) -> bool:
+        """ASCEND_LAUNCH_BLOCKING=1 (synchronous kernel launch) in outside_env; a value CANN
+        does not take (0 or 1) counts as unset here, and `ascend-doctor check` names it."""
+        try:
+            return given(self.outside_env, LAUNCH_BLOCKING) == 1
+        except ValueError:
+            return False

@@ -33,7 +33,7 @@ from ascend_core.deployment import (
 )
 from ascend_core.env.mapping import MappingEnvironment
 from ascend_core.env.unknown import PREFIX as ASCEND_PREFIX
-from ascend_core.env_registry import LAUNCH_BLOCKING, OUTSIDE_VARS, read_env
+from ascend_core.env_registry import OUTSIDE_VARS, read_env
 from ascend_core.errors import AscendError
 from ascend_core.profiling import ProfilerSettings
 from ascend_core.quantization import SELECTABLE, QuantMethod, detect_quantization
@@ -48,8 +48,9 @@ from ports.model_files import ModelFiles
 # vLLM's MooncakeConnector reads it; the P/D pair check compares it with the HTTP ports.
 BOOTSTRAP_PORT_VARIABLE = "VLLM_MOONCAKE_BOOTSTRAP_PORT"
 ABORT_TIMEOUT_VARIABLE = "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"
-# The variables outside VLLM_ASCEND_* that the plan reads (ASCEND_LAUNCH_BLOCKING is
-# registered, with CANN's meaning, in env_registry.OUTSIDE_VARS).
+# The variables outside VLLM_ASCEND_* that the plan reads as raw text (CANN's own,
+# ASCEND_LAUNCH_BLOCKING and HCCL_BUFFSIZE, are registered in env.outside_vars and
+# carried in Deployment.outside_env).
 NPU_ALLOC_CONF = "PYTORCH_NPU_ALLOC_CONF"
 OMP_NUM_THREADS = "OMP_NUM_THREADS"
 V2_MODEL_RUNNER = "VLLM_USE_V2_MODEL_RUNNER"
@@ -165,7 +166,6 @@ def build_deployment(
         user_quantization=requested.user_quantization,
         detected_quantization=detected,
         quantized_layers=quantized,
-        launch_blocking=_launch_blocking(env),
         npu_alloc_conf=env.get(NPU_ALLOC_CONF),
         omp_num_threads=env.get(OMP_NUM_THREADS),
         v2_model_runner=env.get(V2_MODEL_RUNNER),
@@ -184,15 +184,6 @@ def build_deployment(
             else {}
         ),
     )
-
-
-def _launch_blocking(env: Environment) -> bool:
-    """ASCEND_LAUNCH_BLOCKING=1, read through the registry; a value CANN does not take
-    (0 or 1) counts as unset here, and `ascend-doctor check` names it."""
-    try:
-        return read_env(env, OUTSIDE_VARS).get(LAUNCH_BLOCKING) == 1
-    except AscendError:
-        return False
 
 
 def ascend_variables(env: Environment) -> dict[str, str]:

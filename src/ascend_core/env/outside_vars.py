@@ -3,7 +3,8 @@ decisions; registered like ours (type, default, one-line doc) but never set by t
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from attrs import evolve
 
@@ -35,3 +36,12 @@ HCCL_BUFFSIZE = evolve(
 )
 
 OUTSIDE_VARS: tuple[EnvVar[Any], ...] = (LAUNCH_BLOCKING, HCCL_BUFFSIZE)
+
+T = TypeVar("T")
+
+
+def given(outside_env: Mapping[str, str], var: EnvVar[T]) -> T | None:
+    """`var`'s value as set in `outside_env` (Deployment.outside_env: name -> raw text),
+    None when unset; ValueError when the text is not what CANN takes."""
+    raw = outside_env.get(var.name)
+    return None if raw is None else var.parse(raw)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ascend_core.ascend_config import AscendConfig
 from ascend_core.deployment import Deployment, GraphMode, ParallelSettings
-from ascend_core.env.outside_vars import HCCL_BUFFSIZE
+from ascend_core.env.outside_vars import HCCL_BUFFSIZE, given
 from ascend_core.errors import ConfigError, EnvironmentVariableError
 from ascend_core.moe.comm_method import MoeCommFacts, MoeCommMethod, MoeCommPlan, plan_moe_comm
 from ascend_core.moe.decision import HcclBuffer, MoeDecision
@@ -113,16 +113,15 @@ def _hccl_buffer(
     experts_per_rank: int,
     config: AscendConfig,
 ) -> tuple[HcclBuffer | None, ConfigError | EnvironmentVariableError | None]:
-    raw = deployment.outside_env.get(HCCL_BUFFSIZE.name)
-    given = HCCL_BUFFSIZE.default
-    if raw is not None:
-        try:
-            given = HCCL_BUFFSIZE.parse(raw)
-        except ValueError:
-            return None, EnvironmentVariableError(
-                f"HCCL_BUFFSIZE={raw!r} is not {HCCL_BUFFSIZE.accepted} (MB).",
-                "set it to the MB of HCCL buffer each rank may use, or unset it for CANN's 200",
-            )
+    try:
+        set_mb = given(deployment.outside_env, HCCL_BUFFSIZE)
+    except ValueError:
+        raw = deployment.outside_env[HCCL_BUFFSIZE.name]
+        return None, EnvironmentVariableError(
+            f"HCCL_BUFFSIZE={raw!r} is not {HCCL_BUFFSIZE.accepted} (MB).",
+            "set it to the MB of HCCL buffer each rank may use, or unset it for CANN's 200",
+        )
+    buffsize = HCCL_BUFFSIZE.default if set_mb is None else set_mb
     hierarchy = config.reference_value("mc2_comm_alg", "") == "hierarchy" or bool(
         config.reference_value("enable_mc2_hierarchy_comm", False)
     )
@@ -136,15 +135,15 @@ def _hccl_buffer(
         num_experts=facts.num_experts,
         hierarchy=hierarchy,
     )
-    buffer = HcclBuffer(needed, given, raw is not None)
+    buffer = HcclBuffer(needed, buffsize, set_mb is not None)
     if buffer.fits:
         return buffer, None
     return buffer, ConfigError(
         f"MC2 needs an HCCL buffer of {needed} MB a rank ({comm.capacity // facts.tp} "
         f"tokens a rank, EP {facts.ep_size}, {experts_per_rank} experts a rank, hidden "
         f"{facts.hidden_size}, top-k {facts.experts_per_token}; CANN's "
-        f"aclnnMoeDistributeDispatchV2 formula) and HCCL_BUFFSIZE gives {given} MB"
-        + ("" if raw is not None else " (unset: CANN's default)")
+        f"aclnnMoeDistributeDispatchV2 formula) and HCCL_BUFFSIZE gives {buffsize} MB"
+        + ("" if set_mb is not None else " (unset: CANN's default)")
         + ".",
         f"export HCCL_BUFFSIZE={needed} (or more) on every rank, or lower the tokens a "
         "step carries (--max-num-seqs, the capture sizes), or set "

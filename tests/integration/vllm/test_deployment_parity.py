@@ -185,7 +185,7 @@ def test_the_cases_vary_every_requested_input(
         "compilation.capture_sizes", "compilation.custom_ops", "cache.block_size",
         "cache.enable_prefix_caching",
         "user_quantization", "lora",
-        "additional_config", "launch_blocking", "npu_alloc_conf", "omp_num_threads",
+        "additional_config", "outside_env", "npu_alloc_conf", "omp_num_threads",
         "training_consistency", "detected_quantization", "quantized_layers", "ascend_env",
         "readable_files",
         "model.max_model_len", "model.dtype",

@@ -180,7 +180,10 @@ deployments = st.builds(
     additional_config=additional_configs,
     user_quantization=_optional_str,
     detected_quantization=st.sampled_from(QuantMethod),
-    launch_blocking=st.booleans(),
+    outside_env=st.sampled_from([{}, {"ASCEND_LAUNCH_BLOCKING": "1"}, {"HCCL_BUFFSIZE": "x"}])
+    | st.dictionaries(
+        st.sampled_from(["ASCEND_LAUNCH_BLOCKING", "HCCL_BUFFSIZE"]), st.text(max_size=6)
+    ),
     npu_alloc_conf=st.none()
     | st.sampled_from(["", "expandable_segments:True", "max_split_size_mb:64", "garbage"])
     | st.text(max_size=20),

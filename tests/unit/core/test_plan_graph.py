@@ -119,7 +119,7 @@ def test_launch_blocking_drops_graphs_but_keeps_compilation_with_a_reason() -> N
     plan = plan_config(
         npu(
             compilation={"graph_mode": GraphMode.FULL, "mode": CompileMode.VLLM_COMPILE},
-            launch_blocking=True,
+            outside_env={"ASCEND_LAUNCH_BLOCKING": "1"},
         )
     )
     assert plan.ok
@@ -257,7 +257,7 @@ def test_host_with_compilation_unset_traces_once_instead_of_vllms_piecewise_defa
 
 
 def test_launch_blocking_drops_graphs_but_keeps_the_compiled_model() -> None:
-    plan = plan_config(npu(launch_blocking=True))
+    plan = plan_config(npu(outside_env={"ASCEND_LAUNCH_BLOCKING": "1"}))
     assert plan.graph_mode is GraphMode.NONE
     assert not plan.changes_to(fields.COMPILE_MODE)
 
@@ -425,7 +425,7 @@ def test_a_whole_model_dynamo_mode_runs_the_npu_eagerly_with_the_reason(
         plan = plan_config(
             npu(
                 compilation={"mode": mode, "graph_mode": graph_mode},
-                launch_blocking=launch_blocking,
+                outside_env={"ASCEND_LAUNCH_BLOCKING": "1" if launch_blocking else "0"},
             )
         )
         assert plan.graph_mode is GraphMode.NONE
