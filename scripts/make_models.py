@@ -318,6 +318,100 @@ def _shape_indexer_weights(model: Any) -> None:
                 param.normal_(0.0, 0.2)
 
 
+# DeepSeek-V4 (compressed sparse attention, mHC), its own style and builder
+# (make_dsv4_model): three layers, one of each attention kind (sliding window only; CSA:
+# KV compressed 4:1 in overlapping windows with the lightning indexer picking index_topk of
+# the compressed rows; HCA: KV compressed 128:1), the first layer's MoE hash-routed by token
+# id, the rest routed by sqrtsoftplus scores; 4 hyper-connection streams. vLLM's V4 layers
+# branch on exactly the rates 4 and 128, so those are kept; the window (16) and the top-k
+# (4, over 16 tokens' worth of CSA rows) are small, so prompts of ~150+ tokens exercise
+# every path. Head sizes are V4's proportions scaled down (one shared KV head, rope on the
+# last quarter of each head).
+DSV4_STYLE = "deepseek_v4"
+DSV4_SHAPE: dict[str, Any] = {
+    "hidden_size": 128, "num_hidden_layers": 3, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "head_dim": 64, "q_lora_rank": 64, "partial_rotary_factor": 0.25,
+    "layer_types": [
+        "sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"
+    ],
+    "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128},
+    "mlp_layer_types": ["hash_moe", "moe", "moe"],
+    "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1,
+    "moe_intermediate_size": 64, "sliding_window": 16, "o_groups": 2, "o_lora_rank": 32,
+    "index_n_heads": 4, "index_head_dim": 32, "index_topk": 4, "hc_mult": 4,
+    "num_nextn_predict_layers": 0,
+}
+
+
+def make_dsv4_model(
+    out_dir: str | os.PathLike[str], seed: int = 0, dtype: str = "float32"
+) -> Path:
+    """A tiny DeepSeek-V4 (DeepseekV4ForCausalLM) directory, as make_model writes others."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
+    out = Path(out_dir).resolve()
+    stamp = {"style": DSV4_STYLE, "seed": seed, "dtype": dtype, "version": SCRIPT_VERSION}
+    return build_once(out, STAMP_FILE, stamp, lambda tmp: _build_dsv4(tmp, seed, dtype))
+
+
+def _build_dsv4(out: Path, seed: int, dtype: str) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, DeepseekV4Config
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    tokenizer = _train_tokenizer(SIZES["tiny"]["vocab_size"], "llama")
+    tokenizer.save_pretrained(str(out))
+    ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in SPECIAL_TOKENS}
+    config = DeepseekV4Config(
+        **DSV4_SHAPE, vocab_size=len(tokenizer), max_position_embeddings=MAX_POSITIONS,
+        rms_norm_eps=1e-6, tie_word_embeddings=False, bos_token_id=ids[BOS],
+        eos_token_id=ids[EOS], pad_token_id=ids[PAD], initializer_range=0.02,
+    )
+    config.architectures = ["DeepseekV4ForCausalLM"]
+    with _seeded(seed):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        _shape_weights(model, DSV4_SHAPE["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
+        _shape_moe_weights(model)
+        _shape_dsv4_weights(model)
+    _save(model, out, dtype, ids)
+
+
+def _shape_dsv4_weights(model: Any) -> None:
+    """After _shape_weights and _shape_moe_weights: V4's own parts away from their flat
+    init. Projections by fan-in (queries, compressor and indexer 2x, so scores and pooling
+    gates spread); norms near one, not exactly; sinks and compressor position biases of
+    std ~1; the hyper-connections' projections data-dependent (scales near one, biases of
+    both signs), so the 4 streams mix differently per token; the hash router's table a
+    random distinct expert pair per token id."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            fan_in = param.shape[-1]
+            if name.endswith(("q_b_proj.weight", "gate_proj.weight", "weights_proj.weight")) and (
+                ".self_attn." in name
+            ):
+                param.normal_(0.0, 2.0 / fan_in**0.5)
+            elif name.endswith(("q_a_proj.weight", "kv_proj.weight", "o_a_proj.weight",
+                                "o_b_proj.weight")):
+                param.normal_(0.0, 1.0 / fan_in**0.5)
+            elif name.endswith("norm.weight"):
+                param.normal_(1.0, 0.1)
+            elif name.endswith(("self_attn.sinks", "position_bias")):
+                param.normal_(0.0, 1.0)
+            elif name.endswith(("_hc.fn", "hc_head.hc_fn")):
+                param.normal_(0.0, 1.0 / fan_in**0.5)
+            elif name.endswith(("_hc.base", "hc_head.hc_base")):
+                param.normal_(0.0, 0.5)
+            elif name.endswith(("_hc.scale", "hc_head.hc_scale")):
+                param.uniform_(0.5, 1.5)
+        for name, buf in model.named_buffers():
+            if name.endswith("tid2eid"):
+                experts, top_k = model.config.n_routed_experts, buf.shape[-1]
+                buf.copy_(torch.stack([torch.randperm(experts)[:top_k] for _ in buf]))
+
+
 def _split_off_mtp_layer(out: Path) -> None:
     """The model was built with one layer more than its config will say: that last layer
     becomes the MTP layer's block (model.layers.<L>.*, as DeepSeek-V3 checkpoints hold
@@ -1042,7 +1136,9 @@ def _shape_gpt_oss_weights(model: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="model directory to write")
-    parser.add_argument("--style", choices=(*STYLES, DSV32_STYLE, *VL_STYLES), default="llama")
+    parser.add_argument(
+        "--style", choices=(*STYLES, DSV32_STYLE, DSV4_STYLE, *VL_STYLES), default="llama"
+    )
     parser.add_argument("--size", choices=tuple(SIZES), default="tiny")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", choices=DTYPES, default="float32")
@@ -1063,6 +1159,8 @@ def main(argv: list[str] | None = None) -> int:
         out = make_vl_model(args.out, args.style, args.seed, args.dtype)
     elif args.style == DSV32_STYLE:
         out = make_dsv32_model(args.out, args.seed, args.dtype)
+    elif args.style == DSV4_STYLE:
+        out = make_dsv4_model(args.out, args.seed, args.dtype)
     else:
         out = make_model(args.out, args.style, args.size, args.seed, args.dtype)
     print(f"{out} ready in {time.perf_counter() - start:.1f}s", file=sys.stderr)

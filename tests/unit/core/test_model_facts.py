@@ -82,6 +82,41 @@ def test_deepseek_v32_is_mla_with_sparse_attention_and_moe() -> None:
     assert facts.is_moe
     assert facts.max_model_len == 163840  # yarn: max_position_embeddings is already stretched
 
+# DeepSeek-V4-Flash's published keys that decide its attention: no kv_lora_rank; one shared
+# KV head of head_dim, rope on its last qk_rope_head_dim channels, windows and compression.
+DEEPSEEK_V4: dict[str, Any] = {
+    "architectures": ["DeepseekV4ForCausalLM"],
+    "model_type": "deepseek_v4",
+    "hidden_size": 4096,
+    "num_hidden_layers": 43,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 1,
+    "head_dim": 512,
+    "qk_rope_head_dim": 64,
+    "n_routed_experts": 256,
+    "index_topk": 512,
+    "sliding_window": 128,
+    "compress_ratios": [0, 0, 4, 128],
+    "max_position_embeddings": 1048576,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_deepseek_v4_is_compressed_mla_over_its_one_kv_head() -> None:
+    facts = model_facts_from_config(DEEPSEEK_V4)
+    assert facts.mla is not None  # vLLM counts V4 as MLA (is_deepseek_mla)
+    assert (facts.mla.kv_lora_rank, facts.mla.qk_rope_head_dim) == (448, 64)
+    assert facts.head_size == 512
+    assert facts.compressed_attention and facts.use_sparse and facts.index_topk == 512
+    # transformers' configs give the rotary part as a fraction of the head instead.
+    tiny = {**DEEPSEEK_V4, "head_dim": 64, "partial_rotary_factor": 0.25}
+    del tiny["qk_rope_head_dim"]
+    assert model_facts_from_config(tiny).mla.qk_rope_head_dim == 16  # type: ignore[union-attr]
+    with pytest.raises(ConfigError, match="head_dim 64"):
+        model_facts_from_config({**DEEPSEEK_V4, "head_dim": 64})
+    # Another architecture without kv_lora_rank is not MLA for its head_dim.
+    assert model_facts_from_config({**DEEPSEEK_V4, "architectures": ["X"]}).mla is None
+
 
 def test_multimodal_config_reads_the_nested_text_config() -> None:
     config = {

@@ -24,10 +24,13 @@ from ascend_core.support import Feature, features_of
 from ports.device import ChipFamily, DeviceKind
 
 DEVICES = (DeviceKind.CPU, DeviceKind.NPU)
-_MLA = {"kv_lora_rank": 512, "qk_rope_head_dim": 64}
 # Architectures the matrix refuses, with the keys of their published configs: no row.
 REFUSED: Mapping[str, Mapping[str, Any]] = {
-    "DeepseekV4ForCausalLM": {**_MLA, "n_routed_experts": 256, "index_topk": 512},
+    # DeepSeek-V4's published keys: no kv_lora_rank (its KV head of head_dim is the latent).
+    "DeepseekV4ForCausalLM": {
+        "head_dim": 512, "qk_rope_head_dim": 64, "num_key_value_heads": 1,
+        "n_routed_experts": 256, "index_topk": 512, "sliding_window": 128,
+    },
     "WhisperForConditionalGeneration": {"is_encoder_decoder": True},
     "Qwen2AudioForConditionalGeneration": {"audio_config": {"d_model": 1280}},
     "JambaForCausalLM": {"layers_block_type": ["mamba", "attention"], "num_experts": 16},
