@@ -100,3 +100,24 @@ def test_ties_at_the_top_p_threshold_go_together(kernel: ModuleType, reference: 
 def test_no_k_and_no_p_leaves_logits_alone(kernel: ModuleType) -> None:
     x = logits_rows(2, 6)
     assert torch.equal(kernel.apply_top_k_top_p(x.clone(), None, None), x)
+
+
+def test_top_k_top_p_masks_float32_and_hands_other_dtypes_back() -> None:
+    """The sampling port on the kernels (the NPU adapter's TritonSamplingOps, interpreted):
+    float32 logits masked in place by the kernel; bf16 handed back (vLLM's torch path).
+    (Here, not in tests/unit: the kernel's 32 interpreted reduction passes take seconds.)"""
+    from adapters.npu import triton_kernels as tk
+    from adapters.npu.sampling import NpuSamplingOps
+    from ascend_core.triton_kernels import TritonKernelsRequest
+
+    interpreted = tk.choose_triton_kernels(TritonKernelsRequest.INTERPRET)
+    assert interpreted.enabled
+    ops = tk.TritonSamplingOps(interpreted, NpuSamplingOps())
+    logits = torch.tensor([[1.0, 4.0, 3.0, 2.0], [0.5, 0.25, 0.125, 0.75]])
+    masked = ops.top_k_top_p(logits, torch.tensor([2, 4]), None)
+    inf = float("-inf")
+    assert masked is logits
+    assert logits.tolist() == [[inf, 4.0, 3.0, inf], [0.5, 0.25, 0.125, 0.75]]
+    # bf16 logits: the torch adapter has no kernel, so the caller keeps vLLM's torch path.
+    assert ops.top_k_top_p(logits.to(torch.bfloat16), torch.tensor([1, 1]), None) is None
+    assert ops.greedy(torch.tensor([[0.0, 2.0, 1.0]])).tolist() == [1]

@@ -112,18 +112,6 @@ def test_slot_mapping_on_the_kernel_is_the_torch_contract(interpreted) -> None:
     assert torch.equal(got, want) and interpreted.launches["slot_mapping"] >= 1
 
 
-def test_top_k_top_p_masks_float32_and_hands_other_dtypes_back(interpreted) -> None:
-    ops = tk.TritonSamplingOps(interpreted, NpuSamplingOps())
-    logits = torch.tensor([[1.0, 4.0, 3.0, 2.0], [0.5, 0.25, 0.125, 0.75]])
-    masked = ops.top_k_top_p(logits, torch.tensor([2, 4]), None)
-    inf = float("-inf")
-    assert masked is logits
-    assert logits.tolist() == [[inf, 4.0, 3.0, inf], [0.5, 0.25, 0.125, 0.75]]
-    # bf16 logits: the torch adapter has no kernel, so the caller keeps vLLM's torch path.
-    assert ops.top_k_top_p(logits.to(torch.bfloat16), torch.tensor([1, 1]), None) is None
-    assert ops.greedy(torch.tensor([[0.0, 2.0, 1.0]])).tolist() == [1]
-
-
 def test_rejection_on_the_kernels_is_the_torch_reference(interpreted) -> None:
     ops = tk.TritonRejectionOps(interpreted, TorchRejectionOps())  # type: ignore[arg-type]
     ref = TorchRejectionOps()
