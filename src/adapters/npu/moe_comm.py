@@ -27,6 +27,7 @@ import torch.distributed as dist
 from attrs import frozen
 
 from adapters.npu.moe import COUNTS, NpuMoeOps
+from adapters.npu.quant_moe import NpuQuantMoeOps
 from ascend_core.moe.comm_method import MoeCommMethod
 from ascend_core.moe.decision import MoeDecision
 from ports.moe import SILU_MLP, ExpertMlp
@@ -59,9 +60,12 @@ class NpuMoeComm:
     """The three EP methods over one layer's local expert weights (w13 [E_local, 2I, H],
     w2 [E_local, H, I], unquantized)."""
 
-    def __init__(self, torch_npu: ModuleType, moe_ops: NpuMoeOps) -> None:
+    def __init__(
+        self, torch_npu: ModuleType, moe_ops: NpuMoeOps, quant_ops: NpuQuantMoeOps | None = None
+    ) -> None:
         self._torch_npu = torch_npu
         self._ops = moe_ops
+        self._quant_ops = quant_ops
 
     def run(
         self,
@@ -113,6 +117,54 @@ class NpuMoeComm:
             )
         )
         out_rows = self._ops.grouped_mlp(rows, token_nums, w13, w2, mlp=mlp)
+        out: torch.Tensor = self._torch_npu.npu_moe_distribute_combine_v2(
+            out_rows,
+            ids32,
+            assist,
+            recv_counts,
+            weights.float(),
+            domain.group_name,
+            domain.ep_size,
+            domain.ep_rank,
+            domain.num_experts,
+            global_bs=global_bs,
+        )
+        return out
+
+    def mc2_w8a8_dynamic(
+        self,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        w13: torch.Tensor,
+        w13_scale: torch.Tensor,
+        w2: torch.Tensor,
+        w2_scale: torch.Tensor,
+        domain: EpDomain,
+    ) -> torch.Tensor:
+        """MC2 with W8A8_DYNAMIC experts (weights as NpuQuantMoeOps.prepare_weights gives
+        them): dispatch quantizes each token per token (quant_mode 2), so int8 rows and
+        their float32 scales travel and feed the first grouped matmul directly."""
+        if self._quant_ops is None:
+            raise ValueError("NpuMoeComm.mc2_w8a8_dynamic needs the quantized MoE ops")
+        ids32 = ids.to(torch.int32)
+        global_bs = domain.max_tokens * domain.ep_size
+        rows, row_scale, assist, token_nums, recv_counts, _, _ = (
+            self._torch_npu.npu_moe_distribute_dispatch_v2(
+                hidden,
+                ids32,
+                domain.group_name,
+                domain.ep_size,
+                domain.ep_rank,
+                domain.num_experts,
+                quant_mode=DYNAMIC_INT8,
+                expert_token_nums_type=COUNTS,
+                global_bs=global_bs,
+            )
+        )
+        out_rows = self._quant_ops.grouped_mlp_w8a8_quantized(
+            rows, row_scale, token_nums, w13, w13_scale, w2, w2_scale, hidden.dtype
+        )
         out: torch.Tensor = self._torch_npu.npu_moe_distribute_combine_v2(
             out_rows,
             ids32,

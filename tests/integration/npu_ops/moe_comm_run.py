@@ -69,6 +69,7 @@ def _checks(rank: int) -> dict[str, object]:
     from adapters.cpu.moe import CpuMoeOps
     from adapters.npu.moe import NpuMoeOps
     from adapters.npu.moe_comm import EpDomain, NpuMoeComm
+    from adapters.npu.quant_moe import NpuQuantMoeOps
     from ascend_core.moe.comm_method import CommChoice, MoeCommMethod, MoeCommPlan
     from ascend_core.moe.decision import MoeDecision
     from ascend_core.moe.placement import place_experts
@@ -77,7 +78,7 @@ def _checks(rank: int) -> dict[str, object]:
 
     host = CpuMoeOps(native_kernels=False)
     tnpu = make_torch_npu("Ascend910_9391")
-    comm = NpuMoeComm(tnpu, NpuMoeOps(tnpu))
+    comm = NpuMoeComm(tnpu, NpuMoeOps(tnpu), NpuQuantMoeOps(tnpu))
     group = dist.group.WORLD
     name = comm_name(group)
     domain = EpDomain(group, name, WORLD, rank, EXPERTS, max(TOKENS))
@@ -105,6 +106,9 @@ def _checks(rank: int) -> dict[str, object]:
     out["dispatch_calls"] = len(dispatch)
     out["dispatch_group"] = dispatch[0]["group_ep"] == name
     out["combine_calls"] = len(tnpu.calls_of("npu_moe_distribute_combine_v2"))
+
+    # W8A8_DYNAMIC experts: dispatch sends int8 tokens with their per-token scales.
+    out["w8a8"] = _w8a8(rank, comm, domain, host, x, ids, weights, tnpu)
 
     # The core's decision picks the path by the step's size.
     placement, _ = place_experts(EXPERTS, 0, WORLD)
@@ -186,6 +190,38 @@ def _checks(rank: int) -> dict[str, object]:
     out["refusals"] = refusals
     out["token_nums"] = nums.tolist()
     return out
+
+
+def _w8a8(rank, comm, domain, host, x, ids, weights, tnpu):  # type: ignore[no-untyped-def]
+    from adapters.cpu.quant_moe import CpuQuantMoeOps
+    from adapters.npu.quant_moe import NpuQuantMoeOps
+
+    g = torch.Generator().manual_seed(1)
+    w13 = torch.randint(-127, 128, (EXPERTS, 2 * INTER, HIDDEN), generator=g, dtype=torch.int8)
+    w2 = torch.randint(-127, 128, (EXPERTS, HIDDEN, INTER), generator=g, dtype=torch.int8)
+    s13 = torch.rand(EXPERTS, 2 * INTER, generator=g) * 1e-3 + 1e-5
+    s2 = torch.rand(EXPERTS, HIDDEN, generator=g) * 1e-3 + 1e-5
+    cpu_q = CpuQuantMoeOps()
+    rows, permutation = host.permute(x, ids, EXPERTS)
+    kept = int(permutation.group_sizes.sum())
+    h13, h2 = cpu_q.prepare_weights(w13, w2)
+    expert_rows = cpu_q.grouped_mlp_w8a8_dynamic(
+        rows[:kept], permutation.group_sizes, h13, s13, h2, s2
+    )
+    ref = host.unpermute(expert_rows, permutation, weights).float()
+    npu_q = NpuQuantMoeOps(tnpu)
+    mine = slice(rank * LOCAL, (rank + 1) * LOCAL)
+    n13, n2 = npu_q.prepare_weights(w13[mine].contiguous(), w2[mine].contiguous())
+    y = comm.mc2_w8a8_dynamic(x, ids, weights, n13, s13[mine], n2, s2[mine], domain)
+    call = tnpu.calls_of("npu_moe_distribute_dispatch_v2")[-1]
+    first_gmm = tnpu.calls_of("npu_grouped_matmul")[-2]
+    return {
+        "max_abs": (y.float() - ref).abs().max().item(),
+        "ref_max": ref.abs().max().item(),
+        "quant_mode": call["quant_mode"],
+        "first_gmm_x": str(first_gmm["x"][0].dtype),
+        "dtype": str(y.dtype),
+    }
 
 
 def main() -> None:

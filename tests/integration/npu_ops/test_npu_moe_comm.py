@@ -3,7 +3,8 @@ tokens (6 and 4), 8 experts (4 a rank), top-2, bf16. The NPU adapter's MC2
 (npu_moe_distribute_dispatch_v2 / combine_v2), all-to-all (npu_moe_init_routing_v2,
 all_to_all_single, npu_grouped_matmul, npu_moe_token_unpermute) and all-gather paths
 against the host's single-device experts (CpuMoeOps.experts over all 8 experts), and the
-MC2 ops' refusals (support/torch_npu_emulator/semantics_mc2.py). One fresh process
+MC2 ops' refusals (support/torch_npu_emulator/semantics_mc2.py); MC2 with W8A8_DYNAMIC
+experts (dispatch quant_mode 2) against the host's quantized experts. One fresh process
 (moe_comm_run.py spawns the two ranks).
 
 Tolerance: all-to-all runs the host's roundings (the same unpermute) and must be bit-exact;
@@ -64,6 +65,16 @@ def test_mc2_runs_one_dispatch_and_one_combine_on_the_named_group(ranks: list[di
     for r, rank in enumerate(ranks):
         expected = [ids.count(e) for e in range(4 * r, 4 * r + 4)]
         assert rank["token_nums"] == expected
+
+
+def test_mc2_sends_w8a8_dynamic_tokens_as_int8_with_their_scales(ranks: list[dict]) -> None:
+    """Against the host's W8A8_DYNAMIC experts over all 8 experts (CpuQuantMoeOps): the
+    same int8 rows and GEMMs, the combine's one rounding apart (one bf16 ulp)."""
+    for rank in ranks:
+        got = rank["w8a8"]
+        assert got["quant_mode"] == 2 and got["first_gmm_x"] == "torch.int8"
+        assert got["dtype"] == "torch.bfloat16"
+        assert got["max_abs"] <= ONE_ULP * got["ref_max"], got
 
 
 def test_the_core_decision_picks_the_path_by_step_size(ranks: list[dict]) -> None:

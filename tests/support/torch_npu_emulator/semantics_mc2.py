@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 
 from support.torch_npu_emulator.hccl_comm import group_of
-from support.torch_npu_emulator.semantics import _require
+from support.torch_npu_emulator.semantics import _require, npu_dynamic_quant
 
 DISPATCH = "npu_moe_distribute_dispatch_v2"
 COMBINE = "npu_moe_distribute_combine_v2"
@@ -97,11 +97,16 @@ def _gather_rows(rows: torch.Tensor, group: dist.ProcessGroup, world: int) -> li
 
 
 def _quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic per-token int8: scale = max|x| / 127 per row, x / scale rounded."""
-    xf = x.float()
-    scale = xf.abs().amax(dim=-1).clamp(min=1e-12) / 127.0
-    q = torch.round(xf / scale.unsqueeze(-1)).clamp(-128, 127).to(torch.int8)
-    return q, scale
+    """Dynamic per-token int8, npu_dynamic_quant's formula (scale = max|x| / 127 a row)."""
+    return npu_dynamic_quant(
+        {
+            "input": x,
+            "smooth_scales": None,
+            "group_index": None,
+            "dst_type": torch.int8,
+            "quant_mode": "pertoken",
+        }
+    )
 
 
 def npu_moe_distribute_dispatch_v2(a: dict[str, Any]) -> tuple[torch.Tensor, ...]:
