@@ -32,12 +32,14 @@ def _weights() -> tuple[torch.Tensor, torch.Tensor]:
     return w13, w2
 
 
-def _tokens(rank: int, host) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tokens(seed: int, host, count: int | None = None):  # type: ignore[no-untyped-def]
+    """(x, ids, weights) of rank `seed`'s tokens (TOKENS[seed] of them unless count)."""
     from ports.moe import Routing
 
-    g = torch.Generator().manual_seed(100 + rank)
-    x = torch.randn(TOKENS[rank], HIDDEN, generator=g).bfloat16()
-    logits = torch.randn(TOKENS[rank], EXPERTS, generator=g)
+    n = TOKENS[seed] if count is None else count
+    g = torch.Generator().manual_seed(100 + seed)
+    x = torch.randn(n, HIDDEN, generator=g).bfloat16()
+    logits = torch.randn(n, EXPERTS, generator=g)
     weights, ids = host.route(logits, Routing(top_k=TOP_K, renormalize=True))
     return x, ids, weights
 
@@ -56,7 +58,7 @@ def _rank(rank: int, out_dir: str) -> None:
         dist.init_process_group(
             "gloo", init_method=f"file://{out_dir}/store", rank=rank, world_size=WORLD
         )
-        result.update(_checks(rank))
+        result.update(_checks(rank, out_dir))
     except Exception:  # the report carries it
         result["error"] = traceback.format_exc()
     finally:
@@ -65,7 +67,7 @@ def _rank(rank: int, out_dir: str) -> None:
             dist.destroy_process_group()
 
 
-def _checks(rank: int) -> dict[str, object]:
+def _checks(rank: int, out_dir: str) -> dict[str, object]:
     from adapters.cpu.moe import CpuMoeOps
     from adapters.npu.moe import NpuMoeOps
     from adapters.npu.moe_comm import EpDomain, NpuMoeComm
@@ -109,6 +111,9 @@ def _checks(rank: int) -> dict[str, object]:
 
     # W8A8_DYNAMIC experts: dispatch sends int8 tokens with their per-token scales.
     out["w8a8"] = _w8a8(rank, comm, domain, host, x, ids, weights, tnpu)
+
+    # MC2 captured in an NPU graph on the emulated device and replayed on new tokens.
+    out["graph"] = _graph(rank, domain, host, w13, w2, l13, l2)
 
     # The core's decision picks the path by the step's size.
     placement, _ = place_experts(EXPERTS, 0, WORLD)
@@ -221,6 +226,49 @@ def _w8a8(rank, comm, domain, host, x, ids, weights, tnpu):  # type: ignore[no-u
         "quant_mode": call["quant_mode"],
         "first_gmm_x": str(first_gmm["x"][0].dtype),
         "dtype": str(y.dtype),
+    }
+
+
+def _graph(rank, domain, host, w13, w2, l13, l2):  # type: ignore[no-untyped-def]
+    """Capture comm.mc2 once (after an eager warm-up), then write another step's tokens
+    into the captured inputs and replay: the dispatch and combine recorded in the graph
+    run again, across both ranks, and give the host's outputs for the new tokens."""
+    from adapters.npu.moe import NpuMoeOps
+    from adapters.npu.moe_comm import NpuMoeComm
+    from support.emulated_npu_device import counters, reset_counters
+    from support.torch_npu_emulator import make_torch_npu
+
+    tnpu = make_torch_npu("Ascend910_9391")
+    npu = tnpu.npu
+    npu.device()
+    comm = NpuMoeComm(tnpu, NpuMoeOps(tnpu))
+    x, ids, weights = _tokens(rank, host)
+    dx, dids, dw = x.to("npu"), ids.to(torch.int32).to("npu"), weights.to("npu")
+    d13, d2 = l13.to("npu"), l2.to("npu")
+
+    def body() -> torch.Tensor:
+        return comm.mc2(dx, dids, dw, d13, d2, domain)
+
+    body()
+    graph = npu.NPUGraph()
+    reset_counters()
+    with npu.graph(graph):
+        out = body()
+    reads = counters()["scalar_reads"] + counters()["d2h_copies"]
+    nodes = [str(node.name) for node in graph._py_nodes]  # the recorded launches
+    x2, ids2, weights2 = _tokens(rank + 7, host, TOKENS[rank])
+    dx.copy_(x2.to("npu"))
+    dids.copy_(ids2.to(torch.int32).to("npu"))
+    dw.copy_(weights2.to("npu"))
+    graph.replay()
+    ref = host.experts(x2, ids2, weights2, w13, w2).float()
+    return {
+        "host_reads_in_capture": reads,
+        "dispatch_nodes": sum("npu_moe_distribute_dispatch_v2" in n for n in nodes),
+        "combine_nodes": sum("npu_moe_distribute_combine_v2" in n for n in nodes),
+        "replay_max_abs": (out.cpu().float() - ref).abs().max().item(),
+        "ref_max": ref.abs().max().item(),
+        "changed": bool((ids2 != ids).any()),
     }
 
 

@@ -4,7 +4,8 @@ tokens (6 and 4), 8 experts (4 a rank), top-2, bf16. The NPU adapter's MC2
 all_to_all_single, npu_grouped_matmul, npu_moe_token_unpermute) and all-gather paths
 against the host's single-device experts (CpuMoeOps.experts over all 8 experts), and the
 MC2 ops' refusals (support/torch_npu_emulator/semantics_mc2.py); MC2 with W8A8_DYNAMIC
-experts (dispatch quant_mode 2) against the host's quantized experts. One fresh process
+experts (dispatch quant_mode 2) against the host's quantized experts; MC2 captured in an
+NPU graph on the emulated device and replayed. One fresh process
 (moe_comm_run.py spawns the two ranks).
 
 Tolerance: all-to-all runs the host's roundings (the same unpermute) and must be bit-exact;
@@ -75,6 +76,17 @@ def test_mc2_sends_w8a8_dynamic_tokens_as_int8_with_their_scales(ranks: list[dic
         assert got["quant_mode"] == 2 and got["first_gmm_x"] == "torch.int8"
         assert got["dtype"] == "torch.bfloat16"
         assert got["max_abs"] <= ONE_ULP * got["ref_max"], got
+
+
+def test_mc2_is_captured_in_an_npu_graph_and_replays_on_new_tokens(ranks: list[dict]) -> None:
+    """On the emulated device: the capture reads nothing back to the host, records one
+    dispatch and one combine, and its replay (both ranks meeting in the recorded
+    collectives) on another step's tokens gives the host's outputs for them."""
+    for rank in ranks:
+        got = rank["graph"]
+        assert got["host_reads_in_capture"] == 0 and got["changed"]
+        assert (got["dispatch_nodes"], got["combine_nodes"]) == (1, 1)
+        assert got["replay_max_abs"] <= ONE_ULP * got["ref_max"], got
 
 
 def test_the_core_decision_picks_the_path_by_step_size(ranks: list[dict]) -> None:

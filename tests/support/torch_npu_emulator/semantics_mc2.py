@@ -110,6 +110,20 @@ def _quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def npu_moe_distribute_dispatch_v2(a: dict[str, Any]) -> tuple[torch.Tensor, ...]:
+    """Staged through host memory (gloo): computed on the host, the outputs on x's device."""
+    with torch.device("cpu"):
+        outputs = _dispatch(a)
+    return tuple(t.to(a["x"].device) for t in outputs)
+
+
+def npu_moe_distribute_combine_v2(a: dict[str, Any]) -> torch.Tensor:
+    """Staged through host memory (gloo), as dispatch; the output on expand_x's device."""
+    with torch.device("cpu"):
+        out = _combine(a)
+    return out.to(a["expand_x"].device)
+
+
+def _dispatch(a: dict[str, Any]) -> tuple[torch.Tensor, ...]:
     op = DISPATCH
     _unmodelled(
         a, op, ("scales", "x_active_mask", "expert_scales", "elastic_info", "performance_info")
@@ -184,19 +198,18 @@ def npu_moe_distribute_dispatch_v2(a: dict[str, Any]) -> tuple[torch.Tensor, ...
     if a["expert_token_nums_type"] == 0:
         token_nums = token_nums.cumsum(0)
     ep_recv_counts = counts.reshape(-1).cumsum(0).to(torch.int32)
-    device = x.device
     return (
-        expand_x.to(device),
-        dynamic_scales.to(device),
-        assist.to(device),
-        token_nums.to(device),
-        ep_recv_counts.to(device),
-        torch.zeros(a["tp_world_size"], dtype=torch.int32, device=device),
-        torch.zeros(0, dtype=torch.float32, device=device),
+        expand_x,
+        dynamic_scales,
+        assist,
+        token_nums,
+        ep_recv_counts,
+        torch.zeros(a["tp_world_size"], dtype=torch.int32),
+        torch.zeros(0, dtype=torch.float32),
     )
 
 
-def npu_moe_distribute_combine_v2(a: dict[str, Any]) -> torch.Tensor:
+def _combine(a: dict[str, Any]) -> torch.Tensor:
     op = COMBINE
     _unmodelled(
         a,
@@ -263,7 +276,7 @@ def npu_moe_distribute_combine_v2(a: dict[str, Any]) -> torch.Tensor:
         out.index_add_(0, token, all_rows[src][mine] * host_weights[token, slot].unsqueeze(1))
     if shared is not None:
         out += shared.detach().cpu().float()
-    return out.to(rows.dtype).to(rows.device)
+    return out.to(rows.dtype)
 
 
 IMPLEMENTED = {DISPATCH: npu_moe_distribute_dispatch_v2, COMBINE: npu_moe_distribute_combine_v2}
