@@ -79,10 +79,10 @@ def _checks(rank: int, out_dir: str) -> dict[str, object]:
     from support.torch_npu_emulator.hccl_comm import comm_name
 
     host = CpuMoeOps(native_kernels=False)
-    tnpu = make_torch_npu("Ascend910_9391")
+    tnpu = make_torch_npu("Ascend910B1")
     comm = NpuMoeComm(tnpu, NpuMoeOps(tnpu), NpuQuantMoeOps(tnpu))
     group = dist.group.WORLD
-    name = comm_name(group)
+    name = comm_name(group, "Ascend910B1")  # A2 ranks: CANN's A2 MC2 takes H = 64
     domain = EpDomain(group, name, WORLD, rank, EXPERTS, max(TOKENS))
     w13, w2 = _weights()
     mine = slice(rank * LOCAL, (rank + 1) * LOCAL)
@@ -167,6 +167,8 @@ def _checks(rank: int, out_dir: str) -> dict[str, object]:
         "rank_id": _refused(lambda: dispatch_with(ep_rank_id=1 - rank)),
         "uneven_bs_without_global_bs": _refused(lambda: dispatch_with(global_bs=0)),
         "tp_domain": _refused(lambda: dispatch_with(group_tp="tp", tp_world_size=2)),
+        # The same group on A3 ranks: CANN's A3 kernel takes H in [1024, 8192] only.
+        "a3_hidden": _refused(lambda: dispatch_with(group_ep=comm_name(group, "Ascend910_9391"))),
     }
     # Combine given expert_ids that were not dispatched: this rank moves one slot of its
     # first token to an expert the other rank holds, as if its token had gone there.
@@ -238,7 +240,7 @@ def _graph(rank, domain, host, w13, w2, l13, l2):  # type: ignore[no-untyped-def
     from support.emulated_npu_device import counters, reset_counters
     from support.torch_npu_emulator import make_torch_npu
 
-    tnpu = make_torch_npu("Ascend910_9391")
+    tnpu = make_torch_npu("Ascend910B1")
     npu = tnpu.npu
     npu.device()
     comm = NpuMoeComm(tnpu, NpuMoeOps(tnpu))

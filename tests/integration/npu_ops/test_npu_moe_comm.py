@@ -1,5 +1,7 @@
 """Expert parallelism on the emulated NPU, op level: two ranks over gloo, each with its own
-tokens (6 and 4), 8 experts (4 a rank), top-2, bf16. The NPU adapter's MC2
+tokens (6 and 4), 8 experts (4 a rank), top-2, hidden 64, bf16, on A2 ranks (Ascend910B1;
+CANN's A2 MC2 takes a hidden size that is a multiple of 32, A3's takes 1024 and above).
+The NPU adapter's MC2
 (npu_moe_distribute_dispatch_v2 / combine_v2), all-to-all (npu_moe_init_routing_v2,
 all_to_all_single, npu_grouped_matmul, npu_moe_token_unpermute) and all-gather paths
 against the host's single-device experts (CpuMoeOps.experts over all 8 experts), and the
@@ -115,6 +117,7 @@ def test_tokens_at_the_wrong_rank_leave_the_reference(ranks: list[dict]) -> None
         ("rank_id", "but this rank is"),
         ("uneven_bs_without_global_bs", "ranks' BS differ ([6, 4]) and global_bs is 0"),
         ("tp_domain", "not modelled"),
+        ("a3_hidden", "H 64 outside [1024, 8192] on A3"),
         ("combine_wrong_rank", "expert_ids are not the ones dispatched"),
     ],
 )

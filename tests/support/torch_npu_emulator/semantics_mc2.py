@@ -13,8 +13,11 @@ Modelled: no TP domain (tp_world_size 0 or 1), no shared-expert ranks
 (shared_expert_rank_num 0), quant_mode 0 (tokens as given) and 2 (dynamic per-token int8:
 the sender quantizes, int8 and the float32 scales travel), expert_token_nums_type 0/1,
 global_bs 0 (every rank the same BS) or BS_max * ep_world_size. The rest raises
-NotImplementedError. Per-chip ranges of H, BS, K and the EP size are not in the wheel and
-are not modelled (the core's plan refuses the shapes it knows to be out of range).
+NotImplementedError. The chip's limits (CANN's aclnnMoeDistributeDispatchV2 constraints,
+the chip being the one the communicator's ranks are: hccl_comm): on A3 (Ascend910_93*)
+H in [1024, 8192] and BS <= 512; on A2 (Ascend910B*) H a multiple of 32 up to 7168 and
+BS <= 256; K <= 16 on both; other chips have no MC2 kernels. The EP-size ranges per
+chip are not modelled.
 
 Layout (the emulator's own: the adapter must treat assist_info and ep_recv_counts as
 opaque, as the hardware's are): a rank's received rows are grouped by local expert, then
@@ -56,9 +59,32 @@ def _unmodelled(a: dict[str, Any], op: str, tensors: tuple[str, ...]) -> None:
             raise NotImplementedError(f"{op}: {name}={a[name]} is not modelled")
 
 
+def _chip_limits(soc: str, op: str, hidden: int, bs: int, top_k: int) -> None:
+    """CANN's MC2 shape limits on the communicator's chip."""
+    if soc.startswith("Ascend910_93"):
+        _require(1024 <= hidden <= 8192, f"{op}: H {hidden} outside [1024, 8192] on A3 ({soc})")
+        _require(0 < bs <= 512, f"{op}: BS {bs} outside (0, 512] on A3 ({soc})")
+    elif soc.startswith("Ascend910B"):
+        _require(
+            hidden % 32 == 0 and 0 < hidden <= 7168,
+            f"{op}: H {hidden} not a multiple of 32 up to 7168 on A2 ({soc})",
+        )
+        _require(0 < bs <= 256, f"{op}: BS {bs} outside (0, 256] on A2 ({soc})")
+    else:
+        raise ValueError(f"{op}: {soc} has no MC2 kernels (A2 and A3 do)")
+    _require(0 < top_k <= 16, f"{op}: K {top_k} outside (0, 16]")
+
+
 def _ep_group(a: dict[str, Any], op: str) -> tuple[dist.ProcessGroup, int, int, int]:
     """(group, world, rank, local experts), the domain's arguments checked against it."""
-    group = group_of(a["group_ep"], op)
+    group, soc = group_of(a["group_ep"], op)
+    _chip_limits(
+        soc,
+        op,
+        a["x"].shape[-1] if "x" in a else a["expand_x"].shape[-1],
+        (a["x"] if "x" in a else a["expert_ids"]).shape[0],
+        a["expert_ids"].shape[-1],
+    )
     world, rank, experts = a["ep_world_size"], a["ep_rank_id"], a["moe_expert_num"]
     _require(
         world == dist.get_world_size(group),
