@@ -43,15 +43,38 @@ class NpuQuantMoeOps(QuantMoeOps):
     ) -> torch.Tensor:
         if rows.shape[0] == 0:
             return rows.new_zeros(0, w2.shape[2])
-        gate_up = self._quantized_matmul(rows, w13, w13_scale, group_sizes)
-        act = self._torch_npu.npu_swiglu(gate_up, dim=-1)
-        return self._quantized_matmul(act, w2, w2_scale, group_sizes)
+        x_q, token_scale = self._torch_npu.npu_dynamic_quant(rows, dst_type=torch.int8)
+        return self.grouped_mlp_w8a8_quantized(
+            x_q, token_scale, group_sizes, w13, w13_scale, w2, w2_scale, rows.dtype
+        )
 
-    def _quantized_matmul(
-        self, x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor,
+    def grouped_mlp_w8a8_quantized(
+        self,
+        rows_q: torch.Tensor,
+        row_scale: torch.Tensor,
         group_sizes: torch.Tensor,
+        w13: torch.Tensor,
+        w13_scale: torch.Tensor,
+        w2: torch.Tensor,
+        w2_scale: torch.Tensor,
+        dtype: torch.dtype,
     ) -> torch.Tensor:
-        x_q, token_scale = self._torch_npu.npu_dynamic_quant(x, dst_type=torch.int8)
+        """grouped_mlp_w8a8_dynamic from rows already quantized per token (int8 rows and
+        their float32 scales, as MC2's dispatch sends W8A8_DYNAMIC tokens); out in dtype."""
+        gate_up = self._int8_matmul(rows_q, row_scale, w13, w13_scale, group_sizes, dtype)
+        act = self._torch_npu.npu_swiglu(gate_up, dim=-1)
+        act_q, act_scale = self._torch_npu.npu_dynamic_quant(act, dst_type=torch.int8)
+        return self._int8_matmul(act_q, act_scale, w2, w2_scale, group_sizes, dtype)
+
+    def _int8_matmul(
+        self,
+        x_q: torch.Tensor,
+        token_scale: torch.Tensor,
+        weight: torch.Tensor,
+        scale: torch.Tensor,
+        group_sizes: torch.Tensor,
+        dtype: torch.dtype,
+    ) -> torch.Tensor:
         out: torch.Tensor = self._torch_npu.npu_grouped_matmul(
             [x_q],
             [weight],
@@ -61,6 +84,6 @@ class NpuQuantMoeOps(QuantMoeOps):
             group_list_type=COUNTS,
             group_type=GROUP_M,
             split_item=SINGLE_OUTPUT,
-            output_dtype=x.dtype,
+            output_dtype=dtype,
         )[0]
         return out

@@ -23,12 +23,13 @@ from support.torch_npu_emulator.semantics import IMPLEMENTED as _DENSE
 from support.torch_npu_emulator.semantics_gdn import IMPLEMENTED as _GDN
 from support.torch_npu_emulator.semantics_graph import HOST_HELPERS
 from support.torch_npu_emulator.semantics_graph import IMPLEMENTED as _GRAPH
+from support.torch_npu_emulator.semantics_mc2 import IMPLEMENTED as _MC2
 from support.torch_npu_emulator.semantics_mla import IMPLEMENTED as _MLA
 from support.torch_npu_emulator.semantics_moe import IMPLEMENTED as _MOE
 from support.torch_npu_emulator.semantics_sparse_mla import IMPLEMENTED as _SPARSE
 
 # _MLA's attention op adds the MLA cases to the dense one.
-IMPLEMENTED = {**_DENSE, **_MOE, **_MLA, **_SPARSE, **_GDN, **_GRAPH}
+IMPLEMENTED = {**_DENSE, **_MOE, **_MC2, **_MLA, **_SPARSE, **_GDN, **_GRAPH}
 
 __all__ = ["EmulatedOp", "EmulatedTorchNpu", "make_torch_npu"]
 

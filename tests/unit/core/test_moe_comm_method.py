@@ -145,6 +145,11 @@ def test_a5_takes_all_to_all_above_the_capacity_when_ep_exceeds_top_k():
     assert choose_method(facts(ChipFamily.A5, ep_size=16), 65).method is ALLTOALL
 
 
+def test_a5_leaves_mc2_within_the_capacity_for_a_shape_mc2_refuses():
+    choice = choose_method(facts(ChipFamily.A5, ep_size=32, experts_per_token=17), 64)
+    assert choice.method is ALLTOALL and "top-k 17" in choice.reason
+
+
 def test_the_plan_holds_the_method_of_small_and_large_steps():
     plan = plan_moe_comm(facts())
     assert (plan.capacity, plan.small.method, plan.large.method) == (64, MC2, ALLTOALL)

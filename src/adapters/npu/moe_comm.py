@@ -1,0 +1,247 @@
+"""Expert parallelism on the NPU: the core's communication method run with torch_npu's ops.
+
+Each rank brings its own tokens ([T, H], their global expert ids [T, k] and weights) and
+gets back their outputs over all experts; the EP group's ranks hold equal slices of the
+experts (rank r: experts [r * E_local, (r + 1) * E_local), vLLM's linear placement).
+
+- MC2: npu_moe_distribute_dispatch_v2 sends each token to the ranks holding its experts,
+  npu_grouped_matmul runs the local experts, npu_moe_distribute_combine_v2 brings the rows
+  back weighted and summed. Nothing is read back to the host (capturable).
+- all-to-all: npu_moe_init_routing_v2 sorts the token rows by global expert, the counts go
+  to the host for the splits, all_to_all_single sends the rows to their experts' ranks, the
+  local experts run, the rows come back and npu_moe_token_unpermute combines them.
+- all-gather: every rank's tokens gathered, the local experts run on all of them (slots of
+  other ranks' experts left out), the partial sums all-reduced and each rank keeps its own.
+
+Eager only for this slice: the all-to-all and all-gather paths read counts on the host.
+The argument meanings are torch_npu 2.14.0's (src/adapters/npu/schemas); the emulator's
+cross-rank semantics are in tests/support/torch_npu_emulator/semantics_mc2.py.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+import torch.distributed as dist
+from attrs import frozen
+
+from adapters.npu.moe import COUNTS, NpuMoeOps
+from adapters.npu.quant_moe import NpuQuantMoeOps
+from ascend_core.moe.comm_method import MoeCommMethod
+from ascend_core.moe.decision import MoeDecision
+from ports.moe import SILU_MLP, ExpertMlp
+
+NO_QUANT, DYNAMIC_INT8 = 0, 2  # dispatch quant_mode
+
+
+@frozen
+class EpDomain:
+    """The expert-parallel group as the ops name it.
+
+    group: the device process group; group_name: its HCCL communicator's name (what the
+    MC2 ops take as group_ep); num_experts: routed experts in all (moe_expert_num);
+    max_tokens: the most tokens a rank brings to a step (MC2's global_bs / ep_size).
+    """
+
+    group: dist.ProcessGroup
+    group_name: str
+    ep_size: int
+    ep_rank: int
+    num_experts: int
+    max_tokens: int
+
+    @property
+    def local_experts(self) -> int:
+        return self.num_experts // self.ep_size
+
+
+class NpuMoeComm:
+    """The three EP methods over one layer's local expert weights (w13 [E_local, 2I, H],
+    w2 [E_local, H, I], unquantized)."""
+
+    def __init__(
+        self, torch_npu: ModuleType, moe_ops: NpuMoeOps, quant_ops: NpuQuantMoeOps | None = None
+    ) -> None:
+        self._torch_npu = torch_npu
+        self._ops = moe_ops
+        self._quant_ops = quant_ops
+
+    def run(
+        self,
+        decision: MoeDecision,
+        step_tokens: int,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        w13: torch.Tensor,
+        w2: torch.Tensor,
+        domain: EpDomain,
+        mlp: ExpertMlp = SILU_MLP,
+    ) -> tuple[torch.Tensor, MoeCommMethod]:
+        """The method the core chose for a step of `step_tokens` (the most of any DP rank),
+        run; returns the outputs and the method."""
+        method = decision.comm.for_tokens(step_tokens).method
+        path = {
+            MoeCommMethod.MC2: self.mc2,
+            MoeCommMethod.ALLTOALL: self.all_to_all,
+            MoeCommMethod.ALLGATHER: self.all_gather,
+        }.get(method)
+        if path is None:
+            raise NotImplementedError(f"MoE comm method {method.value} is not in the NPU adapter")
+        return path(hidden, ids, weights, w13, w2, domain, mlp), method
+
+    def mc2(
+        self,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        w13: torch.Tensor,
+        w2: torch.Tensor,
+        domain: EpDomain,
+        mlp: ExpertMlp = SILU_MLP,
+    ) -> torch.Tensor:
+        ids32 = ids.to(torch.int32)
+        global_bs = domain.max_tokens * domain.ep_size  # ranks may bring fewer tokens
+        rows, _, assist, token_nums, recv_counts, _, _ = (
+            self._torch_npu.npu_moe_distribute_dispatch_v2(
+                hidden,
+                ids32,
+                domain.group_name,
+                domain.ep_size,
+                domain.ep_rank,
+                domain.num_experts,
+                quant_mode=NO_QUANT,
+                expert_token_nums_type=COUNTS,
+                global_bs=global_bs,
+            )
+        )
+        out_rows = self._ops.grouped_mlp(rows, token_nums, w13, w2, mlp=mlp)
+        out: torch.Tensor = self._torch_npu.npu_moe_distribute_combine_v2(
+            out_rows,
+            ids32,
+            assist,
+            recv_counts,
+            weights.float(),
+            domain.group_name,
+            domain.ep_size,
+            domain.ep_rank,
+            domain.num_experts,
+            global_bs=global_bs,
+        )
+        return out
+
+    def mc2_w8a8_dynamic(
+        self,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        w13: torch.Tensor,
+        w13_scale: torch.Tensor,
+        w2: torch.Tensor,
+        w2_scale: torch.Tensor,
+        domain: EpDomain,
+    ) -> torch.Tensor:
+        """MC2 with W8A8_DYNAMIC experts (weights as NpuQuantMoeOps.prepare_weights gives
+        them): dispatch quantizes each token per token (quant_mode 2), so int8 rows and
+        their float32 scales travel and feed the first grouped matmul directly."""
+        if self._quant_ops is None:
+            raise ValueError("NpuMoeComm.mc2_w8a8_dynamic needs the quantized MoE ops")
+        ids32 = ids.to(torch.int32)
+        global_bs = domain.max_tokens * domain.ep_size
+        rows, row_scale, assist, token_nums, recv_counts, _, _ = (
+            self._torch_npu.npu_moe_distribute_dispatch_v2(
+                hidden,
+                ids32,
+                domain.group_name,
+                domain.ep_size,
+                domain.ep_rank,
+                domain.num_experts,
+                quant_mode=DYNAMIC_INT8,
+                expert_token_nums_type=COUNTS,
+                global_bs=global_bs,
+            )
+        )
+        out_rows = self._quant_ops.grouped_mlp_w8a8_quantized(
+            rows, row_scale, token_nums, w13, w13_scale, w2, w2_scale, hidden.dtype
+        )
+        out: torch.Tensor = self._torch_npu.npu_moe_distribute_combine_v2(
+            out_rows,
+            ids32,
+            assist,
+            recv_counts,
+            weights.float(),
+            domain.group_name,
+            domain.ep_size,
+            domain.ep_rank,
+            domain.num_experts,
+            global_bs=global_bs,
+        )
+        return out
+
+    def all_to_all(
+        self,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        w13: torch.Tensor,
+        w2: torch.Tensor,
+        domain: EpDomain,
+        mlp: ExpertMlp = SILU_MLP,
+    ) -> torch.Tensor:
+        world, local = domain.ep_size, domain.local_experts
+        rows, permutation = self._ops.permute(hidden, ids, domain.num_experts)
+        per_expert = permutation.group_sizes  # [E] rows per global expert, expert order
+        recv_per_expert = torch.empty_like(per_expert)
+        dist.all_to_all_single(recv_per_expert, per_expert, group=domain.group)
+        send = per_expert.view(world, local).sum(1).tolist()  # the splits: a host read
+        received = recv_per_expert.view(world, local)  # [source rank, local expert]
+        recv = received.sum(1).tolist()
+        inbound = rows.new_empty(sum(recv), rows.shape[1])
+        dist.all_to_all_single(
+            inbound, rows[: sum(send)].contiguous(), recv, send, group=domain.group
+        )
+        # Arrived grouped by (source rank, local expert): regroup by local expert.
+        expert_of_row = torch.repeat_interleave(
+            torch.arange(local, device=rows.device).repeat(world), received.reshape(-1)
+        )
+        order = torch.sort(expert_of_row, stable=True).indices
+        out_rows = self._ops.grouped_mlp(inbound[order], received.sum(0), w13, w2, mlp=mlp)
+        back = torch.empty_like(out_rows).index_copy_(0, order, out_rows)
+        returned = rows.new_empty(sum(send), rows.shape[1])
+        dist.all_to_all_single(returned, back, send, recv, group=domain.group)
+        return self._ops.unpermute(returned, permutation, weights)
+
+    def all_gather(
+        self,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        w13: torch.Tensor,
+        w2: torch.Tensor,
+        domain: EpDomain,
+        mlp: ExpertMlp = SILU_MLP,
+    ) -> torch.Tensor:
+        world, local = domain.ep_size, domain.local_experts
+        counts = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
+        dist.all_gather(counts, torch.tensor([hidden.shape[0]]), group=domain.group)
+        sizes = [int(c.item()) for c in counts]  # a host read
+        most = max(sizes)
+
+        def gathered(t: torch.Tensor) -> torch.Tensor:
+            padded = t.new_zeros(most, *t.shape[1:])
+            padded[: t.shape[0]] = t
+            parts = [torch.empty_like(padded) for _ in range(world)]
+            dist.all_gather(parts, padded, group=domain.group)
+            return torch.cat([p[:n] for p, n in zip(parts, sizes, strict=True)])
+
+        all_ids = gathered(ids.long())
+        first = domain.ep_rank * local
+        mine = (all_ids >= first) & (all_ids < first + local)
+        local_ids = torch.where(mine, all_ids - first, -1)
+        partial = self._ops.experts(
+            gathered(hidden), local_ids, gathered(weights.float()), w13, w2, mlp=mlp
+        ).float()
+        dist.all_reduce(partial, group=domain.group)
+        start = sum(sizes[: domain.ep_rank])
+        return partial[start : start + hidden.shape[0]].to(hidden.dtype)
