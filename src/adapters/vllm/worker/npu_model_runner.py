@@ -181,15 +181,17 @@ def greedy_tail_serves(runner: Any) -> bool:
     )
 
 
-def _greedy_tail(model: Any, input_ids: Any) -> Callable[[Any], tuple[Any, Any]]:
+def _greedy_tail(model: Any, input_ids: Any) -> Callable[[Any], tuple[Any, Any] | None]:
     """The logits of the graph's rows and their greedy ids, the ids also written into
     the runner's input ids (the model has read them): the next step's tokens where its
     requests are this step's, in the same rows (NpuModelRunner._prepare_input_ids)."""
 
-    def tail(hidden_states: Any) -> tuple[Any, Any]:
+    def tail(hidden_states: Any) -> tuple[Any, Any] | None:
         import torch
 
         logits = model.compute_logits(hidden_states)
+        if logits is None:  # a rank the logits are gathered away from: its sampler's way
+            return None
         # vLLM's greedy sampler: argmax of the float32 logits (a widening of bf16, so
         # the same maximum and the same first index), as int32.
         ids = logits.argmax(dim=-1).to(torch.int32)
@@ -255,7 +257,7 @@ class NpuGraphWrapper(CUDAGraphWrapper):
         self._layers: frozenset[str] | None = None  # _attention_layers, found at first use
         # The step's tail captured after the model in a FULL graph (set by the runner):
         # hidden states -> (logits, greedy ids); per graph, its outputs; the last call's.
-        self.sample_tail: Callable[[Any], tuple[Any, Any]] | None = None
+        self.sample_tail: Callable[[Any], tuple[Any, Any] | None] | None = None
         self._tails: dict[Any, tuple[Any, Any]] = {}
         self.last_tail: tuple[Any, Any, Any] | None = None  # (hidden, logits, ids)
         self.last_served_ids: Any = None  # ids the runner last sampled from a replay
