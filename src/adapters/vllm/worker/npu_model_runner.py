@@ -278,6 +278,9 @@ class NpuGraphWrapper(CUDAGraphWrapper):
         return one(output)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # This call's tail only: the graphs share one pool, so another run's output (a
+        # piece's, an eager step's) may sit where an earlier replay's did.
+        self.last_tail = None
         if not is_forward_context_available():
             return self.runnable(*args, **kwargs)
         context = get_forward_context()
@@ -286,7 +289,6 @@ class NpuGraphWrapper(CUDAGraphWrapper):
             return self.runnable(*args, **kwargs)
         key = context.batch_descriptor
         assert key is not None
-        self.last_tail = None
         entry = self.concrete_cudagraph_entries.get(key)
         if entry is None:
             entry = self.concrete_cudagraph_entries[key] = CUDAGraphEntry(batch_descriptor=key)
