@@ -2,7 +2,8 @@
 graph mode (a benchmark, not a test).
 
     .venv/bin/python scripts/bench_npu_emulated.py [--model-style STYLE] [--steps N] \\
-        [--modes eager,PIECEWISE,FULL_DECODE_ONLY,FULL_AND_PIECEWISE] [--batches 1,8]
+        [--modes eager,PIECEWISE,FULL_DECODE_ONLY,FULL_AND_PIECEWISE] [--batches 1,8] \\
+        [--sampling greedy,seeded]
     .venv/bin/python scripts/bench_npu_emulated.py --kernel-launches
 
 STYLE: llama, qwen3, qwen3_moe (experts through torch_npu's MoE ops) or deepseek_v3_npu_mla
@@ -10,7 +11,8 @@ STYLE: llama, qwen3, qwen3_moe (experts through torch_npu's MoE ops) or deepseek
 MODES: `eager` (enforce_eager) and vLLM cudagraph_mode names; each runs in a fresh process
 (one engine each), asking for that mode with capture sizes 1, 2, 4 and 8. The table says
 which mode the plan served (a mode the NPU cannot capture yet is served as another, logged
-with its reason).
+with its reason). SAMPLING: `greedy` (temperature 0) and/or `seeded` (temperature 0.8,
+top-k 20, top-p 0.9, a seed per request); each is a row per mode and batch.
 
 Runs LLM.generate through AscendNpuPlatform -> NpuWorker -> NpuModelRunner on the emulated
 device and prints, per decode step at each batch: graph replays, ops launched from the
@@ -71,12 +73,24 @@ def _emulator_env() -> dict[str, str]:
     return env
 
 
-def measure(model: str, mode: str, steps: int, batches: list[int]) -> dict[str, Any]:
+def sampling_params(sampling: str, tokens: int, index: int) -> Any:
+    """The SamplingParams of request `index` in a run of `sampling` (greedy or seeded)."""
+    from vllm import SamplingParams
+
+    if sampling == "seeded":
+        return SamplingParams(max_tokens=tokens, temperature=0.8, top_k=20, top_p=0.9,
+                              seed=1000 + index, ignore_eos=True)  # fmt: skip
+    return SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+
+
+def measure(
+    model: str, mode: str, steps: int, batches: list[int], sampling: str = "greedy"
+) -> dict[str, Any]:
     """In a process started under the emulator: one engine in `mode`, its per-step costs."""
     from support.torch_npu_emulator.activate import activate
 
     activate()
-    from vllm import LLM, SamplingParams, TokensPrompt
+    from vllm import LLM, TokensPrompt
 
     from support.emulated_npu_device import counters, launch_sources, op_counts, reset_counters
 
@@ -108,7 +122,7 @@ def measure(model: str, mode: str, steps: int, batches: list[int]) -> dict[str, 
             TokensPrompt(prompt_token_ids=[rng.randrange(2, 500) for _ in range(24)])
             for _ in range(batch)
         ]
-        params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+        params = [sampling_params(sampling, tokens, i) for i in range(batch)]
         reset_counters()
         with launch_sources() as seen:
             llm.generate(prompts, params, use_tqdm=False)
@@ -119,9 +133,9 @@ def measure(model: str, mode: str, steps: int, batches: list[int]) -> dict[str, 
         """Each engine step's CPU time after the first (the prefill of all prompts): this
         process's, the engine's included, so waiting for a busy host's cores is left out."""
         engine = llm.llm_engine
-        params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
         for i in range(batch):
             prompt = TokensPrompt(prompt_token_ids=[rng.randrange(2, 500) for _ in range(24)])
+            params = sampling_params(sampling, tokens, i)
             engine.add_request(f"timed-{batch}-{rng.random()}-{i}", prompt, params)
         seconds = []
         while engine.has_unfinished_requests():
@@ -142,9 +156,12 @@ def measure(model: str, mode: str, steps: int, batches: list[int]) -> dict[str, 
     return {"served": served, "layers": len(runner.model.model.layers), "batches": rows}
 
 
-def _child(model: str, mode: str, steps: int, batches: list[int]) -> dict[str, Any]:
+def _child(
+    model: str, mode: str, steps: int, batches: list[int], sampling: str
+) -> dict[str, Any]:
     command = [sys.executable, __file__, "--measure", mode, "--model-dir", model,
-               "--steps", str(steps), "--batches", ",".join(map(str, batches))]  # fmt: skip
+               "--steps", str(steps), "--batches", ",".join(map(str, batches)),
+               "--sampling", sampling]  # fmt: skip
     done = subprocess.run(command, env=_emulator_env(), capture_output=True, text=True)
     for line in done.stdout.splitlines():
         if line.startswith(_RESULT):
@@ -160,27 +177,29 @@ def _table(named: str, results: dict[str, dict[str, Any]], batches: list[int]) -
     print(f"model {named}, {layers} decoder layers, bf16, block 128, captured sizes "
           f"{CAPTURE_SIZES}; per decode step (emulator, not Ascend hardware)")  # fmt: skip
     print(
-        "| asked | runs | batch | replays | host launches | D2D copies | replayed ops "
+        "| asked | runs | sampling | batch | replays | host launches | D2D copies | replayed ops "
         "| D2H syncs | of which D2H copies | H2D copies | host CPU ms |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for mode, result in results.items():
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for run, result in results.items():
+        mode, sampling = run.split("/")
         for batch in batches:
             row = result["batches"][str(batch)]
             per = row["per_step"]
             print(
-                f"| {mode} | {result['served'] if mode != 'eager' else 'eager'} | {batch} "
+                f"| {mode} | {result['served'] if mode != 'eager' else 'eager'} | {sampling} "
+                f"| {batch} "
                 f"| {per['graph_replays']:.1f} | {launches(per):.1f} | {per['d2d_copies']:.1f} "
                 f"| {per['graph_replayed_ops']:.1f} | {syncs(per):.2f} "
                 f"| {per['d2h_copies']:.2f} | {per['h2d_copies']:.2f} | {row['host_ms']:.1f} |"
             )
-    for mode, result in results.items():
+    for mode, result in results.items():  # mode: "MODE/SAMPLING"
         ops = result["batches"][str(max(batches))]["ops"]
         print(f"\n{mode}: ops launched from the host per decode step at batch {max(batches)}:")
         for name, n in sorted(ops.items(), key=lambda kv: -kv[1])[:12]:
             if n > 0:
                 print(f"  {n:6.1f}  {name}")
-        if mode == "eager":
+        if mode.startswith("eager/"):
             continue
         # Every launch and copy outside the replays, by where it comes from (the runner's
         # method <- the nearest frame of vLLM or the plugin).
@@ -202,6 +221,11 @@ def main() -> None:
     )
     parser.add_argument("--batches", default="1,8", help="decode batch sizes (default 1,8)")
     parser.add_argument(
+        "--sampling",
+        default="greedy",
+        help="comma-separated: greedy and/or seeded (top-k/top-p, a seed a request)",
+    )
+    parser.add_argument(
         "--kernel-launches",
         action="store_true",
         help="only print the launches per decode step of the roles the NPU's Triton kernels "
@@ -219,7 +243,7 @@ def main() -> None:
         return
     batches = [int(b) for b in args.batches.split(",")]
     if args.measure:
-        result = measure(args.model_dir, args.measure, args.steps, batches)
+        result = measure(args.model_dir, args.measure, args.steps, batches, args.sampling)
         print(_RESULT + json.dumps(result), flush=True)
         return
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -227,7 +251,14 @@ def main() -> None:
     if unknown := [m for m in modes if m not in known]:
         parser.error(f"unknown modes {unknown}; choose from {sorted(known)}")
     model, named = _model_dir(args.model_style)
-    results = {mode: _child(model, mode, args.steps, batches) for mode in modes}
+    samplings = [s.strip() for s in args.sampling.split(",") if s.strip()]
+    if unknown := [s for s in samplings if s not in ("greedy", "seeded")]:
+        parser.error(f"unknown sampling {unknown}; choose from greedy, seeded")
+    results = {
+        f"{mode}/{sampling}": _child(model, mode, args.steps, batches, sampling)
+        for mode in modes
+        for sampling in samplings
+    }
     _table(named, results, batches)
 
 

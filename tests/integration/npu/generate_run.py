@@ -51,19 +51,30 @@ def prompts(seed: int = 0, lengths: tuple[int, ...] = LENGTHS) -> list[list[int]
     return [[rng.randrange(2, 500) for _ in range(n)] for n in lengths]
 
 
-def decode_step_costs(llm: object) -> dict[str, float]:
+def seeded(tokens: int, index: int) -> object:
+    """Seeded top-k/top-p sampling, request `index`'s own seed."""
+    from vllm import SamplingParams
+
+    return SamplingParams(max_tokens=tokens, temperature=0.8, top_k=20, top_p=0.9,
+                          seed=7 + index, ignore_eos=True)  # fmt: skip
+
+
+def decode_step_costs(llm: object, sampling: str = "greedy") -> dict[str, float]:
     """The emulated device's counters per decode step of a batch of 8: a run of
     1 + DECODE_STEPS tokens minus a run of 1 token, over fresh prompts of 8 tokens (all 8
     prefill in one step of max_num_batched_tokens=64, with no prefix-cache hit, so the
     extra steps are all decode steps of 8), divided by DECODE_STEPS; `op:NAME` counts
-    each op launched from the host (those that launched any)."""
+    each op launched from the host (those that launched any). `sampling`: greedy, or
+    seeded (top-k/top-p, a seed a request)."""
     from vllm import SamplingParams, TokensPrompt
 
     from support.emulated_npu_device import counters, op_counts, reset_counters
 
     def run(seed: int, tokens: int) -> dict[str, int]:
         batch = [TokensPrompt(prompt_token_ids=p) for p in prompts(seed, (8,) * 8)]
-        params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+        params: object = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+        if sampling == "seeded":
+            params = [seeded(tokens, i) for i in range(len(batch))]
         reset_counters()
         llm.generate(batch, params, use_tqdm=False)  # type: ignore[attr-defined]
         return {**counters(), **{f"op:{k}": v for k, v in op_counts().items()}}
@@ -185,6 +196,14 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
         after = llm.collective_rpc(worker_graphs) if ranks else []
         here = counters() if device == "npu" and not after else {}
         device_counters = after[0]["counters"] if after else here
+        # Seeded top-k/top-p, twice: the same ids (each request's own generator), those
+        # of the eager run; decoding together in batches padded to a captured size.
+        short = [TokensPrompt(prompt_token_ids=p) for p in prompts(5, (5, 40, 1, 20, 9))]
+        seeded_runs = [
+            [list(o.outputs[0].token_ids) for o in llm.generate(
+                short, [seeded(MAX_NEW, i) for i in range(len(short))], use_tqdm=False)]
+            for _ in range(2)
+        ]  # fmt: skip
         print("RESULT " + json.dumps({
             "runs": [[list(o.outputs[0].token_ids) for o in out] for out in passes],
             "cached_tokens": [int(o.num_cached_tokens or 0) for o in passes[1]],
@@ -195,6 +214,10 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
             "rank_counters": [r["counters"] for r in after],
             "counters": device_counters,
             "decode_step": decode_step_costs(llm) if device == "npu" and tp == 1 else {},
+            "decode_step_seeded": decode_step_costs(llm, "seeded")
+            if device == "npu" and tp == 1
+            else {},
+            "seeded_runs": seeded_runs,
             "host_decode": host_decode,
         }), flush=True)
         return

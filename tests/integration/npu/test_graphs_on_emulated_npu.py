@@ -58,14 +58,13 @@ CAPTURED = {
 }
 # Ops a FULL decode step of batch 8 launches outside its one replay (docs/benchmarks.md
 # lists each): vLLM's fill of the block table's padding rows (on an empty slice at a
-# captured size), the step plan's padding slots (one maximum), the logits matmul and the
-# greedy argmax; the step's positions, lengths and slots come from the host
-# (adapters/vllm/worker/host_decode_inputs.py), none of the model's ops are launched.
-# (Eager: every op
-# of the model too.) Device-to-device copies, a launch each too: the last sampled ids and
-# the sampler's 2 dtype casts.
-OUTSIDE_FULL_REPLAY = 4
-D2D_OUTSIDE_FULL_REPLAY = 3
+# captured size) and the step plan's padding slots (one maximum); the step's positions,
+# lengths and slots come from the host (adapters/vllm/worker/host_decode_inputs.py), the
+# logits matmul and a greedy batch's argmax are recorded in the graph after the model
+# (NpuGraphWrapper.sample_tail), none of the model's ops are launched. (Eager: every op
+# of the model too.) Device-to-device copies, a launch each too: the last sampled ids.
+OUTSIDE_FULL_REPLAY = 2
+D2D_OUTSIDE_FULL_REPLAY = 1
 
 
 def _start_graph(device: str, model: str, mode: str | None, stale: bool = False) -> Any:
@@ -166,6 +165,35 @@ def test_a_full_decode_step_is_one_replay_and_a_handful_of_launches(graph_runs, 
     # The attention op runs inside the replay: launched from the host in no decode step.
     assert not any(k.startswith("op:") and "fused_infer_attention" in k for k in step)
     assert any(k.startswith("op:") and "fused_infer_attention" in k for k in piecewise)
+    # Nor the logits matmul and the greedy argmax (the piecewise step launches both).
+    assert_sampling_tail_replayed(step, piecewise)
+
+
+def assert_sampling_tail_replayed(step: dict[str, float], outside: dict[str, float]) -> None:
+    """A FULL decode step launches neither the logits matmul nor a greedy batch's argmax
+    (recorded in its graph), where `outside` (a step without the tail) launches both."""
+    for op in ("aten::mm", "aten::argmax"):
+        assert not any(k.startswith("op:") and op in k for k in step), (op, step)
+        assert any(k.startswith("op:") and op in k for k in outside), (op, outside)
+
+
+def assert_seeded_sampling_is_eagers(graphs: dict[str, Any], eager: dict[str, Any]) -> None:
+    """Seeded top-k/top-p over the FULL graph's logits: the eager run's ids, both passes
+    the same; a seeded decode step of 8 is one replay, its logits matmul inside it (vLLM's
+    sampler runs outside, on those logits)."""
+    assert graphs["seeded_runs"][0] == graphs["seeded_runs"][1] == eager["seeded_runs"][0]
+    assert eager["seeded_runs"][0] == eager["seeded_runs"][1]
+    step = graphs["decode_step_seeded"]
+    assert step["graph_replays"] == 1 and step["d2h_copies"] == 1, step
+    assert not any(k.startswith("op:") and "aten::mm" in k for k in step), step
+    assert any(k.startswith("op:") and "aten::mm" in k for k in eager["decode_step_seeded"])
+
+
+@pytest.mark.parametrize("asked", ["FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"])
+def test_seeded_sampling_in_full_graphs_gives_the_eager_ids(graph_runs, asked) -> None:
+    assert_seeded_sampling_is_eagers(
+        graph_runs["npu", "llama", asked], graph_runs["npu", "llama", "eager"]
+    )
 
 
 def assert_host_decode_is_vllms(runs: dict[tuple[str, str, str], dict[str, Any]]) -> None:

@@ -33,11 +33,14 @@ import pytest
 from integration.npu.test_generate_on_emulated_npu import _result
 from integration.npu.test_graphs_on_emulated_npu import (
     CAPTURE_SIZES,
+    D2D_OUTSIDE_FULL_REPLAY,
     DEFAULT,
     OUTSIDE_FULL_REPLAY,
     STALE,
     _start_graph,
     assert_host_decode_is_vllms,
+    assert_sampling_tail_replayed,
+    assert_seeded_sampling_is_eagers,
 )
 
 QWEN3_MOE, MLA_MOE = "qwen3_moe", "deepseek_v3_npu_mla_moe"
@@ -107,6 +110,9 @@ def test_moe_and_mla_models_capture_full_graphs_and_give_the_eager_and_host_ids(
     step, eager_step = graphs["decode_step"], eager["decode_step"]
     assert step["graph_replays"] == 1
     assert step["fallback_ops"] <= OUTSIDE_FULL_REPLAY < eager_step["fallback_ops"], step
+    assert step["d2d_copies"] <= D2D_OUTSIDE_FULL_REPLAY and step["d2h_copies"] == 1, step
+    assert_sampling_tail_replayed(step, eager_step)
+    assert_seeded_sampling_is_eagers(graphs, eager)
     launched = [k for k in step if k.startswith("op:") and any(m in k for m in MODEL_OPS)]
     assert not launched, launched
     assert any("fused_infer_attention" in k for k in eager_step)

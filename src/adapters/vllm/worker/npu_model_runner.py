@@ -66,6 +66,72 @@ class NpuModelRunner(SeededRewindMixin, HostDecodeInputsMixin):
                 model.runnable, self.vllm_config, model.runtime_mode, model.cudagraph_options,
                 runtime=self._runtime,
             )
+            if greedy_tail_serves(self):
+                self.model.sample_tail = _greedy_tail(model.runnable, self.input_ids.gpu)
+
+    def _model_forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The model's forward; with the greedy tail, after the last step's copy of its
+        sampled ids to the host: they are the graph's output the next replay rewrites
+        (vLLM's own ids are fresh each step), so the replay's stream waits for that copy
+        (its own stream) first."""
+        stream = self.async_output_copy_stream
+        if stream is not None and getattr(self.model, "sample_tail", None) is not None:
+            import torch
+
+            torch.cuda.current_stream().wait_stream(stream)
+        return super()._model_forward(*args, **kwargs)
+
+    def _prepare_input_ids(
+        self, scheduler_output: Any, num_reqs: int, total_num_scheduled_tokens: int,
+        cu_num_tokens: Any,
+    ) -> None:
+        """vLLM's input ids; none to move when the last step's were the FULL graph's greedy
+        ids and this step decodes the same requests in the same rows: the graph wrote
+        them into the input ids already (vLLM would copy them there on the device)."""
+        prev = self.input_batch.prev_sampled_token_ids
+        tail = getattr(self.model, "last_served_ids", None)
+        if (
+            prev is not None
+            and tail is not None
+            and prev.data_ptr() == tail.data_ptr()
+            and total_num_scheduled_tokens == num_reqs
+            and not scheduler_output.scheduled_spec_decode_tokens
+            and self._pp_recv_work is None
+            and not self.enable_prompt_embeds
+            and num_reqs <= tail.shape[0]
+            and bool((self.prev_positions.np[:num_reqs] == self.arange_np[:num_reqs]).all())
+        ):
+            return
+        super()._prepare_input_ids(
+            scheduler_output, num_reqs, total_num_scheduled_tokens, cu_num_tokens
+        )
+
+    def sample_tokens(self, grammar_output: Any) -> Any:
+        """GPUModelRunner.sample_tokens with torch.cuda bound to the device's API; a step
+        with a grammar's bitmask samples from the masked logits (never the graph's ids)."""
+        self._grammar_step = grammar_output is not None
+        with self._runtime.runner_scope():
+            return GPUModelRunner.sample_tokens(self, grammar_output)
+
+    def _sample(self, logits: Any, spec_decode_metadata: Any) -> Any:
+        """vLLM's sampler, or the greedy ids the FULL graph just computed from these very
+        logits when the batch's sampling is plain greedy (greedy_sample_served)."""
+        tail = getattr(self.model, "last_tail", None)
+        if (
+            tail is not None
+            and spec_decode_metadata is None
+            and logits is not None
+            and not getattr(self, "_grammar_step", False)
+            and logits.data_ptr() == tail[1].data_ptr()
+            and greedy_sample_served(self.input_batch.sampling_metadata)
+        ):
+            from vllm.v1.outputs import SamplerOutput
+
+            self.input_batch.update_async_output_token_ids()
+            ids = tail[2][: logits.shape[0]].unsqueeze(-1)
+            self.model.last_served_ids = tail[2]
+            return SamplerOutput(sampled_token_ids=ids, logprobs_tensors=None)
+        return super()._sample(logits, spec_decode_metadata)
 
     # Each of these creates or waits on streams and events (the async output copy, the
     # transfer event of the sampled ids, the dummy and profiling batches, graph capture).
@@ -94,11 +160,68 @@ class NpuModelRunner(SeededRewindMixin, HostDecodeInputsMixin):
                 kv.index_fill_(0, ids, 0)
 
     execute_model = _in_scope("execute_model")
-    sample_tokens = _in_scope("sample_tokens")
     profile_run = _in_scope("profile_run")
     capture_model = _in_scope("capture_model")
     profile_cudagraph_memory = _in_scope("profile_cudagraph_memory")
     initialize_kv_cache = _in_scope("initialize_kv_cache")
+
+
+def greedy_tail_serves(runner: Any) -> bool:
+    """Whether the FULL graphs of this runner record the logits matmul and the greedy
+    argmax after the model: a last pipeline rank of a generating model without
+    speculative decoding (its steps sample from other rows)."""
+    from vllm.distributed import get_pp_group
+
+    return bool(
+        not runner.is_pooling_model
+        and runner.speculative_config is None
+        and not runner.broadcast_pp_output
+        and get_pp_group().is_last_rank
+        and hasattr(runner.model, "compute_logits")
+    )
+
+
+def _greedy_tail(model: Any, input_ids: Any) -> Callable[[Any], tuple[Any, Any] | None]:
+    """The logits of the graph's rows and their greedy ids, the ids also written into
+    the runner's input ids (the model has read them): the next step's tokens where its
+    requests are this step's, in the same rows (NpuModelRunner._prepare_input_ids)."""
+
+    def tail(hidden_states: Any) -> tuple[Any, Any] | None:
+        import torch
+
+        logits = model.compute_logits(hidden_states)
+        if logits is None:  # a rank the logits are gathered away from: its sampler's way
+            return None
+        # vLLM's greedy sampler: argmax of the float32 logits (a widening of bf16, so
+        # the same maximum and the same first index), as int32.
+        ids = logits.argmax(dim=-1).to(torch.int32)
+        input_ids[: ids.shape[0]].copy_(ids)
+        return logits, ids
+
+    return tail
+
+
+# The logits processors vLLM always installs that change an argmax, each idle while none
+# of the batch's requests asked for it (its per-request state is empty).
+_IDLE_WHEN_EMPTY = {"LogitBiasLogitsProcessor": "biases", "MinTokensLogitsProcessor": "min_toks"}
+
+
+def greedy_sample_served(metadata: Any) -> bool:
+    """Whether vLLM's sampler would give this batch the argmax of its raw logits: every
+    request greedy, no logprobs, no penalties, allowed or bad words, no active logits
+    processor that moves an argmax, no thinking budget."""
+    if not metadata.all_greedy or metadata.max_num_logprobs is not None:
+        return False
+    if metadata.logprob_token_ids or not metadata.no_penalties:
+        return False
+    if metadata.allowed_token_ids_mask is not None or metadata.bad_words_token_ids:
+        return False
+    for processor in metadata.logitsprocs.non_argmax_invariant:
+        state = _IDLE_WHEN_EMPTY.get(type(processor).__name__)
+        if state is None or getattr(processor, state, None):
+            return False
+    holder = getattr(metadata, "thinking_budget_state_holder", None)
+    return holder is None or not holder.has_tracked_requests()
 
 
 class NpuGraphWrapper(CUDAGraphWrapper):
@@ -132,6 +255,12 @@ class NpuGraphWrapper(CUDAGraphWrapper):
             )
         self._graphs: DeviceGraphs = graphs
         self._layers: frozenset[str] | None = None  # _attention_layers, found at first use
+        # The step's tail captured after the model in a FULL graph (set by the runner):
+        # hidden states -> (logits, greedy ids); per graph, its outputs; the last call's.
+        self.sample_tail: Callable[[Any], tuple[Any, Any] | None] | None = None
+        self._tails: dict[Any, tuple[Any, Any]] = {}
+        self.last_tail: tuple[Any, Any, Any] | None = None  # (hidden, logits, ids)
+        self.last_served_ids: Any = None  # ids the runner last sampled from a replay
         super().__init__(runnable, vllm_config, runtime_mode, cudagraph_options)
 
     def _weak(self, output: Any) -> Any:
@@ -149,6 +278,9 @@ class NpuGraphWrapper(CUDAGraphWrapper):
         return one(output)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # This call's tail only: the graphs share one pool, so another run's output (a
+        # piece's, an eager step's) may sit where an earlier replay's did.
+        self.last_tail = None
         if not is_forward_context_available():
             return self.runnable(*args, **kwargs)
         context = get_forward_context()
@@ -169,6 +301,8 @@ class NpuGraphWrapper(CUDAGraphWrapper):
             if full:
                 arguments = _host_arguments(context.attn_metadata, self._attention_layers())
                 self._graphs.update(entry.cudagraph, arguments)
+                if key in self._tails:
+                    self.last_tail = (entry.output, *self._tails[key])
             return entry.output
         validate_cudagraph_capturing_enabled()
         graph = self._graphs.new_graph()
@@ -182,12 +316,37 @@ class NpuGraphWrapper(CUDAGraphWrapper):
                 self._graphs.capture(graph, self.graph_pool, stream, updatable=full)
             )
             output = self.runnable(*args, **kwargs)
+            tail = None
+            if full and self.sample_tail is not None and _is_tensor(output):
+                # The logits matmul and the greedy argmax, recorded with the model: a
+                # decode step whose sampling they serve launches neither (the runner's
+                # _sample takes the ids; any other step samples from these logits).
+                tail = self.sample_tail(output)
             if self.cudagraph_options.weak_ref_output:
                 output = self._weak(output)
         entry.output = self._weak(output)
+        if tail is not None:
+            self._tails[key] = self._weak(tail)
+            self.last_tail = (entry.output, *self._tails[key])
         entry.cudagraph = graph
         compilation_counter.num_cudagraph_captured += 1
         return output
+
+    def compute_logits(self, hidden_states: Any) -> Any:
+        """The model's logits; those of the FULL graph just replayed (no launch) when
+        `hidden_states` are its output's first rows (a decode step samples each request's
+        one token: vLLM's sampled rows are a view of the replay's output)."""
+        tail = self.last_tail
+        if tail is not None:
+            output, logits, _ = tail
+            if (
+                hidden_states.data_ptr() == output.data_ptr()
+                and hidden_states.shape[1:] == output.shape[1:]
+                and hidden_states.stride() == output.stride()
+                and hidden_states.shape[0] <= output.shape[0]
+            ):
+                return logits[: hidden_states.shape[0]]
+        return self.runnable.compute_logits(hidden_states)
 
     def _attention_layers(self) -> frozenset[str]:
         """The names of the attention layers inside the wrapped model: the step's metadata
@@ -199,6 +358,12 @@ class NpuGraphWrapper(CUDAGraphWrapper):
                 name for m in modules if isinstance(name := getattr(m, "layer_name", None), str)
             )
         return self._layers
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
 
 
 def _host_arguments(attn_metadata: Any, layers: frozenset[str]) -> list[dict[str, Any]]:
