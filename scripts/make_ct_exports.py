@@ -13,7 +13,8 @@ symmetric, per output channel. Activations: int8 symmetric, `dynamic` per token 
 stays float. `--scheme w4a16`: weight-only int4 in llm-compressor's pack-quantized format
 (eight values per int32, group-wise scales, minmax observer, no calibration data): the
 attention projections symmetric with groups of 32, the MLP asymmetric (packed zero
-points) with groups of 64, so one checkpoint holds both kinds. Same source and arguments, same files; the directory carries a stamp.
+points) with groups of 64, so one checkpoint holds both kinds. Same source and
+arguments, same files; the directory carries a stamp.
 """
 
 from __future__ import annotations

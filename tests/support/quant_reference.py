@@ -381,3 +381,8 @@ def w4a16_greedy_token_ids(export_dir: str | os.PathLike[str],
     """Greedy ids of the W4A16 export's fake-quant model (dequantized weights, float math)."""
     return _greedy(_load_w4a16(str(Path(export_dir).resolve()), dtype), prompts,
                    max_new_tokens)
+
+
+def w4a16_model(export_dir: str | os.PathLike[str], dtype: torch.dtype = F32) -> Any:
+    """The W4A16 export's fake-quant model (cached; do not modify)."""
+    return _load_w4a16(str(Path(export_dir).resolve()), dtype)

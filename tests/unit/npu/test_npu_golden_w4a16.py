@@ -87,9 +87,9 @@ def test_the_emulated_op_refuses_as_the_docs_say(tnpu) -> None:  # type: ignore[
         tnpu.npu_weight_quant_batchmatmul(x, packed, s.half(), antiquant_group_size=32)
     with pytest.raises(ValueError, match=r"\[32, K - 1\]"):  # one group of all K
         tnpu.npu_weight_quant_batchmatmul(x, packed, s[:1], antiquant_group_size=64)
-    with pytest.raises(ValueError, match="bias must be torch.float32"):
-        tnpu.npu_weight_quant_batchmatmul(x, packed, s, bias=torch.zeros(16, dtype=torch.bfloat16),
-                                          antiquant_group_size=32)
+    with pytest.raises(ValueError, match=r"bias must be torch\.float32"):
+        tnpu.npu_weight_quant_batchmatmul(
+            x, packed, s, bias=torch.zeros(16, dtype=torch.bfloat16), antiquant_group_size=32)
     with pytest.raises(ValueError, match=r"\[-8, 7\]"):
         tnpu.npu_convert_weight_to_int4pack(torch.full((4, 8), 8, dtype=torch.int32))
     with pytest.raises(ValueError, match="multiple of 8"):
