@@ -1,14 +1,20 @@
-"""Make compressed-tensors int8 W8A8 checkpoints of a local float model with llm-compressor.
+"""Make compressed-tensors checkpoints of a local float model with llm-compressor.
 
     /tmp/quant-venv/bin/python scripts/make_ct_exports.py --src models/tiny-llama \
         --out models/tiny-llama-ct-dynamic --activations dynamic
+    /tmp/quant-venv/bin/python scripts/make_ct_exports.py --src models/tiny-llama \
+        --out models/tiny-llama-ct-w4a16 --scheme w4a16
 
 llm-compressor pins transformers and compressed-tensors versions other than the project
 environment's, so it lives in its own venv (see `ensure_venv`, or
 tests/support/quant_reference.local_ct_export, which builds both). Weights: int8,
 symmetric, per output channel. Activations: int8 symmetric, `dynamic` per token or
 `static` per tensor (calibrated on this Python's standard library sources). lm_head
-stays float. Same source and arguments, same files; the directory carries a stamp.
+stays float. `--scheme w4a16`: weight-only int4 in llm-compressor's pack-quantized format
+(eight values per int32, group-wise scales, minmax observer, no calibration data): the
+attention projections symmetric with groups of 32, the MLP asymmetric (packed zero
+points) with groups of 64, so one checkpoint holds both kinds. Same source and
+arguments, same files; the directory carries a stamp.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ SCRIPT_VERSION = 1
 LLMCOMPRESSOR = "llmcompressor==0.14.0.1"
 VENV = Path("/tmp/quant-venv")
 ACTIVATIONS = ("dynamic", "static")
+SCHEMES = ("int8", "w4a16")
 CALIBRATION_SAMPLES = 8
 CALIBRATION_TOKENS = 256
 
@@ -53,14 +60,19 @@ def ensure_venv(venv: Path = VENV, base_site: str | None = None) -> Path:
     return python
 
 
-def make_ct_export(src: str | Path, out: str | Path, activations: str) -> Path:
+def make_ct_export(src: str | Path, out: str | Path, activations: str,
+                   scheme: str = "int8") -> Path:
     """Run in the llm-compressor venv: write the checkpoint unless `out` already holds it."""
     if activations not in ACTIVATIONS:
         raise ValueError(f"activations {activations!r} is not one of {ACTIVATIONS}")
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme {scheme!r} is not one of {SCHEMES}")
     src, out = Path(src).resolve(), Path(out).resolve()
     stamp = {"src": str(src), "activations": activations, "version": SCRIPT_VERSION,
              "llmcompressor": LLMCOMPRESSOR, "src_stamp": read_json(src / ".make_models.json")}
-    return build_once(out, STAMP_FILE, stamp, lambda tmp: _build(src, tmp, activations))
+    if scheme != "int8":  # int8 stamps stay as they were: no rebuild of those exports
+        stamp = {**stamp, "scheme": scheme, "activations": None}
+    return build_once(out, STAMP_FILE, stamp, lambda tmp: _build(src, tmp, activations, scheme))
 
 
 def _calibration(tokenizer: Any) -> Any:
@@ -72,7 +84,17 @@ def _calibration(tokenizer: Any) -> Any:
     return Dataset.from_dict({"input_ids": rows, "attention_mask": [[1] * len(r) for r in rows]})
 
 
-def _build(src: Path, out: Path, activations: str) -> None:
+# W4A16 as llm-compressor's presets write it (W4A16 / W4A16_ASYM), two groups by target.
+_W4A16_WEIGHTS = {"num_bits": 4, "type": "int", "strategy": "group", "dynamic": False}
+W4A16_GROUPS = {
+    "group_0": {"targets": ["re:.*self_attn\\.(q|k|v|o)_proj$"],
+                "weights": {**_W4A16_WEIGHTS, "symmetric": True, "group_size": 32}},
+    "group_1": {"targets": ["re:.*mlp\\.(gate|up|down)_proj$"],
+                "weights": {**_W4A16_WEIGHTS, "symmetric": False, "group_size": 64}},
+}
+
+
+def _build(src: Path, out: Path, activations: str, scheme: str = "int8") -> None:
     import torch
     from llmcompressor import oneshot
     from llmcompressor.modifiers.quantization import QuantizationModifier
@@ -81,7 +103,7 @@ def _build(src: Path, out: Path, activations: str) -> None:
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(str(src), dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(str(src))
-    scheme = {
+    groups = W4A16_GROUPS if scheme == "w4a16" else {"group_0": {
         "targets": ["Linear"],
         "weights": {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel",
                     "dynamic": False},
@@ -90,10 +112,10 @@ def _build(src: Path, out: Path, activations: str) -> None:
             "strategy": "token" if activations == "dynamic" else "tensor",
             "dynamic": activations == "dynamic",
         },
-    }
-    recipe = QuantizationModifier(config_groups={"group_0": scheme}, ignore=["lm_head"])
+    }}
+    recipe = QuantizationModifier(config_groups=groups, ignore=["lm_head"])
     kwargs: dict[str, Any] = {}
-    if activations == "static":
+    if activations == "static" and scheme == "int8":
         kwargs = {"dataset": _calibration(tokenizer), "num_calibration_samples":
                   CALIBRATION_SAMPLES, "max_seq_length": CALIBRATION_TOKENS}
     oneshot(model=model, recipe=recipe, **kwargs)
@@ -109,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--src", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--activations", choices=ACTIVATIONS, default="dynamic")
+    parser.add_argument("--scheme", choices=SCHEMES, default="int8")
     args = parser.parse_args(argv)
-    print(make_ct_export(args.src, args.out, args.activations), file=sys.stderr)
+    print(make_ct_export(args.src, args.out, args.activations, args.scheme), file=sys.stderr)
     return 0
 
 

@@ -59,6 +59,7 @@ class HostDevice(containers.DeclarativeContainer):
     quant_ops = providers.Singleton(_lazy, "adapters.cpu.quant:CpuQuantOps")
     moe_ops = providers.Singleton(_lazy, "adapters.cpu.moe:CpuMoeOps")
     quant_moe_ops = providers.Singleton(_lazy, "adapters.cpu.quant_moe:CpuQuantMoeOps")
+    int4_weight_ops = providers.Singleton(_lazy, "adapters.cpu.quant_w4a16:CpuInt4WeightOps")
     mla_ops = providers.Singleton(_lazy, "adapters.cpu.mla:CpuMlaOps")
     sparse_mla_ops = providers.Singleton(_lazy, "adapters.cpu.sparse_mla:CpuSparseMlaOps")
     sampling_ops = providers.Singleton(_lazy, "adapters.cpu.sampling:CpuSamplingOps")
@@ -95,6 +96,9 @@ class NpuDevice(containers.DeclarativeContainer):
     quant_ops = providers.Singleton(_lazy, "adapters.npu.quant:NpuQuantOps", torch_npu)
     moe_ops = providers.Singleton(_lazy, "adapters.npu.moe:NpuMoeOps", torch_npu)
     quant_moe_ops = providers.Singleton(_lazy, "adapters.npu.quant_moe:NpuQuantMoeOps", torch_npu)
+    int4_weight_ops = providers.Singleton(
+        _lazy, "adapters.npu.quant_w4a16:NpuInt4WeightOps", torch_npu
+    )
     mla_ops = providers.Singleton(_lazy, "adapters.npu.mla:NpuMlaOps", torch_npu)
     sparse_mla_ops = providers.Singleton(
         _lazy, "adapters.npu.sparse_mla:NpuSparseMlaOps", torch_npu
@@ -202,6 +206,10 @@ class Container(containers.DeclarativeContainer):
     )
     quant_moe_ops = providers.Selector(
         serving_kind, npu=npu_device.quant_moe_ops, cpu=host_device.quant_moe_ops
+    )
+    # W4A16 weight-only linears (ports/quant_w4a16.py).
+    int4_weight_ops = providers.Selector(
+        serving_kind, npu=npu_device.int4_weight_ops, cpu=host_device.int4_weight_ops
     )
     # Sampling (ports/sampling.py) and the step's KV-cache slots (ports/slot_mapping.py).
     sampling_ops = providers.Selector(

@@ -240,19 +240,19 @@ FUSED_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 
 
 def local_ct_export(style: str = "llama", activations: str = "dynamic",
-                    size: str = "tiny") -> Path:
-    """<repo>/models/<size>-<style>-ct-<activations>, written by llm-compressor itself
-    (scripts/make_ct_exports.py in its own venv, made on first use)."""
+                    size: str = "tiny", scheme: str = "int8") -> Path:
+    """<repo>/models/<size>-<style>-ct-<activations> (int8) or -ct-<scheme>, written by
+    llm-compressor itself (scripts/make_ct_exports.py in its own venv, made on first use)."""
     import subprocess
     import sys
 
     script = REPO_ROOT / "scripts" / "make_ct_exports.py"
-    out = MODELS_DIR / f"{size}-{style}-ct-{activations}"
+    out = MODELS_DIR / f"{size}-{style}-ct-{activations if scheme == 'int8' else scheme}"
     src = local_model(style, size)
     python = _script("make_ct_exports").ensure_venv()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([str(python), str(script), "--src", str(src), "--out", str(out),
-                    "--activations", activations], check=True, env=env,
+                    "--activations", activations, "--scheme", scheme], check=True, env=env,
                    stdout=sys.stderr)
     return out
 
@@ -322,3 +322,67 @@ def ct_greedy_token_ids(export_dir: str | os.PathLike[str], prompts: Sequence[Se
                         max_new_tokens: int, dtype: torch.dtype = F32) -> list[list[int]]:
     """The compressed-tensors twin of greedy_token_ids."""
     return _greedy(_load_ct(str(Path(export_dir).resolve()), dtype), prompts, max_new_tokens)
+
+
+# -- compressed-tensors W4A16 (pack-quantized int4) -----------------------------------------
+# Read from the files alone, not through compressed-tensors: weight_packed int32 [n, k/8]
+# holds eight 4-bit fields per int32, low bits first along k, each the value + 8;
+# weight_zero_point (asymmetric layers) int32 [n/8, groups] packs the zero points the same
+# way along n; weight_scale [n, groups]. w[o, i] = (q[o, i] - z[o, i // G]) * s[o, i // G]
+# in float32, y = x @ w^T + bias.
+def unpack_int4(packed: torch.Tensor, along: int) -> torch.Tensor:
+    """Signed int4 values of an int32 tensor packed eight per int32 along `along`."""
+    fields = [((packed >> (4 * i)) & 0xF) - 8 for i in range(8)]
+    stacked = torch.stack(fields, dim=along + 1)  # the eight fields next to their int32
+    shape = list(packed.shape)
+    shape[along] *= 8
+    return stacked.reshape(shape).to(torch.int64)
+
+
+def w4a16_weight(tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The float32 weight [n, k] a W4A16 layer's tensors stand for."""
+    n, k = (int(v) for v in tensors["weight_shape"].tolist())
+    q = unpack_int4(tensors["weight_packed"], 1)[:, :k]
+    scale = tensors["weight_scale"].to(F32)
+    group = k // scale.shape[1]
+    zero = torch.zeros_like(q)
+    if "weight_zero_point" in tensors:
+        zero = unpack_int4(tensors["weight_zero_point"], 0)[:n].repeat_interleave(group, dim=1)
+    return (q - zero).to(F32) * scale.repeat_interleave(group, dim=1)
+
+
+@functools.cache
+def _load_w4a16(export_dir: str, dtype: torch.dtype) -> Any:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    tensors = _export_tensors(Path(export_dir))
+    config = AutoConfig.from_pretrained(export_dir)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # built as the float model; weights replaced below
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    floats = {}
+    for name, value in tensors.items():
+        if name.endswith(".weight_packed"):
+            prefix = name.removesuffix("weight_packed")
+            own = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+            floats[f"{prefix}weight"] = w4a16_weight(own).to(dtype)
+        elif not name.rpartition(".")[2].startswith(("weight_scale", "weight_zero_point",
+                                                      "weight_shape")):
+            floats[name] = value.to(dtype)
+    missing, unexpected = model.load_state_dict(floats, strict=False)
+    assert not unexpected and not missing, (missing, unexpected)
+    model.eval()
+    return model
+
+
+def w4a16_greedy_token_ids(export_dir: str | os.PathLike[str],
+                           prompts: Sequence[Sequence[int]], max_new_tokens: int,
+                           dtype: torch.dtype = F32) -> list[list[int]]:
+    """Greedy ids of the W4A16 export's fake-quant model (dequantized weights, float math)."""
+    return _greedy(_load_w4a16(str(Path(export_dir).resolve()), dtype), prompts,
+                   max_new_tokens)
+
+
+def w4a16_model(export_dir: str | os.PathLike[str], dtype: torch.dtype = F32) -> Any:
+    """The W4A16 export's fake-quant model (cached; do not modify)."""
+    return _load_w4a16(str(Path(export_dir).resolve()), dtype)

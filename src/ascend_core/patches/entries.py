@@ -272,6 +272,19 @@ ENTRIES = (
             "does, and every other group goes through vLLM's own."
         ),
     ),
+    PatchSpec(
+        id="oot-wna16-mp-kernel",
+        target="vllm.model_executor.kernels.linear:_POSSIBLE_KERNELS",
+        versions=VLLM_0_33,
+        when=Condition(),
+        reason=(
+            "vLLM picks the mixed-precision kernel of compressed-tensors W4A16 layers from a "
+            "table keyed by built-in platform, with no entry for an out-of-tree one, so "
+            "every such checkpoint fails with 'Failed to find a kernel that can implement "
+            "the WNA16 linear layer'; the plugin's kernel (the Int4WeightOps port of the "
+            "serving device) is added under PlatformEnum.OOT."
+        ),
+    ),
 )
 
 REGISTRY = PatchRegistry(ENTRIES)

@@ -31,7 +31,9 @@ class QuantFormat(enum.Enum):
     MODELSLIM_UNKNOWN = "a ModelSlim scheme this plugin does not know"
     CT_INT8_W8A8 = "compressed-tensors int8 W8A8 (symmetric weights and activations)"
     CT_INT8_ASYMMETRIC = "compressed-tensors int8 W8A8 with asymmetric weights or activations"
-    CT_WNA16 = "compressed-tensors weight-only int4/int8 (W4A16/W8A16, pack-quantized)"
+    CT_W4A16 = ("compressed-tensors W4A16 (int4 pack-quantized weights, group-wise or "
+                "per-channel scales, symmetric or with zero points)")
+    CT_WNA16 = "compressed-tensors weight-only int2-int8 (WNA16) other than plain W4A16"
     CT_FP8 = "compressed-tensors FP8 (float-quantized)"
     CT_OTHER = "a compressed-tensors scheme of another kind"
     FP8_CHANNEL = "FP8 (per-tensor or per-channel fp8 weights)"
@@ -163,7 +165,9 @@ def _ct_format(group: Mapping[str, Any], fmt: Any) -> tuple[QuantFormat, str]:
     if kind != "int":
         return QuantFormat.CT_OTHER, scheme
     if acts is None:
-        return QuantFormat.CT_WNA16, scheme
+        plain_w4 = (bits == 4 and strategy in ("group", "channel")
+                    and weights.get("actorder") != "group" and fmt in (None, "pack-quantized"))
+        return (QuantFormat.CT_W4A16 if plain_w4 else QuantFormat.CT_WNA16), scheme
     if (bits == 8 and acts.get("type") == "int" and acts.get("num_bits") == 8
             and strategy in ("channel", "tensor")
             and acts.get("strategy") in ("token", "tensor")):

@@ -20,9 +20,9 @@ _DEVICE_NAMES = {"cpu": "the host device", "npu": "an Ascend NPU"}
 
 _SERVED_HERE = (
     "re-export with ModelSlim as W8A8 or W8A8_DYNAMIC (linear layers) or W8A8_DYNAMIC (MoE "
-    "experts), or with llm-compressor as int8 W8A8 with symmetric activations (dense "
-    "linear layers), which this build serves on both devices; or serve the unquantized "
-    "model"
+    "experts), or with llm-compressor as int8 W8A8 with symmetric activations or as "
+    "W4A16 (dense linear layers), which this build serves on both devices; or serve the "
+    "unquantized model"
 )
 _W8A8_LINEAR_HOST = Supported(
     "the plugin's W8A8 linear method: int8 x int8 -> int32 products in torch, static "
@@ -56,6 +56,25 @@ _CT_INT8_NPU = Supported(
     "vLLM's compressed-tensors config with the plugin's int8 ScaledMM kernel on "
     "npu_dynamic_quant/npu_quantize and npu_quant_matmul; proven on the emulated torch_npu, "
     "not on hardware"
+)
+_CT_W4A16_HOST = Supported(
+    "vLLM's compressed-tensors config with the plugin's W4A16 kernel (AscendW4A16LinearKernel): "
+    "the int4 weights unpacked once at load and dequantized exactly, (q - zero) * scale per "
+    "group, to the params dtype; float matmul"
+)
+_CT_W4A16_NPU = Supported(
+    "vLLM's compressed-tensors config with the plugin's W4A16 kernel: weights repacked by "
+    "npu_convert_weight_to_int4pack, npu_weight_quant_batchmatmul with per-group "
+    "antiquant_scale (and antiquant_offset = -zero for asymmetric layers; group sizes a "
+    "multiple of 32 below the layer's input size, as the op takes); proven on the emulated "
+    "torch_npu, not on hardware"
+)
+_NO_CT_W4A16_EXPERTS = Refused(
+    "compressed-tensors W4A16 MoE experts would run vLLM's WNA16 fused-MoE kernels (Marlin, "
+    "Triton), which neither the host nor an NPU runs here, and the plugin has no int4 "
+    "grouped method yet",
+    "keep the experts unquantized (llm-compressor's ignore list, e.g. \"re:.*mlp.experts.*\"); "
+    "the dense W4A16 linear layers are served",
 )
 _NO_W8A16 = Refused(
     "the W8A16 linear method (int8 weights dequantized in the matmul, "
@@ -93,9 +112,11 @@ _NO_CT_EXPERTS = Refused(
     "unquantized (llm-compressor's ignore list, e.g. \"re:.*mlp.experts.*\")",
 )
 _NO_WNA16 = Refused(
-    "weight-only int4/int8 (WNA16) layers would pick one of vLLM's CUDA kernels (Marlin, "
-    "Machete, ...), and this build has no host or Ascend kernel for them yet",
-    "vllm-ascend serves compressed-tensors W4A16 on Atlas A2/A3 NPUs; or " + _SERVED_HERE,
+    "weight-only layers other than plain 4-bit pack-quantized W4A16 (other bit widths, "
+    "activation-ordered groups with g_idx) would pick one of vLLM's CUDA kernels (Marlin, "
+    "Machete, ...), and this build has no host or Ascend kernel for them",
+    "re-quantize with llm-compressor's W4A16 or W4A16_ASYM preset (int4, group-wise, "
+    "actorder static or none), served on both devices; or " + _SERVED_HERE,
 )
 _NO_FP8 = Refused(
     "Atlas A2/A3 NPUs have no fp8 matmul, and this build has neither the dequantize-at-load "
@@ -128,6 +149,9 @@ QUANT_MATRIX: Mapping[tuple[QuantFormat, LayerKind, DeviceKind], Verdict] = {
     **{(_F.CT_INT8_W8A8, _K.EXPERTS, d): _NO_CT_EXPERTS for d in _BOTH},
     **{(_F.CT_INT8_ASYMMETRIC, k, d): _NO_CT_ASYM for k in (_K.LINEAR, _K.EXPERTS)
        for d in _BOTH},
+    (_F.CT_W4A16, _K.LINEAR, _CPU): _CT_W4A16_HOST,
+    (_F.CT_W4A16, _K.LINEAR, _NPU): _CT_W4A16_NPU,
+    **{(_F.CT_W4A16, _K.EXPERTS, d): _NO_CT_W4A16_EXPERTS for d in _BOTH},
     **{(_F.CT_WNA16, k, d): _NO_WNA16 for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},
     **{(f, k, d): _NO_FP8 for f in (_F.CT_FP8, _F.FP8_CHANNEL, _F.FP8_BLOCK)
        for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},

@@ -27,9 +27,10 @@ from support.torch_npu_emulator.semantics_mc2 import IMPLEMENTED as _MC2
 from support.torch_npu_emulator.semantics_mla import IMPLEMENTED as _MLA
 from support.torch_npu_emulator.semantics_moe import IMPLEMENTED as _MOE
 from support.torch_npu_emulator.semantics_sparse_mla import IMPLEMENTED as _SPARSE
+from support.torch_npu_emulator.semantics_w4a16 import IMPLEMENTED as _W4A16
 
 # _MLA's attention op adds the MLA cases to the dense one.
-IMPLEMENTED = {**_DENSE, **_MOE, **_MC2, **_MLA, **_SPARSE, **_GDN, **_GRAPH}
+IMPLEMENTED = {**_DENSE, **_MOE, **_MC2, **_MLA, **_SPARSE, **_GDN, **_GRAPH, **_W4A16}
 
 __all__ = ["EmulatedOp", "EmulatedTorchNpu", "make_torch_npu"]
 

@@ -27,6 +27,7 @@ PORT_OF = {
     "ops": "ports.ops:Ops",
     "quant_ops": "ports.quant:QuantOps",
     "quant_moe_ops": "ports.quant_moe:QuantMoeOps",
+    "int4_weight_ops": "ports.quant_w4a16:Int4WeightOps",
     "runtime": "ports.runtime:DeviceRuntime",
     "npu_runtime": "ports.runtime:DeviceRuntime",
     "communicator": "ports.collective:Communicator",

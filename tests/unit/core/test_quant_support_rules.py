@@ -30,6 +30,7 @@ SERVED = {
     (QuantFormat.MODELSLIM_W8A8_DYNAMIC, LayerKind.LINEAR),
     (QuantFormat.MODELSLIM_W8A8_DYNAMIC, LayerKind.EXPERTS),
     (QuantFormat.CT_INT8_W8A8, LayerKind.LINEAR),
+    (QuantFormat.CT_W4A16, LayerKind.LINEAR),
 }
 
 
@@ -94,10 +95,17 @@ FP8_BLOCK = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "blo
 
 
 @pytest.mark.parametrize(("config", "expected"), [
-    (_ct(W4A16, None, "pack-quantized"), {(QuantFormat.CT_WNA16, LayerKind.LINEAR)}),
+    (_ct(W4A16, None, "pack-quantized"), {(QuantFormat.CT_W4A16, LayerKind.LINEAR)}),
+    (_ct({**W4A16, "symmetric": False}, None, "pack-quantized"),
+     {(QuantFormat.CT_W4A16, LayerKind.LINEAR)}),
     (_ct(W4A16, None, "pack-quantized", moe=True),
-     {(QuantFormat.CT_WNA16, LayerKind.LINEAR), (QuantFormat.CT_WNA16, LayerKind.EXPERTS)}),
+     {(QuantFormat.CT_W4A16, LayerKind.LINEAR), (QuantFormat.CT_W4A16, LayerKind.EXPERTS)}),
     (_ct(W4A16, None, "pack-quantized", ignore=["lm_head", "re:.*mlp.experts.*"], moe=True),
+     {(QuantFormat.CT_W4A16, LayerKind.LINEAR)}),
+    # Not plain W4A16: 8-bit weight-only, or activation-ordered groups (g_idx).
+    (_ct({**W4A16, "num_bits": 8}, None, "pack-quantized"),
+     {(QuantFormat.CT_WNA16, LayerKind.LINEAR)}),
+    (_ct({**W4A16, "actorder": "group"}, None, "pack-quantized"),
      {(QuantFormat.CT_WNA16, LayerKind.LINEAR)}),
     (_ct(INT8, TOKEN, "int-quantized"), {(QuantFormat.CT_INT8_W8A8, LayerKind.LINEAR)}),
     (_ct(INT8, {**TOKEN, "symmetric": False}, "int-quantized"),

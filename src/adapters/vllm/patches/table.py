@@ -38,6 +38,7 @@ FUNCTIONS: Mapping[str, str] = {
     "host-ray-actor-resources": "ray_host:actor_resources_in_bundle",
     "host-ray-worker-devices": "ray_host:host_worker_class",
     "npu-graph-capture-communicator": "graph_capture:let_npu_communicator_capture",
+    "oot-wna16-mp-kernel": "wna16_kernel:add_wna16_kernel",
 }
 
 
