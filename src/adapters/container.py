@@ -57,6 +57,7 @@ class HostDevice(containers.DeclarativeContainer):
 
     ops = providers.Singleton(_lazy, "adapters.cpu.ops:CpuOps")
     quant_ops = providers.Singleton(_lazy, "adapters.cpu.quant:CpuQuantOps")
+    weight_quant_ops = providers.Singleton(_lazy, "adapters.cpu.weight_quant:CpuWeightQuantOps")
     moe_ops = providers.Singleton(_lazy, "adapters.cpu.moe:CpuMoeOps")
     quant_moe_ops = providers.Singleton(_lazy, "adapters.cpu.quant_moe:CpuQuantMoeOps")
     mla_ops = providers.Singleton(_lazy, "adapters.cpu.mla:CpuMlaOps")
@@ -93,6 +94,9 @@ class NpuDevice(containers.DeclarativeContainer):
     )
     ops = providers.Singleton(_lazy, "adapters.npu.ops:NpuOps", torch_npu)
     quant_ops = providers.Singleton(_lazy, "adapters.npu.quant:NpuQuantOps", torch_npu)
+    weight_quant_ops = providers.Singleton(
+        _lazy, "adapters.npu.weight_quant:NpuWeightQuantOps", torch_npu
+    )
     moe_ops = providers.Singleton(_lazy, "adapters.npu.moe:NpuMoeOps", torch_npu)
     quant_moe_ops = providers.Singleton(_lazy, "adapters.npu.quant_moe:NpuQuantMoeOps", torch_npu)
     mla_ops = providers.Singleton(_lazy, "adapters.npu.mla:NpuMlaOps", torch_npu)
@@ -202,6 +206,10 @@ class Container(containers.DeclarativeContainer):
     )
     quant_moe_ops = providers.Selector(
         serving_kind, npu=npu_device.quant_moe_ops, cpu=host_device.quant_moe_ops
+    )
+    # Weight-only int8 linears (ports/weight_quant.py).
+    weight_quant_ops = providers.Selector(
+        serving_kind, npu=npu_device.weight_quant_ops, cpu=host_device.weight_quant_ops
     )
     # Sampling (ports/sampling.py) and the step's KV-cache slots (ports/slot_mapping.py).
     sampling_ops = providers.Selector(
