@@ -4,8 +4,8 @@ output channel (ModelSlim W8A16).
 Every device adapter computes the same values; the host adapter's is the reference.
 T tokens, k input features, n output features. The offset is additive, as the NPU op
 takes it: w_deq[n, k] = (weight[n, k] + offset[n]) * scale[n] in float32, rounded to the
-activations' dtype; y = x @ w_deq^T summed in float32, plus bias, rounded once to the
-activations' dtype. (ModelSlim's weight_offset is subtracted: the caller negates it.)
+activations' dtype; y = x @ w_deq^T summed in float32, plus bias (rounded to float16 first
+for float16 activations, as the NPU op takes it), rounded once to the activations' dtype. (ModelSlim's weight_offset is subtracted: the caller negates it.)
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ class WeightQuantOps(abc.ABC):
         dtype: torch.dtype,
     ) -> WeightOnlyTensors:
         """From int8 weight [n, k], float scale [n] and additive float offset [n]: the
-        tensors weight_quant_matmul reads for activations of `dtype`."""
+        tensors weight_quant_matmul reads for activations of `dtype`; the scale and offset
+        values are rounded to `dtype` (the NPU op takes them in the activations' dtype)."""
 
     @abc.abstractmethod
     def weight_quant_matmul(

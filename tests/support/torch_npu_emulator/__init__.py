@@ -26,9 +26,10 @@ from support.torch_npu_emulator.semantics_graph import IMPLEMENTED as _GRAPH
 from support.torch_npu_emulator.semantics_mla import IMPLEMENTED as _MLA
 from support.torch_npu_emulator.semantics_moe import IMPLEMENTED as _MOE
 from support.torch_npu_emulator.semantics_sparse_mla import IMPLEMENTED as _SPARSE
+from support.torch_npu_emulator.semantics_weight_quant import IMPLEMENTED as _WEIGHT_QUANT
 
 # _MLA's attention op adds the MLA cases to the dense one.
-IMPLEMENTED = {**_DENSE, **_MOE, **_MLA, **_SPARSE, **_GDN, **_GRAPH}
+IMPLEMENTED = {**_DENSE, **_MOE, **_MLA, **_SPARSE, **_GDN, **_GRAPH, **_WEIGHT_QUANT}
 
 __all__ = ["EmulatedOp", "EmulatedTorchNpu", "make_torch_npu"]
 
