@@ -5,7 +5,8 @@ Every device adapter computes the same values; the host adapter's is the referen
 T tokens, k input features, n output features. The offset is additive, as the NPU op
 takes it: w_deq[n, k] = (weight[n, k] + offset[n]) * scale[n] in float32, rounded to the
 activations' dtype; y = x @ w_deq^T summed in float32, plus bias (rounded to float16 first
-for float16 activations, as the NPU op takes it), rounded once to the activations' dtype. (ModelSlim's weight_offset is subtracted: the caller negates it.)
+for float16 activations, as the NPU op takes it), rounded once to the activations' dtype.
+(ModelSlim's weight_offset is subtracted: the caller negates it.)
 """
 
 from __future__ import annotations

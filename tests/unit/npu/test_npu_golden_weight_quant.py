@@ -85,7 +85,7 @@ def test_the_op_refuses_what_the_hardware_refuses(tnpu) -> None:
         _call(tnpu, xb, w_kn, scale, -zero)  # float32 scale with bf16 x
     with pytest.raises(ValueError, match="must be antiquant_scale's"):
         _call(tnpu, xb, w_kn, s, -zero)
-    with pytest.raises(ValueError, match="must be torch.float32"):
+    with pytest.raises(ValueError, match=r"must be torch\.float32"):
         _call(tnpu, xb, w_kn, s, o, bias.to(torch.bfloat16))  # bf16 x takes a float32 bias
     with pytest.raises(ValueError, match="weight must be"):
         _call(tnpu, xb, w, s, o)  # [n, k], not [k, n]
