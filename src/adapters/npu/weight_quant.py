@@ -30,10 +30,12 @@ class NpuWeightQuantOps(WeightQuantOps):
             raise ValueError(f"weight-only weight must be int8 [n, k], not {weight.dtype} "
                              f"{tuple(weight.shape)}")
         n = weight.shape[0]
-        # The scale and offset are rounded to x's dtype here, as the op takes them.
-        return (weight.t().contiguous(),
-                                 scale.to(torch.float32).reshape(n).to(dtype).contiguous(),
-                                 offset.to(torch.float32).reshape(n).to(dtype).contiguous())
+        f32 = torch.float32
+        # Rounded to x's dtype, as the op takes them, but held in float32 like every int8
+        # layer's scales (the doctor's weight figure counts them so); each call casts the
+        # [n] vectors to x's dtype, exactly.
+        return (weight.t().contiguous(), scale.to(f32).reshape(n).to(dtype).to(f32),
+                offset.to(f32).reshape(n).to(dtype).to(f32))
 
     def weight_quant_matmul(
         self, x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor,
@@ -42,6 +44,6 @@ class NpuWeightQuantOps(WeightQuantOps):
         if bias is not None:
             bias = bias.to(torch.float32 if x.dtype == torch.bfloat16 else x.dtype)
         y: torch.Tensor = self._torch_npu.npu_weight_quant_batchmatmul(
-            x, weight, scale, offset, bias=bias
+            x, weight, scale.to(x.dtype), offset.to(x.dtype), bias=bias
         )
         return y

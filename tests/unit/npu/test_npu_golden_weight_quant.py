@@ -60,13 +60,15 @@ def test_npu_matches_the_host_twin(npu, tnpu, dtype, with_bias) -> None:
     b = bias if with_bias else None
     host = HOST.weight_quant_matmul(x, *HOST.prepare_weight_only(w, scale, -zero, dtype), b)
     prepared = npu.prepare_weight_only(w, scale, -zero, dtype)
-    assert prepared[0].shape == (w.shape[1], w.shape[0]) and prepared[1].dtype == dtype
+    assert prepared[0].shape == (w.shape[1], w.shape[0]) and prepared[1].dtype == torch.float32
+    assert torch.equal(prepared[1], scale.to(dtype).float())  # rounded to x's dtype
     got = npu.weight_quant_matmul(x, *prepared, b)
     assert got.dtype == host.dtype == dtype
     torch.testing.assert_close(got, host, rtol=RTOL[dtype], atol=1e-3)
     assert float((got == host).float().mean()) > 0.9
     call = tnpu.calls_of("npu_weight_quant_batchmatmul")[0]
     assert call["antiquant_group_size"] == 0 and call["quant_scale"] is None
+    assert call["antiquant_scale"].dtype == call["antiquant_offset"].dtype == dtype
     if with_bias:
         assert call["bias"].dtype == (torch.float32 if dtype == torch.bfloat16 else dtype)
 
