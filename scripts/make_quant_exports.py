@@ -1,4 +1,4 @@
-"""Make ModelSlim-format int8 exports (W8A8, W8A8_DYNAMIC, mixed) of a local float model.
+"""Make ModelSlim-format int8 exports (W8A8, W8A8_DYNAMIC, W8A16, mixed) of a local float model.
 
     python scripts/make_quant_exports.py --src models/tiny-llama --out models/tiny-llama-w8a8 \
         --scheme w8a8
@@ -17,6 +17,13 @@ Per linear layer, with W the float weight [n, k]:
     (float32; int64 holding the float32 bits for a float16 model);
     quant_bias = round(bias / deq_scale) - input_offset * sum_k weight[n, k] (int32).
   W8A8_DYNAMIC: weight, weight_scale [n, 1], weight_offset [n, 1] (zeros).
+  W8A16 (weight only, ModelSlim's asymmetric per-channel weights, w_sym False): from the
+    row's range [lo, hi] (widened to hold 0), weight_scale = (hi - lo) / 255,
+    weight_offset = round(-128 - lo / weight_scale) (the zero point, integer-valued),
+    weight = saturate_int8(round_half_even(W / weight_scale) + weight_offset), so
+    W ~ (weight - weight_offset) * weight_scale (ModelSlim's dequantization; the NPU op
+    adds its offset, so servers negate it). weight_scale and weight_offset [n, 1] in the
+    model dtype, as vLLM-Ascend declares them; the float bias stays as it is.
 MoE models (transformers holds each layer's experts as 3-d gate_up_proj / down_proj):
   every routed expert is written per expert, `<layer>.mlp.experts.<e>.{gate,up,down}_proj.`
   `{weight,weight_scale,weight_offset}`, W8A8_DYNAMIC in every scheme (the one expert
@@ -43,9 +50,9 @@ STAMP_FILE = ".make_quant_exports.json"
 SCRIPT_VERSION = 3
 DESCRIPTION_FILE = "quant_model_description.json"
 INDEX_FILE = "quant_model_weights.safetensors.index.json"
-SCHEMES = ("w8a8", "w8a8_dynamic", "mixed")
+SCHEMES = ("w8a8", "w8a8_dynamic", "w8a16", "mixed")
 DTYPES = ("float32", "bfloat16", "float16")
-W8A8, DYNAMIC, FLOAT = "W8A8", "W8A8_DYNAMIC", "FLOAT"
+W8A8, DYNAMIC, W8A16, FLOAT = "W8A8", "W8A8_DYNAMIC", "W8A16", "FLOAT"
 COPIED = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -71,6 +78,8 @@ def linear_scheme(scheme: str, layer: int, module: str) -> str:
         return W8A8
     if scheme == "w8a8_dynamic":
         return DYNAMIC
+    if scheme == "w8a16":
+        return W8A16
     plan = _MIXED_BY_LAYER[layer % len(_MIXED_BY_LAYER)]
     if module.startswith("self_attn."):
         return plan["self_attn"]
@@ -125,8 +134,9 @@ def _build(src: Path, out: Path, scheme: str, dtype_name: str | None) -> None:
             parts = {"weight": linear.weight.detach().to(dtype)}
             if linear.bias is not None:
                 parts["bias"] = linear.bias.detach().to(dtype)
-        elif label == DYNAMIC:
-            parts = quantize_dynamic(linear.weight.detach(), dtype)
+        elif label in (DYNAMIC, W8A16):
+            quantize = quantize_dynamic if label == DYNAMIC else quantize_weight_only
+            parts = quantize(linear.weight.detach(), dtype)
             if linear.bias is not None:
                 parts["bias"] = linear.bias.detach().to(dtype)
         else:
@@ -266,6 +276,24 @@ def quantize_dynamic(weight: Any, dtype: Any) -> dict[str, Any]:
         "weight": q,
         "weight_scale": scale[:, None],
         "weight_offset": torch.zeros_like(scale)[:, None],
+    }
+
+
+def quantize_weight_only(weight: Any, dtype: Any) -> dict[str, Any]:
+    """W8A16: asymmetric per-channel int8 with an integer zero point (see the top)."""
+    import torch
+
+    w = weight.to(torch.float32)
+    lo = w.amin(dim=1).clamp(max=0.0)
+    hi = w.amax(dim=1).clamp(min=0.0)
+    scale = (hi - lo) / 255.0
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale)).to(dtype).to(torch.float32)
+    offset = torch.round(-128.0 - lo / scale).clamp(-128, 127)
+    q = (torch.round(w / scale[:, None]) + offset[:, None]).clamp(-128, 127).to(torch.int8)
+    return {
+        "weight": q,
+        "weight_scale": scale.to(dtype)[:, None],
+        "weight_offset": offset.to(dtype)[:, None],
     }
 
 

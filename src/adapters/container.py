@@ -57,6 +57,7 @@ class HostDevice(containers.DeclarativeContainer):
 
     ops = providers.Singleton(_lazy, "adapters.cpu.ops:CpuOps")
     quant_ops = providers.Singleton(_lazy, "adapters.cpu.quant:CpuQuantOps")
+    weight_quant_ops = providers.Singleton(_lazy, "adapters.cpu.weight_quant:CpuWeightQuantOps")
     moe_ops = providers.Singleton(_lazy, "adapters.cpu.moe:CpuMoeOps")
     quant_moe_ops = providers.Singleton(_lazy, "adapters.cpu.quant_moe:CpuQuantMoeOps")
     int4_weight_ops = providers.Singleton(_lazy, "adapters.cpu.quant_w4a16:CpuInt4WeightOps")
@@ -94,6 +95,9 @@ class NpuDevice(containers.DeclarativeContainer):
     )
     ops = providers.Singleton(_lazy, "adapters.npu.ops:NpuOps", torch_npu)
     quant_ops = providers.Singleton(_lazy, "adapters.npu.quant:NpuQuantOps", torch_npu)
+    weight_quant_ops = providers.Singleton(
+        _lazy, "adapters.npu.weight_quant:NpuWeightQuantOps", torch_npu
+    )
     moe_ops = providers.Singleton(_lazy, "adapters.npu.moe:NpuMoeOps", torch_npu)
     quant_moe_ops = providers.Singleton(_lazy, "adapters.npu.quant_moe:NpuQuantMoeOps", torch_npu)
     int4_weight_ops = providers.Singleton(
@@ -210,6 +214,10 @@ class Container(containers.DeclarativeContainer):
     # W4A16 weight-only linears (ports/quant_w4a16.py).
     int4_weight_ops = providers.Selector(
         serving_kind, npu=npu_device.int4_weight_ops, cpu=host_device.int4_weight_ops
+    )
+    # Weight-only int8 linears (ports/weight_quant.py).
+    weight_quant_ops = providers.Selector(
+        serving_kind, npu=npu_device.weight_quant_ops, cpu=host_device.weight_quant_ops
     )
     # Sampling (ports/sampling.py) and the step's KV-cache slots (ports/slot_mapping.py).
     sampling_ops = providers.Selector(

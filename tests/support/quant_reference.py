@@ -6,6 +6,8 @@ Written from the format's formulas, independently of the plugin's QuantOps adapt
                 y = float32(x_q @ W^T + quant_bias) * deq_scale
   W8A8_DYNAMIC: s = max|x| / 127 per token, x_q = round(x / s)
                 y = float32(x_q @ W^T) * weight_scale * s
+  W8A16:        W_deq = (W - weight_offset) * weight_scale per output channel (ModelSlim's
+                dequantization, in float32, then the model's dtype), y = x @ W_deq^T + bias
 Integer products in int64 (exact); round() is torch's half-to-even.
 MoE experts (W8A8_DYNAMIC, `<prefix>.<e>.{gate,up,down}_proj.*`): transformers' experts
 loop with each expert's three projections as W8A8_DYNAMIC linears; the router stays float.
@@ -65,13 +67,20 @@ class FakeQuantLinear(torch.nn.Module):
                 deq = deq.to(torch.int32).view(F32)
             self.deq = deq.to(F32)
             self.bias = None  # folded into quant_bias
+        elif scheme == "W8A16":
+            n = self.w.shape[0]
+            zero = tensors["weight_offset"].to(F32).reshape(n, 1)
+            self.deq = (self.w.to(F32) - zero) * tensors["weight_scale"].to(F32).reshape(n, 1)
+            self.bias = tensors.get("bias")
         else:
             self.w_scale = tensors["weight_scale"].to(F32).reshape(-1)
             self.bias = tensors.get("bias")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xf = x.to(F32)
-        if self.scheme == "W8A8":
+        if self.scheme == "W8A16":
+            y = xf @ self.deq.to(x.dtype).to(F32).T
+        elif self.scheme == "W8A8":
             x_q = torch.round(xf * self.inv_scale + self.offset).clamp(-128, 127)
             acc = x_q.to(torch.int64) @ self.w.T + self.quant_bias
             y = acc.to(F32) * self.deq

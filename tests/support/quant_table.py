@@ -59,7 +59,7 @@ MODELSLIM = ("W8A8", "W8A8_DYNAMIC", "W8A16", "W4A8_DYNAMIC")
 ROWS: list[tuple[str, str, str, bool]] = [
     ("modelslim W8A8 linear", "llama", "modelslim:W8A8:linear", True),
     ("modelslim W8A8_DYNAMIC linear", "llama", "modelslim:W8A8_DYNAMIC:linear", True),
-    ("modelslim W8A16 linear", "llama", "modelslim:W8A16:linear", False),
+    ("modelslim W8A16 linear", "llama", "modelslim:W8A16:linear", True),
     ("modelslim W4A8_DYNAMIC linear", "llama", "modelslim:W4A8_DYNAMIC:linear", False),
     ("modelslim W8A8 experts", "qwen3_moe", "modelslim:W8A8:experts", False),
     ("modelslim W8A8_DYNAMIC experts", "qwen3_moe", "modelslim:W8A8_DYNAMIC:experts", True),

@@ -42,6 +42,14 @@ SCHEME_TENSORS: Mapping[QuantScheme, tuple[SchemeTensor, ...]] = MappingProxyTyp
             SchemeTensor("weight_scale", FLOATS, meaning="per-channel weight scale [n, 1]"),
             SchemeTensor("weight_offset", FLOATS, meaning="weight zero point [n, 1] (zeros)"),
         ),
+        # W8A16 (weight only): W = (weight - weight_offset) * weight_scale per output
+        # channel; ModelSlim writes the scale and offset [n] (older) or [n, 1].
+        QuantScheme.W8A16: (
+            SchemeTensor("weight", ("int8",), meaning="int8 weight [n, k]"),
+            SchemeTensor("weight_scale", FLOATS, meaning="per-channel weight scale [n, 1]"),
+            SchemeTensor("weight_offset", FLOATS,
+                         meaning="per-channel zero point [n, 1] (subtracted from weight)"),
+        ),
     }
 )
 

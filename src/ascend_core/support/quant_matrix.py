@@ -19,8 +19,8 @@ _F, _K = QuantFormat, LayerKind
 _DEVICE_NAMES = {"cpu": "the host device", "npu": "an Ascend NPU"}
 
 _SERVED_HERE = (
-    "re-export with ModelSlim as W8A8 or W8A8_DYNAMIC (linear layers) or W8A8_DYNAMIC (MoE "
-    "experts), or with llm-compressor as int8 W8A8 with symmetric activations or as "
+    "re-export with ModelSlim as W8A8, W8A8_DYNAMIC or W8A16 (linear layers) or W8A8_DYNAMIC "
+    "(MoE experts), or with llm-compressor as int8 W8A8 with symmetric activations or as "
     "W4A16 (dense linear layers), which this build serves on both devices; or serve the "
     "unquantized model"
 )
@@ -76,10 +76,19 @@ _NO_CT_W4A16_EXPERTS = Refused(
     "keep the experts unquantized (llm-compressor's ignore list, e.g. \"re:.*mlp.experts.*\"); "
     "the dense W4A16 linear layers are served",
 )
-_NO_W8A16 = Refused(
-    "the W8A16 linear method (int8 weights dequantized in the matmul, "
-    "npu_weight_quant_batchmatmul on an NPU) is not built yet",
-    "vllm-ascend serves ModelSlim W8A16 on Atlas A2/A3 NPUs; or " + _SERVED_HERE,
+_W8A16_LINEAR_HOST = Supported(
+    "the plugin's W8A16 linear method: int8 weights dequantized per output channel "
+    "((weight - weight_offset) * weight_scale) in float32, float activations"
+)
+_W8A16_LINEAR_NPU = Supported(
+    "npu_weight_quant_batchmatmul with per-channel antiquant_scale and the negated "
+    "weight_offset; proven on the emulated torch_npu, not on hardware"
+)
+_NO_W8A16_EXPERTS = Refused(
+    "W8A16 MoE experts have no grouped method (vllm-ascend serves ModelSlim W8A16 for "
+    "linear layers only)",
+    "re-export with ModelSlim keeping the experts W8A8_DYNAMIC (the linear layers may stay "
+    "W8A16); or serve the unquantized model",
 )
 _NO_W4A8 = Refused(
     "the W4A8_DYNAMIC methods (int4 weights packed two per byte, npu_grouped_matmul with "
@@ -97,7 +106,7 @@ _NO_QUANT_EMBEDDING = Refused(
     "re-export with ModelSlim keeping embed_tokens and lm_head FLOAT",
 )
 _NO_MODELSLIM_UNKNOWN = Refused(
-    "ModelSlim schemes served here are W8A8, W8A8_DYNAMIC and FLOAT",
+    "ModelSlim schemes served here are W8A8, W8A8_DYNAMIC, W8A16 and FLOAT",
     _SERVED_HERE,
 )
 _NO_CT_ASYM = Refused(
@@ -139,7 +148,9 @@ QUANT_MATRIX: Mapping[tuple[QuantFormat, LayerKind, DeviceKind], Verdict] = {
     (_F.MODELSLIM_W8A8_DYNAMIC, _K.LINEAR, _NPU): _DYN_LINEAR_NPU,
     (_F.MODELSLIM_W8A8_DYNAMIC, _K.EXPERTS, _CPU): _DYN_EXPERTS_HOST,
     (_F.MODELSLIM_W8A8_DYNAMIC, _K.EXPERTS, _NPU): _DYN_EXPERTS_NPU,
-    **{(_F.MODELSLIM_W8A16, k, d): _NO_W8A16 for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},
+    (_F.MODELSLIM_W8A16, _K.LINEAR, _CPU): _W8A16_LINEAR_HOST,
+    (_F.MODELSLIM_W8A16, _K.LINEAR, _NPU): _W8A16_LINEAR_NPU,
+    **{(_F.MODELSLIM_W8A16, _K.EXPERTS, d): _NO_W8A16_EXPERTS for d in _BOTH},
     **{(_F.MODELSLIM_W4A8_DYNAMIC, k, d): _NO_W4A8 for k in (_K.LINEAR, _K.EXPERTS)
        for d in _BOTH},
     **{(_F.MODELSLIM_UNKNOWN, k, d): _NO_MODELSLIM_UNKNOWN for k in (_K.LINEAR, _K.EXPERTS)

@@ -2,7 +2,8 @@
 expected: a description without an entry, fused shards of different schemes, a tensor
 of the wrong dtype, a tensor the scheme needs but the checkpoint lacks; and the same for
 the experts of a MoE export (an expert weight not described, experts of one layer with
-different schemes, an expert tensor of the wrong dtype or missing)."""
+different schemes, an expert tensor of the wrong dtype or missing); a per-group W8A16
+scale (W8A16 is served per channel)."""
 
 from __future__ import annotations
 
@@ -170,3 +171,17 @@ def test_an_expert_tensor_the_scheme_needs_is_missing(tmp_path: Path) -> None:
     message = _start(_broken_moe(tmp_path, edit_tensors=drop))
     assert f"Checkpoint has no tensor {EXPERTS}.4.down_proj.weight_offset" in message
     assert "a W8A8_DYNAMIC layer needs" in message
+
+
+def test_a_per_group_w8a16_scale_is_refused_naming_the_tensor(tmp_path: Path) -> None:
+    def per_group(t: dict[str, Any]) -> None:  # [n, 1] -> [n, k / 32], as per-group writes
+        for suffix in ("weight_scale", "weight_offset"):
+            name = f"model.layers.0.mlp.down_proj.{suffix}"
+            k = t["model.layers.0.mlp.down_proj.weight"].shape[1]
+            t[name] = t[name].repeat(1, k // 32).contiguous()
+
+    message = _start(_broken(tmp_path, "w8a16", edit_tensors=per_group))
+    # Whichever of the two loads first is named.
+    assert "Checkpoint tensor model.layers.0.mlp.down_proj.weight_" in message
+    assert "(128, 12): a per-group W8A16" in message
+    assert "serves W8A16 per channel only" in message

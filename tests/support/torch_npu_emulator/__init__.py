@@ -28,9 +28,13 @@ from support.torch_npu_emulator.semantics_mla import IMPLEMENTED as _MLA
 from support.torch_npu_emulator.semantics_moe import IMPLEMENTED as _MOE
 from support.torch_npu_emulator.semantics_sparse_mla import IMPLEMENTED as _SPARSE
 from support.torch_npu_emulator.semantics_w4a16 import IMPLEMENTED as _W4A16
+from support.torch_npu_emulator.semantics_weight_quant import IMPLEMENTED as _WEIGHT_QUANT
 
-# _MLA's attention op adds the MLA cases to the dense one.
-IMPLEMENTED = {**_DENSE, **_MOE, **_MC2, **_MLA, **_SPARSE, **_GDN, **_GRAPH, **_W4A16}
+# _MLA's attention op adds the MLA cases to the dense one; _W4A16's npu_weight_quant_batchmatmul
+# takes int4-in-int32 weights itself and hands int8 ones to _WEIGHT_QUANT's.
+IMPLEMENTED = {
+    **_DENSE, **_MOE, **_MC2, **_MLA, **_SPARSE, **_GDN, **_GRAPH, **_WEIGHT_QUANT, **_W4A16
+}
 
 __all__ = ["EmulatedOp", "EmulatedTorchNpu", "make_torch_npu"]
 

@@ -27,6 +27,10 @@ from typing import Any
 
 import torch
 
+from support.torch_npu_emulator.semantics_weight_quant import (
+    npu_weight_quant_batchmatmul as int8_weight_quant_batchmatmul,
+)
+
 F32 = torch.float32
 HALF_TYPES = (torch.float16, torch.bfloat16)
 _PACK = 8
@@ -113,11 +117,11 @@ def _int4_weight_quant_batchmatmul(a: dict[str, Any]) -> torch.Tensor:
 
 
 def npu_weight_quant_batchmatmul(a: dict[str, Any]) -> torch.Tensor:
+    """int4 weights carried in int32 (W4A16) here; every other weight dtype (int8: W8A16)
+    is semantics_weight_quant's."""
     if a["weight"].dtype == torch.int32:
         return _int4_weight_quant_batchmatmul(a)
-    raise NotImplementedError(
-        "npu_weight_quant_batchmatmul: only int32-carried int4 weights are modelled here "
-        f"(W4A16), not {a['weight'].dtype}")
+    return int8_weight_quant_batchmatmul(a)
 
 
 IMPLEMENTED = {

@@ -29,6 +29,7 @@ SERVED = {
     (QuantFormat.MODELSLIM_W8A8, LayerKind.LINEAR),
     (QuantFormat.MODELSLIM_W8A8_DYNAMIC, LayerKind.LINEAR),
     (QuantFormat.MODELSLIM_W8A8_DYNAMIC, LayerKind.EXPERTS),
+    (QuantFormat.MODELSLIM_W8A16, LayerKind.LINEAR),
     (QuantFormat.CT_INT8_W8A8, LayerKind.LINEAR),
     (QuantFormat.CT_W4A16, LayerKind.LINEAR),
 }
@@ -141,12 +142,14 @@ def test_the_plan_refuses_an_unserved_layer_naming_it_and_what_serves_it(deploym
     plan = plan_config(attrs.evolve(deployment, quantized_layers=layers,
                                     detected_quantization=QuantMethod.ASCEND))
     messages = [str(e) for e in plan.errors]
-    assert len(messages) == 3, messages
-    w8a16 = next(m for m in messages if "W8A16" in m)
-    assert w8a16.startswith("Layer model.layers.0.self_attn.q_proj (and 1 more): "
-                            "quant_model_description.json says")
-    assert "does not serve for linear layers on" in w8a16
-    assert "vllm-ascend serves ModelSlim W8A16 on Atlas A2/A3 NPUs" in w8a16
+    # The W8A16 linears are served; the W4A8_DYNAMIC experts and the lm_head are not.
+    assert len(messages) == 2, messages
+    assert not any(m.startswith("Layer model.layers.0.self_attn") for m in messages), messages
+    w4a8 = next(m for m in messages if "W4A8_DYNAMIC" in m)
+    assert w4a8.startswith("Layer model.layers.0.mlp.experts.0.gate_proj (and 1 more): "
+                           "quant_model_description.json says")
+    assert "does not serve for MoE experts on" in w4a8
+    assert "vllm-ascend serves ModelSlim W4A8_DYNAMIC on Atlas A2/A3 NPUs" in w4a8
     assert any(m.startswith("Layer lm_head: quant_model_description.json says lm_head.weight "
                             "is W8A8_DYNAMIC") for m in messages)
 

@@ -94,5 +94,6 @@ def test_the_emulated_op_refuses_as_the_docs_say(tnpu) -> None:  # type: ignore[
         tnpu.npu_convert_weight_to_int4pack(torch.full((4, 8), 8, dtype=torch.int32))
     with pytest.raises(ValueError, match="multiple of 8"):
         tnpu.npu_convert_weight_to_int4pack(torch.zeros(4, 12, dtype=torch.int32))
-    with pytest.raises(NotImplementedError, match="W4A16"):  # int8 weights: not this model
+    # int8 weights go to the W8A16 model (semantics_weight_quant), per channel only.
+    with pytest.raises(NotImplementedError, match="per-group"):
         tnpu.npu_weight_quant_batchmatmul(x, values.t().contiguous(), s, antiquant_group_size=32)

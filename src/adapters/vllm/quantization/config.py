@@ -29,8 +29,8 @@ METHOD_NAME = "ascend"
 
 
 class AscendQuantConfig(QuantizationConfig):
-    """ModelSlim exports: W8A8 and W8A8_DYNAMIC linear layers, W8A8_DYNAMIC MoE experts,
-    FLOAT where described so."""
+    """ModelSlim exports: W8A8, W8A8_DYNAMIC and W8A16 linear layers, W8A8_DYNAMIC MoE
+    experts, FLOAT where described so."""
 
     def __init__(self, description: ModelSlimDescription) -> None:
         super().__init__()

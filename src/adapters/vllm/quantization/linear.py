@@ -1,4 +1,4 @@
-"""vLLM linear methods for ModelSlim W8A8 (static) and W8A8_DYNAMIC layers.
+"""vLLM linear methods for ModelSlim W8A8 (static), W8A8_DYNAMIC and W8A16 layers.
 
 Weights stay int8; the math goes through the serving device's QuantOps port. Every
 checkpoint tensor is checked against the core's table of what the layer's scheme
@@ -29,6 +29,7 @@ from ascend_core.quantization.tensors import (
     scheme_tensors,
 )
 from ports.quant import QuantOps
+from ports.weight_quant import WeightQuantOps
 
 _F32 = torch.float32
 _QKV_IDS = ("q", "k", "v")
@@ -102,6 +103,7 @@ class Int8LinearMethod(LinearMethodBase):
             check_dtype(tensor, name, _dtype_name(loaded.dtype), self.scheme)
             if loaded.dtype == torch.int64:
                 loaded = float_bits(loaded)
+            loaded = self.reshape_loaded(tensor, name, loaded, param)
             getattr(layer, _LOADED).setdefault(tensor.suffix, set()).add(shard)
             return loader(param, loaded, *args)
 
@@ -120,10 +122,19 @@ class Int8LinearMethod(LinearMethodBase):
             if absent:  # optional (older exports' weight_scale/offset): not held
                 delattr(layer, tensor.suffix)
         self.finish(layer)
-        layer.weight.data = self.quant.prepare_weight(layer.weight.data)
+        self.prepare(layer)
+
+    def reshape_loaded(self, tensor: SchemeTensor, name: str, loaded: torch.Tensor,
+                       param: torch.Tensor) -> torch.Tensor:
+        """The checkpoint tensor in the parameter's layout (schemes that accept more)."""
+        return loaded
 
     def finish(self, layer: torch.nn.Module) -> None:
         """Scheme-specific checks and derived scales, once every tensor has loaded."""
+
+    def prepare(self, layer: torch.nn.Module) -> None:
+        """The int8 weight in the layout the device's quant_matmul reads."""
+        layer.weight.data = self.quant.prepare_weight(layer.weight.data)
 
 
 def _parameter(suffix: str, n: int, k: int, shards: int) -> tuple[torch.Tensor, dict[str, Any]]:
@@ -211,7 +222,54 @@ class AscendW8A8DynamicLinearMethod(Int8LinearMethod):
         return y.reshape(*x.shape[:-1], y.shape[-1])
 
 
+class AscendW8A16LinearMethod(Int8LinearMethod):
+    """Weight only: W = (weight - weight_offset) * weight_scale per output channel,
+    y = x @ W^T + bias with x in the model's float dtype (ports/weight_quant.py). The
+    port's offset is additive, as npu_weight_quant_batchmatmul takes it, so ModelSlim's
+    weight_offset is negated at load."""
+
+    scheme = QuantScheme.W8A16
+
+    def __init__(self, layer_scheme: LayerScheme) -> None:
+        super().__init__(layer_scheme)
+        self.weight_quant: WeightQuantOps = container().weight_quant_ops()
+
+    def reshape_loaded(self, tensor: SchemeTensor, name: str, loaded: torch.Tensor,
+                       param: torch.Tensor) -> torch.Tensor:
+        if tensor.suffix not in ("weight_scale", "weight_offset"):
+            return loaded
+        if loaded.dim() == 1:  # older exports: [n]
+            loaded = loaded.unsqueeze(-1)
+        if loaded.dim() != 2 or loaded.shape[1] != 1:
+            raise QuantizationError(
+                f"Checkpoint tensor {name} is {tuple(loaded.shape)}: a per-group W8A16 "
+                f"{tensor.suffix} ([n, k / group_size]); this plugin serves W8A16 per "
+                "channel only ([n] or [n, 1]).",
+                "Re-export the model with ModelSlim's per-channel W8A16 (no group size).",
+            )
+        return loaded
+
+    def prepare(self, layer: torch.nn.Module) -> None:
+        weight, scale, offset = self.weight_quant.prepare_weight_only(
+            layer.weight.data, layer.weight_scale.data, -layer.weight_offset.data,
+            layer.params_dtype,
+        )
+        # The port's layout replaces the checkpoint's; weight_offset now holds the
+        # additive (negated) offset.
+        layer.weight.data, layer.weight_scale.data, layer.weight_offset.data = (
+            weight, scale, offset)
+
+    def apply(
+        self, layer: torch.nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        rows = x.reshape(-1, x.shape[-1])
+        y = self.weight_quant.weight_quant_matmul(
+            rows, layer.weight, layer.weight_scale, layer.weight_offset, bias)
+        return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
 LINEAR_METHODS: dict[QuantScheme, type[Int8LinearMethod]] = {
     QuantScheme.W8A8: AscendW8A8LinearMethod,
     QuantScheme.W8A8_DYNAMIC: AscendW8A8DynamicLinearMethod,
+    QuantScheme.W8A16: AscendW8A16LinearMethod,
 }
