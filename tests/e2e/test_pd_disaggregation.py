@@ -33,7 +33,7 @@ _VENV_BIN = Path(sys.executable).parent
 # The reference's keys; TCP is the host's default transport, and on the emulated NPU
 # (whose `npu` tensors are host memory) it is asked for, the NPU's default being Ascend's.
 _SIZES = '"prefill": {"dp_size": 1, "tp_size": 1}, "decode": {"dp_size": 1, "tp_size": 1}'
-_READY_SECONDS = 600  # two engines starting side by side on a small shared host
+_READY_SECONDS = 900  # two engines starting side by side on a small shared host (a hang guard)
 _REQUEST_SECONDS = 120
 
 

@@ -103,7 +103,7 @@ class Server:
             cwd=_REPO,
         )
 
-    def wait_ready(self, timeout: float = 240) -> None:
+    def wait_ready(self, timeout: float = 900) -> None:
         import httpx
 
         deadline = time.monotonic() + timeout

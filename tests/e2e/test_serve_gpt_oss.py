@@ -28,7 +28,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     model = str(make_models_module().make_gpt_oss_model(MODELS_DIR / "tiny-gpt_oss"))
     srv = Server(model, tmp_path_factory.mktemp("log") / "gpt-oss.log")
     try:
-        srv.wait_ready(timeout=600)  # a loaded 2-core machine starts vLLM slowly
+        srv.wait_ready()
         yield srv
     finally:
         srv.stop()

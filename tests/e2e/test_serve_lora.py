@@ -27,7 +27,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, d
         extra_env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"},
     )
     try:
-        srv.wait_ready(timeout=600)  # a LoRA engine starts slower on a busy small host
+        srv.wait_ready()
         yield srv, {"base": base, **adapters}
     finally:
         srv.stop()

@@ -54,7 +54,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
     started = {name: Server(d, logs / f"{name}.log") for name, d in dirs.items()}
     try:
         for srv in started.values():
-            srv.wait_ready(timeout=600)  # three engines starting at once on 2 cores
+            srv.wait_ready()
         yield started
     finally:
         for srv in started.values():

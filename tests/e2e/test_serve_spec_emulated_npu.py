@@ -44,7 +44,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         extra=["--speculative-config", json.dumps(_eagle3())],
     )
     try:
-        srv.wait_ready(timeout=360)
+        srv.wait_ready()
         yield srv
     finally:
         srv.stop()

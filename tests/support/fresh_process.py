@@ -14,7 +14,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
-def run_ok(source: str, *args: str, timeout: float = 300) -> str:
+def run_ok(source: str, *args: str, timeout: float = 900) -> str:
     """The script's stdout; fails the test with its stderr's tail unless it printed ok."""
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     done = subprocess.run(

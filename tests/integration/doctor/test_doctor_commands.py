@@ -33,7 +33,7 @@ def doctor(*argv: str, env: dict[str, str] | None = None) -> subprocess.Complete
     environ = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_ASCEND_")}
     environ.update(env or {})
     return subprocess.run(
-        [str(DOCTOR), *argv], capture_output=True, text=True, env=environ, timeout=300
+        [str(DOCTOR), *argv], capture_output=True, text=True, env=environ, timeout=600
     )
 
 

@@ -78,7 +78,7 @@ def test_a_wheel_install_builds_and_uses_the_native_kernels(tmp_path: Path) -> N
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
          "--no-index", "-q", "-w", str(dist), str(tree)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = dist.glob("*.whl")
@@ -110,7 +110,7 @@ def test_a_wheel_install_builds_and_uses_the_native_kernels(tmp_path: Path) -> N
     (site_dir / "serving_venv.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     installed = subprocess.run(
         [python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert installed.returncode == 0, installed.stderr[-3000:]
 

@@ -73,7 +73,7 @@ def _start(device: str, model: str, *args: str) -> subprocess.Popen[str]:
 
 
 def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    out, _ = proc.communicate(timeout=600)
+    out, _ = proc.communicate(timeout=900)
     lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, out[-4000:]
     result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))

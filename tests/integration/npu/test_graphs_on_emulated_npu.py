@@ -246,7 +246,7 @@ def test_the_doctor_reports_the_graph_mode_the_engine_runs(
     if asked != DEFAULT:
         args.append(f"-cc.cudagraph_mode={asked}")
     done = subprocess.run([str(doctor), "plan", "--json", "--", npu_model_dirs[style], *args],
-                          capture_output=True, text=True, env=env, timeout=300)
+                          capture_output=True, text=True, env=env, timeout=900)
     assert done.stdout.lstrip().startswith("{"), done.stderr[-2000:]
     data = json.loads(done.stdout)["data"]
     plan = data["plan"]

@@ -155,7 +155,7 @@ def test_the_doctor_plans_the_graph_mode_the_engine_runs(runs, npu_model_dirs, s
     args = ["--dtype", "bfloat16", "--block-size", "128", "-cc.cudagraph_capture_sizes=[1,2,4,8]"]
     done = subprocess.run(
         [str(doctor), "plan", "--json", "--", npu_model_dirs[style], *args],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True, text=True, env=env, timeout=900,
     )
     assert done.stdout.lstrip().startswith("{"), done.stderr[-2000:]
     data = json.loads(done.stdout)["data"]

@@ -111,7 +111,7 @@ def test_the_doctor_reports_the_tp2_graph_mode_and_sizes_the_engine_runs(
     ]
     done = subprocess.run(
         [str(doctor), "plan", "--json", "--", npu_model_dirs["llama"], *args],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True, text=True, env=env, timeout=900,
     )
     assert done.stdout.lstrip().startswith("{"), done.stderr[-2000:]
     data = json.loads(done.stdout)["data"]

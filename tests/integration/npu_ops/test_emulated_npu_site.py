@@ -27,7 +27,7 @@ print(json.dumps({
 
 def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600
     )
 
 

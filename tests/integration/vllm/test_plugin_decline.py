@@ -32,7 +32,7 @@ def _run(
         env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), path) if p)
     return subprocess.run(
         argv or [sys.executable, "-c", _SHOW_PLATFORM], env=env, capture_output=True,
-        text=True, timeout=120,
+        text=True, timeout=600,
     )
 
 

@@ -30,7 +30,7 @@ def _serve(model: str, *flags: str) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,
     )
 
 
