@@ -4,7 +4,8 @@ language model's sequence) and its bytes, and the items the profiling pass encod
 vLLM sizes the encoder cache as max(--max-num-batched-tokens, the most tokens one item can
 take) and profiles the tower with as many items of that largest size as the encoder budget
 and the decoder's sequences allow; the encoder's outputs are held in the model's dtype at
-the language model's hidden size. For a Qwen2-VL-style image processor the largest item
+the language model's hidden size (times 1 + the DeepStack layers for Qwen3-VL: the caller's
+`hidden_size`). For a Qwen2-VL-style image processor the largest item
 is the most merged patches `size.longest_edge` pixels allow at an aspect ratio of at most
 200 (the processor refuses beyond), and a video the most frames (at most 14, padded to the
 temporal patch) whose tokens fit in max_model_len.

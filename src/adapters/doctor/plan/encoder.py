@@ -42,13 +42,16 @@ def encoder_items(
     vision_hidden = vision.get("hidden_size", vision.get("embed_dim"))
     if grid is None or not isinstance(vision_hidden, int):
         return None
+    # Qwen3-VL's tower outputs its DeepStack features beside the merged ones, each at the
+    # language model's hidden size, and the encoder cache holds them all.
+    deepstack = vision.get("deepstack_visual_indexes") or ()
     return encoder_budget(
         grid,
         _limits(args.limit_mm_per_prompt),
         model.max_model_len,
         serve_max_num_batched_tokens(args, device_memory_bytes),
         serve_max_num_seqs(args, device_memory_bytes),
-        model.hidden_size,
+        model.hidden_size * (1 + len(deepstack)),
         vision_hidden,
         dtype_bytes(model.dtype),
     )
