@@ -15,13 +15,16 @@ DOCTOR = Path(sys.executable).with_name("ascend-doctor")
 PER_LAYER_MARGIN = 64
 
 
-def doctor_memory(model: str, dtype: str = "float32") -> dict[str, Any]:
-    """The plan's memory section for `model` served in `dtype` (max_model_len 512)."""
+def doctor_memory(
+    model: str, dtype: str = "float32", extra: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The plan's memory section for `model` served in `dtype` (max_model_len 512, then
+    the `vllm serve` arguments `extra`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_ASCEND_")}
     env["VLLM_ASCEND_DEVICE"] = "cpu"
     done = subprocess.run([str(DOCTOR), "plan", "--json", "--", model, "--dtype", dtype,
-                           "--max-model-len", "512"], capture_output=True, text=True, env=env,
-                          timeout=300)
+                           "--max-model-len", "512", *extra],
+                          capture_output=True, text=True, env=env, timeout=300)
     assert done.stdout.lstrip().startswith("{"), done.stderr[-2000:]
     data: dict[str, Any] = json.loads(done.stdout)["data"]["memory"]
     return data

@@ -13,6 +13,7 @@ from ascend_core.memory_budget.demand import (
     MemoryDemand,
     Scaling,
 )
+from ascend_core.memory_budget.encoder import EncoderBudget, VisionGrid, encoder_budget
 from ascend_core.memory_budget.fixes import MAX_SUGGESTED_UTILIZATION, FixKind, MemoryFix
 from ascend_core.memory_budget.host_default import (
     HOST_KV_CAP_BYTES,
@@ -58,6 +59,7 @@ __all__ = [
     "VLLM_DEFAULT_UTILIZATION",
     "Accounting",
     "BudgetFlag",
+    "EncoderBudget",
     "FixKind",
     "HostKvDefault",
     "KvCacheTooSmallError",
@@ -69,8 +71,10 @@ __all__ = [
     "Reserve",
     "Scaling",
     "SequenceCap",
+    "VisionGrid",
     "WeightsSize",
     "dtype_bytes",
+    "encoder_budget",
     "estimate_reserve",
     "exact_bytes",
     "flags_leave_default",

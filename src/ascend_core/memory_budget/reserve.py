@@ -26,16 +26,20 @@ class Reserve:
     runtime_bytes: int
     activation_bytes: int
     lora_bytes: int = 0  # --enable-lora: vLLM's stacked adapter slots (lora_slot_bytes)
+    # A vision tower: the encoder cache and the tower's profiled activations (EncoderBudget).
+    encoder_bytes: int = 0
 
     @property
     def total_bytes(self) -> int:
-        return self.runtime_bytes + self.activation_bytes + self.lora_bytes
+        return self.runtime_bytes + self.activation_bytes + self.lora_bytes + self.encoder_bytes
 
     def describe(self) -> str:
         lora = f" + {format_bytes(self.lora_bytes)} LoRA slots" if self.lora_bytes else ""
+        encoder = (f" + {format_bytes(self.encoder_bytes)} encoder cache and tower activations"
+                   if self.encoder_bytes else "")
         return (
             f"{format_bytes(self.runtime_bytes)} runtime/HCCL/graphs + "
-            f"{format_bytes(self.activation_bytes)} activations{lora}"
+            f"{format_bytes(self.activation_bytes)} activations{lora}{encoder}"
         )
 
 
@@ -76,9 +80,10 @@ def estimate_reserve(
     activation_dtype_bytes: int,
     tp: int = 1,
     lora_bytes: int = 0,
+    encoder_bytes: int = 0,
 ) -> Reserve:
     """The doctor's estimate of what vLLM's profiling run would measure (the LoRA slots,
     lora_slot_bytes, when --enable-lora: the worker's measured peak holds them)."""
     per_token = ACTIVATION_FACTOR * model.hidden_size * activation_dtype_bytes
     activations = max_num_batched_tokens * per_token // max(1, tp)
-    return Reserve(RUNTIME_RESERVE_BYTES, activations, lora_bytes)
+    return Reserve(RUNTIME_RESERVE_BYTES, activations, lora_bytes, encoder_bytes)

@@ -108,3 +108,49 @@ def test_a_mixed_batch_twice_gives_transformers_ids(llm, requests_and_expected) 
         assert [o.prompt_token_ids for o in outputs] == [i for _, i, _ in requests_and_expected]
         got = [list(o.outputs[0].token_ids) for o in outputs]
         assert got == [e for _, _, e in requests_and_expected], round_
+
+
+def test_the_doctors_encoder_cache_and_kv_are_what_the_engine_allocates(  # type: ignore[no-untyped-def]
+    llm, model_dir: str
+) -> None:
+    """The doctor, asked about the engine's arguments, states the encoder budget vLLM's
+    runner profiles with and its scheduler caches (tokens, items, bytes per token of the
+    tower's output), and the KV bytes per token the worker's cache tensors hold."""
+    from support.doctor_plan import doctor_memory
+
+    memory = doctor_memory(model_dir, "float32", (
+        "--max-num-seqs", "4", "--max-num-batched-tokens", "64",
+        "--kv-cache-memory-bytes", str(32 << 20), "--enable-prefix-caching",
+        "--limit-mm-per-prompt", '{"image": 2, "video": 0}'))
+    encoder = memory["encoder"]
+    runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    budget = runner.mm_budget
+    assert encoder["max_tokens_per_item"] == dict(budget.mm_max_toks_per_item)
+    assert (encoder["cache_tokens"], encoder["compute_tokens"]) == (
+        budget.encoder_cache_size, budget.encoder_compute_budget)
+    assert encoder["profile_items"] == budget.mm_max_items_per_batch[encoder["profile_modality"]]
+    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+    assert scheduler.encoder_cache_manager.cache_size == encoder["cache_tokens"]
+
+    # The profiling pass's batch: the tower's outputs (max tokens x the language model's
+    # hidden per item) and its patches, which the doctor's activation estimate counts.
+    from ascend_core.memory_budget import ACTIVATION_FACTOR
+
+    modality, items = encoder["profile_modality"], encoder["profile_items"]
+    dummy = runner._get_mm_dummy_batch(modality, items)
+    with torch.no_grad():
+        outs = runner.model.embed_multimodal(**dummy)
+    assert [o.shape[0] for o in outs] == [encoder["max_tokens_per_item"][modality]] * items
+    per_token = outs[0].element_size() * outs[0].shape[1]
+    assert per_token == encoder["bytes_per_token"]
+    assert encoder["cache_bytes"] == budget.encoder_cache_size * per_token
+    patches = dummy["pixel_values"].shape[0]
+    vision_hidden = runner.model.config.vision_config.hidden_size
+    assert encoder["activation_bytes"] == (
+        patches * ACTIVATION_FACTOR * vision_hidden * outs[0].element_size())
+
+    # KV: the worker's cache tensors hold the doctor's bytes per token for every slot.
+    kv_config = runner.kv_cache_config
+    held = sum(t.size for t in kv_config.kv_cache_tensors)
+    slots = kv_config.num_blocks * runner.cache_config.block_size
+    assert held == slots * memory["kv_bytes_per_token"], (held, slots, memory["kv_formula"])

@@ -10,6 +10,7 @@ import attrs
 
 from adapters.doctor.plan.batch import serve_max_num_seqs
 from adapters.doctor.plan.config import speculative_facts
+from adapters.doctor.plan.encoder import encoder_items
 from adapters.doctor.plan.items import FAIL, PASS, WARN, failed
 from adapters.doctor.plan.model import Target
 from adapters.doctor.serve_args import ServeArgs
@@ -18,6 +19,7 @@ from ascend_core.errors import AscendError
 from ascend_core.memory_budget import (
     Accounting,
     BudgetFlag,
+    EncoderBudget,
     HostKvDefault,
     MemoryBudget,
     MemoryDemand,
@@ -86,12 +88,14 @@ def memory_items(
         if args.enable_lora
         else 0
     )
+    encoder = encoder_items(args, files, model, target.memory_bytes)
     reserve = estimate_reserve(
         model,
         args.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS,
         dtype_bytes(model.dtype),
         args.tp,
         lora,
+        encoder.total_bytes if encoder else 0,
     )
     block = block_size or DEFAULT_BLOCK_SIZE
     quantized = weights.quantized or (
@@ -149,12 +153,15 @@ def memory_items(
         CheckItem("KV per token", PASS, f"{kv.bytes} B = {kv.formula}"),
         CheckItem("reserve", PASS, f"{reserve.describe()} (estimate)"),
     ]
+    if encoder is not None:
+        items.append(CheckItem("encoder", PASS, encoder.describe()))
     if explicit:
         items.append(_explicit_room(explicit, target.memory_bytes, per_device, reserve))
     if on_host and not host_default:
         items.append(_host_flag_item(args, target.memory_bytes))
     items.append(_budget_item(budget))
-    return items, _memory_data(budget, weights.total_bytes, kv.formula, reserve.describe())
+    data = _memory_data(budget, weights.total_bytes, kv.formula, reserve.describe())
+    return items, {**data, "encoder": _encoder_data(encoder)}
 
 
 def _explicit_room(explicit: int, device_bytes: int, weights: int, reserve: Reserve) -> CheckItem:
@@ -228,4 +235,19 @@ def _memory_data(
             {"kind": f.kind.value, "argument": f.argument, "value": f.value, "detail": f.detail}
             for f in budget.fixes
         ],
+    }
+
+
+def _encoder_data(encoder: EncoderBudget | None) -> Mapping[str, Any] | None:
+    if encoder is None:
+        return None
+    return {
+        "max_tokens_per_item": dict(encoder.max_tokens_per_item),
+        "cache_tokens": encoder.cache_tokens,
+        "compute_tokens": encoder.compute_tokens,
+        "bytes_per_token": encoder.bytes_per_token,
+        "cache_bytes": encoder.cache_bytes,
+        "profile_modality": encoder.profile_modality,
+        "profile_items": encoder.profile_items,
+        "activation_bytes": encoder.activation_bytes,
     }
