@@ -24,7 +24,7 @@ from adapters.vllm.kv_transfer import module_path as kv_module_path
 from ascend_core.deployment import CompileMode, Deployment, GraphMode, PluginModule
 from ascend_core.errors import ConfigError
 from ascend_core.plan import ModelRunner, fields
-from ascend_core.plan.model_runner import V1_VALUE, V2_VARIABLE
+from ascend_core.plan.model_runner import V2_VARIABLE, decide_model_runner, runner_variable
 from ports.device import ChipFamily, DeviceKind
 from ports.environment import Environment
 from ports.local_files import LocalFiles
@@ -283,9 +283,12 @@ def before_config(kind: DeviceKind, environ: MutableMapping[str, str] = os.envir
             BREAKABLE_GRAPHS,
         )
     given = operator_runner_variable(environ.get(V2_VARIABLE))
+    # The graph mode is not planned yet: an eager decision here; where the plan then
+    # decides graphs (V2 serves eager only) its own change writes V1 with the reason.
+    written = runner_variable(decide_model_runner(kind, given).runner)
     _runner_variable["given"] = given
-    _runner_variable["written"] = V1_VALUE
-    environ[V2_VARIABLE] = V1_VALUE
+    _runner_variable["written"] = written
+    environ[V2_VARIABLE] = written
 
 
 def operator_runner_variable(current: str | None) -> str | None:
