@@ -14,11 +14,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
+from typing import Any
 
 from generate_run import emulate_npu, prompts
 
 LENGTHS = (5, 150, 40, 200, 1, 131, 77, 20)
 MAX_NEW = 6
+GPU_PACKAGE = "vllm.v1.worker.gpu."
 
 
 def runner_facts(worker: object) -> dict[str, object]:
@@ -30,13 +33,41 @@ def runner_facts(worker: object) -> dict[str, object]:
     }
 
 
+def record_launches() -> dict[str, list[float]]:
+    """Each Triton kernel launched in the interpreter (TRITON_INTERPRET=1): its module
+    under vllm/v1/worker/gpu (or its full module elsewhere) and name -> [launches,
+    seconds]."""
+    import time
+
+    from triton.runtime.interpreter import InterpretedFunction
+
+    launches: dict[str, list[float]] = {}
+    run = InterpretedFunction.run
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        module = self.fn.__module__.removeprefix(GPU_PACKAGE).replace(".", "/")
+        entry = launches.setdefault(f"{module}.{self.fn.__name__}", [0, 0.0])
+        start = time.perf_counter()
+        try:
+            return run(self, *args, **kwargs)
+        finally:
+            entry[0] += 1
+            entry[1] += time.perf_counter() - start
+
+    InterpretedFunction.run = counted  # type: ignore[method-assign]
+    return launches
+
+
 def main(device: str, model: str) -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process
     os.environ["VLLM_ASCEND_DEVICE"] = "cpu" if device == "host" else "npu"
+    launches: dict[str, list[float]] = {}
     if device == "npu":
         emulate_npu()
+        launches = record_launches()
     from vllm import LLM, SamplingParams, TokensPrompt
 
+    start = time.perf_counter()
     llm = LLM(
         model=model,
         dtype="bfloat16",
@@ -49,10 +80,12 @@ def main(device: str, model: str) -> None:
         enable_prefix_caching=True,
         seed=0,
     )
+    started = time.perf_counter() - start
     params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
     batch = [TokensPrompt(prompt_token_ids=p) for p in prompts(0, LENGTHS)]
+    start = time.perf_counter()
     passes = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]
-    from adapters.vllm.engine.configure import DEPLOYMENT_ATTR  # noqa: F401 (the plugin)
+    generated = time.perf_counter() - start
 
     config = llm.llm_engine.vllm_config
     (facts,) = llm.collective_rpc(runner_facts)
@@ -63,6 +96,8 @@ def main(device: str, model: str) -> None:
                 "runs": [[list(o.outputs[0].token_ids) for o in out] for out in passes],
                 "cached_tokens": [int(o.num_cached_tokens or 0) for o in passes[1]],
                 "engine_v2": bool(config.use_v2_model_runner),
+                "launches": launches,
+                "seconds": {"start": started, "generate": generated},
                 **facts,
             }
         ),
