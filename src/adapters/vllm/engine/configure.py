@@ -161,6 +161,12 @@ def plan_for(deployment: Deployment | None) -> ConfigPlan | None:
     if note is not None and note not in _noted:  # once per process, as the changes are
         _noted.add(note)
         logger.info("Ascend plan: %s", note)
+    # V1 is the default (vLLM's engine is told through its variable, a logged change);
+    # V2, asked for and served, changes nothing: said here, once per process.
+    runner = f"model runner: {plan.decisions.model_runner_reason}"
+    if plan.model_runner is ModelRunner.V2 and runner not in _noted:
+        _noted.add(runner)
+        logger.info("Ascend plan: %s", runner)
     return plan.require_ok()
 
 
