@@ -79,7 +79,9 @@ KERNELS: tuple[V2Kernel, ...] = (
         "_scatter_num_accepted_kernel _fill_num_accepted_kernel",
     ),
     *_group("model_states/prompt_embeds", "prompt embeddings", "_apply_prompt_embeds_kernel"),
-    *_group("model_states/recoverssm", "SSM state recovery", "_postprocess_recoverssm_align_kernel"),
+    *_group(
+        "model_states/recoverssm", "SSM state recovery", "_postprocess_recoverssm_align_kernel"
+    ),
     *_group("sample/bad_words", "bad words", "_bad_words_kernel"),
     *_group(
         "sample/batch_shard", "sampling sharded across ranks",
