@@ -187,6 +187,9 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
      "private: last step's sampled ids into input_ids"),
     ("vllm.v1.worker.block_table:MultiGroupBlockTable.commit_block_table",
      "the block table to the device"),
+    ("vllm.v1.worker.gpu.buffer_utils:is_uva_available",
+     "the NPU's V2 runner answers no (no UVA on an NPU): V2's explicit-copy buffers"),
+    ("vllm.v1.worker.gpu.buffer_utils:NonUvaBuffer", "what V2 then builds"),
     ("vllm.model_executor.models.config:MambaModelConfig.verify_and_update_config",
      "sets mamba_cache_mode align before the plan turns prefix caching off"),
 )
@@ -265,6 +268,9 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.worker.worker:DeviceWorker._profile_memory",
     "adapters.vllm.worker.worker:HostWorker.runner_path",
     "adapters.vllm.worker.worker:NpuWorker.runner_path",
+    "adapters.vllm.worker.worker:DeviceWorker.runner_v2_path",
+    "adapters.vllm.worker.worker:NpuWorker.runner_v2_path",
+    "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._scope",
 })
 
 
