@@ -6,7 +6,8 @@ One engine on each device (v2_runner_run.py, llama tiny, eager): batch 8 of mixe
 pass). The NPU's: triton-ascend's driver presented as active (as on an NPU host) and
 V2's Triton kernels in Triton's interpreter (TRITON_INTERPRET=1; the emulated
 triton-ascend has no compiler), each launch recorded and found in the core's V2 kernels
-table. The host's: its own runner (V1; the host builds no V2), the reference ids.
+table, whose `exercised` kernels all launch. The host's: its own runner (V1; the host
+builds no V2), the reference ids.
 Nothing here runs on Ascend hardware.
 """
 
@@ -75,12 +76,14 @@ def test_v2_on_the_emulated_npu_gives_the_host_devices_ids(runs) -> None:
     assert npu["runs"][1] == host["runs"][1] == host["runs"][0]
 
 
-def test_every_v2_kernel_launched_is_in_the_kernels_table_as_exercised(runs) -> None:
+def test_every_v2_kernel_launched_is_in_the_kernels_table(runs) -> None:
     from ascend_core.v2_kernels import KERNELS
 
     table = {f"{k.module}.{k.name}": k for k in KERNELS}
-    launched = set(runs["npu"]["launches"])
+    launched = runs["npu"]["launches"]
+    print("V2 kernels launched (launches, seconds):", json.dumps(launched, sort_keys=True))
     assert launched, "no Triton kernel ran: was TRITON_INTERPRET=1 set before Triton?"
-    assert launched <= set(table), launched - set(table)
-    # The table's `exercised` marks what this run launches, no more and no fewer.
-    assert {name for name, k in table.items() if k.exercised and name in launched} == launched
+    assert set(launched) <= set(table), set(launched) - set(table)
+    # What the table says an eager greedy step launches, this run launched.
+    exercised = {name for name, k in table.items() if k.exercised}
+    assert exercised <= set(launched), exercised - set(launched)
