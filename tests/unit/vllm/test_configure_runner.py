@@ -76,3 +76,12 @@ def test_the_engine_believing_v2_is_a_typed_refusal() -> None:
     with pytest.raises(ConfigError) as hisparse:
         configure.require_runner_agrees(_Config(refused), plan)  # type: ignore[arg-type]
     assert "HiSparse requires Model Runner V2" in hisparse.value.what
+
+
+def test_v2_without_an_active_triton_driver_is_a_typed_refusal() -> None:
+    plan = plan_config(npu(v2_model_runner="1", compilation={"enforce_eager": True}))
+    configure.require_runner_agrees(_Config(True), plan, has_triton=True)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError) as no_triton:
+        configure.require_runner_agrees(_Config(True), plan, has_triton=False)  # type: ignore[arg-type]
+    assert "Triton has no active driver" in no_triton.value.what
+    assert "triton-ascend" in no_triton.value.hint

@@ -305,11 +305,26 @@ def operator_runner_variable(current: str | None) -> str | None:
     return current
 
 
-def require_runner_agrees(vllm_config: VllmConfig, plan: ConfigPlan) -> None:
+def require_runner_agrees(
+    vllm_config: VllmConfig, plan: ConfigPlan, has_triton: bool | None = None
+) -> None:
     """vLLM's engine (VllmConfig.use_v2_model_runner, read by its scheduler, input
     processor and engine client) must believe the runner the worker builds. vLLM forces
-    V2 for some features (HiSparse, watermarking) whatever the variable says."""
+    V2 for some features (HiSparse, watermarking) whatever the variable says. V2 needs
+    Triton with an active driver (vLLM's HAS_TRITON; triton-ascend on an NPU host): without
+    it vLLM's worker would stop with a traceback, so it is refused here first."""
     want_v2 = plan.model_runner is ModelRunner.V2
+    if want_v2:
+        if has_triton is None:
+            from vllm.triton_utils import HAS_TRITON as has_triton
+        if not has_triton:
+            raise ConfigError(
+                f"{plan.decisions.model_runner_reason}, but vLLM's V2 runner launches Triton "
+                "kernels and Triton has no active driver in this process (triton-ascend's "
+                "on an NPU host).",
+                "Install triton-ascend (the version matching your CANN), or unset "
+                "VLLM_USE_V2_MODEL_RUNNER to serve on the V1 runner.",
+            )
     try:
         believes_v2 = bool(vllm_config.use_v2_model_runner)
         error = None
