@@ -5,9 +5,11 @@ V2 prepares its inputs, samples, counts and drafts with `@triton.jit` functions.
 NPU each either runs as Triton through triton-ascend or is replaced by a torch twin on the
 device; today every one is left to triton-ascend (none is replaced), and on the emulated
 NPU Triton's interpreter runs them (TRITON_INTERPRET=1) over the `npu` tensors.
-`exercised` marks kernels every eager greedy V2 step launches, checked launched by the run
-on the emulated NPU (tests/integration/npu/test_v2_runner_on_emulated_npu.py records the
-launches; it may launch more, which it lists, e.g. the sampler warmup's). None has
+`exercised` marks the kernels the eager V2 run on the emulated NPU launches
+(tests/integration/npu/test_v2_runner_on_emulated_npu.py records the launches and checks
+they are these: each step's input preparation, slot mapping, staged writes and sampling,
+and the profiling pass's sampler warmup: temperature, min-p, penalties, bias, bad words,
+logprobs). None has
 been lowered for Ascend (triton-ascend's compiler, BiShengIR, is not here) nor run on
 Ascend hardware: `lowered` stays False until `make kernels-check` covers it.
 """
@@ -35,7 +37,7 @@ class V2Kernel:
     name: str  # the @triton.jit function (helpers inlined into kernels included)
     role: str  # what V2 uses it for
     path: KernelPath = KernelPath.TRITON_ASCEND
-    exercised: bool = False  # checked launched by the eager V2 run on the emulated NPU
+    exercised: bool = False  # launched by the eager V2 run on the emulated NPU
     lowered: bool = False  # lowered for A2/A3 by `make kernels-check`
 
     def row(self) -> dict[str, object]:
@@ -71,8 +73,8 @@ KERNELS: tuple[V2Kernel, ...] = (
         "_post_update_kernel _post_update_num_computed_tokens_kernel "
         "_expand_idx_mapping_kernel",
         "_prepare_prefill_inputs_kernel _prepare_pos_seq_lens_kernel "
-        "_combine_sampled_and_draft_tokens_kernel _post_update_kernel "
-        "_post_update_num_computed_tokens_kernel",
+        "_combine_sampled_and_draft_tokens_kernel _get_num_sampled_and_rejected_kernel "
+        "_post_update_kernel",
     ),
     *_group("metrics/logits", "NaN count in logits (metrics)", "_num_nans_kernel"),
     *_group("mm/rope", "M-RoPE positions (multimodal)", "_prepare_rope_positions_kernel"),
@@ -84,7 +86,7 @@ KERNELS: tuple[V2Kernel, ...] = (
     *_group(
         "model_states/recoverssm", "SSM state recovery", "_postprocess_recoverssm_align_kernel"
     ),
-    *_group("sample/bad_words", "bad words", "_bad_words_kernel"),
+    *_group("sample/bad_words", "bad words", "_bad_words_kernel", "_bad_words_kernel"),
     *_group(
         "sample/batch_shard", "sampling sharded across ranks",
         "_build_shard_plan_kernel _pack_sampler_output_kernel _unpack_gathered_output_kernel "
@@ -96,17 +98,21 @@ KERNELS: tuple[V2Kernel, ...] = (
         "_murmur3_fmix32 murmur3_hash32 murmur3_uniform32 _uniform64_from_random53 "
         "murmur3_uniform64 _log1p_neg_stable gumbel_noised_argmax gumbel_block_argmax "
         "_gumbel_sample_kernel",
-        "_gumbel_sample_kernel",
+        "_gumbel_sample_kernel _temperature_kernel",
     ),
-    *_group("sample/logit_bias", "logit bias, allowed tokens, min tokens", "_bias_kernel"),
+    *_group(
+        "sample/logit_bias", "logit bias, allowed tokens, min tokens", "_bias_kernel",
+        "_bias_kernel",
+    ),
     *_group(
         "sample/logprob", "logprobs",
         "_topk_log_softmax_kernel _ranks_kernel _fill_logprob_token_ids_kernel",
+        "_topk_log_softmax_kernel _ranks_kernel",
     ),
-    *_group("sample/min_p", "min-p", "_min_p_kernel"),
+    *_group("sample/min_p", "min-p", "_min_p_kernel", "_min_p_kernel"),
     *_group("sample/output", "sampling mask output", "_compact_sampling_mask_kernel"),
     *_group("sample/penalties", "repetition/frequency/presence penalties",
-            "_penalties_kernel _bincount_kernel"),
+            "_penalties_kernel _bincount_kernel", "_penalties_kernel _bincount_kernel"),
     *_group("sample/prompt_logprob", "prompt logprobs", "_prompt_logprobs_token_ids_kernel"),
     *_group(
         "sample/thinking_budget", "thinking budget",
