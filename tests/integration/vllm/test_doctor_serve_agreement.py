@@ -254,3 +254,31 @@ def test_doctor_and_serve_agree_on_a_vision_language_model(
         for text in (report, error):
             assert f"{arch}ForConditionalGeneration {named}" in text, text[-1500:]
             assert "unknown" not in text
+
+
+@pytest.mark.parametrize("variable", [None, "1"], ids=["unset", "V2 asked"])
+def test_the_doctor_reports_the_runner_serve_configures(
+    model_dirs: dict[str, str], monkeypatch: pytest.MonkeyPatch, variable: str | None
+) -> None:
+    """On the host both say V1 (V2 asked is overridden with the reason); the NPU's V2
+    decision is tests/integration/npu/test_v2_runner_on_emulated_npu.py's."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    if variable is None:
+        monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    else:
+        monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", variable)
+    argv = [model_dirs["qwen3"], "--enforce-eager"]
+    _, report = doctor_refuses(argv)
+    runner = json.loads(report)["data"]["model_runner"]
+    saved = dict(os.environ)
+    try:
+        ns = _serve_parser().parse_args(argv)
+        ns.model = ns.model_tag or ns.model
+        config = AsyncEngineArgs.from_cli_args(ns).create_engine_config()
+        served_v2 = bool(config.use_v2_model_runner)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert runner["runner"] == ("V2" if served_v2 else "V1") == "V1"
+    assert ("no Triton driver" in runner["reason"]) is (variable == "1")

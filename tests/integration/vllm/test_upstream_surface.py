@@ -212,6 +212,9 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
      "greedy tail: idle while its biases are empty"),
     ("vllm.v1.sample.logits_processor.builtin:MinTokensLogitsProcessor",
      "greedy tail: idle while its min_toks are empty"),
+    ("vllm.v1.worker.gpu.buffer_utils:is_uva_available",
+     "the NPU's V2 runner answers no (no UVA on an NPU): V2's explicit-copy buffers"),
+    ("vllm.v1.worker.gpu.buffer_utils:NonUvaBuffer", "what V2 then builds"),
     ("vllm.model_executor.models.config:MambaModelConfig.verify_and_update_config",
      "sets mamba_cache_mode align before the plan turns prefix caching off"),
 )
@@ -292,6 +295,9 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.worker.worker:DeviceWorker._profile_memory",
     "adapters.vllm.worker.worker:HostWorker.runner_path",
     "adapters.vllm.worker.worker:NpuWorker.runner_path",
+    "adapters.vllm.worker.worker:DeviceWorker.runner_v2_path",
+    "adapters.vllm.worker.worker:NpuWorker.runner_v2_path",
+    "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._scope",
 })
 
 

@@ -4,33 +4,53 @@ from __future__ import annotations
 
 import pytest
 
+from ascend_core.deployment import GraphMode
 from ascend_core.plan import ModelRunner, fields, plan_config
-from ascend_core.plan.model_runner import decide_model_runner, v2_requested
+from ascend_core.plan.model_runner import decide_model_runner, runner_variable, v2_requested
 from ports.device import DeviceKind
 from unit.core.plan_fixtures import host, npu
+
+EAGER = {"enforce_eager": True}
 
 
 @pytest.mark.parametrize("deployment", [npu(), host()], ids=["npu", "host"])
 def test_v1_on_both_devices_and_vllms_variable_written_with_the_reason(deployment) -> None:
     plan = plan_config(deployment)
     assert plan.model_runner is ModelRunner.V1
-    assert "issue 48" in plan.decisions.model_runner_reason
+    assert "VLLM_USE_V2_MODEL_RUNNER=1, eager" in plan.decisions.model_runner_reason
     (change,) = plan.changes_to(fields.V2_MODEL_RUNNER)
     assert (change.old, change.new) == (None, "0")
-    assert "scheduler output" in change.reason and "issue 48" in change.reason
+    assert "scheduler output" in change.reason and "V2 is opt-in" in change.reason
     assert not [w for w in plan.warnings if "model runner" in w]
     text = plan.describe()
     assert "runner=V1" in text.splitlines()[0]
     assert "  runner  the " in text
-    assert "V1 runner (the NPU runner on vLLM's V2 is issue 48)" in text
+    assert "V1 runner (V2 is opt-in on the NPU" in text
 
 
-def test_asking_for_v2_is_overridden_with_a_warning_not_refused() -> None:
-    plan = plan_config(npu(v2_model_runner="1"))
+def test_v2_asked_on_the_eager_npu_is_built_and_vllm_told_v2() -> None:
+    plan = plan_config(npu(v2_model_runner="1", compilation=EAGER))
+    assert plan.ok and plan.model_runner is ModelRunner.V2
+    assert "NpuModelRunnerV2, eager" in plan.decisions.model_runner_reason
+    assert not [w for w in plan.warnings if "model runner" in w]
+    assert plan.changes_to(fields.V2_MODEL_RUNNER) == ()  # "1" already says V2
+    assert "runner=V2" in plan.describe().splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("deployment", "why"),
+    [
+        (npu(v2_model_runner="1"), "V2's graph manager on the NPU's graphs is not built"),
+        (host(v2_model_runner="1", compilation=EAGER), "no Triton driver"),
+    ],
+    ids=["npu-graphs", "host"],
+)
+def test_v2_asked_where_not_served_is_v1_with_a_warning_not_refused(deployment, why) -> None:
+    plan = plan_config(deployment)
     assert plan.ok and plan.model_runner is ModelRunner.V1
     (warning,) = [w for w in plan.warnings if "model runner" in w]
     assert "VLLM_USE_V2_MODEL_RUNNER=1 asked for vLLM's V2 runner" in warning
-    assert "serving on V1" in warning
+    assert why in warning and "serving on V1" in warning
     (change,) = plan.changes_to(fields.V2_MODEL_RUNNER)
     assert (change.old, change.new) == ("1", "0")
 
@@ -47,3 +67,7 @@ def test_vllms_reading_of_the_variable() -> None:
     ]
     decision = decide_model_runner(DeviceKind.CPU, "1")
     assert decision.overrides_request and "host worker builds V1" in decision.reason
+    graphs = decide_model_runner(DeviceKind.NPU, "1", GraphMode.FULL_DECODE_ONLY)
+    assert graphs.overrides_request and "FULL_DECODE_ONLY graphs" in graphs.reason
+    assert decide_model_runner(DeviceKind.NPU, "1").runner is ModelRunner.V2
+    assert [runner_variable(r) for r in ModelRunner] == ["0", "1"]

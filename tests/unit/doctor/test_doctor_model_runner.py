@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from unit.doctor.test_cli import _llama, plan_json, run, wiring
+from unit.doctor.test_cli import _llama, fake_parse, plan_json, run, wiring
 
 
 def test_plan_shows_the_model_runner_and_why_and_an_overridden_request() -> None:
@@ -23,3 +23,19 @@ def test_plan_shows_the_model_runner_and_why_and_an_overridden_request() -> None
     warnings = [i["detail"] for i in section["items"] if i["name"] == "warning"]
     assert any("VLLM_USE_V2_MODEL_RUNNER=1 asked for vLLM's V2 runner" in w for w in warnings)
     assert asked["data"]["model_runner"]["runner"] == "V1"
+
+
+def test_plan_shows_v2_and_its_kernels_table_when_v2_is_served() -> None:
+    c = wiring(env={"VLLM_USE_V2_MODEL_RUNNER": "1"}, files=_llama())
+    c.serve_args_parser.override(lambda argv: {**fake_parse(argv), "enforce_eager": True})
+    _, out = run(["plan", "--json", "--", "/m/llama"], c)
+    data = json.loads(out)
+    runner = data["data"]["model_runner"]
+    assert runner["runner"] == "V2" and "NpuModelRunnerV2, eager" in runner["reason"]
+    kernels = runner["kernels"]
+    assert len(kernels) == 103 and {k["path"] for k in kernels} == {"triton-ascend"}
+    assert any(k["kernel"] == "input_batch._prepare_prefill_inputs_kernel" for k in kernels)
+    (section,) = [s for s in data["sections"] if s["title"] == "config plan"]
+    items = {i["name"]: i["detail"] for i in section["items"]}
+    assert items["V2 kernels"].startswith("vLLM 0.33.0's V2 runner: 103 Triton functions")
+    assert not [i for i in section["items"] if i["name"] == "warning" and "runner" in i["detail"]]

@@ -24,11 +24,21 @@ def _fresh() -> Iterator[None]:
     configure._runner_variable.update(kept)
 
 
-@pytest.mark.parametrize("given", [None, "1", "0"])
-def test_before_config_writes_v1_and_keeps_what_the_operator_gave(given: str | None) -> None:
+@pytest.mark.parametrize(
+    ("kind", "given", "written"),
+    [
+        (DeviceKind.NPU, None, "0"),
+        (DeviceKind.NPU, "1", "1"),  # the NPU's V2 runner (eager; the plan may say V1)
+        (DeviceKind.CPU, "1", "0"),  # the host builds V1 only
+        (DeviceKind.NPU, "0", "0"),
+    ],
+)
+def test_before_config_writes_the_runner_and_keeps_what_the_operator_gave(
+    kind: DeviceKind, given: str | None, written: str
+) -> None:
     environ = {} if given is None else {"VLLM_USE_V2_MODEL_RUNNER": given}
-    configure.before_config(DeviceKind.NPU, environ)
-    assert environ["VLLM_USE_V2_MODEL_RUNNER"] == "0"
+    configure.before_config(kind, environ)
+    assert environ["VLLM_USE_V2_MODEL_RUNNER"] == written
     assert environ[configure.BREAKABLE_GRAPHS] == "0"
     assert configure.operator_runner_variable(environ.get("VLLM_USE_V2_MODEL_RUNNER")) == given
 
@@ -66,3 +76,12 @@ def test_the_engine_believing_v2_is_a_typed_refusal() -> None:
     with pytest.raises(ConfigError) as hisparse:
         configure.require_runner_agrees(_Config(refused), plan)  # type: ignore[arg-type]
     assert "HiSparse requires Model Runner V2" in hisparse.value.what
+
+
+def test_v2_without_an_active_triton_driver_is_a_typed_refusal() -> None:
+    plan = plan_config(npu(v2_model_runner="1", compilation={"enforce_eager": True}))
+    configure.require_runner_agrees(_Config(True), plan, has_triton=True)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError) as no_triton:
+        configure.require_runner_agrees(_Config(True), plan, has_triton=False)  # type: ignore[arg-type]
+    assert "Triton has no active driver" in no_triton.value.what
+    assert "triton-ascend" in no_triton.value.hint

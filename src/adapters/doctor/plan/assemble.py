@@ -26,9 +26,10 @@ from adapters.doctor.plan.roofline import RooflineAsk, roofline_items
 from adapters.doctor.report import Report, Section
 from adapters.doctor.serve_args import ServeArgs
 from ascend_core.deployment_builder import export_layers
-from ascend_core.plan import ConfigPlan
+from ascend_core.plan import ConfigPlan, ModelRunner
 from ascend_core.plan.speculative import PROPOSER_PACKAGES
 from ascend_core.quantization import QuantMethod
+from ascend_core.v2_kernels import KERNELS
 from ports.cluster import RayCluster
 from ports.device import DeviceKind
 from ports.environment import Environment
@@ -105,11 +106,7 @@ def plan_report(
         {
             "plan": plan.describe() if plan is not None else None,
             "execution": _execution(plan, deployment.device_kind) if plan is not None else None,
-            "model_runner": (
-                {"runner": plan.model_runner.name, "reason": plan.decisions.model_runner_reason}
-                if plan is not None
-                else None
-            ),
+            "model_runner": _runner_data(plan) if plan is not None else None,
             "graphs": graph_data,
             "changes": [c.describe() for c in plan.changes] if plan is not None else [],
             "patches": patch_data,
@@ -124,3 +121,15 @@ def _execution(plan: ConfigPlan, device: DeviceKind) -> dict[str, str]:
     graphs, how = engine_execution(plan, device)
     compile_mode = plan.compile_mode.name if plan.compile_mode is not None else None
     return {"graph_mode": graphs.name, "compile_mode": compile_mode or "unset", "how": how}
+
+
+def _runner_data(plan: ConfigPlan) -> dict[str, object]:
+    """The runner the worker builds and why; with V2, its Triton kernels and how the NPU
+    runs each (ascend_core.v2_kernels)."""
+    data: dict[str, object] = {
+        "runner": plan.model_runner.name,
+        "reason": plan.decisions.model_runner_reason,
+    }
+    if plan.model_runner is ModelRunner.V2:
+        data["kernels"] = [k.row() for k in KERNELS]
+    return data

@@ -29,7 +29,7 @@ from ascend_core.deployment_builder import Requested
 from ascend_core.deployment_builder import build_deployment as core_build_deployment
 from ascend_core.errors import AscendError
 from ascend_core.model_facts import text_config
-from ascend_core.plan import ConfigPlan, plan_config
+from ascend_core.plan import ConfigPlan, ModelRunner, plan_config
 from ascend_core.plan.speculative import DRAFT_MODEL_METHODS
 from ascend_core.preflight import CheckItem
 from ascend_core.profiling import settings_from_mapping
@@ -37,6 +37,7 @@ from ascend_core.quantization import QuantMethod
 from ascend_core.quantization.export_layers import QuantizedLayers
 from ascend_core.support import Supported, features_of, verdict
 from ascend_core.support.quant_matrix import quant_verdict
+from ascend_core.v2_kernels import kernels_summary
 from ports.device import DeviceKind
 from ports.environment import Environment
 from ports.local_files import LocalFiles
@@ -219,6 +220,8 @@ def config_plan_items(deployment: Deployment) -> tuple[list[CheckItem], ConfigPl
             "model runner", PASS, f"{plan.model_runner.name}: {plan.decisions.model_runner_reason}"
         ),
     ]
+    if plan.model_runner is ModelRunner.V2:
+        items.append(CheckItem("V2 kernels", PASS, kernels_summary()))
     # What serves each listed feature the deployment uses (refusals are plan.errors).
     for feature in features_of(deployment):
         served = verdict(feature, deployment.device_kind)

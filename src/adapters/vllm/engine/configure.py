@@ -24,7 +24,7 @@ from adapters.vllm.kv_transfer import module_path as kv_module_path
 from ascend_core.deployment import CompileMode, Deployment, GraphMode, PluginModule
 from ascend_core.errors import ConfigError
 from ascend_core.plan import ModelRunner, fields
-from ascend_core.plan.model_runner import V1_VALUE, V2_VARIABLE
+from ascend_core.plan.model_runner import V2_VARIABLE, decide_model_runner, runner_variable
 from ports.device import ChipFamily, DeviceKind
 from ports.environment import Environment
 from ports.local_files import LocalFiles
@@ -161,6 +161,12 @@ def plan_for(deployment: Deployment | None) -> ConfigPlan | None:
     if note is not None and note not in _noted:  # once per process, as the changes are
         _noted.add(note)
         logger.info("Ascend plan: %s", note)
+    # V1 is the default (vLLM's engine is told through its variable, a logged change);
+    # V2, asked for and served, changes nothing: said here, once per process.
+    runner = f"model runner: {plan.decisions.model_runner_reason}"
+    if plan.model_runner is ModelRunner.V2 and runner not in _noted:
+        _noted.add(runner)
+        logger.info("Ascend plan: %s", runner)
     return plan.require_ok()
 
 
@@ -283,9 +289,12 @@ def before_config(kind: DeviceKind, environ: MutableMapping[str, str] = os.envir
             BREAKABLE_GRAPHS,
         )
     given = operator_runner_variable(environ.get(V2_VARIABLE))
+    # The graph mode is not planned yet: an eager decision here; where the plan then
+    # decides graphs (V2 serves eager only) its own change writes V1 with the reason.
+    written = runner_variable(decide_model_runner(kind, given).runner)
     _runner_variable["given"] = given
-    _runner_variable["written"] = V1_VALUE
-    environ[V2_VARIABLE] = V1_VALUE
+    _runner_variable["written"] = written
+    environ[V2_VARIABLE] = written
 
 
 def operator_runner_variable(current: str | None) -> str | None:
@@ -296,11 +305,26 @@ def operator_runner_variable(current: str | None) -> str | None:
     return current
 
 
-def require_runner_agrees(vllm_config: VllmConfig, plan: ConfigPlan) -> None:
+def require_runner_agrees(
+    vllm_config: VllmConfig, plan: ConfigPlan, has_triton: bool | None = None
+) -> None:
     """vLLM's engine (VllmConfig.use_v2_model_runner, read by its scheduler, input
     processor and engine client) must believe the runner the worker builds. vLLM forces
-    V2 for some features (HiSparse, watermarking) whatever the variable says."""
+    V2 for some features (HiSparse, watermarking) whatever the variable says. V2 needs
+    Triton with an active driver (vLLM's HAS_TRITON; triton-ascend on an NPU host): without
+    it vLLM's worker would stop with a traceback, so it is refused here first."""
     want_v2 = plan.model_runner is ModelRunner.V2
+    if want_v2:
+        if has_triton is None:
+            from vllm.triton_utils import HAS_TRITON as has_triton
+        if not has_triton:
+            raise ConfigError(
+                f"{plan.decisions.model_runner_reason}, but vLLM's V2 runner launches Triton "
+                "kernels and Triton has no active driver in this process (triton-ascend's "
+                "on an NPU host).",
+                "Install triton-ascend (the version matching your CANN), or unset "
+                "VLLM_USE_V2_MODEL_RUNNER to serve on the V1 runner.",
+            )
     try:
         believes_v2 = bool(vllm_config.use_v2_model_runner)
         error = None

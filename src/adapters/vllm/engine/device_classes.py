@@ -14,7 +14,8 @@ from ascend_core.plan import WorkerKind
 @frozen
 class DeviceClasses:
     worker: str  # module.Class, as vLLM's worker_cls takes it
-    runner: str  # module:Class
+    runner: str  # module:Class, on vLLM's V1 model runner
+    runner_v2: str | None = None  # module:Class on vLLM's V2 runner; None: V1 only
 
 
 DEVICE_CLASSES: dict[WorkerKind, DeviceClasses] = {
@@ -25,5 +26,6 @@ DEVICE_CLASSES: dict[WorkerKind, DeviceClasses] = {
     WorkerKind.NPU: DeviceClasses(
         "adapters.vllm.worker.worker.NpuWorker",
         "adapters.vllm.worker.npu_model_runner:NpuModelRunner",
+        "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2",
     ),
 }

@@ -43,18 +43,20 @@ class DeviceWorker(Worker):
     """
 
     runtime: DeviceRuntime
-    runner_path: ClassVar[str]
+    runner_path: ClassVar[str]  # on vLLM's V1 runner
+    runner_v2_path: ClassVar[str | None] = None  # on vLLM's V2 runner (the plan's choice)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         vllm_config = kwargs.get("vllm_config", args[0] if args else None)
         with vllm_profiler_check_skipped(vllm_config):
             super().__init__(*args, **kwargs)
-        if self.use_v2_model_runner:  # the platform's configure makes vLLM believe V1
+        if self.use_v2_model_runner and self.runner_v2_path is None:
+            # The platform's configure makes vLLM believe the plan's runner.
             raise RuntimeError(
                 "vLLM's config says model runner V2 in this worker, but it builds V1 "
                 f"({self.runner_path}): the engine and the worker would disagree. The "
-                "platform's check_and_update_config sets VLLM_USE_V2_MODEL_RUNNER=0; was "
-                "the config built without it?"
+                "platform's check_and_update_config sets VLLM_USE_V2_MODEL_RUNNER=0 for "
+                "this device; was the config built without it?"
             )
         ports = container()
         self.runtime = ports.runtime()
@@ -120,7 +122,9 @@ class DeviceWorker(Worker):
         from vllm.v1.worker.workspace import init_workspace_manager
 
         init_workspace_manager(self.device, 2 if self.parallel_config.enable_dbo else 1)
-        module, _, name = self.runner_path.partition(":")
+        path = self.runner_v2_path if self.use_v2_model_runner else self.runner_path
+        assert path is not None  # __init__ refused V2 without a V2 runner
+        module, _, name = path.partition(":")
         runner = getattr(importlib.import_module(module), name)
         with stop_on_our_errors(self.parallel_config):
             self.model_runner = runner(self.vllm_config, self.device, self.runtime)
@@ -420,3 +424,4 @@ class NpuWorker(DeviceWorker):
     """WorkerKind.NPU: adapters.npu's runtime on torch_npu, vLLM's GPU runner on it."""
 
     runner_path = DEVICE_CLASSES[WorkerKind.NPU].runner
+    runner_v2_path = DEVICE_CLASSES[WorkerKind.NPU].runner_v2

@@ -1,0 +1,109 @@
+"""One LLM.generate run for the V2-runner test, in a fresh process, printed as JSON.
+
+Run as: python v2_runner_run.py {host,npu} MODEL_DIR. `npu`: the emulated NPU with
+VLLM_USE_V2_MODEL_RUNNER=1 (the test's environment), eager, vLLM's V2 Triton kernels in
+Triton's interpreter (TRITON_INTERPRET=1) over the `npu` tensors; `host`: the host device
+on its own runner (the reference ids). Batch 8 of mixed lengths (three longer than a
+step's 64 tokens: chunked prefill), greedy, then the same batch again (a prefix-cache
+pass). The result carries the worker's runner class and the plan's runner decision.
+An emulator, not Ascend hardware.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from generate_run import emulate_npu, prompts
+
+LENGTHS = (5, 150, 40, 200, 1, 131, 77, 20)
+MAX_NEW = 6
+GPU_PACKAGE = "vllm.v1.worker.gpu."
+
+
+def runner_facts(worker: object) -> dict[str, object]:
+    """The worker's model runner: its class, and its classes' qualified names (MRO)."""
+    runner = worker.model_runner  # type: ignore[attr-defined]
+    return {
+        "runner": type(runner).__name__,
+        "mro": [f"{c.__module__}.{c.__qualname__}" for c in type(runner).__mro__],
+    }
+
+
+def record_launches() -> dict[str, list[float]]:
+    """Each Triton kernel launched in the interpreter (TRITON_INTERPRET=1): its module
+    under vllm/v1/worker/gpu (or its full module elsewhere) and name -> [launches,
+    seconds]."""
+    import time
+
+    from triton.runtime.interpreter import InterpretedFunction
+
+    launches: dict[str, list[float]] = {}
+    run = InterpretedFunction.run
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        module = self.fn.__module__.removeprefix(GPU_PACKAGE).replace(".", "/")
+        entry = launches.setdefault(f"{module}.{self.fn.__name__}", [0, 0.0])
+        start = time.perf_counter()
+        try:
+            return run(self, *args, **kwargs)
+        finally:
+            entry[0] += 1
+            entry[1] += time.perf_counter() - start
+
+    InterpretedFunction.run = counted  # type: ignore[method-assign]
+    return launches
+
+
+def main(device: str, model: str) -> None:
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process
+    os.environ["VLLM_ASCEND_DEVICE"] = "cpu" if device == "host" else "npu"
+    launches: dict[str, list[float]] = {}
+    if device == "npu":
+        emulate_npu()
+        launches = record_launches()
+    from vllm import LLM, SamplingParams, TokensPrompt
+
+    start = time.perf_counter()
+    llm = LLM(
+        model=model,
+        dtype="bfloat16",
+        enforce_eager=True,
+        max_model_len=512,
+        block_size=128,
+        max_num_batched_tokens=64,
+        max_num_seqs=8,
+        kv_cache_memory_bytes=32 << 20,
+        enable_prefix_caching=True,
+        seed=0,
+    )
+    started = time.perf_counter() - start
+    params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
+    batch = [TokensPrompt(prompt_token_ids=p) for p in prompts(0, LENGTHS)]
+    start = time.perf_counter()
+    passes = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]
+    generated = time.perf_counter() - start
+
+    config = llm.llm_engine.vllm_config
+    (facts,) = llm.collective_rpc(runner_facts)
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "runs": [[list(o.outputs[0].token_ids) for o in out] for out in passes],
+                "cached_tokens": [int(o.num_cached_tokens or 0) for o in passes[1]],
+                "engine_v2": bool(config.use_v2_model_runner),
+                "launches": launches,
+                "seconds": {"start": started, "generate": generated},
+                **facts,
+            }
+        ),
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
