@@ -841,7 +841,8 @@ def _build_kimi_linear(out: Path, seed: int, dtype: str) -> None:
         "architectures": ["KimiLinearForCausalLM"],
         "model_type": "kimi_linear",
         "max_position_embeddings": MAX_POSITIONS,
-        "rms_norm_eps": 1e-6,
+        # 1e-5: vLLM's KDA output norm takes its default eps, transformers' the config's.
+        "rms_norm_eps": 1e-5,
         "tie_word_embeddings": False,
         "bos_token_id": ids[BOS],
         "eos_token_id": ids[IM_END],
