@@ -902,10 +902,9 @@ def _shape_kda_weights(model: Any) -> None:
             if ".self_attn." not in name and "shared_experts" not in name:
                 continue
             if name.endswith(("v_proj.weight", "b_proj.weight", "g_a_proj.weight",
-                              "f_a_proj.weight", "shared_experts.gate_proj.weight",
+                              "g_b_proj.weight", "f_a_proj.weight", "f_b_proj.weight",
+                              "shared_experts.gate_proj.weight",
                               "shared_experts.up_proj.weight")):
-                param.normal_(0.0, 1.0 / fan_in**0.5)
-            elif name.endswith(("g_b_proj.weight", "f_b_proj.weight")):
                 param.normal_(0.0, 1.0 / fan_in**0.5)
             elif name.endswith("conv1d.weight"):
                 param.normal_(0.0, 0.5)

@@ -19,6 +19,7 @@ from vllm.forward_context import get_forward_context
 from vllm.model_executor.layers.mamba.gdn.kimi_gdn_linear_attn import (
     KimiGatedDeltaNetAttention,
 )
+from vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn import _encode_layer_name
 from vllm.model_executor.layers.mamba.mamba_utils import is_conv_state_dim_first
 
 from adapters.container import container
@@ -56,6 +57,26 @@ class AscendKimiDeltaAttention(KimiGatedDeltaNetAttention):
         beta: torch.Tensor,
         core_attn_out: torch.Tensor,
     ) -> None:
+        # The core reads the step's metadata (how many decodes, which slots) and loops on the
+        # host: opaque to Dynamo, or a compiled model would replay the first step's batch
+        # shape. vLLM's GDN core op (vllm::qwen_gdn_attention_core, a splitting op) calls the
+        # named layer's _forward_core(mixed_qkv, b, a, core_attn_out); here b is KDA's beta
+        # logits and a its forget-gate logits.
+        torch.ops.vllm.qwen_gdn_attention_core(
+            mixed_qkv, beta, g1, core_attn_out, layer_name=_encode_layer_name(self.prefix)
+        )
+        core_attn_out.copy_(self.o_norm(core_attn_out, g2))
+
+    def _forward_core(
+        self,
+        mixed_qkv: torch.Tensor,
+        b: torch.Tensor,
+        a: torch.Tensor,
+        core_attn_out: torch.Tensor,
+    ) -> None:
+        """mixed_qkv [T, 3P]; b the beta logits [1, T, H]; a the forget-gate logits
+        [1, T, H, Dk]; core_attn_out [1, T, H, Dv], written in place."""
+        beta, g1 = b, a
         context = get_forward_context().attn_metadata
         meta = context.get(self.prefix) if isinstance(context, dict) else None
         if meta is None:
@@ -107,4 +128,3 @@ class AscendKimiDeltaAttention(KimiGatedDeltaNetAttention):
             out[rows] = ops.chunk_gated_delta_rule(
                 q[rows], k[rows], v[rows], g[rows], b[rows], ssm_states, prefill, scale
             )
-        core_attn_out.copy_(self.o_norm(core_attn_out, g2))
