@@ -17,7 +17,7 @@ import random
 import pytest
 from engine_teardown import shut_down
 
-from support.hf_reference import MODELS_DIR, greedy_token_ids, make_models_module
+from support.hf_reference import MODELS_DIR, make_models_module
 
 MAX_NEW = 10
 LENGTHS = [3, 17, 33, 64, 90, 150, 300, 420]
@@ -36,7 +36,24 @@ def prompts() -> list[list[int]]:
 
 @pytest.fixture(scope="module")
 def expected(model_dir: str, prompts: list[list[int]]) -> list[list[int]]:
-    return greedy_token_ids(model_dir, prompts, MAX_NEW, ignore_eos=True)
+    """transformers' greedy ids, each prompt on its own. Its classes named outright: vLLM
+    registers its own KimiLinearConfig for the model type with transformers' AutoConfig, and
+    transformers' model needs its own config's derived fields (layer_types and the rest)."""
+    import torch
+    from transformers.models.kimi_linear import KimiLinearConfig, KimiLinearForCausalLM
+
+    config = KimiLinearConfig.from_pretrained(model_dir)
+    model = KimiLinearForCausalLM.from_pretrained(model_dir, config=config, dtype=torch.float32)
+    model.eval()
+    out = []
+    for ids in prompts:
+        with torch.no_grad():
+            new = model.generate(
+                torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                max_new_tokens=MAX_NEW, do_sample=False, eos_token_id=None,
+            )[0, len(ids):]
+        out.append(new.tolist())
+    return out
 
 
 @pytest.fixture(scope="module")
