@@ -883,6 +883,133 @@ def _shape_gdn_weights(model: Any) -> None:
                 param.normal_(0.0, 0.1)  # (1 + weight) norms: near one, not exactly
 
 
+# Kimi-Linear (KimiLinearForCausalLM): three Kimi-delta-attention (KDA) layers, then one NoPE
+# MLA layer (Moonshot's published layout, 1-based layer lists in linear_attn_config, the
+# form vLLM's config and transformers' converter both read); layer 0 a dense MLP, the rest
+# sparse MoE (sigmoid routing with a correction bias, one shared expert); the qwen3 tokenizer.
+KIMI_LINEAR_STAMP_FILE = ".make_kimi_linear.json"
+KIMI_LINEAR_SHAPE: dict[str, Any] = {
+    "vocab_size": 4096, "hidden_size": 128, "intermediate_size": 256,
+    "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
+    "q_lora_rank": None, "kv_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16,
+    "v_head_dim": 32, "mla_use_nope": True,
+    "num_experts": 8, "num_experts_per_token": 2, "moe_intermediate_size": 64,
+    "num_shared_experts": 1, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+    "moe_renormalize": True, "moe_router_activation_func": "sigmoid",
+    "routed_scaling_factor": 2.0, "use_grouped_topk": True, "num_expert_group": 1,
+    "topk_group": 1,
+    "linear_attn_config": {
+        "head_dim": 32, "num_heads": 4, "short_conv_kernel_size": 4,
+        "kda_layers": [1, 2, 3], "full_attn_layers": [4],
+    },
+}
+
+
+def make_kimi_linear(
+    out_dir: str | os.PathLike[str], seed: int = 0, dtype: str = "float32"
+) -> Path:
+    """Write the tiny Kimi-Linear model directory unless it already holds it; its path."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
+    out = Path(out_dir).resolve()
+    stamp = {"style": "kimi_linear", "seed": seed, "dtype": dtype, "version": SCRIPT_VERSION}
+    return build_once(
+        out, KIMI_LINEAR_STAMP_FILE, stamp, lambda tmp: _build_kimi_linear(tmp, seed, dtype)
+    )
+
+
+def _build_kimi_linear(out: Path, seed: int, dtype: str) -> None:
+    import json
+
+    import torch
+    from transformers import AutoModelForCausalLM, KimiLinearConfig
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    tokenizer = _train_tokenizer(KIMI_LINEAR_SHAPE["vocab_size"], "qwen3")
+    tokenizer.save_pretrained(str(out))
+    ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in SPECIAL_TOKENS}
+    published = {
+        **KIMI_LINEAR_SHAPE,
+        "vocab_size": len(tokenizer),
+        "architectures": ["KimiLinearForCausalLM"],
+        "model_type": "kimi_linear",
+        "max_position_embeddings": MAX_POSITIONS,
+        # 1e-5: vLLM's KDA output norm takes its default eps, transformers' the config's.
+        "rms_norm_eps": 1e-5,
+        "tie_word_embeddings": False,
+        "bos_token_id": ids[BOS],
+        "eos_token_id": ids[IM_END],
+        "pad_token_id": ids[PAD],
+        "initializer_range": 0.02,
+        "hidden_act": "silu",
+        "dtype": dtype,
+    }
+    # transformers' config names some keys its own way; it reads linear_attn_config itself.
+    config = KimiLinearConfig(
+        **{k: v for k, v in published.items()
+           if k not in ("num_experts_per_token", "moe_renormalize", "num_shared_experts",
+                        "moe_router_activation_func", "use_grouped_topk", "moe_layer_freq",
+                        "num_expert_group", "mla_use_nope", "architectures", "model_type",
+                        "dtype", "num_experts")},
+        num_experts_per_tok=KIMI_LINEAR_SHAPE["num_experts_per_token"],
+        norm_topk_prob=True,
+        n_shared_experts=1,
+        num_local_experts=KIMI_LINEAR_SHAPE["num_experts"],
+        n_group=1,
+    )
+    with _seeded(seed):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        _shape_weights(model, KIMI_LINEAR_SHAPE["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
+        _shape_moe_weights(model)
+        _shape_kda_weights(model)
+    _save(model, out, dtype, ids)
+    # The published config (what vLLM's KimiLinearConfig reads), not transformers' re-keyed one.
+    (out / "config.json").write_text(json.dumps(published, indent=2) + "\n")
+    _dense_mlp_names(out / "model.safetensors")
+
+
+def _dense_mlp_names(path: Path) -> None:
+    """transformers writes the dense first layer's MLP under block_sparse_moe (its converter
+    reverses the MoE's renaming for every mlp); the published checkpoints, and vLLM's loader,
+    keep it under mlp (transformers reads either)."""
+    import re
+
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(path))
+    dense = re.compile(r"(\.layers\.\d+\.)block_sparse_moe\.((gate|up|down)_proj\.weight)$")
+    save_file({dense.sub(r"\1mlp.\2", k): v for k, v in tensors.items()}, str(path),
+              metadata={"format": "pt"})
+
+
+def _shape_kda_weights(model: Any) -> None:
+    """The KDA layers, scaled so their states and per-channel gates matter: q/k/v by fan-in,
+    unit-size convolution taps, forget-gate logits that spread the channels' decays over
+    (0.2, 1) (A per head, dt_bias per channel), beta logits of std ~1, an output gate and norm
+    away from their flat init; the MoE's shared expert by fan-in."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            fan_in = param.shape[-1]
+            if ".self_attn." not in name and "shared_experts" not in name:
+                continue
+            if name.endswith(("v_proj.weight", "b_proj.weight", "g_a_proj.weight",
+                              "g_b_proj.weight", "f_a_proj.weight", "f_b_proj.weight",
+                              "shared_experts.gate_proj.weight",
+                              "shared_experts.up_proj.weight")):
+                param.normal_(0.0, 1.0 / fan_in**0.5)
+            elif name.endswith("conv1d.weight"):
+                param.normal_(0.0, 0.5)
+            elif name.endswith("A_log"):
+                param.copy_(torch.empty_like(param).uniform_(0.05, 0.5).log())
+            elif name.endswith("dt_bias"):
+                param.normal_(-1.0, 1.0)
+            elif name.endswith("o_norm.weight"):
+                param.normal_(1.0, 0.2)
+
+
 # Vision-language (Qwen2.5-VL, Qwen3-VL): the qwen3 tokenizer with the vision special tokens,
 # a chat template that places each image, the image and video processors (small images: at
 # most VL_MAX_PIXELS, so a picture is a few dozen patches), a two-block vision tower and a

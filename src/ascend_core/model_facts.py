@@ -154,6 +154,9 @@ HYBRID_LAYER_KINDS = frozenset({"mamba", "mamba2", "linear_attention", "hybrid"}
 GATED_DELTA_NET_ARCHITECTURES = frozenset(
     {"Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"}
 )
+# Hybrid architectures whose linear-attention layers are Kimi delta attention (KDA: the gated
+# delta rule with a gate per key channel) the plugin serves on the same ops and state cache.
+KIMI_DELTA_ATTENTION_ARCHITECTURES = frozenset({"KimiLinearForCausalLM"})
 # Architectures that compress their latent KV cache behind an indexer.
 COMPRESSED_MLA_ARCHITECTURES = frozenset({"DeepseekV4ForCausalLM"})
 # Architectures whose attention layers carry learned sink logits.
@@ -179,9 +182,23 @@ def _towers(config: Mapping[str, Any]) -> dict[str, bool]:
     return {"vision": vision, "video": vision and has(VIDEO_TOKEN_KEYS), "audio": has(AUDIO_KEYS)}
 
 
+def _layer_types(c: Mapping[str, Any]) -> Any:
+    """The config's list of layer kinds: layer_types (layers_block_type), or for Kimi-Linear's
+    published configs its linear_attn_config's 1-based kda_layers and full_attn_layers."""
+    kinds = c.get("layer_types") or c.get("layers_block_type")
+    if kinds:
+        return kinds
+    linear = c.get("linear_attn_config")
+    if not isinstance(linear, Mapping) or not linear.get("kda_layers"):
+        return ()
+    kda = {_as_int(n) for n in linear.get("kda_layers") or ()}
+    layers = _as_int(c.get("num_hidden_layers")) or 0
+    return ["linear_attention" if n + 1 in kda else "full_attention" for n in range(layers)]
+
+
 def _attention_layers(c: Mapping[str, Any]) -> int | None:
     """Hybrid models: the number of full-attention layers their layer_types list."""
-    kinds = c.get("layer_types") or c.get("layers_block_type") or ()
+    kinds = _layer_types(c)
     if not isinstance(kinds, (list, tuple)) or not set(map(str, kinds)) & HYBRID_LAYER_KINDS:
         return None
     count = sum(str(k) in ("full_attention", "attention") for k in kinds)
@@ -189,7 +206,7 @@ def _attention_layers(c: Mapping[str, Any]) -> int | None:
 
 
 def _layer_kinds(c: Mapping[str, Any]) -> set[str]:
-    kinds = c.get("layer_types") or c.get("layers_block_type") or ()
+    kinds = _layer_types(c)
     return {str(k) for k in kinds} if isinstance(kinds, (list, tuple)) else set()
 
 

@@ -169,6 +169,21 @@ REGISTRATIONS: tuple[Registration, ...] = (
         layer_types=["linear_attention"] * 3 + ["full_attention"],
         num_experts=256,
     ),
+    Registration(
+        "KimiLinearForCausalLM",
+        Implementation.OURS,
+        None,
+        "vLLM 0.33 gives an out-of-tree platform its NVIDIA Kimi-Linear class (fused-gate "
+        "FLA KDA kernels, a CUTLASS GEMM + all-reduce, FlashMLA), so the plugin registers "
+        "vLLM's reference one (its XPU path): the KDA layers on the plugin's linear-attention "
+        "ops (a gate per key channel), the NoPE MLA layers on its MLA backend, the MoE on its "
+        "MoE method",
+        {
+            "kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_experts": 256,
+            "num_hidden_layers": 4,
+            "linear_attn_config": {"kda_layers": [1, 2, 3], "full_attn_layers": [4]},
+        },
+    ),
     _vllm(
         "GptOssForCausalLM",
         "gpt_oss",

@@ -1,4 +1,5 @@
-"""Linear attention: the gated delta net (Qwen3-Next) over per-request state slots.
+"""Linear attention: the gated delta net (Qwen3-Next, Qwen3.5) and Kimi delta attention (KDA,
+Kimi-Linear) over per-request state slots.
 
 A GDN layer keeps two states per request in vLLM's hybrid KV cache, each in the slot its
 block table names: the causal convolution's last W-1 inputs, `conv_states` [slots, W-1, D]
@@ -10,6 +11,10 @@ The delta rule, per head, token by token (q and k l2-normalized by the caller, a
 exp(g), g <= 0):  S <- alpha * S;  S <- S + beta * (v - S k) k^T;  o = scale * S q.
 Queries and keys have Hk heads, values Hv (a multiple of Hk): value head h reads key head
 h // (Hv / Hk). The chunked form (prefill) and the recurrent form (decode) compute the same.
+
+KDA is the same rule with a gate per key channel: g [T, Hv, Dk] instead of [T, Hv], and
+S <- S diag(exp(g)) (each column of S, a key channel, decays by its own rate). The delta-rule
+ops take either shape; the gate's rank says which.
 """
 
 from __future__ import annotations
@@ -76,7 +81,8 @@ class LinearAttentionOps(abc.ABC):
         scale: float,
     ) -> torch.Tensor:
         """The delta rule over whole sequences (prefills, chunked inside). q, k [T, Hk, Dk],
-        v [T, Hv, Dv], g (float32) and beta [T, Hv]; returns [T, Hv, Dv] in v's dtype."""
+        v [T, Hv, Dv], g (float32) [T, Hv] (GDN) or [T, Hv, Dk] (KDA, Hk = Hv), beta [T, Hv];
+        returns [T, Hv, Dv] in v's dtype."""
 
     @abc.abstractmethod
     def recurrent_gated_delta_rule(

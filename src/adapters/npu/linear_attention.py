@@ -7,6 +7,8 @@ documented shapes allow, the torch ops of adapters/torch/linear_attention.py oth
 - npu_recurrent_gated_delta_rule (decodes): bf16, Dk, Dv, Nk, Nv <= 256; it reads and
   writes the state slots in place through ssm_state_indices (one token per sequence
   here), no host sync.
+- A gate per key channel (KDA, g [T, Hv, Dk]) runs the torch ops: both torch_npu ops take
+  one gate per head and token.
 - The causal convolution stays in torch: torch_npu 2.14.0's npu_fused_causal_conv1d
   takes a width-3 kernel only (Qwen3-Next's is 4), documents neither its activation nor
   its bias as supported yet, and lists only the Ascend 950 among its chips.
@@ -65,7 +67,7 @@ class NpuLinearAttentionOps(TorchLinearAttentionOps):
         seqs: StateSequences,
         scale: float,
     ) -> torch.Tensor:
-        if not self.chunk_op_takes(q, v, ssm_states):
+        if g.dim() != 2 or not self.chunk_op_takes(q, v, ssm_states):
             return super().chunk_gated_delta_rule(q, k, v, g, beta, ssm_states, seqs, scale)
         slots = seqs.state_indices.long()
         initial = torch.where(
@@ -99,7 +101,7 @@ class NpuLinearAttentionOps(TorchLinearAttentionOps):
         state_indices: torch.Tensor,
         scale: float,
     ) -> torch.Tensor:
-        if not self.recurrent_op_takes(q, v, ssm_states):
+        if g.dim() != 2 or not self.recurrent_op_takes(q, v, ssm_states):
             return super().recurrent_gated_delta_rule(
                 q, k, v, g, beta, ssm_states, state_indices, scale
             )

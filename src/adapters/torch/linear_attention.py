@@ -1,4 +1,5 @@
-"""The linear-attention port (gated delta net) in plain torch, on any device's tensors.
+"""The linear-attention port (gated delta net, Kimi delta attention) in plain torch, on any
+device's tensors.
 
 The host serves with it as it is; the NPU adapter takes the convolution from here (no
 torch_npu op fits Qwen3-Next's width-4 convolution on A2/A3) and the delta rule from
@@ -23,7 +24,8 @@ def _expand_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
 
 class TorchLinearAttentionOps(LinearAttentionOps):
     """Reference implementations: the convolution as W shifted taps, the delta rule in
-    its chunked (WY) form for prefills and its recurrent form for decodes."""
+    its chunked (WY) form for prefills and its recurrent form for decodes; a gate per head
+    (GDN) or per key channel (KDA) alike."""
 
     # -- convolution -------------------------------------------------------------------
 
@@ -113,7 +115,8 @@ class TorchLinearAttentionOps(LinearAttentionOps):
             state = ssm_states[slot].to(torch.float32).transpose(-1, -2)  # [H, Dk, Dv]
             if not initial[b]:
                 state = torch.zeros_like(state)
-            o, final = _chunked(
+            chunked = _chunked if g.dim() == 2 else _chunked_per_channel
+            o, final = chunked(
                 _expand_heads(q[start:end], heads).to(torch.float32) * scale,
                 _expand_heads(k[start:end], heads).to(torch.float32),
                 v[start:end].to(torch.float32),
@@ -141,7 +144,9 @@ class TorchLinearAttentionOps(LinearAttentionOps):
         state = ssm_states.index_select(0, slots).to(torch.float32)  # [B, H, Dv, Dk]
         qf = _expand_heads(q, heads).to(torch.float32) * scale
         kf = _expand_heads(k, heads).to(torch.float32)
-        state = state * g.to(torch.float32).exp()[..., None, None]
+        decay = g.to(torch.float32).exp()
+        # [B, H] scales each head's matrix; [B, H, Dk] each key channel (the state's last dim).
+        state = state * (decay[..., None, None] if g.dim() == 2 else decay[..., None, :])
         predicted = (state @ kf[..., None])[..., 0]  # [B, H, Dv]
         delta = (v.to(torch.float32) - predicted) * beta.to(torch.float32)[..., None]
         state = state + delta[..., None] * kf[..., None, :]
@@ -192,3 +197,43 @@ def _chunked(
         state = state * last[:, i, :, None].exp() + k_tail[:, i].transpose(-1, -2) @ v_new
     out = out.reshape(heads, n * CHUNK, -1)[:, :length]
     return out.transpose(0, 1), state
+
+
+def _chunked_per_channel(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """_chunked with a gate per key channel (KDA): g [L, H, Dk]. The decay between rows j <= i
+    of a chunk is exp(G_i - G_j) per channel (G the chunk's cumulative log decay), so the
+    pairwise products carry the channel: [H, C, C, Dk] per chunk, every exponent <= 0."""
+    length = q.shape[0]
+    out = torch.empty_like(v)
+    lower = torch.ones(CHUNK, CHUNK, dtype=torch.bool, device=q.device).tril()
+    for start in range(0, length, CHUNK):
+        end = min(start + CHUNK, length)
+        c = end - start
+        qc, kc, vc, gc = (x[start:end].transpose(0, 1) for x in (q, k, v, g))  # [H, c, D]
+        bc = beta[start:end].transpose(0, 1)[..., None]  # [H, c, 1]
+        decay = gc.cumsum(1)  # [H, c, Dk]
+        below = lower[:c, :c]
+        pair = (decay[:, :, None] - decay[:, None]).masked_fill(
+            ~below[None, :, :, None], float("-inf")
+        ).exp()  # [H, c(i), c(j), Dk]: exp(G_i - G_j) for j <= i, else 0
+        k_beta = kc * bc
+        system = torch.einsum("hid,hjd,hijd->hij", k_beta, kc, pair)
+        system = system.masked_fill(below.logical_not() | torch.eye(
+            c, dtype=torch.bool, device=q.device), 0.0)
+        unit = system + torch.eye(c, dtype=q.dtype, device=q.device)
+        u = torch.linalg.solve_triangular(unit, vc * bc, upper=False)
+        w = torch.linalg.solve_triangular(unit, k_beta * decay.exp(), upper=False)
+        attn = torch.einsum("hid,hjd,hijd->hij", qc, kc, pair)
+        v_new = u - w @ state
+        out[start:end] = ((qc * decay.exp()) @ state + attn @ v_new).transpose(0, 1)
+        last = decay[:, -1:]  # [H, 1, Dk]
+        k_tail = kc * (last - decay).exp()
+        state = state * last.transpose(-1, -2).exp() + k_tail.transpose(-1, -2) @ v_new
+    return out, state

@@ -237,6 +237,21 @@ ENTRIES = (
         ),
     ),
     PatchSpec(
+        id="kda-layer-on-linear-attention-port",
+        target=(
+            "vllm.model_executor.layers.mamba.gdn.kimi_gdn_linear_attn:"
+            "KimiGatedDeltaNetAttention"
+        ),
+        versions=VLLM_0_33,
+        when=Condition(requires={Feature.MAMBA_STATE}),
+        reason=(
+            "Kimi-Linear's KDA layer runs its convolution and per-channel-gated delta rule "
+            "as the bundled FLA Triton ops (chunk_kda_with_fused_gate, fused_recurrent_kda*) "
+            "and Triton causal_conv1d, written for CUDA, so the plugin registers its subclass "
+            "of this PluggableLayer, whose core runs on the device's LinearAttentionOps."
+        ),
+    ),
+    PatchSpec(
         id="host-ray-actor-resources",
         target=f"{RAY_EXECUTOR}:RayExecutorV2._get_actor_resource_kwargs",
         versions=VLLM_0_33,

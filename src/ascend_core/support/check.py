@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from ascend_core.deployment import Deployment
 from ascend_core.errors import UnsupportedFeatureError
-from ascend_core.model_facts import GATED_DELTA_NET_ARCHITECTURES
+from ascend_core.model_facts import (
+    GATED_DELTA_NET_ARCHITECTURES,
+    KIMI_DELTA_ATTENTION_ARCHITECTURES,
+)
 from ascend_core.quantization.methods import QuantMethod
 from ascend_core.support.features import Feature, speculative_feature
 from ascend_core.support.matrix import Refused, verdict
@@ -23,6 +26,7 @@ def features_of(deployment: Deployment) -> tuple[Feature, ...]:
     """Every feature of the matrix that this deployment uses, in the enum's order."""
     m = deployment.model
     gdn = m.architecture in GATED_DELTA_NET_ARCHITECTURES
+    kda = m.architecture in KIMI_DELTA_ATTENTION_ARCHITECTURES
     used = {
         Feature.MLA: m.use_mla and not m.use_sparse and not m.compressed_attention,
         Feature.SPARSE_MLA: m.use_sparse and not m.compressed_attention,
@@ -33,8 +37,9 @@ def features_of(deployment: Deployment) -> tuple[Feature, ...]:
         Feature.QUANTIZED_MOE: m.is_moe and deployment.detected_quantization is QuantMethod.ASCEND,
         Feature.SLIDING_WINDOW: m.sliding_window,
         Feature.ATTENTION_SINKS: m.attention_sinks,
-        Feature.HYBRID: m.hybrid and not gdn,
+        Feature.HYBRID: m.hybrid and not gdn and not kda,
         Feature.GATED_DELTA_NET: m.hybrid and gdn,
+        Feature.KIMI_DELTA_ATTENTION: m.hybrid and kda,
         Feature.ENCODER_DECODER: m.encoder_decoder,
         # The vision tower runs while images or videos are taken; video inputs while
         # videos are; the audio tower while audio is (--limit-mm-per-prompt, 0 = none).

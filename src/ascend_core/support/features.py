@@ -19,6 +19,9 @@ class Feature(enum.Enum):
     GATED_DELTA_NET = (
         "hybrid attention with gated-delta-net linear attention (Qwen3-Next, Qwen3.5)"
     )
+    KIMI_DELTA_ATTENTION = (
+        "hybrid attention with Kimi delta attention (KDA) linear attention (Kimi-Linear)"
+    )
     ENCODER_DECODER = "an encoder-decoder architecture"
     VISION = "a vision tower (image inputs)"
     VIDEO = "video inputs (through the vision tower)"

@@ -7,7 +7,8 @@ from vllm import ModelRegistry
 from vllm.model_executor.models.registry import _ModelRegistry
 
 from adapters.vllm.engine.registration import register_models
-from ascend_core.model_registry import REGISTRATIONS, Implementation, Registration
+from adapters.vllm.models import MODEL_CLASSES
+from ascend_core.model_registry import REGISTRATIONS, Implementation, Registration, ours_only
 
 
 def _entry(registry: _ModelRegistry, architecture: str) -> str:
@@ -24,9 +25,12 @@ def test_each_row_of_vllms_own_model_names_the_class_vllm_registers() -> None:
 
 
 def test_the_real_table_leaves_vllms_entries_as_they_are() -> None:
-    before = {r.architecture: _entry(ModelRegistry, r.architecture) for r in REGISTRATIONS}
+    before = {r.architecture: _entry(ModelRegistry, r.architecture) for r in REGISTRATIONS
+              if not r.registered_by_us}
     register_models()
     assert {a: _entry(ModelRegistry, a) for a in before} == before
+    for row in ours_only(REGISTRATIONS):  # ours point at the models room's classes
+        assert _entry(ModelRegistry, row.architecture) == MODEL_CLASSES[row.architecture]
 
 
 def test_our_rows_are_registered_lazily_and_again_without_change() -> None:
@@ -37,10 +41,10 @@ def test_our_rows_are_registered_lazily_and_again_without_change() -> None:
         None,
         "a module that does not exist: a lazy registration imports nothing",
     )
-    classes = {"ToyForCausalLM": "adapters.vllm.models.toy_model:ToyForCausalLM"}
+    classes = {**MODEL_CLASSES, "ToyForCausalLM": "adapters.vllm.models.toy_model:ToyForCausalLM"}
     table = (*REGISTRATIONS, ours)
     register_models(table, registry, classes)
-    assert set(registry.get_supported_archs()) == {"ToyForCausalLM"}
+    assert set(registry.get_supported_archs()) == {*MODEL_CLASSES, "ToyForCausalLM"}
     first = registry.models["ToyForCausalLM"]
     register_models(table, registry, classes)
     assert registry.models["ToyForCausalLM"] is first

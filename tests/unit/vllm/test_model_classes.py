@@ -13,7 +13,7 @@ from ascend_core.errors import ConfigError
 from ascend_core.model_registry import REGISTRATIONS, Implementation, Registration, ours_only
 
 TOY = Registration("ToyForCausalLM", Implementation.OURS, None, "a fake row of our own")
-CLASSES = {"ToyForCausalLM": "adapters.vllm.models.toy:ToyForCausalLM"}
+CLASSES = {**MODEL_CLASSES, "ToyForCausalLM": "adapters.vllm.models.toy:ToyForCausalLM"}
 
 
 class FakeModelRegistry:
@@ -34,9 +34,12 @@ class FakeModelRegistry:
 def test_a_row_of_our_own_is_registered_with_its_class_from_model_classes() -> None:
     registry = FakeModelRegistry()
     register_models((*REGISTRATIONS, TOY), registry, CLASSES)
-    assert registry.calls == [("ToyForCausalLM", CLASSES["ToyForCausalLM"])]
+    assert registry.calls[-1] == ("ToyForCausalLM", CLASSES["ToyForCausalLM"])
+    assert [a for a, _ in registry.calls] == [r.architecture for r in ours_only(REGISTRATIONS)] + [
+        "ToyForCausalLM"]
+    calls = len(registry.calls)
     register_models((*REGISTRATIONS, TOY), registry, CLASSES)  # each process loads the plugin
-    assert len(registry.calls) == 1
+    assert len(registry.calls) == calls
 
 
 def test_a_row_of_our_own_without_a_class_is_refused_with_where_to_add_it() -> None:

@@ -8,4 +8,6 @@ here, so the core names no adapter module.
 from __future__ import annotations
 
 # architecture -> `adapters.vllm.models.<module>:<Class>`, imported by vLLM when it builds one.
-MODEL_CLASSES: dict[str, str] = {}
+MODEL_CLASSES: dict[str, str] = {
+    "KimiLinearForCausalLM": "adapters.vllm.models.kimi_linear:AscendKimiLinearForCausalLM",
+}

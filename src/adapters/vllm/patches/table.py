@@ -35,6 +35,7 @@ FUNCTIONS: Mapping[str, str] = {
     "spec-draft-next-token-torch": _KERNEL_OVERRIDE,
     "spec-draft-expand-inputs-torch": _KERNEL_OVERRIDE,
     "gdn-layer-on-linear-attention-port": "gdn_layer:register_layer",
+    "kda-layer-on-linear-attention-port": "gdn_layer:register_kda_layer",
     "host-ray-actor-resources": "ray_host:actor_resources_in_bundle",
     "host-ray-worker-devices": "ray_host:host_worker_class",
     "npu-graph-capture-communicator": "graph_capture:let_npu_communicator_capture",
