@@ -19,6 +19,12 @@ from engine_teardown import shut_down
 
 from support.hf_reference import MODELS_DIR, make_models_module
 
+# The host refuses Kimi-Linear before load (support/matrix.py, _NO_KDA_HOST) until this
+# module's batch gives transformers' ids: 5 of its 8 prompts part after 0-5 tokens (33, 300
+# and 420 tokens match). Next: the batch eager, and with max_num_seqs=1 (batching against
+# compilation); the prefill/decode state indices of the KDA layers in mixed steps.
+pytestmark = pytest.mark.skip(reason="Kimi-Linear refused on the host: ids part (see above)")
+
 MAX_NEW = 10
 LENGTHS = [3, 17, 33, 64, 90, 150, 300, 420]
 
