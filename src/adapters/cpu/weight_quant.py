@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from adapters.torch.weight_only import channel_vectors
 from ports.weight_quant import WeightOnlyTensors, WeightQuantOps
 
 _F32 = torch.float32
@@ -20,13 +21,7 @@ class CpuWeightQuantOps(WeightQuantOps):
         self, weight: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor,
         dtype: torch.dtype,
     ) -> WeightOnlyTensors:
-        if weight.dtype != torch.int8 or weight.dim() != 2:
-            raise ValueError(f"weight-only weight must be int8 [n, k], not {weight.dtype} "
-                             f"{tuple(weight.shape)}")
-        n = weight.shape[0]
-        # Rounded to the activations' dtype, as the NPU op takes them; held in float32.
-        return (weight.contiguous(), scale.to(_F32).reshape(n).to(dtype).to(_F32),
-                offset.to(_F32).reshape(n).to(dtype).to(_F32))
+        return (weight.contiguous(), *channel_vectors(weight, scale, offset, dtype))
 
     def weight_quant_matmul(
         self, x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor,

@@ -13,6 +13,7 @@ from types import ModuleType
 
 import torch
 
+from adapters.torch.weight_only import channel_vectors
 from ports.weight_quant import WeightOnlyTensors, WeightQuantOps
 
 
@@ -26,16 +27,8 @@ class NpuWeightQuantOps(WeightQuantOps):
         self, weight: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor,
         dtype: torch.dtype,
     ) -> WeightOnlyTensors:
-        if weight.dtype != torch.int8 or weight.dim() != 2:
-            raise ValueError(f"weight-only weight must be int8 [n, k], not {weight.dtype} "
-                             f"{tuple(weight.shape)}")
-        n = weight.shape[0]
-        f32 = torch.float32
-        # Rounded to x's dtype, as the op takes them, but held in float32 like every int8
-        # layer's scales (the doctor's weight figure counts them so); each call casts the
-        # [n] vectors to x's dtype, exactly.
-        return (weight.t().contiguous(), scale.to(f32).reshape(n).to(dtype).to(f32),
-                offset.to(f32).reshape(n).to(dtype).to(f32))
+        # Each call casts the float32-held [n] vectors to x's dtype, exactly.
+        return (weight.t().contiguous(), *channel_vectors(weight, scale, offset, dtype))
 
     def weight_quant_matmul(
         self, x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor,
