@@ -95,6 +95,9 @@ class NpuDevice(containers.DeclarativeContainer):
     quant_ops = providers.Singleton(_lazy, "adapters.npu.quant:NpuQuantOps", torch_npu)
     moe_ops = providers.Singleton(_lazy, "adapters.npu.moe:NpuMoeOps", torch_npu)
     quant_moe_ops = providers.Singleton(_lazy, "adapters.npu.quant_moe:NpuQuantMoeOps", torch_npu)
+    moe_comm_ops = providers.Singleton(
+        _lazy, "adapters.npu.moe_comm:NpuMoeComm", torch_npu, moe_ops, quant_moe_ops
+    )
     mla_ops = providers.Singleton(_lazy, "adapters.npu.mla:NpuMlaOps", torch_npu)
     sparse_mla_ops = providers.Singleton(
         _lazy, "adapters.npu.sparse_mla:NpuSparseMlaOps", torch_npu
@@ -202,6 +205,12 @@ class Container(containers.DeclarativeContainer):
     )
     quant_moe_ops = providers.Selector(
         serving_kind, npu=npu_device.quant_moe_ops, cpu=host_device.quant_moe_ops
+    )
+    # Expert parallelism's token exchange (ports/moe_comm.py): the NPU's MC2, all-to-all
+    # and all-gather; the host has none (its EP adds the ranks' partial sums in vLLM's
+    # all-reduce).
+    moe_comm_ops = providers.Selector(
+        serving_kind, npu=npu_device.moe_comm_ops, cpu=providers.Object(None)
     )
     # Sampling (ports/sampling.py) and the step's KV-cache slots (ports/slot_mapping.py).
     sampling_ops = providers.Selector(

@@ -31,6 +31,7 @@ from adapters.npu.quant_moe import NpuQuantMoeOps
 from ascend_core.moe.comm_method import MoeCommMethod
 from ascend_core.moe.decision import MoeDecision
 from ports.moe import SILU_MLP, ExpertMlp
+from ports.moe_comm import ExpertParallelGroup, MoeCommOps
 
 NO_QUANT, DYNAMIC_INT8 = 0, 2  # dispatch quant_mode
 
@@ -56,7 +57,16 @@ class EpDomain:
         return self.num_experts // self.ep_size
 
 
-class NpuMoeComm:
+def hccl_comm_name(group: dist.ProcessGroup) -> str:
+    """The HCCL communicator name of a device process group, as torch_npu offers it: the
+    group's `npu` backend is its ProcessGroupHCCL, whose get_hccl_comm_name(rank) names
+    the communicator the MC2 ops take as group_ep."""
+    backend = group._get_backend(torch.device("npu"))
+    name: str = backend.get_hccl_comm_name(dist.get_rank())
+    return name
+
+
+class NpuMoeComm(MoeCommOps):
     """The three EP methods over one layer's local expert weights (w13 [E_local, 2I, H],
     w2 [E_local, H, I], unquantized)."""
 
@@ -66,6 +76,32 @@ class NpuMoeComm:
         self._torch_npu = torch_npu
         self._ops = moe_ops
         self._quant_ops = quant_ops
+        self._names: dict[int, str] = {}  # id(group) -> its communicator's name
+
+    def domain(self, ep: ExpertParallelGroup) -> EpDomain:
+        """The ops' view of the port's EP group (the communicator's name looked up once)."""
+        name = self._names.get(id(ep.group))
+        if name is None:
+            name = self._names[id(ep.group)] = hccl_comm_name(ep.group)
+        return EpDomain(ep.group, name, ep.size, ep.rank, ep.num_experts, ep.max_tokens)
+
+    def ep_experts(
+        self,
+        method: str,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        w13: torch.Tensor,
+        w2: torch.Tensor,
+        ep: ExpertParallelGroup,
+        mlp: ExpertMlp = SILU_MLP,
+    ) -> torch.Tensor:
+        path = {
+            MoeCommMethod.MC2: self.mc2,
+            MoeCommMethod.ALLTOALL: self.all_to_all,
+            MoeCommMethod.ALLGATHER: self.all_gather,
+        }[MoeCommMethod(method)]
+        return path(hidden, ids, weights, w13, w2, self.domain(ep), mlp)
 
     def run(
         self,

@@ -41,3 +41,34 @@ def forget(group: dist.ProcessGroup) -> None:
     """The group was destroyed: its name no longer reaches it."""
     for name in [n for n, (g, _) in _LIVE.items() if g is group]:
         del _LIVE[name]
+
+
+class EmulatedHcclBackend:
+    """What `group._get_backend(torch.device("npu"))` gives under torch_npu: the group's
+    ProcessGroupHCCL, of which the emulator models `get_hccl_comm_name(rank)` only."""
+
+    def __init__(self, group: dist.ProcessGroup, soc: str) -> None:
+        self._group, self._soc = group, soc
+
+    def get_hccl_comm_name(self, rank: int) -> str:
+        if not 0 <= rank < dist.get_world_size():
+            raise ValueError(f"get_hccl_comm_name: rank {rank} is outside the world")
+        return comm_name(self._group, self._soc)
+
+
+def install(soc: str) -> None:
+    """torch_npu registers HCCL as the `npu` device's backend of every process group; the
+    emulated device's groups are gloo, so a group asked for its `npu` backend answers with
+    an EmulatedHcclBackend naming it (the MC2 ops then find the gloo group by that name).
+    Idempotent; other devices' backends are torch's own."""
+    original = dist.ProcessGroup._get_backend
+    if getattr(original, "emulated_hccl", False):
+        return
+
+    def _get_backend(group: dist.ProcessGroup, device: object) -> object:
+        if getattr(device, "type", device) == "npu":
+            return EmulatedHcclBackend(group, soc)
+        return original(group, device)
+
+    _get_backend.emulated_hccl = True  # type: ignore[attr-defined]
+    dist.ProcessGroup._get_backend = _get_backend  # type: ignore[method-assign]
