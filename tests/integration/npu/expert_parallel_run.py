@@ -71,11 +71,9 @@ def main(model: str, tp: int) -> None:
     result: dict[str, Any] = {"ids": [list(o.outputs[0].token_ids) for o in out]}
     if tp == 1:  # each step's top-2 logprobs: the gap says how near a tie the step was
         result["top2"] = [
-            [sorted(step.values(), key=lambda lp: -lp.logprob)[:2] for step in o.outputs[0].logprobs]
+            [sorted((lp.logprob for lp in step.values()), reverse=True)[:2]
+             for step in o.outputs[0].logprobs or []]
             for o in out
-        ]
-        result["top2"] = [
-            [[lp.logprob for lp in pair] for pair in seq] for seq in result["top2"]
         ]
     else:
         result["ranks"] = llm.collective_rpc(exchange_calls)
