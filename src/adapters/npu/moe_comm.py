@@ -14,6 +14,9 @@ experts (rank r: experts [r * E_local, (r + 1) * E_local), vLLM's linear placeme
   other ranks' experts left out), the partial sums all-reduced and each rank keeps its own.
 
 Eager only for this slice: the all-to-all and all-gather paths read counts on the host.
+vLLM's MoE layer reaches these through ports.moe_comm.MoeCommOps (ep_experts); the
+communicator's name is the EP group's `npu` backend's get_hccl_comm_name, as torch_npu
+offers it.
 The argument meanings are torch_npu 2.14.0's (src/adapters/npu/schemas); the emulator's
 cross-rank semantics are in tests/support/torch_npu_emulator/semantics_mc2.py.
 """
