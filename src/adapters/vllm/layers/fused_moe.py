@@ -11,6 +11,7 @@ unquantized method hands the three to `MoeOps.experts` at once.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from vllm.model_executor.layers.fused_moe.routed_experts import RoutedExperts
 
     from ascend_core.moe.decision import MoeDecision
+
+logger = logging.getLogger("vllm.plugins.ascend")
 
 SCORINGS = {"softmax": Scoring.SOFTMAX, "sigmoid": Scoring.SIGMOID}
 
@@ -127,13 +130,24 @@ def expert_exchange_of(layer: RoutedExperts) -> ExpertExchange | None:
     comm = container().moe_comm_ops()
     if comm is None:
         return None
-    from vllm.config import get_current_vllm_config
+    from vllm.config import CUDAGraphMode, get_current_vllm_config
     from vllm.distributed import get_dp_group, get_ep_group
 
     from adapters.vllm.engine.configure import moe_decision_of
 
-    decision = moe_decision_of(get_current_vllm_config())
+    config = get_current_vllm_config()
+    decision = moe_decision_of(config)
     if decision is None:
+        return None
+    if config.compilation_config.cudagraph_mode != CUDAGraphMode.NONE:
+        # Eager only for now: all-to-all and all-gather read counts on the host, which a
+        # capture refuses; with graphs the experts this rank holds run and vLLM's
+        # all-reduce adds the ranks' partial sums (the host's EP), as before.
+        logger.info(
+            "MoE layer %s: graphs are captured, so EP keeps vLLM's all-reduce of partial "
+            "sums instead of the plan's %s (eager only for now)",
+            layer.layer_name, decision.comm.describe(),
+        )
         return None
     if get_dp_group().world_size > 1:
         raise UnsupportedFeatureError(
