@@ -99,6 +99,16 @@ SIZES: dict[str, dict[str, int]] = {
         "num_key_value_heads": 32,
         "head_dim": 32,
     },
+    # Qwen3-MoE for MC2 on emulated A3 NPUs, whose MC2 kernels take H in [1024, 8192].
+    "npu-ep": {
+        "vocab_size": 4096,
+        "hidden_size": 1024,
+        "intermediate_size": 384,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+    },
     # The shape of issue 12's measurements (~87M parameters): more layers, small vocabulary.
     "87m": {
         "vocab_size": 8000,

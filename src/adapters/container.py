@@ -103,6 +103,9 @@ class NpuDevice(containers.DeclarativeContainer):
     int4_weight_ops = providers.Singleton(
         _lazy, "adapters.npu.quant_w4a16:NpuInt4WeightOps", torch_npu
     )
+    moe_comm_ops = providers.Singleton(
+        _lazy, "adapters.npu.moe_comm:NpuMoeComm", torch_npu, moe_ops, quant_moe_ops
+    )
     mla_ops = providers.Singleton(_lazy, "adapters.npu.mla:NpuMlaOps", torch_npu)
     sparse_mla_ops = providers.Singleton(
         _lazy, "adapters.npu.sparse_mla:NpuSparseMlaOps", torch_npu
@@ -218,6 +221,12 @@ class Container(containers.DeclarativeContainer):
     # Weight-only int8 linears (ports/weight_quant.py).
     weight_quant_ops = providers.Selector(
         serving_kind, npu=npu_device.weight_quant_ops, cpu=host_device.weight_quant_ops
+    )
+    # Expert parallelism's token exchange (ports/moe_comm.py): the NPU's MC2, all-to-all
+    # and all-gather; the host has none (its EP adds the ranks' partial sums in vLLM's
+    # all-reduce).
+    moe_comm_ops = providers.Selector(
+        serving_kind, npu=npu_device.moe_comm_ops, cpu=providers.Object(None)
     )
     # Sampling (ports/sampling.py) and the step's KV-cache slots (ports/slot_mapping.py).
     sampling_ops = providers.Selector(

@@ -14,6 +14,9 @@ experts (rank r: experts [r * E_local, (r + 1) * E_local), vLLM's linear placeme
   other ranks' experts left out), the partial sums all-reduced and each rank keeps its own.
 
 Eager only for this slice: the all-to-all and all-gather paths read counts on the host.
+vLLM's MoE layer reaches these through ports.moe_comm.MoeCommOps (ep_experts); the
+communicator's name is the EP group's `npu` backend's get_hccl_comm_name, as torch_npu
+offers it.
 The argument meanings are torch_npu 2.14.0's (src/adapters/npu/schemas); the emulator's
 cross-rank semantics are in tests/support/torch_npu_emulator/semantics_mc2.py.
 """
@@ -31,6 +34,7 @@ from adapters.npu.quant_moe import NpuQuantMoeOps
 from ascend_core.moe.comm_method import MoeCommMethod
 from ascend_core.moe.decision import MoeDecision
 from ports.moe import SILU_MLP, ExpertMlp
+from ports.moe_comm import ExpertParallelGroup, MoeCommOps
 
 NO_QUANT, DYNAMIC_INT8 = 0, 2  # dispatch quant_mode
 
@@ -56,7 +60,16 @@ class EpDomain:
         return self.num_experts // self.ep_size
 
 
-class NpuMoeComm:
+def hccl_comm_name(group: dist.ProcessGroup) -> str:
+    """The HCCL communicator name of a device process group, as torch_npu offers it: the
+    group's `npu` backend is its ProcessGroupHCCL, whose get_hccl_comm_name(rank) names
+    the communicator the MC2 ops take as group_ep."""
+    backend = group._get_backend(torch.device("npu"))
+    name: str = backend.get_hccl_comm_name(dist.get_rank())
+    return name
+
+
+class NpuMoeComm(MoeCommOps):
     """The three EP methods over one layer's local expert weights (w13 [E_local, 2I, H],
     w2 [E_local, H, I], unquantized)."""
 
@@ -66,6 +79,32 @@ class NpuMoeComm:
         self._torch_npu = torch_npu
         self._ops = moe_ops
         self._quant_ops = quant_ops
+        self._names: dict[int, str] = {}  # id(group) -> its communicator's name
+
+    def domain(self, ep: ExpertParallelGroup) -> EpDomain:
+        """The ops' view of the port's EP group (the communicator's name looked up once)."""
+        name = self._names.get(id(ep.group))
+        if name is None:
+            name = self._names[id(ep.group)] = hccl_comm_name(ep.group)
+        return EpDomain(ep.group, name, ep.size, ep.rank, ep.num_experts, ep.max_tokens)
+
+    def ep_experts(
+        self,
+        method: str,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        w13: torch.Tensor,
+        w2: torch.Tensor,
+        ep: ExpertParallelGroup,
+        mlp: ExpertMlp = SILU_MLP,
+    ) -> torch.Tensor:
+        path = {
+            MoeCommMethod.MC2: self.mc2,
+            MoeCommMethod.ALLTOALL: self.all_to_all,
+            MoeCommMethod.ALLGATHER: self.all_gather,
+        }[MoeCommMethod(method)]
+        return path(hidden, ids, weights, w13, w2, self.domain(ep), mlp)
 
     def run(
         self,

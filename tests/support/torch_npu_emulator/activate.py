@@ -89,6 +89,9 @@ def activate(
     c.npu_probe.override(AvailableNpuProbe(soc_name, device_count, memory_bytes))
     c.torch_npu.override(torch_npu)  # the NPU sub-container, with this torch_npu
     c.npu_device.communicator.override(CapturableGlooCommunicator())  # no HCCL without CANN
+    from support.torch_npu_emulator import hccl_comm
+
+    hccl_comm.install(soc_name)  # a group's `npu` backend names its HCCL communicator
     _ACTIVE = torch_npu
     return torch_npu
 

@@ -9,6 +9,10 @@ MC2 kernels' limits are the chip's), and the MC2 ops find the group again by it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import torch
 import torch.distributed as dist
 
 _LIVE: dict[str, tuple[dist.ProcessGroup, str]] = {}
@@ -41,3 +45,88 @@ def forget(group: dist.ProcessGroup) -> None:
     """The group was destroyed: its name no longer reaches it."""
     for name in [n for n, (g, _) in _LIVE.items() if g is group]:
         del _LIVE[name]
+
+
+class EmulatedHcclBackend:
+    """What `group._get_backend(torch.device("npu"))` gives under torch_npu: the group's
+    ProcessGroupHCCL, of which the emulator models `get_hccl_comm_name(rank)` only."""
+
+    def __init__(self, group: dist.ProcessGroup, soc: str) -> None:
+        self._group, self._soc = group, soc
+
+    def get_hccl_comm_name(self, rank: int) -> str:
+        if not 0 <= rank < dist.get_world_size():
+            raise ValueError(f"get_hccl_comm_name: rank {rank} is outside the world")
+        return comm_name(self._group, self._soc)
+
+
+def install(soc: str) -> None:
+    """torch_npu registers HCCL as the `npu` device's backend of every process group; the
+    emulated device's groups are gloo, so a group asked for its `npu` backend answers with
+    an EmulatedHcclBackend naming it (the MC2 ops then find the gloo group by that name).
+    Idempotent; other devices' backends are torch's own."""
+    original = dist.ProcessGroup._get_backend
+    if getattr(original, "emulated_hccl", False):
+        return
+
+    def _get_backend(group: dist.ProcessGroup, device: object) -> object:
+        if getattr(device, "type", device) == "npu":
+            return EmulatedHcclBackend(group, soc)
+        return original(group, device)
+
+    _get_backend.emulated_hccl = True  # type: ignore[attr-defined]
+    dist.ProcessGroup._get_backend = _get_backend  # type: ignore[method-assign]
+    install_collectives()
+
+
+def _on_npu(value: object) -> bool:
+    if isinstance(value, torch.Tensor):
+        return value.device.type == "npu"
+    if isinstance(value, list | tuple):
+        return any(_on_npu(v) for v in value)
+    return False
+
+
+def _to_host(value: object) -> object:
+    if isinstance(value, torch.Tensor):
+        return value.cpu() if value.device.type == "npu" else value
+    if isinstance(value, list):
+        return [_to_host(v) for v in value]
+    return value
+
+
+def _write_back(device: object, host: object) -> None:
+    if isinstance(device, torch.Tensor) and device is not host:
+        device.copy_(host)  # type: ignore[arg-type]
+    elif isinstance(device, list):
+        for d, h in zip(device, host, strict=True):  # type: ignore[call-overload]
+            _write_back(d, h)
+
+
+def _staged(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`original` (a torch.distributed collective) taking `npu` tensors, as it does on an
+    HCCL group: over the emulator's gloo groups they go through host memory and back."""
+
+    def collective(*args: Any, **kwargs: Any) -> Any:
+        if not (_on_npu(args) or _on_npu(list(kwargs.values()))):
+            return original(*args, **kwargs)
+        host_args = [_to_host(a) for a in args]
+        host_kwargs = {k: _to_host(v) for k, v in kwargs.items()}
+        result = original(*host_args, **host_kwargs)
+        for device, host in zip(args, host_args, strict=True):
+            _write_back(device, host)
+        for key, value in kwargs.items():
+            _write_back(value, host_kwargs[key])
+        return result
+
+    collective.emulated_hccl = True  # type: ignore[attr-defined]
+    return collective
+
+
+def install_collectives() -> None:
+    """torch.distributed's all_to_all_single, all_gather and all_reduce take `npu`
+    tensors (torch_npu's HCCL backend does); idempotent."""
+    for name in ("all_to_all_single", "all_gather", "all_reduce"):
+        current = getattr(dist, name)
+        if not getattr(current, "emulated_hccl", False):
+            setattr(dist, name, _staged(current))

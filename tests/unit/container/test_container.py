@@ -33,6 +33,7 @@ PORT_OF = {
     "npu_runtime": "ports.runtime:DeviceRuntime",
     "communicator": "ports.collective:Communicator",
     "moe_ops": "ports.moe:MoeOps",
+    "moe_comm_ops": "ports.moe_comm:MoeCommOps",
     "mla_ops": "ports.mla:MlaOps",
     "sparse_mla_ops": "ports.sparse_mla:SparseMlaOps",
     "sampling_ops": "ports.sampling:SamplingOps",

@@ -23,6 +23,7 @@ from adapters.vllm.engine.startup_errors import stop_on_our_errors, watch_engine
 from adapters.vllm.kv_transfer import module_path as kv_module_path
 from ascend_core.deployment import CompileMode, Deployment, GraphMode, PluginModule
 from ascend_core.errors import ConfigError
+from ascend_core.moe.decision import MoeDecision
 from ascend_core.plan import ModelRunner, fields
 from ascend_core.plan.model_runner import V2_VARIABLE, decide_model_runner, runner_variable
 from ports.device import ChipFamily, DeviceKind
@@ -48,6 +49,9 @@ PATCH_PLAN_ATTR = "_ascend_patch_plan"
 # The Deployment configure translated, kept on the config it came from (set before
 # planning, so a refused config carries what was refused); for this process only.
 DEPLOYMENT_ATTR = "_ascend_deployment"
+# The plan's MoE decision (ascend_core.moe.decision.MoeDecision, None for a dense model),
+# on the config as the patch plan is, for the workers' MoE layers.
+MOE_DECISION_ATTR = "_ascend_moe_decision"
 
 # torch._inductor.config keys for the host's compiled model (see _device_settings).
 HOST_INDUCTOR_CONFIG: dict[str, Any] = {
@@ -108,6 +112,7 @@ def configure(
         return  # vLLM builds configs without a model too (e.g. in tests); nothing to plan
     quantization = vllm_config.model_config.quantization
     apply_changes(vllm_config, plan.changes, log=ports.log_plan)
+    setattr(kept, MOE_DECISION_ATTR, plan.decisions.moe)
     if vllm_config.model_config.quantization != quantization:
         _rebuild_quant_config(vllm_config)
     _size_torch_threads(plan.changes_to(fields.OMP_NUM_THREADS))
@@ -368,6 +373,15 @@ def apply_patches(
             return
         plan = _patch_plan(deployment)
     _apply_patch_plan(plan)
+
+
+def moe_decision_of(vllm_config: VllmConfig) -> MoeDecision | None:
+    """The MoE decision the plan made for this config (None: a dense model, or a config
+    configure did not plan)."""
+    decision: MoeDecision | None = getattr(
+        translate.plugin_attrs(vllm_config), MOE_DECISION_ATTR, None
+    )
+    return decision
 
 
 def remember_given(vllm_config: VllmConfig) -> None:

@@ -11,6 +11,7 @@ unquantized method hands the three to `MoeOps.experts` at once.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -23,9 +24,14 @@ from vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method import (
 from adapters.container import container
 from ascend_core.errors import UnsupportedFeatureError, refuse_unsupported
 from ports.moe import SILU_MLP, ExpertMlp, GateKind, MoeOps, Routing, Scoring
+from ports.moe_comm import ExpertParallelGroup, MoeCommOps
 
 if TYPE_CHECKING:
     from vllm.model_executor.layers.fused_moe.routed_experts import RoutedExperts
+
+    from ascend_core.moe.decision import MoeDecision
+
+logger = logging.getLogger("vllm.plugins.ascend")
 
 SCORINGS = {"softmax": Scoring.SOFTMAX, "sigmoid": Scoring.SIGMOID}
 
@@ -73,6 +79,89 @@ def expert_mlp_of(layer: RoutedExperts) -> ExpertMlp:
     )
 
 
+class ExpertExchange:
+    """A layer's expert parallelism through the device's MoeCommOps: the step's tokens are
+    split over the EP ranks (each rank brings ceil(T / EP) of them, the last rows padded),
+    the core's method for a step of T tokens moves them to their experts and back, and
+    each rank returns its own rows with zeros elsewhere, so vLLM's all-reduce after the
+    layer joins the ranks' rows (TP ranks hold the same tokens; DP 1)."""
+
+    def __init__(self, comm: MoeCommOps, decision: MoeDecision, group: Any, rank: int,
+                 size: int, num_experts: int) -> None:
+        self.comm, self.decision = comm, decision
+        self.group, self.rank, self.size, self.num_experts = group, rank, size, num_experts
+
+    def method_for(self, tokens: int) -> str:
+        return self.decision.comm.for_tokens(tokens).method.value
+
+    def __call__(
+        self,
+        x: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        w13: torch.Tensor,
+        w2: torch.Tensor,
+        mlp: ExpertMlp,
+    ) -> torch.Tensor:
+        tokens = x.shape[0]
+        per_rank = max(1, -(-tokens // self.size))
+        padded = per_rank * self.size
+        if padded != tokens:  # padding tokens: expert 0 at weight 0, their rows dropped
+            extra = padded - tokens
+            x = torch.cat([x, x.new_zeros(extra, x.shape[1])])
+            ids = torch.cat([ids, ids.new_zeros(extra, ids.shape[1])])
+            weights = torch.cat([weights, weights.new_zeros(extra, weights.shape[1])])
+        mine = slice(self.rank * per_rank, (self.rank + 1) * per_rank)
+        ep = ExpertParallelGroup(self.group, self.size, self.rank, self.num_experts, per_rank)
+        rows = self.comm.ep_experts(
+            self.method_for(tokens), x[mine], ids[mine], weights[mine], w13, w2, ep, mlp
+        )
+        out = x.new_zeros(x.shape)
+        out[mine] = rows
+        return out[:tokens]
+
+
+def expert_exchange_of(layer: RoutedExperts) -> ExpertExchange | None:
+    """The layer's exchange where the device has MoeCommOps, the layer's experts are split
+    over EP ranks and the plan decided the method; else None (the experts this rank holds
+    run, and vLLM's all-reduce adds the ranks' partial sums: the host's EP)."""
+    if layer.expert_map is None:
+        return None
+    comm = container().moe_comm_ops()
+    if comm is None:
+        return None
+    from vllm.config import CUDAGraphMode, get_current_vllm_config
+    from vllm.distributed import get_dp_group, get_ep_group
+
+    from adapters.vllm.engine.configure import moe_decision_of
+
+    config = get_current_vllm_config()
+    decision = moe_decision_of(config)
+    if decision is None:
+        return None
+    if config.compilation_config.cudagraph_mode != CUDAGraphMode.NONE:
+        # Eager only for now: all-to-all and all-gather read counts on the host, which a
+        # capture refuses; with graphs the experts this rank holds run and vLLM's
+        # all-reduce adds the ranks' partial sums (the host's EP), as before.
+        logger.info(
+            "MoE layer %s: graphs are captured, so EP keeps vLLM's all-reduce of partial "
+            "sums instead of the plan's %s (eager only for now)",
+            layer.layer_name, decision.comm.describe(),
+        )
+        return None
+    if get_dp_group().world_size > 1:
+        raise UnsupportedFeatureError(
+            f"MoE layer {layer.layer_name}: expert parallelism with data parallel "
+            f"{get_dp_group().world_size} on the NPU is not wired to MC2/all-to-all yet.",
+            "serve with --tensor-parallel-size N --enable-expert-parallel and DP 1",
+        )
+    group = get_ep_group()
+    return ExpertExchange(
+        comm, decision, group.device_group, group.rank_in_group, group.world_size,
+        layer.global_num_experts,
+    )
+
+
 class AscendMoeMethod(FusedMoEMethodBase):
     """Routing, permutation and combine through MoeOps; the experts left to subclasses.
 
@@ -88,6 +177,8 @@ class AscendMoeMethod(FusedMoEMethodBase):
     # route and experts (MoeOps.traces_in_graph); the host's MoE entry patch then calls
     # the runner directly instead of through vLLM's opaque moe_forward op.
     traced_in_graph: bool = False
+    # Set at load where the device exchanges tokens between EP ranks (MC2, all-to-all).
+    exchange: ExpertExchange | None = None
 
     def __init__(self, moe: FusedMoEConfig) -> None:
         # FusedMoEMethodBase by name: in a subclass that also derives from one of vLLM's
@@ -120,6 +211,10 @@ class AscendMoeMethod(FusedMoEMethodBase):
         if self.routing_rule is None:
             self.routing_rule = routing_of(layer)
         weights, ids = ops.route(router_logits, self.routing_rule, layer.e_score_correction_bias)
+        if self.exchange is not None:
+            return self.exchange(
+                x, ids, weights, layer.w13_weight, layer.w2_weight, self.expert_mlp
+            )
         expert_map = layer.expert_map
         if expert_map is None:
             local_ids = ids
@@ -161,8 +256,17 @@ class AscendUnquantizedFusedMoEMethod(AscendMoeMethod, UnquantizedFusedMoEMethod
         self.moe_ops.check(self.routing_rule, layer.global_num_experts, dtype, self.expert_mlp)
         # The ops' traceable experts are the SiLU ones without biases (the host's native
         # kernel); gpt-oss's stay one opaque op that the graph calls.
-        self.traced_in_graph = self.expert_mlp == SILU_MLP and self.moe_ops.traces_in_graph(
-            layer.w13_weight, layer.w2_weight
+        self.exchange = expert_exchange_of(layer)
+        if self.exchange is not None and self.expert_mlp.biased:
+            raise UnsupportedFeatureError(
+                f"MoE layer {layer.layer_name}: the NPU's expert-parallel exchange runs "
+                "experts without biases.",
+                "serve this model without --enable-expert-parallel",
+            )
+        self.traced_in_graph = (
+            self.exchange is None
+            and self.expert_mlp == SILU_MLP
+            and self.moe_ops.traces_in_graph(layer.w13_weight, layer.w2_weight)
         )
 
     def routed_experts(

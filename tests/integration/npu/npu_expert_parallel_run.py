@@ -1,0 +1,84 @@
+"""One LLM.generate on emulated A3 NPUs, printed as JSON: TP=1 (the reference, with each
+step's top-2 logprobs) or TP=2 with expert parallel (VLLM_ASCEND_MOE_COMM_METHOD as the
+parent set it), with each rank's MC2 and all-to-all calls.
+
+Run as: python npu_expert_parallel_run.py MODEL_DIR TP (in child_env with 2 emulated NPUs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+PROMPT_LENGTHS = (5, 40, 90, 17)  # 90 > max_num_batched_tokens: chunked prefill
+MAX_NEW = 8
+
+
+def prompts() -> list[list[int]]:
+    import random
+
+    rng = random.Random(1)
+    return [[rng.randrange(2, 500) for _ in range(n)] for n in PROMPT_LENGTHS]
+
+
+def exchange_calls(wrapper: object) -> dict[str, Any]:
+    """Run in each worker: its MoE layers' exchange and the emulated MC2 calls it made."""
+    from adapters.vllm.layers.fused_moe import AscendMoeMethod
+    from support.torch_npu_emulator.activate import activate_from_env
+
+    worker = getattr(wrapper, "worker", wrapper)
+    methods = [
+        m.quant_method for m in worker.model_runner.model.modules()  # type: ignore[attr-defined]
+        if type(m).__name__ == "RoutedExperts"
+    ]
+    tnpu = activate_from_env()
+    return {
+        "exchanges": [
+            isinstance(q, AscendMoeMethod) and q.exchange is not None for q in methods
+        ],
+        "methods": sorted({q.exchange.method_for(1) for q in methods if q.exchange}),
+        "dispatch": len(tnpu.calls_of("npu_moe_distribute_dispatch_v2")),
+        "combine": len(tnpu.calls_of("npu_moe_distribute_combine_v2")),
+        "init_routing": len(tnpu.calls_of("npu_moe_init_routing_v2")),
+    }
+
+
+def main(model: str, tp: int) -> None:
+    os.environ["VLLM_ASCEND_DEVICE"] = "npu"
+    os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # collective_rpc of a function
+    from vllm import LLM, SamplingParams, TokensPrompt
+
+    llm = LLM(
+        model=model,
+        dtype="bfloat16",
+        enforce_eager=True,
+        max_model_len=256,
+        block_size=128,
+        max_num_batched_tokens=64,
+        max_num_seqs=8,
+        kv_cache_memory_bytes=32 << 20,
+        seed=0,
+        tensor_parallel_size=tp,
+        enable_expert_parallel=tp > 1,
+    )
+    params = SamplingParams(
+        max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True, logprobs=2 if tp == 1 else None
+    )
+    out = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts()], params,
+                       use_tqdm=False)
+    result: dict[str, Any] = {"ids": [list(o.outputs[0].token_ids) for o in out]}
+    if tp == 1:  # each step's top-2 logprobs: the gap says how near a tie the step was
+        result["top2"] = [
+            [sorted((lp.logprob for lp in step.values()), reverse=True)[:2]
+             for step in o.outputs[0].logprobs or []]
+            for o in out
+        ]
+    else:
+        result["ranks"] = llm.collective_rpc(exchange_calls)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]))
