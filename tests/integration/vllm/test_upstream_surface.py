@@ -223,6 +223,17 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
 # A name missing here is either a new one of ours (add it) or a hook vLLM dropped or
 # renamed (follow vLLM: our override is no longer called).
 OWN: frozenset[str] = frozenset({
+    # Expert parallelism's token exchange, set when the unquantized method's weights load.
+    "adapters.vllm.layers.fused_moe:AscendMoeMethod.exchange",
+    # vLLM's vllm::qwen_gdn_attention_core op calls the named layer's _forward_core; vLLM
+    # declares it on its GDN layer, not on the KDA layer's base.
+    "adapters.vllm.layers.kda:AscendKimiDeltaAttention._forward_core",
+    # The int8 linear methods' own load hooks (W8A8 and W8A16 share Int8LinearMethod).
+    "adapters.vllm.quantization.linear:AscendW8A16LinearMethod.prepare",
+    "adapters.vllm.quantization.linear:AscendW8A16LinearMethod.reshape_loaded",
+    "adapters.vllm.quantization.linear:AscendW8A16LinearMethod.scheme",
+    "adapters.vllm.quantization.linear:Int8LinearMethod.prepare",
+    "adapters.vllm.quantization.linear:Int8LinearMethod.reshape_loaded",
     # vLLM's MLA wrapper calls it on every sparse impl (NOT_NAMED); declared only on
     # vLLM's own sparse impls, none of them our base.
     "adapters.vllm.attention.sparse_mla:SparseMlaAttentionImpl.record_logical_topk_ready",
