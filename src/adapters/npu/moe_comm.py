@@ -23,6 +23,7 @@ cross-rank semantics are in tests/support/torch_npu_emulator/semantics_mc2.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 
 import torch
@@ -140,35 +141,12 @@ class NpuMoeComm(MoeCommOps):
         domain: EpDomain,
         mlp: ExpertMlp = SILU_MLP,
     ) -> torch.Tensor:
-        ids32 = ids.to(torch.int32)
-        global_bs = domain.max_tokens * domain.ep_size  # ranks may bring fewer tokens
-        rows, _, assist, token_nums, recv_counts, _, _ = (
-            self._torch_npu.npu_moe_distribute_dispatch_v2(
-                hidden,
-                ids32,
-                domain.group_name,
-                domain.ep_size,
-                domain.ep_rank,
-                domain.num_experts,
-                quant_mode=NO_QUANT,
-                expert_token_nums_type=COUNTS,
-                global_bs=global_bs,
-            )
+        return self._mc2(
+            hidden, ids, weights, domain, NO_QUANT,
+            lambda rows, _scale, token_nums: self._ops.grouped_mlp(
+                rows, token_nums, w13, w2, mlp=mlp
+            ),
         )
-        out_rows = self._ops.grouped_mlp(rows, token_nums, w13, w2, mlp=mlp)
-        out: torch.Tensor = self._torch_npu.npu_moe_distribute_combine_v2(
-            out_rows,
-            ids32,
-            assist,
-            recv_counts,
-            weights.float(),
-            domain.group_name,
-            domain.ep_size,
-            domain.ep_rank,
-            domain.num_experts,
-            global_bs=global_bs,
-        )
-        return out
 
     def mc2_w8a8_dynamic(
         self,
@@ -184,10 +162,29 @@ class NpuMoeComm(MoeCommOps):
         """MC2 with W8A8_DYNAMIC experts (weights as NpuQuantMoeOps.prepare_weights gives
         them): dispatch quantizes each token per token (quant_mode 2), so int8 rows and
         their float32 scales travel and feed the first grouped matmul directly."""
-        if self._quant_ops is None:
+        quant_ops = self._quant_ops
+        if quant_ops is None:
             raise ValueError("NpuMoeComm.mc2_w8a8_dynamic needs the quantized MoE ops")
+        return self._mc2(
+            hidden, ids, weights, domain, DYNAMIC_INT8,
+            lambda rows, row_scale, token_nums: quant_ops.grouped_mlp_w8a8_quantized(
+                rows, row_scale, token_nums, w13, w13_scale, w2, w2_scale, hidden.dtype
+            ),
+        )
+
+    def _mc2(
+        self,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        domain: EpDomain,
+        quant_mode: int,
+        experts: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    ) -> torch.Tensor:
+        """Dispatch (quantizing per `quant_mode`), this rank's experts on the rows it
+        received (rows, their scales, tokens per expert), combine back to each token."""
         ids32 = ids.to(torch.int32)
-        global_bs = domain.max_tokens * domain.ep_size
+        global_bs = domain.max_tokens * domain.ep_size  # ranks may bring fewer tokens
         rows, row_scale, assist, token_nums, recv_counts, _, _ = (
             self._torch_npu.npu_moe_distribute_dispatch_v2(
                 hidden,
@@ -196,16 +193,13 @@ class NpuMoeComm(MoeCommOps):
                 domain.ep_size,
                 domain.ep_rank,
                 domain.num_experts,
-                quant_mode=DYNAMIC_INT8,
+                quant_mode=quant_mode,
                 expert_token_nums_type=COUNTS,
                 global_bs=global_bs,
             )
         )
-        out_rows = self._quant_ops.grouped_mlp_w8a8_quantized(
-            rows, row_scale, token_nums, w13, w13_scale, w2, w2_scale, hidden.dtype
-        )
         out: torch.Tensor = self._torch_npu.npu_moe_distribute_combine_v2(
-            out_rows,
+            experts(rows, row_scale, token_nums),
             ids32,
             assist,
             recv_counts,
