@@ -30,6 +30,38 @@ def l2norm(x: torch.Tensor) -> torch.Tensor:
     return (xf * torch.rsqrt((xf * xf).sum(-1, keepdim=True) + L2_EPS)).to(x.dtype)
 
 
+
+def convolve(
+    ops: LinearAttentionOps,
+    meta: Any,
+    mixed_qkv: torch.Tensor,
+    weight: torch.Tensor,
+    conv_states: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, StateSequences | None]:
+    """The causal depthwise convolution of a step's packed q/k/v channels (decodes first,
+    then prefills, as vLLM's GDN metadata orders them), each continuing its slot's state;
+    also the step's state slots and its prefill sequences (None without prefills)."""
+    decodes, decode_tokens = meta.num_decodes, meta.num_decode_tokens
+    slots = meta.non_spec_state_indices_tensor
+    prefill: StateSequences | None = None
+    if meta.num_prefills > 0:
+        prefill = StateSequences(
+            meta.prefill_query_start_loc,
+            meta.prefill_state_indices,
+            meta.prefill_has_initial_state,
+        )
+    conv = torch.empty_like(mixed_qkv)
+    if decodes:
+        conv[:decode_tokens] = ops.causal_conv1d_update(
+            mixed_qkv[:decode_tokens], weight, conv_states, slots[:decodes]
+        )
+    if prefill is not None:
+        conv[decode_tokens:] = ops.causal_conv1d(
+            mixed_qkv[decode_tokens:], weight, conv_states, prefill
+        )
+    return conv, slots, prefill
+
+
 class AscendQwenGatedDeltaNetAttention(QwenGatedDeltaNetAttention):
     """vLLM's layer with its core (convolution + delta rule) on our port."""
 
@@ -66,24 +98,7 @@ class AscendQwenGatedDeltaNetAttention(QwenGatedDeltaNetAttention):
         weight = self.conv1d.weight.view(self.conv1d.weight.size(0), -1)  # [D, W]
         ops = self.linear_ops
         mixed_qkv, b, a = mixed_qkv[:tokens], b[:tokens], a[:tokens]
-        slots = meta.non_spec_state_indices_tensor
-        prefill: StateSequences | None = None
-        if meta.num_prefills > 0:
-            prefill = StateSequences(
-                meta.prefill_query_start_loc,
-                meta.prefill_state_indices,
-                meta.prefill_has_initial_state,
-            )
-
-        conv = torch.empty_like(mixed_qkv)
-        if decodes:
-            conv[:decode_tokens] = ops.causal_conv1d_update(
-                mixed_qkv[:decode_tokens], weight, conv_states, slots[:decodes]
-            )
-        if prefill is not None:
-            conv[decode_tokens:] = ops.causal_conv1d(
-                mixed_qkv[decode_tokens:], weight, conv_states, prefill
-            )
+        conv, slots, prefill = convolve(ops, meta, mixed_qkv, weight, conv_states)
 
         tp = self.tp_size
         key_dim, value_dim = self.key_dim // tp, self.value_dim // tp

@@ -23,8 +23,8 @@ from vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn import _encode_la
 from vllm.model_executor.layers.mamba.mamba_utils import is_conv_state_dim_first
 
 from adapters.container import container
-from adapters.vllm.layers.gdn import l2norm
-from ports.linear_attention import LinearAttentionOps, StateSequences
+from adapters.vllm.layers.gdn import convolve, l2norm
+from ports.linear_attention import LinearAttentionOps
 
 
 class AscendKimiDeltaAttention(KimiGatedDeltaNetAttention):
@@ -89,25 +89,8 @@ class AscendKimiDeltaAttention(KimiGatedDeltaNetAttention):
         weight = self.conv1d.weight.view(self.conv1d.weight.size(0), -1)  # [3P, W]
         ops = self.linear_ops
         mixed_qkv = mixed_qkv[:tokens]
-        slots = meta.non_spec_state_indices_tensor
-        prefill: StateSequences | None = None
-        if meta.num_prefills > 0:
-            prefill = StateSequences(
-                meta.prefill_query_start_loc,
-                meta.prefill_state_indices,
-                meta.prefill_has_initial_state,
-            )
-
         # q, k and v's depthwise convolutions are one over their packed channels.
-        conv = torch.empty_like(mixed_qkv)
-        if decodes:
-            conv[:decode_tokens] = ops.causal_conv1d_update(
-                mixed_qkv[:decode_tokens], weight, conv_states, slots[:decodes]
-            )
-        if prefill is not None:
-            conv[decode_tokens:] = ops.causal_conv1d(
-                mixed_qkv[decode_tokens:], weight, conv_states, prefill
-            )
+        conv, slots, prefill = convolve(ops, meta, mixed_qkv, weight, conv_states)
 
         heads, dim = self.local_num_heads, self.head_dim
         q, k, v = (x.reshape(tokens, heads, dim) for x in conv.split(heads * dim, dim=-1))
