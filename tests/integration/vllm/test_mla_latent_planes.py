@@ -28,3 +28,23 @@ def test_a_strided_cache_is_refused_with_the_layout_named() -> None:
     strided = torch.zeros(4, 16, 96)[:, :, :48]
     with pytest.raises(ConfigError, match="contiguous"):
         latent_planes(strided, 32)
+
+
+def test_block_local_planes_keep_each_block_inside_its_own_page() -> None:
+    """A hybrid model's MLA layer shares its allocation page by page with linear-attention
+    state slots (vLLM's hybrid allocator), so block b's latent and rope rows must stay in
+    page b: with the split planes they land in other pages (other requests' KDA states)."""
+    blocks, block_size, latent, rope = 5, 16, 32, 16
+    kv_cache = torch.zeros(blocks, block_size, latent + rope)
+    planes = latent_planes(kv_cache, latent, block_local=True)
+    assert planes.latent.shape == (blocks, block_size, latent)
+    assert planes.rope.shape == (blocks, block_size, rope)
+    planes.latent[3] = 1.0
+    planes.rope[3] = 2.0
+    pages = kv_cache.reshape(blocks, -1)
+    assert int(pages[3].eq(0).sum()) == 0  # block 3 fills page 3 ...
+    assert int(pages[[0, 1, 2, 4]].ne(0).sum()) == 0  # ... and touches no other page
+    assert torch.equal(kv_cache[3, :, :latent], planes.latent[3])
+    alloc = torch.zeros_like(kv_cache)
+    latent_planes(alloc, latent).latent[3] = 1.0  # the contiguous planes, for contrast:
+    assert bool(alloc.reshape(blocks, -1)[[0, 1, 2, 4]].ne(0).any())  # block 3 leaves page 3

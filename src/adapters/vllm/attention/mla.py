@@ -51,7 +51,9 @@ class MlaAttentionBackend(AttentionBackend):
         return True
 
 
-def latent_planes(kv_cache: torch.Tensor, latent_dim: int) -> LatentCache:
+def latent_planes(
+    kv_cache: torch.Tensor, latent_dim: int, *, block_local: bool = False
+) -> LatentCache:
     """A layer's [num_blocks, block_size, L + R] allocation as the ops port's two planes.
 
     The first num_blocks * block_size * L elements are the latent plane
@@ -59,8 +61,18 @@ def latent_planes(kv_cache: torch.Tensor, latent_dim: int) -> LatentCache:
     contiguous, as torch_npu's MLA attention takes them, and each block still its own
     rows in both. vLLM itself only sizes the allocation; a KV connector, which moves
     blocks by address, learns the planes from plane_block_spans.
+
+    block_local: the planes as strided views of each row's [L | R] (vLLM's own layout), so
+    block b's rows stay inside block b's page. A hybrid model (Kimi-Linear: KDA layers
+    beside an MLA layer) needs this: vLLM's hybrid allocator lets one layer of each KV
+    cache group share one allocation, page by page, so block b of the MLA layer and the
+    linear-attention state in slot b' of a KDA layer are the same tensor's pages b and b';
+    the split planes would write block b's latent and rope rows into other pages (other
+    requests' recurrent and conv states).
     """
     blocks, block_size, width = kv_cache.shape
+    if block_local:
+        return LatentCache(kv_cache[..., :latent_dim], kv_cache[..., latent_dim:])
     if not kv_cache.is_contiguous():
         raise ConfigError(
             f"The MLA backend needs each layer's latent cache contiguous; got shape "
@@ -154,11 +166,16 @@ class MlaAttentionImpl(MLAAttentionImpl[MlaMetadata]):
         from vllm.config import get_current_vllm_config
 
         config = get_current_vllm_config()
+        # A hybrid model's layers share their allocations page by page (latent_planes).
+        self.block_local = bool(config.model_config is not None and config.model_config.is_hybrid)
         self.ops.check(
             num_heads, kv_lora_rank, qk_rope_head_dim, qk_head_dim, v_head_dim,
             int(config.cache_config.block_size or 0),
             str(config.model_config.dtype).removeprefix("torch.") if config.model_config else "",
         )
+
+    def _planes(self, kv_cache: torch.Tensor) -> LatentCache:
+        return latent_planes(kv_cache, self.kv_lora_rank, block_local=self.block_local)
 
     def do_kv_cache_update(
         self,
@@ -173,7 +190,7 @@ class MlaAttentionImpl(MLAAttentionImpl[MlaMetadata]):
         if kv_cache.numel() == 0:
             return  # profiling run: no cache yet
         self.ops.write_latent_cache(
-            kv_c_normed, k_pe, latent_planes(kv_cache, self.kv_lora_rank), slot_mapping
+            kv_c_normed, k_pe, self._planes(kv_cache), slot_mapping
         )
 
     def forward_mha(
@@ -197,7 +214,7 @@ class MlaAttentionImpl(MLAAttentionImpl[MlaMetadata]):
         assert prefill is not None and output_scale is None
         if attn_metadata.prefill_has_context:
             rows = self.ops.gather_latent(
-                latent_planes(kv_c_and_k_pe_cache, self.kv_lora_rank), prefill
+                self._planes(kv_c_and_k_pe_cache), prefill
             )
             kv_c_normed = rows[:, : self.kv_lora_rank]
             k_pe = rows[:, self.kv_lora_rank :]
@@ -223,7 +240,7 @@ class MlaAttentionImpl(MLAAttentionImpl[MlaMetadata]):
             q_latent, q_rope = q
         else:
             q_latent, q_rope = q.split([self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
-        cache = latent_planes(kv_c_and_k_pe_cache, self.kv_lora_rank)
+        cache = self._planes(kv_c_and_k_pe_cache)
         out = self.ops.latent_decode(q_latent, q_rope, cache, decode, self.scale)
         return out, None
 
