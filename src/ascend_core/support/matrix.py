@@ -130,16 +130,13 @@ _GDN_NPU = Supported(
     "the same layer on torch_npu's npu_fused_causal_conv1d, npu_chunk_gated_delta_rule and "
     "npu_recurrent_gated_delta_rule; golden-tested on the emulated torch_npu, not on hardware"
 )
-_NO_KDA_HOST = Refused(
-    "Kimi-Linear's KDA layers run on the host (the plugin's Kimi-Linear class, the delta rule "
-    "with a gate per key channel on the linear-attention port), but its greedy ids still part "
-    "from transformers' in a mixed batch with chunked prefill (5 of 8 prompts after 0-5 "
-    "tokens; tests/integration/vllm/test_kimi_linear_generate.py), so this build does not "
-    "serve it",
-    _REFERENCE,
-)
 _KDA_HOST = Supported(
-    "DEBUG placeholder"
+    "Kimi-Linear with the plugin's own model class: the KDA layers (the delta rule with a "
+    "gate per key channel, chunked for prefill, recurrent for decode, packed q/k/v short "
+    "convolution) on the linear-attention port in plain torch, conv and float32 recurrent "
+    "state in vLLM's hybrid KV cache; the NoPE MLA layer on the MLA backend with its latent "
+    "cache block-local (the hybrid allocator shares pages with the KDA states); greedy ids "
+    "equal transformers' in fp32 for a mixed batch with chunked prefill"
 )
 _NO_KDA_NPU = Refused(
     "Kimi-Linear's KDA layers have not been run on an NPU (or the emulated one) in this "

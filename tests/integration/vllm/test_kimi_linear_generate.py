@@ -19,12 +19,6 @@ from engine_teardown import shut_down
 
 from support.hf_reference import MODELS_DIR, make_models_module
 
-# The host refuses Kimi-Linear before load (support/matrix.py, _NO_KDA_HOST) until this
-# module's batch gives transformers' ids: 5 of its 8 prompts part after 0-5 tokens (33, 300
-# and 420 tokens match). Next: the batch eager, and with max_num_seqs=1 (batching against
-# compilation); the prefill/decode state indices of the KDA layers in mixed steps.
-pytestmark = pytest.mark.skip(reason="Kimi-Linear refused on the host: ids part (see above)")
-
 MAX_NEW = 10
 LENGTHS = [3, 17, 33, 64, 90, 150, 300, 420]
 
@@ -102,12 +96,6 @@ def test_our_class_with_the_kda_layers_on_our_ops_and_no_prefix_caching(llm) -> 
     assert all(isinstance(m.linear_ops, TorchLinearAttentionOps) for m in kda)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open defect: 3 of 8 prompts (33, 300, 420 tokens) give transformers' 10 ids, the "
-    "other 5 diverge after 0-5 tokens, the same with the KDA core behind the opaque op; the "
-    "KDA ops alone equal a naive recurrence (tests/unit/cpu/test_kda_ops.py)",
-)
 def test_batch_of_eight_twice(llm, prompts, expected) -> None:  # type: ignore[no-untyped-def]
     first = _generate(llm, prompts)
     assert [list(o.outputs[0].token_ids) for o in first] == expected
