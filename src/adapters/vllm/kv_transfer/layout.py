@@ -73,6 +73,8 @@ def latent_layers(
         impl = getattr(layer, "impl", None)
         if not isinstance(impl, MlaAttentionImpl | SparseMlaAttentionImpl):
             continue
+        if getattr(impl, "block_local", False):
+            continue  # a hybrid model's MLA rows: vLLM's own row layout, nothing to split
         bound = getattr(layer, "kv_cache", None)
         if not isinstance(bound, torch.Tensor) or bound.data_ptr() != cache.data_ptr():
             raise ConfigError(
