@@ -113,11 +113,12 @@ def test_decode_steps_replay_the_exchange_without_host_reads(runs, method) -> No
     steps = run["decode_steps"]
     for rank, exchanges in zip(run["decode_ranks"], (r["exchanges"] for r in run["ranks"]),
                                strict=True):
-        # Each decode step replays a graph (the engine may run a step or two more than
-        # the tokens, as seen with all-to-all: 10 replays for 8 tokens); nothing of MC2
-        # is launched from the host; every replay runs each MoE layer's dispatch/combine.
+        # Each decode step replays a graph: `steps` of them when the engine core sees the
+        # four requests at once, up to three more when they reach it one by one (seen:
+        # 10 replays for 8 tokens); nothing of MC2 is launched from the host; every
+        # replay runs each MoE layer's dispatch and combine.
         replays = rank["graph_replays"]
-        assert steps <= replays <= steps + 2, rank
+        assert steps <= replays <= steps + len(run["decode_ids"]) - 1, rank
         assert rank["launched"] == {op: 0 for op in MC2_OPS}, rank
         per_replay = len(exchanges) if method == "mc2" else 0  # all-to-all: partial sums
         assert rank["replayed"] == {op: per_replay * replays for op in MC2_OPS}, rank
