@@ -97,6 +97,9 @@ class HostDecodeInputsMixin(GPUModelRunner):
         takes = {bool(getattr(b, "host_padding_slots", False)) for b in builders}
         if takes == {True}:
             self._arena_slot_block = builders[0].kv_cache_spec.block_size
+        else:  # a builder reads vLLM's -1s: the host writes those, the others send them on
+            for builder in builders:
+                builder.host_padding_slots = False
         self._arena = arena
         logger.info(
             "NPU decode inputs: one staging copy of %d bytes a decode step (positions, "
