@@ -5,8 +5,9 @@ gives the ids of its prompts run alone.
 
 One engine (runner_run.py, llama tiny, eager, 4 KV blocks): the preempted batch, then
 each prompt alone. Before it, a config built with VLLM_USE_V2_MODEL_RUNNER=1 and the
-plan's graphs (the NPU's V2 runner serves eager only): the plan overrides it with a
-warning, not vLLM's "Model Runner V2 requires Triton" traceback.
+plan's graphs (FULL_AND_PIECEWISE for Llama; the NPU's V2 runner serves eager or FULL
+graphs, not piecewise yet): the plan overrides it with a warning, not vLLM's "Model
+Runner V2 requires Triton" traceback.
 Nothing here runs on Ascend hardware.
 """
 
@@ -60,7 +61,7 @@ def test_asking_for_v2_is_overridden_with_the_reason_not_a_traceback(run) -> Non
         "Ascend plan: model runner: VLLM_USE_V2_MODEL_RUNNER=1 asked for vLLM's V2 runner; "
         "the NPU worker builds V1 for "
     )
-    why = "graphs (V2's graph manager on the NPU's graphs is not built yet (issue 48)"
+    why = "FULL_AND_PIECEWISE graphs (V2's piecewise graphs on the NPU are not served yet"
     (line,) = [line for line in run["log"].splitlines() if said in line]
     assert why in line and line.endswith("; serving on V1."), line
     assert "Ascend plan: env.VLLM_USE_V2_MODEL_RUNNER: 1 -> 0" in run["log"]

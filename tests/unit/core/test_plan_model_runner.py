@@ -40,7 +40,7 @@ def test_v2_asked_on_the_eager_npu_is_built_and_vllm_told_v2() -> None:
 @pytest.mark.parametrize(
     ("deployment", "why"),
     [
-        (npu(v2_model_runner="1"), "V2's graph manager on the NPU's graphs is not built"),
+        (npu(v2_model_runner="1"), "V2's piecewise graphs on the NPU are not served yet"),
         (host(v2_model_runner="1", compilation=EAGER), "no Triton driver"),
     ],
     ids=["npu-graphs", "host"],
@@ -67,7 +67,11 @@ def test_vllms_reading_of_the_variable() -> None:
     ]
     decision = decide_model_runner(DeviceKind.CPU, "1")
     assert decision.overrides_request and "host worker builds V1" in decision.reason
-    graphs = decide_model_runner(DeviceKind.NPU, "1", GraphMode.FULL_DECODE_ONLY)
-    assert graphs.overrides_request and "FULL_DECODE_ONLY graphs" in graphs.reason
+    full = decide_model_runner(DeviceKind.NPU, "1", GraphMode.FULL_DECODE_ONLY)
+    assert full.runner is ModelRunner.V2 and not full.overrides_request
+    assert "FULL_DECODE_ONLY graphs on the NPU's" in full.reason
+    pieces = decide_model_runner(DeviceKind.NPU, "1", GraphMode.FULL_AND_PIECEWISE)
+    assert pieces.runner is ModelRunner.V1 and pieces.overrides_request
+    assert "V1 for FULL_AND_PIECEWISE graphs" in pieces.reason
     assert decide_model_runner(DeviceKind.NPU, "1").runner is ModelRunner.V2
     assert [runner_variable(r) for r in ModelRunner] == ["0", "1"]

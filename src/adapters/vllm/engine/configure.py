@@ -295,7 +295,8 @@ def before_config(kind: DeviceKind, environ: MutableMapping[str, str] = os.envir
         )
     given = operator_runner_variable(environ.get(V2_VARIABLE))
     # The graph mode is not planned yet: an eager decision here; where the plan then
-    # decides graphs (V2 serves eager only) its own change writes V1 with the reason.
+    # decides piecewise graphs (V2 serves eager or FULL graphs) its own change writes V1 with
+    # the reason.
     written = runner_variable(decide_model_runner(kind, given).runner)
     _runner_variable["given"] = given
     _runner_variable["written"] = written
