@@ -15,8 +15,8 @@ with its reason). SAMPLING: `greedy` (temperature 0) and/or `seeded` (temperatur
 top-k 20, top-p 0.9, a seed per request); each is a row per mode and batch. RUNNERS:
 `v1` (vLLM's GPUModelRunner, the default) and/or `v2` (vLLM's Model Runner V2,
 VLLM_USE_V2_MODEL_RUNNER=1: its Triton kernels run in Triton's interpreter, each launch
-counted in its own column, a launch on an NPU; its host time is the interpreter's, not
-comparable).
+counted in its own column, a launch on an NPU, the interpreter's copies inside one left
+uncounted; its host time is the interpreter's, not comparable).
 
 Runs LLM.generate through AscendNpuPlatform -> NpuWorker -> NpuModelRunner on the emulated
 device and prints, per decode step at each batch: graph replays, ops launched from the
@@ -179,11 +179,16 @@ def _count_triton_launches() -> dict[str, int]:
         return launched
     from triton.runtime.interpreter import InterpretedFunction
 
+    from support.emulated_npu_device import uncounted
+
     run = InterpretedFunction.run
 
     def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # One launch on an NPU; the interpreter's own copies to and from the host (it
+        # runs the kernel in numpy) are not the step's, so the device counts none of them.
         launched[self.fn.__name__] = launched.get(self.fn.__name__, 0) + 1
-        return run(self, *args, **kwargs)
+        with uncounted():
+            return run(self, *args, **kwargs)
 
     InterpretedFunction.run = counted  # type: ignore[method-assign]
     return launched

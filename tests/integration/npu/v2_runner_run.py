@@ -9,7 +9,8 @@ pass). The result carries the worker's runner class and the plan's runner decisi
 GRAPH_MODE (a cudagraph_mode, e.g. FULL_DECODE_ONLY, or PLAN for the plan's choice): not
 eager, graphs of CAPTURE_SIZES; the result carries the graph mode, the graphs captured and
 the emulated device's counters. Each step's top-2 logprobs come back too (a parting from
-the reference is judged by the reference's gap).
+the reference is judged by the reference's gap). V2_STALE_GRAPH_ARGUMENTS=1: the runtime's
+graphs forget the attention op's update (unit.fakes.graphs), as a backend skipping it.
 An emulator, not Ascend hardware.
 """
 
@@ -70,6 +71,12 @@ def main(device: str, model: str, graph_mode: str | None = None) -> None:
     if device == "npu":
         emulate_npu()
         launches = record_launches()
+        if os.environ.get("V2_STALE_GRAPH_ARGUMENTS"):
+            from adapters.container import container
+            from unit.fakes.graphs import StaleGraphsRuntime
+
+            runtime = container().npu_device.runtime
+            runtime.override(StaleGraphsRuntime(runtime()))
     from vllm import LLM, SamplingParams, TokensPrompt
     from vllm.compilation.counter import compilation_counter
 
