@@ -45,8 +45,9 @@ class NpuCudaGraphManager(ModelCudaGraphManager):
             with port.capture(g, pool, stream, updatable=True):
                 yield
 
-        with patch.object(torch.cuda, "CUDAGraph", port.new_graph), patch.object(
-            torch.cuda, "graph", graph
+        with (
+            patch.object(torch.cuda, "CUDAGraph", port.new_graph),
+            patch.object(torch.cuda, "graph", graph),
         ):
             super().capture(model, *args, **kwargs)
 

@@ -51,7 +51,6 @@ def _in_scope(name: str) -> Callable[..., Any]:
     return call
 
 
-
 class NpuModelRunnerV2(GPUModelRunnerV2):
     """vLLM's V2 GPUModelRunner on an NPU: its math, buffers and kernels unchanged; the
     entry points that touch torch.cuda or build staging buffers run in `_scope`."""
