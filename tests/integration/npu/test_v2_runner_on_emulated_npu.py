@@ -92,7 +92,8 @@ def runs(npu_model_dirs: dict[str, str]) -> dict[str, dict[str, dict[str, Any]]]
 
 
 def _partings(ids: list[list[int]], reference: dict[str, Any]) -> list[str]:
-    """Where a sequence leaves the reference's first pass at a step that was no near-tie."""
+    """Where a sequence leaves the reference's first pass at a step that was no near-tie;
+    the near-tie partings are printed with their gap (shown with -s)."""
     wrong = []
     for seq, (got, want) in enumerate(zip(ids, reference["runs"][0], strict=True)):
         step = next((j for j, (a, b) in enumerate(zip(got, want, strict=True)) if a != b), None)
@@ -100,8 +101,11 @@ def _partings(ids: list[list[int]], reference: dict[str, Any]) -> list[str]:
             continue
         first, second = reference["top2"][seq][step]
         gap = first - second
+        parting = f"prompt {seq} step {step}: {got[step]} for {want[step]} (gap {gap:.3f})"
         if gap >= NEAR_TIE_NATS:
-            wrong.append(f"prompt {seq} step {step}: {got[step]} for {want[step]} (gap {gap:.3f})")
+            wrong.append(parting)
+        else:
+            print("parting at a bf16 near-tie:", parting)
     return wrong
 
 
