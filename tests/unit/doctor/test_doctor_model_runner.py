@@ -23,6 +23,18 @@ def test_plan_shows_the_model_runner_and_why_and_an_overridden_request() -> None
     warnings = [i["detail"] for i in section["items"] if i["name"] == "warning"]
     assert any("VLLM_USE_V2_MODEL_RUNNER=1 asked for vLLM's V2 runner" in w for w in warnings)
     assert asked["data"]["model_runner"]["runner"] == "V1"
+    # Llama's plan is piecewise graphs, which the NPU's V2 does not serve yet: it says so.
+    assert "V1 for FULL_AND_PIECEWISE graphs" in asked["data"]["model_runner"]["reason"]
+
+
+def test_plan_shows_v2_with_full_decode_graphs() -> None:
+    c = wiring(env={"VLLM_USE_V2_MODEL_RUNNER": "1"}, files=_llama())
+    full = {"cudagraph_mode": "FULL_DECODE_ONLY"}
+    c.serve_args_parser.override(lambda argv: {**fake_parse(argv), "compilation_config": full})
+    _, out = run(["plan", "--json", "--", "/m/llama"], c)
+    runner = json.loads(out)["data"]["model_runner"]
+    assert runner["runner"] == "V2", runner
+    assert "FULL_DECODE_ONLY graphs on the NPU's" in runner["reason"]
 
 
 def test_plan_shows_v2_and_its_kernels_table_when_v2_is_served() -> None:
