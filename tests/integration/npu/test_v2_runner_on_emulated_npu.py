@@ -3,9 +3,11 @@ NPU gives the host device's greedy ids, and its runner derives from vLLM's V2 ru
 
 One engine a model on each device (v2_runner_run.py, one pair at a time): batch 8 of mixed
 lengths (three longer than a step: chunked prefill), then the same batch again (a
-prefix-cache pass). Llama eager; Qwen3 and Qwen3-MoE with FULL decode graphs
-(FULL_DECODE_ONLY: V2's graph manager on the NPU's graphs, npu_graphs_v2.py); DeepSeek-V3
-(MLA + MoE) with graphs left to the plan (FULL_DECODE_ONLY for MLA). The NPU's:
+prefix-cache pass). Llama eager; Qwen3 with graphs left to the plan (FULL_AND_PIECEWISE
+for a dense model: FULL decode graphs through V2's graph manager on the NPU's graphs,
+npu_graphs_v2.py, and the compiled model's pieces on the platform's graph wrapper);
+Qwen3-MoE with FULL_DECODE_ONLY; DeepSeek-V3 (MLA + MoE) with graphs left to the plan
+(FULL_DECODE_ONLY for MLA). The NPU's:
 triton-ascend's driver presented as active (as on an NPU host) and V2's Triton kernels in
 Triton's interpreter (TRITON_INTERPRET=1; the emulated triton-ascend has no compiler),
 each launch recorded and found in the core's V2 kernels table, whose `exercised` kernels
@@ -35,14 +37,17 @@ RUNNER = Path(__file__).with_name("v2_runner_run.py")
 # The NPU run's graphs by model: None eager, PLAN the plan's choice.
 GRAPHS: dict[str, str | None] = {
     "llama": None,
-    "qwen3": "FULL_DECODE_ONLY",
+    "qwen3": "PLAN",
     "qwen3_moe": "FULL_DECODE_ONLY",
     "deepseek_v3_npu_mla_moe": "PLAN",
 }
-# The graph mode each NPU run serves (the plan's for MLA: FULL decode graphs).
-SERVED = {"llama": "NONE", "qwen3": "FULL_DECODE_ONLY", "qwen3_moe": "FULL_DECODE_ONLY",
+# The graph mode each NPU run serves (the plan's: piecewise and FULL decode graphs for a
+# dense model, FULL decode graphs for MLA).
+SERVED = {"llama": "NONE", "qwen3": "FULL_AND_PIECEWISE", "qwen3_moe": "FULL_DECODE_ONLY",
           "deepseek_v3_npu_mla_moe": "FULL_DECODE_ONLY"}  # fmt: skip
-CAPTURE_SIZES = 4  # FULL decode graphs of 1, 2, 4 and 8 requests
+CAPTURE_SIZES = 4  # graphs of 1, 2, 4 and 8 tokens (FULL decode: requests)
+PIECES = 3  # the pieces of a 2-layer model: between and around its attention layers
+CAPTURED = {"FULL_DECODE_ONLY": CAPTURE_SIZES, "FULL_AND_PIECEWISE": (PIECES + 1) * CAPTURE_SIZES}
 # A parting is accepted only where the reference's top-2 gap is below this (the bf16
 # tolerance of test_generate_on_emulated_npu.py).
 NEAR_TIE_NATS = 0.25
@@ -133,12 +138,12 @@ def test_v2_on_the_emulated_npu_gives_the_host_devices_ids(runs, style: str) -> 
 
 
 @pytest.mark.parametrize("style", [s for s, graphs in GRAPHS.items() if graphs])
-def test_v2_full_decode_graphs_are_captured_and_replayed_on_the_npus_graphs(
+def test_v2_graphs_are_captured_and_replayed_on_the_npus_graphs(
     runs, style: str
 ) -> None:
     npu = runs[style]["npu"]
     assert npu["graph_mode"] == SERVED[style]
-    assert npu["captured"] == CAPTURE_SIZES
+    assert npu["captured"] == CAPTURED[SERVED[style]]
     counters = npu["counters"]
     # Decode steps replay; nothing is captured while serving; no scalar read from the
     # device (the emulator refuses a sync or a device-to-host read inside a capture).
@@ -164,6 +169,6 @@ def test_every_v2_kernel_launched_is_in_the_kernels_table(runs) -> None:
 
 def test_v2_full_graphs_whose_update_is_forgotten_give_other_ids(runs) -> None:
     stale, host = runs[STALE]["stale"], runs[STALE]["host"]
-    assert stale["captured"] == CAPTURE_SIZES and stale["counters"]["graph_replays"] > 0
+    assert stale["captured"] == CAPTURED[SERVED[STALE]] and stale["counters"]["graph_replays"] > 0
     # Decode replays ran the attention op with the lengths of the capture's dummy batch.
     assert _partings(stale["runs"][0], host), (stale["runs"][0], host["runs"][0])

@@ -11,7 +11,8 @@ NPU host triton-ascend compiles them; on the emulated NPU Triton's interpreter r
   no such view, so V2's own explicit-copy buffers (NonUvaBuffer) serve instead.
 - V2's graph manager is NpuCudaGraphManager (npu_graphs_v2.py): FULL graphs through the
   runtime port's graphs, captured updatable, each replay given the step's attention
-  lengths (read from the metadata this runner's model state last prepared).
+  lengths (read from the metadata this runner's model state last prepared). PIECEWISE
+  graphs are the compiled model's pieces in the platform's NpuGraphWrapper, as on V1.
 """
 
 from __future__ import annotations
