@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
+from adapters.npu.vision import NpuVisionOps
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import block_size_error
-from adapters.npu.vision import NpuVisionOps
 from ports.ops import AttentionPart, AttentionPlan, Ops
 
 # sparse_mode 3 is "rightDownCausal": query row i of a sequence with q new tokens and

@@ -118,7 +118,9 @@ class NpuVisionOps:
         out = out.view(batch * longest, heads, dim)
         return out if uniform else out.index_select(0, rows)
 
-    def _padded_rows(self, lens: tuple[int, ...], longest: int, device: torch.device) -> torch.Tensor:
+    def _padded_rows(
+        self, lens: tuple[int, ...], longest: int, device: torch.device
+    ) -> torch.Tensor:
         """[T] int64 on the device: token t of sequence b at row b * longest + t."""
         if self._rows_of is not None and self._rows_of[:2] == (lens, device):
             return self._rows_of[2]

@@ -70,7 +70,8 @@ def test_host_mrope_follows_the_section_rule(interleaved):
     head_size, section, tokens = 32, (4, 6, 6), 5
     pos = _positions(tokens, 40, g)
     cache = _cache(32, 40, torch.float32)
-    q, k = torch.randn(tokens, 2 * head_size, generator=g), torch.randn(tokens, head_size, generator=g)
+    q = torch.randn(tokens, 2 * head_size, generator=g)
+    k = torch.randn(tokens, head_size, generator=g)
     q_out, k_out = host().mrope(pos, q, k, cache, head_size, 32, section, interleaved, True)
     close(q_out, _by_the_rule(q, pos, cache, head_size, 32, section, interleaved), torch.float32)
     close(k_out, _by_the_rule(k, pos, cache, head_size, 32, section, interleaved), torch.float32)
