@@ -5,9 +5,9 @@ with vLLM's expanded prompt ids equal to the processor's; a second round of the 
 than a 128-token block, so no prefix hit yet) gives the same.
 
 The tower's attention and the language model's M-RoPE compute through the ops port (the
-host's plain-torch twins of the NPU's). The support matrix's host vision row rests on this test (the parts below the engine: the
-towers in test_vision_tower_host.py, the expanded ids and M-RoPE positions in
-test_vision_inputs_host.py).
+host's plain-torch twins of the NPU's). The support matrix's host vision row rests on this
+test (the parts below the engine: the towers in test_vision_tower_host.py, the expanded ids
+and M-RoPE positions in test_vision_inputs_host.py).
 """
 
 from __future__ import annotations
