@@ -122,3 +122,26 @@ def test_the_tower_and_m_rope_ran_through_torch_npu_in_the_plans_graph_mode(run)
     # Graphs: the plan's default mode, decode steps replayed; the tower never captured.
     assert run["graph_mode"] == "FULL_AND_PIECEWISE" and not run["encoder_graphs"]
     assert run["captured"] > 0 and run["counters"]["graph_replays"] > 0
+
+
+def test_the_doctor_shows_what_the_engine_ran(run, model_dir: str) -> None:  # type: ignore[no-untyped-def]
+    """`ascend-doctor plan` for the same arguments: the graph mode the engine captured, and
+    the plan's word on the tower (eager, with the reason)."""
+    from ascend_core.plan.encoder_graphs import NPU_ENCODER_EAGER_REASON
+
+    env = child_env({k: v for k, v in os.environ.items() if not k.startswith("VLLM_ASCEND_")})
+    env["VLLM_ASCEND_DEVICE"] = "npu"
+    doctor = Path(sys.executable).with_name("ascend-doctor")
+    args = ["--dtype", "bfloat16", "--block-size", "128", "--max-model-len", "512",
+            "--max-num-batched-tokens", "64", "--max-num-seqs", "4",
+            "--limit-mm-per-prompt", '{"image": 2, "video": 0}',
+            "-cc.cudagraph_capture_sizes=[1,2,4]"]
+    done = subprocess.run([str(doctor), "plan", "--json", "--", model_dir, *args],
+                          capture_output=True, text=True, env=env, timeout=900, check=False)
+    assert done.stdout.lstrip().startswith("{"), done.stderr[-2000:]
+    data = json.loads(done.stdout)["data"]
+    assert data["graphs"]["mode"] == run["graph_mode"]
+    said = data["graphs"]["encoder"]
+    assert said.startswith(f"the language model's steps are captured as a text model's "
+                           f"({run['graph_mode']})") and NPU_ENCODER_EAGER_REASON in said
+    assert f"encoder {said}" in data["plan"]
