@@ -103,7 +103,7 @@ class NpuVisionOps:
             rows = self._padded_rows(lens, longest, query.device)
             q, k, v = (_scatter(t, rows, batch * longest).view(batch, longest, -1, dim)
                        for t in (query, key, value))
-        out, _ = self._torch_npu.npu_fused_infer_attention_score(
+        result: tuple[torch.Tensor, torch.Tensor] = self._torch_npu.npu_fused_infer_attention_score(
             q,
             k,
             v,
@@ -115,7 +115,7 @@ class NpuVisionOps:
             scale=scale,
             sparse_mode=0,
         )
-        out = out.view(batch * longest, heads, dim)
+        out = result[0].view(batch * longest, heads, dim)
         return out if uniform else out.index_select(0, rows)
 
     def _padded_rows(
