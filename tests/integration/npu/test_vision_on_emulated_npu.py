@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import torch
 
+from integration.npu import vision_run
 from support.hf_reference import MODELS_DIR, make_models_module
 from support.torch_npu_emulator.activate import child_env
 
@@ -60,9 +61,6 @@ def run(model_dir: str) -> dict[str, Any]:
 def host(model_dir: str) -> dict[str, Any]:
     """The processor's prompt ids, fp32 greedy ids and the fp32 model (for the gaps)."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
-
-    sys.path.insert(0, str(RUNNER.parent))
-    import vision_run
 
     processor = AutoProcessor.from_pretrained(model_dir)
     hf = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32).eval()
@@ -108,15 +106,8 @@ def test_the_npu_run_gives_the_hosts_ids_up_to_bf16_near_ties(run, host) -> None
         assert gap < TOLERANCE_NATS and got[step] == best[1], (i, step, gap, best, got, expected)
     print(f"bf16 departures (case, step, fp32 top-2 gap in nats): {gaps or 'none'}")
     # Most of the batch's tokens come before any departure: the host's, token for token.
-    followed = sum(step for _, step, _ in gaps) + vision_run_max_new() * (len(first) - len(gaps))
-    assert followed >= vision_run_max_new() * len(first) // 2, gaps
-
-
-def vision_run_max_new() -> int:
-    sys.path.insert(0, str(RUNNER.parent))
-    import vision_run
-
-    return vision_run.MAX_NEW
+    followed = sum(step for _, step, _ in gaps) + vision_run.MAX_NEW * (len(first) - len(gaps))
+    assert followed >= vision_run.MAX_NEW * len(first) // 2, gaps
 
 
 def test_the_tower_and_m_rope_ran_through_torch_npu_in_the_plans_graph_mode(run) -> None:  # type: ignore[no-untyped-def]
