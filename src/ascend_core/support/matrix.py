@@ -159,8 +159,9 @@ _VISION_NPU = Supported(
     "ViT attention through npu_fused_infer_attention_score (BSND without a cache, every "
     "image or window one batch; its TND encoder layout takes only D=192), M-RoPE through "
     "npu_mrope's mrope mode (chunked sections; Qwen3-VL's interleaved ones through "
-    "npu_rotary_mul), the tower eager and the language model's decode in graphs; greedy "
-    "ids equal the host's up to bf16 near-ties. Not run on Ascend hardware"
+    "npu_rotary_mul), the tower eager and the language model's decode in graphs; a "
+    "Qwen2.5-VL batch with images gives the host's greedy ids (bf16 near-ties allowed). "
+    "Not run on Ascend hardware"
 )
 _NO_VIDEO = Refused(
     "video frames through the vision tower (temporal patches, per-frame M-RoPE positions) "
