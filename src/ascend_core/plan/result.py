@@ -76,6 +76,8 @@ class Decisions:
     npu_alloc_conf: str | None = None
     env: EnvSettings | None = None  # None until the env step ran, or when it had errors
     moe: MoeDecision | None = None  # MoE models whose batch limits are known
+    # A model with a vision tower: how its tower and language model run (encoder_graphs.py).
+    encoder_execution: str = ""
 
 
 @frozen
@@ -130,6 +132,8 @@ class ConfigPlan:
         moe = self.decisions.moe
         if moe is not None:
             lines.append(f"  moe     {moe.describe()}")
+        if self.decisions.encoder_execution:
+            lines.append(f"  encoder {self.decisions.encoder_execution}")
         if self.decisions.model_runner_reason:
             lines.append(f"  runner  {self.decisions.model_runner_reason}")
         lines += [f"  change  {c.describe()}" for c in self.changes]
