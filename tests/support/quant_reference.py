@@ -9,8 +9,12 @@ Written from the format's formulas, independently of the plugin's QuantOps adapt
   W8A16:        W_deq = (W - weight_offset) * weight_scale per output channel (ModelSlim's
                 dequantization, in float32, then the model's dtype), y = x @ W_deq^T + bias
 Integer products in int64 (exact); round() is torch's half-to-even.
-MoE experts (W8A8_DYNAMIC, `<prefix>.<e>.{gate,up,down}_proj.*`): transformers' experts
-loop with each expert's three projections as W8A8_DYNAMIC linears; the router stays float.
+  W4A8_DYNAMIC: W8A8_DYNAMIC's math with the int4 values of `weight` (two per byte along
+                the outputs, the even output in the low nibble); scale_bias is the NPU
+                kernel's correction and not part of the math
+MoE experts (W8A8_DYNAMIC or W4A8_DYNAMIC, `<prefix>.<e>.{gate,up,down}_proj.*`):
+transformers' experts loop with each expert's three projections as such linears; the
+router stays float.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ class FakeQuantLinear(torch.nn.Module):
         super().__init__()
         self.scheme = scheme
         self.w = tensors["weight"].to(torch.int64)
+        if scheme == "W4A8_DYNAMIC":
+            self.w = _int4_pairs(tensors["weight"])
         if scheme == "W8A8":
             self.inv_scale = 1.0 / tensors["input_scale"].to(F32).reshape(1)
             self.offset = tensors["input_offset"].to(F32).reshape(1)
@@ -92,6 +98,14 @@ class FakeQuantLinear(torch.nn.Module):
         if self.bias is not None:
             y = y + self.bias.to(F32)
         return y.to(x.dtype)
+
+
+def _int4_pairs(packed: torch.Tensor) -> torch.Tensor:
+    """int64 [2R, C] from int8 [R, C] holding two signed int4 per byte along R."""
+    u = packed.view(torch.uint8).to(torch.int64)
+    lo, hi = u & 15, u >> 4
+    lo, hi = torch.where(lo > 7, lo - 16, lo), torch.where(hi > 7, hi - 16, hi)
+    return torch.stack((lo, hi), dim=1).reshape(2 * packed.shape[0], packed.shape[1])
 
 
 class FakeQuantExperts(torch.nn.Module):

@@ -64,7 +64,7 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("modelslim W8A8 experts", "qwen3_moe", "modelslim:W8A8:experts", False),
     ("modelslim W8A8_DYNAMIC experts", "qwen3_moe", "modelslim:W8A8_DYNAMIC:experts", True),
     ("modelslim W8A16 experts", "qwen3_moe", "modelslim:W8A16:experts", False),
-    ("modelslim W4A8_DYNAMIC experts", "qwen3_moe", "modelslim:W4A8_DYNAMIC:experts", False),
+    ("modelslim W4A8_DYNAMIC experts", "qwen3_moe", "modelslim:W4A8_DYNAMIC:experts", True),
     ("modelslim quantized lm_head", "llama", "modelslim:W8A8_DYNAMIC:embedding", False),
     ("ct int8 W8A8 linear", "llama", "config:ct-int8-w8a8", True),
     ("ct int8 W8A8 experts", "qwen3_moe", "config:ct-int8-w8a8", False),
