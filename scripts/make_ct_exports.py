@@ -18,8 +18,13 @@ llm-compressor's FP8_DYNAMIC preset (float8_e4m3fn weights, one scale per output
 activations fp8 per token at run time; no calibration data). `--scheme fp8_block`: its
 FP8_BLOCK preset (weights in [n, k] blocks with one scale each, activations fp8 in groups
 of k at run time) with the block shape given by `--block N,K` (the preset's 128,128 by
-default; the tiny test models take 64,64, since their k/v projections are 64 wide). Same
-source and arguments, same files; the directory carries a stamp.
+default; the tiny test models take 64,64, since their k/v projections are 64 wide).
+`--scheme fp8_block_hf`: the same FP8_BLOCK weights rewritten by hand in the format of
+DeepSeek-V3's and Qwen3's official FP8 releases (llm-compressor does not write it):
+quantization_config {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
+"weight_block_size": [N, K]}, each scale named `weight_scale_inv` (the factor the fp8
+weight is multiplied by, despite the name). Same source and arguments, same files; the
+directory carries a stamp.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ SCRIPT_VERSION = 1
 LLMCOMPRESSOR = "llmcompressor==0.14.0.1"
 VENV = Path("/tmp/quant-venv")
 ACTIVATIONS = ("dynamic", "static")
-SCHEMES = ("int8", "w4a16", "fp8_dynamic", "fp8_block")
+SCHEMES = ("int8", "w4a16", "fp8_dynamic", "fp8_block", "fp8_block_hf")
 DEFAULT_BLOCK = (128, 128)
 CALIBRATION_SAMPLES = 8
 CALIBRATION_TOKENS = 256
@@ -78,7 +83,7 @@ def make_ct_export(src: str | Path, out: str | Path, activations: str,
              "llmcompressor": LLMCOMPRESSOR, "src_stamp": read_json(src / ".make_models.json")}
     if scheme != "int8":  # int8 stamps stay as they were: no rebuild of those exports
         stamp = {**stamp, "scheme": scheme, "activations": None}
-    if scheme == "fp8_block":
+    if scheme.startswith("fp8_block"):
         stamp = {**stamp, "block": list(block)}
     return build_once(out, STAMP_FILE, stamp,
                       lambda tmp: _build(src, tmp, activations, scheme, block))
@@ -138,7 +143,7 @@ def _build(src: Path, out: Path, activations: str, scheme: str = "int8",
     if scheme == "w4a16":
         groups = W4A16_GROUPS
     elif scheme.startswith("fp8"):
-        groups = fp8_groups(scheme, block)
+        groups = fp8_groups(scheme.removesuffix("_hf"), block)
     recipe = QuantizationModifier(config_groups=groups, ignore=["lm_head"])
     kwargs: dict[str, Any] = {}
     if activations == "static" and scheme == "int8":
@@ -150,6 +155,33 @@ def _build(src: Path, out: Path, activations: str, scheme: str = "int8",
     for name in ("generation_config.json",):
         if (src / name).exists():
             shutil.copy(src / name, out / name)
+    if scheme == "fp8_block_hf":
+        as_hf_fp8(out, block)
+
+
+def as_hf_fp8(out: Path, block: tuple[int, int]) -> None:
+    """Rewrite a compressed-tensors FP8_BLOCK checkpoint in place as the HF `fp8` format
+    of the official block-fp8 releases: same tensors, scales renamed weight_scale_inv."""
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    for path in out.glob("*.safetensors"):
+        tensors = load_file(str(path))
+        renamed = {(k.removesuffix("weight_scale") + "weight_scale_inv"
+                    if k.endswith(".weight_scale") else k): v for k, v in tensors.items()}
+        save_file(renamed, str(path), metadata={"format": "pt"})
+    index = out / "model.safetensors.index.json"
+    if index.exists():
+        data = json.loads(index.read_text())
+        data["weight_map"] = {(k.removesuffix("weight_scale") + "weight_scale_inv"
+                               if k.endswith(".weight_scale") else k): v
+                              for k, v in data["weight_map"].items()}
+        index.write_text(json.dumps(data, indent=2))
+    config = json.loads((out / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                     "fmt": "e4m3", "weight_block_size": list(block)}
+    (out / "config.json").write_text(json.dumps(config, indent=2))
 
 
 def main(argv: list[str] | None = None) -> int:

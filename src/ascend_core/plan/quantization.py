@@ -7,9 +7,9 @@ from ascend_core.errors import QuantizationError
 from ascend_core.plan import fields
 from ascend_core.plan.result import Draft
 from ascend_core.quantization import SELECTABLE, UNSUPPORTED, QuantMethod
-from ascend_core.quantization.methods import UNSUPPORTED_HINT, selectable_names
 from ascend_core.quantization.export_layers import LayerKind, QuantFormat
 from ascend_core.quantization.fp8 import block_shape_problem, fp8_serving
+from ascend_core.quantization.methods import UNSUPPORTED_HINT, selectable_names
 from ascend_core.suggest import did_you_mean
 from ascend_core.support.quant_matrix import quant_refusals
 
