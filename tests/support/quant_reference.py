@@ -455,3 +455,17 @@ def fp8_greedy_token_ids(export_dir: str | os.PathLike[str],
                          dtype: torch.dtype = F32) -> list[list[int]]:
     """Greedy ids of an fp8 export's fake-quant model (dequantized weights, float math)."""
     return _greedy(_load_fp8(str(Path(export_dir).resolve()), dtype), prompts, max_new_tokens)
+
+
+def fp8_gaps(export_dir: str | os.PathLike[str], prompts: Sequence[Sequence[int]],
+             generated: Sequence[Sequence[int]], dtype: torch.dtype) -> float:
+    """The largest teacher-forced logprob gap between the fp8 reference's top-1 and the
+    tokens given (0 where they are its greedy choices)."""
+    model = _load_fp8(str(Path(export_dir).resolve()), dtype)
+    chosen = chosen_logprobs(model, prompts, generated)
+    worst = 0.0
+    with torch.no_grad():
+        for p, g, c in zip(prompts, generated, chosen, strict=True):
+            best = _logprob_rows(model, p, g).max(dim=-1).values
+            worst = max(worst, *(best - torch.tensor(c)).tolist())
+    return worst

@@ -108,12 +108,12 @@ def block_shape_problem(projections: Sequence[Projection], block: tuple[int, int
     for p in projections:
         if p.row_parallel and tp > 1 and (p.input // tp) % block_k:
             return (f"{p.name}'s input slice of {p.input // tp} features per rank (TP={tp}) "
-                    f"is not a multiple of block_k = {block_k}")
+                    f"is not a whole number of {block_k}-column blocks")
         shards = p.slices(tp)
         checked = shards if tp > 1 and not p.row_parallel else shards[:-1]
         for size in checked:
             if size % block_n:
                 where = f" per rank (TP={tp})" if tp > 1 else ""
                 return (f"{p.name} has a fused shard of {size} output features{where}, not a "
-                        f"multiple of block_n = {block_n}")
+                        f"whole number of {block_n}-row blocks")
     return None

@@ -101,11 +101,11 @@ def test_block_layers_carry_their_block_and_projections() -> None:
     ((32, 32), 2, None),
     # The last shard of a fused layer may end in a partial block (v of qkv, at TP 1).
     ((128, 64), 1, "self_attn.qkv_proj has a fused shard of 64 output features, not a "
-                   "multiple of block_n = 128"),
+                   "whole number of 128-row blocks"),
     ((64, 64), 2, "self_attn.qkv_proj has a fused shard of 32 output features per rank "
-                  "(TP=2), not a multiple of block_n = 64"),
+                  "(TP=2), not a whole number of 64-row blocks"),
     ((32, 256), 2, "self_attn.o_proj's input slice of 64 features per rank (TP=2) is not a "
-                   "multiple of block_k = 256"),
+                   "whole number of 256-column blocks"),
     # One KV head per rank when TP exceeds the KV heads (replicated): 32 wide, not 16.
     ((32, 32), 4, None),
 ])  # fmt: skip
@@ -141,7 +141,7 @@ def test_a_block_that_does_not_fit_is_refused_before_load(deployment) -> None:  
     assert message.startswith("Layer model.layers.0.self_attn.q_proj and the other linear "
                               "layers: config.json quantization_config stores it in fp8")
     assert "[128, 128] weight blocks, which do not fit this model on 1 rank(s)" in message
-    assert "fused shard of 64 output features, not a multiple of block_n = 128" in message
+    assert "fused shard of 64 output features, not a whole number of 128-row blocks" in message
     assert "FP8_DYNAMIC" in error.hint
 
 
