@@ -14,6 +14,7 @@ from ascend_core.env_registry import EnvSettings
 from ascend_core.errors import AscendError, PlanErrors
 from ascend_core.moe.decision import MoeDecision
 from ascend_core.plan import fields
+from ascend_core.quantization.fp8 import Fp8Serving
 from ascend_core.quantization.methods import QuantMethod
 
 
@@ -78,6 +79,7 @@ class Decisions:
     moe: MoeDecision | None = None  # MoE models whose batch limits are known
     # A model with a vision tower: how its tower and language model run (encoder_graphs.py).
     encoder_execution: str = ""
+    fp8: Fp8Serving | None = None  # fp8 exports: the chip's path and why
 
 
 @frozen
@@ -134,6 +136,8 @@ class ConfigPlan:
             lines.append(f"  moe     {moe.describe()}")
         if self.decisions.encoder_execution:
             lines.append(f"  encoder {self.decisions.encoder_execution}")
+        if self.decisions.fp8 is not None:
+            lines.append(f"  quant   {self.decisions.fp8.describe()}")
         if self.decisions.model_runner_reason:
             lines.append(f"  runner  {self.decisions.model_runner_reason}")
         lines += [f"  change  {c.describe()}" for c in self.changes]

@@ -140,11 +140,28 @@ _NO_WNA16 = Refused(
     "re-quantize with llm-compressor's W4A16 or W4A16_ASYM preset (int4, group-wise, "
     "actorder static or none), served on both devices; or " + _SERVED_HERE,
 )
+_FP8_HOST = Supported(
+    "the plugin's fp8 kernel (AscendFp8DequantLinearKernel, in vLLM's fp8 and block-fp8 "
+    "kernel tables): float8_e4m3fn weights dequantized once at load, float(w) * scale per "
+    "output channel or per [n, k] block, to the params dtype; float activations and matmul"
+)
+_FP8_NPU = Supported(
+    "Atlas A2/A3 have no fp8 matmul: the weights are dequantized at load to the model dtype "
+    "(as vllm-ascend does for block fp8 there) and served by a float matmul; A5 takes the "
+    "same path in this build; the torch code is the host's, not run on the emulated NPU"
+)
 _NO_FP8 = Refused(
-    "Atlas A2/A3 NPUs have no fp8 matmul, and this build has neither the dequantize-at-load "
-    "path nor a host fp8 kernel yet",
-    "serve the original bf16 checkpoint, or quantize it with ModelSlim (W8A8_DYNAMIC) or "
-    "llm-compressor (int8 W8A8)",
+    "fp8 checkpoints are served with a scale per output channel (FP8_DYNAMIC) or per block "
+    "(FP8_BLOCK, weight_block_size) and dynamic activations; per-tensor weight scales and "
+    "static activation scales are refused, as vllm-ascend refuses them",
+    "re-quantize with llm-compressor's FP8_DYNAMIC or FP8_BLOCK preset, or serve the "
+    "original bf16 checkpoint",
+)
+_NO_FP8_EXPERTS = Refused(
+    "fp8 MoE experts have no grouped method in this build (only dense linear layers are "
+    "dequantized at load)",
+    "keep the experts unquantized (llm-compressor's ignore list, e.g. "
+    "\"re:.*mlp.experts.*\"), or quantize them with ModelSlim as W8A8_DYNAMIC",
 )
 _NO_CT_OTHER = Refused(
     "the compressed-tensors schemes served here are int8 W8A8 with symmetric per-token or "
@@ -178,7 +195,13 @@ QUANT_MATRIX: Mapping[tuple[QuantFormat, LayerKind, DeviceKind], Verdict] = {
     (_F.CT_W4A16, _K.LINEAR, _NPU): _CT_W4A16_NPU,
     **{(_F.CT_W4A16, _K.EXPERTS, d): _NO_CT_W4A16_EXPERTS for d in _BOTH},
     **{(_F.CT_WNA16, k, d): _NO_WNA16 for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},
-    **{(f, k, d): _NO_FP8 for f in (_F.CT_FP8, _F.FP8_CHANNEL, _F.FP8_BLOCK)
+    **{(f, _K.LINEAR, _CPU): _FP8_HOST for f in (_F.CT_FP8_CHANNEL, _F.CT_FP8_BLOCK,
+                                                   _F.FP8_BLOCK)},
+    **{(f, _K.LINEAR, _NPU): _FP8_NPU for f in (_F.CT_FP8_CHANNEL, _F.CT_FP8_BLOCK,
+                                                  _F.FP8_BLOCK)},
+    **{(f, _K.EXPERTS, d): _NO_FP8_EXPERTS for f in (_F.CT_FP8_CHANNEL, _F.CT_FP8_BLOCK,
+                                                       _F.FP8_BLOCK) for d in _BOTH},
+    **{(f, k, d): _NO_FP8 for f in (_F.CT_FP8, _F.FP8_CHANNEL)
        for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},
     **{(_F.CT_OTHER, k, d): _NO_CT_OTHER for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},
     **{(f, _K.EMBEDDING, d): _NO_QUANT_EMBEDDING for f in QuantFormat for d in _BOTH},

@@ -33,6 +33,9 @@ SERVED = {
     (QuantFormat.MODELSLIM_W8A16, LayerKind.LINEAR),
     (QuantFormat.CT_INT8_W8A8, LayerKind.LINEAR),
     (QuantFormat.CT_W4A16, LayerKind.LINEAR),
+    (QuantFormat.CT_FP8_CHANNEL, LayerKind.LINEAR),
+    (QuantFormat.CT_FP8_BLOCK, LayerKind.LINEAR),
+    (QuantFormat.FP8_BLOCK, LayerKind.LINEAR),
 }
 
 
@@ -116,7 +119,7 @@ FP8_BLOCK = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "blo
      {(QuantFormat.CT_INT8_ASYMMETRIC, LayerKind.LINEAR)}),
     (_ct(FP8_BLOCK, {"num_bits": 8, "type": "float", "strategy": "group", "group_size": 128,
                      "dynamic": True}, "float-quantized"),
-     {(QuantFormat.CT_FP8, LayerKind.LINEAR)}),
+     {(QuantFormat.CT_FP8_BLOCK, LayerKind.LINEAR)}),
 ])  # fmt: skip
 def test_compressed_tensors_groups_by_format_and_kind(config, expected) -> None:  # type: ignore[no-untyped-def]
     assert {(g.format, g.kind) for g in compressed_tensors_layers(config)} == expected
