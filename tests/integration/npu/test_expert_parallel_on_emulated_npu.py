@@ -1,5 +1,6 @@
 """Expert parallel with TP=2 on two emulated A3 NPUs gives the single-device ids, with
-VLLM_ASCEND_MOE_COMM_METHOD forcing MC2 once and all-to-all once (eager).
+VLLM_ASCEND_MOE_COMM_METHOD forcing MC2 once and all-to-all once, NPU graphs captured in
+the plan's default mode (FULL_AND_PIECEWISE).
 
 Each rank holds half the routed experts; the NPU MoE method splits the step's tokens over
 the two ranks, the NPU adapter's MC2 (npu_moe_distribute_dispatch_v2 / combine_v2) or
@@ -9,10 +10,17 @@ communicator's name comes from the EP group's `npu` backend (get_hccl_comm_name)
 the emulator models for its gloo groups. A3 because MC2 on A2 needs EP >= 16 (the plan
 refuses it); A3's MC2 kernels take H >= 1024, hence make_models' npu-ep size.
 
-The reference is TP=1 on one emulated NPU, in bf16 like the EP runs: the ranks' rows are
-summed in another order, so a sequence may part from it only where the reference's top-2
-logprobs were a near-tie (the gap is in the failure message). Three engines, side by side.
-An emulator, not Ascend hardware.
+Graphs: MC2's dispatch and combine are recorded in the captures (fixed shapes, nothing
+read back) and a decode pass shows them run by each step's replay, none launched from the
+host, and no more host reads than one a step (the sampled tokens), so none per MoE layer.
+All-to-all reads its splits on the host, which a capture refuses: its captured steps run
+each rank's experts and vLLM's all-reduce of the partial sums (ascend_core/moe/in_graphs),
+its eager steps (chunked prefill above the capture sizes) exchange by all-to-all.
+
+The reference is TP=1 eager on one emulated NPU, in bf16 like the EP runs: the ranks' rows
+are summed in another order, so a sequence may part from it only where the reference's
+top-2 logprobs were a near-tie (the gap is in the failure message). Three engines, side
+by side. An emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from typing import Any
 
 import pytest
 
+from integration.npu.npu_expert_parallel_run import MC2_OPS
 from support.hf_reference import MODELS_DIR, make_model
 from support.torch_npu_emulator.activate import child_env
 
@@ -67,14 +76,14 @@ def runs() -> dict[str, dict[str, Any]]:
     return {key: _result(proc) for key, proc in procs.items()}
 
 
-def _partings(ids: list[list[int]], reference: dict[str, Any]) -> list[str]:
+def _partings(ids: list[list[int]], reference: list[list[int]], top2: list[Any]) -> list[str]:
     """Where a sequence leaves the reference at a step that was not a near-tie."""
     wrong = []
-    for seq, (got, want) in enumerate(zip(ids, reference["ids"], strict=True)):
+    for seq, (got, want) in enumerate(zip(ids, reference, strict=True)):
         step = next((j for j, (a, b) in enumerate(zip(got, want, strict=True)) if a != b), None)
         if step is None:
             continue
-        first, second = reference["top2"][seq][step]
+        first, second = top2[seq][step]
         gap = first - second
         if gap >= NEAR_TIE_NATS:
             wrong.append(f"prompt {seq} step {step}: {got[step]} for {want[step]} (gap {gap:.3f})")
@@ -83,9 +92,10 @@ def _partings(ids: list[list[int]], reference: dict[str, Any]) -> list[str]:
 
 @pytest.mark.parametrize("method", METHODS)
 def test_ep_tp2_with_a_forced_comm_method_gives_the_single_device_ids(runs, method) -> None:
-    run = runs[method]
-    assert not _partings(run["ids"], runs["tp1"]), (_partings(run["ids"], runs["tp1"]),
-                                                    run["ids"], runs["tp1"]["ids"])
+    run, ref = runs[method], runs["tp1"]
+    for ids, want, top2 in ((run["ids"], ref["ids"], ref["top2"]),
+                            (run["decode_ids"], ref["decode_ids"], ref["decode_top2"])):
+        assert not _partings(ids, want, top2), (_partings(ids, want, top2), ids, want)
     for rank in run["ranks"]:
         # Every MoE layer of each rank exchanges its tokens by the forced method.
         assert rank["exchanges"] and all(rank["exchanges"]), rank
@@ -95,3 +105,22 @@ def test_ep_tp2_with_a_forced_comm_method_gives_the_single_device_ids(runs, meth
         else:
             assert rank["dispatch"] == rank["combine"] == 0 and rank["init_routing"] > 0, rank
     assert run["ranks"][0]["dispatch"] == run["ranks"][1]["dispatch"]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_decode_steps_replay_the_exchange_without_host_reads(runs, method) -> None:
+    run = runs[method]
+    steps = run["decode_steps"]
+    for rank, exchanges in zip(run["decode_ranks"], (r["exchanges"] for r in run["ranks"]),
+                               strict=True):
+        # Each decode step replays a graph: `steps` of them when the engine core sees the
+        # four requests at once, up to three more when they reach it one by one (seen:
+        # 10 replays for 8 tokens); nothing of MC2 is launched from the host; every
+        # replay runs each MoE layer's dispatch and combine.
+        replays = rank["graph_replays"]
+        assert steps <= replays <= steps + len(run["decode_ids"]) - 1, rank
+        assert rank["launched"] == {op: 0 for op in MC2_OPS}, rank
+        per_replay = len(exchanges) if method == "mc2" else 0  # all-to-all: partial sums
+        assert rank["replayed"] == {op: per_replay * replays for op in MC2_OPS}, rank
+        # At most one read back a step (the sampled tokens), none per MoE layer.
+        assert rank["syncs"] <= replays, rank
