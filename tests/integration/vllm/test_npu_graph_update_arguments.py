@@ -15,7 +15,7 @@ from adapters.torch.attention_plan import build_attention_plan
 from adapters.vllm.attention.metadata import PagedMetadata, PagedMetadataBuilder
 from adapters.vllm.attention.mla_metadata import MlaMetadata, MlaMetadataBuilder
 from adapters.vllm.attention.sparse_mla import SparseMlaMetadata
-from adapters.vllm.worker.npu_model_runner import _host_arguments
+from adapters.vllm.worker.npu_model_runner import graph_update_arguments
 from ports.ops import AttentionPlan
 
 
@@ -59,7 +59,7 @@ def test_each_layer_gets_its_plans_arguments_in_layer_order() -> None:
     ops = _ArgumentOps()
     shared, other = _metadata([5, 9], ops), _metadata([3], ops)
     layers = {"layers.0.attn": shared, "layers.1.attn": shared, "layers.2.attn": other}
-    arguments = _host_arguments(layers, frozenset(layers))
+    arguments = graph_update_arguments(layers, frozenset(layers))
     assert arguments == [
         {"actual_seq_lengths_kv": [5, 9]},
         {"actual_seq_lengths_kv": [5, 9]},
@@ -74,7 +74,7 @@ def test_mla_layers_ask_the_mla_ops_and_dense_layers_the_paged_ops() -> None:
     ops, mla_ops = _ArgumentOps(), _ArgumentOps()
     mla, dense = _mla([4, 0], mla_ops), _metadata([6], ops)
     layers = {"layers.0.attn": mla, "layers.1.attn": dense, "layers.2.attn": mla}
-    arguments = _host_arguments(layers, frozenset(layers))
+    arguments = graph_update_arguments(layers, frozenset(layers))
     assert arguments == [
         {"actual_seq_lengths_kv": [4, 0]},
         {"actual_seq_lengths_kv": [6]},
@@ -90,7 +90,7 @@ def test_a_drafters_layers_in_the_same_metadata_are_left_out() -> None:
     plan = _mla([7, 8], _ArgumentOps())
     layers = {"model.layers.0.attn": plan, "model.layers.1.attn": plan,
               "model.layers.2.attn": plan}  # the last: the MTP layer
-    arguments = _host_arguments(layers, frozenset(list(layers)[:2]))
+    arguments = graph_update_arguments(layers, frozenset(list(layers)[:2]))
     assert arguments == [{"actual_seq_lengths_kv": [7, 8]}] * 2
 
 
@@ -114,7 +114,7 @@ def test_what_a_full_graph_cannot_update_is_refused_naming_the_fix(
     metadata: Any, named: str
 ) -> None:
     with pytest.raises(RuntimeError, match=named):
-        _host_arguments(metadata, frozenset({"layers.0.attn"}))
+        graph_update_arguments(metadata, frozenset({"layers.0.attn"}))
 
 
 class _PlanOps(CpuOps):

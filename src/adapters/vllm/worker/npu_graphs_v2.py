@@ -20,7 +20,7 @@ from unittest.mock import patch
 import torch
 from vllm.v1.worker.gpu.cudagraph_utils import BatchExecutionDescriptor, ModelCudaGraphManager
 
-from adapters.vllm.worker.npu_model_runner import _host_arguments
+from adapters.vllm.worker.npu_model_runner import graph_update_arguments
 
 if TYPE_CHECKING:
     from ports.runtime import DeviceGraphs
@@ -55,7 +55,7 @@ class NpuCudaGraphManager(ModelCudaGraphManager):
         """Replay the FULL graph, then give its attention ops this step's host lengths (the
         replay waits at each such op for its update)."""
         output = super().run_fullgraph(desc)
-        arguments = _host_arguments(self.step_metadata(), self._layers)
+        arguments = graph_update_arguments(self.step_metadata(), self._layers)
         self.graphs_port.update(self.graphs[desc], arguments)
         return output
 

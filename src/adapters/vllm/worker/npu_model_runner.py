@@ -309,7 +309,7 @@ class NpuGraphWrapper(CUDAGraphWrapper):
             # update gives this step's (the replay waits for it at each such op).
             self._graphs.replay(entry.cudagraph)
             if full:
-                arguments = _host_arguments(context.attn_metadata, self._attention_layers())
+                arguments = graph_update_arguments(context.attn_metadata, self._attention_layers())
                 self._graphs.update(entry.cudagraph, arguments)
                 if key in self._tails:
                     self.last_tail = (entry.output, *self._tails[key])
@@ -376,7 +376,7 @@ def _is_tensor(value: Any) -> bool:
     return isinstance(value, torch.Tensor)
 
 
-def _host_arguments(attn_metadata: Any, layers: frozenset[str]) -> list[dict[str, Any]]:
+def graph_update_arguments(attn_metadata: Any, layers: frozenset[str]) -> list[dict[str, Any]]:
     """The host-side arguments of the attention ops of one step, in the order the layers
     launched them at capture (the forward context's layer order), for the graph's own
     `layers` (a drafter's in the same metadata run outside it): each layer's metadata
