@@ -1,8 +1,11 @@
 """One LLM.generate on emulated A3 NPUs, printed as JSON: TP=1 (the reference, with each
 step's top-2 logprobs) or TP=2 with expert parallel (VLLM_ASCEND_MOE_COMM_METHOD as the
-parent set it), with each rank's MC2 and all-to-all calls.
+parent set it), with each rank's MC2 and all-to-all calls. With `misroute`, a second
+generate follows with every MoE layer's exchange behind support.misrouted_moe_comm (each
+token sent to the wrong rank), its ids as `misrouted_ids`.
 
-Run as: python npu_expert_parallel_run.py MODEL_DIR TP (in child_env with 2 emulated NPUs).
+Run as: python npu_expert_parallel_run.py MODEL_DIR TP [misroute] (in child_env with 2
+emulated NPUs).
 """
 
 from __future__ import annotations
@@ -23,29 +26,48 @@ def prompts() -> list[list[int]]:
     return [[rng.randrange(2, 500) for _ in range(n)] for n in PROMPT_LENGTHS]
 
 
+def moe_methods(wrapper: object) -> list[Any]:
+    """The quant methods of a worker's MoE layers (RoutedExperts)."""
+    worker = getattr(wrapper, "worker", wrapper)
+    return [
+        m.quant_method for m in worker.model_runner.model.modules()  # type: ignore[attr-defined]
+        if type(m).__name__ == "RoutedExperts"
+    ]
+
+
 def exchange_calls(wrapper: object) -> dict[str, Any]:
     """Run in each worker: its MoE layers' exchange and the emulated MC2 calls it made."""
     from adapters.vllm.layers.fused_moe import AscendMoeMethod
     from support.torch_npu_emulator.activate import activate_from_env
 
-    worker = getattr(wrapper, "worker", wrapper)
-    methods = [
-        m.quant_method for m in worker.model_runner.model.modules()  # type: ignore[attr-defined]
-        if type(m).__name__ == "RoutedExperts"
-    ]
+    methods = moe_methods(wrapper)
     tnpu = activate_from_env()
     return {
         "exchanges": [
             isinstance(q, AscendMoeMethod) and q.exchange is not None for q in methods
         ],
         "methods": sorted({q.exchange.method_for(1) for q in methods if q.exchange}),
+        # The plan's methods (small steps', then larger ones'), from the core's decision.
+        "plan_methods": sorted({
+            m.value for q in methods if q.exchange for m in q.exchange.decision.comm.methods()
+        }),
         "dispatch": len(tnpu.calls_of("npu_moe_distribute_dispatch_v2")),
         "combine": len(tnpu.calls_of("npu_moe_distribute_combine_v2")),
         "init_routing": len(tnpu.calls_of("npu_moe_init_routing_v2")),
     }
 
 
-def main(model: str, tp: int) -> None:
+def misroute(wrapper: object) -> int:
+    """Run in each worker: every MoE layer's exchange sends tokens to the wrong rank."""
+    from support.misrouted_moe_comm import MisroutedMoeComm
+
+    exchanges = [q.exchange for q in moe_methods(wrapper) if q.exchange is not None]
+    for exchange in exchanges:
+        exchange.comm = MisroutedMoeComm(exchange.comm)
+    return len(exchanges)
+
+
+def main(model: str, tp: int, wrong_rank: bool = False) -> None:
     os.environ["VLLM_ASCEND_DEVICE"] = "npu"
     os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # collective_rpc of a function
     from vllm import LLM, SamplingParams, TokensPrompt
@@ -66,8 +88,8 @@ def main(model: str, tp: int) -> None:
     params = SamplingParams(
         max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True, logprobs=2 if tp == 1 else None
     )
-    out = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts()], params,
-                       use_tqdm=False)
+    requests = [TokensPrompt(prompt_token_ids=p) for p in prompts()]
+    out = llm.generate(requests, params, use_tqdm=False)
     result: dict[str, Any] = {"ids": [list(o.outputs[0].token_ids) for o in out]}
     if tp == 1:  # each step's top-2 logprobs: the gap says how near a tie the step was
         result["top2"] = [
@@ -77,8 +99,12 @@ def main(model: str, tp: int) -> None:
         ]
     else:
         result["ranks"] = llm.collective_rpc(exchange_calls)
+    if wrong_rank:
+        result["misrouted_layers"] = llm.collective_rpc(misroute)
+        wrong = llm.generate(requests, params, use_tqdm=False)
+        result["misrouted_ids"] = [list(o.outputs[0].token_ids) for o in wrong]
     print("RESULT " + json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3:] == ["misroute"])
