@@ -1,7 +1,7 @@
 """One LLM.generate on emulated A3 NPUs, printed as JSON: TP=1 (the reference, with each
 step's top-2 logprobs) or TP=2 with expert parallel (VLLM_ASCEND_MOE_COMM_METHOD as the
 parent set it), with each rank's MC2 and all-to-all calls. With `misroute`, a second
-generate follows with every MoE layer's exchange behind support.misrouted_moe_comm (each
+generate follows with every MoE layer's exchange behind unit.fakes.moe_comm (each
 token sent to the wrong rank), its ids as `misrouted_ids`.
 
 Run as: python npu_expert_parallel_run.py MODEL_DIR TP [misroute] (in child_env with 2
@@ -59,7 +59,7 @@ def exchange_calls(wrapper: object) -> dict[str, Any]:
 
 def misroute(wrapper: object) -> int:
     """Run in each worker: every MoE layer's exchange sends tokens to the wrong rank."""
-    from support.misrouted_moe_comm import MisroutedMoeComm
+    from unit.fakes.moe_comm import MisroutedMoeComm
 
     exchanges = [q.exchange for q in moe_methods(wrapper) if q.exchange is not None]
     for exchange in exchanges:

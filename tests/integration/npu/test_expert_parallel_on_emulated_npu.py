@@ -18,7 +18,7 @@ The reference is TP=1 on one emulated NPU, in bf16 like the EP runs: the ranks' 
 summed in another order, so a sequence may part from it only where the reference's top-2
 logprobs were a near-tie (the gap is printed, and in the failure message). The all-to-all
 engine then generates again with every MoE layer's exchange behind a wrong expert map
-(support/misrouted_moe_comm.py: each token to the other rank), which must part at a step
+(unit/fakes/moe_comm.py: each token to the other rank), which must part at a step
 that was no near-tie. Three Qwen3-MoE engines side by side, then the two DeepSeek-V3
 ones. An emulator, not Ascend hardware.
 """
@@ -124,7 +124,7 @@ def test_ep_tp2_with_a_forced_comm_method_gives_the_single_device_ids(runs, meth
 
 def test_a_token_sent_to_the_wrong_rank_leaves_the_single_device_ids(runs) -> None:
     """The all-to-all engine again, each MoE layer's exchange behind a wrong expert map
-    (support.misrouted_moe_comm): the ids part where the reference was no near-tie."""
+    (unit.fakes.moe_comm): the ids part where the reference was no near-tie."""
     run = runs["alltoall"]
     assert run["misrouted_layers"] == [2, 2], run["misrouted_layers"]  # both layers, each rank
     assert _partings(run["misrouted_ids"], runs["tp1"]), (run["misrouted_ids"],
