@@ -55,20 +55,20 @@ lint: venv
 # `make test` runs everything; a contributor runs the layer they touched (docs/testing.md):
 # unit (seconds: the core, the adapters with fakes of the ports, no compiler), integration
 # (the real vLLM, the native kernels, the emulated NPU), e2e (`vllm serve` processes).
-# PYTEST_ARGS passes options, e.g. PYTEST_ARGS='-k graphs -x'. `make test` runs the suite as
+# PYTEST_ARGS passes options, e.g. PYTEST_ARGS='-k graphs -x'. Each target runs its tests as
 # chunks in JOBS pytest processes side by side (scripts/run_suite.py; default: the cores, at
 # most 2; JOBS=1 runs them one after another).
 PYTEST_ARGS ?=
 JOBS ?=
 
 unit: venv
-	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
+	$(BIN)/python scripts/run_suite.py --layer unit $(if $(JOBS),--jobs $(JOBS)) $(PYTEST_ARGS)
 
 integration: venv
-	$(BIN)/pytest -q tests/integration $(PYTEST_ARGS)
+	$(BIN)/python scripts/run_suite.py --layer integration $(if $(JOBS),--jobs $(JOBS)) $(PYTEST_ARGS)
 
 e2e: venv
-	$(BIN)/pytest -q tests/e2e $(PYTEST_ARGS)
+	$(BIN)/python scripts/run_suite.py --layer e2e $(if $(JOBS),--jobs $(JOBS)) $(PYTEST_ARGS)
 
 test: venv lint
 	$(BIN)/python scripts/run_suite.py $(if $(JOBS),--jobs $(JOBS)) $(PYTEST_ARGS)

@@ -3,7 +3,7 @@ graph mode (a benchmark, not a test).
 
     .venv/bin/python scripts/bench_npu_emulated.py [--model-style STYLE] [--steps N] \\
         [--modes eager,PIECEWISE,FULL_DECODE_ONLY,FULL_AND_PIECEWISE] [--batches 1,8] \\
-        [--sampling greedy,seeded]
+        [--sampling greedy,seeded] [--runners v1,v2]
     .venv/bin/python scripts/bench_npu_emulated.py --kernel-launches
 
 STYLE: llama, qwen3, qwen3_moe (experts through torch_npu's MoE ops) or deepseek_v3_npu_mla
@@ -12,7 +12,11 @@ MODES: `eager` (enforce_eager) and vLLM cudagraph_mode names; each runs in a fre
 (one engine each), asking for that mode with capture sizes 1, 2, 4 and 8. The table says
 which mode the plan served (a mode the NPU cannot capture yet is served as another, logged
 with its reason). SAMPLING: `greedy` (temperature 0) and/or `seeded` (temperature 0.8,
-top-k 20, top-p 0.9, a seed per request); each is a row per mode and batch.
+top-k 20, top-p 0.9, a seed per request); each is a row per mode and batch. RUNNERS:
+`v1` (vLLM's GPUModelRunner, the default) and/or `v2` (vLLM's Model Runner V2,
+VLLM_USE_V2_MODEL_RUNNER=1: its Triton kernels run in Triton's interpreter, each launch
+counted in its own column, a launch on an NPU, the interpreter's copies inside one left
+uncounted; its host time is the interpreter's, not comparable).
 
 Runs LLM.generate through AscendNpuPlatform -> NpuWorker -> NpuModelRunner on the emulated
 device and prints, per decode step at each batch: graph replays, ops launched from the
@@ -63,10 +67,14 @@ def _model_dir(style: str) -> tuple[str, str]:
     return str(local_model(style, "tiny")), f"{style} tiny"
 
 
-def _emulator_env() -> dict[str, str]:
+def _emulator_env(runner: str = "v1") -> dict[str, str]:
     from support.torch_npu_emulator.activate import child_env
 
-    env = child_env()
+    base = {k: v for k, v in os.environ.items() if k != "VLLM_USE_V2_MODEL_RUNNER"}
+    if runner == "v2":  # triton-ascend's driver presented, its kernels interpreted
+        base.update(VLLM_USE_V2_MODEL_RUNNER="1", TRITON_INTERPRET="1")
+        base["VLLM_ASCEND_TRITON_KERNELS"] = "off"  # the plugin's own: torch path, as V1
+    env = child_env(base, triton_driver=runner == "v2")
     env["VLLM_ASCEND_DEVICE"] = "npu"
     env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: its counters
     env.setdefault("OMP_NUM_THREADS", "1")
@@ -90,6 +98,7 @@ def measure(
     from support.torch_npu_emulator.activate import activate
 
     activate()
+    triton = _count_triton_launches()
     from vllm import LLM, TokensPrompt
 
     from support.emulated_npu_device import counters, launch_sources, op_counts, reset_counters
@@ -124,10 +133,11 @@ def measure(
         ]
         params = [sampling_params(sampling, tokens, i) for i in range(batch)]
         reset_counters()
+        triton.clear()
         with launch_sources() as seen:
             llm.generate(prompts, params, use_tqdm=False)
         at = {f"{what} @ {where}": n for (what, where), n in seen.items()}
-        return counters(), op_counts(), at
+        return {**counters(), "triton_launches": sum(triton.values())}, op_counts(), at
 
     def decode_step_seconds(batch: int, tokens: int) -> list[float]:
         """Each engine step's CPU time after the first (the prefill of all prompts): this
@@ -153,16 +163,44 @@ def measure(
         timed = sorted(t for _ in range(REPEATS) for t in decode_step_seconds(batch, 1 + steps))
         host_ms = 1000 * timed[len(timed) // 2]
         rows[str(batch)] = {"per_step": per, "host_ms": host_ms, "ops": ops, "sources": sources}
-    return {"served": served, "layers": len(runner.model.model.layers), "batches": rows}
+    return {
+        "served": served,
+        "runner": "V2" if llm.llm_engine.vllm_config.use_v2_model_runner else "V1",
+        "layers": len(runner.model.model.layers),
+        "batches": rows,
+    }
+
+
+def _count_triton_launches() -> dict[str, int]:
+    """Kernel name -> launches of Triton kernels run in Triton's interpreter (V2's), counted
+    from now on; empty where Triton is not interpreted."""
+    launched: dict[str, int] = {}
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return launched
+    from triton.runtime.interpreter import InterpretedFunction
+
+    from support.emulated_npu_device import uncounted
+
+    run = InterpretedFunction.run
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # One launch on an NPU; the interpreter's own copies to and from the host (it
+        # runs the kernel in numpy) are not the step's, so the device counts none of them.
+        launched[self.fn.__name__] = launched.get(self.fn.__name__, 0) + 1
+        with uncounted():
+            return run(self, *args, **kwargs)
+
+    InterpretedFunction.run = counted  # type: ignore[method-assign]
+    return launched
 
 
 def _child(
-    model: str, mode: str, steps: int, batches: list[int], sampling: str
+    model: str, mode: str, steps: int, batches: list[int], sampling: str, runner: str = "v1"
 ) -> dict[str, Any]:
     command = [sys.executable, __file__, "--measure", mode, "--model-dir", model,
                "--steps", str(steps), "--batches", ",".join(map(str, batches)),
                "--sampling", sampling]  # fmt: skip
-    done = subprocess.run(command, env=_emulator_env(), capture_output=True, text=True)
+    done = subprocess.run(command, env=_emulator_env(runner), capture_output=True, text=True)
     for line in done.stdout.splitlines():
         if line.startswith(_RESULT):
             result: dict[str, Any] = json.loads(line.removeprefix(_RESULT))
@@ -177,23 +215,26 @@ def _table(named: str, results: dict[str, dict[str, Any]], batches: list[int]) -
     print(f"model {named}, {layers} decoder layers, bf16, block 128, captured sizes "
           f"{CAPTURE_SIZES}; per decode step (emulator, not Ascend hardware)")  # fmt: skip
     print(
-        "| asked | runs | sampling | batch | replays | host launches | D2D copies | replayed ops "
-        "| D2H syncs | of which D2H copies | H2D copies | host CPU ms |"
+        "| runner | asked | runs | sampling | batch | replays | host launches | Triton launches "
+        "| D2D copies | replayed ops | D2H syncs | of which D2H copies | H2D copies "
+        "| host CPU ms |"
     )
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for run, result in results.items():
-        mode, sampling = run.split("/")
+        mode, sampling = run.split("/")[:2]
         for batch in batches:
             row = result["batches"][str(batch)]
             per = row["per_step"]
             print(
+                f"| {result.get('runner', 'V1')} "
                 f"| {mode} | {result['served'] if mode != 'eager' else 'eager'} | {sampling} "
                 f"| {batch} "
-                f"| {per['graph_replays']:.1f} | {launches(per):.1f} | {per['d2d_copies']:.1f} "
+                f"| {per['graph_replays']:.1f} | {launches(per):.1f} "
+                f"| {per.get('triton_launches', 0):.1f} | {per['d2d_copies']:.1f} "
                 f"| {per['graph_replayed_ops']:.1f} | {syncs(per):.2f} "
                 f"| {per['d2h_copies']:.2f} | {per['h2d_copies']:.2f} | {row['host_ms']:.1f} |"
             )
-    for mode, result in results.items():  # mode: "MODE/SAMPLING"
+    for mode, result in results.items():  # mode: "MODE/SAMPLING/RUNNER"
         ops = result["batches"][str(max(batches))]["ops"]
         print(f"\n{mode}: ops launched from the host per decode step at batch {max(batches)}:")
         for name, n in sorted(ops.items(), key=lambda kv: -kv[1])[:12]:
@@ -226,6 +267,11 @@ def main() -> None:
         help="comma-separated: greedy and/or seeded (top-k/top-p, a seed a request)",
     )
     parser.add_argument(
+        "--runners",
+        default="v1",
+        help="comma-separated: v1 and/or v2 (vLLM's Model Runner V2; default v1)",
+    )
+    parser.add_argument(
         "--kernel-launches",
         action="store_true",
         help="only print the launches per decode step of the roles the NPU's Triton kernels "
@@ -254,10 +300,14 @@ def main() -> None:
     samplings = [s.strip() for s in args.sampling.split(",") if s.strip()]
     if unknown := [s for s in samplings if s not in ("greedy", "seeded")]:
         parser.error(f"unknown sampling {unknown}; choose from greedy, seeded")
+    runners = [r.strip() for r in args.runners.split(",") if r.strip()]
+    if unknown := [r for r in runners if r not in ("v1", "v2")]:
+        parser.error(f"unknown runners {unknown}; choose from v1, v2")
     results = {
-        f"{mode}/{sampling}": _child(model, mode, args.steps, batches, sampling)
+        f"{mode}/{sampling}/{runner}": _child(model, mode, args.steps, batches, sampling, runner)
         for mode in modes
         for sampling in samplings
+        for runner in runners
     }
     _table(named, results, batches)
 

@@ -13,8 +13,18 @@ symmetric, per output channel. Activations: int8 symmetric, `dynamic` per token 
 stays float. `--scheme w4a16`: weight-only int4 in llm-compressor's pack-quantized format
 (eight values per int32, group-wise scales, minmax observer, no calibration data): the
 attention projections symmetric with groups of 32, the MLP asymmetric (packed zero
-points) with groups of 64, so one checkpoint holds both kinds. Same source and
-arguments, same files; the directory carries a stamp.
+points) with groups of 64, so one checkpoint holds both kinds. `--scheme fp8_dynamic`:
+llm-compressor's FP8_DYNAMIC preset (float8_e4m3fn weights, one scale per output channel,
+activations fp8 per token at run time; no calibration data). `--scheme fp8_block`: its
+FP8_BLOCK preset (weights in [n, k] blocks with one scale each, activations fp8 in groups
+of k at run time) with the block shape given by `--block N,K` (the preset's 128,128 by
+default; the tiny test models take 64,64, since their k/v projections are 64 wide).
+`--scheme fp8_block_hf`: the same FP8_BLOCK weights rewritten by hand in the format of
+DeepSeek-V3's and Qwen3's official FP8 releases (llm-compressor does not write it):
+quantization_config {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
+"weight_block_size": [N, K]}, each scale named `weight_scale_inv` (the factor the fp8
+weight is multiplied by, despite the name). Same source and arguments, same files; the
+directory carries a stamp.
 """
 
 from __future__ import annotations
@@ -35,7 +45,8 @@ SCRIPT_VERSION = 1
 LLMCOMPRESSOR = "llmcompressor==0.14.0.1"
 VENV = Path("/tmp/quant-venv")
 ACTIVATIONS = ("dynamic", "static")
-SCHEMES = ("int8", "w4a16")
+SCHEMES = ("int8", "w4a16", "fp8_dynamic", "fp8_block", "fp8_block_hf")
+DEFAULT_BLOCK = (128, 128)
 CALIBRATION_SAMPLES = 8
 CALIBRATION_TOKENS = 256
 
@@ -61,7 +72,7 @@ def ensure_venv(venv: Path = VENV, base_site: str | None = None) -> Path:
 
 
 def make_ct_export(src: str | Path, out: str | Path, activations: str,
-                   scheme: str = "int8") -> Path:
+                   scheme: str = "int8", block: tuple[int, int] = DEFAULT_BLOCK) -> Path:
     """Run in the llm-compressor venv: write the checkpoint unless `out` already holds it."""
     if activations not in ACTIVATIONS:
         raise ValueError(f"activations {activations!r} is not one of {ACTIVATIONS}")
@@ -72,7 +83,10 @@ def make_ct_export(src: str | Path, out: str | Path, activations: str,
              "llmcompressor": LLMCOMPRESSOR, "src_stamp": read_json(src / ".make_models.json")}
     if scheme != "int8":  # int8 stamps stay as they were: no rebuild of those exports
         stamp = {**stamp, "scheme": scheme, "activations": None}
-    return build_once(out, STAMP_FILE, stamp, lambda tmp: _build(src, tmp, activations, scheme))
+    if scheme.startswith("fp8_block"):
+        stamp = {**stamp, "block": list(block)}
+    return build_once(out, STAMP_FILE, stamp,
+                      lambda tmp: _build(src, tmp, activations, scheme, block))
 
 
 def _calibration(tokenizer: Any) -> Any:
@@ -94,7 +108,20 @@ W4A16_GROUPS = {
 }
 
 
-def _build(src: Path, out: Path, activations: str, scheme: str = "int8") -> None:
+def fp8_groups(scheme: str, block: tuple[int, int]) -> dict[str, Any]:
+    """llm-compressor's FP8_DYNAMIC / FP8_BLOCK presets as config groups (block shape set)."""
+    from compressed_tensors.quantization import preset_name_to_scheme
+
+    preset = preset_name_to_scheme("FP8_DYNAMIC" if scheme == "fp8_dynamic" else "FP8_BLOCK",
+                                   ["Linear"]).model_dump(exclude_none=True)
+    if scheme == "fp8_block":
+        preset["weights"]["block_structure"] = list(block)
+        preset["input_activations"]["group_size"] = block[1]
+    return {"group_0": preset}
+
+
+def _build(src: Path, out: Path, activations: str, scheme: str = "int8",
+           block: tuple[int, int] = DEFAULT_BLOCK) -> None:
     import torch
     from llmcompressor import oneshot
     from llmcompressor.modifiers.quantization import QuantizationModifier
@@ -103,7 +130,7 @@ def _build(src: Path, out: Path, activations: str, scheme: str = "int8") -> None
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(str(src), dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(str(src))
-    groups = W4A16_GROUPS if scheme == "w4a16" else {"group_0": {
+    groups = {"group_0": {
         "targets": ["Linear"],
         "weights": {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel",
                     "dynamic": False},
@@ -113,6 +140,10 @@ def _build(src: Path, out: Path, activations: str, scheme: str = "int8") -> None
             "dynamic": activations == "dynamic",
         },
     }}
+    if scheme == "w4a16":
+        groups = W4A16_GROUPS
+    elif scheme.startswith("fp8"):
+        groups = fp8_groups(scheme.removesuffix("_hf"), block)
     recipe = QuantizationModifier(config_groups=groups, ignore=["lm_head"])
     kwargs: dict[str, Any] = {}
     if activations == "static" and scheme == "int8":
@@ -124,6 +155,33 @@ def _build(src: Path, out: Path, activations: str, scheme: str = "int8") -> None
     for name in ("generation_config.json",):
         if (src / name).exists():
             shutil.copy(src / name, out / name)
+    if scheme == "fp8_block_hf":
+        as_hf_fp8(out, block)
+
+
+def as_hf_fp8(out: Path, block: tuple[int, int]) -> None:
+    """Rewrite a compressed-tensors FP8_BLOCK checkpoint in place as the HF `fp8` format
+    of the official block-fp8 releases: same tensors, scales renamed weight_scale_inv."""
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    for path in out.glob("*.safetensors"):
+        tensors = load_file(str(path))
+        renamed = {(k.removesuffix("weight_scale") + "weight_scale_inv"
+                    if k.endswith(".weight_scale") else k): v for k, v in tensors.items()}
+        save_file(renamed, str(path), metadata={"format": "pt"})
+    index = out / "model.safetensors.index.json"
+    if index.exists():
+        data = json.loads(index.read_text())
+        data["weight_map"] = {(k.removesuffix("weight_scale") + "weight_scale_inv"
+                               if k.endswith(".weight_scale") else k): v
+                              for k, v in data["weight_map"].items()}
+        index.write_text(json.dumps(data, indent=2))
+    config = json.loads((out / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                     "fmt": "e4m3", "weight_block_size": list(block)}
+    (out / "config.json").write_text(json.dumps(config, indent=2))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,8 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--activations", choices=ACTIVATIONS, default="dynamic")
     parser.add_argument("--scheme", choices=SCHEMES, default="int8")
+    parser.add_argument("--block", default=",".join(map(str, DEFAULT_BLOCK)),
+                        help="fp8_block: the weight block shape N,K")
     args = parser.parse_args(argv)
-    print(make_ct_export(args.src, args.out, args.activations, args.scheme), file=sys.stderr)
+    n, _, k = args.block.partition(",")
+    print(make_ct_export(args.src, args.out, args.activations, args.scheme, (int(n), int(k))),
+          file=sys.stderr)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Make ModelSlim-format int8 exports (W8A8, W8A8_DYNAMIC, W8A16, mixed) of a local float model.
+"""Make ModelSlim-format exports (W8A8, W8A8_DYNAMIC, W8A16, mixed, W4A8_DYNAMIC) of a float model.
 
     python scripts/make_quant_exports.py --src models/tiny-llama --out models/tiny-llama-w8a8 \
         --scheme w8a8
@@ -29,6 +29,14 @@ MoE models (transformers holds each layer's experts as 3-d gate_up_proj / down_p
   `{weight,weight_scale,weight_offset}`, W8A8_DYNAMIC in every scheme (the one expert
   scheme served); the router (`mlp.gate`) stays FLOAT, shared experts are ordinary
   linears.
+  w4a8_dynamic: the experts W4A8_DYNAMIC instead (per-channel, ModelSlim version 1.0.0, as
+  vLLM-Ascend reads it), the linear layers W8A8_DYNAMIC (ModelSlim's W4A8 recipes for MoE
+  models keep attention in int8): per projection with W [out, in], symmetric int4
+  weight_scale[o] = max|W[o]| / 7, q = clamp(round_half_even(W / weight_scale), -8, 7);
+  weight int8 [out / 2, in], byte j of a column = q[2j] in the low nibble, q[2j + 1] in the
+  high one; weight_scale, weight_offset (zeros) float32 [out, 1]; scale_bias float32
+  = 8 * weight_scale[o] * sum over inputs of q[o], [out, 1] for gate_proj / up_proj and
+  [out, 16] for down_proj (column c sums the c-th of 16 equal slices of the inputs).
   MLA's kv_b_proj stays FLOAT: vLLM's MLA layer absorbs its weight into the attention
   math in float, so a quantized kv_b_proj would not compute the scheme's integer math.
 Same arguments and source, same files; a finished directory carries a stamp.
@@ -50,9 +58,11 @@ STAMP_FILE = ".make_quant_exports.json"
 SCRIPT_VERSION = 3
 DESCRIPTION_FILE = "quant_model_description.json"
 INDEX_FILE = "quant_model_weights.safetensors.index.json"
-SCHEMES = ("w8a8", "w8a8_dynamic", "w8a16", "mixed")
+SCHEMES = ("w8a8", "w8a8_dynamic", "w8a16", "mixed", "w4a8_dynamic")
 DTYPES = ("float32", "bfloat16", "float16")
 W8A8, DYNAMIC, W8A16, FLOAT = "W8A8", "W8A8_DYNAMIC", "W8A16", "FLOAT"
+W4A8 = "W4A8_DYNAMIC"
+BIAS_SLICES = 16  # down_proj's scale_bias columns
 COPIED = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -76,7 +86,7 @@ def linear_scheme(scheme: str, layer: int, module: str) -> str:
         return FLOAT
     if scheme == "w8a8":
         return W8A8
-    if scheme == "w8a8_dynamic":
+    if scheme in ("w8a8_dynamic", "w4a8_dynamic"):
         return DYNAMIC
     if scheme == "w8a16":
         return W8A16
@@ -146,10 +156,12 @@ def _build(src: Path, out: Path, scheme: str, dtype_name: str | None) -> None:
             tensors[f"{prefix}.{key}"] = value.contiguous()
             description[f"{prefix}.{key}"] = label
 
+    expert_label = W4A8 if scheme == "w4a8_dynamic" else DYNAMIC
     for prefix in experts:
-        for key, value in expert_tensors(model.get_submodule(prefix), prefix, dtype).items():
+        module = model.get_submodule(prefix)
+        for key, value in expert_tensors(module, prefix, dtype, expert_label).items():
             tensors[key] = value.contiguous()
-            description[key] = DYNAMIC
+            description[key] = expert_label
 
     shard = "quant_model_weights-00001-of-00001.safetensors"
     save_file(tensors, str(out / shard), metadata={"format": "pt"})
@@ -159,6 +171,8 @@ def _build(src: Path, out: Path, scheme: str, dtype_name: str | None) -> None:
     labels = {linear_scheme(scheme, layer, m) for layer, m in linears.values()} - {FLOAT}
     labels |= {DYNAMIC} if experts else set()
     model_type = labels.pop() if len(labels) == 1 else "W8A8_MIX"
+    if experts and expert_label == W4A8:
+        model_type = W4A8
     meta = {"model_quant_type": model_type, "version": "1.0.0"}
     (out / DESCRIPTION_FILE).write_text(json.dumps({**meta, **description}, indent=2) + "\n")
 
@@ -209,9 +223,9 @@ def _decoder_experts(model: Any) -> list[str]:
     return found
 
 
-def expert_tensors(module: Any, prefix: str, dtype: Any) -> dict[str, Any]:
-    """ModelSlim's per-expert W8A8_DYNAMIC tensors of one transformers experts module
-    (gate rows first in gate_up_proj, as transformers chunks it)."""
+def expert_tensors(module: Any, prefix: str, dtype: Any, label: str = DYNAMIC) -> dict[str, Any]:
+    """ModelSlim's per-expert W8A8_DYNAMIC (or W4A8_DYNAMIC) tensors of one transformers
+    experts module (gate rows first in gate_up_proj, as transformers chunks it)."""
     gate_up, down = module.gate_up_proj.detach(), module.down_proj.detach()
     inter = down.shape[2]
     out = {}
@@ -219,7 +233,12 @@ def expert_tensors(module: Any, prefix: str, dtype: Any) -> dict[str, Any]:
         weights = {"gate_proj": gate_up[e, :inter], "up_proj": gate_up[e, inter:],
                    "down_proj": down[e]}
         for projection, weight in weights.items():
-            for key, value in quantize_dynamic(weight, dtype).items():
+            if label == W4A8:
+                slices = BIAS_SLICES if projection == "down_proj" else 1
+                parts = quantize_w4a8(weight, slices)
+            else:
+                parts = quantize_dynamic(weight, dtype)
+            for key, value in parts.items():
                 out[f"{prefix}.{e}.{projection}.{key}"] = value
     return out
 
@@ -276,6 +295,30 @@ def quantize_dynamic(weight: Any, dtype: Any) -> dict[str, Any]:
         "weight": q,
         "weight_scale": scale[:, None],
         "weight_offset": torch.zeros_like(scale)[:, None],
+    }
+
+
+def quantize_w4a8(weight: Any, slices: int) -> dict[str, Any]:
+    """W4A8_DYNAMIC per-channel int4, packed in pairs along the outputs (see the top)."""
+    import torch
+
+    w = weight.to(torch.float32)
+    out, inp = w.shape
+    if out % 2 or inp % slices:
+        raise ValueError(f"W4A8_DYNAMIC needs an even output size and inputs in {slices} "
+                         f"equal slices, not [{out}, {inp}]")
+    scale = w.abs().amax(dim=1) / 7.0
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = torch.round(w / scale[:, None]).clamp(-8, 7).to(torch.int16)
+    pairs = q.reshape(out // 2, 2, inp)
+    packed = (pairs[:, 0] & 0xF) | ((pairs[:, 1] & 0xF) << 4)
+    packed = torch.where(packed > 127, packed - 256, packed).to(torch.int8)
+    row_parts = q.to(torch.float32).reshape(out, slices, inp // slices).sum(dim=-1)
+    return {
+        "weight": packed,
+        "weight_scale": scale[:, None],
+        "weight_offset": torch.zeros(out, 1, dtype=torch.float32),
+        "scale_bias": 8.0 * scale[:, None] * row_parts,
     }
 
 

@@ -8,7 +8,11 @@ parts of one), the longest first; every test module lies in exactly one chunk
 (`tests/unit/test_test_layers.py` checks the partition), and whatever no chunk names
 runs in the last one, so a new directory is never skipped.
 
-    python scripts/run_suite.py [--jobs N] [pytest options...]
+    python scripts/run_suite.py [--jobs N] [--layer unit|integration|e2e] [pytest options...]
+
+`--layer` runs one layer's directory (`make unit` runs `--layer unit`: the unit tests as
+two chunks, the ops' golden tests beside the core's, so the layer's seconds of CPU are
+spread over both cores).
 
 Each chunk's output is printed whole when it ends (never interleaved), with its time;
 the exit status is non-zero when any chunk failed. Each chunk lists its 8 slowest tests
@@ -32,19 +36,6 @@ TESTS = ROOT / "tests"
 # The longest first (so the last to start are short). Paths are relative to tests/;
 # a directory stands for every test module under it. Order within a chunk is pytest's.
 CHUNKS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("npu-a", ("integration/npu/test_generate_on_emulated_npu.py",
-               "integration/npu/test_spec_on_emulated_npu.py",
-               "integration/npu/test_sleep_on_emulated_npu.py",
-               "integration/npu/test_lora_on_emulated_npu.py",
-               "integration/npu/test_tensor_parallel_graphs_on_emulated_npu.py",
-               "integration/npu/test_tensor_parallel_on_emulated_npu.py",
-               "integration/npu/test_triton_path_on_emulated_npu.py")),
-    ("e2e-serve", ("e2e/test_serve.py", "e2e/test_serve_emulated_npu.py",
-                   "e2e/test_serve_spec_emulated_npu.py", "e2e/test_serve_lora.py",
-                   "e2e/test_serve_deepseek.py", "e2e/test_serve_gpt_oss.py",
-                   "e2e/test_serve_new_families.py")),
-    ("npu-b", ("integration/npu",)),
-    ("e2e-pd-ray", ("e2e",)),
     ("vllm-a", ("integration/vllm/test_generate_matches_hf.py",
                 "integration/vllm/test_quantized_generate.py",
                 "integration/vllm/test_quantized_moe_generate.py",
@@ -58,29 +49,52 @@ CHUNKS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "integration/vllm/test_expert_parallel.py",
                 "integration/vllm/test_host_threads_tp.py",
                 "integration/vllm/test_lora_generate.py")),
+    ("npu-a", ("integration/npu/test_generate_on_emulated_npu.py",
+               "integration/npu/test_spec_on_emulated_npu.py",
+               "integration/npu/test_sleep_on_emulated_npu.py",
+               "integration/npu/test_lora_on_emulated_npu.py",
+               "integration/npu/test_tensor_parallel_graphs_on_emulated_npu.py",
+               "integration/npu/test_tensor_parallel_on_emulated_npu.py",
+               "integration/npu/test_triton_path_on_emulated_npu.py")),
+    ("e2e-serve", ("e2e/test_serve.py", "e2e/test_serve_emulated_npu.py",
+                   "e2e/test_serve_spec_emulated_npu.py", "e2e/test_serve_lora.py",
+                   "e2e/test_serve_deepseek.py", "e2e/test_serve_gpt_oss.py",
+                   "e2e/test_serve_new_families.py")),
+    ("npu-b", ("integration/npu",)),
+    ("e2e-pd-ray", ("e2e",)),
     ("vllm-b", ("integration/vllm",)),
     ("native", ("integration/native",)),
     ("npu-ops-graphs", ("integration/npu_ops", "integration/npu_graphs")),
     ("rest", ()),  # every module no chunk above names: integration's others, tests/unit
 )
 
+# `--layer unit`: the tests of the ops (torch on host tensors, the emulated torch_npu, Triton
+# interpreted) in one process, the core, the doctor and the guards in the other.
+UNIT_CHUNKS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("unit-ops", ("unit/npu", "unit/cpu", "unit/kernels")),
+    ("unit-core", ()),
+)
+LAYERS = ("unit", "integration", "e2e")
 
-def test_modules() -> list[Path]:
-    return sorted(TESTS.rglob("test_*.py"))
+
+def test_modules(layer: str | None = None) -> list[Path]:
+    return sorted((TESTS / layer if layer else TESTS).rglob("test_*.py"))
 
 
-def partition(modules: list[Path]) -> dict[str, list[Path]]:
+def partition(
+    modules: list[Path], table: tuple[tuple[str, tuple[str, ...]], ...] = CHUNKS
+) -> dict[str, list[Path]]:
     """Chunk name -> its modules; each module in the first chunk that names it (or a
     directory above it), the rest in the last chunk."""
-    chunks: dict[str, list[Path]] = {name: [] for name, _ in CHUNKS}
+    chunks: dict[str, list[Path]] = {name: [] for name, _ in table}
     for module in modules:
         rel = module.relative_to(TESTS).as_posix()
-        for name, paths in CHUNKS:
+        for name, paths in table:
             if any(rel == p or rel.startswith(p.rstrip("/") + "/") for p in paths):
                 chunks[name].append(module)
                 break
         else:
-            chunks[CHUNKS[-1][0]].append(module)
+            chunks[table[-1][0]].append(module)
     return {name: mods for name, mods in chunks.items() if mods}
 
 
@@ -101,10 +115,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="pytest processes side by side (default: cores, at most 2)")
+    parser.add_argument("--layer", choices=LAYERS,
+                        help="run one layer's directory (default: the whole of tests/)")
     args, pytest_args = parser.parse_known_args()
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
-    chunks = partition(test_modules())
+    table = UNIT_CHUNKS if args.layer == "unit" else CHUNKS
+    chunks = partition(test_modules(args.layer), table)
     started = time.monotonic()
     failed: list[str] = []
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:

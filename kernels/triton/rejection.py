@@ -32,16 +32,11 @@ DEFAULT_VOCAB_BLOCK = 1024
 DEFAULT_EXPAND_BLOCK = 128
 
 
-# Reductions through tl.reduce with combine functions of this module, not tl.min/tl.max
-# (Triton's own @jit helpers): so load_interpreted() can interpret this module alone.
-@triton.jit
-def _min(a, b):
-    return tl.minimum(a, b)
-
-
-@triton.jit
-def _max(a, b):
-    return tl.maximum(a, b)
+# Reductions take Triton's own combine functions (as tl.min/tl.max compile): interpreted,
+# Triton reduces with them in one numpy call instead of one interpreted call per element
+# (see topk_topp.py).
+_min = tl.standard._elementwise_min
+_max = tl.standard._elementwise_max
 
 
 @triton.jit

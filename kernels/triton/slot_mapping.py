@@ -1,8 +1,8 @@
 """vLLM's slot mapping as one Triton launch: token -> KV-cache slot, pads set to PAD_ID.
 
 Host reference: the torch ``compute_slot_mapping`` of the host adapter (today
-``src/adapters/vllm/patches/kernel_bindings.py``, moving behind a ``ports`` role into adapters/cpu and
-adapters/npu), which follows vLLM's ``ComputeSlotMappingKernel`` contract
+``src/adapters/vllm/patches/kernel_bindings.py``, moving behind a ``ports`` role into
+adapters/cpu and adapters/npu), which follows vLLM's ``ComputeSlotMappingKernel`` contract
 (``vllm/v1/worker/block_table.py``) without context parallelism.
 """
 

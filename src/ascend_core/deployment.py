@@ -217,6 +217,7 @@ class CompilationSettings:
         validator=_sizes_positive,
     )
     custom_ops: tuple[str, ...] = field(default=(), converter=_str_tuple)
+    encoder_graphs: bool = False  # compilation_config.cudagraph_mm_encoder
 
 
 @frozen

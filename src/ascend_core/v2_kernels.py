@@ -5,8 +5,9 @@ V2 prepares its inputs, samples, counts and drafts with `@triton.jit` functions.
 NPU each either runs as Triton through triton-ascend or is replaced by a torch twin on the
 device; today every one is left to triton-ascend (none is replaced), and on the emulated
 NPU Triton's interpreter runs them (TRITON_INTERPRET=1) over the `npu` tensors.
-`exercised` marks the kernels the eager V2 run on the emulated NPU launches
-(tests/integration/npu/test_v2_runner_on_emulated_npu.py records the launches and checks
+`exercised` marks the kernels the V2 runs on the emulated NPU launch (Llama eager; Qwen3,
+Qwen3-MoE and DeepSeek-V3 with FULL decode graphs; greedy with top-2 logprobs;
+tests/integration/npu/test_v2_runner_on_emulated_npu.py records the launches and checks
 they are these: each step's input preparation, slot mapping, staged writes and sampling,
 and the profiling pass's sampler warmup: temperature, min-p, penalties, bias, bad words,
 logprobs). None has
@@ -37,7 +38,7 @@ class V2Kernel:
     name: str  # the @triton.jit function (helpers inlined into kernels included)
     role: str  # what V2 uses it for
     path: KernelPath = KernelPath.TRITON_ASCEND
-    exercised: bool = False  # launched by the eager V2 run on the emulated NPU
+    exercised: bool = False  # launched by the V2 runs on the emulated NPU
     lowered: bool = False  # lowered for A2/A3 by `make kernels-check`
 
     def row(self) -> dict[str, object]:

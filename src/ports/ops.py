@@ -172,6 +172,30 @@ class Ops(abc.ABC):
         """
 
     @abc.abstractmethod
+    def mrope(
+        self,
+        positions: torch.Tensor,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        cos_sin_cache: torch.Tensor,
+        head_size: int,
+        rotary_dim: int,
+        mrope_section: tuple[int, int, int],
+        interleaved: bool,
+        is_neox_style: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Multimodal rotary embedding (M-RoPE): rotary_embedding with 3-D positions.
+
+        positions is [3, T]: the temporal, height and width position of each token (equal
+        rows for text tokens). The rotary_dim / 2 frequencies split into mrope_section
+        (t, h, w; summing to rotary_dim / 2): frequency j takes its cos/sin row from the
+        position of its section. Chunked (interleaved False, Qwen2-VL/Qwen2.5-VL): the
+        first t frequencies from the temporal row, the next h from height, the last w
+        from width. Interleaved (Qwen3-VL): frequency j from height when j % 3 == 1 and
+        j < 3h, from width when j % 3 == 2 and j < 3w, else temporal.
+        """
+
+    @abc.abstractmethod
     def write_kv_cache(
         self,
         key: torch.Tensor,
@@ -215,6 +239,24 @@ class Ops(abc.ABC):
         sinks: [Hq] learned sink logits (gpt-oss): one more logit per head in each
             softmax's denominator, with no value row: out = sum_j e^s_j v_j /
             (e^sink + sum_j e^s_j), computed in float32.
+        """
+
+    @abc.abstractmethod
+    def encoder_attention(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        seq_lens: tuple[int, ...],
+        scale: float,
+    ) -> torch.Tensor:
+        """Bidirectional attention without a cache, within each of consecutive sequences
+        (a vision tower's images, or the windows of one): query [T, Hq, D], key and value
+        [T, Hk, D] (Hq a multiple of Hk), T = sum(seq_lens); a token sees every token of
+        its own sequence and no other. Zero lengths are allowed (vLLM pads its offsets).
+        Returns a new [T, Hq, D] tensor in query's dtype.
+
+        seq_lens are host ints: torch_npu's attention takes its lengths as host lists.
         """
 
     def graph_host_arguments(self, plan: AttentionPlan) -> list[dict[str, Any]]:

@@ -1,9 +1,10 @@
-"""Quantized MoE experts: W8A8_DYNAMIC grouped MLPs over int8 expert weights.
+"""Quantized MoE experts: W8A8_DYNAMIC and W4A8_DYNAMIC grouped MLPs.
 
 The integer math of ports/quant.py per group of rows: each row is quantized per token
 before each grouped matmul, int8 x int8 products accumulate in int32, and the result is
 scaled by the expert's per-channel weight scale, then by the row's token scale.
-N rows, H hidden, I expert intermediate size, E_local experts.
+N rows, H hidden, I expert intermediate size, E_local experts. W4A8_DYNAMIC is the same
+math with int4 weights (values in [-8, 7]): int8 x int4 products are exact in int32.
 """
 
 from __future__ import annotations
@@ -11,8 +12,25 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING
 
+from attrs import frozen
+
 if TYPE_CHECKING:
     import torch
+
+
+@frozen
+class Int4Experts:
+    """W4A8_DYNAMIC expert weights as one device holds them (layouts opaque to callers):
+    w13 / w2 with their per-channel scales and the checkpoint's scale_bias (per expert
+    8 * scale[o] * sum_i w[o, i], the correction the NPU's int8 x int4 grouped matmul
+    takes; the host's exact integer products need none)."""
+
+    w13: torch.Tensor
+    w13_scale: torch.Tensor
+    w13_bias: torch.Tensor
+    w2: torch.Tensor
+    w2_scale: torch.Tensor
+    w2_bias: torch.Tensor
 
 
 class QuantMoeOps(abc.ABC):
@@ -46,3 +64,18 @@ class QuantMoeOps(abc.ABC):
         rows [N, H] in expert order, group_sizes [E_local] int64; weights as
         prepare_weights returned them; scales float32 [E, 2I] and [E, H].
         """
+
+    @abc.abstractmethod
+    def prepare_int4_experts(
+        self, w13: torch.Tensor, w13_scale: torch.Tensor, w13_bias: torch.Tensor,
+        w2: torch.Tensor, w2_scale: torch.Tensor, w2_bias: torch.Tensor,
+    ) -> Int4Experts:
+        """From int4 values held in int8 w13 [E, 2I, H] and w2 [E, H, I] (each in [-8, 7]),
+        float32 scales and scale_bias [E, 2I] and [E, H]: what grouped_mlp_w4a8_dynamic
+        reads."""
+
+    @abc.abstractmethod
+    def grouped_mlp_w4a8_dynamic(
+        self, rows: torch.Tensor, group_sizes: torch.Tensor, experts: Int4Experts
+    ) -> torch.Tensor:
+        """grouped_mlp_w8a8_dynamic's math with the int4 expert weights of `experts`."""

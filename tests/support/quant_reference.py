@@ -9,8 +9,12 @@ Written from the format's formulas, independently of the plugin's QuantOps adapt
   W8A16:        W_deq = (W - weight_offset) * weight_scale per output channel (ModelSlim's
                 dequantization, in float32, then the model's dtype), y = x @ W_deq^T + bias
 Integer products in int64 (exact); round() is torch's half-to-even.
-MoE experts (W8A8_DYNAMIC, `<prefix>.<e>.{gate,up,down}_proj.*`): transformers' experts
-loop with each expert's three projections as W8A8_DYNAMIC linears; the router stays float.
+  W4A8_DYNAMIC: W8A8_DYNAMIC's math with the int4 values of `weight` (two per byte along
+                the outputs, the even output in the low nibble); scale_bias is the NPU
+                kernel's correction and not part of the math
+MoE experts (W8A8_DYNAMIC or W4A8_DYNAMIC, `<prefix>.<e>.{gate,up,down}_proj.*`):
+transformers' experts loop with each expert's three projections as such linears; the
+router stays float.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ class FakeQuantLinear(torch.nn.Module):
         super().__init__()
         self.scheme = scheme
         self.w = tensors["weight"].to(torch.int64)
+        if scheme == "W4A8_DYNAMIC":
+            self.w = _int4_pairs(tensors["weight"])
         if scheme == "W8A8":
             self.inv_scale = 1.0 / tensors["input_scale"].to(F32).reshape(1)
             self.offset = tensors["input_offset"].to(F32).reshape(1)
@@ -92,6 +98,14 @@ class FakeQuantLinear(torch.nn.Module):
         if self.bias is not None:
             y = y + self.bias.to(F32)
         return y.to(x.dtype)
+
+
+def _int4_pairs(packed: torch.Tensor) -> torch.Tensor:
+    """int64 [2R, C] from int8 [R, C] holding two signed int4 per byte along R."""
+    u = packed.view(torch.uint8).to(torch.int64)
+    lo, hi = u & 15, u >> 4
+    lo, hi = torch.where(lo > 7, lo - 16, lo), torch.where(hi > 7, hi - 16, hi)
+    return torch.stack((lo, hi), dim=1).reshape(2 * packed.shape[0], packed.shape[1])
 
 
 class FakeQuantExperts(torch.nn.Module):
@@ -249,7 +263,7 @@ FUSED_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 
 
 def local_ct_export(style: str = "llama", activations: str = "dynamic",
-                    size: str = "tiny", scheme: str = "int8") -> Path:
+                    size: str = "tiny", scheme: str = "int8", block: str = "64,64") -> Path:
     """<repo>/models/<size>-<style>-ct-<activations> (int8) or -ct-<scheme>, written by
     llm-compressor itself (scripts/make_ct_exports.py in its own venv, made on first use)."""
     import subprocess
@@ -261,7 +275,8 @@ def local_ct_export(style: str = "llama", activations: str = "dynamic",
     python = _script("make_ct_exports").ensure_venv()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([str(python), str(script), "--src", str(src), "--out", str(out),
-                    "--activations", activations, "--scheme", scheme], check=True, env=env,
+                    "--activations", activations, "--scheme", scheme, "--block", block],
+                   check=True, env=env,
                    stdout=sys.stderr)
     return out
 
@@ -395,3 +410,76 @@ def w4a16_greedy_token_ids(export_dir: str | os.PathLike[str],
 def w4a16_model(export_dir: str | os.PathLike[str], dtype: torch.dtype = F32) -> Any:
     """The W4A16 export's fake-quant model (cached; do not modify)."""
     return _load_w4a16(str(Path(export_dir).resolve()), dtype)
+
+
+# -- fp8 (compressed-tensors FP8_DYNAMIC / FP8_BLOCK, the HF `fp8` block format) -------------
+# Read from the files alone: weight float8_e4m3fn [n, k]; its scale `weight_scale` [n, 1]
+# (per channel) or, with a block shape (config_groups' block_structure, or
+# weight_block_size), [ceil(n / bn), ceil(k / bk)] named weight_scale or weight_scale_inv.
+# w[o, i] = float32(q[o, i]) * scale[o // bn, i // bk]; activations stay float.
+def _fp8_block(config: dict[str, Any]) -> tuple[int, int] | None:
+    qconfig = config.get("quantization_config") or {}
+    if qconfig.get("weight_block_size"):
+        n, k = qconfig["weight_block_size"]
+        return int(n), int(k)
+    for group in (qconfig.get("config_groups") or {}).values():
+        block = (group.get("weights") or {}).get("block_structure")
+        if block:
+            return int(block[0]), int(block[1])
+    return None
+
+
+def fp8_weight(weight: torch.Tensor, scale: torch.Tensor,
+               block: tuple[int, int] | None) -> torch.Tensor:
+    """The float32 weight [n, k] an fp8 weight and its scale stand for (element by element)."""
+    n, k = weight.shape
+    rows = torch.arange(n)[:, None] // (block[0] if block else n)
+    cols = torch.arange(k)[None, :] // (block[1] if block else k)
+    factor = scale.to(F32)[rows, cols] if block else scale.to(F32).reshape(n, 1)
+    return weight.to(F32) * factor
+
+
+@functools.cache
+def _load_fp8(export_dir: str, dtype: torch.dtype) -> Any:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    root = Path(export_dir)
+    block = _fp8_block(json.loads((root / "config.json").read_text()))
+    tensors = _export_tensors(root)
+    config = AutoConfig.from_pretrained(export_dir)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # built as the float model; weights replaced below
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    floats = {}
+    for name, value in tensors.items():
+        if value.dtype == torch.float8_e4m3fn:
+            scale = tensors.get(f"{name}_scale_inv", tensors.get(f"{name}_scale"))
+            assert scale is not None, name
+            floats[name] = fp8_weight(value, scale, block).to(dtype)
+        elif not name.endswith(("weight_scale", "weight_scale_inv")):
+            floats[name] = value.to(dtype)
+    missing, unexpected = model.load_state_dict(floats, strict=False)
+    assert not unexpected and not missing, (missing, unexpected)
+    model.eval()
+    return model
+
+
+def fp8_greedy_token_ids(export_dir: str | os.PathLike[str],
+                         prompts: Sequence[Sequence[int]], max_new_tokens: int,
+                         dtype: torch.dtype = F32) -> list[list[int]]:
+    """Greedy ids of an fp8 export's fake-quant model (dequantized weights, float math)."""
+    return _greedy(_load_fp8(str(Path(export_dir).resolve()), dtype), prompts, max_new_tokens)
+
+
+def fp8_gaps(export_dir: str | os.PathLike[str], prompts: Sequence[Sequence[int]],
+             generated: Sequence[Sequence[int]], dtype: torch.dtype) -> float:
+    """The largest teacher-forced logprob gap between the fp8 reference's top-1 and the
+    tokens given (0 where they are its greedy choices)."""
+    model = _load_fp8(str(Path(export_dir).resolve()), dtype)
+    chosen = chosen_logprobs(model, prompts, generated)
+    worst = 0.0
+    with torch.no_grad():
+        for p, g, c in zip(prompts, generated, chosen, strict=True):
+            best = _logprob_rows(model, p, g).max(dim=-1).values
+            worst = max(worst, *(best - torch.tensor(c)).tolist())
+    return worst

@@ -51,6 +51,11 @@ CT_CONFIGS: dict[str, dict[str, Any]] = {
     "fp8-block": {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
                   "weight_block_size": [128, 128]},
     "fp8-channel": {"quant_method": "fp8", "activation_scheme": "dynamic"},
+    # The same with blocks that fit the tiny model (its k/v projections are 64 wide).
+    "ct-fp8-block-64": _ct("float-quantized", {**_FP8_BLOCK, "block_structure": [64, 64]},
+                           {**_FP8_GROUP, "group_size": 64}),
+    "fp8-block-64": {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
+                     "weight_block_size": [64, 64]},
 }
 MODELSLIM = ("W8A8", "W8A8_DYNAMIC", "W8A16", "W4A8_DYNAMIC")
 
@@ -64,7 +69,7 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("modelslim W8A8 experts", "qwen3_moe", "modelslim:W8A8:experts", False),
     ("modelslim W8A8_DYNAMIC experts", "qwen3_moe", "modelslim:W8A8_DYNAMIC:experts", True),
     ("modelslim W8A16 experts", "qwen3_moe", "modelslim:W8A16:experts", False),
-    ("modelslim W4A8_DYNAMIC experts", "qwen3_moe", "modelslim:W4A8_DYNAMIC:experts", False),
+    ("modelslim W4A8_DYNAMIC experts", "qwen3_moe", "modelslim:W4A8_DYNAMIC:experts", True),
     ("modelslim quantized lm_head", "llama", "modelslim:W8A8_DYNAMIC:embedding", False),
     ("ct int8 W8A8 linear", "llama", "config:ct-int8-w8a8", True),
     ("ct int8 W8A8 experts", "qwen3_moe", "config:ct-int8-w8a8", False),
@@ -72,9 +77,13 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("ct W4A16 linear", "llama", "config:ct-w4a16", True),
     ("ct W4A16 asymmetric linear", "llama", "config:ct-w4a16-asym", True),
     ("ct W4A16 experts", "qwen3_moe", "config:ct-w4a16", False),
-    ("ct FP8 dynamic linear", "llama", "config:ct-fp8-dynamic", False),
+    ("ct FP8 dynamic linear", "llama", "config:ct-fp8-dynamic", True),
+    ("ct FP8 dynamic experts", "qwen3_moe", "config:ct-fp8-dynamic", False),
+    ("ct FP8 block [64, 64] linear", "llama", "config:ct-fp8-block-64", True),
+    # [128, 128] blocks do not fit the tiny model's 64-wide k/v shards: refused by the plan.
     ("ct FP8 block linear", "llama", "config:ct-fp8-block", False),
     ("ct FP8 block experts", "qwen3_moe", "config:ct-fp8-block", False),
+    ("fp8 block [64, 64] linear", "llama", "config:fp8-block-64", True),
     ("fp8 block linear", "llama", "config:fp8-block", False),
     ("fp8 block experts", "qwen3_moe", "config:fp8-block", False),
     ("fp8 per-channel linear", "llama", "config:fp8-channel", False),

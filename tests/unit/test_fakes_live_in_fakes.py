@@ -8,6 +8,8 @@ import ast
 import importlib
 from pathlib import Path
 
+from support.parsed_sources import syntax_nodes, syntax_tree
+
 TESTS = Path(__file__).resolve().parents[1]
 FAKES = TESTS / "unit" / "fakes"
 # The emulated NPU runs inside the child processes a test starts (a sitecustomize), where
@@ -29,11 +31,11 @@ def _port_bases(tree: ast.Module) -> dict[str, str]:
 
 
 def _port_subclasses(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = syntax_tree(path)
     ports = _port_bases(tree)
     return [
         f"{path.relative_to(TESTS)}:{node.lineno} {node.name}({ports[base.id]})"
-        for node in ast.walk(tree)
+        for node in syntax_nodes(path)
         if isinstance(node, ast.ClassDef)
         for base in node.bases
         if isinstance(base, ast.Name) and base.id in ports

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from support.parsed_sources import syntax_nodes, syntax_tree
+
 TESTS = Path(__file__).resolve().parents[1]
 SRC = TESTS.parent / "src"
 OURS = ("adapters", "ascend_core", "ports")
@@ -44,10 +46,10 @@ def _our_modules(tree: ast.Module) -> set[str]:
 
 
 def _patches_of_our_globals(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = syntax_tree(path)
     modules = _our_modules(tree)
     hits = []
-    for node in ast.walk(tree):
+    for node in syntax_nodes(path):
         if not (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)

@@ -24,7 +24,9 @@ def test_each_layer_has_its_make_target_running_its_directory() -> None:
     for layer in LAYERS:
         recipe = re.search(rf"^{layer}: venv\n\t(.+)$", makefile, flags=re.M)
         assert recipe, layer
-        assert f"pytest -q tests/{layer} " in recipe[1] + " ", recipe[1]
+        runs = f"$(BIN)/python scripts/run_suite.py --layer {layer} $(if $(JOBS),--jobs $(JOBS))"
+        assert recipe[1] == runs + " $(PYTEST_ARGS)", recipe[1]
+        assert set(_run_suite().test_modules(layer)) == set((TESTS / layer).rglob("test_*.py"))
     test = re.search(r"^test: venv lint\n\t(.+)$", makefile, flags=re.M)
     runs = "$(BIN)/python scripts/run_suite.py $(if $(JOBS),--jobs $(JOBS)) $(PYTEST_ARGS)"
     assert test and test[1] == runs, test
@@ -72,5 +74,16 @@ def test_make_tests_chunks_hold_every_test_module_once() -> None:
 def test_every_path_a_chunk_names_exists() -> None:
     """A renamed module would silently move to the last chunk and unbalance the queue."""
     suite = _run_suite()
-    missing = [p for _, paths in suite.CHUNKS for p in paths if not (TESTS / p).exists()]
+    named = [p for table in (suite.CHUNKS, suite.UNIT_CHUNKS) for _, paths in table for p in paths]
+    missing = [p for p in named if not (TESTS / p).exists()]
     assert missing == []
+
+
+def test_make_unit_runs_every_unit_module_once() -> None:
+    """`make unit` splits tests/unit in two chunks; together they hold each unit module once."""
+    suite = _run_suite()
+    modules = suite.test_modules("unit")
+    chunks = suite.partition(modules, suite.UNIT_CHUNKS)
+    placed = [m for mods in chunks.values() for m in mods]
+    assert sorted(placed) == modules and len(placed) == len(set(placed))
+    assert set(chunks) == {"unit-ops", "unit-core"}

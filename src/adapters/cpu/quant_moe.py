@@ -1,4 +1,5 @@
-"""The quantized grouped MLP in plain torch on the host: exact int8 x int8 -> int32 math.
+"""The quantized grouped MLP in plain torch on the host: exact int8 x int8 (W8A8_DYNAMIC) and
+int8 x int4 (W4A8_DYNAMIC: the int4 values held in int8) -> int32 math.
 
 Activations are quantized per token for all rows at once; the int8 GEMMs run once per
 expert that received rows (torch's int8 GEMM has no grouped form), never per token.
@@ -10,7 +11,7 @@ import torch
 
 from adapters.cpu.quant import CpuQuantOps, int8_gemm
 from adapters.torch.expert_weights import check_int8_experts
-from ports.quant_moe import QuantMoeOps
+from ports.quant_moe import Int4Experts, QuantMoeOps
 
 _F32 = torch.float32
 
@@ -35,6 +36,30 @@ class CpuQuantMoeOps(QuantMoeOps):
         w13_scale: torch.Tensor,
         w2: torch.Tensor,
         w2_scale: torch.Tensor,
+    ) -> torch.Tensor:
+        return self._mlp(rows, group_sizes, w13, w13_scale, w2, w2_scale)
+
+    def prepare_int4_experts(
+        self, w13: torch.Tensor, w13_scale: torch.Tensor, w13_bias: torch.Tensor,
+        w2: torch.Tensor, w2_scale: torch.Tensor, w2_bias: torch.Tensor,
+    ) -> Int4Experts:
+        check_int8_experts(w13, w2)
+        for name, w in (("w13", w13), ("w2", w2)):
+            if bool(((w < -8) | (w > 7)).any()):
+                raise ValueError(f"int4 expert weight {name} holds values outside [-8, 7]")
+        return Int4Experts(w13.contiguous(), w13_scale.to(_F32), w13_bias.to(_F32),
+                           w2.contiguous(), w2_scale.to(_F32), w2_bias.to(_F32))
+
+    def grouped_mlp_w4a8_dynamic(
+        self, rows: torch.Tensor, group_sizes: torch.Tensor, experts: Int4Experts
+    ) -> torch.Tensor:
+        # x_q @ W exact in int32: scale_bias (the NPU kernel's correction) is not needed.
+        return self._mlp(rows, group_sizes, experts.w13, experts.w13_scale, experts.w2,
+                         experts.w2_scale)
+
+    def _mlp(
+        self, rows: torch.Tensor, group_sizes: torch.Tensor, w13: torch.Tensor,
+        w13_scale: torch.Tensor, w2: torch.Tensor, w2_scale: torch.Tensor,
     ) -> torch.Tensor:
         sizes = group_sizes.tolist()
         inter = w2.shape[2]

@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from adapters.cpu import vision_ops
 from ports.ops import AttentionPart, AttentionPlan, AttentionPlanNeeds, IndexDtype, Ops
 
 _F32 = torch.float32
@@ -101,6 +102,36 @@ class ReferenceOps(Ops):
             _rotate(query, cos, sin, head_size, rotary_dim, is_neox_style),
             _rotate(key, cos, sin, head_size, rotary_dim, is_neox_style),
         )
+
+    def mrope(
+        self,
+        positions: torch.Tensor,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        cos_sin_cache: torch.Tensor,
+        head_size: int,
+        rotary_dim: int,
+        mrope_section: tuple[int, int, int],
+        interleaved: bool,
+        is_neox_style: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """rotary_embedding's rotation with each frequency's row taken from its section's
+        position (float32 inside, one rounding at the output)."""
+        cos, sin = vision_ops.mrope_tables(positions, cos_sin_cache, mrope_section, interleaved)
+        return (
+            _rotate(query, cos, sin, head_size, rotary_dim, is_neox_style),
+            _rotate(key, cos, sin, head_size, rotary_dim, is_neox_style),
+        )
+
+    def encoder_attention(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        seq_lens: tuple[int, ...],
+        scale: float,
+    ) -> torch.Tensor:
+        return vision_ops.encoder_attention(query, key, value, seq_lens, scale)
 
     def write_kv_cache(
         self,

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from adapters.npu.vision import NpuVisionOps
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import block_size_error
 from ports.ops import AttentionPart, AttentionPlan, Ops
@@ -37,6 +38,7 @@ class NpuOps(Ops):
     def __init__(self, torch_npu: ModuleType) -> None:
         self._torch_npu = torch_npu
         self._masks: dict[torch.device, torch.Tensor] = {}
+        self._vision = NpuVisionOps(self._torch_npu)
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         # gamma must have x's dtype; the second output is 1/rms, kept for backward.
@@ -90,6 +92,40 @@ class NpuOps(Ops):
         )
         return q.reshape(query.shape), k.reshape(key.shape)
 
+    def mrope(
+        self,
+        positions: torch.Tensor,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        cos_sin_cache: torch.Tensor,
+        head_size: int,
+        rotary_dim: int,
+        mrope_section: tuple[int, int, int],
+        interleaved: bool,
+        is_neox_style: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """npu_mrope in mrope mode (chunked sections, neox, a width it takes); else the
+        per-token cos/sin gathered in torch and npu_rotary_mul (adapters/npu/vision.py)."""
+        if is_neox_style:
+            q, k, done = self._vision.mrope(
+                positions, query, key, cos_sin_cache, head_size, rotary_dim, mrope_section,
+                interleaved,
+            )
+            if done:
+                return q, k
+        cos, sin = self._vision.mrope_cos_sin(positions, cos_sin_cache, mrope_section, interleaved)
+        return self._rotate_by(cos, sin, query, key, head_size, rotary_dim, is_neox_style)
+
+    def encoder_attention(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        seq_lens: tuple[int, ...],
+        scale: float,
+    ) -> torch.Tensor:
+        return self._vision.encoder_attention(query, key, value, seq_lens, scale)
+
     def _rotary_mul(
         self,
         positions: torch.Tensor,
@@ -109,13 +145,26 @@ class NpuOps(Ops):
         """
         cos_sin = cos_sin_cache.index_select(0, positions.reshape(-1).long())
         cos, sin = cos_sin.chunk(2, dim=-1)
+        return self._rotate_by(cos, sin, query, key, head_size, rotary_dim, is_neox_style)
+
+    def _rotate_by(
+        self,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        head_size: int,
+        rotary_dim: int,
+        is_neox_style: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos/sin [T, rotary_dim / 2] spread over the rotary width as the mode reads them."""
         if is_neox_style:
             mode = "half"
             r1, r2 = torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
         else:
             mode = "interleave"
             r1, r2 = cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)
-        tokens = cos_sin.shape[0]
+        tokens = cos.shape[0]
         r1 = r1.to(query.dtype).view(1, tokens, 1, rotary_dim)
         r2 = r2.to(query.dtype).view(1, tokens, 1, rotary_dim)
         return (

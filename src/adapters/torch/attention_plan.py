@@ -31,6 +31,7 @@ def build_attention_plan(
     on_device: tuple[torch.Tensor, torch.Tensor] | None = None,
     num_decodes: int | None = None,
     staging: torch.Tensor | None = None,
+    staging_host: torch.Tensor | None = None,
 ) -> AttentionPlan:
     """The plan of a batch of B = len(seq_lens) sequences.
 
@@ -47,6 +48,9 @@ def build_attention_plan(
     staging: a persistent int64 buffer on the device (graph mode): the derived indices
         are written into it in place (when they fit), so that a step of the same shape
         finds them at the same addresses; else they go to a fresh device tensor.
+    staging_host: the pinned host twin of `staging` (a step whose inputs go to the device
+        in one copy of the runner's staging arena): the indices are written there, and
+        the copy that sends them is the caller's.
     Sequences with no new token are in neither part, except in a uniform decode batch
     padded to a captured size (num_actual_tokens == B, at most one new token each): there
     every sequence is a decode row, a padding one with its context length (vLLM's 0).
@@ -99,7 +103,7 @@ def build_attention_plan(
         token_seqs, token_lens = _token_rows(qsl, q_lens, lens)
     if token_seqs is not None and token_lens is not None:
         staged += [token_seqs, token_lens]
-    moved = iter(_to_device(staged, block_table.device, staging))
+    moved = iter(_to_device(staged, block_table.device, staging, staging_host))
     batch_qsl, batch_lens = on_device if on_device is not None else (next(moved), next(moved))
     parts = [None if part is None else part.on_device(moved, table) for part in host_parts]
     token_table = None
@@ -124,17 +128,24 @@ def build_attention_plan(
 
 
 def _to_device(
-    host: list[torch.Tensor], device: torch.device, staging: torch.Tensor | None = None
+    host: list[torch.Tensor],
+    device: torch.device,
+    staging: torch.Tensor | None = None,
+    staging_host: torch.Tensor | None = None,
 ) -> list[torch.Tensor]:
     """The int64 host tensors on `device`: one non-blocking copy of all of them from
     pinned memory (one launch a step, not one a tensor), each a view of it; into the front
-    of `staging` in place when they fit there."""
+    of `staging` in place when they fit there; with `staging_host` (its pinned twin) into
+    that instead, for the caller's one copy of the whole arena."""
     if device.type == "cpu" or not host:
         return host
     flat = torch.cat([t.reshape(-1) for t in host])
     if staging is not None and flat.numel() <= staging.numel():
         on_device = staging[: flat.numel()]
-        on_device.copy_(flat.pin_memory(), non_blocking=True)
+        if staging_host is not None:
+            staging_host[: flat.numel()].copy_(flat)
+        else:
+            on_device.copy_(flat.pin_memory(), non_blocking=True)
     else:
         on_device = flat.pin_memory().to(device, non_blocking=True)
     return list(on_device.split([t.numel() for t in host]))

@@ -29,12 +29,14 @@ class HcclBuffer:
 @frozen
 class MoeDecision:
     """The communication method(s), where the experts sit, and MC2's buffer (None when no
-    step uses MC2). `token_dtype` says what dispatch sends."""
+    step uses MC2). `token_dtype` says what dispatch sends; `in_graphs` what the steps
+    captured in NPU graphs exchange (None without graphs; moe/in_graphs.py)."""
 
     comm: MoeCommPlan
     placement: ExpertPlacement
     hccl_buffer: HcclBuffer | None
     token_dtype: str
+    in_graphs: str | None = None
 
     def uses(self, method: MoeCommMethod) -> bool:
         return method in self.comm.methods()

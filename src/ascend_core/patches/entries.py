@@ -100,6 +100,31 @@ ENTRIES = (
         ),
     ),
     PatchSpec(
+        id="oot-fp8-scaled-mm-kernel",
+        target="vllm.model_executor.kernels.linear:_POSSIBLE_FP8_KERNELS",
+        versions=VLLM_0_33,
+        when=Condition(),
+        reason=(
+            "vLLM picks the fp8 ScaledMM kernel of compressed-tensors FP8 layers from a table "
+            "keyed by built-in platform, with no entry for an out-of-tree one, so every such "
+            "checkpoint fails with 'Failed to find a kernel that can implement the ScaledMM "
+            "linear layer'; the plugin's kernel, which dequantizes the fp8 weights at load "
+            "(A2/A3 have no fp8 matmul), is added under PlatformEnum.OOT."
+        ),
+    ),
+    PatchSpec(
+        id="oot-fp8-block-scaled-mm-kernel",
+        target="vllm.model_executor.kernels.linear:_POSSIBLE_FP8_BLOCK_KERNELS",
+        versions=VLLM_0_33,
+        when=Condition(),
+        reason=(
+            "Block-quantized fp8 layers (compressed-tensors FP8_BLOCK, the fp8 method's "
+            "weight_block_size) pick their kernel from a second per-platform table with no "
+            "out-of-tree entry; the plugin's dequantize-at-load kernel is added under "
+            "PlatformEnum.OOT."
+        ),
+    ),
+    PatchSpec(
         id="npu-slot-mapping-kernel",
         target="vllm.v1.worker.block_table:ComputeSlotMappingKernel.kernel",
         versions=VLLM_0_33,

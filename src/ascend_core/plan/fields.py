@@ -15,6 +15,8 @@ COMPILE_MODE = "compilation_config.mode"
 GRAPH_MODE = "compilation_config.cudagraph_mode"
 CAPTURE_SIZES = "compilation_config.cudagraph_capture_sizes"
 CUSTOM_OPS = "compilation_config.custom_ops"
+# vLLM's CUDA graphs of a vision tower (plan/encoder_graphs.py turns them off).
+ENCODER_GRAPHS = "compilation_config.cudagraph_mm_encoder"
 # vLLM's RMSNorm/SiluMul + fp8 quant fusion passes (CUDA kernels only).
 FUSE_NORM_QUANT = "compilation_config.pass_config.fuse_norm_quant"
 FUSE_ACT_QUANT = "compilation_config.pass_config.fuse_act_quant"
@@ -41,6 +43,7 @@ ALL = frozenset(
         GRAPH_MODE,
         CAPTURE_SIZES,
         CUSTOM_OPS,
+        ENCODER_GRAPHS,
         FUSE_NORM_QUANT,
         FUSE_ACT_QUANT,
         BLOCK_SIZE,

@@ -4,8 +4,11 @@ vLLM decides V1 or V2 on the engine side (VllmConfig.use_v2_model_runner: HiSpar
 watermarking, then VLLM_USE_V2_MODEL_RUNNER, then whether Triton has an active driver, then
 its list of V2's unsupported features) and reads the answer there: the scheduler shapes
 its output for it. The worker builds what the plan decides: V1 unless the operator asks
-for V2 (VLLM_USE_V2_MODEL_RUNNER=1) on the NPU, eager (the NPU's V2 runner,
-adapters/vllm/worker/npu_model_runner_v2.py; its Triton kernels in ascend_core.v2_kernels).
+for V2 (VLLM_USE_V2_MODEL_RUNNER=1) on the NPU, eager or with any graph mode (the NPU's V2
+runner, adapters/vllm/worker/npu_model_runner_v2.py: its FULL graphs through V2's graph
+manager on the NPU's graphs, npu_graphs_v2.py, its piecewise graphs through the compiled
+model's pieces on the platform's graph wrapper; its Triton kernels in
+ascend_core.v2_kernels).
 Where V2 is asked and not served, V1 serves with the reason. With triton-ascend installed
 (an NPU host) vLLM would pick V2 by itself: the plan writes the variable vLLM reads
 first, so the engine believes what the worker builds.
@@ -24,15 +27,11 @@ from ports.device import DeviceKind
 V2_VARIABLE = "VLLM_USE_V2_MODEL_RUNNER"
 V1_VALUE = "0"
 V2_VALUE = "1"
-WHY_V1 = f"V2 is opt-in on the NPU: {V2_VARIABLE}=1, eager; issue 48"
+WHY_V1 = f"V2 is opt-in on the NPU: {V2_VARIABLE}=1, eager or with graphs; issue 48"
 # Why a V2 request is served on V1, by what is missing.
 HOST_NO_V2 = (
     "vLLM's V2 runs its input preparation and sampling as Triton kernels, and the host has "
     "no Triton driver (no Triton CPU backend here)"
-)
-GRAPHS_NO_V2 = (
-    "V2's graph manager on the NPU's graphs is not built yet (issue 48): V2 serves eager "
-    "(enforce_eager or -cc.cudagraph_mode=NONE)"
 )
 
 
@@ -57,7 +56,7 @@ def v2_requested(value: str | None) -> bool:
 def decide_model_runner(
     kind: DeviceKind, variable: str | None, graph_mode: GraphMode = GraphMode.NONE
 ) -> RunnerDecision:
-    """V2 where asked for on the NPU and served (eager); V1 otherwise.
+    """V2 where asked for on the NPU (eager or any graph mode); V1 otherwise.
 
     A V2 request not served is overridden with a warning, not refused: the variable picks
     vLLM's implementation, not what is served (V1 gives the same tokens), and vLLM itself
@@ -73,16 +72,11 @@ def decide_model_runner(
         return RunnerDecision(
             ModelRunner.V1, f"{asked}; the host worker builds V1 ({HOST_NO_V2})", True
         )
-    if graph_mode is not GraphMode.NONE:
-        return RunnerDecision(
-            ModelRunner.V1,
-            f"{asked}; the NPU worker builds V1 for {graph_mode.name} graphs ({GRAPHS_NO_V2})",
-            True,
-        )
     return RunnerDecision(
         ModelRunner.V2,
-        f"{asked}: the NPU worker builds it (NpuModelRunnerV2, eager; its Triton kernels "
-        "through triton-ascend)",
+        f"{asked}: the NPU worker builds it (NpuModelRunnerV2, "
+        + ("eager" if graph_mode is GraphMode.NONE else f"{graph_mode.name} graphs on the NPU's")
+        + "; its Triton kernels through triton-ascend)",
         False,
     )
 

@@ -11,6 +11,7 @@ from ascend_core.moe.comm_method import MoeCommFacts, MoeCommMethod, MoeCommPlan
 from ascend_core.moe.decision import HcclBuffer, MoeDecision
 from ascend_core.moe.forced import force_method
 from ascend_core.moe.hccl_buffer import mc2_buffer_mb
+from ascend_core.moe.in_graphs import in_graphs
 from ascend_core.moe.placement import place_experts
 from ascend_core.plan.capture_sizes import default_capture_sizes
 from ascend_core.plan.result import Draft
@@ -88,7 +89,10 @@ def decide_moe_comm(deployment: Deployment, draft: Draft) -> Draft:
         buffer, problem = _hccl_buffer(deployment, facts, comm, placement.most_per_rank, config)
         if problem is not None:
             draft = draft.fail(problem)
-    decision = MoeDecision(comm, placement, buffer, _token_dtype(deployment, comm))
+    graphs = None
+    if draft.decisions.graph_mode not in (None, GraphMode.NONE):
+        graphs = in_graphs(comm, facts.decode_tokens)
+    decision = MoeDecision(comm, placement, buffer, _token_dtype(deployment, comm), graphs)
     return draft.decide(moe=decision)
 
 

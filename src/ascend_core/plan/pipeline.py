@@ -9,6 +9,7 @@ from ascend_core.plan.additional_config import validate_additional_config
 from ascend_core.plan.allocator import plan_allocator
 from ascend_core.plan.ascend_env import check_ascend_env
 from ascend_core.plan.block_size import decide_block_size
+from ascend_core.plan.encoder_graphs import decide_encoder_graphs
 from ascend_core.plan.gpu_settings import fix_gpu_only_settings
 from ascend_core.plan.graph import decide_graph_mode
 from ascend_core.plan.host_threads import decide_host_threads
@@ -40,6 +41,7 @@ STEPS: tuple[Step, ...] = (
     check_quantized_layers,
     fix_gpu_only_settings,
     decide_graph_mode,
+    decide_encoder_graphs,
     pick_worker,
     pick_model_runner,
     decide_block_size,

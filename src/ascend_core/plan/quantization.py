@@ -7,6 +7,8 @@ from ascend_core.errors import QuantizationError
 from ascend_core.plan import fields
 from ascend_core.plan.result import Draft
 from ascend_core.quantization import SELECTABLE, UNSUPPORTED, QuantMethod
+from ascend_core.quantization.export_layers import LayerKind, QuantFormat
+from ascend_core.quantization.fp8 import block_shape_problem, fp8_serving
 from ascend_core.quantization.methods import UNSUPPORTED_HINT, selectable_names
 from ascend_core.suggest import did_you_mean
 from ascend_core.support.quant_matrix import quant_refusals
@@ -61,9 +63,35 @@ def _refusal(name: str) -> QuantizationError:
     )
 
 
+_FP8_SERVED = frozenset(
+    {QuantFormat.CT_FP8_CHANNEL, QuantFormat.CT_FP8_BLOCK, QuantFormat.FP8_BLOCK}
+)
+
+
 def check_quantized_layers(deployment: Deployment, draft: Draft) -> Draft:
     """Refuse, before any weight loads, every (format, layer kind) of the export that the
-    quantization support table does not serve on this device, naming its first layer."""
+    quantization support table does not serve on this device, naming its first layer;
+    and block-quantized layers whose blocks do not fit a rank's slice. An fp8 export
+    that is served gets the chip's fp8 path, with its reason."""
     for error in quant_refusals(deployment.quantized_layers, deployment.device_kind):
         draft = draft.fail(error)
+    tp = deployment.parallel.tp
+    for group in deployment.quantized_layers:
+        if group.block is None or group.kind is not LayerKind.LINEAR:
+            continue
+        problem = block_shape_problem(group.projections, group.block, tp)
+        if problem is not None:
+            draft = draft.fail(QuantizationError(
+                f"Layer {group.first} and the other linear layers: {group.says}, "
+                f"{group.format.value}, with [{group.block[0]}, {group.block[1]}] weight "
+                f"blocks, which do not fit this model on {tp} rank(s): {problem}; each "
+                "block's scale would land on the wrong rows.",
+                "Serve with a tensor-parallel size that keeps every slice a whole number "
+                "of blocks (--tensor-parallel-size 1 if the sizes allow), or re-quantize "
+                "with a block shape that divides the layers' sizes (llm-compressor's "
+                "FP8_BLOCK with a smaller block_structure), or use FP8_DYNAMIC (a scale per "
+                "output channel, any size).",
+            ))
+    if any(g.format in _FP8_SERVED for g in deployment.quantized_layers):
+        draft = draft.decide(fp8=fp8_serving(deployment.chip_family, deployment.device_kind))
     return draft

@@ -14,6 +14,7 @@ from ascend_core.env_registry import EnvSettings
 from ascend_core.errors import AscendError, PlanErrors
 from ascend_core.moe.decision import MoeDecision
 from ascend_core.plan import fields
+from ascend_core.quantization.fp8 import Fp8Serving
 from ascend_core.quantization.methods import QuantMethod
 
 
@@ -76,6 +77,9 @@ class Decisions:
     npu_alloc_conf: str | None = None
     env: EnvSettings | None = None  # None until the env step ran, or when it had errors
     moe: MoeDecision | None = None  # MoE models whose batch limits are known
+    # A model with a vision tower: how its tower and language model run (encoder_graphs.py).
+    encoder_execution: str = ""
+    fp8: Fp8Serving | None = None  # fp8 exports: the chip's path and why
 
 
 @frozen
@@ -130,6 +134,10 @@ class ConfigPlan:
         moe = self.decisions.moe
         if moe is not None:
             lines.append(f"  moe     {moe.describe()}")
+        if self.decisions.encoder_execution:
+            lines.append(f"  encoder {self.decisions.encoder_execution}")
+        if self.decisions.fp8 is not None:
+            lines.append(f"  quant   {self.decisions.fp8.describe()}")
         if self.decisions.model_runner_reason:
             lines.append(f"  runner  {self.decisions.model_runner_reason}")
         lines += [f"  change  {c.describe()}" for c in self.changes]

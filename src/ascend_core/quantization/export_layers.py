@@ -12,9 +12,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from ascend_core.errors import AscendError
+from ascend_core.quantization.fp8 import Projection, dense_projections
 from ascend_core.quantization.methods import QuantMethod
 from ascend_core.quantization.modelslim import DESCRIPTION_FILE, parse_description
 
@@ -34,10 +35,16 @@ class QuantFormat(enum.Enum):
     CT_W4A16 = ("compressed-tensors W4A16 (int4 pack-quantized weights, group-wise or "
                 "per-channel scales, symmetric or with zero points)")
     CT_WNA16 = "compressed-tensors weight-only int2-int8 (WNA16) other than plain W4A16"
-    CT_FP8 = "compressed-tensors FP8 (float-quantized)"
+    CT_FP8_CHANNEL = ("compressed-tensors FP8 (fp8 e4m3 weights with a scale per output "
+                      "channel, activations dynamic per token: FP8_DYNAMIC)")
+    CT_FP8_BLOCK = ("compressed-tensors FP8 block-quantized (fp8 e4m3 weights with a scale "
+                    "per [n, k] block: FP8_BLOCK)")
+    CT_FP8 = ("compressed-tensors FP8 with per-tensor weight scales or static activation "
+              "scales")
     CT_OTHER = "a compressed-tensors scheme of another kind"
-    FP8_CHANNEL = "FP8 (per-tensor or per-channel fp8 weights)"
-    FP8_BLOCK = "FP8 block-quantized (weight_block_size)"
+    FP8_CHANNEL = "FP8 (fp8 weights with per-tensor scales, or quantized to fp8 at load)"
+    FP8_BLOCK = ("FP8 block-quantized (fp8 e4m3 weights, weight_scale_inv per "
+                 "weight_block_size block)")
 
 
 class LayerKind(enum.Enum):
@@ -61,6 +68,10 @@ class QuantizedLayers:
     first: str
     count: int
     says: str
+    # Block-quantized formats: the [n, k] weight block, and the decoder's linear layers
+    # as the config sizes them (the plan checks that the blocks fit each rank's slice).
+    block: tuple[int, int] | None = None
+    projections: tuple[Projection, ...] = ()
 
 
 _MODELSLIM_FORMATS = {
@@ -161,6 +172,12 @@ def _ct_format(group: Mapping[str, Any], fmt: Any) -> tuple[QuantFormat, str]:
         words.append(f"format {fmt}")
     scheme = ", ".join(words)
     if kind == "float":
+        dynamic_acts = acts is None or (acts.get("dynamic") is True
+                                        and acts.get("type") == "float")
+        if bits == 8 and dynamic_acts and strategy == "channel":
+            return QuantFormat.CT_FP8_CHANNEL, scheme
+        if bits == 8 and dynamic_acts and strategy == "block":
+            return QuantFormat.CT_FP8_BLOCK, scheme
         return QuantFormat.CT_FP8, scheme
     if kind != "int":
         return QuantFormat.CT_OTHER, scheme
@@ -197,7 +214,37 @@ def compressed_tensors_layers(config: Mapping[str, Any]) -> tuple[QuantizedLayer
                               f"(targets {list(group.get('targets') or [])}) covers it "
                               f"({scheme})"))
                 break
-    return _grouped(found)
+    return _with_blocks(_grouped(found), config, _ct_block(groups))
+
+
+def _ct_block(groups: Any) -> tuple[int, int] | None:
+    """The first block_structure of a compressed-tensors config's groups."""
+    for group in groups.values() if isinstance(groups, Mapping) else ():
+        weights = group.get("weights") if isinstance(group, Mapping) else None
+        block = weights.get("block_structure") if isinstance(weights, Mapping) else None
+        if block:
+            return _pair(block)
+    return None
+
+
+def _pair(block: Any) -> tuple[int, int] | None:
+    if (isinstance(block, Sequence) and len(block) == 2
+            and all(isinstance(v, int) and v > 0 for v in block)):
+        return (block[0], block[1])
+    return None
+
+
+def _with_blocks(layers: tuple[QuantizedLayers, ...], config: Mapping[str, Any],
+                 block: tuple[int, int] | None) -> tuple[QuantizedLayers, ...]:
+    """Block-quantized linear layers carry their block and the config's projections."""
+    if block is None:
+        return layers
+    return tuple(
+        evolve(g, block=block, projections=dense_projections(config))
+        if g.format in (QuantFormat.CT_FP8_BLOCK, QuantFormat.FP8_BLOCK)
+        and g.kind is LayerKind.LINEAR else g
+        for g in layers
+    )
 
 
 def fp8_layers(config: Mapping[str, Any] | None) -> tuple[QuantizedLayers, ...]:
@@ -213,7 +260,8 @@ def fp8_layers(config: Mapping[str, Any] | None) -> tuple[QuantizedLayers, ...]:
     else:
         fmt, says = QuantFormat.FP8_CHANNEL, "--quantization fp8 quantizes it to fp8 at load"
     found = [(fmt, k, module, says) for k, (module, _) in _sample_modules(config or {}).items()]
-    return _grouped(found)
+    block = _pair(qconfig.get("weight_block_size")) if isinstance(qconfig, Mapping) else None
+    return _with_blocks(_grouped(found), config or {}, block)
 
 
 def quantized_layers(

@@ -53,6 +53,8 @@ class ModelSlimDescription:
     entries: Mapping[str, str] = field(converter=_freeze, hash=False, repr=False)
     model_quant_type: str | None = None
     version: str | None = None
+    # W4A8_DYNAMIC: input features per weight group (0 or absent: per output channel).
+    group_size: int | None = None
 
     @property
     def model_scheme(self) -> QuantScheme | None:
@@ -84,10 +86,12 @@ def parse_description(data: Any) -> ModelSlimDescription:
     )
     model_quant_type = data.get("model_quant_type")
     version = data.get("version")
+    group_size = data.get("group_size")
     return ModelSlimDescription(
         entries,
         model_quant_type if isinstance(model_quant_type, str) else None,
         version if isinstance(version, str) else None,
+        group_size if isinstance(group_size, int) and not isinstance(group_size, bool) else None,
     )
 
 

@@ -21,7 +21,7 @@ from ascend_core.quantization.modelslim import (
 
 EXPERT_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
 # Schemes a MoE method serves experts in (W8A8 static has no grouped kernel here).
-EXPERT_SCHEMES = (QuantScheme.W8A8_DYNAMIC, QuantScheme.FLOAT)
+EXPERT_SCHEMES = (QuantScheme.W8A8_DYNAMIC, QuantScheme.W4A8_DYNAMIC, QuantScheme.FLOAT)
 
 
 def expert_weight_keys(
@@ -60,10 +60,21 @@ def scheme_for_experts(
             "Re-export with ModelSlim using one scheme for every expert weight of a layer.",
         )
     if schemes[0] not in EXPERT_SCHEMES:
-        served = " or ".join(s.value for s in EXPERT_SCHEMES)
+        *most, last = (s.value for s in EXPERT_SCHEMES)
+        served = f"{', '.join(most)} or {last}"
         raise QuantizationError(
             f"MoE layer {prefix}: {DESCRIPTION_FILE} says its experts are {schemes[0].value} "
             f"({keys[0]}), and MoE experts are served as {served} only.",
-            "Re-export the experts with ModelSlim as W8A8_DYNAMIC (or keep them FLOAT).",
+            "Re-export the experts with ModelSlim as W8A8_DYNAMIC or W4A8_DYNAMIC (or keep "
+            "them FLOAT).",
+        )
+    if schemes[0] is QuantScheme.W4A8_DYNAMIC and (description.group_size or 0) > 0:
+        raise QuantizationError(
+            f"MoE layer {prefix}: its experts are W4A8_DYNAMIC with per-group weight scales "
+            f"(group_size {description.group_size} in {DESCRIPTION_FILE}), and W4A8_DYNAMIC "
+            "experts are served with per-channel scales only (as vllm-project/vllm-ascend "
+            "serves them).",
+            "Re-export the experts with ModelSlim's per-channel W4A8_DYNAMIC (group_size 0), "
+            "or as W8A8_DYNAMIC.",
         )
     return LayerScheme(prefix, schemes[0], keys)

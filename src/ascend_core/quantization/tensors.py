@@ -54,6 +54,28 @@ SCHEME_TENSORS: Mapping[QuantScheme, tuple[SchemeTensor, ...]] = MappingProxyTyp
 )
 
 
+# W4A8_DYNAMIC MoE experts (ModelSlim's per-channel layout, version 1.0.0, as
+# vllm-project/vllm-ascend reads it): int4 values packed two per int8 byte along the output
+# dimension (the even channel in the low nibble), a float32 per-channel scale and zero
+# offset, and scale_bias = 8 * weight_scale * sum over the input features of the int4 row,
+# the correction the NPU's int8 x int4 grouped matmul takes ([out, 1] for gate_proj and
+# up_proj; [out, 16] for down_proj, 16 partial sums over equal slices of the inputs).
+W4A8_EXPERT_TENSORS: tuple[SchemeTensor, ...] = (
+    SchemeTensor("weight", ("int8",), meaning="int4 pairs in int8 [out / 2, in]"),
+    SchemeTensor("weight_scale", FLOATS, meaning="per-channel weight scale [out, 1]"),
+    SchemeTensor("weight_offset", FLOATS, meaning="weight zero point [out, 1] (zeros)"),
+    SchemeTensor("scale_bias", ("float32",),
+                 meaning="8 * weight_scale * row sum, [out, 1] (down_proj [out, 16])"),
+)
+
+
+def expert_tensors(scheme: QuantScheme) -> tuple[SchemeTensor, ...]:
+    """The per-expert tensors of a MoE method's scheme (W8A8_DYNAMIC or W4A8_DYNAMIC)."""
+    if scheme is QuantScheme.W4A8_DYNAMIC:
+        return W4A8_EXPERT_TENSORS
+    return scheme_tensors(scheme)
+
+
 def scheme_tensors(scheme: QuantScheme) -> tuple[SchemeTensor, ...]:
     """The tensors of `scheme`; a QuantizationError for a scheme no linear method serves."""
     found = SCHEME_TENSORS.get(scheme)

@@ -148,16 +148,20 @@ _NO_ENC_DEC = Refused(
     "the paged attention backend is decoder-only (no cross-attention)", _REFERENCE
 )
 _VISION_HOST = Supported(
-    "vLLM's own vision towers (Qwen2.5-VL, Qwen3-VL) with their ViT attention on torch SDPA "
-    "(vLLM's MMEncoderAttention through the out-of-tree forward, plain torch), the language "
-    "model on the plugin's paged attention with vLLM's M-RoPE positions; greedy ids equal "
-    "transformers' in fp32 with images per prompt, chunked prefill and warm caches"
+    "vLLM's own vision towers (Qwen2.5-VL, Qwen3-VL) with their ViT attention through the "
+    "ops port's encoder_attention (plain torch SDPA per image or window) and the language "
+    "model's M-RoPE through its mrope, the language model on the plugin's paged attention; "
+    "greedy ids equal transformers' in fp32 with images per prompt, chunked prefill and "
+    "warm caches"
 )
-_NO_VISION_NPU = Refused(
-    "no NPU op is bound for the ViT's variable-length attention (npu_fused_infer_attention_"
-    "score's encoder layout) or for M-RoPE (npu_mrope), and the host's path is not yet "
-    "proven end to end",
-    "serve the language model alone (--language-model-only), or use vllm-ascend",
+_VISION_NPU = Supported(
+    "vLLM's own vision towers (Qwen2.5-VL, Qwen3-VL) in bf16/fp16 on the emulated NPU: the "
+    "ViT attention through npu_fused_infer_attention_score (BSND without a cache, every "
+    "image or window one batch; its TND encoder layout takes only D=192), M-RoPE through "
+    "npu_mrope's mrope mode (chunked sections; Qwen3-VL's interleaved ones through "
+    "npu_rotary_mul), the tower eager and the language model's decode in graphs; a "
+    "Qwen2.5-VL batch with images gives the host's greedy ids (bf16 near-ties allowed). "
+    "Not run on Ascend hardware"
 )
 _NO_VIDEO = Refused(
     "video frames through the vision tower (temporal patches, per-frame M-RoPE positions) "
@@ -325,7 +329,7 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.KIMI_DELTA_ATTENTION, _NPU): _NO_KDA_NPU,
     **{(Feature.ENCODER_DECODER, d): _NO_ENC_DEC for d in (_CPU, _NPU)},
     (Feature.VISION, _CPU): _VISION_HOST,
-    (Feature.VISION, _NPU): _NO_VISION_NPU,
+    (Feature.VISION, _NPU): _VISION_NPU,
     **{(Feature.VIDEO, d): _NO_VIDEO for d in (_CPU, _NPU)},
     **{(Feature.AUDIO, d): _NO_AUDIO for d in (_CPU, _NPU)},
     (Feature.LORA, _CPU): _LORA_HOST,

@@ -19,8 +19,9 @@ _F, _K = QuantFormat, LayerKind
 _DEVICE_NAMES = {"cpu": "the host device", "npu": "an Ascend NPU"}
 
 _SERVED_HERE = (
-    "re-export with ModelSlim as W8A8, W8A8_DYNAMIC or W8A16 (linear layers) or W8A8_DYNAMIC "
-    "(MoE experts), or with llm-compressor as int8 W8A8 with symmetric activations or as "
+    "re-export with ModelSlim as W8A8, W8A8_DYNAMIC or W8A16 (linear layers) or "
+    "W8A8_DYNAMIC or W4A8_DYNAMIC (MoE experts), or with llm-compressor as int8 W8A8 with "
+    "symmetric activations or as "
     "W4A16 (dense linear layers), which this build serves on both devices; or serve the "
     "unquantized model"
 )
@@ -90,10 +91,21 @@ _NO_W8A16_EXPERTS = Refused(
     "re-export with ModelSlim keeping the experts W8A8_DYNAMIC (the linear layers may stay "
     "W8A16); or serve the unquantized model",
 )
-_NO_W4A8 = Refused(
-    "the W4A8_DYNAMIC methods (int4 weights packed two per byte, npu_grouped_matmul with "
-    "int4 weights on an NPU) are not built yet",
-    "vllm-ascend serves ModelSlim W4A8_DYNAMIC on Atlas A2/A3 NPUs; or " + _SERVED_HERE,
+_W4A8_EXPERTS_HOST = Supported(
+    "the plugin's W4A8_DYNAMIC MoE method: int4 weights unpacked once at load (scale_bias "
+    "checked against them), each row quantized per token, exact int8 x int4 -> int32 products"
+)
+_W4A8_EXPERTS_NPU = Supported(
+    "npu_convert_weight_to_int4pack at load, then npu_dynamic_quant and npu_grouped_matmul "
+    "with int4 weights, int64 scale, the scale_bias as bias and per_token_scale; proven on "
+    "the emulated torch_npu, not on hardware"
+)
+_NO_W4A8_LINEAR = Refused(
+    "W4A8_DYNAMIC linear layers (dense models' int4 linears) have no method in this build "
+    "(its W4A8_DYNAMIC method serves MoE experts)",
+    "vllm-ascend serves ModelSlim W4A8_DYNAMIC linear layers on Atlas A2/A3 NPUs; or "
+    "re-export keeping the linear layers W8A8_DYNAMIC (the experts may stay W4A8_DYNAMIC); "
+    "or " + _SERVED_HERE,
 )
 _NO_STATIC_EXPERTS = Refused(
     "MoE experts in static W8A8 have no grouped method in this build (the experts' "
@@ -106,7 +118,8 @@ _NO_QUANT_EMBEDDING = Refused(
     "re-export with ModelSlim keeping embed_tokens and lm_head FLOAT",
 )
 _NO_MODELSLIM_UNKNOWN = Refused(
-    "ModelSlim schemes served here are W8A8, W8A8_DYNAMIC, W8A16 and FLOAT",
+    "ModelSlim schemes served here are W8A8, W8A8_DYNAMIC, W8A16, W4A8_DYNAMIC (MoE experts) "
+    "and FLOAT",
     _SERVED_HERE,
 )
 _NO_CT_ASYM = Refused(
@@ -127,11 +140,28 @@ _NO_WNA16 = Refused(
     "re-quantize with llm-compressor's W4A16 or W4A16_ASYM preset (int4, group-wise, "
     "actorder static or none), served on both devices; or " + _SERVED_HERE,
 )
+_FP8_HOST = Supported(
+    "the plugin's fp8 kernel (AscendFp8DequantLinearKernel, in vLLM's fp8 and block-fp8 "
+    "kernel tables): float8_e4m3fn weights dequantized once at load, float(w) * scale per "
+    "output channel or per [n, k] block, to the params dtype; float activations and matmul"
+)
+_FP8_NPU = Supported(
+    "Atlas A2/A3 have no fp8 matmul: the weights are dequantized at load to the model dtype "
+    "(as vllm-ascend does for block fp8 there) and served by a float matmul; A5 takes the "
+    "same path in this build; the torch code is the host's, not run on the emulated NPU"
+)
 _NO_FP8 = Refused(
-    "Atlas A2/A3 NPUs have no fp8 matmul, and this build has neither the dequantize-at-load "
-    "path nor a host fp8 kernel yet",
-    "serve the original bf16 checkpoint, or quantize it with ModelSlim (W8A8_DYNAMIC) or "
-    "llm-compressor (int8 W8A8)",
+    "fp8 checkpoints are served with a scale per output channel (FP8_DYNAMIC) or per block "
+    "(FP8_BLOCK, weight_block_size) and dynamic activations; per-tensor weight scales and "
+    "static activation scales are refused, as vllm-ascend refuses them",
+    "re-quantize with llm-compressor's FP8_DYNAMIC or FP8_BLOCK preset, or serve the "
+    "original bf16 checkpoint",
+)
+_NO_FP8_EXPERTS = Refused(
+    "fp8 MoE experts have no grouped method in this build (only dense linear layers are "
+    "dequantized at load)",
+    "keep the experts unquantized (llm-compressor's ignore list, e.g. "
+    "\"re:.*mlp.experts.*\"), or quantize them with ModelSlim as W8A8_DYNAMIC",
 )
 _NO_CT_OTHER = Refused(
     "the compressed-tensors schemes served here are int8 W8A8 with symmetric per-token or "
@@ -151,8 +181,9 @@ QUANT_MATRIX: Mapping[tuple[QuantFormat, LayerKind, DeviceKind], Verdict] = {
     (_F.MODELSLIM_W8A16, _K.LINEAR, _CPU): _W8A16_LINEAR_HOST,
     (_F.MODELSLIM_W8A16, _K.LINEAR, _NPU): _W8A16_LINEAR_NPU,
     **{(_F.MODELSLIM_W8A16, _K.EXPERTS, d): _NO_W8A16_EXPERTS for d in _BOTH},
-    **{(_F.MODELSLIM_W4A8_DYNAMIC, k, d): _NO_W4A8 for k in (_K.LINEAR, _K.EXPERTS)
-       for d in _BOTH},
+    **{(_F.MODELSLIM_W4A8_DYNAMIC, _K.LINEAR, d): _NO_W4A8_LINEAR for d in _BOTH},
+    (_F.MODELSLIM_W4A8_DYNAMIC, _K.EXPERTS, _CPU): _W4A8_EXPERTS_HOST,
+    (_F.MODELSLIM_W4A8_DYNAMIC, _K.EXPERTS, _NPU): _W4A8_EXPERTS_NPU,
     **{(_F.MODELSLIM_UNKNOWN, k, d): _NO_MODELSLIM_UNKNOWN for k in (_K.LINEAR, _K.EXPERTS)
        for d in _BOTH},
     (_F.CT_INT8_W8A8, _K.LINEAR, _CPU): _CT_INT8_HOST,
@@ -164,7 +195,13 @@ QUANT_MATRIX: Mapping[tuple[QuantFormat, LayerKind, DeviceKind], Verdict] = {
     (_F.CT_W4A16, _K.LINEAR, _NPU): _CT_W4A16_NPU,
     **{(_F.CT_W4A16, _K.EXPERTS, d): _NO_CT_W4A16_EXPERTS for d in _BOTH},
     **{(_F.CT_WNA16, k, d): _NO_WNA16 for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},
-    **{(f, k, d): _NO_FP8 for f in (_F.CT_FP8, _F.FP8_CHANNEL, _F.FP8_BLOCK)
+    **{(f, _K.LINEAR, _CPU): _FP8_HOST for f in (_F.CT_FP8_CHANNEL, _F.CT_FP8_BLOCK,
+                                                   _F.FP8_BLOCK)},
+    **{(f, _K.LINEAR, _NPU): _FP8_NPU for f in (_F.CT_FP8_CHANNEL, _F.CT_FP8_BLOCK,
+                                                  _F.FP8_BLOCK)},
+    **{(f, _K.EXPERTS, d): _NO_FP8_EXPERTS for f in (_F.CT_FP8_CHANNEL, _F.CT_FP8_BLOCK,
+                                                       _F.FP8_BLOCK) for d in _BOTH},
+    **{(f, k, d): _NO_FP8 for f in (_F.CT_FP8, _F.FP8_CHANNEL)
        for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},
     **{(_F.CT_OTHER, k, d): _NO_CT_OTHER for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},
     **{(f, _K.EMBEDDING, d): _NO_QUANT_EMBEDDING for f in QuantFormat for d in _BOTH},

@@ -3,7 +3,8 @@ the NPU runner made on the host (adapters/vllm/worker/host_decode_inputs.py) is 
 second time by
 vLLM's own device way over the same buffers, and the two are compared: positions,
 sequence lengths, query_start_loc, input ids, the discard mask, each group's slots and
-the sampled rows. The second making runs uncounted (the emulated device's counters and
+the sampled rows (with the staging arena, its one copy made first, uncounted, and again
+before the model). The second making runs uncounted (the emulated device's counters and
 launch hook do not see it), so the step's measured costs are the host way's alone."""
 
 from __future__ import annotations
@@ -39,12 +40,19 @@ def check_host_decode() -> dict[str, Any]:
         if n is None:  # not a host-made step
             return out
         tables = self.input_batch.block_table.block_tables
+        arena = getattr(self, "_arena", None)
+        deferred = arena is not None and arena.deferred
         with uncounted():
+            if deferred:  # the staging arena's one copy, made early here for the reads
+                arena.flush()
+                arena.flushes -= 1
             host = made(self, n, [torch.from_numpy(t.slot_mapping.np[:n].copy()) for t in tables])
             host["sampled_rows"] = torch.arange(1 << 20)[out[0]]
             rows = GPUModelRunner._prepare_inputs(self, scheduler_output, num_scheduled_tokens)[0]
             device = made(self, n, [t.slot_mapping.gpu[:n].cpu() for t in tables])
             device["sampled_rows"] = rows.cpu().long()
+        if deferred:  # the step's own copy (counted) is still to come, before the model
+            arena.deferred = True
         tally["steps"] += 1
         tally["batch_sizes"] = sorted({*tally["batch_sizes"], n})
         for name, value in host.items():

@@ -1,8 +1,14 @@
-"""One LLM.generate on emulated A3 NPUs, printed as JSON: TP=1 (the reference, with each
+"""LLM.generate on emulated A3 NPUs, printed as JSON: TP=1 eager (the reference, with each
 step's top-2 logprobs) or TP=2 with expert parallel (VLLM_ASCEND_MOE_COMM_METHOD as the
-parent set it), with each rank's MC2 and all-to-all calls. With `misroute`, a second
-generate follows with every MoE layer's exchange behind unit.fakes.moe_comm (each
-token sent to the wrong rank), its ids as `misrouted_ids`.
+parent set it) in the plan's default graph mode, with each rank's MC2 and all-to-all calls.
+
+Two passes: the prompts of PROMPT_LENGTHS (chunked prefill, mixed steps), then a decode
+pass (DECODE_PROMPTS one-token prompts: every step a uniform decode step, each one NPU
+graph replay in the graph runs) around which each rank's emulator counters are read: the
+graph replays, the MC2 ops those replays ran, the ones launched from the host, and the
+reads back to the host. With `misroute`, a third generate (the first pass's prompts)
+follows with every MoE layer's exchange behind unit.fakes.moe_comm (each token sent to
+the wrong rank), its ids as `misrouted_ids`.
 
 Run as: python npu_expert_parallel_run.py MODEL_DIR TP [misroute] (in child_env with 2
 emulated NPUs).
@@ -17,6 +23,9 @@ from typing import Any
 
 PROMPT_LENGTHS = (5, 40, 90, 17)  # 90 > max_num_batched_tokens: chunked prefill
 MAX_NEW = 8
+DECODE_PROMPTS = 4  # one token each: a decode batch of 4 from the first step
+CAPTURE_SIZES = [4, 8]  # few sizes: each is captured whole and in pieces
+MC2_OPS = ("npu_moe_distribute_dispatch_v2", "npu_moe_distribute_combine_v2")
 
 
 def prompts() -> list[list[int]]:
@@ -33,6 +42,10 @@ def moe_methods(wrapper: object) -> list[Any]:
         m.quant_method for m in worker.model_runner.model.modules()  # type: ignore[attr-defined]
         if type(m).__name__ == "RoutedExperts"
     ]
+
+
+def decode_prompts() -> list[list[int]]:
+    return [[7 + 11 * i] for i in range(DECODE_PROMPTS)]
 
 
 def exchange_calls(wrapper: object) -> dict[str, Any]:
@@ -67,15 +80,48 @@ def misroute(wrapper: object) -> int:
     return len(exchanges)
 
 
+def step_counters(wrapper: object, reset: bool) -> dict[str, Any]:
+    """Run in each worker: its emulator's counters since the last reset (then reset when
+    asked): graph replays, host reads, the MC2 ops launched from the host and replayed."""
+    from support.emulated_npu_device import counters, reset_counters, syncs
+    from support.torch_npu_emulator import graphs
+    from support.torch_npu_emulator.activate import activate_from_env
+
+    tnpu = activate_from_env()
+    c = counters()
+    out: dict[str, Any] = {
+        "graph_replays": c["graph_replays"],
+        "syncs": syncs(c),
+        "launched": {op: len(tnpu.calls_of(op)) for op in MC2_OPS},
+        "replayed": {op: graphs.REPLAYED[op] for op in MC2_OPS},
+    }
+    if reset:
+        reset_counters()
+        tnpu.calls.clear()
+        graphs.REPLAYED.clear()
+    return out
+
+
+def _top2(out: list[Any]) -> list[list[list[float]]]:
+    """Each step's top-2 logprobs: the gap says how near a tie the step was."""
+    return [
+        [sorted((lp.logprob for lp in step.values()), reverse=True)[:2]
+         for step in o.outputs[0].logprobs or []]
+        for o in out
+    ]
+
+
 def main(model: str, tp: int, wrong_rank: bool = False) -> None:
     os.environ["VLLM_ASCEND_DEVICE"] = "npu"
     os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # collective_rpc of a function
     from vllm import LLM, SamplingParams, TokensPrompt
 
+    graphs = tp > 1  # the reference runs eagerly; EP in the plan's default graph mode
     llm = LLM(
         model=model,
         dtype="bfloat16",
-        enforce_eager=True,
+        enforce_eager=not graphs,
+        compilation_config={"cudagraph_capture_sizes": CAPTURE_SIZES} if graphs else None,
         max_model_len=256,
         block_size=128,
         max_num_batched_tokens=64,
@@ -88,20 +134,26 @@ def main(model: str, tp: int, wrong_rank: bool = False) -> None:
     params = SamplingParams(
         max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True, logprobs=2 if tp == 1 else None
     )
-    requests = [TokensPrompt(prompt_token_ids=p) for p in prompts()]
-    out = llm.generate(requests, params, use_tqdm=False)
+
+    def generate(batch: list[list[int]]) -> list[Any]:
+        return llm.generate([TokensPrompt(prompt_token_ids=p) for p in batch], params,
+                            use_tqdm=False)
+
+    out = generate(prompts())
     result: dict[str, Any] = {"ids": [list(o.outputs[0].token_ids) for o in out]}
-    if tp == 1:  # each step's top-2 logprobs: the gap says how near a tie the step was
-        result["top2"] = [
-            [sorted((lp.logprob for lp in step.values()), reverse=True)[:2]
-             for step in o.outputs[0].logprobs or []]
-            for o in out
-        ]
-    else:
+    if tp > 1:
         result["ranks"] = llm.collective_rpc(exchange_calls)
+        llm.collective_rpc(step_counters, args=(True,))
+    decode = generate(decode_prompts())
+    result["decode_ids"] = [list(o.outputs[0].token_ids) for o in decode]
+    if tp == 1:
+        result["top2"], result["decode_top2"] = _top2(out), _top2(decode)
+    else:
+        result["decode_steps"] = MAX_NEW
+        result["decode_ranks"] = llm.collective_rpc(step_counters, args=(False,))
     if wrong_rank:
         result["misrouted_layers"] = llm.collective_rpc(misroute)
-        wrong = llm.generate(requests, params, use_tqdm=False)
+        wrong = generate(prompts())
         result["misrouted_ids"] = [list(o.outputs[0].token_ids) for o in wrong]
     print("RESULT " + json.dumps(result), flush=True)
 

@@ -47,7 +47,7 @@ def asked_for_v2(model: str) -> bool:
     from vllm.engine.arg_utils import EngineArgs
 
     os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
-    # With graphs (the plan's): the NPU's V2 runner serves eager only, so V1 with the reason.
+    # With the plan's graphs (FULL_AND_PIECEWISE for Llama), which the NPU's V2 runner serves.
     config = EngineArgs(model=model, dtype="bfloat16", max_model_len=256,
                         block_size=128).create_engine_config()
     believed = bool(config.use_v2_model_runner)

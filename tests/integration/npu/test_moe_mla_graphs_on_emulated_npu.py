@@ -35,6 +35,7 @@ from integration.npu.test_graphs_on_emulated_npu import (
     CAPTURE_SIZES,
     D2D_OUTSIDE_FULL_REPLAY,
     DEFAULT,
+    H2D_OUTSIDE_FULL_REPLAY,
     OUTSIDE_FULL_REPLAY,
     STALE,
     _start_graph,
@@ -111,6 +112,7 @@ def test_moe_and_mla_models_capture_full_graphs_and_give_the_eager_and_host_ids(
     assert step["graph_replays"] == 1
     assert step["fallback_ops"] <= OUTSIDE_FULL_REPLAY < eager_step["fallback_ops"], step
     assert step["d2d_copies"] <= D2D_OUTSIDE_FULL_REPLAY and step["d2h_copies"] == 1, step
+    assert step["h2d_copies"] <= H2D_OUTSIDE_FULL_REPLAY, step
     assert_sampling_tail_replayed(step, eager_step)
     assert_seeded_sampling_is_eagers(graphs, eager)
     launched = [k for k in step if k.startswith("op:") and any(m in k for m in MODEL_OPS)]

@@ -5,8 +5,8 @@ gives the ids of its prompts run alone.
 
 One engine (runner_run.py, llama tiny, eager, 4 KV blocks): the preempted batch, then
 each prompt alone. Before it, a config built with VLLM_USE_V2_MODEL_RUNNER=1 and the
-plan's graphs (the NPU's V2 runner serves eager only): the plan overrides it with a
-warning, not vLLM's "Model Runner V2 requires Triton" traceback.
+plan's graphs (FULL_AND_PIECEWISE for Llama): the NPU's V2 runner serves them, and vLLM's
+engine believes V2, with no override and no "Model Runner V2 requires Triton" traceback.
 Nothing here runs on Ascend hardware.
 """
 
@@ -54,16 +54,14 @@ def test_vllm_sees_triton_as_on_an_npu_host_and_engine_and_worker_agree_on_v1(ru
     assert "env.VLLM_USE_V2_MODEL_RUNNER: unset -> 0" in run["log"]
 
 
-def test_asking_for_v2_is_overridden_with_the_reason_not_a_traceback(run) -> None:
-    assert run["asked_v2_believed"] is False
+def test_asking_for_v2_with_the_plans_graphs_is_served_on_v2_not_a_traceback(run) -> None:
+    assert run["asked_v2_believed"] is True
     said = (
-        "Ascend plan: model runner: VLLM_USE_V2_MODEL_RUNNER=1 asked for vLLM's V2 runner; "
-        "the NPU worker builds V1 for "
+        "Ascend plan: model runner: VLLM_USE_V2_MODEL_RUNNER=1 asked for vLLM's V2 runner: "
+        "the NPU worker builds it (NpuModelRunnerV2, FULL_AND_PIECEWISE graphs on the NPU's"
     )
-    why = "graphs (V2's graph manager on the NPU's graphs is not built yet (issue 48)"
-    (line,) = [line for line in run["log"].splitlines() if said in line]
-    assert why in line and line.endswith("; serving on V1."), line
-    assert "Ascend plan: env.VLLM_USE_V2_MODEL_RUNNER: 1 -> 0" in run["log"]
+    assert said in run["log"]
+    assert "Ascend plan: env.VLLM_USE_V2_MODEL_RUNNER: 1 -> 0" not in run["log"]
     assert "requires Triton" not in run["log"]
 
 

@@ -1,11 +1,16 @@
 """One LLM.generate run for the V2-runner test, in a fresh process, printed as JSON.
 
-Run as: python v2_runner_run.py {host,npu} MODEL_DIR. `npu`: the emulated NPU with
+Run as: python v2_runner_run.py {host,npu} MODEL_DIR [GRAPH_MODE]. `npu`: the emulated NPU with
 VLLM_USE_V2_MODEL_RUNNER=1 (the test's environment), eager, vLLM's V2 Triton kernels in
 Triton's interpreter (TRITON_INTERPRET=1) over the `npu` tensors; `host`: the host device
 on its own runner (the reference ids). Batch 8 of mixed lengths (three longer than a
 step's 64 tokens: chunked prefill), greedy, then the same batch again (a prefix-cache
 pass). The result carries the worker's runner class and the plan's runner decision.
+GRAPH_MODE (a cudagraph_mode, e.g. FULL_DECODE_ONLY, or PLAN for the plan's choice): not
+eager, graphs of CAPTURE_SIZES; the result carries the graph mode, the graphs captured and
+the emulated device's counters. Each step's top-2 logprobs come back too (a parting from
+the reference is judged by the reference's gap). V2_STALE_GRAPH_ARGUMENTS=1: the runtime's
+graphs forget the attention op's update (unit.fakes.graphs), as a backend skipping it.
 An emulator, not Ascend hardware.
 """
 
@@ -22,6 +27,7 @@ from generate_run import emulate_npu, prompts
 LENGTHS = (5, 150, 40, 200, 1, 131, 77, 20)
 MAX_NEW = 6
 GPU_PACKAGE = "vllm.v1.worker.gpu."
+CAPTURE_SIZES = [1, 2, 4, 8]
 
 
 def runner_facts(worker: object) -> dict[str, object]:
@@ -58,20 +64,34 @@ def record_launches() -> dict[str, list[float]]:
     return launches
 
 
-def main(device: str, model: str) -> None:
+def main(device: str, model: str, graph_mode: str | None = None) -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process
     os.environ["VLLM_ASCEND_DEVICE"] = "cpu" if device == "host" else "npu"
     launches: dict[str, list[float]] = {}
     if device == "npu":
         emulate_npu()
         launches = record_launches()
-    from vllm import LLM, SamplingParams, TokensPrompt
+        if os.environ.get("V2_STALE_GRAPH_ARGUMENTS"):
+            from adapters.container import container
+            from unit.fakes.graphs import StaleGraphsRuntime
 
+            runtime = container().npu_device.runtime
+            runtime.override(StaleGraphsRuntime(runtime()))
+    from vllm import LLM, SamplingParams, TokensPrompt
+    from vllm.compilation.counter import compilation_counter
+
+    graphs: dict[str, Any] = {}
+    if graph_mode:
+        compilation: dict[str, Any] = {"cudagraph_capture_sizes": CAPTURE_SIZES}
+        if graph_mode != "PLAN":
+            compilation["cudagraph_mode"] = graph_mode
+        graphs = {"compilation_config": compilation}
     start = time.perf_counter()
     llm = LLM(
         model=model,
         dtype="bfloat16",
-        enforce_eager=True,
+        enforce_eager=not graph_mode,
+        **graphs,
         max_model_len=512,
         block_size=128,
         max_num_batched_tokens=64,
@@ -81,21 +101,39 @@ def main(device: str, model: str) -> None:
         seed=0,
     )
     started = time.perf_counter() - start
-    params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
+    params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True, logprobs=2)
     batch = [TokensPrompt(prompt_token_ids=p) for p in prompts(0, LENGTHS)]
+    captured = compilation_counter.num_cudagraph_captured
+    if device == "npu":
+        from support.emulated_npu_device import reset_counters
+
+        reset_counters()
     start = time.perf_counter()
     passes = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]
     generated = time.perf_counter() - start
 
     config = llm.llm_engine.vllm_config
+    device_counters: dict[str, Any] = {}
+    if device == "npu":
+        from support.emulated_npu_device import counters
+
+        device_counters = counters()
     (facts,) = llm.collective_rpc(runner_facts)
     print(
         "RESULT "
         + json.dumps(
             {
                 "runs": [[list(o.outputs[0].token_ids) for o in out] for out in passes],
+                "top2": [
+                    [sorted((lp.logprob for lp in step.values()), reverse=True)[:2]
+                     for step in o.outputs[0].logprobs or []]
+                    for o in passes[0]
+                ],
                 "cached_tokens": [int(o.num_cached_tokens or 0) for o in passes[1]],
                 "engine_v2": bool(config.use_v2_model_runner),
+                "graph_mode": config.compilation_config.cudagraph_mode.name,
+                "captured": captured,
+                "counters": device_counters,
                 "launches": launches,
                 "seconds": {"start": started, "generate": generated},
                 **facts,
@@ -106,4 +144,4 @@ def main(device: str, model: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:])

@@ -71,6 +71,22 @@ def ops_mixing_devices_fail_but_cpu_scalars_mix() -> None:
 
 
 @check
+def advanced_indexing_takes_cpu_indices_as_torch_does() -> None:
+    """torch's rule: indices on the CPU or on the indexed tensor's device (vLLM merges image
+    embeddings with a pinned CPU mask); a CPU tensor indexed by device indices still fails."""
+    a = torch.zeros(4, 2, device="npu")
+    mask = torch.tensor([True, False, False, True])
+    a[mask] = torch.ones(2, 2, device="npu")
+    assert a.cpu()[:, 0].tolist() == [1, 0, 0, 1] and a[mask].device.type == "npu"
+    try:
+        torch.zeros(4, 2)[mask.to("npu")] = torch.ones(2, 2)
+    except RuntimeError as exc:
+        assert "same device" in str(exc), exc
+    else:
+        raise AssertionError("a CPU tensor took npu indices")
+
+
+@check
 def device_to_host_copies_and_scalar_reads_are_counted() -> None:
     a = torch.arange(6, device="npu")
     reset_counters()

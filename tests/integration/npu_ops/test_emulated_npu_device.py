@@ -16,6 +16,7 @@ NAMES = (
     "tensors_have_device_type_npu_and_compute_on_it",
     "views_and_in_place_slice_writes_share_device_memory",
     "ops_mixing_devices_fail_but_cpu_scalars_mix",
+    "advanced_indexing_takes_cpu_indices_as_torch_does",
     "device_to_host_copies_and_scalar_reads_are_counted",
     "host_to_device_copies_are_counted_and_device_copies_are_not_syncs",
     "allocated_and_peak_bytes_back_mem_get_info",

@@ -1,14 +1,18 @@
 """ModelSlim W8A8_DYNAMIC exports of the MoE styles (Qwen3-MoE; DeepSeek-V3 with MLA, shared
-experts and grouped sigmoid routing) on the host device give the greedy ids of the
+experts and grouped sigmoid routing), and a W4A8_DYNAMIC (int4 experts) Qwen3-MoE export
+(compiled only), on the host device give the greedy ids of the
 fake-quant reference (support.quant_reference: transformers with each expert's and each
 linear's projections replaced by the scheme's integer math), fp32, batched, chunked
 (max_num_batched_tokens=64) and prefix-cached, compiled (the host's default) and eager.
 bf16 (Qwen3-MoE): the reference's top-1 at the MoE rate of test_bf16_agreement.
 The routed experts run through
-AscendW8A8DynamicMoeMethod with int8 weights; the router stays float.
+AscendW8A8DynamicMoeMethod with int8 weights (AscendW4A8DynamicMoeMethod with int4 values
+for W4A8_DYNAMIC); the router stays float.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import torch
@@ -25,9 +29,11 @@ from support.quant_reference import local_export
 # (style, scheme): mixed puts static W8A8 and W8A8_DYNAMIC attention layers next to the
 # W8A8_DYNAMIC experts (the one scheme served for experts).
 CASES = (("qwen3_moe", "w8a8_dynamic"), ("deepseek_v3", "w8a8_dynamic"), ("qwen3_moe", "mixed"))
+# W4A8_DYNAMIC experts (int4, the linear layers W8A8_DYNAMIC): one engine, the default path.
+INT4_CASES = (("qwen3_moe", "w4a8_dynamic", "compiled"),)
 
 
-@pytest.fixture(scope="module", params=[(*c, p) for p in PATHS for c in CASES],
+@pytest.fixture(scope="module", params=[(*c, p) for p in PATHS for c in CASES] + list(INT4_CASES),
                 ids=lambda p: "-".join(p))
 def served(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     style, scheme, path = request.param
@@ -38,6 +44,13 @@ def served(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     shut_down(llm)
 
 
+def _method(export: str):  # type: ignore[no-untyped-def]
+    from adapters.vllm.quantization.moe import AscendW8A8DynamicMoeMethod
+    from adapters.vllm.quantization.moe_w4a8 import AscendW4A8DynamicMoeMethod
+
+    return AscendW4A8DynamicMoeMethod if "w4a8" in Path(export).name else AscendW8A8DynamicMoeMethod
+
+
 def _model(llm):  # type: ignore[no-untyped-def]
     return llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
 
@@ -46,17 +59,19 @@ def test_experts_are_int8_and_the_router_float(served) -> None:  # type: ignore[
     from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
 
     from adapters.vllm.quantization.linear import AscendW8A8DynamicLinearMethod
-    from adapters.vllm.quantization.moe import AscendW8A8DynamicMoeMethod
 
-    style, _, llm = served
+    style, export, llm = served
     assert llm.llm_engine.vllm_config.model_config.quantization == "ascend"
     model = _model(llm)
     experts = {n: m for n, m in model.named_modules() if type(m).__name__ == "RoutedExperts"}
-    assert experts and {type(m.quant_method) for m in experts.values()} == {
-        AscendW8A8DynamicMoeMethod}
+    assert experts and {type(m.quant_method) for m in experts.values()} == {_method(export)}
     for name, m in experts.items():
         assert m.w13_weight.dtype == m.w2_weight.dtype == torch.int8, name
-        assert m.ascend_w13_scale.dtype == torch.float32, name
+        if "w4a8" in Path(export).name:  # the host holds the int4 values, one per int8
+            held = m.ascend_int4_experts
+            assert int(held.w13.abs().max()) <= 8 and held.w13_scale.dtype == torch.float32
+        else:
+            assert m.ascend_w13_scale.dtype == torch.float32, name
     linears = {n: type(m.quant_method) for n, m in model.named_modules()
                if isinstance(m, LinearBase)}
     routers = [n for n in linears if n.endswith("mlp.gate")]

@@ -4,9 +4,10 @@ with vLLM's expanded prompt ids equal to the processor's; a second round of the 
 (the multimodal processor cache warm; prefix caching on, though these prompts are shorter
 than a 128-token block, so no prefix hit yet) gives the same.
 
-The support matrix's host vision row rests on this test (the parts below the engine: the
-towers in test_vision_tower_host.py, the expanded ids and M-RoPE positions in
-test_vision_inputs_host.py).
+The tower's attention and the language model's M-RoPE compute through the ops port (the
+host's plain-torch twins of the NPU's). The support matrix's host vision row rests on this
+test (the parts below the engine: the towers in test_vision_tower_host.py, the expanded ids
+and M-RoPE positions in test_vision_inputs_host.py).
 """
 
 from __future__ import annotations
@@ -87,16 +88,20 @@ def _generate(llm, prompts: list[dict[str, Any]]):  # type: ignore[no-untyped-de
     return llm.generate(prompts, params, use_tqdm=False)
 
 
-def test_the_language_model_runs_on_our_paged_backend_and_the_tower_on_sdpa(llm) -> None:  # type: ignore[no-untyped-def]
+def test_the_language_model_runs_on_our_paged_backend_and_the_tower_on_our_ops(llm) -> None:  # type: ignore[no-untyped-def]
     from vllm.model_executor.layers.attention.attention import Attention
     from vllm.model_executor.layers.attention.mm_encoder_attention import MMEncoderAttention
+    from vllm.model_executor.layers.rotary_embedding.mrope import MRotaryEmbedding
 
     from adapters.vllm.attention.backend import PagedAttentionBackend
+    from adapters.vllm.layers.vision import AscendMMEncoderAttention, AscendMRotaryEmbedding
 
     model = llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
     encoder = [m for m in model.modules() if isinstance(m, MMEncoderAttention)]
-    assert encoder and all(m._forward_method.__func__ is MMEncoderAttention.forward_oot
+    assert encoder and all(m._forward_method.__func__ is AscendMMEncoderAttention.forward_oot
                            for m in encoder)
+    rope = [m for m in model.modules() if isinstance(m, MRotaryEmbedding)]
+    assert rope and all(type(m) is AscendMRotaryEmbedding for m in rope)
     decoder = [m for m in model.modules() if isinstance(m, Attention)]
     assert decoder and {m.attn_backend for m in decoder} == {PagedAttentionBackend}
 

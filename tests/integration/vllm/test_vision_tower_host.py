@@ -6,12 +6,11 @@ one-process tensor-parallel group), loading the tiny checkpoint's `visual.` weig
 Two images of different sizes in one call: variable-length sequences per image (Qwen2.5-VL
 also windowed attention in its first block, full in its second).
 
-What this proves about the out-of-tree platform (the groundwork for serving the towers,
-issue 47; the support matrix still refuses them until the engine's greedy ids are proven):
-vLLM's MMEncoderAttention picks TORCH_SDPA (the platform interface's default ViT backend)
-and dispatches through CustomOp.forward_oot, which is its plain-torch forward_native; the
-language model's M-RoPE is vLLM's MRotaryEmbedding (our rotary op replaces the 1-D
-RotaryEmbedding only), computed in vLLM's torch code.
+What this proves about the out-of-tree platform (issue 47): vLLM's MMEncoderAttention is
+built as our AscendMMEncoderAttention (registered out of tree), whose forward_oot computes
+through the ops port's encoder_attention with the per-image (and per-window) lengths; the
+language model's M-RoPE is our AscendMRotaryEmbedding, the port's mrope, which gives vLLM's
+own forward_native on the host for chunked (Qwen2.5-VL) and interleaved (Qwen3-VL) sections.
 """
 
 from __future__ import annotations
@@ -88,6 +87,8 @@ def test_the_vision_tower_gives_transformers_features_on_the_host(
     from vllm.platforms import current_platform
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
+    from adapters.vllm.layers.vision import AscendMMEncoderAttention
+
     assert current_platform.is_out_of_tree()
     model_dir = str(make_models_module().make_vl_model(MODELS_DIR / f"tiny-{style}", style))
     config = AutoConfig.from_pretrained(model_dir)
@@ -103,7 +104,8 @@ def test_the_vision_tower_gives_transformers_features_on_the_host(
     assert len(attention) == config.vision_config.depth
     for layer in attention:
         assert layer.attn_backend is AttentionBackendEnum.TORCH_SDPA
-        assert layer._forward_method.__func__ is MMEncoderAttention.forward_oot
+        assert type(layer) is AscendMMEncoderAttention
+        assert layer._forward_method.__func__ is AscendMMEncoderAttention.forward_oot
     with torch.no_grad():
         got = tower(pixels, grid_thw=grid.tolist())
 
@@ -119,14 +121,11 @@ def test_the_vision_tower_gives_transformers_features_on_the_host(
 
 
 @pytest.mark.parametrize("style", STYLES)
-def test_m_rope_is_vllms_mrotary_embedding_not_our_1d_rotary_op(
-    vllm_context: None, style: str
-) -> None:
+def test_m_rope_runs_through_our_port_and_gives_vllms_own(vllm_context: None, style: str) -> None:
     from transformers import AutoConfig
     from vllm.model_executor.layers.rotary_embedding import get_rope
-    from vllm.model_executor.layers.rotary_embedding.mrope import MRotaryEmbedding
 
-    from adapters.vllm.layers.custom_ops import AscendRotaryEmbedding
+    from adapters.vllm.layers.vision import AscendMRotaryEmbedding
 
     model_dir = str(make_models_module().make_vl_model(MODELS_DIR / f"tiny-{style}", style))
     text = AutoConfig.from_pretrained(model_dir).text_config
@@ -134,8 +133,8 @@ def test_m_rope_is_vllms_mrotary_embedding_not_our_1d_rotary_op(
         text.head_dim, text.max_position_embeddings, is_neox_style=True,
         rope_parameters=dict(text.rope_parameters), dtype=torch.float32,
     )
-    assert isinstance(rope, MRotaryEmbedding) and not isinstance(rope, AscendRotaryEmbedding)
-    assert rope.mrope_section == [4, 6, 6]
+    assert type(rope) is AscendMRotaryEmbedding
+    assert rope.mrope_section == [4, 6, 6] and rope.mrope_interleaved == (style == "qwen3_vl")
     # 3-D positions (time, height, width) whose rows differ: each section rotates by its own.
     tokens = 6
     positions = torch.stack(
@@ -144,8 +143,11 @@ def test_m_rope_is_vllms_mrotary_embedding_not_our_1d_rotary_op(
     heads = text.num_attention_heads * text.head_dim
     query = torch.randn(tokens, heads, generator=torch.Generator().manual_seed(0))
     key = query[:, : text.num_key_value_heads * text.head_dim].clone()
-    q_3d, _ = rope.forward_native(positions, query.clone(), key.clone())
-    q_1d, _ = rope.forward_native(positions[0], query.clone(), key.clone())
+    for pos in (positions, positions[0]):  # an image batch, a text-only batch
+        ours = rope(pos, query.clone(), key.clone())  # CustomOp dispatch: forward_oot
+        native = rope.forward_native(pos, query.clone(), key.clone())
+        torch.testing.assert_close(ours[0], native[0], atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(ours[1], native[1], atol=1e-6, rtol=1e-6)
+    q_3d, _ = rope(positions, query.clone(), key.clone())
+    q_1d, _ = rope(positions[0], query.clone(), key.clone())
     assert not torch.allclose(q_3d, q_1d)  # height/width sections moved the rotation
-    same = torch.stack([positions[0]] * 3)
-    torch.testing.assert_close(rope.forward_native(same, query.clone(), key.clone())[0], q_1d)

@@ -101,7 +101,12 @@ def uncounted() -> Iterator[None]:
 
 # Frames of these files are where a launch comes from; the emulator's and torch's are not.
 _SOURCES = ("/vllm/", "/src/adapters/", "/src/ascend_core/")
-_RUNNER = ("gpu_model_runner.py", "npu_model_runner.py")
+_RUNNER = (  # V1's model runners, then V2's
+    "gpu_model_runner.py",
+    "npu_model_runner.py",
+    "gpu/model_runner.py",
+    "npu_model_runner_v2.py",
+)
 
 
 def _where() -> str:

@@ -1075,6 +1075,9 @@ void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   std::vector<at::Tensor> tensors;
   std::optional<at::Device> where;
+  const auto& base = op.schema().operator_name().name;
+  const bool indexes = base == "aten::index" || base == "aten::index_put_" ||
+                       base == "aten::index_put" || base == "aten::_index_put_impl_";
   for (size_t i = start; i < stack->size(); ++i) {
     auto& v = (*stack)[i];
     if (v.isTensor()) {
@@ -1083,7 +1086,16 @@ void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       for (const auto& t : v.toTensorList()) tensors.push_back(t);
     } else if (v.isList()) {
       for (const auto& e : v.toListRef()) {
-        if (e.isTensor()) tensors.push_back(e.toTensor());
+        if (!e.isTensor()) continue;
+        const auto& t = e.toTensor();
+        if (indexes && t.defined() && t.is_cpu()) {
+          // Advanced indexing takes index tensors on the CPU too ("indices should be either
+          // on cpu or on the same device as the indexed tensor"): torch copies them over.
+          g_counters.h2d_copies.fetch_add(1);
+          g_counters.h2d_bytes.fetch_add(static_cast<int64_t>(t.nbytes()));
+          continue;
+        }
+        tensors.push_back(t);
       }
     } else if (v.isDevice() && v.toDevice().type() == kNpu) {
       auto d = v.toDevice();

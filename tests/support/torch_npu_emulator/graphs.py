@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import json
 import weakref
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -57,6 +58,9 @@ _OPEN_GROUPS: dict[StreamKey, tuple[NPUGraph, int]] = {}  # stream -> (graph, fi
 _UPDATING: dict[StreamKey, list[Any]] = {}  # stream -> [handle, ops seen]
 _PAUSED: list[tuple[NPUGraph, int, StreamKey, ExternalEvent]] = []
 _DISPATCH_MODES: list[_GraphDispatchMode] = []
+# torch_npu ops run by graph replays, by name (for tests: what a replay ran, where the
+# device's op counts hold launches from the host only).
+REPLAYED: Counter[str] = Counter()
 
 
 def bind(npu: Any, torch_npu: Any) -> None:
@@ -121,6 +125,7 @@ class OpNode:
         self.where = where
 
     def replay(self) -> bool:
+        REPLAYED[self.name] += 1
         with torch.device(self.where) if self.where is not None else _null():
             result = self._run(self.overload, self.bound)
         for dst, src in zip(self.outputs, _tensors(result), strict=False):

@@ -88,14 +88,25 @@ def npu_rotary_mul(a: dict[str, Any]) -> torch.Tensor:
 
 
 def npu_mrope(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rope mode of CANN's RopeWithSinCosCache: rows cos | sin of the cache at positions;
-    the first rotary_dim channels of each head rotate, the rest pass through."""
+    """CANN's RopeWithSinCosCache: rows cos | sin of the cache at positions; the first
+    rotary_dim channels of each head rotate, the rest pass through. Rope mode: positions
+    (numTokens); mrope mode (mrope_section given, not [0, 0, 0]): positions (3, numTokens)
+    and the rotary_dim / 2 frequencies in three segments, the first mrope_section[0] from
+    the temporal row's cache row, the next [1] from the height row's, the last [2] from the
+    width row's (cache_mode 'default', the docs' three-segment splicing)."""
     pos, q, k, cache = a["positions"], a["query"], a["key"], a["cos_sin_cache"]
     head_size, mode = a["head_size"], a["rotary_mode"]
-    if a["mrope_section"] not in (None, [0, 0, 0]) or pos.dim() != 1:
-        raise NotImplementedError("npu_mrope: only rope mode (1D positions) is modelled")
+    section = a["mrope_section"]
+    mrope = section is not None and list(section) != [0, 0, 0]
     if a["cache_mode"] != "default":
+        # 'interleave' splices cos and sin "interleaved"; the docs do not give its layout.
         raise NotImplementedError(f"npu_mrope: cache_mode {a['cache_mode']!r} not modelled")
+    if mrope:
+        _require(pos.dim() == 2 and pos.shape[0] == 3, "npu_mrope: mrope mode takes (3, T)")
+        _require(len(section) == 3, "npu_mrope: mrope_section has three entries")
+    elif pos.dim() != 1:
+        # 2-D positions without a section: the docs name no rule for it.
+        raise NotImplementedError("npu_mrope: 2-D positions without mrope_section")
     _require(pos.dtype in (torch.int32, torch.int64), "npu_mrope: positions int32/int64")
     _require(q.dim() == 2 and k.dim() == 2 and cache.dim() == 2, "npu_mrope: 2D inputs only")
     for t in (q, k, cache):
@@ -108,11 +119,21 @@ def npu_mrope(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         q.shape[1] % head_size == 0 and k.shape[1] % head_size == 0,
         "npu_mrope: query/key width must be heads x head_size",
     )
-    _require(q.shape[0] == k.shape[0] == pos.shape[0], "npu_mrope: token counts differ")
+    _require(q.shape[0] == k.shape[0] == pos.shape[-1], "npu_mrope: token counts differ")
     _require(bool(((pos >= 0) & (pos < cache.shape[0])).all()), "npu_mrope: position out of range")
     if mode not in ("half", "interleave"):
         raise ValueError(f"npu_mrope: rotary_mode {mode!r} is not half or interleave")
-    cos, sin = cache.index_select(0, pos.long()).to(F32).chunk(2, dim=-1)
+    if mrope:
+        _require(
+            sum(section) == rotary_dim // 2,
+            "npu_mrope: mrope_section must sum to rotary_dim / 2",
+        )
+        rows = [cache.index_select(0, pos[i].long()).to(F32).chunk(2, dim=-1) for i in range(3)]
+        bounds = (0, section[0], section[0] + section[1], rotary_dim // 2)
+        cos = torch.cat([rows[i][0][:, bounds[i] : bounds[i + 1]] for i in range(3)], dim=-1)
+        sin = torch.cat([rows[i][1][:, bounds[i] : bounds[i + 1]] for i in range(3)], dim=-1)
+    else:
+        cos, sin = cache.index_select(0, pos.long()).to(F32).chunk(2, dim=-1)
     cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [T, 1, rotary_dim / 2]
 
     def rope(x: torch.Tensor) -> torch.Tensor:
@@ -207,7 +228,9 @@ def npu_fused_infer_attention_score(a: dict[str, Any]) -> tuple[torch.Tensor, to
     if layout not in ("BSH", "BSND"):
         raise NotImplementedError(f"fused_infer_attention_score: layout {layout} not modelled")
     if a["block_table"] is None:
-        raise NotImplementedError("fused_infer_attention_score: only paged KV is modelled")
+        from support.torch_npu_emulator.semantics_encoder import dense_attention
+
+        return dense_attention(a)
     _require(q.dtype in HALF_TYPES, f"fused_infer_attention_score: query dtype {q.dtype}")
     _require(k.dtype == v.dtype == q.dtype, "fused_infer_attention_score: kv dtype != query")
     for name, t in (("query", q), ("key", k), ("value", v)):

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from support.torch_npu_emulator.semantics import F32, FLOAT_TYPES, _require
+from support.torch_npu_emulator.semantics_w4a16 import unpack_int4pack
 
 
 def npu_moe_gating_top_k(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -120,8 +121,9 @@ def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
     """One x [M, K], one weight [G, K, N], group sizes over M: y[rows of g] = x @ w[g]."""
     xs, ws, group_list = a["x"], a["weight"], a["group_list"]
     quantized = bool(xs) and xs[0].dtype == torch.int8
+    a8w4 = quantized and len(ws) == 1 and ws[0].dtype == torch.int32
     for name in (
-        "bias",
+        *(() if a8w4 else ("bias",)),
         *(() if quantized else ("scale", "per_token_scale")),
         "offset",
         "antiquant_scale",
@@ -136,6 +138,9 @@ def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
     _require(a["group_type"] == 0, "npu_grouped_matmul: groups over M (group_type 0)")
     _require(a["act_type"] in (0, None), "npu_grouped_matmul: act_type not modelled")
     x, w = xs[0], ws[0]
+    if a8w4:  # int4 weights, eight per int32 along N
+        _require(w.dim() == 3 and w.is_contiguous(), "npu_grouped_matmul: int4 weight [G,K,N/8]")
+        w = torch.stack([unpack_int4pack(g) for g in w])
     _require(x.dim() == 2 and w.dim() == 3 and x.shape[1] == w.shape[1], "x [M,K], w [G,K,N]")
     if not quantized:
         _require(x.dtype == w.dtype and x.dtype in FLOAT_TYPES, "npu_grouped_matmul: x, w dtypes")
@@ -157,6 +162,8 @@ def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
     # path hands the op all NUM_ROWS*K rows of npu_moe_init_routing_v2 with the counts of
     # the active experts only (expert parallel), which this follows.
     _require(sum(sizes) <= x.shape[0], "npu_grouped_matmul: group sizes exceed x's rows")
+    if a8w4:
+        return [_a8w4_groups(a, x, w, sizes)]
     if quantized:
         return [_per_token_quant_groups(a, x, w, sizes)]
     # Each group's product accumulates in float32 and rounds once to x's dtype: torch's
@@ -198,6 +205,44 @@ def _per_token_quant_groups(
         out[start : start + size] = acc.to(torch.int32).to(F32) * scale[g].to(F32)
         start += size
     return (out * token.unsqueeze(-1)).to(out_dtype)
+
+
+def _a8w4_groups(
+    a: dict[str, Any], x: torch.Tensor, w: torch.Tensor, sizes: list[int]
+) -> torch.Tensor:
+    """int8 x, int4 weights (A8W4). The operands as npu_grouped_matmul_finalize_routing's
+    docs give them for a8w4 (the grouped matmul's own docs list int4 weights but not this
+    case): scale int64 [G, 1, N] holding float32 bits, bias float32 2-D [G, N] (a8w4 only),
+    per_token_scale float32 [M], output bfloat16. The docs state no formula for the bias;
+    vllm-project/vllm-ascend passes 8 * scale * sum_k w as it (scale_bias) and its outputs
+    are the model's, which fits a kernel that offsets each int8 activation by 8 into two
+    int4 halves: modelled as y = (float32(x @ w - 8 * sum_k w) * scale + bias) *
+    per_token_scale, so a missing or wrong bias gives wrong outputs, as it would there."""
+    name = "npu_grouped_matmul (A8W4)"
+    scales, tokens, biases = a["scale"], a["per_token_scale"], a["bias"]
+    _require(scales is not None and len(scales) == 1 and tokens is not None and len(tokens) == 1
+             and biases is not None and len(biases) == 1,
+             f"{name}: takes one scale, one per_token_scale and one bias")
+    scale, token, bias = scales[0], tokens[0], biases[0]
+    groups, _, n = w.shape
+    _require(tuple(scale.shape) == (groups, 1, n) and scale.dtype == torch.int64,
+             f"{name}: scale int64 [G, 1, N]")
+    _require(tuple(bias.shape) == (groups, n) and bias.dtype == F32,
+             f"{name}: bias float32 [G, N]")
+    _require(tuple(token.shape) == (x.shape[0],) and token.dtype == F32,
+             f"{name}: per_token_scale [M] float32")
+    _require(a["output_dtype"] == torch.bfloat16,
+             f"{name}: outputs bfloat16, not {a['output_dtype']}")
+    scale32 = (scale.reshape(groups, n) & 0xFFFFFFFF).to(torch.int32).view(F32)
+    out = torch.full((x.shape[0], n), float("nan"), dtype=F32, device=x.device)
+    start = 0
+    for g, size in enumerate(sizes):
+        wg = w[g].to(torch.int64)
+        acc = x[start : start + size].to(torch.int64) @ wg - 8 * wg.sum(dim=0)
+        _require(bool((acc.abs() < 2**31).all()), f"{name}: int32 overflow")
+        out[start : start + size] = acc.to(F32) * scale32[g] + bias[g]
+        start += size
+    return (out * token.unsqueeze(-1)).to(torch.bfloat16)
 
 
 def npu_moe_token_unpermute(a: dict[str, Any]) -> torch.Tensor:

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from ascend_core.env_registry import ENV_REGISTRY, RETIRED_VARS
+from support.parsed_sources import syntax_nodes
 
 SRC = Path(__file__).resolve().parents[3] / "src"
 NAME = re.compile(r"^VLLM_ASCEND_[A-Z0-9_]+$")
@@ -20,7 +21,7 @@ def unregistered_names(root: Path) -> list[str]:
     found = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).as_posix()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        for node in syntax_nodes(path):
             if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
                 continue
             name = node.value

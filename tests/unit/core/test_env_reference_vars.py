@@ -17,6 +17,7 @@ from ascend_core.env.variables import EnvVar, VarType
 from ascend_core.env_registry import ENV_REGISTRY, ENV_VARS
 from ascend_core.errors import ConfigError, EnvironmentVariableError
 from ascend_core.plan import plan_config
+from support.parsed_sources import syntax_nodes
 from unit.core.plan_fixtures import mla_model, npu
 
 SRC = Path(__file__).resolve().parents[3] / "src"
@@ -106,8 +107,7 @@ def read_in_src(root: Path = SRC) -> set[str]:
     for path in sorted(root.rglob("*.py")):
         if path.relative_to(root).as_posix() in DEFINED_IN:
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node in ast.walk(tree):
+        for node in syntax_nodes(path):
             if isinstance(node, ast.ImportFrom) and node.module in (
                 "ascend_core.env_registry",
                 "ascend_core.env.reference_vars",
@@ -149,7 +149,7 @@ def read_through_properties(root: Path = SRC) -> set[str]:
     for path in sorted(root.rglob("*.py")):
         if path.relative_to(root).as_posix() in DEFINED_IN:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        for node in syntax_nodes(path):
             if _settings_property(node, by_property):
                 assert isinstance(node, ast.Attribute)
                 seen.add(by_property[node.attr])

@@ -37,15 +37,16 @@ def test_v2_asked_on_the_eager_npu_is_built_and_vllm_told_v2() -> None:
     assert "runner=V2" in plan.describe().splitlines()[0]
 
 
-@pytest.mark.parametrize(
-    ("deployment", "why"),
-    [
-        (npu(v2_model_runner="1"), "V2's graph manager on the NPU's graphs is not built"),
-        (host(v2_model_runner="1", compilation=EAGER), "no Triton driver"),
-    ],
-    ids=["npu-graphs", "host"],
-)
-def test_v2_asked_where_not_served_is_v1_with_a_warning_not_refused(deployment, why) -> None:
+def test_v2_asked_on_the_npu_with_the_plans_graphs_is_built_with_them() -> None:
+    plan = plan_config(npu(v2_model_runner="1"))
+    assert plan.ok and plan.model_runner is ModelRunner.V2
+    assert "FULL_AND_PIECEWISE graphs on the NPU's" in plan.decisions.model_runner_reason
+    assert not [w for w in plan.warnings if "model runner" in w]
+    assert plan.changes_to(fields.V2_MODEL_RUNNER) == ()
+
+
+def test_v2_asked_where_not_served_is_v1_with_a_warning_not_refused() -> None:
+    deployment, why = host(v2_model_runner="1", compilation=EAGER), "no Triton driver"
     plan = plan_config(deployment)
     assert plan.ok and plan.model_runner is ModelRunner.V1
     (warning,) = [w for w in plan.warnings if "model runner" in w]
@@ -67,7 +68,11 @@ def test_vllms_reading_of_the_variable() -> None:
     ]
     decision = decide_model_runner(DeviceKind.CPU, "1")
     assert decision.overrides_request and "host worker builds V1" in decision.reason
-    graphs = decide_model_runner(DeviceKind.NPU, "1", GraphMode.FULL_DECODE_ONLY)
-    assert graphs.overrides_request and "FULL_DECODE_ONLY graphs" in graphs.reason
+    full = decide_model_runner(DeviceKind.NPU, "1", GraphMode.FULL_DECODE_ONLY)
+    assert full.runner is ModelRunner.V2 and not full.overrides_request
+    assert "FULL_DECODE_ONLY graphs on the NPU's" in full.reason
+    pieces = decide_model_runner(DeviceKind.NPU, "1", GraphMode.PIECEWISE)
+    assert pieces.runner is ModelRunner.V2 and not pieces.overrides_request
+    assert "PIECEWISE graphs on the NPU's" in pieces.reason
     assert decide_model_runner(DeviceKind.NPU, "1").runner is ModelRunner.V2
     assert [runner_variable(r) for r in ModelRunner] == ["0", "1"]

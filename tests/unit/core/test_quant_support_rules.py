@@ -29,9 +29,13 @@ SERVED = {
     (QuantFormat.MODELSLIM_W8A8, LayerKind.LINEAR),
     (QuantFormat.MODELSLIM_W8A8_DYNAMIC, LayerKind.LINEAR),
     (QuantFormat.MODELSLIM_W8A8_DYNAMIC, LayerKind.EXPERTS),
+    (QuantFormat.MODELSLIM_W4A8_DYNAMIC, LayerKind.EXPERTS),
     (QuantFormat.MODELSLIM_W8A16, LayerKind.LINEAR),
     (QuantFormat.CT_INT8_W8A8, LayerKind.LINEAR),
     (QuantFormat.CT_W4A16, LayerKind.LINEAR),
+    (QuantFormat.CT_FP8_CHANNEL, LayerKind.LINEAR),
+    (QuantFormat.CT_FP8_BLOCK, LayerKind.LINEAR),
+    (QuantFormat.FP8_BLOCK, LayerKind.LINEAR),
 }
 
 
@@ -51,6 +55,7 @@ DESCRIPTION = {
     "model.embed_tokens.weight": "FLOAT",
     "model.layers.0.self_attn.q_proj.weight": "W8A16",
     "model.layers.0.self_attn.k_proj.weight": "W8A16",
+    "model.layers.0.self_attn.o_proj.weight": "W4A8_DYNAMIC",
     "model.layers.0.mlp.experts.0.gate_proj.weight": "W4A8_DYNAMIC",
     "model.layers.0.mlp.experts.1.gate_proj.weight": "W4A8_DYNAMIC",
     "model.layers.0.mlp.gate.weight": "FLOAT",
@@ -62,6 +67,7 @@ def test_a_modelslim_description_by_format_and_kind() -> None:
     found = {(g.format, g.kind): g for g in modelslim_layers(DESCRIPTION)}
     assert set(found) == {
         (QuantFormat.MODELSLIM_W8A16, LayerKind.LINEAR),
+        (QuantFormat.MODELSLIM_W4A8_DYNAMIC, LayerKind.LINEAR),
         (QuantFormat.MODELSLIM_W4A8_DYNAMIC, LayerKind.EXPERTS),
         (QuantFormat.MODELSLIM_W8A8_DYNAMIC, LayerKind.EMBEDDING),
     }
@@ -113,7 +119,7 @@ FP8_BLOCK = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "blo
      {(QuantFormat.CT_INT8_ASYMMETRIC, LayerKind.LINEAR)}),
     (_ct(FP8_BLOCK, {"num_bits": 8, "type": "float", "strategy": "group", "group_size": 128,
                      "dynamic": True}, "float-quantized"),
-     {(QuantFormat.CT_FP8, LayerKind.LINEAR)}),
+     {(QuantFormat.CT_FP8_BLOCK, LayerKind.LINEAR)}),
 ])  # fmt: skip
 def test_compressed_tensors_groups_by_format_and_kind(config, expected) -> None:  # type: ignore[no-untyped-def]
     assert {(g.format, g.kind) for g in compressed_tensors_layers(config)} == expected
@@ -142,14 +148,16 @@ def test_the_plan_refuses_an_unserved_layer_naming_it_and_what_serves_it(deploym
     plan = plan_config(attrs.evolve(deployment, quantized_layers=layers,
                                     detected_quantization=QuantMethod.ASCEND))
     messages = [str(e) for e in plan.errors]
-    # The W8A16 linears are served; the W4A8_DYNAMIC experts and the lm_head are not.
+    # The W8A16 linears and the W4A8_DYNAMIC experts are served; the W4A8_DYNAMIC linear
+    # and the lm_head are not.
     assert len(messages) == 2, messages
-    assert not any(m.startswith("Layer model.layers.0.self_attn") for m in messages), messages
+    assert not any(m.startswith("Layer model.layers.0.self_attn.q_proj") for m in messages)
+    assert not any(m.startswith("Layer model.layers.0.mlp.experts") for m in messages)
     w4a8 = next(m for m in messages if "W4A8_DYNAMIC" in m)
-    assert w4a8.startswith("Layer model.layers.0.mlp.experts.0.gate_proj (and 1 more): "
+    assert w4a8.startswith("Layer model.layers.0.self_attn.o_proj: "
                            "quant_model_description.json says")
-    assert "does not serve for MoE experts on" in w4a8
-    assert "vllm-ascend serves ModelSlim W4A8_DYNAMIC on Atlas A2/A3 NPUs" in w4a8
+    assert "does not serve for linear layers on" in w4a8
+    assert "vllm-ascend serves ModelSlim W4A8_DYNAMIC linear layers on Atlas A2/A3" in w4a8
     assert any(m.startswith("Layer lm_head: quant_model_description.json says lm_head.weight "
                             "is W8A8_DYNAMIC") for m in messages)
 

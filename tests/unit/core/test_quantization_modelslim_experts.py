@@ -53,7 +53,7 @@ def test_static_w8a8_experts_are_refused() -> None:
     with pytest.raises(QuantizationError) as caught:
         scheme_for_experts(parse_description(_entries("W8A8")), PREFIX, EXPERTS)
     assert "its experts are W8A8" in caught.value.what
-    assert "served as W8A8_DYNAMIC or FLOAT only" in caught.value.what
+    assert "served as W8A8_DYNAMIC, W4A8_DYNAMIC or FLOAT only" in caught.value.what
 
 
 def test_the_checkpoints_projection_names_are_used() -> None:
@@ -61,3 +61,14 @@ def test_the_checkpoints_projection_names_are_used() -> None:
     entries = {f"{PREFIX}.{e}.{p}.weight": "W8A8_DYNAMIC" for e in range(2) for p in names}
     found = scheme_for_experts(parse_description(entries), PREFIX, 2, names)
     assert found.scheme is QuantScheme.W8A8_DYNAMIC
+
+
+def test_w4a8_experts_are_served_per_channel_and_refused_per_group() -> None:
+    found = scheme_for_experts(parse_description(_entries("W4A8_DYNAMIC")), PREFIX, EXPERTS)
+    assert found.scheme is QuantScheme.W4A8_DYNAMIC
+    grouped = parse_description({**_entries("W4A8_DYNAMIC"), "group_size": 256})
+    assert grouped.group_size == 256
+    with pytest.raises(QuantizationError) as caught:
+        scheme_for_experts(grouped, PREFIX, EXPERTS)
+    assert "per-group weight scales (group_size 256" in caught.value.what
+    assert "per-channel W4A8_DYNAMIC (group_size 0)" in caught.value.hint

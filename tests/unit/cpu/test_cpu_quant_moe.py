@@ -63,3 +63,38 @@ def test_float_weights_are_refused() -> None:
     w13, _, w2, _ = _operands(torch.Generator().manual_seed(5))
     with pytest.raises(ValueError, match=r"w13 must be int8 \[E, out, in\], not torch.float32"):
         OPS.prepare_weights(w13.float(), w2)
+
+
+# W4A8_DYNAMIC: the same oracle with int4 values [-8, 7] as the weights (exact in int32).
+def _int4_operands(gen: torch.Generator, experts: int = 4, hidden: int = 24, inter: int = 10):
+    w13 = torch.randint(-8, 8, (experts, 2 * inter, hidden), generator=gen, dtype=torch.int8)
+    w2 = torch.randint(-8, 8, (experts, hidden, inter), generator=gen, dtype=torch.int8)
+    s13 = torch.rand(experts, 2 * inter, generator=gen) * 1e-1 + 1e-3
+    s2 = torch.rand(experts, hidden, generator=gen) * 1e-1 + 1e-3
+    return w13, s13, w2, s2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_int4_groups_are_their_experts_integer_math(dtype: torch.dtype) -> None:
+    gen = torch.Generator().manual_seed(6)
+    w13, s13, w2, s2 = _int4_operands(gen)
+    sizes = [2, 4, 0, 3]
+    rows = (torch.randn(sum(sizes), w13.shape[2], generator=gen) * 2).to(dtype)
+    b13 = 8 * s13 * w13.float().sum(-1)
+    b2 = 8 * s2 * w2.float().sum(-1)
+    held = OPS.prepare_int4_experts(w13, s13, b13, w2, s2, b2)
+    out = OPS.grouped_mlp_w4a8_dynamic(rows, torch.tensor(sizes), held)
+    assert out.dtype == dtype and out.shape == rows.shape
+    start = 0
+    for e, n in enumerate(sizes):
+        if n:
+            expected = _expert_mlp(rows[start:start + n], w13[e], s13[e], w2[e], s2[e])
+            assert torch.equal(out[start:start + n], expected), e
+        start += n
+
+
+def test_int4_values_outside_the_range_are_refused() -> None:
+    w13, s13, w2, s2 = _int4_operands(torch.Generator().manual_seed(7))
+    w2[1, 0, 0] = 9
+    with pytest.raises(ValueError, match=r"w2 holds values outside \[-8, 7\]"):
+        OPS.prepare_int4_experts(w13, s13, s13, w2, s2, s2)

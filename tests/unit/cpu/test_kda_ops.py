@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from adapters.torch.linear_attention import CHUNK, TorchLinearAttentionOps
-from ports.linear_attention import StateSequences
+from support.state_sequences import state_sequences as _seqs
 
 H, DK, DV = 3, 16, 8
 SCALE = DK**-0.5
@@ -24,11 +24,6 @@ def _inputs(tokens: int, seed: int) -> tuple[torch.Tensor, ...]:
     g = -torch.rand(tokens, H, DK, generator=gen) * torch.linspace(0.01, 3.0, DK)
     beta = torch.rand(tokens, H, generator=gen)
     return q, k, v, g, beta
-
-
-def _seqs(lens: list[int], slots: list[int], initial: list[bool]) -> StateSequences:
-    qsl = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
-    return StateSequences(qsl, torch.tensor(slots, dtype=torch.int32), torch.tensor(initial))
 
 
 def _naive(q, k, v, g, beta, state):  # type: ignore[no-untyped-def]

@@ -1,7 +1,7 @@
-"""The linear-attention port in torch (adapters/torch/linear_attention.py), on host tensors: the
-chunked and the recurrent delta rule agree with each other and with transformers'
-Qwen3-Next reference functions, state slots carry sequences across calls, and the
-convolution continues from its slot as one long sequence would."""
+"""The linear-attention port in torch (adapters/torch/linear_attention.py), on host tensors:
+the chunked and the recurrent delta rule agree with each other (transformers' Qwen3-Next
+reference: tests/integration/test_linear_attention_hf.py), state slots carry sequences
+across calls, and the convolution continues from its slot as one long sequence would."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from adapters.torch.linear_attention import TorchLinearAttentionOps
-from ports.linear_attention import StateSequences
+from support.state_sequences import gated_delta_inputs
+from support.state_sequences import state_sequences as _seqs
 
 HK, HV, DK, DV, W, D = 2, 4, 16, 8, 4, 24
 
@@ -20,46 +21,7 @@ def _gen(seed: int = 0) -> torch.Generator:
 
 
 def _inputs(tokens: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
-    gen = _gen(seed)
-    q = F.normalize(torch.randn(tokens, HK, DK, generator=gen), dim=-1)
-    k = F.normalize(torch.randn(tokens, HK, DK, generator=gen), dim=-1)
-    v = torch.randn(tokens, HV, DV, generator=gen)
-    g = -torch.rand(tokens, HV, generator=gen)
-    beta = torch.rand(tokens, HV, generator=gen)
-    return q, k, v, g, beta
-
-
-def _seqs(lens: list[int], slots: list[int], initial: list[bool]) -> StateSequences:
-    qsl = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
-    return StateSequences(
-        qsl, torch.tensor(slots, dtype=torch.int32), torch.tensor(initial)
-    )
-
-
-def test_chunked_equals_transformers_reference_and_keeps_other_slots() -> None:
-    from transformers.models.qwen3_next import modeling_qwen3_next as hf
-
-    ops = TorchLinearAttentionOps()
-    lens = [5, 70, 130]  # one chunk, across a chunk boundary, three chunks
-    q, k, v, g, beta = _inputs(sum(lens))
-    states = torch.randn(4, HV, DV, DK, generator=_gen(1))
-    before = states.clone()
-    out = ops.chunk_gated_delta_rule(
-        q, k, v, g, beta, states, _seqs(lens, [3, 0, 1], [False, True, False]), DK**-0.5
-    )
-    start = 0
-    for n, slot, init in zip(lens, [3, 0, 1], [False, True, False], strict=True):
-        rows = slice(start, start + n)
-        ref, final = hf.torch_chunk_gated_delta_rule(
-            q[None, rows].repeat_interleave(2, 2), k[None, rows].repeat_interleave(2, 2),
-            v[None, rows], g[None, rows], beta[None, rows],
-            initial_state=before[slot].transpose(-1, -2)[None] if init else None,
-            output_final_state=True,
-        )
-        torch.testing.assert_close(out[rows], ref[0], atol=2e-5, rtol=1e-4)
-        torch.testing.assert_close(states[slot], final[0].transpose(-1, -2), atol=2e-5, rtol=1e-4)
-        start += n
-    assert torch.equal(states[2], before[2])  # a slot no sequence names
+    return gated_delta_inputs(tokens, (HK, HV), (DK, DV), seed)
 
 
 def test_recurrent_steps_continue_the_chunked_state() -> None:

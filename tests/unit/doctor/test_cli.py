@@ -292,3 +292,20 @@ def test_check_says_when_mooncake_lacks_libibverbs_and_how_to_install_it() -> No
     assert "libibverbs.so.1" in text and "apt-get install libibverbs1" in text
     plain_code, plain = run(["check"], wiring())
     assert "P/D disaggregation" not in plain and code == plain_code == 2
+
+
+def test_plan_of_an_fp8_export_shows_the_chips_fp8_path() -> None:
+    qconfig = {"quant_method": "compressed-tensors", "format": "float-quantized",
+               "ignore": ["lm_head"], "config_groups": {"group_0": {
+                   "targets": ["Linear"],
+                   "weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
+                   "input_activations": {"num_bits": 8, "type": "float", "strategy": "token",
+                                         "dynamic": True}}}}
+    config = {**LLAMA_70B_CONFIG, "quantization_config": qconfig}
+    files = FakeModelFiles({"config.json": config}, llama_70b_headers(), "/m/fp8")
+    _, data = plan_json(["/m/fp8", "--tensor-parallel-size", "4"], {"/m/fp8": files})
+    sections = {s["title"]: s["items"] for s in data["sections"]}
+    fp8 = next(i for i in sections["quantization"] if i["name"] == "fp8")
+    assert fp8["status"] == "pass"
+    assert fp8["detail"].startswith("fp8 weights: dequantize at load to the model dtype")
+    assert "quant   fp8 weights: dequantize at load" in data["data"]["plan"]

@@ -1,5 +1,6 @@
-"""`ascend-doctor plan` shows the model runner the worker builds, why, and an overridden
-VLLM_USE_V2_MODEL_RUNNER=1 (the plan's decision, ascend_core/plan/model_runner.py)."""
+"""`ascend-doctor plan` shows the model runner the worker builds and why, with
+VLLM_USE_V2_MODEL_RUNNER=1 eager or with graphs (the plan's decision,
+ascend_core/plan/model_runner.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 from unit.doctor.test_cli import _llama, fake_parse, plan_json, run, wiring
 
 
-def test_plan_shows_the_model_runner_and_why_and_an_overridden_request() -> None:
+def test_plan_shows_the_model_runner_and_why_and_v2_asked_with_the_plans_graphs() -> None:
     _, data = plan_json(["/m/llama"], _llama())
     runner = data["data"]["model_runner"]
     assert runner["runner"] == "V1" and "issue 48" in runner["reason"]
@@ -16,13 +17,26 @@ def test_plan_shows_the_model_runner_and_why_and_an_overridden_request() -> None
     items = {i["name"]: i["detail"] for i in section["items"]}
     assert items["model runner"] == f"V1: {runner['reason']}"
     assert "env.VLLM_USE_V2_MODEL_RUNNER" in items  # vLLM's engine is told the same
+    # Asked for V2 with the plan's graphs (FULL_AND_PIECEWISE for Llama): V2 with them.
     c = wiring(env={"VLLM_USE_V2_MODEL_RUNNER": "1"}, files=_llama())
     _, out = run(["plan", "--json", "--", "/m/llama"], c)
     asked = json.loads(out)
     (section,) = [s for s in asked["sections"] if s["title"] == "config plan"]
     warnings = [i["detail"] for i in section["items"] if i["name"] == "warning"]
-    assert any("VLLM_USE_V2_MODEL_RUNNER=1 asked for vLLM's V2 runner" in w for w in warnings)
-    assert asked["data"]["model_runner"]["runner"] == "V1"
+    assert not any("model runner" in w for w in warnings)
+    runner = asked["data"]["model_runner"]
+    assert runner["runner"] == "V2"
+    assert "FULL_AND_PIECEWISE graphs on the NPU's" in runner["reason"]
+
+
+def test_plan_shows_v2_with_full_decode_graphs() -> None:
+    c = wiring(env={"VLLM_USE_V2_MODEL_RUNNER": "1"}, files=_llama())
+    full = {"cudagraph_mode": "FULL_DECODE_ONLY"}
+    c.serve_args_parser.override(lambda argv: {**fake_parse(argv), "compilation_config": full})
+    _, out = run(["plan", "--json", "--", "/m/llama"], c)
+    runner = json.loads(out)["data"]["model_runner"]
+    assert runner["runner"] == "V2", runner
+    assert "FULL_DECODE_ONLY graphs on the NPU's" in runner["reason"]
 
 
 def test_plan_shows_v2_and_its_kernels_table_when_v2_is_served() -> None:

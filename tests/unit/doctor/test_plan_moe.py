@@ -82,3 +82,22 @@ def test_no_section_for_a_dense_model():
         args(dp=1, expert_parallel=False), dense_model(), A3, MappingEnvironment({})
     )
     assert moe_items(plan_config(deployment)) == ([], None)
+
+
+def test_with_graphs_the_section_says_what_captured_steps_exchange():
+    serve = args(dp=1, tp=2, enforce_eager=False)
+    items, data = moe_items(plan_for(serve, {"HCCL_BUFFSIZE": "512"}))
+    shown = [i.detail for i in items if i.name == "in graphs"]
+    assert len(shown) == 1 and "exchange by mc2 inside the graphs" in shown[0], items
+    assert data is not None and data["in_graphs"] == shown[0]
+    forced = plan_for(serve, {"HCCL_BUFFSIZE": "512", "VLLM_ASCEND_MOE_COMM_METHOD": "alltoall"})
+    items, _ = moe_items(forced)
+    assert "alltoall reads its splits on the host" in next(
+        i.detail for i in items if i.name == "in graphs"
+    )
+
+
+def test_eager_shows_no_graph_line():
+    items, data = moe_items(plan_for(args(), {"HCCL_BUFFSIZE": "512"}))
+    assert "in graphs" not in [i.name for i in items]
+    assert data is not None and data["in_graphs"] is None

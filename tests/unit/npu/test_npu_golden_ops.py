@@ -233,8 +233,12 @@ def test_paged_attention_with_a_window_and_sinks(npu_ops, tnpu, case, window, wi
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize(("hq", "hk"), [(4, 4), (8, 2)])
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+# Head grouping and dtype are independent axes of the op: each value once, not the product.
+@pytest.mark.parametrize(
+    ("hq", "hk", "dtype"),
+    [(4, 4, torch.float16), (8, 2, torch.bfloat16)],
+    ids=["mha-fp16", "gqa-bf16"],
+)
 def test_paged_attention(npu_ops, tnpu, case, hq, hk, dtype):
     q_lens, seq_lens = CASES[case]
     d, block_size = 32, 128

@@ -43,5 +43,11 @@ def test_the_probe_runs_where_torch_cannot_be_imported():
 
 
 def test_the_package_still_offers_its_classes_on_first_use():
-    done = python("from adapters.npu import NpuRuntime; print(NpuRuntime.__name__)", blocked=False)
-    assert done.stdout.strip() == "NpuRuntime", done.stderr
+    # In process: the package binds none of its classes, so each attribute goes through
+    # its lazy __getattr__ (the unit tests have loaded torch already; the first test
+    # above is the one that checks the package alone loads none).
+    import adapters.npu as package
+
+    assert not {"NpuRuntime", "NpuOps"} & set(vars(package))
+    assert package.NpuRuntime.__name__ == "NpuRuntime"
+    assert package.NpuOps.__name__ == "NpuOps"

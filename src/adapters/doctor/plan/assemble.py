@@ -15,6 +15,7 @@ from adapters.doctor.plan.config import (
     speculative_facts,
 )
 from adapters.doctor.plan.graphs import graph_items
+from adapters.doctor.plan.items import PASS
 from adapters.doctor.plan.memory import memory_items
 from adapters.doctor.plan.model import Target, model_items, read_model
 from adapters.doctor.plan.moe import moe_items
@@ -28,6 +29,7 @@ from adapters.doctor.serve_args import ServeArgs
 from ascend_core.deployment_builder import export_layers
 from ascend_core.plan import ConfigPlan, ModelRunner
 from ascend_core.plan.speculative import PROPOSER_PACKAGES
+from ascend_core.preflight import CheckItem
 from ascend_core.quantization import QuantMethod
 from ascend_core.v2_kernels import KERNELS
 from ports.cluster import RayCluster
@@ -86,6 +88,8 @@ def plan_report(
     if moe:
         sections.append(Section("expert parallelism", moe))
     sections.append(Section("attention", attention_items(model, target, env)))
+    if plan is not None and plan.decisions.fp8 is not None:  # the chip's fp8 path, why
+        quant_items.append(CheckItem("fp8", PASS, plan.decisions.fp8.describe()))
     sections.append(Section("quantization", quant_items))
     patches, patch_data = patch_items(deployment, upstream)
     sections.append(Section("patches", patches))

@@ -76,6 +76,7 @@ def requested(args: ServeArgs) -> Requested:
             graph_mode=_enum(GraphMode, comp.get("cudagraph_mode")),
             capture_sizes=comp.get("cudagraph_capture_sizes"),
             custom_ops=tuple(comp.get("custom_ops") or ()),
+            encoder_graphs=bool(comp.get("cudagraph_mm_encoder", False)),
         ),
         cache=CacheSettings(
             block_size=args.block_size,

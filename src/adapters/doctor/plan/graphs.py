@@ -101,6 +101,9 @@ def graph_items(
             capture_sizes=list(sizes),
             graph_memory=GRAPH_MEMORY,
         )
+    if plan.decisions.encoder_execution:  # a model with a vision tower
+        items.append(CheckItem("vision encoder", PASS, plan.decisions.encoder_execution))
+        data["encoder"] = plan.decisions.encoder_execution
     note = npugraph_ex_note(deployment, plan)
     if note is not None:
         items.append(CheckItem("npugraph_ex", PASS, note))

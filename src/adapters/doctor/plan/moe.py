@@ -31,6 +31,8 @@ def moe_items(plan: ConfigPlan) -> tuple[list[CheckItem], dict[str, Any] | None]
         CheckItem("experts", PASS, moe.placement.describe()),
         CheckItem("dispatched tokens", PASS, moe.token_dtype),
     ]
+    if moe.in_graphs is not None:
+        items.append(CheckItem("in graphs", PASS, moe.in_graphs))
     buffer = moe.hccl_buffer
     data: dict[str, Any] = {
         "methods": [m.value for m in comm.methods()],
@@ -44,6 +46,7 @@ def moe_items(plan: ConfigPlan) -> tuple[list[CheckItem], dict[str, Any] | None]
         "experts_per_rank": moe.placement.most_per_rank,
         "hccl_buffer_needed_mb": buffer.needed_mb if buffer is not None else None,
         "hccl_buffsize_mb": buffer.given_mb if buffer is not None else None,
+        "in_graphs": moe.in_graphs,
     }
     if buffer is None:
         items.append(CheckItem("HCCL buffer", PASS, NO_FLOOR))

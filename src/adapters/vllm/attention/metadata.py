@@ -81,11 +81,13 @@ def step_plan(
     num_decodes: int | None = None,
     staging: torch.Tensor | None = None,
     slot_mapping: torch.Tensor | None = None,
+    staging_host: torch.Tensor | None = None,
 ) -> AttentionPlan:
     """The step's attention plan from vLLM's common metadata: the batch layout from the
     runner's CPU copies, the device tensors shared (not copied), once for every layer.
     `staging` and `slot_mapping` (graph mode): the persistent buffer the derived indices
-    are written into, and the slots to use instead of vLLM's."""
+    are written into, and the slots to use instead of vLLM's; `staging_host`: its pinned
+    twin in the runner's staging arena, on a step the arena sends in one copy."""
     num_reqs = cm.num_reqs
     return build_attention_plan(
         cm.query_start_loc_cpu[: num_reqs + 1],
@@ -97,7 +99,25 @@ def step_plan(
         on_device=(cm.query_start_loc[: num_reqs + 1], cm.seq_lens[:num_reqs]),
         num_decodes=num_decodes,
         staging=staging,
+        staging_host=staging_host,
     )
+
+
+@runtime_checkable
+class StepArena(Protocol):
+    """The runner's staging arena as a builder sees it (adapters/vllm/worker/
+    staging_arena.py): `deferred` while this step's inputs are written on the host and
+    sent in one copy before the model runs; `twin` gives a persistent device buffer's
+    (host, device) slices in the arena."""
+
+    deferred: bool
+
+    def twin(self, device_tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+def staged_on_host(arena: StepArena | None, host_twin: torch.Tensor | None) -> torch.Tensor | None:
+    """The host twin to write this step's staged indices into, or None (copy them)."""
+    return host_twin if arena is not None and arena.deferred else None
 
 
 # Persistent index buffer per sequence the runner may hold: a uniform decode plan stages
@@ -147,6 +167,11 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
         self._staging: torch.Tensor | None = None
         self._slots: torch.Tensor | None = None
         self._padding_slots: torch.Tensor | None = None
+        # The runner's staging arena (use_arena): the staging's host twin, and whether
+        # the slots are the runner's own, written with their padding on the host.
+        self._arena: StepArena | None = None
+        self._staging_host: torch.Tensor | None = None
+        self.host_padding_slots = False
         if torch.device(device).type != "cpu":  # the host captures no graphs
             scheduler = vllm_config.scheduler_config
             tokens = max(scheduler.max_num_batched_tokens, scheduler.max_num_seqs)
@@ -170,9 +195,24 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
             self._host_lens_exact,
             staging=self._staging,
             slot_mapping=self._writable_slots(cm.slot_mapping[: cm.num_actual_tokens]),
+            staging_host=staged_on_host(self._arena, self._staging_host),
         )
         assert plan.slot_mapping is not None
         return PagedMetadata(plan=plan, slot_mapping=plan.slot_mapping, ops=self.ops)
+
+    def use_arena(self, arena: StepArena, slots: torch.Tensor | None) -> None:
+        """Keep the staged indices in the runner's arena, and take the runner's slot
+        buffer (an arena slice, `slots`) as this builder's: a step whose inputs the
+        runner writes on the host then has its padding slots written there too (the null
+        block's: host_padding_slots), so no maximum is launched; any other step sends
+        vLLM's -1s to the null block in place, at the same address a graph captured."""
+        if self._staging is None or self._slots is None:
+            return
+        self._arena = arena
+        self._staging_host, self._staging = arena.twin(self._staging)
+        if slots is not None and slots.shape[0] >= self._slots.shape[0]:
+            self._slots = slots
+            self.host_padding_slots = True
 
     def _writable_slots(self, slots: torch.Tensor) -> torch.Tensor:
         """vLLM's slots with its padding (-1) sent to the null block, in the persistent
@@ -182,6 +222,13 @@ class PagedMetadataBuilder(AttentionMetadataBuilder[PagedMetadata]):
         if self._slots is None or self._padding_slots is None:
             return slots
         count = slots.shape[0]
+        if (
+            self.host_padding_slots
+            and self._arena is not None
+            and self._arena.deferred
+            and slots.data_ptr() == self._slots.data_ptr()
+        ):  # the runner wrote them with the null block's padding, on the host
+            return slots
         if count > self._slots.shape[0]:  # beyond the runner's token budget: not captured
             padding = torch.arange(count, device=slots.device) % self.kv_cache_spec.block_size
             return torch.maximum(slots, padding)

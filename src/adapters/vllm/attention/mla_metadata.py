@@ -27,7 +27,9 @@ from adapters.container import container
 from adapters.torch.attention_plan import token_row_decode
 from adapters.vllm.attention.metadata import (
     STAGED_PER_SEQ,
+    StepArena,
     host_lens_exact,
+    staged_on_host,
     staging_size,
     step_plan,
 )
@@ -98,6 +100,10 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
         # in the latent decode, a row per token) rather than prefills over expanded K/V.
         self._init_reorder_batch_threshold(1, supports_spec_as_decode=True)
         self._staging: torch.Tensor | None = None
+        # The runner's staging arena (use_arena) and the staging's host twin in it.
+        self._arena: StepArena | None = None
+        self._staging_host: torch.Tensor | None = None
+        self.host_padding_slots = False  # vLLM's slots, -1 padding and all
         # Speculative decoding: the token rows' staging and block table (made at the first
         # build, which knows the table's width), for at most max_num_seqs * (1 + k) rows.
         self._row_staging: torch.Tensor | None = None
@@ -124,7 +130,8 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
             cm, decode_threshold=self.reorder_batch_threshold or 1
         )
         plan = step_plan(
-            cm, self.needs, self._host_lens_exact, num_decodes=num_decodes, staging=self._staging
+            cm, self.needs, self._host_lens_exact, num_decodes=num_decodes, staging=self._staging,
+            staging_host=staged_on_host(self._arena, self._staging_host),
         )
         if plan.decode is not None and not plan.decode.is_decode:
             rows = token_row_decode(plan, self.needs, self._row_staging, self._rows_table(cm))
@@ -142,6 +149,13 @@ class MlaMetadataBuilder(AttentionMetadataBuilder[MlaMetadata]):
             prefill_has_context=prefill is not None
             and prefill.actual_seq_lens != prefill.actual_query_lens,
         )
+
+    def use_arena(self, arena: StepArena, slots: torch.Tensor | None) -> None:
+        """Keep the staged indices in the runner's arena (a step whose inputs the runner
+        writes on the host sends them in its one copy); the slots stay vLLM's."""
+        if self._staging is not None:
+            self._arena = arena
+            self._staging_host, self._staging = arena.twin(self._staging)
 
     def _rows_table(self, cm: CommonAttentionMetadata) -> torch.Tensor | None:
         """The persistent block table of the token rows (graph mode with speculation)."""

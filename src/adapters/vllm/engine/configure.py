@@ -294,8 +294,8 @@ def before_config(kind: DeviceKind, environ: MutableMapping[str, str] = os.envir
             BREAKABLE_GRAPHS,
         )
     given = operator_runner_variable(environ.get(V2_VARIABLE))
-    # The graph mode is not planned yet: an eager decision here; where the plan then
-    # decides graphs (V2 serves eager only) its own change writes V1 with the reason.
+    # The graph mode is not planned yet: an eager decision here (the NPU's V2 serves every
+    # graph mode, so the plan's own decision agrees; the host's is V1 either way).
     written = runner_variable(decide_model_runner(kind, given).runner)
     _runner_variable["given"] = given
     _runner_variable["written"] = written

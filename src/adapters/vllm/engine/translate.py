@@ -118,6 +118,7 @@ def _compilation_as_set(vllm_config: VllmConfig) -> dict[str, Any]:
         "graph_mode": _enum_by_name(GraphMode, cc.cudagraph_mode),
         "capture_sizes": cc.cudagraph_capture_sizes,
         "custom_ops": tuple(cc.custom_ops),
+        "encoder_graphs": bool(getattr(cc, "cudagraph_mm_encoder", False)),
     }
 
 
@@ -138,6 +139,7 @@ def _compilation(vllm_config: VllmConfig) -> CompilationSettings:
         graph_mode=given["graph_mode"],
         capture_sizes=given["capture_sizes"],
         custom_ops=given["custom_ops"],
+        encoder_graphs=bool(given.get("encoder_graphs", False)),
     )
 
 

@@ -1,4 +1,5 @@
-"""Our layers for vLLM's RMSNorm, SiluAndMul and RotaryEmbedding, computing through the ops port.
+"""Our layers for vLLM's RMSNorm, SiluAndMul and RotaryEmbedding, computing through the ops port
+(M-RoPE and the vision towers' attention: vision.py).
 
 Registered with `CustomOp.register_oot` (registration.py); vLLM then builds these
 classes wherever a model asks for the originals, and calls `forward_oot` on an
@@ -11,14 +12,17 @@ from typing import Any
 
 import torch
 from vllm.model_executor.layers.activation import SiluAndMul
+from vllm.model_executor.layers.attention.mm_encoder_attention import MMEncoderAttention
 from vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method import (
     UnquantizedFusedMoEMethod,
 )
 from vllm.model_executor.layers.layernorm import RMSNorm
 from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding
+from vllm.model_executor.layers.rotary_embedding.mrope import MRotaryEmbedding
 
 from adapters.container import container
 from adapters.vllm.layers.fused_moe import AscendUnquantizedFusedMoEMethod
+from adapters.vllm.layers.vision import AscendMMEncoderAttention, AscendMRotaryEmbedding
 from ports.ops import Ops
 
 
@@ -72,5 +76,7 @@ REPLACEMENTS: tuple[tuple[type, type], ...] = (
     (RMSNorm, AscendRMSNorm),
     (SiluAndMul, AscendSiluAndMul),
     (RotaryEmbedding, AscendRotaryEmbedding),
+    (MRotaryEmbedding, AscendMRotaryEmbedding),
+    (MMEncoderAttention, AscendMMEncoderAttention),
     (UnquantizedFusedMoEMethod, AscendUnquantizedFusedMoEMethod),
 )

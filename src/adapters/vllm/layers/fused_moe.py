@@ -23,6 +23,7 @@ from vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method import (
 
 from adapters.container import container
 from ascend_core.errors import UnsupportedFeatureError, refuse_unsupported
+from ascend_core.moe.in_graphs import captures
 from ports.moe import SILU_MLP, ExpertMlp, GateKind, MoeOps, Routing, Scoring
 from ports.moe_comm import ExpertParallelGroup, MoeCommOps
 
@@ -84,7 +85,9 @@ class ExpertExchange:
     split over the EP ranks (each rank brings ceil(T / EP) of them, the last rows padded),
     the core's method for a step of T tokens moves them to their experts and back, and
     each rank returns its own rows with zeros elsewhere, so vLLM's all-reduce after the
-    layer joins the ranks' rows (TP ranks hold the same tokens; DP 1)."""
+    layer joins the ranks' rows (TP ranks hold the same tokens; DP 1). Shapes follow the
+    step's (padded) token count only and nothing is read back here, so MC2's exchange is
+    recorded in an NPU graph capture and each replay runs it again."""
 
     def __init__(self, comm: MoeCommOps, decision: MoeDecision, group: Any, rank: int,
                  size: int, num_experts: int) -> None:
@@ -93,6 +96,20 @@ class ExpertExchange:
 
     def method_for(self, tokens: int) -> str:
         return self.decision.comm.for_tokens(tokens).method.value
+
+    def serves(self, tokens: int) -> bool:
+        """Whether a step of `tokens` exchanges: every eager step; a step vLLM captures in
+        an NPU graph only by a method that reads nothing back (MC2). Otherwise each rank's
+        experts run on all its tokens and vLLM's all-reduce adds the partial sums, which
+        a capture records (ascend_core/moe/in_graphs.py)."""
+        from vllm.config import CUDAGraphMode
+        from vllm.forward_context import get_forward_context, is_forward_context_available
+
+        if not is_forward_context_available():
+            return True
+        if get_forward_context().cudagraph_runtime_mode == CUDAGraphMode.NONE:
+            return True
+        return captures(self.decision.comm.for_tokens(tokens).method)
 
     def __call__(
         self,
@@ -130,7 +147,7 @@ def expert_exchange_of(layer: RoutedExperts) -> ExpertExchange | None:
     comm = container().moe_comm_ops()
     if comm is None:
         return None
-    from vllm.config import CUDAGraphMode, get_current_vllm_config
+    from vllm.config import get_current_vllm_config
     from vllm.distributed import get_dp_group, get_ep_group
 
     from adapters.vllm.engine.configure import moe_decision_of
@@ -139,16 +156,8 @@ def expert_exchange_of(layer: RoutedExperts) -> ExpertExchange | None:
     decision = moe_decision_of(config)
     if decision is None:
         return None
-    if config.compilation_config.cudagraph_mode != CUDAGraphMode.NONE:
-        # Eager only for now: all-to-all and all-gather read counts on the host, which a
-        # capture refuses; with graphs the experts this rank holds run and vLLM's
-        # all-reduce adds the ranks' partial sums (the host's EP), as before.
-        logger.info(
-            "MoE layer %s: graphs are captured, so EP keeps vLLM's all-reduce of partial "
-            "sums instead of the plan's %s (eager only for now)",
-            layer.layer_name, decision.comm.describe(),
-        )
-        return None
+    if decision.in_graphs is not None:
+        logger.info("MoE layer %s: %s", layer.layer_name, decision.in_graphs)
     if get_dp_group().world_size > 1:
         raise UnsupportedFeatureError(
             f"MoE layer {layer.layer_name}: expert parallelism with data parallel "
@@ -211,7 +220,7 @@ class AscendMoeMethod(FusedMoEMethodBase):
         if self.routing_rule is None:
             self.routing_rule = routing_of(layer)
         weights, ids = ops.route(router_logits, self.routing_rule, layer.e_score_correction_bias)
-        if self.exchange is not None:
+        if self.exchange is not None and self.exchange.serves(x.shape[0]):
             return self.exchange(
                 x, ids, weights, layer.w13_weight, layer.w2_weight, self.expert_mlp
             )

@@ -40,6 +40,8 @@ FUNCTIONS: Mapping[str, str] = {
     "host-ray-worker-devices": "ray_host:host_worker_class",
     "npu-graph-capture-communicator": "graph_capture:let_npu_communicator_capture",
     "oot-wna16-mp-kernel": "wna16_kernel:add_wna16_kernel",
+    "oot-fp8-scaled-mm-kernel": "fp8_kernel:add_fp8_kernel",
+    "oot-fp8-block-scaled-mm-kernel": "fp8_kernel:add_fp8_kernel",
 }
 
 

@@ -29,8 +29,8 @@ METHOD_NAME = "ascend"
 
 
 class AscendQuantConfig(QuantizationConfig):
-    """ModelSlim exports: W8A8, W8A8_DYNAMIC and W8A16 linear layers, W8A8_DYNAMIC MoE
-    experts, FLOAT where described so."""
+    """ModelSlim exports: W8A8, W8A8_DYNAMIC and W8A16 linear layers, W8A8_DYNAMIC and
+    W4A8_DYNAMIC MoE experts, FLOAT where described so."""
 
     def __init__(self, description: ModelSlimDescription) -> None:
         super().__init__()
@@ -91,6 +91,7 @@ class AscendQuantConfig(QuantizationConfig):
             return None
         if isinstance(layer, RoutedExperts):
             from adapters.vllm.quantization.moe import AscendW8A8DynamicMoeMethod
+            from adapters.vllm.quantization.moe_w4a8 import AscendW4A8DynamicMoeMethod
 
             moe = layer.moe_config
             projections = (layer.ckpt_gate_proj_name, layer.ckpt_up_proj_name,
@@ -99,6 +100,8 @@ class AscendQuantConfig(QuantizationConfig):
                 self.description, prefix, moe.num_logical_experts,
                 tuple(p for p in projections if p is not None),
             )
+            if experts.scheme is QuantScheme.W4A8_DYNAMIC:
+                return AscendW4A8DynamicMoeMethod(moe, experts)
             if experts.quantized:
                 return AscendW8A8DynamicMoeMethod(moe, experts)
         return None

@@ -25,8 +25,8 @@ from ascend_core.quantization import LayerScheme, QuantScheme
 from ascend_core.quantization.tensors import (
     SchemeTensor,
     check_dtype,
+    expert_tensors,
     missing_tensor,
-    scheme_tensors,
 )
 from ports.quant_moe import QuantMoeOps
 
@@ -67,18 +67,24 @@ class AscendW8A8DynamicMoeMethod(AscendMoeMethod):
         loader = extra_weight_attrs.pop("weight_loader")
         object.__setattr__(layer, _LOADED, set())
         for stem, (out, inp) in shapes.items():
-            for tensor in scheme_tensors(self.scheme):
+            for tensor in expert_tensors(self.scheme):
+                shape = self._param_shape(stem, tensor.suffix, num_experts, out, inp)
                 if tensor.suffix == "weight":
-                    data = torch.empty(num_experts, out, inp, dtype=torch.int8)
+                    data = torch.empty(shape, dtype=torch.int8)
                     attrs: dict[str, Any] = {}
                 else:  # per-channel scale / offset, held in float32 (what the math reads)
-                    data = torch.empty(num_experts, out, 1, dtype=_F32)
+                    data = torch.empty(shape, dtype=_F32)
                     attrs = {"quant_method": FusedMoeWeightScaleSupported.CHANNEL.value}
                 param = torch.nn.Parameter(data, requires_grad=False)
                 attrs.update(extra_weight_attrs)
                 attrs["weight_loader"] = self._checked(layer, stem, tensor, loader)
                 set_weight_attrs(param, attrs)
                 layer.register_parameter(f"{stem}_{tensor.suffix}", param)
+
+    def _param_shape(self, stem: str, suffix: str, num_experts: int, out: int, inp: int
+                     ) -> tuple[int, ...]:
+        """The parameter vLLM's loader fills from a [out, in] projection's `suffix` tensor."""
+        return (num_experts, out, inp) if suffix == "weight" else (num_experts, out, 1)
 
     def _checkpoint_name(self, layer: RoutedExperts, suffix: str, shard: str, expert: int
                          ) -> str:
@@ -95,6 +101,7 @@ class AscendW8A8DynamicMoeMethod(AscendMoeMethod):
                  shard_id: str, expert_id: int, return_success: bool = False) -> Any:
             name = self._checkpoint_name(layer, tensor.suffix, shard_id, expert_id)
             check_dtype(tensor, name, _dtype_name(loaded_weight.dtype), self.scheme)
+            self._check_shape(layer, tensor, name, shard_id, tuple(loaded_weight.shape))
             done = loader(param, loaded_weight, weight_name, shard_id, expert_id,
                           return_success=True)
             if done:
@@ -103,7 +110,21 @@ class AscendW8A8DynamicMoeMethod(AscendMoeMethod):
 
         return load
 
+    def _check_shape(self, layer: RoutedExperts, tensor: SchemeTensor, name: str, shard: str,
+                     shape: tuple[int, ...]) -> None:
+        """Refuse a checkpoint tensor of the wrong shape, named (vLLM's loader would fail on
+        it in its own words); int8 experts leave it to the loader."""
+
     def process_weights_after_loading(self, layer: RoutedExperts) -> None:
+        self._check_loaded(layer)
+        w13, w2 = self.quant_moe.prepare_weights(layer.w13_weight.data, layer.w2_weight.data)
+        layer.w13_weight.data, layer.w2_weight.data = w13, w2
+        experts = layer.w13_weight_scale.shape[0]
+        layer.ascend_w13_scale = layer.w13_weight_scale.data.view(experts, -1)
+        layer.ascend_w2_scale = layer.w2_weight_scale.data.view(experts, -1)
+
+    def _check_loaded(self, layer: RoutedExperts) -> None:
+        """Routing the device serves, every tensor loaded, symmetric weights."""
         self.routing_rule = routing_of(layer)
         dtype = str(layer.moe_config.in_dtype).removeprefix("torch.")
         self.moe_ops.check(self.routing_rule, layer.global_num_experts, dtype)
@@ -112,25 +133,24 @@ class AscendW8A8DynamicMoeMethod(AscendMoeMethod):
             if torch.any(getattr(layer, f"{stem}_weight_offset").data != 0):
                 raise QuantizationError(
                     f"MoE layer {self.layer_scheme.prefix}: a weight_offset of its experts is "
-                    "not all zeros; W8A8_DYNAMIC experts are served symmetric only.",
-                    "Re-export the model with ModelSlim's symmetric W8A8_DYNAMIC weights.",
+                    f"not all zeros; {self.scheme.value} experts are served symmetric only.",
+                    f"Re-export the model with ModelSlim's symmetric {self.scheme.value} weights.",
                 )
-        w13, w2 = self.quant_moe.prepare_weights(layer.w13_weight.data, layer.w2_weight.data)
-        layer.w13_weight.data, layer.w2_weight.data = w13, w2
-        experts = layer.w13_weight_scale.shape[0]
-        layer.ascend_w13_scale = layer.w13_weight_scale.data.view(experts, -1)
-        layer.ascend_w2_scale = layer.w2_weight_scale.data.view(experts, -1)
+
+    @staticmethod
+    def held_experts(layer: RoutedExperts) -> list[int]:
+        """Global ids of this rank's experts, in local order."""
+        expert_map = layer.expert_map
+        if expert_map is None:
+            return list(range(layer.local_num_experts))
+        local = expert_map.tolist()
+        return sorted((g for g, slot in enumerate(local) if slot >= 0), key=local.__getitem__)
 
     def _require_loaded(self, layer: RoutedExperts) -> None:
         loaded: set[tuple[str, str, int]] = getattr(layer, _LOADED)
-        expert_map = layer.expert_map
-        if expert_map is None:
-            held = list(range(layer.local_num_experts))
-        else:  # global ids of this rank's experts, in local order
-            local = expert_map.tolist()
-            held = sorted((g for g, slot in enumerate(local) if slot >= 0), key=local.__getitem__)
+        held = self.held_experts(layer)
         for stem, shards in _STEMS.items():
-            for tensor in scheme_tensors(self.scheme):
+            for tensor in expert_tensors(self.scheme):
                 for expert in held:
                     for shard in shards:
                         if (f"{stem}_{tensor.suffix}", shard, expert) not in loaded:

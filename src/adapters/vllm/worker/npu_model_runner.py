@@ -54,6 +54,13 @@ class NpuModelRunner(SeededRewindMixin, HostDecodeInputsMixin):
         with runtime.runner_scope():
             super().__init__(vllm_config, device)
 
+    def initialize_kv_cache(self, *args: Any, **kwargs: Any) -> None:
+        """GPUModelRunner.initialize_kv_cache; then the decode step's buffers become
+        slices of the staging arena (its builders made, no graph captured yet)."""
+        with self._runtime.runner_scope():
+            GPUModelRunner.initialize_kv_cache(self, *args, **kwargs)
+            self._bind_staging_arena()
+
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         """GPUModelRunner.load_model; the whole-model FULL graph wrapper it makes is vLLM's
         CUDAGraphWrapper (not the platform's), so it is remade as NpuGraphWrapper: the
@@ -70,10 +77,14 @@ class NpuModelRunner(SeededRewindMixin, HostDecodeInputsMixin):
                 self.model.sample_tail = _greedy_tail(model.runnable, self.input_ids.gpu)
 
     def _model_forward(self, *args: Any, **kwargs: Any) -> Any:
-        """The model's forward; with the greedy tail, after the last step's copy of its
+        """The model's forward, after the one copy of a decode step's staged inputs
+        (HostDecodeInputsMixin); with the greedy tail, after the last step's copy of its
         sampled ids to the host: they are the graph's output the next replay rewrites
         (vLLM's own ids are fresh each step), so the replay's stream waits for that copy
         (its own stream) first."""
+        arena = self._arena
+        if arena is not None:  # this step's inputs, written on the host: one copy
+            arena.flush()
         stream = self.async_output_copy_stream
         if stream is not None and getattr(self.model, "sample_tail", None) is not None:
             import torch
@@ -163,7 +174,6 @@ class NpuModelRunner(SeededRewindMixin, HostDecodeInputsMixin):
     profile_run = _in_scope("profile_run")
     capture_model = _in_scope("capture_model")
     profile_cudagraph_memory = _in_scope("profile_cudagraph_memory")
-    initialize_kv_cache = _in_scope("initialize_kv_cache")
 
 
 def greedy_tail_serves(runner: Any) -> bool:

@@ -9,20 +9,24 @@ NPU host triton-ascend compiles them; on the emulated NPU Triton's interpreter r
 
 - V2's staging buffers are UVA views of pinned host memory (a vLLM CUDA op); an NPU has
   no such view, so V2's own explicit-copy buffers (NonUvaBuffer) serve instead.
-
-Graphs: this runner serves eager (enforce_eager); V2's graph manager on the runtime
-port's graphs is not built yet (the plan refuses graphs with V2, with its reason).
+- V2's graph manager is NpuCudaGraphManager (npu_graphs_v2.py): FULL graphs through the
+  runtime port's graphs, captured updatable, each replay given the step's attention
+  lengths (read from the metadata this runner's model state last prepared). PIECEWISE
+  graphs are the compiled model's pieces in the platform's NpuGraphWrapper, as on V1.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 from unittest.mock import patch
 
 from vllm.v1.worker.gpu import buffer_utils
+from vllm.v1.worker.gpu import model_runner as v2_model_runner
 from vllm.v1.worker.gpu.model_runner import GPUModelRunner as GPUModelRunnerV2
+
+from adapters.vllm.worker.npu_graphs_v2 import manager_on
 
 if TYPE_CHECKING:
     import torch
@@ -48,13 +52,13 @@ def _in_scope(name: str) -> Callable[..., Any]:
     return call
 
 
-
 class NpuModelRunnerV2(GPUModelRunnerV2):
     """vLLM's V2 GPUModelRunner on an NPU: its math, buffers and kernels unchanged; the
     entry points that touch torch.cuda or build staging buffers run in `_scope`."""
 
     def __init__(self, vllm_config: VllmConfig, device: torch.device, runtime: DeviceRuntime):
         self._runtime = runtime
+        self._step_metadata: Any = None
         with self._scope():
             super().__init__(vllm_config, device)
 
@@ -64,8 +68,29 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
         with self._runtime.runner_scope(), patch.object(buffer_utils, "is_uva_available", _no_uva):
             yield
 
-    load_model = _in_scope("load_model")
-    initialize_kv_cache = _in_scope("initialize_kv_cache")
+    def load_model(self, *args: Any, **kwargs: Any) -> None:
+        """V2's load_model; the attention metadata its model state prepares for a step is
+        kept for the FULL graph's replay (V2 replays with no forward context)."""
+        with self._scope():
+            GPUModelRunnerV2.load_model(self, *args, **kwargs)
+        prepare = self.model_state.prepare_attn
+
+        def prepare_attn(*a: Any, **kw: Any) -> Any:
+            self._step_metadata = prepare(*a, **kw)
+            return self._step_metadata
+
+        self.model_state.prepare_attn = prepare_attn  # type: ignore[method-assign]
+
+    def initialize_kv_cache(self, *args: Any, **kwargs: Any) -> None:
+        """V2's initialize_kv_cache, its graph manager on the runtime port's graphs."""
+        graphs = self._runtime.graphs()
+        with ExitStack() as stack:
+            stack.enter_context(self._scope())
+            if graphs is not None:  # a device without graphs serves eager only
+                manager = manager_on(graphs, lambda: self._step_metadata)
+                stack.enter_context(patch.object(v2_model_runner, "ModelCudaGraphManager", manager))
+            GPUModelRunnerV2.initialize_kv_cache(self, *args, **kwargs)
+
     profile_run = _in_scope("profile_run")
     capture_model = _in_scope("capture_model")
     profile_cudagraph_memory = _in_scope("profile_cudagraph_memory")
