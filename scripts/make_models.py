@@ -148,6 +148,19 @@ NPU_MLA_SHAPE: dict[str, Any] = {
 NPU_MLA_MOE_SIZE = "npu-mla-moe"
 NPU_MLA_MOE_SHAPE: dict[str, Any] = {**NPU_MLA_SHAPE, "first_k_dense_replace": 1}
 SIZES[NPU_MLA_MOE_SIZE] = dict(SIZES[NPU_MLA_SIZE])  # DeepSeek-V3 only
+# DeepSeek-V3 for expert parallelism with TP=2 on emulated A3 NPUs: npu-mla-moe's MLA and
+# routing, with 64 query heads (32 a TP rank: the MLA op takes 32, 64 or 128) and hidden
+# 1024 (A3's MC2 kernels take H in [1024, 8192]).
+NPU_EP_MLA_SIZE = "npu-ep-mla"
+NPU_EP_MLA_SHAPE: dict[str, Any] = {**NPU_MLA_MOE_SHAPE, "num_attention_heads": 64}
+# Its MLA projections at gain 1, not 2: softer attention. At gain 2, TP=2 in bf16 (without
+# expert parallelism at all) left TP=1's ids at top-2 gaps up to 0.875 nats (measured),
+# too loud for the near-tie rule to judge the exchange.
+NPU_EP_MLA_GAIN = 1.0
+SIZES[NPU_EP_MLA_SIZE] = {
+    **SIZES[NPU_MLA_SIZE], "hidden_size": 1024, "num_attention_heads": 64,
+    "num_key_value_heads": 64,
+}  # DeepSeek-V3 only
 
 # What the MoE styles add to a size's shape (tiny and small only: these models test
 # routing and the latent cache, not speed). Expert and latent sizes are small but keep
@@ -221,6 +234,8 @@ def make_model(
         raise ValueError(f"size {size!r} is for the DeepSeek styles (MLA), not {style!r}")
     if size == NPU_MLA_MOE_SIZE and style not in ("deepseek_v3", *MTP_STYLES):
         raise ValueError(f"size {size!r} is for the deepseek_v3 styles, not {style!r}")
+    if size == NPU_EP_MLA_SIZE and style != "deepseek_v3":
+        raise ValueError(f"size {size!r} is for the deepseek_v3 style, not {style!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
     out = Path(out_dir).resolve()
@@ -246,7 +261,7 @@ def _build(out: Path, style: str, size: str, seed: int, dtype: str) -> None:
     with _seeded(seed):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         _shape_weights(model, shape["hidden_size"], [ids[t] for t in SPECIAL_TOKENS])
-        _shape_moe_weights(model)
+        _shape_moe_weights(model, mla_gain=NPU_EP_MLA_GAIN if size == NPU_EP_MLA_SIZE else 2.0)
         if style in REPEAT_STYLES + MTP_STYLES:
             _shape_repeat_weights(model)
     _save(model, out, dtype, ids)
@@ -594,6 +609,8 @@ def _moe_config(style: str, common: dict[str, Any], size: str) -> Any:
         fields.update(NPU_MLA_SHAPE)
     elif size == NPU_MLA_MOE_SIZE:
         fields.update(NPU_MLA_MOE_SHAPE)
+    elif size == NPU_EP_MLA_SIZE:
+        fields.update(NPU_EP_MLA_SHAPE)
     if style == "qwen3_moe":
         return Qwen3MoeConfig(
             **fields,
@@ -608,7 +625,7 @@ def _moe_config(style: str, common: dict[str, Any], size: str) -> Any:
     return cls(**fields, rope_parameters=rope)
 
 
-def _shape_moe_weights(model: Any) -> None:
+def _shape_moe_weights(model: Any, mla_gain: float = 2.0) -> None:
     """Routing and the latent attention, scaled so neither is flat.
 
     Routers start at zero (Qwen3-MoE) or std 0.02, which routes every token alike;
@@ -631,7 +648,7 @@ def _shape_moe_weights(model: Any) -> None:
                 ("q_b_proj.weight", "kv_b_proj.weight", "kv_a_proj_with_mqa.weight")
             ):
                 # (DeepSeek-V2-Lite's q_proj is scaled by _shape_weights, as any q_proj.)
-                param.normal_(0.0, 2.0 / fan_in**0.5)
+                param.normal_(0.0, mla_gain / fan_in**0.5)
         for name, buf in model.named_buffers():
             if name.endswith("e_score_correction_bias"):
                 buf.normal_(0.0, 0.2)

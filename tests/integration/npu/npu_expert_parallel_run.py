@@ -6,9 +6,12 @@ Two passes: the prompts of PROMPT_LENGTHS (chunked prefill, mixed steps), then a
 pass (DECODE_PROMPTS one-token prompts: every step a uniform decode step, each one NPU
 graph replay in the graph runs) around which each rank's emulator counters are read: the
 graph replays, the MC2 ops those replays ran, the ones launched from the host, and the
-reads back to the host.
+reads back to the host. With `misroute`, a third generate (the first pass's prompts)
+follows with every MoE layer's exchange behind unit.fakes.moe_comm (each token sent to
+the wrong rank), its ids as `misrouted_ids`.
 
-Run as: python npu_expert_parallel_run.py MODEL_DIR TP (in child_env with 2 emulated NPUs).
+Run as: python npu_expert_parallel_run.py MODEL_DIR TP [misroute] (in child_env with 2
+emulated NPUs).
 """
 
 from __future__ import annotations
@@ -32,6 +35,15 @@ def prompts() -> list[list[int]]:
     return [[rng.randrange(2, 500) for _ in range(n)] for n in PROMPT_LENGTHS]
 
 
+def moe_methods(wrapper: object) -> list[Any]:
+    """The quant methods of a worker's MoE layers (RoutedExperts)."""
+    worker = getattr(wrapper, "worker", wrapper)
+    return [
+        m.quant_method for m in worker.model_runner.model.modules()  # type: ignore[attr-defined]
+        if type(m).__name__ == "RoutedExperts"
+    ]
+
+
 def decode_prompts() -> list[list[int]]:
     return [[7 + 11 * i] for i in range(DECODE_PROMPTS)]
 
@@ -41,21 +53,31 @@ def exchange_calls(wrapper: object) -> dict[str, Any]:
     from adapters.vllm.layers.fused_moe import AscendMoeMethod
     from support.torch_npu_emulator.activate import activate_from_env
 
-    worker = getattr(wrapper, "worker", wrapper)
-    methods = [
-        m.quant_method for m in worker.model_runner.model.modules()  # type: ignore[attr-defined]
-        if type(m).__name__ == "RoutedExperts"
-    ]
+    methods = moe_methods(wrapper)
     tnpu = activate_from_env()
     return {
         "exchanges": [
             isinstance(q, AscendMoeMethod) and q.exchange is not None for q in methods
         ],
         "methods": sorted({q.exchange.method_for(1) for q in methods if q.exchange}),
+        # The plan's methods (small steps', then larger ones'), from the core's decision.
+        "plan_methods": sorted({
+            m.value for q in methods if q.exchange for m in q.exchange.decision.comm.methods()
+        }),
         "dispatch": len(tnpu.calls_of("npu_moe_distribute_dispatch_v2")),
         "combine": len(tnpu.calls_of("npu_moe_distribute_combine_v2")),
         "init_routing": len(tnpu.calls_of("npu_moe_init_routing_v2")),
     }
+
+
+def misroute(wrapper: object) -> int:
+    """Run in each worker: every MoE layer's exchange sends tokens to the wrong rank."""
+    from unit.fakes.moe_comm import MisroutedMoeComm
+
+    exchanges = [q.exchange for q in moe_methods(wrapper) if q.exchange is not None]
+    for exchange in exchanges:
+        exchange.comm = MisroutedMoeComm(exchange.comm)
+    return len(exchanges)
 
 
 def step_counters(wrapper: object, reset: bool) -> dict[str, Any]:
@@ -89,7 +111,7 @@ def _top2(out: list[Any]) -> list[list[list[float]]]:
     ]
 
 
-def main(model: str, tp: int) -> None:
+def main(model: str, tp: int, wrong_rank: bool = False) -> None:
     os.environ["VLLM_ASCEND_DEVICE"] = "npu"
     os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # collective_rpc of a function
     from vllm import LLM, SamplingParams, TokensPrompt
@@ -129,8 +151,12 @@ def main(model: str, tp: int) -> None:
     else:
         result["decode_steps"] = MAX_NEW
         result["decode_ranks"] = llm.collective_rpc(step_counters, args=(False,))
+    if wrong_rank:
+        result["misrouted_layers"] = llm.collective_rpc(misroute)
+        wrong = generate(prompts())
+        result["misrouted_ids"] = [list(o.outputs[0].token_ids) for o in wrong]
     print("RESULT " + json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3:] == ["misroute"])

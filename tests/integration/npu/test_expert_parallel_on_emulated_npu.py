@@ -1,6 +1,10 @@
-"""Expert parallel with TP=2 on two emulated A3 NPUs gives the single-device ids, with
-VLLM_ASCEND_MOE_COMM_METHOD forcing MC2 once and all-to-all once, NPU graphs captured in
-the plan's default mode (FULL_AND_PIECEWISE).
+"""Expert parallel with TP=2 on two emulated A3 NPUs gives the single-device ids: a
+Qwen3-MoE-style model with VLLM_ASCEND_MOE_COMM_METHOD forcing MC2 once and all-to-all
+once, NPU graphs captured in the plan's default mode (FULL_AND_PIECEWISE). A token sent to
+the wrong rank leaves those ids. A DeepSeek-V3-style model (MLA + MoE) runs with the
+plan's own choice, which takes both (MC2 for decode steps within its capacity, all-to-all
+for the prefill chunks above); its ids against TP=1 are an expected failure for now (bf16
+noise louder than the near-tie rule, see its reason).
 
 Each rank holds half the routed experts; the NPU MoE method splits the step's tokens over
 the two ranks, the NPU adapter's MC2 (npu_moe_distribute_dispatch_v2 / combine_v2) or
@@ -8,7 +12,8 @@ all-to-all (npu_moe_init_routing_v2, all_to_all_single, unpermute) sends each to
 rank holding its experts and back, and vLLM's all-reduce joins the ranks' rows. The
 communicator's name comes from the EP group's `npu` backend (get_hccl_comm_name), which
 the emulator models for its gloo groups. A3 because MC2 on A2 needs EP >= 16 (the plan
-refuses it); A3's MC2 kernels take H >= 1024, hence make_models' npu-ep size.
+refuses it); A3's MC2 kernels take H >= 1024, hence make_models' npu-ep and npu-ep-mla
+sizes (npu-ep-mla: 64 query heads, 32 a TP rank, as the NPU MLA op takes them).
 
 Graphs: MC2's dispatch and combine are recorded in the captures (fixed shapes, nothing
 read back) and a decode pass shows them run by each step's replay, none launched from the
@@ -19,8 +24,11 @@ its eager steps (chunked prefill above the capture sizes) exchange by all-to-all
 
 The reference is TP=1 eager on one emulated NPU, in bf16 like the EP runs: the ranks' rows
 are summed in another order, so a sequence may part from it only where the reference's
-top-2 logprobs were a near-tie (the gap is in the failure message). Three engines, side
-by side. An emulator, not Ascend hardware.
+top-2 logprobs were a near-tie (the gap is in the failure message). Three Qwen3-MoE engines
+side by side, then the two DeepSeek-V3 ones. The all-to-all engine then generates again
+with every MoE layer's exchange behind a wrong expert map (unit/fakes/moe_comm.py: each
+token to the other rank), which must part at a step that was no near-tie. An emulator,
+not Ascend hardware.
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ NEAR_TIE_NATS = 0.25
 METHODS = ("mc2", "alltoall")
 
 
-def _start(model: str, tp: int, method: str | None) -> subprocess.Popen[str]:
+def _start(model: str, tp: int, method: str | None, *extra: str) -> subprocess.Popen[str]:
     env = child_env(dict(os.environ), soc_name=A3, device_count=2)
     for key in ("VLLM_ASCEND_DEVICE", "VLLM_ASCEND_MOE_COMM_METHOD"):
         env.pop(key, None)
@@ -55,7 +63,7 @@ def _start(model: str, tp: int, method: str | None) -> subprocess.Popen[str]:
         env["VLLM_ASCEND_MOE_COMM_METHOD"] = method
     env["OMP_NUM_THREADS"] = "1"
     return subprocess.Popen(
-        [sys.executable, str(RUNNER), model, str(tp)],
+        [sys.executable, str(RUNNER), model, str(tp), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )
 
@@ -72,22 +80,41 @@ def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
 def runs() -> dict[str, dict[str, Any]]:
     model = str(make_model(MODELS_DIR / "npu-ep-qwen3_moe", "qwen3_moe", "npu-ep"))
     procs = {"tp1": _start(model, 1, None)}
-    procs.update({method: _start(model, 2, method) for method in METHODS})
+    procs.update({
+        method: _start(model, 2, method, *(("misroute",) if method == "alltoall" else ()))
+        for method in METHODS
+    })
     return {key: _result(proc) for key, proc in procs.items()}
 
 
-def _partings(ids: list[list[int]], reference: list[list[int]], top2: list[Any]) -> list[str]:
-    """Where a sequence leaves the reference at a step that was not a near-tie."""
-    wrong = []
+@pytest.fixture(scope="module")
+def mla_runs() -> dict[str, dict[str, Any]]:
+    """DeepSeek-V3-style: TP=1 and TP=2 + EP with the plan's methods (nothing forced)."""
+    model = str(make_model(MODELS_DIR / "npu-ep-mla-deepseek_v3", "deepseek_v3", "npu-ep-mla"))
+    procs = {"tp1": _start(model, 1, None), "ep": _start(model, 2, None)}
+    return {key: _result(proc) for key, proc in procs.items()}
+
+
+def _all_partings(
+    ids: list[list[int]], reference: list[list[int]], top2: list[Any]
+) -> list[tuple[str, float]]:
+    """Each sequence's first step off the reference, with the reference's top-2 gap."""
+    found = []
     for seq, (got, want) in enumerate(zip(ids, reference, strict=True)):
         step = next((j for j, (a, b) in enumerate(zip(got, want, strict=True)) if a != b), None)
         if step is None:
             continue
         first, second = top2[seq][step]
         gap = first - second
-        if gap >= NEAR_TIE_NATS:
-            wrong.append(f"prompt {seq} step {step}: {got[step]} for {want[step]} (gap {gap:.3f})")
-    return wrong
+        found.append((f"prompt {seq} step {step}: {got[step]} for {want[step]} (gap {gap:.3f})",
+                      gap))
+    print("partings:", [what for what, _ in found] or "none")
+    return found
+
+
+def _partings(ids: list[list[int]], reference: list[list[int]], top2: list[Any]) -> list[str]:
+    """Where a sequence leaves the reference at a step that was not a near-tie."""
+    return [what for what, gap in _all_partings(ids, reference, top2) if gap >= NEAR_TIE_NATS]
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -124,3 +151,44 @@ def test_decode_steps_replay_the_exchange_without_host_reads(runs, method) -> No
         assert rank["replayed"] == {op: per_replay * replays for op in MC2_OPS}, rank
         # At most one read back a step (the sampled tokens), none per MoE layer.
         assert rank["syncs"] <= replays, rank
+
+
+def test_a_token_sent_to_the_wrong_rank_leaves_the_single_device_ids(runs) -> None:
+    """The all-to-all engine again, each MoE layer's exchange behind a wrong expert map
+    (unit.fakes.moe_comm): the ids part where the reference was no near-tie."""
+    run = runs["alltoall"]
+    assert run["misrouted_layers"] == [2, 2], run["misrouted_layers"]  # both layers, each rank
+    ref = runs["tp1"]
+    assert _partings(run["misrouted_ids"], ref["ids"], ref["top2"]), (run["misrouted_ids"],
+                                                                      ref["ids"])
+
+
+def test_deepseek_v3_ep_tp2_runs_mc2_and_all_to_all_as_the_plan_chose(mla_runs) -> None:
+    """MLA + MoE (one dense layer, two MoE layers of 16 experts with grouped sigmoid
+    routing and a shared expert): the plan takes MC2 for steps within its capacity (8
+    tokens: decode) and all-to-all above (prefill chunks), and both run on both ranks."""
+    run = mla_runs["ep"]
+    for rank in run["ranks"]:
+        assert len(rank["exchanges"]) == 2 and all(rank["exchanges"]), rank
+        assert rank["plan_methods"] == ["alltoall", "mc2"], rank
+        assert rank["dispatch"] > 0 and rank["combine"] == rank["dispatch"], rank
+        assert rank["init_routing"] > 0, rank
+    assert run["ranks"][0]["dispatch"] == run["ranks"][1]["dispatch"]
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="DeepSeek-V3-style at npu-ep-mla in bf16 is louder than the near-tie rule: of "
+    "three runs, one gave TP=1's ids exactly, one parted only at a near-tie (gap 0.125) and "
+    "one parted on one prompt of four at a top-2 gap of 0.562 nats; TP=2 without expert "
+    "parallelism parts too (gap 0.125 in a run; at MLA gain 2 its ids equalled EP's "
+    "exactly, both off TP=1 at gaps up to 0.875). "
+    "A routing near-tie inside a MoE layer flips an expert, which the output's top-2 gap "
+    "does not see.",
+)
+def test_deepseek_v3_ep_tp2_with_the_plans_methods_gives_the_single_device_ids(
+    mla_runs,
+) -> None:
+    run, reference = mla_runs["ep"], mla_runs["tp1"]
+    partings = _partings(run["ids"], reference["ids"], reference["top2"])
+    assert not partings, (partings, run["ids"], reference["ids"])
