@@ -68,10 +68,13 @@ CHUNKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("rest", ()),  # every module no chunk above names: integration's others, tests/unit
 )
 
-# `--layer unit`: the tests of the ops (torch on host tensors, the emulated torch_npu, Triton
-# interpreted) in one process, the core, the doctor and the guards in the other.
+# `--layer unit`: the adapters' tests (torch on host tensors, the emulated torch_npu, Triton
+# interpreted, the doctor, the container) in one process, the core and the guards in the
+# other: about the same seconds each.
 UNIT_CHUNKS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("unit-ops", ("unit/npu", "unit/cpu", "unit/kernels")),
+    ("unit-adapters", ("unit/npu", "unit/cpu", "unit/kernels", "unit/doctor",
+                       "unit/container", "unit/system", "unit/vllm",
+                       "unit/test_attention_plan.py", "unit/test_startup_notes.py")),
     ("unit-core", ()),
 )
 LAYERS = ("unit", "integration", "e2e")

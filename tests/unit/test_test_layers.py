@@ -86,4 +86,4 @@ def test_make_unit_runs_every_unit_module_once() -> None:
     chunks = suite.partition(modules, suite.UNIT_CHUNKS)
     placed = [m for mods in chunks.values() for m in mods]
     assert sorted(placed) == modules and len(placed) == len(set(placed))
-    assert set(chunks) == {"unit-ops", "unit-core"}
+    assert set(chunks) == {"unit-adapters", "unit-core"}
