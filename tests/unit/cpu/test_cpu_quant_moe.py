@@ -25,11 +25,17 @@ def _expert_mlp(x: torch.Tensor, w13: torch.Tensor, s13: torch.Tensor, w2: torch
     return torch.tensor(ref.quant_matmul(a_q, w2, s2.tolist(), sa), dtype=F32).to(x.dtype)
 
 
-def _operands(gen: torch.Generator, experts: int = 4, hidden: int = 24, inter: int = 10):
-    w13 = torch.randint(-127, 128, (experts, 2 * inter, hidden), generator=gen, dtype=torch.int8)
-    w2 = torch.randint(-127, 128, (experts, hidden, inter), generator=gen, dtype=torch.int8)
-    s13 = torch.rand(experts, 2 * inter, generator=gen) * 1e-2 + 1e-4
-    s2 = torch.rand(experts, hidden, generator=gen) * 1e-2 + 1e-4
+def _operands(
+    gen: torch.Generator, experts: int = 4, hidden: int = 24, inter: int = 10,
+    bits: int = 8, scale: float = 1e-2,
+):
+    """Weights in the signed range of `bits` (int8: [-127, 127]; int4: [-8, 7]) and their
+    per-channel scales."""
+    low, high = (-127, 128) if bits == 8 else (-8, 8)
+    w13 = torch.randint(low, high, (experts, 2 * inter, hidden), generator=gen, dtype=torch.int8)
+    w2 = torch.randint(low, high, (experts, hidden, inter), generator=gen, dtype=torch.int8)
+    s13 = torch.rand(experts, 2 * inter, generator=gen) * scale + scale / 100
+    s2 = torch.rand(experts, hidden, generator=gen) * scale + scale / 100
     return w13, s13, w2, s2
 
 
@@ -66,12 +72,8 @@ def test_float_weights_are_refused() -> None:
 
 
 # W4A8_DYNAMIC: the same oracle with int4 values [-8, 7] as the weights (exact in int32).
-def _int4_operands(gen: torch.Generator, experts: int = 4, hidden: int = 24, inter: int = 10):
-    w13 = torch.randint(-8, 8, (experts, 2 * inter, hidden), generator=gen, dtype=torch.int8)
-    w2 = torch.randint(-8, 8, (experts, hidden, inter), generator=gen, dtype=torch.int8)
-    s13 = torch.rand(experts, 2 * inter, generator=gen) * 1e-1 + 1e-3
-    s2 = torch.rand(experts, hidden, generator=gen) * 1e-1 + 1e-3
-    return w13, s13, w2, s2
+def _int4_operands(gen: torch.Generator):
+    return _operands(gen, bits=4, scale=1e-1)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
