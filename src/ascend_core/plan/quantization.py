@@ -11,7 +11,7 @@ from ascend_core.quantization.export_layers import LayerKind, QuantFormat
 from ascend_core.quantization.fp8 import block_shape_problem, fp8_serving
 from ascend_core.quantization.methods import UNSUPPORTED_HINT, selectable_names
 from ascend_core.suggest import did_you_mean
-from ascend_core.support.quant_matrix import quant_refusals
+from ascend_core.support.quant_matrix import device_name, quant_refusals
 
 
 def resolve_quantization(deployment: Deployment, draft: Draft) -> Draft:
@@ -84,7 +84,8 @@ def check_quantized_layers(deployment: Deployment, draft: Draft) -> Draft:
             draft = draft.fail(QuantizationError(
                 f"Layer {group.first} and the other linear layers: {group.says}, "
                 f"{group.format.value}, with [{group.block[0]}, {group.block[1]}] weight "
-                f"blocks, which do not fit this model on {tp} rank(s): {problem}; each "
+                f"blocks, which do not fit this model split over {tp} rank(s) on "
+                f"{device_name(deployment.device_kind)}: {problem}; each "
                 "block's scale would land on the wrong rows.",
                 "Serve with a tensor-parallel size that keeps every slice a whole number "
                 "of blocks (--tensor-parallel-size 1 if the sizes allow), or re-quantize "

@@ -217,11 +217,16 @@ def quant_verdict(fmt: QuantFormat, kind: LayerKind, device: DeviceKind) -> Verd
     )
 
 
+def device_name(device: DeviceKind) -> str:
+    """The device as a refusal names it: "the host device", "an Ascend NPU"."""
+    return _DEVICE_NAMES.get(device.value, device.value)
+
+
 def quant_refusals(
     layers: tuple[QuantizedLayers, ...], device: DeviceKind
 ) -> tuple[QuantizationError, ...]:
     """One error per (format, kind) the device does not serve, naming its first layer."""
-    where = _DEVICE_NAMES.get(device.value, device.value)
+    where = device_name(device)
     out = []
     for group in layers:
         v = quant_verdict(group.format, group.kind, device)

@@ -140,7 +140,9 @@ def test_a_block_that_does_not_fit_is_refused_before_load(deployment) -> None:  
     message = str(error)
     assert message.startswith("Layer model.layers.0.self_attn.q_proj and the other linear "
                               "layers: config.json quantization_config stores it in fp8")
-    assert "[128, 128] weight blocks, which do not fit this model on 1 rank(s)" in message
+    assert "[128, 128] weight blocks, which do not fit this model split over 1 rank(s)" in message
+    where = "an Ascend NPU" if deployment.device_kind.value == "npu" else "the host device"
+    assert f"1 rank(s) on {where}:" in message
     assert "fused shard of 64 output features, not a whole number of 128-row blocks" in message
     assert "FP8_DYNAMIC" in error.hint
 
