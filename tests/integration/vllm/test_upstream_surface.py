@@ -319,6 +319,20 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.worker.worker:DeviceWorker.runner_v2_path",
     "adapters.vllm.worker.worker:NpuWorker.runner_v2_path",
     "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._scope",
+    # This wave: the staging arena's runner state and builders' opt-in, hybrid MLA's
+    # block-local planes, the encoder attention's host lengths.
+    "adapters.vllm.attention.metadata:PagedMetadataBuilder.use_arena",
+    "adapters.vllm.attention.mla:MlaAttentionImpl._planes",
+    "adapters.vllm.attention.mla_metadata:MlaMetadataBuilder.use_arena",
+    "adapters.vllm.layers.vision:AscendMMEncoderAttention._lengths",
+    "adapters.vllm.layers.vision:AscendMMEncoderAttention._offsets",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._arena",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._arena_refusal",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._arena_reqs_padded",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._arena_seq_lens",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._arena_slot_block",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._bind_staging_arena",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._staging_arena_bytes",
 })
 
 
