@@ -20,7 +20,6 @@ rows' dtype. Weights repacked at load by npu_convert_weight_to_int4pack, per exp
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
 
 import torch
 
@@ -112,10 +111,19 @@ class NpuQuantMoeOps(QuantMoeOps):
         self, x_q: torch.Tensor, token_scale: torch.Tensor, weight: torch.Tensor,
         scale: torch.Tensor, bias: torch.Tensor, group_sizes: torch.Tensor,
     ) -> torch.Tensor:
-        """A8W4: the checkpoint's scale_bias goes in as the bias, the output is bf16."""
-        return self._int8_matmul(
-            x_q, token_scale, weight, scale, group_sizes, torch.bfloat16, bias=[bias]
-        )
+        out: torch.Tensor = self._torch_npu.npu_grouped_matmul(
+            [x_q],
+            [weight],
+            bias=[bias],
+            scale=[scale],
+            per_token_scale=[token_scale],
+            group_list=group_sizes,
+            group_list_type=COUNTS,
+            group_type=GROUP_M,
+            split_item=SINGLE_OUTPUT,
+            output_dtype=torch.bfloat16,
+        )[0]
+        return out
 
     def _int8_matmul(
         self,
@@ -125,7 +133,6 @@ class NpuQuantMoeOps(QuantMoeOps):
         scale: torch.Tensor,
         group_sizes: torch.Tensor,
         dtype: torch.dtype,
-        **extra: Any,
     ) -> torch.Tensor:
         out: torch.Tensor = self._torch_npu.npu_grouped_matmul(
             [x_q],
@@ -137,7 +144,6 @@ class NpuQuantMoeOps(QuantMoeOps):
             group_type=GROUP_M,
             split_item=SINGLE_OUTPUT,
             output_dtype=dtype,
-            **extra,
         )[0]
         return out
 
