@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from adapters.npu.vision import NpuVisionOps
+from adapters.torch.mrope import mrope_cos_sin
 from ascend_core.errors import ConfigError
 from ascend_core.op_limits import block_size_error
 from ports.ops import AttentionPart, AttentionPlan, Ops
@@ -113,7 +114,7 @@ class NpuOps(Ops):
             )
             if done:
                 return q, k
-        cos, sin = self._vision.mrope_cos_sin(positions, cos_sin_cache, mrope_section, interleaved)
+        cos, sin = mrope_cos_sin(cos_sin_cache, positions, mrope_section, interleaved)
         return self._rotate_by(cos, sin, query, key, head_size, rotary_dim, is_neox_style)
 
     def encoder_attention(

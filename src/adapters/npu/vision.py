@@ -21,7 +21,6 @@ from types import ModuleType
 
 import torch
 
-from adapters.torch.mrope import mrope_cos_sin
 from ascend_core.errors import ConfigError
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -62,15 +61,6 @@ class NpuVisionOps:
             rotary_mode="half",
         )
         return q.reshape(query.shape), k.reshape(key.shape), True
-
-    @staticmethod
-    def mrope_cos_sin(
-        positions: torch.Tensor,
-        cos_sin_cache: torch.Tensor,
-        mrope_section: tuple[int, int, int],
-        interleaved: bool,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return mrope_cos_sin(cos_sin_cache, positions, mrope_section, interleaved)
 
     def encoder_attention(
         self,
