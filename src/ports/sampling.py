@@ -25,3 +25,11 @@ class SamplingOps(abc.ABC):
         masked entries -inf; returns the logits. None: the device has no kernel of its
         own for this call, and the caller keeps vLLM's torch implementation."""
         return None
+
+    @abc.abstractmethod
+    def exponential_noise(
+        self, seeds: torch.Tensor, counters: torch.Tensor, vocab: int
+    ) -> torch.Tensor:
+        """[B, vocab] float32 Exp(1) noise on the seeds' device, row b a pure function of
+        (seeds[b], counters[b]) (int64 [B] each) and the token index: the same bits in any
+        batch, step or graph replay, with no generator state (adapters/torch/counter_noise)."""
