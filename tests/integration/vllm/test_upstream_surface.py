@@ -263,6 +263,8 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.traced_in_graph",
     "adapters.vllm.layers.fused_moe:AscendUnquantizedFusedMoEMethod.routed_experts",
     "adapters.vllm.worker.npu_model_runner:NpuGraphWrapper._weak",
+    "adapters.vllm.worker.npu_model_runner:NpuGraphWrapper._capture",
+    "adapters.vllm.worker.npu_model_runner:NpuModelRunner._bind_sampled_tail",
     # The model's logits, those of the FULL graph just replayed when they are its rows.
     "adapters.vllm.worker.npu_model_runner:NpuGraphWrapper.compute_logits",
     "adapters.vllm.engine.platform:AscendHostPlatform.device_kind",
@@ -331,6 +333,9 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._arena_reqs_padded",
     "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._arena_seq_lens",
     "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._arena_slot_block",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._sampling_stage",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._sampled_step",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._stage_sampling",
     "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._bind_staging_arena",
     "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._staging_arena_bytes",
 })
