@@ -27,9 +27,8 @@ class SamplingOps(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def exponential_noise(
-        self, seeds: torch.Tensor, counters: torch.Tensor, vocab: int
-    ) -> torch.Tensor:
-        """[B, vocab] float32 Exp(1) noise on the seeds' device, row b a pure function of
-        (seeds[b], counters[b]) (int64 [B] each) and the token index: the same bits in any
-        batch, step or graph replay, with no generator state (adapters/torch/counter_noise)."""
+    def exponential_noise(self, keys: torch.Tensor, vocab: int) -> torch.Tensor:
+        """[B, vocab] float32 Exp(1) noise on the keys' device, row b a pure function of
+        keys[b] (int64 [B]: a 32-bit key from a request's seed and the position it samples,
+        adapters/torch/counter_noise.row_keys) and the token index: the same bits in any
+        batch, step or graph replay, with no generator state."""

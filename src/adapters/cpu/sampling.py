@@ -39,7 +39,5 @@ class CpuSamplingOps(SamplingOps):
             return kernel(logits)
         return logits.argmax(dim=-1).view(-1)
 
-    def exponential_noise(
-        self, seeds: torch.Tensor, counters: torch.Tensor, vocab: int
-    ) -> torch.Tensor:
-        return counter_noise.exponential_noise(seeds, counters, vocab)
+    def exponential_noise(self, keys: torch.Tensor, vocab: int) -> torch.Tensor:
+        return counter_noise.exponential_noise(keys, vocab)

@@ -17,7 +17,5 @@ class NpuSamplingOps(SamplingOps):
     def greedy(self, logits: torch.Tensor) -> torch.Tensor:
         return logits.argmax(dim=-1).view(-1)
 
-    def exponential_noise(
-        self, seeds: torch.Tensor, counters: torch.Tensor, vocab: int
-    ) -> torch.Tensor:
-        return counter_noise.exponential_noise(seeds, counters, vocab)
+    def exponential_noise(self, keys: torch.Tensor, vocab: int) -> torch.Tensor:
+        return counter_noise.exponential_noise(keys, vocab)

@@ -20,10 +20,8 @@ class FakeSamplingOps(SamplingOps):
         self.greedy_calls.append(tuple(logits.shape))
         return logits.argmax(dim=-1).view(-1)
 
-    def exponential_noise(
-        self, seeds: torch.Tensor, counters: torch.Tensor, vocab: int
-    ) -> torch.Tensor:
+    def exponential_noise(self, keys: torch.Tensor, vocab: int) -> torch.Tensor:
         """Ones: every token's noise equal, so a random row samples its argmax."""
         import torch
 
-        return torch.ones(seeds.shape[0], vocab, dtype=torch.float32, device=seeds.device)
+        return torch.ones(keys.shape[0], vocab, dtype=torch.float32, device=keys.device)

@@ -4,10 +4,11 @@ vLLM's random_sample draws each seeded row's Exp(1) noise from the request's own
 torch.Generator, one launch per seeded row, with host-held state a graph cannot replay.
 On the NPU the runner names each row's counter for the step (the position of the token
 it samples: the sequence's length once this step's tokens are in), and the noise of a
-seeded row is the sampling port's `exponential_noise(seed, counter)`: the same tokens for
-the same seed in any batch, whether the step ran eagerly or from a graph's replay (where
-the runner's sampled tail computes the same noise), and a chunked prompt's discarded
-samples leave nothing to rewind. Rows without a seed keep vLLM's `exponential_()`.
+seeded row is the sampling port's `exponential_noise` of its key (`row_keys(seed,
+counter)`, made on the host): the same tokens for the same seed in any batch, whether the
+step ran eagerly or from a graph's replay (where the runner's sampled tail computes the
+same noise), and a chunked prompt's discarded samples leave nothing to rewind. Rows
+without a seed keep vLLM's `exponential_()`.
 
 Without counters (a caller other than the NPU runner) vLLM's way is taken unchanged.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from adapters.torch.counter_noise import row_keys
 from adapters.vllm.patches._symbols import rebind, resolve
 
 if TYPE_CHECKING:
@@ -68,11 +70,12 @@ def use_counter_noise_for_seeds(spec: PatchSpec) -> None:
 
         rows, seeds = seeded_rows(generators)
         counters = _counters[-1]
-        # One host-to-device copy of the seeded rows' keys: (seeds; counters).
-        keys = torch.tensor(
-            [seeds, [int(counters[row]) for row in rows]], dtype=torch.int64
+        # The seeded rows' keys made on the host (a few B-long ops), sent in one copy.
+        keys = row_keys(
+            torch.tensor(seeds, dtype=torch.int64),
+            torch.tensor([int(counters[row]) for row in rows], dtype=torch.int64),
         ).to(probs.device, non_blocking=True)
-        noise = sampling_ops().exponential_noise(keys[0], keys[1], probs.shape[-1])
+        noise = sampling_ops().exponential_noise(keys, probs.shape[-1])
         q = empty_exponential_noise_like(probs, use_fp64_gumbel)
         if len(rows) == probs.shape[0]:
             q.copy_(noise)

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from adapters.torch.counter_noise import row_keys
+
 # vLLM's sampler's threshold below which a temperature means greedy.
 SAMPLING_EPS = 1e-5
 
@@ -88,6 +90,8 @@ class SamplingStage:
             self.host[name], self.device[name] = take(rows, dtype)
         self._rng = np.random.default_rng(seed)
         self.clear()
+        for name, _ in self.FIELDS:  # a capture reads them before any step is sent
+            self.device[name].copy_(self.host[name])
 
     @staticmethod
     def nbytes(rows: int) -> int:
@@ -119,7 +123,7 @@ class SamplingStage:
 
 def sampled_tail(
     model: Any, input_ids: torch.Tensor, stage: SamplingStage, seq_lens: torch.Tensor,
-    noise: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor],
+    noise: Callable[[torch.Tensor, int], torch.Tensor],
 ) -> Callable[[Any], tuple[Any, Any] | None]:  # fmt: skip
     """hidden states -> (raw logits, sampled ids), the ids written into the runner's input
     ids (as the greedy tail's): vLLM's Sampler.sample for a plain batch, step by step
@@ -143,7 +147,8 @@ def sampled_tail(
             scores, stage.device["top_k"][:rows], stage.device["top_p"][:rows]
         )
         probs = scores.softmax(dim=-1, dtype=torch.float32)
-        q = noise(stage.device["seed"][:rows], seq_lens[:rows].to(torch.int64), probs.shape[1])
+        keys = row_keys(stage.device["seed"][:rows], seq_lens[:rows])
+        q = noise(keys, probs.shape[1])
         sampled = probs.div_(q).argmax(dim=-1)
         ids = torch.where(is_greedy, greedy, sampled).to(torch.int32)
         input_ids[:rows].copy_(ids)
