@@ -326,16 +326,16 @@ ENTRIES = (
         ),
     ),
     PatchSpec(
-        id="npu-seeded-counter-noise",
+        id="seeded-counter-noise",
         target="vllm.v1.sample.ops.topk_topp_sampler:random_sample",
         versions=VLLM_0_33,
-        when=Condition(device_kinds={NPU}),
+        when=Condition(device_kinds={HOST, NPU}),
         reason=(
-            "vLLM draws a seeded request's sampling noise from its own generator, one launch "
-            "a seeded row, with host-held state no NPU graph can replay; on the NPU a seeded "
-            "row's noise is a function of its seed and the position it samples (the sampling "
-            "port's exponential_noise), as the FULL decode graph's sampled tail computes it: "
-            "the same tokens eager or replayed, in any batch."
+            "vLLM draws a seeded request's noise from its own generator, a launch a seeded "
+            "row, with host-held state no NPU graph can replay; here a seeded row's noise is "
+            "a function of its seed and the position it samples (the sampling port's "
+            "exponential_noise), as the NPU's FULL decode graphs compute it: the same "
+            "tokens on both devices, eager or replayed, in any batch."
         ),
     ),
 )

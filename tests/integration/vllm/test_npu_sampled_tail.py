@@ -1,7 +1,7 @@
 """The FULL graph's sampled tail gives vLLM's sampler's ids (no engine).
 
 vLLM's own Sampler (the torch-native top-k/top-p path an out-of-tree platform takes, with
-the NPU's `npu-seeded-counter-noise` patch applied and the step's counters named, as the
+the `seeded-counter-noise` patch applied and the step's counters named, as the
 NPU runner samples) against `sampled_tail` on the same logits, each row's parameters
 from a SamplingStage as the runner stages them: greedy, temperature-only, top-k, top-p
 and top-k + top-p rows, every random row seeded. Then the patch's promise: a seeded row's
@@ -37,7 +37,7 @@ COUNTERS = np.array([9, 130, 4, 57, 57, 1, 300, 12], dtype=np.int64)
 def patched(monkeypatch: pytest.MonkeyPatch) -> None:
     """vLLM's random_sample as the NPU patches it (restored after the test)."""
     monkeypatch.setattr(topk_topp_sampler, "random_sample", topk_topp_sampler.random_sample)
-    spec = next(s for s in REGISTRY.entries if s.id == "npu-seeded-counter-noise")
+    spec = next(s for s in REGISTRY.entries if s.id == "seeded-counter-noise")
     seeded_noise.use_counter_noise_for_seeds(spec)
 
 

@@ -42,7 +42,7 @@ FUNCTIONS: Mapping[str, str] = {
     "oot-wna16-mp-kernel": "wna16_kernel:add_wna16_kernel",
     "oot-fp8-scaled-mm-kernel": "fp8_kernel:add_fp8_kernel",
     "oot-fp8-block-scaled-mm-kernel": "fp8_kernel:add_fp8_kernel",
-    "npu-seeded-counter-noise": "seeded_noise:use_counter_noise_for_seeds",
+    "seeded-counter-noise": "seeded_noise:use_counter_noise_for_seeds",
 }
 
 

@@ -24,14 +24,13 @@ from vllm.logger import init_logger
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
 from adapters.container import container
-from adapters.vllm.patches.seeded_noise import sample_counters
 from adapters.vllm.worker.host_decode_inputs import HostDecodeInputsMixin
 from adapters.vllm.worker.sampled_tail import (
     greedy_sample_served,
     sampled_tail,
     sampled_tail_serves,
 )
-from adapters.vllm.worker.seeded_rewind import SeededRewindMixin
+from adapters.vllm.worker.seeded_rewind import SampleCountersMixin, SeededRewindMixin
 
 if TYPE_CHECKING:
     import torch
@@ -54,7 +53,7 @@ def _in_scope(name: str) -> Any:
     return call
 
 
-class NpuModelRunner(SeededRewindMixin, HostDecodeInputsMixin):
+class NpuModelRunner(SampleCountersMixin, SeededRewindMixin, HostDecodeInputsMixin):
     """GPUModelRunner on an NPU; only the entry points that issue torch.cuda calls are wrapped,
     and a uniform decode step's inputs are made on the host (HostDecodeInputsMixin)."""
 
@@ -161,7 +160,7 @@ class NpuModelRunner(SeededRewindMixin, HostDecodeInputsMixin):
         when its tail serves the batch: the greedy tail for plain greedy batches
         (greedy_sample_served), the sampled one for the plain batches it was replayed
         for (sampled_tail_serves). vLLM's sampler runs with the step's counters, which
-        key seeded rows' noise (the npu-seeded-counter-noise patch)."""
+        key seeded rows' noise (SampleCountersMixin)."""
         tail = getattr(self.model, "last_tail", None)
         metadata = self.input_batch.sampling_metadata
         if (
@@ -182,9 +181,7 @@ class NpuModelRunner(SeededRewindMixin, HostDecodeInputsMixin):
             ids = tail[2][: logits.shape[0]].unsqueeze(-1)
             self.model.last_served_ids = tail[2]
             return SamplerOutput(sampled_token_ids=ids, logprobs_tensors=None)
-        counters = self.optimistic_seq_lens_cpu[: self.input_batch.num_reqs].numpy()
-        with sample_counters(counters):
-            return super()._sample(logits, spec_decode_metadata)
+        return super()._sample(logits, spec_decode_metadata)
 
     # Each of these creates or waits on streams and events (the async output copy, the
     # transfer event of the sampled ids, the dummy and profiling batches, graph capture).

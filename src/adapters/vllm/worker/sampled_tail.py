@@ -7,7 +7,7 @@ FULL graph is therefore captured a second time with this tail after the model: v
 sampler's arithmetic on the step's logits, every row's parameters read from slices of
 the staging arena (written on the host with the step's other inputs, sent in its one
 copy), and each row's noise keyed by (seed, the position it samples), as the
-`npu-seeded-counter-noise` patch keys a seeded row in an eager step. A row without a seed
+`seeded-counter-noise` patch keys a seeded row in an eager step. A row without a seed
 gets a key drawn on the host for the step.
 
 `sampled_tail_serves` says which batches the tail answers exactly as vLLM's sampler
