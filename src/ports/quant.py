@@ -47,7 +47,7 @@ class QuantOps(abc.ABC):
 
         inv_scale and offset are [1] (per tensor) in x's dtype, as npu_quantize takes
         them: 1 / input_scale computed in that dtype and the integer-valued input_offset
-        (adapters.torch.static_quant.static_activation_params makes them).
+        (the vLLM layers hold them so).
         """
 
     @abc.abstractmethod

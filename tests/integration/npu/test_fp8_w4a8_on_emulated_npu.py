@@ -20,6 +20,10 @@ Each NPU continuation equals the host's up to bf16 near-ties: where one parts fr
 host's, the float32 fake-quant reference (computed from the files:
 support.quant_reference) puts the two tokens within NEAR_TIE_NATS of each other at that
 step (the gap is shown), and the rest of that continuation is not compared.
+
+Weight memory: what the NPU worker holds after load (the fp8 layers in bf16, their scales
+dropped) is what `ascend-doctor plan` counts from the files' headers, within the
+per-layer margin of support.doctor_plan.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import torch
 from generate_run import prompts
 from test_generate_on_emulated_npu import CACHED, _result, _start
 
+from support.doctor_plan import PER_LAYER_MARGIN, doctor_memory
 from support.quant_reference import (
     _load_fp8,
     _logprob_rows,
@@ -43,6 +48,7 @@ from support.quant_reference import (
 
 NEAR_TIE_NATS = 0.25  # the bf16 tests' tolerance (test_quantized_on_emulated_npu.py)
 MAX_PARTED = 2  # of 16 continuations (two passes of 8) per export: near-ties stay rare
+NPU_MEASURE_MARGIN = 64 << 10  # the emulated device counts exact bytes
 EXPORTS: dict[str, Callable[[], str]] = {
     "fp8": lambda: str(local_ct_export("llama", scheme="fp8_mixed")),
     "w4a8": lambda: str(local_export("qwen3_moe", "w4a8_dynamic")),
@@ -129,3 +135,14 @@ def test_npu_bf16_gives_the_host_ids_up_to_near_ties(runs, exports, name: str) -
                     f"{parting[1]:.3f} nats apart")
     print(f"{name}: {len(parted)} of 16 continuations part (step, top-2 gap): {parted}")
     assert len(parted) <= MAX_PARTED, parted
+
+
+def test_fp8_weight_memory_held_on_the_npu_is_what_the_doctor_plans(
+    runs: dict[tuple[str, str], dict[str, Any]], exports: dict[str, str]
+) -> None:
+    npu = runs["npu", "fp8"]["weights"]
+    assert abs(npu["weights_measured"] - (npu["weights_held"] + npu["buffers"])) <= (
+        NPU_MEASURE_MARGIN), npu
+    doctor = doctor_memory(exports["fp8"], "bfloat16")["weights_bytes_total"]
+    assert doctor <= npu["weights_held"] <= doctor + PER_LAYER_MARGIN * npu["linears"], (
+        npu, doctor)
