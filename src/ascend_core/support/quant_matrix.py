@@ -159,7 +159,9 @@ _NO_FP8 = Refused(
 )
 _NO_FP8_EXPERTS = Refused(
     "fp8 MoE experts have no grouped method in this build (only dense linear layers are "
-    "dequantized at load)",
+    "dequantized at load): vLLM builds its own fp8 MoE method for them, whose kernels "
+    "(Triton, CUTLASS, DeepGEMM) neither the host nor an NPU runs, and on an out-of-tree "
+    "platform it selects none",
     "keep the experts unquantized (llm-compressor's ignore list, e.g. "
     "\"re:.*mlp.experts.*\"), or quantize them with ModelSlim as W8A8_DYNAMIC",
 )
