@@ -25,9 +25,9 @@ NPU_ENCODER_EAGER_REASON = (
     "(images x the longest) from them, both fixed at capture, so a replay with another "
     "mix of image sizes would attend over the captured lengths; capturing needs those "
     "arguments updated at replay (NPUGraph.update with the op's host arguments, which the "
-    "plugin does for the language model's attention only). The tower runs once per image (its output kept "
-    "in vLLM's encoder cache), not once per decode step, so eager costs one pass's launches "
-    "per image"
+    "plugin does for the language model's attention only). The tower runs once per image "
+    "(its output kept in vLLM's encoder cache), not once per decode step, so eager costs "
+    "one pass's launches per image"
 )
 HOST_ENCODER_EAGER_REASON = "the host device captures no graphs; the vision tower runs eagerly"
 

@@ -75,8 +75,8 @@ def test_the_facts_read_the_towers_heads_from_vision_config() -> None:
     qwen3 = model_facts_from_config({**text, "vision_config": {
         "hidden_size": 1152, "num_heads": 16}})
     assert (qwen3.vision_heads, qwen3.vision_head_size) == (16, 72)
-    qwen2 = model_facts_from_config({**text, "vision_config": {"embed_dim": 1280,
-                                                                "num_heads": 16}})
+    qwen2 = model_facts_from_config({**text, "vision_config": {  # hidden_size: the LM's
+        "embed_dim": 1280, "hidden_size": 3584, "num_heads": 16}})
     assert (qwen2.vision_heads, qwen2.vision_head_size) == (16, 80)
     siglip = model_facts_from_config({**text, "vision_config": {
         "hidden_size": 1152, "num_attention_heads": 16, "head_dim": 96}})
