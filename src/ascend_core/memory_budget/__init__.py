@@ -13,7 +13,13 @@ from ascend_core.memory_budget.demand import (
     MemoryDemand,
     Scaling,
 )
-from ascend_core.memory_budget.encoder import EncoderBudget, VisionGrid, encoder_budget
+from ascend_core.memory_budget.encoder import (
+    PIXEL_NORM_BYTES,
+    EncoderBudget,
+    VisionGrid,
+    encoder_budget,
+    tower_bytes_per_patch,
+)
 from ascend_core.memory_budget.fixes import MAX_SUGGESTED_UTILIZATION, FixKind, MemoryFix
 from ascend_core.memory_budget.host_default import (
     HOST_KV_CAP_BYTES,
@@ -55,6 +61,7 @@ __all__ = [
     "MIB",
     "MOST_OF_HOST_RAM",
     "NOMINAL_DEVICE_MEMORY",
+    "PIXEL_NORM_BYTES",
     "RUNTIME_RESERVE_BYTES",
     "VLLM_DEFAULT_UTILIZATION",
     "Accounting",
@@ -75,6 +82,7 @@ __all__ = [
     "WeightsSize",
     "dtype_bytes",
     "encoder_budget",
+    "tower_bytes_per_patch",
     "estimate_reserve",
     "exact_bytes",
     "flags_leave_default",

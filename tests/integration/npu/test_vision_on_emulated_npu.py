@@ -172,7 +172,7 @@ def test_the_doctor_shows_what_the_engine_ran_and_allocated(run, model_dir: str)
                            f"({run['graph_mode']})") and NPU_ENCODER_EAGER_REASON in said
     assert f"encoder {said}" in data["plan"]
 
-    from ascend_core.memory_budget import ACTIVATION_FACTOR
+    from ascend_core.memory_budget import tower_bytes_per_patch
 
     doctor_said, held = data["memory"], run["memory"]
     encoder = doctor_said["encoder"]
@@ -186,9 +186,11 @@ def test_the_doctor_shows_what_the_engine_ran_and_allocated(run, model_dir: str)
     # bf16 outputs of the language model's hidden size (x 1 + DeepStack layers, Qwen3-VL).
     assert encoder["bytes_per_token"] == held["bytes_per_token"]
     assert encoder["cache_bytes"] == encoder["cache_tokens"] * held["bytes_per_token"]
-    assert encoder["activation_bytes"] == (
-        held["patches"] * ACTIVATION_FACTOR * held["vision_hidden"] * 2)
-    # The tower's peak on the device at the profiling batch stays within the estimate.
-    assert 0 < held["tower_peak_bytes"] <= encoder["activation_bytes"], (
-        held["tower_peak_bytes"], encoder["activation_bytes"])
+    assert encoder["activation_bytes"] == held["patches"] * tower_bytes_per_patch(
+        held["vision_hidden"], 2, held["patch_values"])
+    # The device's peak while the tower encodes the profiling batch (above the raw pixels
+    # the runner holds): within the estimate, and not far below it (these narrow towers
+    # peak in the float32 pixel normalization, which the estimate counts exactly).
+    peak, estimate = held["tower_peak_bytes"], encoder["activation_bytes"]
+    assert estimate // 2 < peak <= estimate, (peak, estimate)
     assert held["kv_held"] == held["kv_slots"] * doctor_said["kv_bytes_per_token"]

@@ -145,6 +145,7 @@ def _allocated(llm: Any, runner: Any, torch_npu: Any) -> dict[str, Any]:
         "output_tokens": [int(o.shape[0]) for o in outs],
         "bytes_per_token": outs[0].element_size() * outs[0].shape[1],
         "patches": int(dummy["pixel_values"].shape[0]),
+        "patch_values": int(dummy["pixel_values"].shape[1]),
         "vision_hidden": int(runner.model.config.vision_config.hidden_size),
         "tower_peak_bytes": int(peak),
         "kv_held": sum(t.size for t in kv.kv_cache_tensors),
