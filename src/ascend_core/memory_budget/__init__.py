@@ -82,7 +82,6 @@ __all__ = [
     "WeightsSize",
     "dtype_bytes",
     "encoder_budget",
-    "tower_bytes_per_patch",
     "estimate_reserve",
     "exact_bytes",
     "flags_leave_default",
@@ -93,5 +92,6 @@ __all__ = [
     "kv_cache_shortfall",
     "lora_slot_bytes",
     "plan_budget",
+    "tower_bytes_per_patch",
     "weights_size",
 ]
