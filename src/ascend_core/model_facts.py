@@ -137,7 +137,7 @@ def model_facts_from_config(
         num_experts=_first_positive(c, EXPERT_KEYS) or 0,
         experts_per_token=_first_positive(c, TOP_K_KEYS) or 0,
         compressed_attention=str(archs[0]) in COMPRESSED_MLA_ARCHITECTURES,
-        hybrid=_layer_kinds(c) & HYBRID_LAYER_KINDS != set(),
+        hybrid=config_is_hybrid(config),
         attention_layers=_attention_layers(c),
         sliding_window=_sliding_window(c),
         attention_sinks=str(archs[0]) in SINK_ARCHITECTURES,
@@ -146,6 +146,11 @@ def model_facts_from_config(
         vision_heads=vision_heads,
         vision_head_size=vision_head_size,
     )
+
+
+def config_is_hybrid(config: Mapping[str, Any]) -> bool:
+    """Whether a model's config.json mixes attention with mamba/linear-attention layers."""
+    return _layer_kinds(text_config(config)) & HYBRID_LAYER_KINDS != set()
 
 
 # Layer kinds other than full attention that make a model hybrid (mamba, linear attention).
