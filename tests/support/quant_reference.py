@@ -431,8 +431,13 @@ def _fp8_block(config: dict[str, Any]) -> tuple[int, int] | None:
 
 def fp8_weight(weight: torch.Tensor, scale: torch.Tensor,
                block: tuple[int, int] | None) -> torch.Tensor:
-    """The float32 weight [n, k] an fp8 weight and its scale stand for (element by element)."""
+    """The float32 weight [n, k] an fp8 weight and its scale stand for (element by element).
+    A scale of one value per output channel is per channel whatever `block` says (a
+    checkpoint may hold both kinds: make_ct_exports.py --scheme fp8_mixed)."""
     n, k = weight.shape
+    if block is not None and tuple(scale.shape) != (-(-n // block[0]), -(-k // block[1])):
+        assert scale.numel() == n, (tuple(weight.shape), tuple(scale.shape), block)
+        block = None
     rows = torch.arange(n)[:, None] // (block[0] if block else n)
     cols = torch.arange(k)[None, :] // (block[1] if block else k)
     factor = scale.to(F32)[rows, cols] if block else scale.to(F32).reshape(n, 1)

@@ -157,11 +157,13 @@ _VISION_HOST = Supported(
 _VISION_NPU = Supported(
     "vLLM's own vision towers (Qwen2.5-VL, Qwen3-VL) in bf16/fp16 on the emulated NPU: the "
     "ViT attention through npu_fused_infer_attention_score (BSND without a cache, every "
-    "image or window one batch; its TND encoder layout takes only D=192), M-RoPE through "
-    "npu_mrope's mrope mode (chunked sections; Qwen3-VL's interleaved ones through "
-    "npu_rotary_mul), the tower eager and the language model's decode in graphs; a "
-    "Qwen2.5-VL batch with images gives the host's greedy ids (bf16 near-ties allowed). "
-    "Not run on Ascend hardware"
+    "image or window one batch; its TND encoder layout takes only D=192; a tower whose "
+    "heads or head size BSND refuses is refused before load), M-RoPE through npu_mrope's "
+    "mrope mode (chunked sections; Qwen3-VL's interleaved ones through npu_rotary_mul), "
+    "Qwen3-VL's DeepStack features into the first layers, the tower eager (vLLM's "
+    "per-budget encoder graphs would replay the attention's captured host lengths) and the "
+    "language model's decode in graphs; Qwen2.5-VL and Qwen3-VL batches with images give "
+    "the host's greedy ids (bf16 near-ties allowed). Not run on Ascend hardware"
 )
 _NO_VIDEO = Refused(
     "video frames through the vision tower (temporal patches, per-frame M-RoPE positions) "

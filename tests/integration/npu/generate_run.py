@@ -247,6 +247,8 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
                     for k in ("weights_measured", "weights_held", "buffers", "linears")},
         "rank_devices": [r["device"] for r in ranks],
         "async_scheduling": bool(llm.llm_engine.vllm_config.scheduler_config.async_scheduling),
+        "graph_mode": str(llm.llm_engine.vllm_config.compilation_config.cudagraph_mode.name),
+        "captured": compilation_counter.num_cudagraph_captured,
         "decode_step": decode_step_costs(llm) if in_process else {},
         "cached_tokens": cached,
         "calls": sorted({name for name, _, _ in torch_npu.calls}) if in_process else [],

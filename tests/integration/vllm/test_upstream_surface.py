@@ -321,6 +321,13 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.worker.worker:DeviceWorker.runner_v2_path",
     "adapters.vllm.worker.worker:NpuWorker.runner_v2_path",
     "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._scope",
+    # V2's FULL decode graphs record their rows' logits; the runner samples from them.
+    "adapters.vllm.worker.npu_graphs_v2:NpuCudaGraphManager._capture_logits",
+    "adapters.vllm.worker.npu_graphs_v2:NpuCudaGraphManager._records_logits",
+    "adapters.vllm.worker.npu_graphs_v2:NpuCudaGraphManager.last_logits",
+    "adapters.vllm.worker.npu_graphs_v2:NpuCudaGraphManager.logits",
+    "adapters.vllm.worker.npu_graphs_v2:NpuCudaGraphManager.logits_graphs",
+    "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._graph_logits",
     # This wave: the staging arena's runner state and builders' opt-in, hybrid MLA's
     # block-local planes, the encoder attention's host lengths.
     "adapters.vllm.attention.metadata:PagedMetadataBuilder.use_arena",
