@@ -233,27 +233,27 @@ def test_full_graphs_whose_attention_lengths_are_not_updated_give_other_ids(grap
     assert [r[0] for r in stale["runs"][0]] == [r[0] for r in eager[0]]
 
 
-@pytest.mark.parametrize(("style", "asked"), list(GRAPH_RUNS), ids=RUN_IDS)
-def test_the_doctor_reports_the_graph_mode_the_engine_runs(
-    graph_runs, npu_model_dirs, style: str, asked: str
-) -> None:
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
-
+@pytest.fixture(scope="module")
+def doctor_plans(npu_model_dirs: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """`ascend-doctor plan --json` of each graph run's arguments on the emulated NPU, all
+    in one child process (support.doctor_plans)."""
+    from support.doctor_plans import doctor_plans as plans
     from support.torch_npu_emulator.activate import child_env
 
     env = child_env({k: v for k, v in os.environ.items() if not k.startswith("VLLM_ASCEND_")})
     env["VLLM_ASCEND_DEVICE"] = "npu"
-    doctor = Path(sys.executable).with_name("ascend-doctor")
     args = ["--dtype", "bfloat16", "--block-size", "128", "-cc.cudagraph_capture_sizes=[1,2,4,8]"]
-    if asked != DEFAULT:
-        args.append(f"-cc.cudagraph_mode={asked}")
-    done = subprocess.run([str(doctor), "plan", "--json", "--", npu_model_dirs[style], *args],
-                          capture_output=True, text=True, env=env, timeout=900)
-    assert done.stdout.lstrip().startswith("{"), done.stderr[-2000:]
-    data = json.loads(done.stdout)["data"]
+    argvs = [[npu_model_dirs[style], *args,
+              *([] if asked == DEFAULT else [f"-cc.cudagraph_mode={asked}"])]
+             for style, asked in GRAPH_RUNS]  # fmt: skip
+    return dict(zip(GRAPH_RUNS, plans(argvs, env), strict=True))
+
+
+@pytest.mark.parametrize(("style", "asked"), list(GRAPH_RUNS), ids=RUN_IDS)
+def test_the_doctor_reports_the_graph_mode_the_engine_runs(
+    graph_runs, doctor_plans, style: str, asked: str
+) -> None:
+    data = doctor_plans[style, asked]["data"]
     plan = data["plan"]
     engine = graph_runs["npu", style, asked]
     assert f"npu_graph_mode={engine['graph_mode']}," in plan, plan
