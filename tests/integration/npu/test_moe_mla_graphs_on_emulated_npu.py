@@ -30,7 +30,6 @@ from typing import Any
 
 import pytest
 
-from integration.npu.test_generate_on_emulated_npu import _result
 from integration.npu.test_graphs_on_emulated_npu import (
     CAPTURE_SIZES,
     D2D_OUTSIDE_FULL_REPLAY,
@@ -38,10 +37,10 @@ from integration.npu.test_graphs_on_emulated_npu import (
     H2D_OUTSIDE_FULL_REPLAY,
     OUTSIDE_FULL_REPLAY,
     STALE,
-    _start_graph,
     assert_host_decode_is_vllms,
     assert_sampling_tail_replayed,
     assert_seeded_sampling_is_eagers,
+    run_engines,
 )
 
 QWEN3_MOE, MLA_MOE = "qwen3_moe", "deepseek_v3_npu_mla_moe"
@@ -59,22 +58,10 @@ MODEL_OPS = ("fused_infer_attention", "moe_", "grouped_matmul", "scatter_nd_upda
 @pytest.fixture(scope="module")
 def runs(npu_model_dirs: dict[str, str]) -> dict[tuple[str, str, str], dict[str, Any]]:
     """Every engine of this module, started once: (device, style, asked mode)."""
-    keys = [("host", style, "eager") for style in (QWEN3_MOE, MLA_MOE)]
-    keys += [("npu", style, "eager") for style in (QWEN3_MOE, MLA_MOE)]
+    keys = [("npu", style, "eager") for style in (QWEN3_MOE, MLA_MOE)]
     keys += [("npu", style, asked) for style, asked in GRAPH_RUNS]
     keys += [("npu", MLA_MOE, STALE)]
-    done: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for at in range(0, len(keys), 3):  # a few engines at a time: a small machine
-        procs = {}
-        for key in keys[at : at + 3]:
-            device, style, asked = key
-            mode = {"eager": None, STALE: "FULL_DECODE_ONLY"}.get(asked, asked)
-            procs[key] = _start_graph(device, npu_model_dirs[style], mode, stale=asked == STALE)
-        done.update({key: _result(proc) for key, proc in procs.items()})
-    for key, result in done.items():  # the per decode step costs, shown with -s
-        step = {k: v for k, v in result.get("decode_step", {}).items() if not k.startswith("op:")}
-        print("decode step of 8,", *key, step)
-    return done
+    return run_engines(npu_model_dirs, (QWEN3_MOE, MLA_MOE), keys)
 
 
 def _pieces(model_dir: str) -> int:
