@@ -35,6 +35,7 @@ import pytest
 
 from integration.npu.test_generate_on_emulated_npu import RUNNER, _result
 from integration.npu.test_graphs_on_emulated_npu import CAPTURE_SIZES, LENGTHS, PIECES
+from support.child_runs import read_all
 from support.doctor_plans import doctor_plans as plans
 from support.torch_npu_emulator.activate import child_env
 
@@ -73,7 +74,7 @@ def runs(npu_model_dirs: dict[str, str]) -> dict[tuple[int, str, str], dict[str,
         (tp, mode, dtype): _start(llama, tp, None if mode == "eager" else mode, dtype)
         for tp, mode, dtype in keys
     }
-    return {key: _result(proc) for key, proc in procs.items()}
+    return read_all(procs, _result)
 
 
 @pytest.mark.parametrize("mode", MODES)
