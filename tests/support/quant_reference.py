@@ -191,7 +191,22 @@ def greedy_token_ids(
     return _greedy(_load(str(Path(export_dir).resolve()), dtype), prompts, max_new_tokens)
 
 
+# (id of a cached reference model, prompts, max_new) -> its greedy ids: a module's engines
+# (compiled and eager, one per path) ask for the same reference; the models are cached for
+# the session (_load and its twins), so their ids stay theirs.
+_GREEDY: dict[tuple[int, tuple[tuple[int, ...], ...], int], list[list[int]]] = {}
+
+
 def _greedy(model: Any, prompts: Sequence[Sequence[int]], max_new: int) -> list[list[int]]:
+    key = (id(model), tuple(tuple(p) for p in prompts), max_new)
+    if key not in _GREEDY:
+        _GREEDY[key] = _greedy_uncached(model, prompts, max_new)
+    return [list(ids) for ids in _GREEDY[key]]
+
+
+def _greedy_uncached(
+    model: Any, prompts: Sequence[Sequence[int]], max_new: int
+) -> list[list[int]]:
     out = []
     with torch.no_grad():
         for prompt in prompts:
