@@ -287,13 +287,22 @@ def local_ct_export(style: str = "llama", activations: str = "dynamic",
     script = REPO_ROOT / "scripts" / "make_ct_exports.py"
     out = MODELS_DIR / f"{size}-{style}-ct-{activations if scheme == 'int8' else scheme}"
     src = local_model(style, size)
-    python = _script("make_ct_exports").ensure_venv()
+    python = _ct_python()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([str(python), str(script), "--src", str(src), "--out", str(out),
                     "--activations", activations, "--scheme", scheme, "--block", block],
                    check=True, env=env,
                    stdout=sys.stderr)
     return out
+
+
+@functools.cache
+def _ct_python() -> Path:
+    """The llm-compressor venv's python, checked (or made) once per process: the check
+    imports llmcompressor in a child (~10 s), and the export script itself returns at once
+    when the export is there."""
+    python: Path = _script("make_ct_exports").ensure_venv()
+    return python
 
 
 class CtFakeQuantLinear(torch.nn.Module):
