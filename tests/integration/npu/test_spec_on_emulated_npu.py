@@ -50,6 +50,7 @@ from typing import Any
 
 import pytest
 
+from support.child_runs import read_all
 from support.hf_reference import MODELS_DIR, local_model, make_model, make_models_module
 from support.torch_npu_emulator.activate import child_env
 
@@ -130,14 +131,15 @@ def _start(style: str) -> subprocess.Popen[str]:
 
 @pytest.fixture(scope="module")
 def runs() -> dict[str, dict[str, Any]]:
-    procs = {style: _start(style) for style in METHODS}
-    done: dict[str, dict[str, Any]] = {}
-    for style, proc in procs.items():
-        out, _ = proc.communicate(timeout=1800)
-        lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-        assert proc.returncode == 0 and lines, out[-4000:]
-        done[style] = json.loads(lines[-1].removeprefix("RESULT "))
-    return done
+    return read_all({style: _start(style) for style in METHODS}, _result)
+
+
+def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    out, _ = proc.communicate(timeout=1800)
+    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, out[-4000:]
+    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
+    return result
 
 
 @pytest.mark.parametrize(("style", "method"), CASES)
