@@ -37,12 +37,10 @@ def exchange_share(
     """This rank's share of a step of `tokens` rows on its DP rank.
 
     dp_tokens: every DP rank's tokens this step (vLLM's num_tokens_across_dp), empty
-    with DP 1; this DP rank's entry is `tokens`.
+    with DP 1; this DP rank's entry is `tokens` (counted in the step size either way).
     """
     if not 0 <= tp_rank < tp_size:
         raise ValueError(f"TP rank {tp_rank} is outside a TP group of {tp_size}")
-    if dp_tokens and tokens not in dp_tokens:
-        raise ValueError(f"this DP rank's {tokens} tokens are not among {list(dp_tokens)}")
     most = max((tokens, *dp_tokens))
     count = max(1, -(-tokens // tp_size))
     return ExchangeShare(
