@@ -84,7 +84,9 @@ _MOE_HOST = Supported(
 _MOE_NPU = Supported(
     "vLLM's FusedMoE with the plugin's MoE method on torch_npu's MoE ops (gating top-k, "
     "init_routing_v2, grouped matmul, token_unpermute), bf16; routing limits are checked "
-    "when a layer loads; proven on the emulated torch_npu, not on hardware"
+    "when a layer loads; expert parallelism with TP ranks or with DP attention (TP 1 a DP "
+    "rank) exchanges tokens by MC2 or all-to-all, graphs kept; proven on the emulated "
+    "torch_npu, not on hardware"
 )
 _QMOE_HOST = Supported(
     "the plugin's W8A8_DYNAMIC MoE method: int8 expert weights, each row quantized per token "

@@ -167,6 +167,11 @@ def plan_for(deployment: Deployment | None) -> ConfigPlan | None:
     if note is not None and note not in _noted:  # once per process, as the changes are
         _noted.add(note)
         logger.info("Ascend plan: %s", note)
+    # Under DP the graph decision is said whether it changed anything or not.
+    dp_graphs = plan.decisions.dp_graphs
+    if dp_graphs and dp_graphs not in _noted:
+        _noted.add(dp_graphs)
+        logger.info("Ascend plan: %s", dp_graphs)
     # V1 is the default (vLLM's engine is told through its variable, a logged change);
     # V2, asked for and served, changes nothing: said here, once per process.
     runner = f"model runner: {plan.decisions.model_runner_reason}"
