@@ -98,7 +98,8 @@ def test_w8a8_dynamic_ep_tp2_gives_the_single_device_ids(runs, method) -> None:
 def test_w8a8_dynamic_tokens_travel_as_int8_by_the_forced_method(runs, method) -> None:
     """First pass (chunked prefill eager, decode captured): every MoE layer is the
     W8A8_DYNAMIC method with an exchange; MC2 dispatches quantized only, all-to-all sends
-    int8 rows with their float32 scales (and its int64 counts), never bf16 rows."""
+    the tokens as int8 rows with their float32 scales (beside its int64 counts), and only
+    the experts' outputs come back in bf16."""
     run = runs[method]
     for rank, quant in zip(run["ranks"], run["quant"], strict=True):
         assert quant["quant_methods"] == ["AscendW8A8DynamicMoeMethod"], quant
@@ -111,7 +112,8 @@ def test_w8a8_dynamic_tokens_travel_as_int8_by_the_forced_method(runs, method) -
         else:
             assert modes[QUANT_DISPATCH] == modes[PLAIN_DISPATCH] == 0, quant
             assert rank["init_routing"] > 0, rank
-            assert quant["all_to_all_sent"] == ["float32", "int64", "int8"], quant
+            # Out: int64 counts, int8 rows, float32 scales; back: the experts' bf16 rows.
+            assert quant["all_to_all_sent"] == ["bfloat16", "float32", "int64", "int8"], quant
 
 
 def test_mc2_decode_replays_run_the_quantized_dispatch_and_combine(runs) -> None:
