@@ -12,6 +12,7 @@ unquantized method hands the three to `MoeOps.experts` at once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -137,6 +138,23 @@ class ExpertExchange:
         w2: torch.Tensor,
         mlp: ExpertMlp,
     ) -> torch.Tensor:
+        return self.exchange(
+            x, ids, weights,
+            lambda method, xs, i, w, ep: self.comm.ep_experts(method, xs, i, w, w13, w2, ep, mlp),
+        )
+
+    def exchange(
+        self,
+        x: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        experts: Callable[
+            [str, torch.Tensor, torch.Tensor, torch.Tensor, ExpertParallelGroup], torch.Tensor
+        ],
+    ) -> torch.Tensor:
+        """The step's tokens split over the ranks, `experts` (method, this rank's tokens,
+        their ids and weights, the group) on this rank's share: one of self.comm's exchanges
+        over the layer's weights (the unquantized ones in __call__)."""
         tokens = x.shape[0]
         share = exchange_share(tokens, self.tp_size, self.tp_rank, self._dp_tokens())
         if share.padded != tokens:  # padding tokens: expert 0 at weight 0, rows dropped
@@ -148,10 +166,7 @@ class ExpertExchange:
         ep = ExpertParallelGroup(
             self.group, self.size, self.rank, self.num_experts, share.max_tokens
         )
-        rows = self.comm.ep_experts(
-            self.method_for(share.step_tokens), x[mine], ids[mine], weights[mine], w13, w2,
-            ep, mlp,
-        )
+        rows = experts(self.method_for(share.step_tokens), x[mine], ids[mine], weights[mine], ep)
         if self.tp_size == 1:
             return rows[:tokens]
         out = x.new_zeros(x.shape)
@@ -244,15 +259,21 @@ class AscendMoeMethod(FusedMoEMethodBase):
             self.routing_rule = routing_of(layer)
         weights, ids = ops.route(router_logits, self.routing_rule, layer.e_score_correction_bias)
         if self.exchange is not None and self.exchange.serves(x.shape[0]):
-            return self.exchange(
-                x, ids, weights, layer.w13_weight, layer.w2_weight, self.expert_mlp
-            )
+            return self.exchanged(layer, self.exchange, x, ids, weights)
         expert_map = layer.expert_map
         if expert_map is None:
             local_ids = ids
         else:
             local_ids = expert_map.index_select(0, ids.reshape(-1).long()).view_as(ids)
         return self.routed_experts(layer, x, local_ids, weights)
+
+    def exchanged(
+        self, layer: RoutedExperts, exchange: ExpertExchange, x: torch.Tensor,
+        ids: torch.Tensor, weights: torch.Tensor,
+    ) -> torch.Tensor:
+        """[T, H]: x's tokens (global expert ids) through the EP exchange and the layer's
+        experts; a quantized method passes its own weights."""
+        return exchange(x, ids, weights, layer.w13_weight, layer.w2_weight, self.expert_mlp)
 
     def routed_experts(
         self, layer: RoutedExperts, x: torch.Tensor, local_ids: torch.Tensor, weights: torch.Tensor
