@@ -59,6 +59,7 @@ def _run(device: str, model: str) -> None:
     batch = [TokensPrompt(prompt_token_ids=p) for p in prompts(0, LENGTHS)]
     out = llm.generate(batch, params, use_tqdm=False)
     runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    model = runner.model.unwrap() if hasattr(runner.model, "unwrap") else runner.model
     config = llm.llm_engine.vllm_config
     tensors = [t for entry in runner.kv_caches
                for t in (entry if isinstance(entry, (list, tuple)) else [entry])
@@ -76,9 +77,9 @@ def _run(device: str, model: str) -> None:
         "graph_mode": config.compilation_config.cudagraph_mode.name,
         "captured": compilation_counter.num_cudagraph_captured,
         "torch_npu_ops": sorted({name for name, _, _ in getattr(tnpu, "calls", [])}),
-        "linear_ops": sorted({type(m.linear_ops).__name__ for m in runner.model.modules()
+        "linear_ops": sorted({type(m.linear_ops).__name__ for m in model.modules()
                               if hasattr(m, "linear_ops")}),
-        "model_class": type(runner.model).__name__,
+        "model_class": type(model).__name__,
     }
     print("RESULT " + json.dumps(result), flush=True)
 
