@@ -140,11 +140,13 @@ _KDA_HOST = Supported(
     "cache block-local (the hybrid allocator shares pages with the KDA states); greedy ids "
     "equal transformers' in fp32 for a mixed batch with chunked prefill"
 )
-_NO_KDA_NPU = Refused(
-    "Kimi-Linear's KDA layers have not been run on an NPU (or the emulated one) in this "
-    "build: torch_npu's gated-delta-rule ops take one gate per head, not KDA's gate per key "
-    "channel, and the torch fallback and the NoPE MLA layers are untested there",
-    _REFERENCE,
+_KDA_NPU = Supported(
+    "Kimi-Linear in bf16/fp16 on the emulated NPU: the KDA layers on the NPU linear-attention "
+    "port in torch on the device (torch_npu 2.14.0's gated-delta-rule ops take one gate per "
+    "head, KDA has one per key channel), the NoPE MLA layer on the NPU MLA backend over the "
+    "hybrid cache's block-local latent planes, the MoE on the plugin's NPU MoE method, "
+    "uniform decode steps captured whole (FULL_DECODE_ONLY); greedy ids equal the host's up "
+    "to bf16 near-ties for a mixed batch with chunked prefill; not run on hardware"
 )
 _NO_ENC_DEC = Refused(
     "the paged attention backend is decoder-only (no cross-attention)", _REFERENCE
@@ -330,7 +332,7 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.GATED_DELTA_NET, _CPU): _GDN_HOST,
     (Feature.GATED_DELTA_NET, _NPU): _GDN_NPU,
     (Feature.KIMI_DELTA_ATTENTION, _CPU): _KDA_HOST,
-    (Feature.KIMI_DELTA_ATTENTION, _NPU): _NO_KDA_NPU,
+    (Feature.KIMI_DELTA_ATTENTION, _NPU): _KDA_NPU,
     **{(Feature.ENCODER_DECODER, d): _NO_ENC_DEC for d in (_CPU, _NPU)},
     (Feature.VISION, _CPU): _VISION_HOST,
     (Feature.VISION, _NPU): _VISION_NPU,
