@@ -53,6 +53,11 @@ def use_counter_noise_for_seeds(spec: PatchSpec) -> None:
     original = resolve(spec.target)
     if getattr(original, "__ascend_patch__", None) == spec.id:
         return
+    from vllm.v1.sample.ops.topk_topp_sampler import (
+        empty_exponential_noise_like,
+        sample_with_exponential_noise,
+    )
+
     from adapters.container import container
 
     sampling_ops = container().sampling_ops
@@ -63,10 +68,6 @@ def use_counter_noise_for_seeds(spec: PatchSpec) -> None:
         if not generators or not _counters:
             return original(probs, generators, use_fp64_gumbel)
         import torch
-        from vllm.v1.sample.ops.topk_topp_sampler import (
-            empty_exponential_noise_like,
-            sample_with_exponential_noise,
-        )
 
         rows, seeds = seeded_rows(generators)
         counters = _counters[-1]
