@@ -64,7 +64,19 @@ def _rank(rank: int, out_dir: str) -> None:
     finally:
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
         if dist.is_initialized():
-            dist.destroy_process_group()
+            _leave(ok="error" not in result)
+
+
+def _leave(ok: bool) -> None:
+    """Both ranks done before either tears its group down (a rank that closes its sockets
+    while the other still reads can abort the other), and no reference to the group left
+    for the interpreter's exit to destroy (the emulator's communicator names hold one)."""
+    from support.torch_npu_emulator.hccl_comm import forget
+
+    if ok:
+        dist.barrier()
+    forget(dist.group.WORLD)
+    dist.destroy_process_group()
 
 
 def _checks(rank: int, out_dir: str) -> dict[str, object]:

@@ -43,7 +43,9 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
         check=False,
     )
     lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    assert proc.returncode == 0 and len(lines) == 2, (proc.stdout + proc.stderr)[-4000:]
+    # A rank's own failure is in stderr's first lines, the launcher's traceback in its last.
+    said = proc.stdout[-1500:] + proc.stderr[:2500] + "\n[...]\n" + proc.stderr[-1500:]
+    assert proc.returncode == 0 and len(lines) == 2, said
     results = [json.loads(x.removeprefix("RESULT ")) for x in lines]
     for result in results:
         assert "error" not in result, result["error"]

@@ -115,3 +115,13 @@ def test_before_config_falls_back_as_the_plan_does_from_the_engine_args() -> Non
     environ = {"VLLM_USE_V2_MODEL_RUNNER": "1"}
     configure.before_config(DeviceKind.NPU, environ, plain)
     assert environ["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+
+
+def test_the_model_files_are_read_early_only_where_the_runner_decision_reads_them() -> None:
+    """The host builds V1 and V1 is the default: neither reads the model's files before
+    the one translation does; the NPU with V2 asked for does (a hybrid model turns it to
+    V1 before vLLM's config exists)."""
+    assert configure.features_matter(DeviceKind.NPU, {"VLLM_USE_V2_MODEL_RUNNER": "1"})
+    assert not configure.features_matter(DeviceKind.NPU, {"VLLM_USE_V2_MODEL_RUNNER": "0"})
+    assert not configure.features_matter(DeviceKind.NPU, {})
+    assert not configure.features_matter(DeviceKind.CPU, {"VLLM_USE_V2_MODEL_RUNNER": "1"})

@@ -25,7 +25,12 @@ from ascend_core.deployment import CompileMode, Deployment, GraphMode, PluginMod
 from ascend_core.errors import ConfigError
 from ascend_core.moe.decision import MoeDecision
 from ascend_core.plan import ModelRunner, fields
-from ascend_core.plan.model_runner import V2_VARIABLE, decide_model_runner, runner_variable
+from ascend_core.plan.model_runner import (
+    V2_VARIABLE,
+    decide_model_runner,
+    runner_variable,
+    v2_requested,
+)
 from ascend_core.plan.runner_features import RunnerFeatures
 from ports.device import ChipFamily, DeviceKind
 from ports.environment import Environment
@@ -314,6 +319,15 @@ def before_config(
     _runner_variable["given"] = given
     _runner_variable["written"] = written
     environ[V2_VARIABLE] = written
+
+
+def features_matter(kind: DeviceKind, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether before_config's runner decision reads the EngineArgs' features: only on
+    the NPU with V2 asked for (the host builds V1 either way, and V1 is the default), so
+    a deployment that cannot take V2 does not read its model's files before the one
+    translation does."""
+    given = operator_runner_variable(environ.get(V2_VARIABLE))
+    return kind is DeviceKind.NPU and v2_requested(given)
 
 
 def runner_features(engine_args: Any, files: ModelFiles | None) -> RunnerFeatures:

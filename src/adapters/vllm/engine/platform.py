@@ -117,8 +117,10 @@ class AscendPlatformBase(Platform):
             ports = container()
             engine_args = startup_errors.engine_args_calling()
             model = getattr(engine_args, "model", None)
-            files = ports.model_files(model) if isinstance(model, str) and model else None
-            features = configure.runner_features(engine_args, files)
+            features = None
+            if configure.features_matter(cls.device_kind):
+                files = ports.model_files(model) if isinstance(model, str) and model else None
+                features = configure.runner_features(engine_args, files)
             configure.before_config(cls.device_kind, features=features)
             startup_errors.refuse_before_start(engine_args, ports.model_files, ports.upstream())
         action = None if parser is None else parser._option_string_actions.get("--quantization")
