@@ -326,6 +326,23 @@ ENTRIES = (
         ),
     ),
     PatchSpec(
+        id="ct-wna16-moe-int4",
+        target=(
+            "vllm.model_executor.layers.quantization.compressed_tensors."
+            "compressed_tensors_moe.compressed_tensors_moe:CompressedTensorsMoEMethod."
+            "get_moe_method"
+        ),
+        versions=VLLM_0_33,
+        when=Condition(),
+        reason=(
+            "compressed-tensors W4A16 MoE experts get vLLM's CompressedTensorsWNA16MoEMethod, "
+            "whose constructor finds no backend out of tree (Marlin, Triton: neither device "
+            "runs them); 4-bit pack-quantized experts with group or channel scales get the "
+            "plugin's method instead, on the device's W4A16 experts port (host: dequantized "
+            "at load; NPU: npu_grouped_matmul's antiquant mode)."
+        ),
+    ),
+    PatchSpec(
         id="seeded-counter-noise",
         target="vllm.v1.sample.ops.topk_topp_sampler:random_sample",
         versions=VLLM_0_33,

@@ -147,7 +147,7 @@ def antiquant_groups(a: dict[str, Any], x: torch.Tensor, w: torch.Tensor, sizes:
         per_k = scale.unsqueeze(1)
     else:
         _require(scale.dim() == 3 and scale.shape[0] == groups and scale.shape[2] == n
-                 and 0 < scale.shape[1] and k % scale.shape[1] == 0,
+                 and scale.shape[1] > 0 and k % scale.shape[1] == 0,
                  f"{name}: per-group antiquant_scale must be [g, G, n] with G dividing "
                  f"k = {k}, not {list(scale.shape)}")
         per_k = scale.repeat_interleave(k // scale.shape[1], dim=1)
