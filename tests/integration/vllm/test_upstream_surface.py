@@ -304,6 +304,10 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.quantization.moe_w4a8:AscendW4A8DynamicMoeMethod._param_shape",
     "adapters.vllm.quantization.moe_w4a8:AscendW4A8DynamicMoeMethod.run_experts",
     "adapters.vllm.quantization.moe_w4a8:AscendW4A8DynamicMoeMethod.scheme",
+    # compressed-tensors W4A16 experts (patch ct-wna16-moe-int4): the port's layout.
+    "adapters.vllm.quantization.moe_w4a16:AscendW4A16MoeMethod._refuse_unservable",
+    "adapters.vllm.quantization.moe_w4a16:AscendW4A16MoeMethod.routed_experts",
+    "adapters.vllm.quantization.moe_w4a16:AscendW4A16MoeMethod.run_experts",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.exchanged",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.run_experts",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.scheme",

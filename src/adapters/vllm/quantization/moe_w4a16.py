@@ -63,7 +63,7 @@ class AscendW4A16MoeMethod(AscendUnquantizedFusedMoEMethod):
                        **extra_weight_attrs: Any) -> None:
         inter = intermediate_size_per_partition
         self._refuse_unservable(layer, num_experts, hidden_size, inter, params_dtype)
-        layer.ascend_params_dtype = params_dtype
+        self.params_dtype = params_dtype
         groups = {"w13": 1, "w2": 1} if self.group_size is None else {
             "w13": hidden_size // self.group_size, "w2": inter // self.group_size}
         strategy = (FusedMoeWeightScaleSupported.CHANNEL if self.group_size is None
@@ -125,7 +125,7 @@ class AscendW4A16MoeMethod(AscendUnquantizedFusedMoEMethod):
                 getattr(layer, f"{stem}_weight_zero_point").data, out)
         held = self.int4_experts.prepare_int4_experts(
             values["w13"], scales["w13"], zeros["w13"], values["w2"], scales["w2"],
-            zeros["w2"], self.group_size, layer.ascend_params_dtype)
+            zeros["w2"], self.group_size, self.params_dtype)
         for stem in _STEMS:
             for suffix in ("weight_packed", "weight_scale", "weight_shape", "weight_zero_point"):
                 if hasattr(layer, f"{stem}_{suffix}"):
