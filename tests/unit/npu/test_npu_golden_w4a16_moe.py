@@ -5,13 +5,14 @@ refusals.
 
 Stated tolerance: each antiquantized weight is bit-identical on both sides ((q - z) is an
 exact small integer times a scale already in the activations' dtype, rounded once to that
-dtype), so only the two GEMMs' float32 summation order may differ, and the swiglu between
-them may round a gate/up value the other way: the outputs agree within two bf16/fp16
-roundings of the result (rtol 2^-6, atol 2e-3 on O(1) values).
+dtype), so only the GEMMs' summation (the host's CPU kernels in bf16/fp16, the emulator in
+float32) may differ: the outputs agree within one ulp of the largest output (measured over
+20 seeds: bf16 bit-identical, fp16 within 0.2 of that ulp).
 """
 
 from __future__ import annotations
 
+import attrs
 import pytest
 import torch
 
@@ -21,7 +22,6 @@ from support.torch_npu_emulator import make_torch_npu
 
 HALF = [torch.bfloat16, torch.float16]
 HOST = CpuInt4ExpertOps()
-RTOL, ATOL = 2.0**-6, 2e-3
 E, H, INTER = 4, 64, 32
 
 
@@ -60,7 +60,8 @@ def test_npu_matches_the_host_twin(tnpu, dtype, group, zero) -> None:  # type: i
     assert host.dense and host.w13.dtype == dtype
     ref = HOST.grouped_mlp_w4a16(rows, sizes, host)
     assert y.dtype == ref.dtype == dtype and y.shape == (11, H)
-    torch.testing.assert_close(y.float(), ref.float(), rtol=RTOL, atol=ATOL)
+    bound = torch.finfo(dtype).eps * float(ref.float().abs().max())
+    assert float((y.float() - ref.float()).abs().max()) <= bound
     first, second = tnpu.calls_of("npu_grouped_matmul")
     assert tuple(first["weight"][0].shape) == (E, H, 2 * INTER // 8)
     assert first["weight"][0].dtype == torch.int32
@@ -97,8 +98,6 @@ def test_an_asymmetric_offset_is_the_negated_zero_point(tnpu) -> None:  # type: 
     sizes = torch.tensor([1, 1, 1, 1], dtype=torch.int64)
     npu = NpuInt4ExpertOps(tnpu)
     good = npu.grouped_mlp_w4a16(rows, sizes, held)
-    import attrs
-
     wrong = attrs.evolve(held, w13_offset=-held.w13_offset)
     assert not torch.allclose(npu.grouped_mlp_w4a16(rows, sizes, wrong).float(), good.float(),
                               atol=1e-2)
