@@ -197,3 +197,16 @@ def test_activation_ordered_w4a16_experts_stay_refused_before_load(deployment) -
     messages = [str(e) for e in plan.errors]
     assert any(m.startswith("Layer model.layers.0.mlp.experts.0.gate_proj") for m in messages)
     assert all("activation-ordered" in m for m in messages), messages
+
+
+def test_w4a16_experts_on_the_npu_refuse_expert_parallelism_before_load() -> None:
+    layers = compressed_tensors_layers(_ct(W4A16, None, "pack-quantized", moe=True))
+    ep = {"parallel": attrs.evolve(npu().parallel, tp=2, expert_parallel=True),
+          "quantized_layers": layers, "detected_quantization": QuantMethod.COMPRESSED_TENSORS}
+    (error,) = plan_config(attrs.evolve(npu(), **ep)).errors
+    assert str(error).startswith("Layer model.layers.0.mlp.experts.0.gate_proj: ")
+    assert "on an Ascend NPU, but not with expert parallelism" in str(error)
+    assert "--enable-expert-parallel" in error.hint
+    # The host serves it: its experts are dequantized float layers.
+    host_plan = plan_config(attrs.evolve(host(), **ep))
+    assert host_plan.ok, host_plan.errors
