@@ -93,10 +93,12 @@ class AscendW4A16MoeMethod(AscendUnquantizedFusedMoEMethod):
             num_experts, hidden, inter, self.group_size, dtype, bool(self.moe.use_ep))
         if reason is None and self.moe.has_bias:
             reason = "the W4A16 experts are served without expert biases"
-        if reason is None and not self.symmetric and (2 * inter % _PACK or hidden % _PACK):
+        if reason is None and not self.symmetric and (inter % _PACK or hidden % _PACK):
+            # gate_proj's and up_proj's zero points are packed apart, each [I / 8, groups]
+            # in the files: a rank's slice of each must be whole int32 rows.
             reason = (f"zero points are packed {_PACK} per int32 along the outputs, and "
-                      f"{2 * inter} gate/up or {hidden} down outputs per rank are not a "
-                      f"multiple of {_PACK}")
+                      f"the {inter} gate (and up) outputs or {hidden} down outputs per rank "
+                      f"are not a multiple of {_PACK}")
         if reason is None:
             return
         groups = ("one scale per output channel" if self.group_size is None
