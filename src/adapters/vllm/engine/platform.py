@@ -116,9 +116,11 @@ class AscendPlatformBase(Platform):
         if parser is None:
             configure.before_config(cls.device_kind)
             ports = container()
-            startup_errors.refuse_before_start(
-                startup_errors.engine_args_calling(), ports.model_files, ports.upstream()
-            )
+            engine_args = startup_errors.engine_args_calling()
+            startup_errors.refuse_before_start(engine_args, ports.model_files, ports.upstream())
+            from adapters.vllm.engine import eplb_hold
+
+            eplb_hold.hold(engine_args)
         action = None if parser is None else parser._option_string_actions.get("--quantization")
         if action is not None and action.choices is not None and METHOD_NAME not in action.choices:
             action.choices = [*action.choices, METHOD_NAME]
