@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ascend_core.deployment import Deployment
 from ascend_core.errors import UnsupportedFeatureError
 from ascend_core.model_facts import (
@@ -22,6 +24,11 @@ def _quantized(deployment: Deployment) -> bool:
     )
 
 
+def _dynamic_eplb(deployment: Deployment) -> bool:
+    section = deployment.additional_config.get("eplb_config")
+    return isinstance(section, Mapping) and section.get("dynamic_eplb") is True
+
+
 def features_of(deployment: Deployment) -> tuple[Feature, ...]:
     """Every feature of the matrix that this deployment uses, in the enum's order."""
     m = deployment.model
@@ -35,6 +42,8 @@ def features_of(deployment: Deployment) -> tuple[Feature, ...]:
         # A ModelSlim export of a MoE model (its experts W8A8_DYNAMIC or FLOAT; which, the
         # quantization config reads from the description per layer).
         Feature.QUANTIZED_MOE: m.is_moe and deployment.detected_quantization is QuantMethod.ASCEND,
+        # vLLM's EPLB, or the reference's switch for it (the plan maps one onto the other).
+        Feature.EPLB: m.is_moe and (deployment.parallel.eplb.enabled or _dynamic_eplb(deployment)),
         Feature.SLIDING_WINDOW: m.sliding_window,
         Feature.ATTENTION_SINKS: m.attention_sinks,
         Feature.HYBRID: m.hybrid and not gdn and not kda,
