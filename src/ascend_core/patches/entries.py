@@ -325,6 +325,18 @@ ENTRIES = (
             "serving device) is added under PlatformEnum.OOT."
         ),
     ),
+    PatchSpec(
+        id="host-eplb-rearrange-timing",
+        target="vllm.distributed.eplb.eplb_state:EplbState.rearrange",
+        versions=VLLM_0_33,
+        when=Condition(device_kinds={HOST}, requires={Feature.EPLB}),
+        reason=(
+            "With --enable-eplb vLLM's rearrange times each rebalance on the main EP rank "
+            "with torch.Event(enable_timing=True), which torch's CPU backend does not "
+            "have, so the profile run's rebalance fails; during rearrange the host's "
+            "events record the wall clock."
+        ),
+    ),
 )
 
 REGISTRY = PatchRegistry(ENTRIES)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from ascend_core.deployment import Deployment
 from ascend_core.errors import UnsupportedFeatureError
 from ascend_core.model_facts import (
     GATED_DELTA_NET_ARCHITECTURES,
     KIMI_DELTA_ATTENTION_ARCHITECTURES,
 )
+from ascend_core.moe.eplb_request import eplb_requested
 from ascend_core.quantization.methods import QuantMethod
 from ascend_core.support.features import Feature, speculative_feature
 from ascend_core.support.matrix import Refused, verdict
@@ -22,11 +21,6 @@ def _quantized(deployment: Deployment) -> bool:
     return deployment.detected_quantization is not QuantMethod.NONE or bool(
         named and named != QuantMethod.NONE.value
     )
-
-
-def _dynamic_eplb(deployment: Deployment) -> bool:
-    section = deployment.additional_config.get("eplb_config")
-    return isinstance(section, Mapping) and section.get("dynamic_eplb") is True
 
 
 def features_of(deployment: Deployment) -> tuple[Feature, ...]:
@@ -43,7 +37,7 @@ def features_of(deployment: Deployment) -> tuple[Feature, ...]:
         # quantization config reads from the description per layer).
         Feature.QUANTIZED_MOE: m.is_moe and deployment.detected_quantization is QuantMethod.ASCEND,
         # vLLM's EPLB, or the reference's switch for it (the plan maps one onto the other).
-        Feature.EPLB: m.is_moe and (deployment.parallel.eplb.enabled or _dynamic_eplb(deployment)),
+        Feature.EPLB: m.is_moe and eplb_requested(deployment),
         Feature.SLIDING_WINDOW: m.sliding_window,
         Feature.ATTENTION_SINKS: m.attention_sinks,
         Feature.HYBRID: m.hybrid and not gdn and not kda,
