@@ -6,7 +6,8 @@ What serves: vLLM's own EplbState (load window, rebalance policy, weight rearran
 the EP group) with our MoE method mapping each token's logical expert to a physical one
 and recording the load. Synchronous only: vLLM's async EPLB moves weights from a thread
 on a side CUDA stream. The weights move by torch.distributed point-to-point over the EP
-group: gloo on the host, the device group (HCCL) on the NPU.
+group (vLLM's `torch_nccl` communicator): its gloo group on the host, its device group
+(HCCL) on the NPU.
 
 The reference's keys: `dynamic_eplb` turns EPLB on; `num_redundant_experts` is vLLM's;
 `expert_heat_collection_interval` (steps of load measured) is vLLM's `window_size`; the
@@ -30,10 +31,15 @@ from ascend_core.errors import ConfigError
 from ports.device import DeviceKind
 
 _KEY = "additional_config.eplb_config"
-# vLLM's communicators that move the weights on our devices, per device kind: gloo between
-# host processes; on the NPU torch.distributed's P2P over the EP device group (HCCL).
-COMMUNICATOR = {DeviceKind.CPU: "torch_gloo", DeviceKind.NPU: "torch_nccl"}
-SERVED_COMMUNICATORS = frozenset({"torch_gloo", "torch_nccl"})
+# vLLM's `torch_nccl` communicator is torch.distributed isend/irecv over the EP group the
+# weights live on: its gloo (CPU) group for the host's tensors, its device group (HCCL) on
+# the NPU. `torch_gloo` stages device tensors through host memory and waits on the
+# accelerator's stream, which the host does not have: served on the NPU only.
+COMMUNICATOR = {DeviceKind.CPU: "torch_nccl", DeviceKind.NPU: "torch_nccl"}
+SERVED_COMMUNICATORS = {
+    DeviceKind.CPU: frozenset({"torch_nccl"}),
+    DeviceKind.NPU: frozenset({"torch_nccl", "torch_gloo"}),
+}
 # The reference's default policy (SwiftBalance); any other value given is reported.
 REFERENCE_POLICY_DEFAULT = 2
 
@@ -115,11 +121,14 @@ def plan_eplb(facts: EplbFacts) -> EplbPlan:
             "MoE methods do not map logical to physical experts yet).",
             "serve an unquantized (bf16/fp16) MoE model with EPLB, or turn EPLB off",
         ))
-    if settings.communicator is not None and settings.communicator not in SERVED_COMMUNICATORS:
+    served = SERVED_COMMUNICATORS[facts.device_kind]
+    if settings.communicator is not None and settings.communicator not in served:
         errors.append(ConfigError(
-            f"--eplb-config communicator={settings.communicator!r} is a CUDA/XPU transport.",
-            "leave communicator unset (torch_gloo on the host, torch_nccl, i.e. the EP "
-            "device group, on the NPU) or choose torch_gloo",
+            f"--eplb-config communicator={settings.communicator!r} cannot move expert "
+            f"weights on the {facts.device_kind.value} device (served: "
+            f"{', '.join(sorted(served))}).",
+            "leave communicator unset: torch_nccl, torch.distributed point-to-point over "
+            "the EP group (gloo on the host, HCCL on the NPU)",
         ))
     if ref.expert_map_path is not None:
         errors.append(ConfigError(

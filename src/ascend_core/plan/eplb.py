@@ -55,8 +55,10 @@ def decide_eplb(deployment: Deployment, draft: Draft) -> Draft:
          "vLLM's async EPLB moves weights from a thread on a side CUDA stream; here the "
          "rebalance runs between steps (synchronous)"),
         (fields.EPLB_COMMUNICATOR, settings.communicator, decision.communicator,
-         "expert weights move by torch.distributed point-to-point over the EP group: "
-         "gloo on the host, the device group (HCCL) on the NPU"),
+         "expert weights move by torch.distributed point-to-point over the EP group "
+         "(vLLM's torch_nccl communicator): its gloo group on the host, its device group "
+         "(HCCL) on the NPU; vLLM would pick torch_gloo, which waits on an accelerator "
+         "stream"),
     ):
         if new != old or (path == fields.EPLB_REDUNDANT and new):
             draft = draft.change(path, old, new, reason)

@@ -123,10 +123,41 @@ def _staged(original: Callable[..., Any]) -> Callable[..., Any]:
     return collective
 
 
+def _staged_p2p(original: Callable[..., Any]) -> Callable[..., Any]:
+    """batch_isend_irecv of `npu` tensors, as HCCL's point-to-point takes them (vLLM's EPLB
+    moves expert weights so): over the emulator's gloo groups each send goes from a host
+    copy and each receive lands in a host buffer copied back once the batch completed.
+    The batch is waited here, so the requests returned are already complete."""
+
+    def batch_isend_irecv(p2p_ops: list[Any]) -> list[Any]:
+        if not any(_on_npu(op.tensor) for op in p2p_ops):
+            return original(p2p_ops)  # type: ignore[no-any-return]
+        host_ops, received = [], []
+        for op in p2p_ops:
+            tensor = op.tensor
+            host = tensor.cpu() if tensor.device.type == "npu" else tensor
+            if getattr(op.op, "__name__", "") == "irecv" and host is not tensor:
+                received.append((tensor, host))
+            host_ops.append(dist.P2POp(op.op, host, group=op.group, tag=op.tag,
+                                       group_peer=op.group_peer))
+        requests = original(host_ops)
+        for request in requests:
+            request.wait()
+        for tensor, host in received:
+            tensor.copy_(host)
+        return requests  # type: ignore[no-any-return]
+
+    batch_isend_irecv.emulated_hccl = True  # type: ignore[attr-defined]
+    return batch_isend_irecv
+
+
 def install_collectives() -> None:
     """torch.distributed's all_to_all_single, all_gather and all_reduce take `npu`
-    tensors (torch_npu's HCCL backend does); idempotent."""
+    tensors (torch_npu's HCCL backend does), and so does batch_isend_irecv (HCCL's
+    point-to-point); idempotent."""
     for name in ("all_to_all_single", "all_gather", "all_reduce"):
         current = getattr(dist, name)
         if not getattr(current, "emulated_hccl", False):
             setattr(dist, name, _staged(current))
+    if not getattr(dist.batch_isend_irecv, "emulated_hccl", False):
+        dist.batch_isend_irecv = _staged_p2p(dist.batch_isend_irecv)

@@ -51,10 +51,14 @@ def test_enable_eplb_serves_synchronously_with_redundant_experts_per_rank():
     assert "synchronous" in eplb.describe()
 
 
-def test_the_host_moves_weights_over_gloo():
+def test_the_host_moves_weights_over_the_ep_groups_gloo():
+    # torch_nccl: torch.distributed P2P over the group the weights live on (gloo here);
+    # torch_gloo waits on an accelerator stream the host does not have.
     plan = plan_config(deployment(host, eplb=enabled()))
     assert plan.ok, plan.describe()
-    assert changed(plan)[fields.EPLB_COMMUNICATOR] == "torch_gloo"
+    assert changed(plan)[fields.EPLB_COMMUNICATOR] == "torch_nccl"
+    assert not plan_config(deployment(host, eplb=enabled(communicator="torch_gloo"))).ok
+    assert plan_config(deployment(eplb=enabled(communicator="torch_gloo"))).ok
 
 
 def test_the_reference_keys_map_onto_vllms():
