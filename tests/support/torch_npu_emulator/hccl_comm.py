@@ -9,6 +9,7 @@ MC2 kernels' limits are the chip's), and the MC2 ops find the group again by it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -159,5 +160,11 @@ def install_collectives() -> None:
         current = getattr(dist, name)
         if not getattr(current, "emulated_hccl", False):
             setattr(dist, name, _staged(current))
-    if not getattr(dist.batch_isend_irecv, "emulated_hccl", False):
-        dist.batch_isend_irecv = _staged_p2p(dist.batch_isend_irecv)
+    original = dist.batch_isend_irecv
+    if not getattr(original, "emulated_hccl", False):
+        staged = _staged_p2p(original)
+        dist.batch_isend_irecv = staged
+        # Modules that imported it by name before (vLLM's EPLB communicators) call it too.
+        for module in list(sys.modules.values()):
+            if getattr(module, "batch_isend_irecv", None) is original:
+                module.batch_isend_irecv = staged
