@@ -125,3 +125,16 @@ def test_vllms_parsed_config_counts_only_fields_off_their_defaults_as_given():
     settings = eplb_settings_from(True, {"window_size": 1000, "step_interval": 5,
                                          "use_async": True, "communicator": None})
     assert settings.given == frozenset({"step_interval"}) and settings.step_interval == 5
+
+
+def test_the_doctor_shows_eplb_and_each_mapped_key():
+    from adapters.doctor.plan.moe import moe_items
+
+    config = {"eplb_config": {"dynamic_eplb": True, "num_redundant_experts": 2}}
+    items, data = moe_items(plan_config(deployment(additional_config=config)))
+    details = {i.name: i.detail for i in items}
+    assert details["experts"] == "10 experts (8 + 2 redundant) over 2 EP ranks: 5 a rank"
+    assert details["EPLB"].startswith("EPLB on (additional_config.eplb_config.dynamic_eplb")
+    assert sum(i.name == "eplb_config" for i in items) == 4  # redundant, 2 intervals, switch
+    assert data is not None and data["eplb"]["redundant_experts"] == 2
+    assert data["eplb"]["mapped"]["expert_heat_collection_interval"] == "eplb_config.window_size"
