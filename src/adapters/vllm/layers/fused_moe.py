@@ -282,8 +282,10 @@ class AscendUnquantizedFusedMoEMethod(AscendMoeMethod, UnquantizedFusedMoEMethod
                 "experts without biases.",
                 "serve this model without --enable-expert-parallel",
             )
+        # EPLB's map records the load in place: kept inside vLLM's opaque MoE op.
         self.traced_in_graph = (
             self.exchange is None
+            and self.eplb is None
             and self.expert_mlp == SILU_MLP
             and self.moe_ops.traces_in_graph(layer.w13_weight, layer.w2_weight)
         )
