@@ -23,8 +23,10 @@ default; the tiny test models take 64,64, since their k/v projections are 64 wid
 DeepSeek-V3's and Qwen3's official FP8 releases (llm-compressor does not write it):
 quantization_config {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
 "weight_block_size": [N, K]}, each scale named `weight_scale_inv` (the factor the fp8
-weight is multiplied by, despite the name). Same source and arguments, same files; the
-directory carries a stamp.
+weight is multiplied by, despite the name). `--scheme fp8_mixed`: both presets in one
+checkpoint, as two config groups: the attention projections FP8_DYNAMIC (per channel), the
+MLP projections (MoE experts included) FP8_BLOCK with the `--block` shape. Same source
+and arguments, same files; the directory carries a stamp.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ SCRIPT_VERSION = 1
 LLMCOMPRESSOR = "llmcompressor==0.14.0.1"
 VENV = Path("/tmp/quant-venv")
 ACTIVATIONS = ("dynamic", "static")
-SCHEMES = ("int8", "w4a16", "fp8_dynamic", "fp8_block", "fp8_block_hf")
+SCHEMES = ("int8", "w4a16", "fp8_dynamic", "fp8_block", "fp8_block_hf", "fp8_mixed")
 DEFAULT_BLOCK = (128, 128)
 CALIBRATION_SAMPLES = 8
 CALIBRATION_TOKENS = 256
@@ -83,7 +85,7 @@ def make_ct_export(src: str | Path, out: str | Path, activations: str,
              "llmcompressor": LLMCOMPRESSOR, "src_stamp": read_json(src / ".make_models.json")}
     if scheme != "int8":  # int8 stamps stay as they were: no rebuild of those exports
         stamp = {**stamp, "scheme": scheme, "activations": None}
-    if scheme.startswith("fp8_block"):
+    if scheme.startswith("fp8_block") or scheme == "fp8_mixed":
         stamp = {**stamp, "block": list(block)}
     return build_once(out, STAMP_FILE, stamp,
                       lambda tmp: _build(src, tmp, activations, scheme, block))
@@ -108,10 +110,20 @@ W4A16_GROUPS = {
 }
 
 
+ATTENTION_TARGET = "re:.*self_attn\\.(q|k|v|o)_proj$"
+MLP_TARGET = "re:.*mlp\\.(experts\\.\\d+\\.)?(gate|up|down)_proj$"
+
+
 def fp8_groups(scheme: str, block: tuple[int, int]) -> dict[str, Any]:
-    """llm-compressor's FP8_DYNAMIC / FP8_BLOCK presets as config groups (block shape set)."""
+    """llm-compressor's FP8_DYNAMIC / FP8_BLOCK presets as config groups (block shape set);
+    fp8_mixed: the attention FP8_DYNAMIC, the MLP FP8_BLOCK."""
     from compressed_tensors.quantization import preset_name_to_scheme
 
+    if scheme == "fp8_mixed":
+        attention = fp8_groups("fp8_dynamic", block)["group_0"]
+        mlp = fp8_groups("fp8_block", block)["group_0"]
+        return {"group_0": {**attention, "targets": [ATTENTION_TARGET]},
+                "group_1": {**mlp, "targets": [MLP_TARGET]}}
     preset = preset_name_to_scheme("FP8_DYNAMIC" if scheme == "fp8_dynamic" else "FP8_BLOCK",
                                    ["Linear"]).model_dump(exclude_none=True)
     if scheme == "fp8_block":

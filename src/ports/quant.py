@@ -42,10 +42,12 @@ class QuantOps(abc.ABC):
     def quantize_static(
         self, x: torch.Tensor, inv_scale: torch.Tensor, offset: torch.Tensor
     ) -> torch.Tensor:
-        """x_q = saturate(round(x * inv_scale + offset)), int8 [T, k].
+        """x_q = saturate(round(x * inv_scale + offset)), int8 [T, k], the product and sum
+        taken in float32 (as npu_quantize computes them).
 
-        inv_scale and offset are float32 [1] (per tensor): 1 / input_scale and the
-        integer-valued input_offset.
+        inv_scale and offset are [1] (per tensor) in x's dtype, as npu_quantize takes
+        them: 1 / input_scale computed in that dtype and the integer-valued input_offset
+        (the vLLM layers hold them so).
         """
 
     @abc.abstractmethod

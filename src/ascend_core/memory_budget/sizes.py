@@ -47,6 +47,11 @@ QUANT_PARAM_NAMES = frozenset(
     {"weight_scale", "weight_offset", "input_scale", "input_offset", "deq_scale"}
 )
 _QUANT_PARAM_BYTES = 4
+# fp8 weight matrices and the scales beside them. Where fp8 weights are dequantized at load
+# (ascend_core.quantization.fp8: every chip and the host in this build), the layer holds
+# the weight in the model dtype and drops its scales.
+_FP8_HEADERS = frozenset({"F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ"})
+_FP8_SCALE_NAMES = ("weight_scale", "weight_scale_inv")
 
 # Bytes per element of the dtype names vLLM takes for --dtype and --kv-cache-dtype.
 _DTYPE_BYTES: Mapping[str, int] = MappingProxyType(
@@ -92,22 +97,41 @@ class WeightsSize:
         return rest + (experts // (ep * pp) if ep is not None else 0)
 
 
-def weights_size(headers: Iterable[TensorHeader], model_dtype: str = "bfloat16") -> WeightsSize:
+def weights_size(
+    headers: Iterable[TensorHeader], model_dtype: str = "bfloat16", fp8_dequantized: bool = False
+) -> WeightsSize:
     """Sum of every tensor's bytes. Floating tensors count at `model_dtype` (vLLM casts
     them on load), floating quantization parameters (QUANT_PARAM_NAMES) at float32 (held
-    so); integer and 8-bit float tensors keep their stored width."""
+    so); integer and 8-bit float tensors keep their stored width, except with
+    `fp8_dequantized` (the fp8 path dequantizes at load): fp8 weight matrices count at
+    `model_dtype` and their scales (weight_scale, weight_scale_inv) not at all."""
+    headers = list(headers)
     float_bytes = dtype_bytes(model_dtype)
+    fp8_stems = {
+        h.name.removesuffix("weight") for h in headers
+        if fp8_dequantized and h.dtype.upper() in _FP8_HEADERS and len(h.shape) >= 2
+        and h.name.rpartition(".")[2] == "weight"
+    }
     total = 0
     count = 0
     narrow = 0
     scales = 0
+    dequantized = 0
     experts = 0
     for header in headers:
         numel = math.prod(header.shape)
         code = header.dtype.upper()
+        stem, _, leaf = header.name.rpartition(".")
+        stem = f"{stem}." if stem else ""
         before = total
-        if code in _FLOAT_HEADERS:
-            quant_param = header.name.rpartition(".")[2] in QUANT_PARAM_NAMES
+        if leaf in _FP8_SCALE_NAMES and stem in fp8_stems:
+            pass  # dropped after the weight is dequantized
+        elif code in _FP8_HEADERS and stem in fp8_stems and leaf == "weight":
+            total += numel * float_bytes
+            narrow += 1
+            dequantized += 1
+        elif code in _FLOAT_HEADERS:
+            quant_param = leaf in QUANT_PARAM_NAMES
             total += numel * (_QUANT_PARAM_BYTES if quant_param else float_bytes)
             scales += quant_param
         else:
@@ -127,6 +151,9 @@ def weights_size(headers: Iterable[TensorHeader], model_dtype: str = "bfloat16")
     detail = f"{count} tensors, floating point at {model_dtype}"
     if narrow:
         detail += f", {narrow} matrices stored at 8 bits or fewer"
+    if dequantized:
+        detail += (f", {dequantized} fp8 matrices held at {model_dtype} (dequantized at "
+                   "load, their scales dropped)")
     if scales:
         detail += f", {scales} quantization scales at float32 (as held)"
     return WeightsSize(total, count, narrow > 0, detail, routed_expert_bytes=experts)

@@ -29,13 +29,14 @@ def weight_format(
     method: QuantMethod, scheme: QuantScheme | None, float_bytes: int
 ) -> WeightFormat:
     """ModelSlim: its model_quant_type (FLOAT or unknown: the model dtype);
-    compressed-tensors: int8 W8A8; fp8: one byte, matmuls at the bf16 rate (A2/A3 have
-    no fp8 cube); none: the model dtype."""
+    compressed-tensors: int8 W8A8; fp8: the model dtype (its weights are dequantized at
+    load: ascend_core.quantization.fp8); none: the model dtype."""
     if method is QuantMethod.ASCEND and scheme in _SCHEMES:
         width, int8 = _SCHEMES[scheme]
         return WeightFormat(width, int8, f"{scheme.value}: {width:g} B a weight")
     if method is QuantMethod.COMPRESSED_TENSORS:
         return WeightFormat(1, True, "compressed-tensors (taken as int8 W8A8): 1 B a weight")
     if method is QuantMethod.FP8:
-        return WeightFormat(1, False, "fp8: 1 B a weight, matmuls at the bf16 rate")
+        return WeightFormat(float_bytes, False,
+                            f"fp8, dequantized at load: {float_bytes} B a weight")
     return WeightFormat(float_bytes, False, f"not quantized: {float_bytes} B a weight")

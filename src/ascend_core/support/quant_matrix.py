@@ -148,7 +148,7 @@ _FP8_HOST = Supported(
 _FP8_NPU = Supported(
     "Atlas A2/A3 have no fp8 matmul: the weights are dequantized at load to the model dtype "
     "(as vllm-ascend does for block fp8 there) and served by a float matmul; A5 takes the "
-    "same path in this build; the torch code is the host's, not run on the emulated NPU"
+    "same path in this build; the torch code is the host's (run on the emulated NPU too)"
 )
 _NO_FP8 = Refused(
     "fp8 checkpoints are served with a scale per output channel (FP8_DYNAMIC) or per block "
@@ -159,7 +159,9 @@ _NO_FP8 = Refused(
 )
 _NO_FP8_EXPERTS = Refused(
     "fp8 MoE experts have no grouped method in this build (only dense linear layers are "
-    "dequantized at load)",
+    "dequantized at load): vLLM builds its own fp8 MoE method for them, whose kernels "
+    "(Triton, CUTLASS, DeepGEMM) neither the host nor an NPU runs, and on an out-of-tree "
+    "platform it selects none",
     "keep the experts unquantized (llm-compressor's ignore list, e.g. "
     "\"re:.*mlp.experts.*\"), or quantize them with ModelSlim as W8A8_DYNAMIC",
 )

@@ -422,6 +422,9 @@ def npu_quantize(a: dict[str, Any]) -> torch.Tensor:
         raise NotImplementedError("npu_quantize: only div_mode=False to torch.qint8 is modelled")
     _require(x.dtype in FLOAT_TYPES, f"npu_quantize: input dtype {x.dtype}")
     _require(scales.dtype in FLOAT_TYPES, f"npu_quantize: scales dtype {scales.dtype}")
+    # torch_npu 2.x docs: with div_mode False the scales take the input's dtype and format.
+    _require(scales.dtype == x.dtype,
+             f"npu_quantize: scales dtype {scales.dtype} is not the input's {x.dtype}")
     _require(
         zero_points is None
         or (zero_points.dtype == scales.dtype and zero_points.shape == scales.shape),

@@ -46,7 +46,7 @@ def test_per_token_quantization(npu, tnpu, dtype, gen) -> None:
 @pytest.mark.parametrize("dtype", HALF)
 def test_static_quantization(npu, tnpu, dtype, gen) -> None:
     x = (torch.randn(6, 48, generator=gen) * 3).to(dtype)
-    inv, off = torch.tensor([1 / 0.017]), torch.tensor([5.0])
+    inv, off = torch.tensor([1 / 0.017], dtype=dtype), torch.tensor([5.0], dtype=dtype)
     assert torch.equal(npu.quantize_static(x, inv, off), HOST.quantize_static(x, inv, off))
     call = tnpu.calls_of("npu_quantize")[0]
     assert (call["dtype"], call["axis"], call["div_mode"]) == (torch.qint8, -1, False)

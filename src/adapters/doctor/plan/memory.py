@@ -39,6 +39,7 @@ from ascend_core.memory_budget import (
 )
 from ascend_core.preflight import CheckItem
 from ascend_core.quantization import QuantDetection, QuantMethod
+from ascend_core.quantization.fp8 import Fp8Path, fp8_serving
 from ports.device import DeviceKind
 from ports.model_files import ModelFiles
 
@@ -61,7 +62,10 @@ def memory_items(
         return [CheckItem("budget", WARN, "device memory unknown", "pass --device-memory")], {}
     try:
         headers = files.tensor_headers()
-        weights = weights_size(headers, model.dtype)
+        # fp8 weights: held as the chip's fp8 path holds them (the model dtype where
+        # they are dequantized at load).
+        fp8 = fp8_serving(target.chip_family, target.kind).path is Fp8Path.DEQUANTIZE_AT_LOAD
+        weights = weights_size(headers, model.dtype, fp8_dequantized=fp8)
         kv_dtype = dtype_bytes(args.kv_cache_dtype, model.dtype)
     except AscendError as error:
         return failed("budget", error), {}

@@ -114,9 +114,14 @@ class AscendPlatformBase(Platform):
 
         register_quantization()
         if parser is None:
-            configure.before_config(cls.device_kind)
             ports = container()
             engine_args = startup_errors.engine_args_calling()
+            model = getattr(engine_args, "model", None)
+            features = None
+            if configure.features_matter(cls.device_kind):
+                files = ports.model_files(model) if isinstance(model, str) and model else None
+                features = configure.runner_features(engine_args, files)
+            configure.before_config(cls.device_kind, features=features)
             startup_errors.refuse_before_start(engine_args, ports.model_files, ports.upstream())
             from adapters.vllm.engine import eplb_hold
 

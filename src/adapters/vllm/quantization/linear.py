@@ -20,6 +20,7 @@ from vllm.model_executor.layers.linear import (
 from vllm.model_executor.utils import set_weight_attrs
 
 from adapters.container import container
+from adapters.torch.static_quant import static_activation_params
 from ascend_core.errors import QuantizationError
 from ascend_core.quantization import LayerScheme, QuantScheme
 from ascend_core.quantization.tensors import (
@@ -175,8 +176,16 @@ class AscendW8A8LinearMethod(Int8LinearMethod):
                 "is not an int8 zero point with a positive scale.",
                 "Re-export the model with ModelSlim.",
             )
-        layer.ascend_inv_scale = (1.0 / scales[:1]).contiguous()
-        layer.ascend_offset = offsets[:1].contiguous()
+        # In the params dtype, as npu_quantize takes them (adapters.torch.static_quant).
+        layer.ascend_inv_scale, layer.ascend_offset = static_activation_params(
+            scales, offsets, layer.params_dtype)
+        if not bool(torch.isfinite(layer.ascend_inv_scale).all()):
+            raise QuantizationError(
+                f"Layer {prefix}: 1 / input_scale ({float(scales[0])}) does not fit "
+                f"{layer.params_dtype}, the dtype npu_quantize takes it in.",
+                "Serve the model in bfloat16 (--dtype bfloat16), or re-export it with "
+                "ModelSlim calibrated on wider activations.",
+            )
         layer.deq_scale.data = self.quant.prepare_scale(layer.deq_scale.data, layer.params_dtype)
         # Row-parallel shards sum their partial products: only rank 0 adds the bias.
         layer.ascend_add_bias = not (

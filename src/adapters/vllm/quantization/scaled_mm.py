@@ -20,6 +20,7 @@ from vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel import (
 from vllm.model_executor.layers.quantization.utils.w8a8_utils import convert_to_channelwise
 
 from adapters.container import container
+from adapters.torch.static_quant import static_activation_params
 
 _F32 = torch.float32
 
@@ -56,8 +57,8 @@ class AscendInt8ScaledMMLinearKernel(Int8ScaledMMLinearKernel):
         scale = scale.to(_F32).reshape(-1)
         if self.config.is_static_input_scheme:
             input_scale = getattr(layer, is_name).data.to(_F32).max().reshape(1)
-            layer.ascend_inv_scale = 1.0 / input_scale
-            layer.ascend_offset = torch.zeros_like(input_scale)
+            layer.ascend_inv_scale, layer.ascend_offset = static_activation_params(
+                input_scale, torch.zeros_like(input_scale), layer.params_dtype)
             scale = quant.prepare_scale(input_scale * scale, layer.params_dtype)
         layer.ascend_scale = scale
         weight.data = quant.prepare_weight(weight.data)

@@ -1,0 +1,148 @@
+"""FP8 dense layers and W4A8_DYNAMIC MoE experts on the emulated NPU, bf16, in the plan's
+graph mode, against the host's bf16 ids. An emulator, not Ascend hardware.
+
+Two exports, each served twice in a fresh process (generate_run.py: a batch of 8 mixed
+lengths, 64-token steps so long prompts prefill in chunks, then the same batch again,
+hitting the prefix cache), the host eager and the emulated NPU with GENERATE_GRAPH_MODE=
+DEFAULT (no cudagraph_mode given: the plan's choice, captured and replayed):
+
+- fp8: llm-compressor's own checkpoint of the tiny Llama with both fp8 presets
+  (scripts/make_ct_exports.py --scheme fp8_mixed: the attention FP8_DYNAMIC, a scale per
+  output channel; the MLP FP8_BLOCK in [64, 64] blocks), served by vLLM's compressed-tensors
+  config and the plugin's AscendFp8DequantLinearKernel, which dequantizes at load to the
+  model dtype on every chip (A2/A3 have no fp8 matmul): the NPU runs float matmuls.
+- w4a8: ModelSlim W4A8_DYNAMIC experts of the tiny Qwen3-MoE (scripts/make_quant_exports.py
+  --scheme w4a8_dynamic; its linear layers W8A8_DYNAMIC), NpuQuantMoeOps on the NPU
+  (npu_convert_weight_to_int4pack at load, npu_dynamic_quant and npu_grouped_matmul with
+  int4 weights, per-token scales and the checkpoint's scale_bias).
+
+Each NPU continuation equals the host's up to bf16 near-ties: where one parts from the
+host's, the float32 fake-quant reference (computed from the files:
+support.quant_reference) puts the two tokens within NEAR_TIE_NATS of each other at that
+step (the gap is shown), and the rest of that continuation is not compared.
+
+Weight memory: what the NPU worker holds after load (the fp8 layers in bf16, their scales
+dropped) is what `ascend-doctor plan` counts from the files' headers, within the
+per-layer margin of support.doctor_plan.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from generate_run import prompts
+from test_generate_on_emulated_npu import CACHED, _result, _start
+
+from support.doctor_plan import PER_LAYER_MARGIN, doctor_memory
+from support.quant_reference import (
+    _load_fp8,
+    _logprob_rows,
+    fake_quant_model,
+    local_ct_export,
+    local_export,
+)
+
+NEAR_TIE_NATS = 0.25  # the bf16 tests' tolerance (test_quantized_on_emulated_npu.py)
+MAX_PARTED = 2  # of 16 continuations (two passes of 8) per export: near-ties stay rare
+NPU_MEASURE_MARGIN = 64 << 10  # the emulated device counts exact bytes
+EXPORTS: dict[str, Callable[[], str]] = {
+    "fp8": lambda: str(local_ct_export("llama", scheme="fp8_mixed")),
+    "w4a8": lambda: str(local_export("qwen3_moe", "w4a8_dynamic")),
+}
+REFERENCES: dict[str, Callable[[str], Any]] = {
+    "fp8": lambda export: _load_fp8(export, torch.float32),
+    "w4a8": lambda export: fake_quant_model(export, torch.float32),
+}
+
+
+@pytest.fixture(scope="module")
+def exports() -> dict[str, str]:
+    return {name: make() for name, make in EXPORTS.items()}
+
+
+@pytest.fixture(scope="module")
+def runs(exports: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    graphs = os.environ.get("GENERATE_GRAPH_MODE")
+    os.environ["GENERATE_GRAPH_MODE"] = "DEFAULT"  # the NPU child: the plan's graph mode
+    try:
+        npu = {name: _start("npu", export, "1", "bfloat16") for name, export in exports.items()}
+    finally:
+        if graphs is None:
+            del os.environ["GENERATE_GRAPH_MODE"]
+        else:
+            os.environ["GENERATE_GRAPH_MODE"] = graphs
+    done.update({("npu", name): _result(proc) for name, proc in npu.items()})
+    host = {name: _start("host", export, "1", "bfloat16") for name, export in exports.items()}
+    done.update({("host", name): _result(proc) for name, proc in host.items()})
+    return done
+
+
+def test_fp8_layers_dequantized_at_load_on_the_npu(runs) -> None:  # type: ignore[no-untyped-def]
+    npu = runs["npu", "fp8"]
+    assert (npu["platform"], npu["ops"]) == ("AscendNpuPlatform", "NpuOps")
+    assert npu["quantization"] == runs["host", "fp8"]["quantization"] == "compressed-tensors"
+    assert "CompressedTensorsLinearMethod" in npu["quant_methods"]
+    assert not {c for c in npu["calls"] if "quant" in c}, npu["calls"]  # float matmuls
+
+
+def test_w4a8_experts_ran_through_the_int4_grouped_matmul(runs) -> None:  # type: ignore[no-untyped-def]
+    npu = runs["npu", "w4a8"]
+    assert (npu["platform"], npu["ops"]) == ("AscendNpuPlatform", "NpuOps")
+    assert {"AscendW4A8DynamicMoeMethod", "AscendW8A8DynamicLinearMethod"} <= set(
+        npu["quant_methods"])
+    assert {"npu_convert_weight_to_int4pack", "npu_dynamic_quant",
+            "npu_grouped_matmul"} <= set(npu["calls"])
+
+
+@pytest.mark.parametrize("name", list(EXPORTS))
+def test_npu_ran_in_the_plans_graph_mode(runs, name: str) -> None:  # type: ignore[no-untyped-def]
+    npu = runs["npu", name]
+    assert npu["graph_mode"] != "NONE" and npu["captured"] > 0, (npu["graph_mode"],
+                                                                  npu["captured"])
+
+
+def _parting(reference: Any, prompt: list[int], host: list[int], npu: list[int]
+             ) -> tuple[int, float] | None:
+    """None when the continuations are equal; else the step where they first part and the
+    float32 reference's logprob gap between the host's and the NPU's token there."""
+    at = next((i for i, (a, b) in enumerate(zip(host, npu, strict=True)) if a != b), None)
+    if at is None:
+        return None
+    with torch.no_grad():
+        row = _logprob_rows(reference, prompt, host[: at + 1])[at]
+    return at, abs(float(row[host[at]] - row[npu[at]]))
+
+
+@pytest.mark.parametrize("name", list(EXPORTS))
+def test_npu_bf16_gives_the_host_ids_up_to_near_ties(runs, exports, name: str) -> None:  # type: ignore[no-untyped-def]
+    host, npu = runs["host", name], runs["npu", name]
+    assert host["runs"][0] == host["runs"][1]
+    assert npu["cached_tokens"] == host["cached_tokens"] == CACHED
+    reference = REFERENCES[name](exports[name])
+    parted = []
+    for run in npu["runs"]:  # first pass, then the prefix-cached one
+        for prompt, want, got in zip(prompts(), host["runs"][0], run, strict=True):
+            parting = _parting(reference, prompt, want, got)
+            if parting is not None:
+                parted.append(parting)
+                assert parting[1] <= NEAR_TIE_NATS, (
+                    f"parted at step {parting[0]} where the host's and the NPU's tokens are "
+                    f"{parting[1]:.3f} nats apart")
+    print(f"{name}: {len(parted)} of 16 continuations part (step, top-2 gap): {parted}")
+    assert len(parted) <= MAX_PARTED, parted
+
+
+def test_fp8_weight_memory_held_on_the_npu_is_what_the_doctor_plans(
+    runs: dict[tuple[str, str], dict[str, Any]], exports: dict[str, str]
+) -> None:
+    npu = runs["npu", "fp8"]["weights"]
+    assert abs(npu["weights_measured"] - (npu["weights_held"] + npu["buffers"])) <= (
+        NPU_MEASURE_MARGIN), npu
+    doctor = doctor_memory(exports["fp8"], "bfloat16")["weights_bytes_total"]
+    assert doctor <= npu["weights_held"] <= doctor + PER_LAYER_MARGIN * npu["linears"], (
+        npu, doctor)
