@@ -105,7 +105,7 @@ def main(model: str, mode: str, device: str) -> None:
         return llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts()], params,
                             use_tqdm=False)
 
-    result: dict[str, Any] = {}
+    result: dict[str, Any] = {"prompts": prompts()}
     if eplb:
         result["start"] = llm.collective_rpc(eplb_view)
     first = generate()

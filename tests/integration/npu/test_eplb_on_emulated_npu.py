@@ -13,8 +13,10 @@ graphs replay with the new placement.
 
 The reference is TP=1 eager on one emulated NPU in bf16: a sequence may part from it only
 where the reference's top-2 logprobs were a near-tie (the gap is in the failure message).
-One EPLB engine serves every case here; the reference is a second process beside it. An
-emulator, not Ascend hardware.
+One EPLB engine serves every NPU case here; the reference is a second process beside it.
+The host serves the same deployment in float32 over gloo (its golden reference: the same
+map and load record, vLLM's rearrange moving weights by P2P over the EP group), held
+against HF transformers' float32 greedy ids. An emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
@@ -28,22 +30,26 @@ from typing import Any
 
 import pytest
 
-from support.hf_reference import MODELS_DIR, make_model
+from support.child_runs import read_all
+from support.hf_reference import MODELS_DIR, greedy_generate, make_model
 from support.torch_npu_emulator.activate import child_env
 
 RUNNER = Path(__file__).with_name("npu_eplb_run.py")
 A3 = "Ascend910_9391"
 NEAR_TIE_NATS = 0.25  # test_expert_parallel_on_emulated_npu.py's bf16 rule
+HOST_NEAR_TIE_NATS = 1e-3  # float32: EP's partial sums only reorder additions
 LOGICAL, REDUNDANT, EP = 8, 2, 2
 
 
-def _start(model: str, mode: str) -> subprocess.Popen[str]:
-    env = child_env(dict(os.environ), soc_name=A3, device_count=2)
+def _start(model: str, mode: str, device: str = "npu") -> subprocess.Popen[str]:
+    env = dict(os.environ)
+    if device == "npu":
+        env = child_env(env, soc_name=A3, device_count=2)
     for key in ("VLLM_ASCEND_DEVICE", "VLLM_ASCEND_MOE_COMM_METHOD"):
         env.pop(key, None)
     env["OMP_NUM_THREADS"] = "1"
     return subprocess.Popen(
-        [sys.executable, str(RUNNER), model, mode],
+        [sys.executable, str(RUNNER), model, mode, *(["cpu"] if device == "cpu" else [])],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )
 
@@ -60,10 +66,14 @@ def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
 def runs() -> dict[str, dict[str, Any]]:
     model = str(make_model(MODELS_DIR / "npu-ep-qwen3_moe", "qwen3_moe", "npu-ep"))
     procs = {mode: _start(model, mode) for mode in ("ref", "eplb")}
-    return {mode: _result(proc) for mode, proc in procs.items()}
+    procs["host"] = _start(model, "eplb", "cpu")
+    results = read_all(procs, _result)
+    results["model"] = {"dir": model}
+    return results
 
 
-def _partings(ids: list[list[int]], reference: dict[str, Any]) -> list[str]:
+def _partings(ids: list[list[int]], reference: dict[str, Any],
+              near_tie: float = NEAR_TIE_NATS) -> list[str]:
     """Where a sequence leaves the reference at a step that was no near-tie (all partings
     are printed with their top-2 gap)."""
     found = []
@@ -75,7 +85,7 @@ def _partings(ids: list[list[int]], reference: dict[str, Any]) -> list[str]:
         found.append((f"prompt {seq} step {step}: {got[step]} for {want[step]} "
                       f"(gap {first - second:.3f})", first - second))
     print("partings:", [what for what, _ in found] or "none")
-    return [what for what, gap in found if gap >= NEAR_TIE_NATS]
+    return [what for what, gap in found if gap >= near_tie]
 
 
 def test_every_moe_layer_serves_eplb_with_redundant_experts_per_rank(runs) -> None:
@@ -92,8 +102,9 @@ def test_ids_equal_the_single_device_ones_before_and_after_a_rebalance(runs) -> 
                                                             ref["ids"])
 
 
-def test_the_rebalance_changed_the_map_and_moved_the_weights(runs) -> None:
-    run = runs["eplb"]
+@pytest.mark.parametrize("device", ["eplb", "host"])
+def test_the_rebalance_changed_the_map_and_moved_the_weights(runs, device) -> None:
+    run = runs[device]
     start, after = run["start"], run["after_first"]
     # Every rank agrees on the map; the load was recorded; the map changed.
     assert start[0]["physical_to_logical"] == start[1]["physical_to_logical"]
@@ -125,3 +136,21 @@ def _weights_follow_the_map(start: list[dict[str, Any]], state: list[dict[str, A
                     when, layer, rank, slot, logical)
                 moved += logical != start[rank]["physical_to_logical"][layer][physical]
     return moved
+
+
+def test_host_ids_equal_hf_float32_before_and_after_a_rebalance(runs) -> None:
+    """The host's gloo EP with EPLB (float32), the golden reference of the same decisions,
+    gives HF transformers' float32 greedy ids through its rebalances."""
+    run = runs["host"]
+    assert run["after_first"][0]["physical_to_logical"] != run["start"][0]["physical_to_logical"]
+    hf = greedy_generate(runs["model"]["dir"], run["prompts"], len(run["ids"][0]), top_k=2,
+                         ignore_eos=True)
+    reference = {
+        "ids": [g.token_ids for g in hf],
+        "top2": [[sorted(step.values(), reverse=True)[:2] for step in g.top_logprobs]
+                 for g in hf],
+    }
+    assert not _partings(run["ids"], reference, HOST_NEAR_TIE_NATS), (run["ids"],
+                                                                       reference["ids"])
+    assert not _partings(run["ids_after_rebalance"], reference, HOST_NEAR_TIE_NATS), (
+        run["ids_after_rebalance"], reference["ids"])

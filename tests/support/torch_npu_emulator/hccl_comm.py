@@ -124,11 +124,45 @@ def _staged(original: Callable[..., Any]) -> Callable[..., Any]:
     return collective
 
 
+class _StagedP2P:
+    """The requests of one staged batch_isend_irecv, as HCCL's are: the first wait of any
+    of them waits the gloo batch and copies what arrived into the `npu` tensors; every
+    later wait returns at once (a gloo P2P request waited twice never returns)."""
+
+    def __init__(self, requests: list[Any], received: list[tuple[torch.Tensor, torch.Tensor]]):
+        self._requests, self._received, self._done = requests, received, False
+
+    def wait(self, timeout: Any = None) -> bool:
+        if not self._done:
+            for request in self._requests:
+                request.wait()
+            for tensor, host in self._received:
+                tensor.copy_(host)
+            self._done = True
+        return True
+
+    def is_completed(self) -> bool:
+        return self._done
+
+
+class _StagedRequest:
+    """One op's request in a staged batch: waiting it completes the batch."""
+
+    def __init__(self, batch: _StagedP2P) -> None:
+        self._batch = batch
+
+    def wait(self, timeout: Any = None) -> bool:
+        return self._batch.wait(timeout)
+
+    def is_completed(self) -> bool:
+        return self._batch.is_completed()
+
+
 def _staged_p2p(original: Callable[..., Any]) -> Callable[..., Any]:
     """batch_isend_irecv of `npu` tensors, as HCCL's point-to-point takes them (vLLM's EPLB
     moves expert weights so): over the emulator's gloo groups each send goes from a host
-    copy and each receive lands in a host buffer copied back once the batch completed.
-    The batch is waited here, so the requests returned are already complete."""
+    copy and each receive lands in a host buffer, copied into its `npu` tensor when the
+    batch is waited (one request per op, as torch returns them)."""
 
     def batch_isend_irecv(p2p_ops: list[Any]) -> list[Any]:
         if not any(_on_npu(op.tensor) for op in p2p_ops):
@@ -141,12 +175,8 @@ def _staged_p2p(original: Callable[..., Any]) -> Callable[..., Any]:
                 received.append((tensor, host))
             host_ops.append(dist.P2POp(op.op, host, group=op.group, tag=op.tag,
                                        group_peer=op.group_peer))
-        requests = original(host_ops)
-        for request in requests:
-            request.wait()
-        for tensor, host in received:
-            tensor.copy_(host)
-        return requests  # type: ignore[no-any-return]
+        batch = _StagedP2P(list(original(host_ops)), received)
+        return [_StagedRequest(batch) for _ in p2p_ops]
 
     batch_isend_irecv.emulated_hccl = True  # type: ignore[attr-defined]
     return batch_isend_irecv
