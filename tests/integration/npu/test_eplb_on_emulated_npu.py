@@ -55,7 +55,12 @@ def _start(model: str, mode: str, device: str = "npu") -> subprocess.Popen[str]:
 
 
 def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    out, _ = proc.communicate(timeout=900)
+    try:
+        out, _ = proc.communicate(timeout=600)  # the three take ~80 s side by side
+    except subprocess.TimeoutExpired:
+        proc.kill()  # its engine's processes follow it (vLLM's death pipe)
+        out, _ = proc.communicate()
+        pytest.fail("an engine still ran after 600 s (hung?):\n" + out[-6000:])
     lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, out[-6000:]
     result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
