@@ -343,6 +343,18 @@ ENTRIES = (
         ),
     ),
     PatchSpec(
+        id="host-eplb-rearrange-timing",
+        target="vllm.distributed.eplb.eplb_state:EplbState.rearrange",
+        versions=VLLM_0_33,
+        when=Condition(device_kinds={HOST}, requires={Feature.EPLB}),
+        reason=(
+            "With --enable-eplb vLLM's rearrange times each rebalance on the main EP rank "
+            "with torch.Event(enable_timing=True), which torch's CPU backend does not "
+            "have, so the profile run's rebalance fails; during rearrange the host's "
+            "events record the wall clock."
+        ),
+    ),
+    PatchSpec(
         id="seeded-counter-noise",
         target="vllm.v1.sample.ops.topk_topp_sampler:random_sample",
         versions=VLLM_0_33,

@@ -225,6 +225,10 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
 OWN: frozenset[str] = frozenset({
     # Expert parallelism's token exchange, set when the unquantized method's weights load.
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.exchange",
+    # --enable-eplb: the layer's EplbLayerState (layers/eplb.py) and the host runner's
+    # registration of the EPLB state vLLM's CPU runner does not make.
+    "adapters.vllm.layers.fused_moe:AscendMoeMethod.eplb",
+    "adapters.vllm.worker.host_model_runner:HostModelRunner._register_eplb",
     # vLLM's vllm::qwen_gdn_attention_core op calls the named layer's _forward_core; vLLM
     # declares it on its GDN layer, not on the KDA layer's base.
     "adapters.vllm.layers.kda:AscendKimiDeltaAttention._forward_core",
