@@ -20,11 +20,11 @@ from types import ModuleType
 import torch
 
 from adapters.npu.moe import GROUP_M, SINGLE_OUTPUT
+from ascend_core.quantization.w4a8 import NPU_MAX_DIM as _MAX_DIM
+from ascend_core.quantization.w4a8 import NPU_PACK as _PACK
 from ports.quant_w4a8 import W4A8LinearOps, W4A8Weight
 
 _CUMULATIVE = 0  # group_list_type: cumulative group ends
-_PACK = 8  # int4 values per int32
-_MAX_DIM = 65536  # the grouped matmul's inner dimensions stay below this
 
 
 class NpuW4A8LinearOps(W4A8LinearOps):

@@ -71,7 +71,8 @@ class QuantizedLayers:
     count: int
     says: str
     # Block-quantized formats: the [n, k] weight block, and the decoder's linear layers
-    # as the config sizes them (the plan checks that the blocks fit each rank's slice).
+    # as the config sizes them (the plan checks that the blocks fit each rank's slice; for
+    # W4A8_DYNAMIC linears, that the split fits the int4 layout).
     block: tuple[int, int] | None = None
     projections: tuple[Projection, ...] = ()
 
@@ -287,7 +288,14 @@ def quantized_layers(
     files are not readable as such (detection reports that, in its own words)."""
     try:
         if method is QuantMethod.ASCEND and description is not None:
-            return modelslim_layers(description)
+            # W4A8_DYNAMIC linears carry the config's projections (the plan checks their
+            # split and int4 layout).
+            return tuple(
+                evolve(g, projections=dense_projections(config or {}))
+                if (g.format, g.kind) == (QuantFormat.MODELSLIM_W4A8_DYNAMIC, LayerKind.LINEAR)
+                else g
+                for g in modelslim_layers(description)
+            )
         if method is QuantMethod.COMPRESSED_TENSORS and config is not None:
             return compressed_tensors_layers(config)
         if method is QuantMethod.FP8:

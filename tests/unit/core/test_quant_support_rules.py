@@ -187,6 +187,38 @@ def test_per_channel_and_per_group_w4a8_by_the_description() -> None:
     assert "on an Ascend NPU" in str(experts)
 
 
+TINY = {"hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 32, "intermediate_size": 384}
+
+
+@pytest.mark.parametrize(("deployment", "tp", "config", "problem"), [
+    (host(), 1, TINY, None),
+    (npu(), 2, TINY, None),
+    # 16 scale_bias slices cannot be shared by 3 ranks (host and NPU alike).
+    (host(), 3, {**TINY, "hidden_size": 192, "intermediate_size": 576}, "cannot share"),
+    # gate_up_proj: 2 x 18 outputs per rank, even (the host packs pairs), not a multiple of 8.
+    (host(), 1, {**TINY, "intermediate_size": 18}, None),
+    (npu(), 1, {**TINY, "intermediate_size": 18}, "not a multiple of 8"),
+    (npu(), 1, {**TINY, "intermediate_size": 70000}, "inner dimensions below 65536"),
+])  # fmt: skip
+def test_the_plan_checks_w4a8_linears_fit_the_split_and_the_int4_layout(  # type: ignore[no-untyped-def]
+    deployment, tp: int, config, problem: str | None
+) -> None:
+    description = {"model_quant_type": "W4A8_DYNAMIC", "group_size": 0,
+                   "model.layers.0.mlp.down_proj.weight": "W4A8_DYNAMIC"}
+    layers = quantized_layers(QuantMethod.ASCEND, config, description)
+    assert layers[0].projections  # from the config's sizes
+    deployment = attrs.evolve(deployment, quantized_layers=layers,
+                              parallel=attrs.evolve(deployment.parallel, tp=tp))
+    messages = [str(e) for e in plan_config(deployment).errors]
+    if problem is None:
+        assert not [m for m in messages if "W4A8" in m], messages
+        return
+    (message,) = [m for m in messages if "W4A8" in m]
+    assert message.startswith("Layer model.layers.0.mlp.down_proj and the other linear layers")
+    assert problem in message and f"split over {tp} rank(s)" in message
+
+
 @pytest.mark.parametrize("deployment", [host(), npu()], ids=["host", "npu"])
 def test_served_layers_plan_without_refusal(deployment) -> None:  # type: ignore[no-untyped-def]
     layers = tuple(QuantizedLayers(f, k, "model.layers.0.mlp.down_proj", 1, "x")

@@ -27,11 +27,11 @@ from ascend_core.errors import QuantizationError
 from ascend_core.quantization import LayerScheme, QuantScheme
 from ascend_core.quantization.modelslim import DESCRIPTION_FILE
 from ascend_core.quantization.tensors import SchemeTensor, scheme_tensors
+from ascend_core.quantization.w4a8 import PAIR as _PAIR
+from ascend_core.quantization.w4a8 import ROW_SLICES as _BIAS_SLICES
 from ports.quant_w4a8 import W4A8LinearOps
 
 _F32 = torch.float32
-_PAIR = 2  # int4 values per int8 byte, along the outputs
-_BIAS_SLICES = 16  # a row-parallel layer's scale_bias columns, as ModelSlim writes them
 _HELD = "ascend_w4a8_weight"  # layer attribute: the port's W4A8Weight
 _LOADED = "_ascend_loaded"
 # scale_bias vs 8 * scale * row sum: float32 sums in another order differ by far less.
