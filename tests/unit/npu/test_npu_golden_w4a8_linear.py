@@ -97,3 +97,22 @@ def test_a_count_list_of_one_group_is_refused_by_the_emulator(tnpu) -> None:
             [x], [weight.unsqueeze(0)], bias=[scale_bias.reshape(1, 16)], scale=[scale64],
             per_token_scale=[torch.ones(4)], group_list=torch.tensor([4]), group_list_type=1,
             group_type=0, split_item=2, output_dtype=torch.bfloat16)
+
+
+def test_the_traced_op_has_a_shape_only_fake_kernel(npu) -> None:
+    """The linear method runs inside vLLM's compiled graph on the NPU, where Dynamo calls
+    the dispatcher op's fake kernel (the wheel has a meta kernel): it gives the output
+    shape without reading the group list (fake tensors hold no data), for any rows."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from support.torch_npu_emulator import dispatcher
+
+    values, scale, scale_bias = _operands(torch.Generator().manual_seed(35), 48, 64)
+    held = npu.prepare_w4a8(values, scale, scale_bias)
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        x_q = mode.from_tensor(torch.zeros(7, 64, dtype=torch.int8))
+        (out,) = dispatcher.traced("npu_grouped_matmul", None)(
+            [x_q], [held.weight], bias=[held.scale_bias], scale=[held.scale],
+            per_token_scale=[torch.ones(7)], group_list=torch.full((1,), 7),
+            group_list_type=0, group_type=0, split_item=2, output_dtype=torch.bfloat16)
+    assert tuple(out.shape) == (7, 48) and out.dtype == torch.bfloat16
