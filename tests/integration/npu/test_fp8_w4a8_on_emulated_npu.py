@@ -15,6 +15,10 @@ DEFAULT (no cudagraph_mode given: the plan's choice, captured and replayed):
   --scheme w4a8_dynamic; its linear layers W8A8_DYNAMIC), NpuQuantMoeOps on the NPU
   (npu_convert_weight_to_int4pack at load, npu_dynamic_quant and npu_grouped_matmul with
   int4 weights, per-token scales and the checkpoint's scale_bias).
+- w4a8_dense: the tiny Llama with every decoder linear W4A8_DYNAMIC (the same script and
+  scheme on a dense model: int4 pairs, per-channel scales, scale_bias [out, 1] or [out, 16]
+  for the row-parallel o_proj / down_proj), NpuW4A8LinearOps on the NPU (the same int4
+  repacking, then npu_grouped_matmul's A8W4 case with each layer as one group).
 
 Each NPU continuation equals the host's up to bf16 near-ties: where one parts from the
 host's, the float32 fake-quant reference (computed from the files:
@@ -52,10 +56,12 @@ NPU_MEASURE_MARGIN = 64 << 10  # the emulated device counts exact bytes
 EXPORTS: dict[str, Callable[[], str]] = {
     "fp8": lambda: str(local_ct_export("llama", scheme="fp8_mixed")),
     "w4a8": lambda: str(local_export("qwen3_moe", "w4a8_dynamic")),
+    "w4a8_dense": lambda: str(local_export("llama", "w4a8_dynamic")),
 }
 REFERENCES: dict[str, Callable[[str], Any]] = {
     "fp8": lambda export: _load_fp8(export, torch.float32),
     "w4a8": lambda export: fake_quant_model(export, torch.float32),
+    "w4a8_dense": lambda export: fake_quant_model(export, torch.float32),
 }
 
 
@@ -97,6 +103,18 @@ def test_w4a8_experts_ran_through_the_int4_grouped_matmul(runs) -> None:  # type
         npu["quant_methods"])
     assert {"npu_convert_weight_to_int4pack", "npu_dynamic_quant",
             "npu_grouped_matmul"} <= set(npu["calls"])
+
+
+def test_w4a8_linears_ran_through_the_int4_grouped_matmul(runs) -> None:  # type: ignore[no-untyped-def]
+    npu = runs["npu", "w4a8_dense"]
+    assert (npu["platform"], npu["ops"]) == ("AscendNpuPlatform", "NpuOps")
+    for device in ("npu", "host"):
+        methods = set(runs[device, "w4a8_dense"]["quant_methods"])
+        assert "AscendW4A8DynamicLinearMethod" in methods, methods
+        assert not {"UnquantizedLinearMethod", "AscendW8A8DynamicLinearMethod"} & methods
+    assert {"npu_convert_weight_to_int4pack", "npu_dynamic_quant",
+            "npu_grouped_matmul"} <= set(npu["calls"])
+    assert "npu_quant_matmul" not in npu["calls"]
 
 
 @pytest.mark.parametrize("name", list(EXPORTS))
