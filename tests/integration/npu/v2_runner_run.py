@@ -10,7 +10,11 @@ and the plan's runner decision.
 GRAPH_MODE (a cudagraph_mode, e.g. FULL_DECODE_ONLY, or PLAN for the plan's choice): not
 eager, graphs of CAPTURE_SIZES; the result carries the graph mode, the graphs captured and
 the emulated device's counters. Each step's top-2 logprobs come back too (a parting from
-the reference is judged by the reference's gap). V2_STALE_GRAPH_ARGUMENTS=1: the runtime's
+the reference is judged by the reference's gap). With graphs (and both passes) the result also
+carries what one greedy decode step costs outside the replay (`decode_step`: batch 8,
+no logprobs, (a run of 1 + DECODE_STEPS tokens - a run of 1) / DECODE_STEPS: the device's
+counters, the Triton kernels launched and each launch's origin, as
+scripts/bench_npu_emulated.py counts them). V2_STALE_GRAPH_ARGUMENTS=1: the runtime's
 graphs forget the attention op's update (unit.fakes.graphs), as a backend skipping it.
 An emulator, not Ascend hardware.
 """
@@ -30,6 +34,7 @@ MAX_NEW = 4
 STEP_TOKENS = 128  # a step's token budget: the three longest prompts take two steps
 GPU_PACKAGE = "vllm.v1.worker.gpu."
 CAPTURE_SIZES = [1, 2, 4, 8]
+DECODE_STEPS = 2  # the decode steps a per-step figure is measured over
 
 
 def runner_facts(worker: object) -> dict[str, object]:
@@ -40,7 +45,33 @@ def runner_facts(worker: object) -> dict[str, object]:
         "runner": type(runner).__name__,
         "mro": [f"{c.__module__}.{c.__qualname__}" for c in type(runner).__mro__],
         "graph_logits_steps": getattr(runner, "graph_logits_steps", None),
+        "tail_steps": getattr(getattr(runner, "_tail", None), "served_steps", None),
     }
+
+
+def decode_step(llm: Any, launches: dict[str, list[float]]) -> dict[str, Any]:
+    """One greedy decode step's costs at batch 8 (no logprobs): the emulated device's
+    counters, the Triton kernels launched (name -> launches) and each launch and copy by
+    origin (`what @ where`), over fresh prompts of 24 tokens."""
+    from vllm import SamplingParams, TokensPrompt
+
+    from support.emulated_npu_device import counters, launch_sources, reset_counters
+
+    def run(seed: int, tokens: int) -> tuple[dict[str, float], dict[str, float]]:
+        batch = [TokensPrompt(prompt_token_ids=p) for p in prompts(seed, (24,) * 8)]
+        params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+        before = {name: n for name, (n, _) in launches.items()}
+        reset_counters()
+        with launch_sources() as seen:
+            llm.generate(batch, params, use_tqdm=False)
+        kernels = {f"triton:{k}": n - before.get(k, 0) for k, (n, _) in launches.items()}
+        at = {f"{what} @ {where}": float(n) for (what, where), n in seen.items()}
+        return {**counters(), **kernels}, at
+
+    (one, at_one), (more, at_more) = run(101, 1), run(102, 1 + DECODE_STEPS)
+    per = {k: (more.get(k, 0) - one.get(k, 0)) / DECODE_STEPS for k in more}
+    sources = {k: (at_more.get(k, 0) - at_one.get(k, 0)) / DECODE_STEPS for k in at_more}
+    return {"counters": {k: v for k, v in per.items() if v}, "sources": sources}
 
 
 def record_launches() -> dict[str, list[float]]:
@@ -123,6 +154,7 @@ def main(device: str, model: str, graph_mode: str | None = None) -> None:
         from support.emulated_npu_device import counters
 
         device_counters = counters()
+    step = decode_step(llm, launches) if device == "npu" and graph_mode and count == 2 else None
     (facts,) = llm.collective_rpc(runner_facts)
     print(
         "RESULT "
@@ -141,6 +173,7 @@ def main(device: str, model: str, graph_mode: str | None = None) -> None:
                 "counters": device_counters,
                 "launches": launches,
                 "seconds": {"start": started, "generate": generated},
+                "decode_step": step,
                 **facts,
             }
         ),
