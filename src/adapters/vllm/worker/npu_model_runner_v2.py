@@ -8,7 +8,8 @@ NPU host triton-ascend compiles them; on the emulated NPU Triton's interpreter r
 `runner_scope` (torch.cuda's stream, event, sync and graph names on the device's API):
 
 - V2's staging buffers are UVA views of pinned host memory (a vLLM CUDA op); an NPU has
-  no such view, so V2's own explicit-copy buffers (NonUvaBuffer) serve instead.
+  no such view, so V2's own explicit-copy buffers (NonUvaBuffer) serve instead, each
+  request-state one re-sent only when its values changed (v2_staged_copies.py).
 - V2's graph manager is NpuCudaGraphManager (npu_graphs_v2.py): FULL graphs through the
   runtime port's graphs, captured updatable, each replay given the step's attention
   lengths (read from the metadata this runner's model state last prepared). PIECEWISE
@@ -43,6 +44,7 @@ from vllm.v1.worker.gpu.sample.sampler import Sampler
 from adapters.vllm.worker.npu_graphs_v2 import manager_on
 from adapters.vllm.worker.v2_decode_tail import V2DecodeTail, greedy_rows_served
 from adapters.vllm.worker.v2_prepare_inputs import DeviceConstants, envs_without_padding_fill
+from adapters.vllm.worker.v2_staged_copies import copy_to_uva_if_changed
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -89,8 +91,13 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
 
     @contextmanager
     def _scope(self) -> Iterator[None]:
-        """torch.cuda's names on the device's API, and V2's buffers without UVA."""
-        with self._runtime.runner_scope(), patch.object(buffer_utils, "is_uva_available", _no_uva):
+        """torch.cuda's names on the device's API, V2's buffers without UVA, and their
+        values re-sent only where they changed (v2_staged_copies.py)."""
+        with (
+            self._runtime.runner_scope(),
+            patch.object(buffer_utils, "is_uva_available", _no_uva),
+            patch.object(buffer_utils.UvaBackedTensor, "copy_to_uva", copy_to_uva_if_changed),
+        ):
             yield
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
