@@ -14,7 +14,9 @@ the reference is judged by the reference's gap). With graphs (and both passes) t
 carries what one greedy decode step costs outside the replay (`decode_step`: batch 8,
 no logprobs, (a run of 1 + DECODE_STEPS tokens - a run of 1) / DECODE_STEPS: the device's
 counters, the Triton kernels launched and each launch's origin, as
-scripts/bench_npu_emulated.py counts them). V2_STALE_GRAPH_ARGUMENTS=1: the runtime's
+scripts/bench_npu_emulated.py counts them) and the ids of a pass whose even requests are
+greedy and odd ones seeded (`mixed`: FULL replays the greedy tail does not serve).
+V2_STALE_GRAPH_ARGUMENTS=1: the runtime's
 graphs forget the attention op's update (unit.fakes.graphs), as a backend skipping it.
 An emulator, not Ascend hardware.
 """
@@ -27,7 +29,7 @@ import sys
 import time
 from typing import Any
 
-from generate_run import emulate_npu, prompts
+from generate_run import emulate_npu, prompts, seeded
 
 LENGTHS = (5, 150, 40, 200, 1, 131, 77, 20)
 MAX_NEW = 4
@@ -166,7 +168,16 @@ def main(device: str, model: str, graph_mode: str | None = None) -> None:
         from support.emulated_npu_device import counters
 
         device_counters = counters()
-    step = decode_step(llm, launches) if device == "npu" and graph_mode and count == 2 else None
+    mixed, step = None, None
+    if device == "npu" and graph_mode and count == 2:
+        step = decode_step(llm, launches)
+        # Even rows greedy, odd rows seeded: FULL replays whose greedy tail does not serve
+        # the step (V2's sampler and update run after them); the greedy rows' ids are
+        # still the reference's.
+        greedy = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
+        params_mixed = [greedy if i % 2 == 0 else seeded(MAX_NEW, i) for i in range(len(batch))]
+        out = llm.generate(batch, params_mixed, use_tqdm=False)
+        mixed = [list(o.outputs[0].token_ids) for o in out]
     (facts,) = llm.collective_rpc(runner_facts)
     print(
         "RESULT "
@@ -186,6 +197,7 @@ def main(device: str, model: str, graph_mode: str | None = None) -> None:
                 "launches": launches,
                 "seconds": {"start": started, "generate": generated},
                 "decode_step": step,
+                "mixed": mixed,
                 **facts,
             }
         ),
