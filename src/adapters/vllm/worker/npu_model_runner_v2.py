@@ -228,6 +228,9 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
         self._tail_step = None
         if kwargs.get("dummy_run", False) or (len(args) > 2 and args[2]):
             self._padding_written = None  # a dummy batch fills the padding mask itself
+            # Its replay (a data-parallel rank's idle step) rewrites the graph's sampled ids
+            # too: only after the last step's copy of them to the host has read them.
+            torch.cuda.current_stream().wait_stream(self.output_copy_stream)
         with self._scope():
             return GPUModelRunnerV2.execute_model(self, *args, **kwargs)
 
