@@ -28,8 +28,8 @@ This export is chaotic in bf16 (test_quantized_moe_generate.py): a router whose 
 within bf16's reach flips an expert, and the output moves by nats with no near-tie in its
 own top-2 (prompt 1 step 3: the float32 oracle's 1421 by 8.0 nats, every bf16 run's 2526,
 from two experts 0.0015 apart in MoE layer 1). So a sequence may part from the reference
-only at a near-tie: the reference's top-2 gap below NEAR_TIE_NATS, or a routing margin
-below ROUTING_TIE at that token in the float32 oracle at TP=2 (support.routing_ties;
+only at a near-tie: the reference's top-2 gap below 0.25 nats, or a routing margin
+below 0.02 at that token in the float32 oracle at TP=2 (support.routing_ties;
 both are in the message). Seen: MC2's decode pass parts from the host at one step with
 the host's gap 0.75, where MoE layer 2 picks its groups 0.0070 apart (the oracle takes
 MC2's token there by 2.18 nats); MC2 eagerly gives the same ids as in graphs. Three
@@ -49,15 +49,11 @@ import pytest
 
 from integration.npu.npu_expert_parallel_run import MC2_OPS, decode_prompts, prompts
 from support.quant_reference import local_export
-from support.routing_ties import routing_ties
+from support.routing_ties import loud_partings, routing_ties
 from support.torch_npu_emulator.activate import child_env
 
 RUNNER = Path(__file__).with_name("npu_expert_parallel_w8a8_run.py")
 A3 = "Ascend910_9391"
-NEAR_TIE_NATS = 0.25  # test_expert_parallel_on_emulated_npu.py's rule
-# Routing near-tie (sigmoid score): MoE layer 1's router scores differ between the bf16
-# and the float32 oracle by up to 0.022 on these prompts (median 0.0095, measured).
-ROUTING_TIE = 0.02
 METHODS = ("mc2", "alltoall")
 QUANT_DISPATCH = "npu_moe_distribute_dispatch_v2 quant_mode=2"
 PLAIN_DISPATCH = "npu_moe_distribute_dispatch_v2 quant_mode=0"
@@ -94,30 +90,6 @@ def runs(model: str) -> dict[str, dict[str, Any]]:
     procs = {"host": _start(model, "host", None)}
     procs.update({method: _start(model, "npu", method) for method in METHODS})
     return {key: _result(proc) for key, proc in procs.items()}
-
-
-def loud_partings(ids: list[list[int]], reference: list[list[int]], top2: list[Any],
-                  tie_at: Any) -> list[str]:
-    """Each sequence's first step off the reference, with the reference's top-2 gap; those
-    that were no near-tie: a gap of NEAR_TIE_NATS or more and, at that token,
-    `tie_at(seq, generated)`'s routing margin (RoutingTies) ROUTING_TIE or more."""
-    shown, loud = [], []
-    for seq, (got, want) in enumerate(zip(ids, reference, strict=True)):
-        step = next((j for j, (a, b) in enumerate(zip(got, want, strict=True)) if a != b), None)
-        if step is None:
-            continue
-        first, second = top2[seq][step]
-        what = f"prompt {seq} step {step}: {got[step]} for {want[step]} (gap {first - second:.3f}"
-        if first - second < NEAR_TIE_NATS:
-            shown.append(what + ")")
-            continue
-        ties = tie_at(seq, want[:step])
-        what += f"; {ties.describe()})"
-        shown.append(what)
-        if ties.smallest >= ROUTING_TIE:
-            loud.append(what)
-    print("partings:", shown or "none")
-    return loud
 
 
 @pytest.mark.parametrize("method", METHODS)
