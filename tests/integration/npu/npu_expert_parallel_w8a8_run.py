@@ -1,14 +1,15 @@
-"""LLM.generate of a W8A8_DYNAMIC export on emulated A3 NPUs, printed as JSON: TP=1 eager
-(the reference, with each step's top-2 logprobs) or TP=2 with expert parallel
-(VLLM_ASCEND_MOE_COMM_METHOD as the parent set it) in the plan's default graph mode.
+"""LLM.generate of a W8A8_DYNAMIC export with TP=2 + expert parallel, printed as JSON: on
+two emulated A3 NPUs in the plan's default graph mode (VLLM_ASCEND_MOE_COMM_METHOD as the
+parent set it), or on the host device eagerly (the reference, its ranks over gloo, with
+each step's top-2 logprobs).
 
 npu_expert_parallel_run.py's two passes (chunked-prefill prompts, then a decode pass of
-one-token prompts whose steps each replay an NPU graph), and per rank: its MoE layers'
+one-token prompts whose steps each replay an NPU graph), and per NPU rank: its MoE layers'
 quant method and exchange, the MC2 calls by quant mode and the dtypes that all-to-all
 sent over the first pass; over the decode pass, the graph replays, the MC2 ops launched
 from the host and replayed, and the dispatches by quant mode (launched or replayed).
 
-Run as: python npu_expert_parallel_w8a8_run.py MODEL_DIR TP (in child_env with 2
+Run as: python npu_expert_parallel_w8a8_run.py MODEL_DIR npu|host (in child_env with 2
 emulated NPUs).
 """
 
@@ -72,12 +73,13 @@ def quant_calls(wrapper: object, reset: bool) -> dict[str, Any]:
     return out
 
 
-def main(model: str, tp: int) -> None:
-    os.environ["VLLM_ASCEND_DEVICE"] = "npu"
+def main(model: str, device: str) -> None:
+    host = device == "host"  # the reference: the host device, eagerly
+    os.environ["VLLM_ASCEND_DEVICE"] = "cpu" if host else "npu"
     os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # collective_rpc of a function
     from vllm import LLM, SamplingParams, TokensPrompt
 
-    graphs = tp > 1  # the reference runs eagerly; EP in the plan's default graph mode
+    graphs = not host  # the NPU in the plan's default graph mode
     llm = LLM(
         model=model,
         dtype="bfloat16",
@@ -89,28 +91,28 @@ def main(model: str, tp: int) -> None:
         max_num_seqs=8,
         kv_cache_memory_bytes=32 << 20,
         seed=0,
-        tensor_parallel_size=tp,
-        enable_expert_parallel=tp > 1,
+        tensor_parallel_size=2,
+        enable_expert_parallel=True,
     )
     params = SamplingParams(
-        max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True, logprobs=2 if tp == 1 else None
+        max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True, logprobs=2 if host else None
     )
 
     def generate(batch: list[list[int]]) -> list[Any]:
         return llm.generate([TokensPrompt(prompt_token_ids=p) for p in batch], params,
                             use_tqdm=False)
 
-    if tp > 1:
+    if not host:
         llm.collective_rpc(watch_all_to_all)
     out = generate(prompts())
     result: dict[str, Any] = {"ids": [list(o.outputs[0].token_ids) for o in out]}
-    if tp > 1:
+    if not host:
         result["ranks"] = llm.collective_rpc(exchange_calls)
         result["quant"] = llm.collective_rpc(quant_calls, args=(True,))
         llm.collective_rpc(step_counters, args=(True,))
     decode = generate(decode_prompts())
     result["decode_ids"] = [list(o.outputs[0].token_ids) for o in decode]
-    if tp == 1:
+    if host:
         result["top2"], result["decode_top2"] = _top2(out), _top2(decode)
     else:
         result["decode_steps"] = MAX_NEW
@@ -120,4 +122,4 @@ def main(model: str, tp: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], sys.argv[2])
