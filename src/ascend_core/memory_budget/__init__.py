@@ -32,6 +32,7 @@ from ascend_core.memory_budget.host_default import (
     host_flag_warning,
     host_kv_default,
 )
+from ascend_core.memory_budget.int4_held import Int4Holder
 from ascend_core.memory_budget.reserve import (
     ACTIVATION_FACTOR,
     RUNTIME_RESERVE_BYTES,
@@ -69,6 +70,7 @@ __all__ = [
     "EncoderBudget",
     "FixKind",
     "HostKvDefault",
+    "Int4Holder",
     "KvCacheTooSmallError",
     "KvLayout",
     "KvPerToken",

@@ -11,6 +11,7 @@ from attrs import evolve, frozen
 
 from ascend_core.deployment import ModelFacts, SpeculativeSettings
 from ascend_core.errors import ConfigError
+from ascend_core.memory_budget.int4_held import Int4Holder, int4_held
 from ascend_core.memory_budget.units import GIB
 from ascend_core.plan.speculative import draft_layer_facts
 from ports.device import ChipFamily
@@ -100,15 +101,20 @@ class WeightsSize:
 
 
 def weights_size(
-    headers: Iterable[TensorHeader], model_dtype: str = "bfloat16", fp8_dequantized: bool = False
+    headers: Iterable[TensorHeader], model_dtype: str = "bfloat16", fp8_dequantized: bool = False,
+    int4_holder: Int4Holder | None = None,
 ) -> WeightsSize:
     """Sum of every tensor's bytes. Floating tensors count at `model_dtype` (vLLM casts
     them on load), floating quantization parameters (QUANT_PARAM_NAMES) at float32 (held
     so); integer and 8-bit float tensors keep their stored width, except with
     `fp8_dequantized` (the fp8 path dequantizes at load): fp8 weight matrices count at
-    `model_dtype` and their scales (weight_scale, weight_scale_inv) not at all."""
+    `model_dtype` and their scales (weight_scale, weight_scale_inv) not at all. With
+    `int4_holder`, the int4 layers' tensors (compressed-tensors W4A16, ModelSlim
+    W4A8_DYNAMIC) count as that device holds them after load (ascend_core.memory_budget.
+    int4_held); without, at their stored widths."""
     headers = list(headers)
     float_bytes = dtype_bytes(model_dtype)
+    int4 = int4_held(headers, int4_holder, float_bytes, model_dtype) if int4_holder else None
     fp8_stems = {
         h.name.removesuffix("weight") for h in headers
         if fp8_dequantized and h.dtype.upper() in _FP8_HEADERS and len(h.shape) >= 2
@@ -126,7 +132,10 @@ def weights_size(
         stem, _, leaf = header.name.rpartition(".")
         stem = f"{stem}." if stem else ""
         before = total
-        if leaf in _FP8_SCALE_NAMES and stem in fp8_stems:
+        if int4 is not None and header.name in int4.bytes_of:
+            total += int4.bytes_of[header.name]
+            narrow += header.name in int4.matrices
+        elif leaf in _FP8_SCALE_NAMES and stem in fp8_stems:
             pass  # dropped after the weight is dequantized
         elif code in _FP8_HEADERS and stem in fp8_stems and leaf == "weight":
             total += numel * float_bytes
@@ -145,7 +154,8 @@ def weights_size(
                     "report the dtype; the budget needs its element size",
                 )
             total += math.ceil(numel * bits / 8)
-            if bits <= 8 and len(header.shape) >= 2:
+            if (bits <= 8 and len(header.shape) >= 2) or (
+                    int4 is not None and header.name in int4.matrices):
                 narrow += 1
         if ".experts." in header.name:
             experts += total - before
@@ -158,6 +168,8 @@ def weights_size(
                    "load, their scales dropped)")
     if scales:
         detail += f", {scales} quantization scales at float32 (as held)"
+    if int4_holder is not None and int4 is not None and int4.reasons:
+        detail += f"; as the {int4_holder.value} holds them: " + "; ".join(int4.reasons)
     return WeightsSize(total, count, narrow > 0, detail, routed_expert_bytes=experts)
 
 

@@ -21,6 +21,7 @@ from ascend_core.memory_budget import (
     BudgetFlag,
     EncoderBudget,
     HostKvDefault,
+    Int4Holder,
     MemoryBudget,
     MemoryDemand,
     Reserve,
@@ -65,7 +66,9 @@ def memory_items(
         # fp8 weights: held as the chip's fp8 path holds them (the model dtype where
         # they are dequantized at load).
         fp8 = fp8_serving(target.chip_family, target.kind).path is Fp8Path.DEQUANTIZE_AT_LOAD
-        weights = weights_size(headers, model.dtype, fp8_dequantized=fp8)
+        # int4 weights (W4A16, W4A8_DYNAMIC): as the device repacks or dequantizes them.
+        holder = Int4Holder.HOST if target.kind is DeviceKind.CPU else Int4Holder.NPU
+        weights = weights_size(headers, model.dtype, fp8_dequantized=fp8, int4_holder=holder)
         kv_dtype = dtype_bytes(args.kv_cache_dtype, model.dtype)
     except AscendError as error:
         return failed("budget", error), {}
