@@ -16,12 +16,16 @@ PER_LAYER_MARGIN = 64
 
 
 def doctor_memory(
-    model: str, dtype: str = "float32", extra: tuple[str, ...] = ()
+    model: str, dtype: str = "float32", extra: tuple[str, ...] = (), npu: bool = False
 ) -> dict[str, Any]:
     """The plan's memory section for `model` served in `dtype` (max_model_len 512, then
-    the `vllm serve` arguments `extra`)."""
+    the `vllm serve` arguments `extra`), on the host device, or with `npu` on an A2 NPU
+    (the weights as an NPU holds them)."""
     env = host_env()
-    done = subprocess.run([str(DOCTOR), "plan", "--json", "--", model, "--dtype", dtype,
+    if npu:
+        env["VLLM_ASCEND_DEVICE"] = "auto"  # no NPU here: the plan's nominal A2
+    chip = ("--chip", "A2") if npu else ()
+    done = subprocess.run([str(DOCTOR), "plan", "--json", *chip, "--", model, "--dtype", dtype,
                            "--max-model-len", "512", *extra],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.stdout.lstrip().startswith("{"), done.stderr[-2000:]
