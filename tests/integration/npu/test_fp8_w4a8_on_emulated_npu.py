@@ -27,7 +27,12 @@ step (the gap is shown), and the rest of that continuation is not compared.
 
 Weight memory: what the NPU worker holds after load (the fp8 layers in bf16, their scales
 dropped) is what `ascend-doctor plan` counts from the files' headers, within the
-per-layer margin of support.doctor_plan.
+per-layer margin of support.doctor_plan. The W4A8 exports' too, per device: the doctor
+planning for an NPU (int4 packs, int64 scale operands) gives what the emulated NPU's
+allocator counted across the load less the buffers (within NPU_MEASURE_MARGIN), planning
+for the host (int4 values one per byte) the host's parameters' storages (linears; the
+experts' held sums of down_proj's scale_bias are not parameters: the host's load count
+instead, within HOST_MEASURE_MARGIN).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from support.quant_reference import (
 NEAR_TIE_NATS = 0.25  # the bf16 tests' tolerance (test_quantized_on_emulated_npu.py)
 MAX_PARTED = 2  # of 16 continuations (two passes of 8) per export: near-ties stay rare
 NPU_MEASURE_MARGIN = 64 << 10  # the emulated device counts exact bytes
+HOST_MEASURE_MARGIN = 512 << 10  # glibc's heap in use: the process's other allocations too
 EXPORTS: dict[str, Callable[[], str]] = {
     "fp8": lambda: str(local_ct_export("llama", scheme="fp8_mixed")),
     "w4a8": lambda: str(local_export("qwen3_moe", "w4a8_dynamic")),
@@ -164,3 +170,21 @@ def test_fp8_weight_memory_held_on_the_npu_is_what_the_doctor_plans(
     doctor = doctor_memory(exports["fp8"], "bfloat16")["weights_bytes_total"]
     assert doctor <= npu["weights_held"] <= doctor + PER_LAYER_MARGIN * npu["linears"], (
         npu, doctor)
+
+
+@pytest.mark.parametrize("name", ["w4a8", "w4a8_dense"])
+def test_w4a8_weight_memory_held_is_what_the_doctor_plans_for_each_device(
+    runs: dict[tuple[str, str], dict[str, Any]], exports: dict[str, str], name: str
+) -> None:
+    plans = {device: doctor_memory(exports[name], "bfloat16", npu=device == "npu")[
+        "weights_bytes_total"] for device in ("host", "npu")}
+    npu = runs["npu", name]["weights"]
+    assert abs(npu["weights_measured"] - npu["buffers"] - plans["npu"]) <= NPU_MEASURE_MARGIN, (
+        npu, plans)
+    host = runs["host", name]["weights"]
+    if name == "w4a8_dense":
+        assert plans["host"] <= host["weights_held"] <= plans["host"] + (
+            PER_LAYER_MARGIN * host["linears"]), (host, plans)
+    else:
+        assert abs(host["weights_measured"] - host["buffers"] - plans["host"]) <= (
+            HOST_MEASURE_MARGIN), (host, plans)
