@@ -23,6 +23,14 @@ again, hitting the prefix cache). Two exports:
   there), and the rest of the continuation is not compared (measured, both exports: none
   parts, 16 of 16 continuations equal the host's over both passes). An emulator, not Ascend
   hardware. The module takes ~140 s (four engine processes side by side).
+
+Weight memory of the MoE export, bf16, each device: `ascend-doctor plan` for the host
+(every int4 weight dequantized) and for an NPU (int4 packs, scales and offsets in bf16)
+gives what that worker holds after load: the host's parameters within the per-layer
+margin of support.doctor_plan (measured 64 B apart: the fused q/k/v's one weight_shape
+for the files' three); on the NPU the experts' scales and offsets sit in the port's
+weights, not in parameters, so the parameters are below the plan by those (measured
+20,544 B of 2,375,296), within EXPERTS_OUTSIDE_PARAMS.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import torch
 from generate_run import MAX_NEW, prompts
 from test_generate_on_emulated_npu import CACHED, _result, _results, _start
 
+from support.doctor_plan import PER_LAYER_MARGIN, doctor_memory
 from support.quant_reference import (
     _logprob_rows,
     local_ct_export,
@@ -44,6 +53,7 @@ from support.quant_reference import (
 
 NEAR_TIE_NATS = 0.25  # the bf16 tests' tolerance (test_quantized_on_emulated_npu.py)
 NAMES = ("dense", "moe")
+EXPERTS_OUTSIDE_PARAMS = 0.02  # of the plan: the NPU experts' scales and offsets
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +135,15 @@ def test_npu_moe_experts_ran_int4_in_the_plans_graph_mode(runs) -> None:  # type
     assert "npu_grouped_matmul" in npu["calls"]
     assert npu["graph_mode"] != "NONE" and npu["captured"] > 0, (npu["graph_mode"],
                                                                   npu["captured"])
+
+
+def test_moe_weight_memory_held_is_what_the_doctor_plans_for_each_device(runs, exports) -> None:  # type: ignore[no-untyped-def]
+    plans = {device: doctor_memory(exports["moe"], "bfloat16", npu=device == "npu")[
+        "weights_bytes_total"] for device in ("host", "npu")}
+    assert plans["host"] > plans["npu"]  # the host holds the int4 weights dequantized
+    host = runs["host", "moe", "bfloat16"]["weights"]
+    assert abs(host["weights_held"] - plans["host"]) <= PER_LAYER_MARGIN * host["linears"], (
+        host, plans)
+    npu = runs["npu", "moe", "bfloat16"]["weights"]
+    assert npu["weights_held"] <= plans["npu"] <= npu["weights_held"] * (
+        1 + EXPERTS_OUTSIDE_PARAMS), (npu, plans)
