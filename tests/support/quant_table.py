@@ -78,7 +78,8 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("ct W4A16 asymmetric linear", "llama", "config:ct-w4a16-asym", True),
     ("ct W4A16 experts", "qwen3_moe", "config:ct-w4a16", False),
     ("ct FP8 dynamic linear", "llama", "config:ct-fp8-dynamic", True),
-    ("ct FP8 dynamic experts", "qwen3_moe", "config:ct-fp8-dynamic", False),
+    ("ct FP8 dynamic experts", "qwen3_moe", "config:ct-fp8-dynamic", True),
+    ("ct FP8 block [64, 64] experts", "qwen3_moe", "config:ct-fp8-block-64", True),
     ("ct FP8 block [64, 64] linear", "llama", "config:ct-fp8-block-64", True),
     # [128, 128] blocks do not fit the tiny model's 64-wide k/v shards: refused by the plan.
     ("ct FP8 block linear", "llama", "config:ct-fp8-block", False),

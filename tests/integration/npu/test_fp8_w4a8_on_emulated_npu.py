@@ -21,6 +21,12 @@ host's, the float32 fake-quant reference (computed from the files:
 support.quant_reference) puts the two tokens within NEAR_TIE_NATS of each other at that
 step (the gap is shown), and the rest of that continuation is not compared.
 
+fp8 MoE experts (issue 45): llm-compressor's fp8_mixed checkpoint of the tiny Qwen3-MoE
+(attention FP8_DYNAMIC, every expert projection FP8_BLOCK [64, 64]; router float), on the
+host in float32: AscendFp8DequantMoeMethod (patch ct-fp8-moe-dequant) dequantizes the
+experts at load, and the greedy ids equal the reference's computed from the files (each
+fp8 weight times its scale, in transformers' float model), both passes.
+
 Weight memory: what the NPU worker holds after load (the fp8 layers in bf16, their scales
 dropped) is what `ascend-doctor plan` counts from the files' headers, within the
 per-layer margin of support.doctor_plan.
@@ -34,7 +40,7 @@ from typing import Any
 
 import pytest
 import torch
-from generate_run import prompts
+from generate_run import MAX_NEW, prompts
 from test_generate_on_emulated_npu import CACHED, _result, _start
 
 from support.doctor_plan import PER_LAYER_MARGIN, doctor_memory
@@ -42,6 +48,7 @@ from support.quant_reference import (
     _load_fp8,
     _logprob_rows,
     fake_quant_model,
+    fp8_greedy_token_ids,
     local_ct_export,
     local_export,
 )
@@ -52,11 +59,17 @@ NPU_MEASURE_MARGIN = 64 << 10  # the emulated device counts exact bytes
 EXPORTS: dict[str, Callable[[], str]] = {
     "fp8": lambda: str(local_ct_export("llama", scheme="fp8_mixed")),
     "w4a8": lambda: str(local_export("qwen3_moe", "w4a8_dynamic")),
+    "fp8_moe": lambda: str(local_ct_export("qwen3_moe", scheme="fp8_mixed")),
 }
 REFERENCES: dict[str, Callable[[str], Any]] = {
     "fp8": lambda export: _load_fp8(export, torch.float32),
     "w4a8": lambda export: fake_quant_model(export, torch.float32),
 }
+
+
+# (device, export, dtype): the NPU runs in the plan's graph mode, the host eager.
+RUNS = (("npu", "fp8", "bfloat16"), ("npu", "w4a8", "bfloat16"), ("host", "fp8", "bfloat16"),
+        ("host", "w4a8", "bfloat16"), ("host", "fp8_moe", "float32"))
 
 
 @pytest.fixture(scope="module")
@@ -68,17 +81,19 @@ def exports() -> dict[str, str]:
 def runs(exports: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
     done: dict[tuple[str, str], dict[str, Any]] = {}
     graphs = os.environ.get("GENERATE_GRAPH_MODE")
-    os.environ["GENERATE_GRAPH_MODE"] = "DEFAULT"  # the NPU child: the plan's graph mode
+    os.environ["GENERATE_GRAPH_MODE"] = "DEFAULT"  # the NPU children: the plan's graph mode
     try:
-        npu = {name: _start("npu", export, "1", "bfloat16") for name, export in exports.items()}
+        npu = {(d, name): _start(d, exports[name], "1", dtype)
+               for d, name, dtype in RUNS if d == "npu"}
     finally:
         if graphs is None:
             del os.environ["GENERATE_GRAPH_MODE"]
         else:
             os.environ["GENERATE_GRAPH_MODE"] = graphs
-    done.update({("npu", name): _result(proc) for name, proc in npu.items()})
-    host = {name: _start("host", export, "1", "bfloat16") for name, export in exports.items()}
-    done.update({("host", name): _result(proc) for name, proc in host.items()})
+    done.update({key: _result(proc) for key, proc in npu.items()})
+    host = {(d, name): _start(d, exports[name], "1", dtype)
+            for d, name, dtype in RUNS if d == "host"}
+    done.update({key: _result(proc) for key, proc in host.items()})
     return done
 
 
@@ -99,7 +114,7 @@ def test_w4a8_experts_ran_through_the_int4_grouped_matmul(runs) -> None:  # type
             "npu_grouped_matmul"} <= set(npu["calls"])
 
 
-@pytest.mark.parametrize("name", list(EXPORTS))
+@pytest.mark.parametrize("name", ["fp8", "w4a8"])
 def test_npu_ran_in_the_plans_graph_mode(runs, name: str) -> None:  # type: ignore[no-untyped-def]
     npu = runs["npu", name]
     assert npu["graph_mode"] != "NONE" and npu["captured"] > 0, (npu["graph_mode"],
@@ -118,7 +133,7 @@ def _parting(reference: Any, prompt: list[int], host: list[int], npu: list[int]
     return at, abs(float(row[host[at]] - row[npu[at]]))
 
 
-@pytest.mark.parametrize("name", list(EXPORTS))
+@pytest.mark.parametrize("name", ["fp8", "w4a8"])
 def test_npu_bf16_gives_the_host_ids_up_to_near_ties(runs, exports, name: str) -> None:  # type: ignore[no-untyped-def]
     host, npu = runs["host", name], runs["npu", name]
     assert host["runs"][0] == host["runs"][1]
@@ -146,3 +161,15 @@ def test_fp8_weight_memory_held_on_the_npu_is_what_the_doctor_plans(
     doctor = doctor_memory(exports["fp8"], "bfloat16")["weights_bytes_total"]
     assert doctor <= npu["weights_held"] <= doctor + PER_LAYER_MARGIN * npu["linears"], (
         npu, doctor)
+
+
+def test_fp8_experts_on_the_host_float32_give_the_reference_ids(
+    runs: dict[tuple[str, str], dict[str, Any]], exports: dict[str, str]
+) -> None:
+    host = runs["host", "fp8_moe"]
+    assert host["quantization"] == "compressed-tensors"
+    assert {"AscendFp8DequantMoeMethod", "CompressedTensorsLinearMethod"} <= set(
+        host["quant_methods"])
+    expected = fp8_greedy_token_ids(exports["fp8_moe"], prompts(), MAX_NEW)
+    assert host["runs"] == [expected, expected]
+    assert host["cached_tokens"] == CACHED

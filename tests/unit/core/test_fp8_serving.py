@@ -171,10 +171,22 @@ def test_per_tensor_fp8_is_refused_naming_what_serves(config, deployment) -> Non
 
 
 @pytest.mark.parametrize("deployment", [host(), npu()], ids=["host", "npu"])
-def test_fp8_experts_are_refused_naming_the_first_expert(deployment) -> None:  # type: ignore[no-untyped-def]
-    moe = {**FP8_DYNAMIC, "model_type": "qwen3_moe", "num_experts": 8}
-    plan = plan_config(attrs.evolve(deployment, quantized_layers=compressed_tensors_layers(moe)))
+@pytest.mark.parametrize("config", [FP8_DYNAMIC, FP8_BLOCK_64], ids=["channel", "block"])
+def test_compressed_tensors_fp8_experts_are_served_dequantized(deployment, config) -> None:  # type: ignore[no-untyped-def]
+    moe = {**config, "model_type": "qwen3_moe", "num_experts": 8}
+    layers = compressed_tensors_layers(moe)
+    assert LayerKind.EXPERTS in {g.kind for g in layers}
+    plan = plan_config(attrs.evolve(deployment, quantized_layers=layers,
+                                    detected_quantization=QuantMethod.COMPRESSED_TENSORS))
+    assert plan.ok, plan.errors
+    assert plan.decisions.fp8 == fp8_serving(deployment.chip_family, deployment.device_kind)
+
+
+@pytest.mark.parametrize("deployment", [host(), npu()], ids=["host", "npu"])
+def test_fp8_method_experts_are_refused_naming_the_first_expert(deployment) -> None:  # type: ignore[no-untyped-def]
+    moe = {**_hf([64, 64]), "model_type": "qwen3_moe", "num_experts": 8}
+    plan = plan_config(attrs.evolve(deployment, quantized_layers=fp8_layers(moe)))
     (error,) = plan.errors
     assert str(error).startswith("Layer model.layers.0.mlp.experts.0.gate_proj: ")
-    assert "fp8 MoE experts have no grouped method" in str(error)
-    assert "re:.*mlp.experts.*" in error.hint
+    assert "MoE experts of the fp8 method" in str(error)
+    assert "compressed-tensors fp8 experts are served" in str(error)

@@ -42,6 +42,7 @@ FUNCTIONS: Mapping[str, str] = {
     "oot-wna16-mp-kernel": "wna16_kernel:add_wna16_kernel",
     "oot-fp8-scaled-mm-kernel": "fp8_kernel:add_fp8_kernel",
     "oot-fp8-block-scaled-mm-kernel": "fp8_kernel:add_fp8_kernel",
+    "ct-fp8-moe-dequant": "fp8_moe:use_fp8_dequant_moe_method",
 }
 
 
