@@ -48,7 +48,11 @@ class AscendFp8DequantMoeMethod(AscendUnquantizedFusedMoEMethod):
                        **extra_weight_attrs: Any) -> None:
         inter = intermediate_size_per_partition
         layer.orig_dtype = params_dtype
-        if self.fp8_block is not None and (inter % self.fp8_block[0] or inter % self.fp8_block[1]):
+        tp = int(getattr(layer, "tp_size", 1))
+        if self.fp8_block is not None and (
+                inter % self.fp8_block[0] or (tp > 1 and inter % self.fp8_block[1])):
+            # The plan refuses the same before serve starts (ascend_core.quantization.fp8
+            # expert_projections); vLLM's rule, validate_fp8_block_shape_moe.
             bn, bk = self.fp8_block
             raise QuantizationError(
                 f"MoE layer {layer.layer_name}: its fp8 experts have [{bn}, {bk}] weight "
