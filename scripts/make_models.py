@@ -932,20 +932,40 @@ KIMI_LINEAR_SHAPE: dict[str, Any] = {
 }
 
 
+# Kimi-Linear with its NoPE MLA layer at the shapes torch_npu's MLA attention documents
+# (NPU_MLA_SHAPE: latent 512, rope 64, Q/K head 192, V 128, 32 query heads), for the
+# emulated-NPU runs; the KDA layers and the MoE as the tiny one.
+KIMI_LINEAR_SIZES: dict[str, dict[str, Any]] = {
+    "tiny": {},
+    NPU_MLA_SIZE: {
+        "num_attention_heads": 32, "num_key_value_heads": 32, "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+    },
+}
+
+
 def make_kimi_linear(
-    out_dir: str | os.PathLike[str], seed: int = 0, dtype: str = "float32"
+    out_dir: str | os.PathLike[str], seed: int = 0, dtype: str = "float32", size: str = "tiny"
 ) -> Path:
-    """Write the tiny Kimi-Linear model directory unless it already holds it; its path."""
+    """Write the Kimi-Linear model directory (size "tiny" or "npu-mla", the MLA layer at the
+    NPU op's shapes) unless it already holds it; its path."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
+    if size not in KIMI_LINEAR_SIZES:
+        raise ValueError(f"size {size!r} is not one of {tuple(KIMI_LINEAR_SIZES)}")
     out = Path(out_dir).resolve()
-    stamp = {"style": "kimi_linear", "seed": seed, "dtype": dtype, "version": SCRIPT_VERSION}
+    stamp: dict[str, Any] = {
+        "style": "kimi_linear", "seed": seed, "dtype": dtype, "version": SCRIPT_VERSION
+    }
+    if size != "tiny":
+        stamp["size"] = size  # the tiny model's stamp as before: its directories stay valid
     return build_once(
-        out, KIMI_LINEAR_STAMP_FILE, stamp, lambda tmp: _build_kimi_linear(tmp, seed, dtype)
+        out, KIMI_LINEAR_STAMP_FILE, stamp,
+        lambda tmp: _build_kimi_linear(tmp, seed, dtype, KIMI_LINEAR_SIZES[size]),
     )
 
 
-def _build_kimi_linear(out: Path, seed: int, dtype: str) -> None:
+def _build_kimi_linear(out: Path, seed: int, dtype: str, shape: dict[str, Any]) -> None:
     import json
 
     import torch
@@ -958,6 +978,7 @@ def _build_kimi_linear(out: Path, seed: int, dtype: str) -> None:
     ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in SPECIAL_TOKENS}
     published = {
         **KIMI_LINEAR_SHAPE,
+        **shape,
         "vocab_size": len(tokenizer),
         "architectures": ["KimiLinearForCausalLM"],
         "model_type": "kimi_linear",

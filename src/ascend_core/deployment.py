@@ -144,6 +144,9 @@ class ModelFacts:
     vision: bool = False  # a vision tower (image inputs)
     video: bool = False  # video inputs through the vision tower (the model has a video token)
     audio: bool = False  # an audio tower
+    # The vision tower's attention (its vision_config): heads and head size; 0: not known.
+    vision_heads: int = field(default=0, validator=validators.ge(0))
+    vision_head_size: int = field(default=0, validator=validators.ge(0))
 
     @property
     def multimodal(self) -> bool:

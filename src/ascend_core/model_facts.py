@@ -119,6 +119,7 @@ def model_facts_from_config(
     heads = _required(c, "num_attention_heads", source)
     mla = _mla(c, source)
     archs = c.get("architectures") or ["unknown"]
+    vision_heads, vision_head_size = _vision_attention(config)
     return ModelFacts(
         architecture=str(archs[0]),
         model_type=str(c.get("model_type", "")),
@@ -136,13 +137,20 @@ def model_facts_from_config(
         num_experts=_first_positive(c, EXPERT_KEYS) or 0,
         experts_per_token=_first_positive(c, TOP_K_KEYS) or 0,
         compressed_attention=str(archs[0]) in COMPRESSED_MLA_ARCHITECTURES,
-        hybrid=_layer_kinds(c) & HYBRID_LAYER_KINDS != set(),
+        hybrid=config_is_hybrid(config),
         attention_layers=_attention_layers(c),
         sliding_window=_sliding_window(c),
         attention_sinks=str(archs[0]) in SINK_ARCHITECTURES,
         encoder_decoder=bool(config.get("is_encoder_decoder") or c.get("is_encoder_decoder")),
         **_towers(config),
+        vision_heads=vision_heads,
+        vision_head_size=vision_head_size,
     )
+
+
+def config_is_hybrid(config: Mapping[str, Any]) -> bool:
+    """Whether a model's config.json mixes attention with mamba/linear-attention layers."""
+    return _layer_kinds(text_config(config)) & HYBRID_LAYER_KINDS != set()
 
 
 # Layer kinds other than full attention that make a model hybrid (mamba, linear attention).
@@ -180,6 +188,27 @@ def _towers(config: Mapping[str, Any]) -> dict[str, bool]:
 
     vision = has(VISION_KEYS)
     return {"vision": vision, "video": vision and has(VIDEO_TOKEN_KEYS), "audio": has(AUDIO_KEYS)}
+
+
+# The vision tower's head count and width, as ViT configs name them (Qwen2.5/3-VL: num_heads
+# with hidden_size; Qwen2-VL: embed_dim, its hidden_size being the language model's;
+# SigLIP/CLIP-style: num_attention_heads).
+VISION_HEAD_KEYS = ("num_heads", "num_attention_heads")
+VISION_HIDDEN_KEYS = ("embed_dim", "hidden_size")
+
+
+def _vision_attention(config: Mapping[str, Any]) -> tuple[int, int]:
+    """The vision tower's heads and head size (0, 0 when its config does not say)."""
+    thinker = config.get("thinker_config")
+    scopes = [config, thinker] if isinstance(thinker, Mapping) else [config]
+    vision = next((s.get("vision_config") for s in scopes
+                   if isinstance(s.get("vision_config"), Mapping)), None)
+    if vision is None:
+        return 0, 0
+    heads = _first_positive(vision, VISION_HEAD_KEYS) or 0
+    hidden = _first_positive(vision, VISION_HIDDEN_KEYS) or 0
+    size = _first_positive(vision, ("head_dim",)) or (hidden // heads if heads else 0)
+    return (heads, size) if heads and size else (0, 0)
 
 
 def _layer_types(c: Mapping[str, Any]) -> Any:

@@ -134,6 +134,70 @@ def sparse_mla_limit_errors(deployment: Deployment) -> tuple[ConfigError, ...]:
     )
 
 
+# A vision tower's attention (adapters/npu/vision.py): the same op without a cache, BSND,
+# every image (or window) one batch row padded to the longest. Its docs for Q_S > 1:
+# N <= 256, D <= 512, N * D < 65535 in BSH/BSND, a D whose bytes are not a multiple of
+# 32 only up to 128, B <= 65536. (Its TND layout, the other encoder layout, takes only
+# Q/K D 192 with N 8..128: an MLA prefill's shape, never a ViT's.)
+ENCODER_LAYOUT = "BSND"
+ALIGNED_BYTES = 32
+MAX_UNALIGNED_HEAD_SIZE = 128
+TOWER_FIX = (
+    "Serve it on the host device (VLLM_ASCEND_DEVICE=cpu), or without its images and "
+    "videos (--limit-mm-per-prompt '{\"image\": 0, \"video\": 0}' or "
+    "--language-model-only) so the tower never runs."
+)
+
+
+def encoder_attention_problems(heads: int, head_size: int, dtype_bytes: int) -> list[str]:
+    """What the NPU's encoder attention call (BSND, no cache) refuses in a tower's heads
+    per device of this width (dtype_bytes: 2 for float16/bfloat16)."""
+    problems = []
+    if heads > MAX_QUERY_HEADS:
+        problems.append(f"{heads} heads per device (at most {MAX_QUERY_HEADS})")
+    if head_size > MAX_HEAD_SIZE:
+        problems.append(f"head size {head_size} (at most {MAX_HEAD_SIZE})")
+    elif (head_size * dtype_bytes) % ALIGNED_BYTES and head_size > MAX_UNALIGNED_HEAD_SIZE:
+        problems.append(
+            f"head size {head_size} ({head_size * dtype_bytes} bytes, not a multiple of "
+            f"{ALIGNED_BYTES}: such a head size only up to {MAX_UNALIGNED_HEAD_SIZE})"
+        )
+    if heads * head_size >= MAX_HIDDEN_PER_ROW:
+        problems.append(
+            f"heads x head size {heads * head_size} (below {MAX_HIDDEN_PER_ROW} in "
+            f"{ENCODER_LAYOUT})"
+        )
+    return problems
+
+
+def encoder_attention_limit_errors(deployment: Deployment) -> tuple[ConfigError, ...]:
+    """The NPU encoder attention's documented limits the model's vision tower breaks, as
+    one error; nothing when the tower is idle (no image or video input) or its heads are
+    not known. Its heads split over tensor parallelism as vLLM's Qwen-VL towers split them."""
+    model = deployment.model
+    if (
+        deployment.device_kind is not DeviceKind.NPU
+        or not (model.vision or model.video)
+        or {"image", "video"} <= deployment.mm_off
+        or not (model.vision_heads and model.vision_head_size)
+        or model.dtype not in ATTENTION_DTYPES  # refused with the model's own attention
+    ):
+        return ()
+    heads = max(1, model.vision_heads // deployment.parallel.tp)
+    problems = encoder_attention_problems(heads, model.vision_head_size, 2)
+    if not problems:
+        return ()
+    return (
+        ConfigError(
+            f"{model.architecture} on an NPU: its vision tower's attention "
+            f"({model.vision_heads} heads of size {model.vision_head_size}, vision_config) "
+            f"cannot run through {_OP} in its {ENCODER_LAYOUT} encoder layout: "
+            + "; ".join(problems) + ".",
+            TOWER_FIX,
+        ),
+    )
+
+
 def uses_paged_mha_op(deployment: Deployment) -> bool:
     """Whether attention goes through the op these limits describe (MHA/GQA on an NPU)."""
     return deployment.device_kind is DeviceKind.NPU and not deployment.model.use_mla

@@ -54,3 +54,23 @@ class MoeCommOps(abc.ABC):
         `method` (a MoeCommMethod value: "mc2", "alltoall", "allgather"); w13 [E_local,
         2I, H] and w2 [E_local, H, I] are this rank's experts. Every rank of the group
         calls it for the same step with the same method."""
+
+    @abc.abstractmethod
+    def ep_experts_w8a8_dynamic(
+        self,
+        method: str,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        w13: torch.Tensor,
+        w13_scale: torch.Tensor,
+        w2: torch.Tensor,
+        w2_scale: torch.Tensor,
+        ep: ExpertParallelGroup,
+    ) -> torch.Tensor:
+        """ep_experts with W8A8_DYNAMIC experts (SiLU, no biases): int8 w13 [E_local, H,
+        2I] and w2 [E_local, I, H] as QuantMoeOps.prepare_weights gives them, their
+        per-channel float32 scales [E_local, 2I] and [E_local, H]. Where the method sends
+        the tokens to their experts' ranks (MC2, all-to-all) they travel quantized per
+        token: int8 rows and their float32 scales, which feed the first int8 grouped
+        matmul as they arrive."""

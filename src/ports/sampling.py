@@ -25,3 +25,10 @@ class SamplingOps(abc.ABC):
         masked entries -inf; returns the logits. None: the device has no kernel of its
         own for this call, and the caller keeps vLLM's torch implementation."""
         return None
+
+    @abc.abstractmethod
+    def exponential_noise(self, keys: torch.Tensor, vocab: int) -> torch.Tensor:
+        """[B, vocab] float32 Exp(1) noise on the keys' device, row b a pure function of
+        keys[b] (int64 [B]: a 32-bit key from a request's seed and the position it samples,
+        adapters/torch/counter_noise.row_keys) and the token index: the same bits in any
+        batch, step or graph replay, with no generator state."""

@@ -1,6 +1,7 @@
 """`vllm serve` answers chat for Qwen3-Next (hybrid gated delta net + full attention),
-Qwen3.5-MoE (the same layout, its GDN projections stored apart) and DeepSeek-V3.2 (sparse
-MLA with the lightning indexer) on the host: each answer is transformers' greedy
+Qwen3.5-MoE (the same layout, its GDN projections stored apart), DeepSeek-V3.2 (sparse
+MLA with the lightning indexer) and Kimi-Linear (hybrid KDA + NoPE MLA, the plugin's own
+model class) on the host: each answer is transformers' greedy
 continuation of the same chat-templated prompt, so the server ran the family's own layers,
 not just the HTTP layer. The servers start at once (eager, fp32).
 
@@ -40,6 +41,23 @@ def _dsv32_greedy(model_dir: str, ids: list[int]) -> list[int]:
     return out[0, len(ids):].tolist()
 
 
+def _kimi_greedy(model_dir: str, ids: list[int]) -> list[int]:
+    """transformers' Kimi-Linear by class, with its own config class (vLLM registers its own
+    KimiLinearConfig for the model type with AutoConfig in a process that imports it)."""
+    from transformers.models.kimi_linear import KimiLinearConfig, KimiLinearForCausalLM
+
+    config = KimiLinearConfig.from_pretrained(model_dir)
+    model = KimiLinearForCausalLM.from_pretrained(
+        model_dir, config=config, dtype=torch.float32
+    ).eval()
+    prompt = torch.tensor([ids])
+    with torch.no_grad():
+        out = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                             max_new_tokens=MAX_NEW, min_new_tokens=MAX_NEW,
+                             eos_token_id=None)
+    return out[0, len(ids):].tolist()
+
+
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Server]]:
     models = make_models_module()
@@ -49,6 +67,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
             models.make_qwen3_5(MODELS_DIR / "tiny-qwen3_5_moe", style="qwen3_5_moe")
         ),
         "deepseek_v32": str(models.make_dsv32_model(MODELS_DIR / "tiny-deepseek_v32")),
+        "kimi_linear": str(models.make_kimi_linear(MODELS_DIR / "tiny-kimi_linear")),
     }
     logs = tmp_path_factory.mktemp("log")
     started = {name: Server(d, logs / f"{name}.log") for name, d in dirs.items()}
@@ -61,7 +80,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
             srv.stop()
 
 
-@pytest.mark.parametrize("family", ["qwen3_next", "qwen3_5_moe", "deepseek_v32"])
+@pytest.mark.parametrize("family", ["qwen3_next", "qwen3_5_moe", "deepseek_v32", "kimi_linear"])
 def test_chat_answer_is_the_models_greedy_continuation(
     servers: dict[str, Server], family: str
 ) -> None:
@@ -87,9 +106,15 @@ def test_chat_answer_is_the_models_greedy_continuation(
     rendered.raise_for_status()
     ids = rendered.json()["tokens"]
     assert r.usage.prompt_tokens == len(ids)
-    _, tokenizer = load(server.model)
-    if family == "deepseek_v32":
-        expected = _dsv32_greedy(server.model, ids)
+    if family == "kimi_linear":  # load()'s AutoModel would take vLLM's config class
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(server.model)
+        expected = _kimi_greedy(server.model, ids)
     else:
-        expected = greedy_token_ids(server.model, [ids], MAX_NEW, ignore_eos=True)[0]
+        _, tokenizer = load(server.model)
+        if family == "deepseek_v32":
+            expected = _dsv32_greedy(server.model, ids)
+        else:
+            expected = greedy_token_ids(server.model, [ids], MAX_NEW, ignore_eos=True)[0]
     assert r.choices[0].message.content == tokenizer.decode(expected, skip_special_tokens=True)

@@ -96,8 +96,24 @@ def greedy_generate(
 ) -> list[Generation]:
     """HF `generate(do_sample=False)` for each prompt on its own.
 
-    Logprobs are log_softmax of the raw float32 logits, as vLLM reports them.
+    Logprobs are log_softmax of the raw float32 logits, as vLLM reports them. Cached per
+    directory and arguments, as load() caches the model (a module's engines, compiled and
+    eager, ask for the same reference); each call gets its own copy.
     """
+    key = tuple(p if isinstance(p, str) else tuple(p) for p in prompts)
+    return copy.deepcopy(_greedy_generate(str(Path(model_dir).resolve()), key, max_new_tokens,
+                                          dtype, top_k, ignore_eos))  # fmt: skip
+
+
+@functools.cache
+def _greedy_generate(
+    model_dir: str,
+    prompts: tuple[Prompt, ...],
+    max_new_tokens: int,
+    dtype: torch.dtype,
+    top_k: int,
+    ignore_eos: bool,
+) -> list[Generation]:
     model, _ = load(model_dir, dtype)
     results = []
     for prompt in prompts:

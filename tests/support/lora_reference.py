@@ -6,6 +6,7 @@ peft is a dev extra (pyproject.toml); without it the callers skip, saying so.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,7 +44,22 @@ def peft_greedy_ids(
     dtype: torch.dtype = torch.float32,
 ) -> list[list[int]]:
     """transformers (+ peft's adapter when given) greedy ids, one prompt at a time, EOS
-    ignored (as vLLM's ignore_eos)."""
+    ignored (as vLLM's ignore_eos); cached per directory and arguments (a module's
+    compiled and eager engines ask for the same), each call getting its own copy."""
+    key = tuple(tuple(p) for p in prompts)
+    ids = _peft_greedy_ids(str(base), None if adapter is None else str(adapter), key,
+                           max_new_tokens, dtype)  # fmt: skip
+    return [list(i) for i in ids]
+
+
+@functools.cache
+def _peft_greedy_ids(
+    base: str,
+    adapter: str | None,
+    prompts: tuple[tuple[int, ...], ...],
+    max_new_tokens: int,
+    dtype: torch.dtype,
+) -> list[list[int]]:
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(base), dtype=dtype)

@@ -191,7 +191,22 @@ def greedy_token_ids(
     return _greedy(_load(str(Path(export_dir).resolve()), dtype), prompts, max_new_tokens)
 
 
+# (id of a cached reference model, prompts, max_new) -> its greedy ids: a module's engines
+# (compiled and eager, one per path) ask for the same reference; the models are cached for
+# the session (_load and its twins), so their ids stay theirs.
+_GREEDY: dict[tuple[int, tuple[tuple[int, ...], ...], int], list[list[int]]] = {}
+
+
 def _greedy(model: Any, prompts: Sequence[Sequence[int]], max_new: int) -> list[list[int]]:
+    key = (id(model), tuple(tuple(p) for p in prompts), max_new)
+    if key not in _GREEDY:
+        _GREEDY[key] = _greedy_uncached(model, prompts, max_new)
+    return [list(ids) for ids in _GREEDY[key]]
+
+
+def _greedy_uncached(
+    model: Any, prompts: Sequence[Sequence[int]], max_new: int
+) -> list[list[int]]:
     out = []
     with torch.no_grad():
         for prompt in prompts:
@@ -272,13 +287,22 @@ def local_ct_export(style: str = "llama", activations: str = "dynamic",
     script = REPO_ROOT / "scripts" / "make_ct_exports.py"
     out = MODELS_DIR / f"{size}-{style}-ct-{activations if scheme == 'int8' else scheme}"
     src = local_model(style, size)
-    python = _script("make_ct_exports").ensure_venv()
+    python = _ct_python()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([str(python), str(script), "--src", str(src), "--out", str(out),
                     "--activations", activations, "--scheme", scheme, "--block", block],
                    check=True, env=env,
                    stdout=sys.stderr)
     return out
+
+
+@functools.cache
+def _ct_python() -> Path:
+    """The llm-compressor venv's python, checked (or made) once per process: the check
+    imports llmcompressor in a child (~10 s), and the export script itself returns at once
+    when the export is there."""
+    python: Path = _script("make_ct_exports").ensure_venv()
+    return python
 
 
 class CtFakeQuantLinear(torch.nn.Module):

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import torch
 
 from adapters.cpu import native
+from adapters.torch import counter_noise
 from ports.sampling import SamplingOps
 
 GreedyKernel = Callable[[torch.Tensor], torch.Tensor]
@@ -37,3 +38,6 @@ class CpuSamplingOps(SamplingOps):
         ):
             return kernel(logits)
         return logits.argmax(dim=-1).view(-1)
+
+    def exponential_noise(self, keys: torch.Tensor, vocab: int) -> torch.Tensor:
+        return counter_noise.exponential_noise(keys, vocab)

@@ -115,13 +115,14 @@ class NpuMlaOps(MlaOps):
         """npu_fused_infer_attention_score, BSND with S = 1, query_rope/key_rope, paged:
         the latent plane is key and value (one KV head), the rope plane key_rope."""
         batch, heads, latent_dim = query_latent.shape
+        latent, rope, block_table = paged_planes(cache, part.block_table)
         out, _ = self._torch_npu.npu_fused_infer_attention_score(
             query_latent.contiguous().view(batch, 1, heads, latent_dim),
-            cache.latent,
-            cache.latent,
+            latent,
+            latent,
             query_rope=query_rope.contiguous().view(batch, 1, heads, query_rope.shape[-1]),
-            key_rope=cache.rope,
-            block_table=part.block_table,
+            key_rope=rope,
+            block_table=block_table,
             actual_seq_lengths_kv=list(part.actual_seq_lens),
             num_heads=heads,
             scale=float(scale),
@@ -154,3 +155,28 @@ class NpuMlaOps(MlaOps):
             mask = torch.ones(MASK_SIZE, MASK_SIZE, dtype=torch.bool, device=device).triu_(1)
             self._masks[device] = mask
         return mask
+
+
+def paged_planes(
+    cache: LatentCache, block_table: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The latent and rope planes as npu_fused_infer_attention_score's paged key and
+    key_rope (contiguous [blocks, block_size, D]), and the block table that indexes them.
+
+    Split planes (every model but a hybrid one) are contiguous and pass as they are. A
+    hybrid model's planes are block-local (adapters/vllm/attention/mla.latent_planes:
+    strided views of each row's [L | R], the page shared with the linear-attention
+    states), which the op cannot page through: the blocks the batch's table names are
+    gathered into contiguous planes on the device (fixed shapes, nothing read back, so
+    a decode graph captures it) and the table renumbered to them. Entries past a
+    sequence's blocks (vLLM pads with the null block 0) are gathered too and never read.
+    """
+    if cache.latent.is_contiguous() and cache.rope.is_contiguous():
+        return cache.latent, cache.rope, block_table
+    ids = block_table.reshape(-1).long().clamp(min=0)
+    table = torch.arange(ids.numel(), dtype=block_table.dtype, device=block_table.device)
+    return (
+        cache.latent.index_select(0, ids),
+        cache.rope.index_select(0, ids),
+        table.view(block_table.shape),
+    )

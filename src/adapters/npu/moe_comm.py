@@ -13,7 +13,14 @@ experts (rank r: experts [r * E_local, (r + 1) * E_local), vLLM's linear placeme
 - all-gather: every rank's tokens gathered, the local experts run on all of them (slots of
   other ranks' experts left out), the partial sums all-reduced and each rank keeps its own.
 
-Eager only for this slice: the all-to-all and all-gather paths read counts on the host.
+W8A8_DYNAMIC experts (ep_experts_w8a8_dynamic): MC2's dispatch quantizes each token
+(quant_mode 2) and the int8 rows travel with their float32 per-token scales; all-to-all
+quantizes the permuted rows with npu_dynamic_quant (the same per-token formula) and sends
+int8 rows and scales; both feed the first int8 grouped matmul as they arrive. All-gather
+gathers the tokens as they are and quantizes on the receiving rank (its experts' first
+matmul), as the reference's all-gather path does.
+
+The all-to-all and all-gather paths read counts on the host (eager steps only).
 vLLM's MoE layer reaches these through ports.moe_comm.MoeCommOps (ep_experts); the
 communicator's name is the EP group's `npu` backend's get_hccl_comm_name, as torch_npu
 offers it.
@@ -107,6 +114,63 @@ class NpuMoeComm(MoeCommOps):
         }[MoeCommMethod(method)]
         return path(hidden, ids, weights, w13, w2, self.domain(ep), mlp)
 
+    def ep_experts_w8a8_dynamic(
+        self,
+        method: str,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        w13: torch.Tensor,
+        w13_scale: torch.Tensor,
+        w2: torch.Tensor,
+        w2_scale: torch.Tensor,
+        ep: ExpertParallelGroup,
+    ) -> torch.Tensor:
+        return self.w8a8_dynamic(
+            method, hidden, ids, weights, w13, w13_scale, w2, w2_scale, self.domain(ep)
+        )
+
+    def w8a8_dynamic(
+        self,
+        method: str,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        w13: torch.Tensor,
+        w13_scale: torch.Tensor,
+        w2: torch.Tensor,
+        w2_scale: torch.Tensor,
+        domain: EpDomain,
+    ) -> torch.Tensor:
+        """ep_experts_w8a8_dynamic over the ops' view of the group."""
+        if MoeCommMethod(method) is MoeCommMethod.MC2:
+            return self.mc2_w8a8_dynamic(
+                hidden, ids, weights, w13, w13_scale, w2, w2_scale, domain
+            )
+        quant_ops = self._require_quant_ops()
+        if MoeCommMethod(method) is MoeCommMethod.ALLTOALL:
+            return self._all_to_all(
+                hidden, ids, weights, domain, True,
+                lambda rows, row_scale, counts: quant_ops.grouped_mlp_w8a8_quantized(
+                    rows, row_scale, counts, w13, w13_scale, w2, w2_scale, hidden.dtype
+                ),
+            )
+
+        def local_experts(x: torch.Tensor, local_ids: torch.Tensor, w: torch.Tensor
+                          ) -> torch.Tensor:
+            rows, permutation = self._ops.permute(x, local_ids, domain.local_experts)
+            out_rows = quant_ops.grouped_mlp_w8a8_dynamic(
+                rows, permutation.group_sizes, w13, w13_scale, w2, w2_scale
+            )
+            return self._ops.unpermute(out_rows, permutation, w)
+
+        return self._all_gather(hidden, ids, weights, domain, local_experts)
+
+    def _require_quant_ops(self) -> NpuQuantMoeOps:
+        if self._quant_ops is None:
+            raise ValueError("NpuMoeComm's W8A8_DYNAMIC experts need the quantized MoE ops")
+        return self._quant_ops
+
     def run(
         self,
         decision: MoeDecision,
@@ -162,9 +226,7 @@ class NpuMoeComm(MoeCommOps):
         """MC2 with W8A8_DYNAMIC experts (weights as NpuQuantMoeOps.prepare_weights gives
         them): dispatch quantizes each token per token (quant_mode 2), so int8 rows and
         their float32 scales travel and feed the first grouped matmul directly."""
-        quant_ops = self._quant_ops
-        if quant_ops is None:
-            raise ValueError("NpuMoeComm.mc2_w8a8_dynamic needs the quantized MoE ops")
+        quant_ops = self._require_quant_ops()
         return self._mc2(
             hidden, ids, weights, domain, DYNAMIC_INT8,
             lambda rows, row_scale, token_nums: quant_ops.grouped_mlp_w8a8_quantized(
@@ -222,6 +284,23 @@ class NpuMoeComm(MoeCommOps):
         domain: EpDomain,
         mlp: ExpertMlp = SILU_MLP,
     ) -> torch.Tensor:
+        return self._all_to_all(
+            hidden, ids, weights, domain, False,
+            lambda rows, _scale, counts: self._ops.grouped_mlp(rows, counts, w13, w2, mlp=mlp),
+        )
+
+    def _all_to_all(
+        self,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        domain: EpDomain,
+        quantized: bool,
+        experts: Callable[[torch.Tensor, torch.Tensor | None, torch.Tensor], torch.Tensor],
+    ) -> torch.Tensor:
+        """Rows sorted by global expert, sent to their experts' ranks (int8 with their
+        per-token scales when `quantized`), `experts` (rows, their scales or None, rows
+        per local expert) on the rows received, sent back and combined."""
         world, local = domain.ep_size, domain.local_experts
         rows, permutation = self._ops.permute(hidden, ids, domain.num_experts)
         per_expert = permutation.group_sizes  # [E] rows per global expert, expert order
@@ -230,16 +309,33 @@ class NpuMoeComm(MoeCommOps):
         send = per_expert.view(world, local).sum(1).tolist()  # the splits: a host read
         received = recv_per_expert.view(world, local)  # [source rank, local expert]
         recv = received.sum(1).tolist()
-        inbound = rows.new_empty(sum(recv), rows.shape[1])
-        dist.all_to_all_single(
-            inbound, rows[: sum(send)].contiguous(), recv, send, group=domain.group
-        )
+        payload = rows[: sum(send)].contiguous()
+        scale = None
+        if quantized and payload.shape[0]:
+            payload, scale = self._torch_npu.npu_dynamic_quant(payload, dst_type=torch.int8)
+        elif quantized:
+            payload = payload.to(torch.int8)
+            scale = payload.new_empty(0, dtype=torch.float32)
+        inbound = payload.new_empty(sum(recv), rows.shape[1])
+        dist.all_to_all_single(inbound, payload, recv, send, group=domain.group)
+        inbound_scale = None
+        if scale is not None:
+            inbound_scale = scale.new_empty(sum(recv))
+            dist.all_to_all_single(inbound_scale, scale.contiguous(), recv, send,
+                                   group=domain.group)
         # Arrived grouped by (source rank, local expert): regroup by local expert.
         expert_of_row = torch.repeat_interleave(
             torch.arange(local, device=rows.device).repeat(world), received.reshape(-1)
         )
         order = torch.sort(expert_of_row, stable=True).indices
-        out_rows = self._ops.grouped_mlp(inbound[order], received.sum(0), w13, w2, mlp=mlp)
+        if inbound.shape[0]:
+            out_rows = experts(
+                inbound[order],
+                None if inbound_scale is None else inbound_scale[order],
+                received.sum(0),
+            )
+        else:
+            out_rows = rows.new_zeros(0, rows.shape[1])
         back = torch.empty_like(out_rows).index_copy_(0, order, out_rows)
         returned = rows.new_empty(sum(send), rows.shape[1])
         dist.all_to_all_single(returned, back, send, recv, group=domain.group)
@@ -255,6 +351,21 @@ class NpuMoeComm(MoeCommOps):
         domain: EpDomain,
         mlp: ExpertMlp = SILU_MLP,
     ) -> torch.Tensor:
+        return self._all_gather(
+            hidden, ids, weights, domain,
+            lambda x, local_ids, w: self._ops.experts(x, local_ids, w, w13, w2, mlp=mlp),
+        )
+
+    def _all_gather(
+        self,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        domain: EpDomain,
+        experts: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    ) -> torch.Tensor:
+        """Every rank's tokens gathered, `experts` (tokens, local ids with -1 for other
+        ranks' experts, weights) run on them, the partial sums all-reduced."""
         world, local = domain.ep_size, domain.local_experts
         counts = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
         dist.all_gather(counts, torch.tensor([hidden.shape[0]]), group=domain.group)
@@ -272,9 +383,7 @@ class NpuMoeComm(MoeCommOps):
         first = domain.ep_rank * local
         mine = (all_ids >= first) & (all_ids < first + local)
         local_ids = torch.where(mine, all_ids - first, -1)
-        partial = self._ops.experts(
-            gathered(hidden), local_ids, gathered(weights.float()), w13, w2, mlp=mlp
-        ).float()
+        partial = experts(gathered(hidden), local_ids, gathered(weights.float())).float()
         dist.all_reduce(partial, group=domain.group)
         start = sum(sizes[: domain.ep_rank])
         return partial[start : start + hidden.shape[0]].to(hidden.dtype)

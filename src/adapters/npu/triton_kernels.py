@@ -187,6 +187,9 @@ class TritonSamplingOps(SamplingOps):
         masked: torch.Tensor = topk_topp.apply_top_k_top_p(logits, k, _f32(p))
         return masked
 
+    def exponential_noise(self, keys: torch.Tensor, vocab: int) -> torch.Tensor:
+        return self._fallback.exponential_noise(keys, vocab)
+
 
 class TritonRejectionOps(RejectionOps):
     """kernels/triton/rejection.py: one launch per method; float32 probabilities only

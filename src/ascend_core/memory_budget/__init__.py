@@ -13,7 +13,13 @@ from ascend_core.memory_budget.demand import (
     MemoryDemand,
     Scaling,
 )
-from ascend_core.memory_budget.encoder import EncoderBudget, VisionGrid, encoder_budget
+from ascend_core.memory_budget.encoder import (
+    PIXEL_NORM_BYTES,
+    EncoderBudget,
+    VisionGrid,
+    encoder_budget,
+    tower_bytes_per_patch,
+)
 from ascend_core.memory_budget.fixes import MAX_SUGGESTED_UTILIZATION, FixKind, MemoryFix
 from ascend_core.memory_budget.host_default import (
     HOST_KV_CAP_BYTES,
@@ -55,6 +61,7 @@ __all__ = [
     "MIB",
     "MOST_OF_HOST_RAM",
     "NOMINAL_DEVICE_MEMORY",
+    "PIXEL_NORM_BYTES",
     "RUNTIME_RESERVE_BYTES",
     "VLLM_DEFAULT_UTILIZATION",
     "Accounting",
@@ -85,5 +92,6 @@ __all__ = [
     "kv_cache_shortfall",
     "lora_slot_bytes",
     "plan_budget",
+    "tower_bytes_per_patch",
     "weights_size",
 ]

@@ -9,6 +9,15 @@ the language model's hidden size (times 1 + the DeepStack layers for Qwen3-VL: t
 is the most merged patches `size.longest_edge` pixels allow at an aspect ratio of at most
 200 (the processor refuses beyond), and a video the most frames (at most 14, padded to the
 temporal patch) whose tokens fit in max_model_len.
+
+The tower's activations at the profiling batch are the larger of two peaks per patch:
+its layers' (ACTIVATION_FACTOR x its hidden size in the model's dtype) and the pixel
+normalization's before them. vLLM 0.33 sends a Qwen-VL tower its pixels raw (uint8,
+`mm_device_do_normalize`) and normalizes them on the device in float32 (FusedMMInputNorm's
+torch path, the one a plugin device takes: `x * weight + bias` holds two float32 copies of
+the patch's channels x frames x pixels together), which outweighs the layers when the
+tower is narrow (a small test model's 64-wide tower) and stays below them for the
+published ones (Qwen3-VL: 1536 pixel values x 8 B against 12 x 1152 x 2 B).
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ from ascend_core.memory_budget.reserve import ACTIVATION_FACTOR
 from ascend_core.memory_budget.units import format_bytes
 
 MAX_ASPECT_RATIO = 200
+# Bytes per pixel value the on-device normalization holds at once: two float32 copies.
+PIXEL_NORM_BYTES = 2 * 4
 MAX_FRAMES_PER_VIDEO = 14
 # vLLM's items per prompt of a modality --limit-mm-per-prompt does not name.
 DEFAULT_ITEMS_PER_PROMPT = 999
@@ -115,10 +126,13 @@ def encoder_budget(
     hidden_size: int,
     vision_hidden_size: int,
     dtype_bytes: int,
+    patch_values: int = 0,
 ) -> EncoderBudget | None:
     """vLLM's budget for the modalities `limits` leaves on (image and video, each at most
     its limit per prompt); None when every modality is off (no encoder cache). The tower's
-    activations: ACTIVATION_FACTOR x its hidden size per patch of the profiled items."""
+    activations per patch of the profiled items: the larger of ACTIVATION_FACTOR x its
+    hidden size and the pixel normalization's float32 copies of the patch's `patch_values`
+    (channels x frames x pixels per patch; 0: not known)."""
     sizes = {"image": grid.max_image_tokens(), "video": grid.max_video_tokens(max_model_len)}
     per_item = {m: t for m, t in sizes.items() if limits.get(m, DEFAULT_ITEMS_PER_PROMPT) > 0}
     if not per_item:
@@ -131,6 +145,12 @@ def encoder_budget(
     per_prompt = max(1, min(limit, max_model_len // tokens))
     items = max(1, min(min(compute, cache) // tokens, max_num_seqs * per_prompt))
     patches = items * tokens * grid.merge_size**2
-    activations = patches * ACTIVATION_FACTOR * vision_hidden_size * dtype_bytes
+    activations = patches * tower_bytes_per_patch(vision_hidden_size, dtype_bytes, patch_values)
     return EncoderBudget(per_item, cache, compute, modality, items, hidden_size * dtype_bytes,
                          activations)
+
+
+def tower_bytes_per_patch(vision_hidden_size: int, dtype_bytes: int, patch_values: int) -> int:
+    """The tower's peak per patch: its layers' or its pixel normalization's, the larger."""
+    return max(ACTIVATION_FACTOR * vision_hidden_size * dtype_bytes,
+               PIXEL_NORM_BYTES * patch_values)

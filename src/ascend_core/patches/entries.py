@@ -342,6 +342,19 @@ ENTRIES = (
             "the dense fp8 layers are and runs the float experts."
         ),
     ),
+    PatchSpec(
+        id="seeded-counter-noise",
+        target="vllm.v1.sample.ops.topk_topp_sampler:random_sample",
+        versions=VLLM_0_33,
+        when=Condition(device_kinds={HOST, NPU}),
+        reason=(
+            "vLLM draws a seeded request's noise from its own generator, a launch a seeded "
+            "row, with host-held state no NPU graph can replay; here a seeded row's noise is "
+            "a function of its seed and the position it samples (the sampling port's "
+            "exponential_noise), as the NPU's FULL decode graphs compute it: the same "
+            "tokens on both devices, eager or replayed, in any batch."
+        ),
+    ),
 )
 
 REGISTRY = PatchRegistry(ENTRIES)

@@ -4,7 +4,9 @@ The language model's steps are captured as a text model's (decide_graph_mode: th
 features enter as input embeddings, and M-RoPE's [3, T] positions live in vLLM's
 persistent mrope_positions buffer). The tower itself runs eagerly: vLLM captures it only
 with compilation_config.cudagraph_mm_encoder (its CUDA encoder graphs, one per token
-budget), which the plan turns off on both devices.
+budget, replayed after copying the inputs into the captured buffers), which the plan turns
+off on both devices; NPU_ENCODER_EAGER_REASON says why the NPU cannot replay them as they
+are.
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ from ascend_core.plan.result import Draft
 from ports.device import DeviceKind
 
 NPU_ENCODER_EAGER_REASON = (
-    "the vision tower runs eagerly: its attention pads each image to the batch's longest "
-    "and gives npu_fused_infer_attention_score the images' lengths as host lists, which a "
-    "graph captured per image-size bucket would fix at capture (the plugin updates only the "
-    "language model's attention arguments at replay), and the tower runs once per image "
-    "(its output kept in vLLM's encoder cache), not once per decode step, so a capture "
-    "would save little"
+    "the vision tower runs eagerly, not captured per image-size bucket: vLLM's encoder "
+    "graphs (compilation_config.cudagraph_mm_encoder) capture the tower once per token "
+    "budget and at replay only copy the images' patches and offsets into the captured "
+    "device buffers, but the NPU's encoder attention gives npu_fused_infer_attention_score "
+    "the images' lengths as host lists (actual_seq_lengths) and its BSND batch shape "
+    "(images x the longest) from them, both fixed at capture, so a replay with another "
+    "mix of image sizes would attend over the captured lengths; capturing needs those "
+    "arguments updated at replay (NPUGraph.update with the op's host arguments, which the "
+    "plugin does for the language model's attention only). The tower runs once per image "
+    "(its output kept in vLLM's encoder cache), not once per decode step, so eager costs "
+    "one pass's launches per image"
 )
 HOST_ENCODER_EAGER_REASON = "the host device captures no graphs; the vision tower runs eagerly"
 

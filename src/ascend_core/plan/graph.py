@@ -116,12 +116,12 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
             f"mode is {comp.mode.name}; set mode VLLM_COMPILE to keep them"
         )
         graph_mode = GraphMode.NONE
-    graph_mode, served = _npu_serves(deployment, graph_mode)
+    graph_mode, served, dp_graphs = _npu_serves(deployment, graph_mode)
     reasons += served
     if graph_mode is not asked:
         # One change for the field, its reasons in the order they applied.
         draft = draft.change(fields.GRAPH_MODE, asked, graph_mode, "; ".join(reasons))
-    draft = draft.decide(graph_mode=graph_mode)
+    draft = draft.decide(graph_mode=graph_mode, dp_graphs=dp_graphs)
     sizes = draft.decisions.capture_sizes
     if graph_mode is GraphMode.NONE or sizes is None:
         return draft
@@ -188,12 +188,49 @@ NPU_MOE_PIECEWISE_REASON = (
 # Tensor parallelism captures: vLLM's per-group capture context lets the NPU's device
 # communicator in (the declared patch npu-graph-capture-communicator), the all-reduces
 # are recorded in the graphs, and TP=2 on two emulated NPUs gives the TP=1 ids. Pipeline
-# and data parallelism with graphs are not proven anywhere yet.
+# parallelism with graphs is not proven anywhere yet.
 NPU_PARALLEL_GRAPHS_REASON = (
-    "NPU graphs under pipeline or data parallelism are not proven yet (tensor "
-    "parallelism is: its all-reduces are captured in the graphs), so the NPU workers "
-    "capture no graphs; the model runs compiled without graphs"
+    "NPU graphs under pipeline parallelism are not proven yet (tensor parallelism is: "
+    "its all-reduces are captured in the graphs), so the NPU workers capture no graphs; "
+    "the model runs compiled without graphs"
 )
+# Data parallelism captures in one shape: DP attention with expert parallelism, TP 1 a
+# DP rank (the DeepSeek decode shape). vLLM's runner all-reduces each step's token counts
+# across the DP ranks (vllm/v1/worker/dp_utils.py), takes the least graph mode of any
+# rank and pads every rank to the largest rank's captured size; an idle rank runs a dummy
+# step; so every rank replays the same size and MC2's dispatch and combine in the graphs
+# meet. Two emulated NPUs give the single-device ids (tests/e2e/
+# test_serve_dp_ep_emulated_npu.py). Other DP shapes are not proven with graphs.
+NPU_DP_EP_GRAPHS_REASON = (
+    "data parallel {dp} with expert parallelism and TP 1 a DP rank keeps NPU graphs: "
+    "vLLM all-reduces each step's token counts across the DP ranks, takes the least "
+    "graph mode of any rank and pads every rank to the same captured size (an idle rank "
+    "runs a dummy step), so each rank replays the same graph and the MoE layers' MC2 "
+    "exchange inside it meets on every rank"
+)
+NPU_DP_GRAPHS_REASON = (
+    "NPU graphs under data parallelism are proven only with expert parallelism at TP 1 "
+    "a DP rank (a MoE model, --enable-expert-parallel, the DeepSeek decode shape); this "
+    "deployment ({why}) is not, so the NPU workers capture no graphs; the model runs "
+    "compiled without graphs"
+)
+
+
+def npu_dp_graphs(deployment: Deployment) -> tuple[bool, str]:
+    """Whether the NPU keeps graphs under data parallelism (DP > 1, PP 1), and why."""
+    par, model = deployment.parallel, deployment.model
+    unproven = [
+        what
+        for what, off in (
+            ("a dense model", not model.is_moe),
+            ("no expert parallelism", model.is_moe and not par.expert_parallel),
+            (f"TP {par.tp} a DP rank", par.tp > 1),
+        )
+        if off
+    ]
+    if unproven:
+        return False, NPU_DP_GRAPHS_REASON.format(why=", ".join(unproven))
+    return True, NPU_DP_EP_GRAPHS_REASON.format(dp=par.dp)
 
 
 # vllm_ascend/platform.py check_and_update_config: a compilation mode other than NONE or
@@ -213,21 +250,30 @@ def npu_dynamo_reason(mode: CompileMode) -> str:
     )
 
 
-def _npu_serves(deployment: Deployment, mode: GraphMode) -> tuple[GraphMode, list[str]]:
-    """The graph mode the NPU's backends and layers can capture, and why it differs."""
+def _npu_serves(
+    deployment: Deployment, mode: GraphMode
+) -> tuple[GraphMode, list[str], str]:
+    """The graph mode the NPU's backends and layers can capture, why it differs, and
+    under data parallelism whether graphs stay and why ("" otherwise)."""
     reasons: list[str] = []
+    dp_graphs = ""
     piecewise_compiles = deployment.compilation.mode in (None, CompileMode.VLLM_COMPILE)
     if mode in _FULL_GRAPHS and mode not in NPU_FULL_GRAPH_MODES:
         # vLLM does the same for a backend below ALWAYS (ours: UNIFORM_BATCH).
         mode = GraphMode.FULL_AND_PIECEWISE if piecewise_compiles else GraphMode.FULL_DECODE_ONLY
         reasons.append(NPU_FULL_MIXED_REASON)
     par = deployment.parallel
-    if mode is not GraphMode.NONE and max(par.pp, par.dp) > 1:
+    if mode is not GraphMode.NONE and par.pp > 1:
         mode = GraphMode.NONE
         reasons.append(NPU_PARALLEL_GRAPHS_REASON)
+    elif mode is not GraphMode.NONE and par.dp > 1:
+        kept, dp_graphs = npu_dp_graphs(deployment)
+        if not kept:
+            mode = GraphMode.NONE
+            reasons.append(dp_graphs)
     if mode is GraphMode.PIECEWISE and deployment.model.is_moe:
         reasons.append(NPU_MOE_PIECEWISE_REASON)
-    return mode, reasons
+    return mode, reasons, dp_graphs
 
 
 def _reduce_capture_sizes_for_a5(sizes: tuple[int, ...]) -> tuple[tuple[int, ...], str]:

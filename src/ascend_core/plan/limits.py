@@ -5,6 +5,7 @@ from __future__ import annotations
 from ascend_core.deployment import Deployment
 from ascend_core.op_limits import (
     attention_limit_errors,
+    encoder_attention_limit_errors,
     mla_limit_errors,
     sparse_mla_limit_errors,
 )
@@ -21,8 +22,10 @@ def check_support(deployment: Deployment, draft: Draft) -> Draft:
 
 def check_op_limits(deployment: Deployment, draft: Draft) -> Draft:
     """What the NPU attention op documents it refuses, for MHA/GQA (the block size:
-    decide_block_size) and for MLA (its shapes, block size included)."""
+    decide_block_size), for MLA (its shapes, block size included) and for a vision
+    tower's encoder attention."""
     for error in (*attention_limit_errors(deployment), *mla_limit_errors(deployment),
-                  *sparse_mla_limit_errors(deployment)):
+                  *sparse_mla_limit_errors(deployment),
+                  *encoder_attention_limit_errors(deployment)):
         draft = draft.fail(error)
     return draft

@@ -9,7 +9,8 @@ runner, adapters/vllm/worker/npu_model_runner_v2.py: its FULL graphs through V2'
 manager on the NPU's graphs, npu_graphs_v2.py, its piecewise graphs through the compiled
 model's pieces on the platform's graph wrapper; its Triton kernels in
 ascend_core.v2_kernels).
-Where V2 is asked and not served, V1 serves with the reason. With triton-ascend installed
+Where V2 is asked and not served (the host; on the NPU, a feature its V2 runner does not
+serve yet: plan.runner_features), V1 serves with the reason. With triton-ascend installed
 (an NPU host) vLLM would pick V2 by itself: the plan writes the variable vLLM reads
 first, so the engine believes what the worker builds.
 """
@@ -21,6 +22,7 @@ from attrs import frozen
 from ascend_core.deployment import Deployment, GraphMode
 from ascend_core.plan import fields
 from ascend_core.plan.result import Draft, ModelRunner
+from ascend_core.plan.runner_features import RunnerFeatures, v2_not_served
 from ports.device import DeviceKind
 
 # vLLM's own variable (vllm/envs.py): "1" asks for V2, "0" for V1, unset lets vLLM decide.
@@ -54,9 +56,13 @@ def v2_requested(value: str | None) -> bool:
 
 
 def decide_model_runner(
-    kind: DeviceKind, variable: str | None, graph_mode: GraphMode = GraphMode.NONE
+    kind: DeviceKind,
+    variable: str | None,
+    graph_mode: GraphMode = GraphMode.NONE,
+    features: RunnerFeatures | None = None,
 ) -> RunnerDecision:
-    """V2 where asked for on the NPU (eager or any graph mode); V1 otherwise.
+    """V2 where asked for on the NPU (eager or any graph mode) and every feature of the
+    deployment is one its V2 runner serves; V1 otherwise.
 
     A V2 request not served is overridden with a warning, not refused: the variable picks
     vLLM's implementation, not what is served (V1 gives the same tokens), and vLLM itself
@@ -72,6 +78,14 @@ def decide_model_runner(
         return RunnerDecision(
             ModelRunner.V1, f"{asked}; the host worker builds V1 ({HOST_NO_V2})", True
         )
+    missing = v2_not_served(features or RunnerFeatures())
+    if missing:
+        return RunnerDecision(
+            ModelRunner.V1,
+            f"{asked}; the NPU worker builds V1, its V2 runner does not serve "
+            + "; ".join(missing),
+            True,
+        )
     return RunnerDecision(
         ModelRunner.V2,
         f"{asked}: the NPU worker builds it (NpuModelRunnerV2, "
@@ -84,7 +98,12 @@ def decide_model_runner(
 def pick_model_runner(deployment: Deployment, draft: Draft) -> Draft:
     """The runner decision, and VLLM_USE_V2_MODEL_RUNNER set so vLLM's engine agrees."""
     given = deployment.v2_model_runner
-    decision = decide_model_runner(deployment.device_kind, given, draft.decisions.graph_mode)
+    decision = decide_model_runner(
+        deployment.device_kind,
+        given,
+        draft.decisions.graph_mode,
+        RunnerFeatures.of(deployment),
+    )
     draft = draft.decide(model_runner=decision.runner, model_runner_reason=decision.reason)
     if decision.overrides_request:
         draft = draft.warn(f"model runner: {decision.reason}; serving on V1.")

@@ -11,7 +11,7 @@ from ascend_core.moe.comm_method import MoeCommFacts, MoeCommMethod, MoeCommPlan
 from ascend_core.moe.decision import HcclBuffer, MoeDecision
 from ascend_core.moe.forced import force_method
 from ascend_core.moe.hccl_buffer import mc2_buffer_mb
-from ascend_core.moe.in_graphs import in_graphs
+from ascend_core.moe.in_graphs import captures, in_graphs
 from ascend_core.moe.placement import place_experts
 from ascend_core.plan.capture_sizes import default_capture_sizes
 from ascend_core.plan.result import Draft
@@ -92,8 +92,34 @@ def decide_moe_comm(deployment: Deployment, draft: Draft) -> Draft:
     graphs = None
     if draft.decisions.graph_mode not in (None, GraphMode.NONE):
         graphs = in_graphs(comm, facts.decode_tokens)
+        refusal = dp_capture_refusal(deployment.parallel, comm, facts.decode_tokens)
+        if refusal is not None:
+            draft = draft.fail(refusal)
     decision = MoeDecision(comm, placement, buffer, _token_dtype(deployment, comm), graphs)
     return draft.decide(moe=decision)
+
+
+def dp_capture_refusal(
+    parallel: ParallelSettings, comm: MoeCommPlan, captured_tokens: int
+) -> ConfigError | None:
+    """Under data parallelism with expert parallelism, the steps captured in graphs must
+    exchange by a method a capture records (MC2): each DP rank brings its own tokens, so
+    the partial sums that captured TP steps fall back to (in_graphs) would add other
+    ranks' tokens. None where the captured steps exchange, or without DP + EP."""
+    if parallel.dp == 1 or ep_size(parallel) == 1:
+        return None
+    method = comm.for_tokens(captured_tokens).method
+    if captures(method):
+        return None
+    return ConfigError(
+        f"data parallel {parallel.dp} with expert parallelism captures NPU graphs whose "
+        f"steps (up to {captured_tokens} tokens) the plan gives {method.value} "
+        f"({comm.for_tokens(captured_tokens).reason}), which reads its splits on the host "
+        "and cannot run inside a capture; each DP rank brings its own tokens, so the "
+        "captured steps cannot fall back to summing the ranks' partial outputs.",
+        "force MC2 where the chip takes it (VLLM_ASCEND_MOE_COMM_METHOD=mc2), or serve "
+        "with --enforce-eager (eager steps exchange by any method)",
+    )
 
 
 def _decode_tokens(deployment: Deployment, draft: Draft) -> int:

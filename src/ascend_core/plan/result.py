@@ -70,6 +70,8 @@ class Decisions:
     compile_mode: CompileMode | None = None
     graph_mode: GraphMode = GraphMode.NONE
     capture_sizes: tuple[int, ...] | None = None
+    # On an NPU under data parallelism: whether its graphs stay, and why (graph.py).
+    dp_graphs: str = ""
     custom_ops: tuple[str, ...] = ()
     sequence_parallel: bool = False
     quantization: QuantMethod = QuantMethod.NONE  # the method that will be used

@@ -84,7 +84,9 @@ _MOE_HOST = Supported(
 _MOE_NPU = Supported(
     "vLLM's FusedMoE with the plugin's MoE method on torch_npu's MoE ops (gating top-k, "
     "init_routing_v2, grouped matmul, token_unpermute), bf16; routing limits are checked "
-    "when a layer loads; proven on the emulated torch_npu, not on hardware"
+    "when a layer loads; expert parallelism with TP ranks or with DP attention (TP 1 a DP "
+    "rank) exchanges tokens by MC2 or all-to-all, graphs kept; proven on the emulated "
+    "torch_npu, not on hardware"
 )
 _QMOE_HOST = Supported(
     "the plugin's W8A8_DYNAMIC MoE method: int8 expert weights, each row quantized per token "
@@ -138,11 +140,13 @@ _KDA_HOST = Supported(
     "cache block-local (the hybrid allocator shares pages with the KDA states); greedy ids "
     "equal transformers' in fp32 for a mixed batch with chunked prefill"
 )
-_NO_KDA_NPU = Refused(
-    "Kimi-Linear's KDA layers have not been run on an NPU (or the emulated one) in this "
-    "build: torch_npu's gated-delta-rule ops take one gate per head, not KDA's gate per key "
-    "channel, and the torch fallback and the NoPE MLA layers are untested there",
-    _REFERENCE,
+_KDA_NPU = Supported(
+    "Kimi-Linear in bf16/fp16 on the emulated NPU: the KDA layers on the NPU linear-attention "
+    "port in torch on the device (torch_npu 2.14.0's gated-delta-rule ops take one gate per "
+    "head, KDA has one per key channel), the NoPE MLA layer on the NPU MLA backend over the "
+    "hybrid cache's block-local latent planes, the MoE on the plugin's NPU MoE method, "
+    "uniform decode steps captured whole (FULL_DECODE_ONLY); greedy ids equal the host's up "
+    "to bf16 near-ties for a mixed batch with chunked prefill; not run on hardware"
 )
 _NO_ENC_DEC = Refused(
     "the paged attention backend is decoder-only (no cross-attention)", _REFERENCE
@@ -157,11 +161,13 @@ _VISION_HOST = Supported(
 _VISION_NPU = Supported(
     "vLLM's own vision towers (Qwen2.5-VL, Qwen3-VL) in bf16/fp16 on the emulated NPU: the "
     "ViT attention through npu_fused_infer_attention_score (BSND without a cache, every "
-    "image or window one batch; its TND encoder layout takes only D=192), M-RoPE through "
-    "npu_mrope's mrope mode (chunked sections; Qwen3-VL's interleaved ones through "
-    "npu_rotary_mul), the tower eager and the language model's decode in graphs; a "
-    "Qwen2.5-VL batch with images gives the host's greedy ids (bf16 near-ties allowed). "
-    "Not run on Ascend hardware"
+    "image or window one batch; its TND encoder layout takes only D=192; a tower whose "
+    "heads or head size BSND refuses is refused before load), M-RoPE through npu_mrope's "
+    "mrope mode (chunked sections; Qwen3-VL's interleaved ones through npu_rotary_mul), "
+    "Qwen3-VL's DeepStack features into the first layers, the tower eager (vLLM's "
+    "per-budget encoder graphs would replay the attention's captured host lengths) and the "
+    "language model's decode in graphs; Qwen2.5-VL and Qwen3-VL batches with images give "
+    "the host's greedy ids (bf16 near-ties allowed). Not run on Ascend hardware"
 )
 _NO_VIDEO = Refused(
     "video frames through the vision tower (temporal patches, per-frame M-RoPE positions) "
@@ -326,7 +332,7 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.GATED_DELTA_NET, _CPU): _GDN_HOST,
     (Feature.GATED_DELTA_NET, _NPU): _GDN_NPU,
     (Feature.KIMI_DELTA_ATTENTION, _CPU): _KDA_HOST,
-    (Feature.KIMI_DELTA_ATTENTION, _NPU): _NO_KDA_NPU,
+    (Feature.KIMI_DELTA_ATTENTION, _NPU): _KDA_NPU,
     **{(Feature.ENCODER_DECODER, d): _NO_ENC_DEC for d in (_CPU, _NPU)},
     (Feature.VISION, _CPU): _VISION_HOST,
     (Feature.VISION, _NPU): _VISION_NPU,

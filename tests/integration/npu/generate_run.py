@@ -8,6 +8,9 @@ device type npu (in host memory). An emulator, not Ascend hardware.
 
 Run as: python generate_run.py {host,npu} MODEL_DIR [TENSOR_PARALLEL_SIZE [DTYPE]]
 (TP=2: one emulated device per rank, the ranks reducing through host gloo.)
+`host` takes several model directories joined by os.pathsep: one engine after the other in
+this process (one start of Python, torch and vLLM for them all), a RESULT line each, in
+order; each engine is shut down before the next starts.
 With GENERATE_GRAPH_MODE=PIECEWISE (or another cudagraph_mode, or DEFAULT for the plan's
 choice) in the environment the engine runs without enforce_eager in that graph mode,
 capturing CAPTURE_SIZES, and the result carries what was captured and replayed and the
@@ -138,7 +141,8 @@ def _storage_bytes(values: list[object]) -> int:
     return sum(storages.values())
 
 
-def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
+def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> object:
+    """One engine's run, printed as its RESULT line; returns the engine."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process
     os.environ["VLLM_ASCEND_DEVICE"] = "cpu" if device == "host" else "npu"
     torch_npu = emulate_npu() if device == "npu" else None
@@ -220,7 +224,7 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
             "seeded_runs": seeded_runs,
             "host_decode": host_decode,
         }), flush=True)
-        return
+        return llm
     outputs = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]
     runs = [[list(o.outputs[0].token_ids) for o in run] for run in outputs]
     # Seeded top-k/top-p sampling: the NPU's declared torch path (npu-top-k-top-p-torch).
@@ -268,7 +272,24 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> None:
         else [],
     }
     print("RESULT " + json.dumps(result), flush=True)
+    return llm
+
+
+def run_all(device: str, models: list[str], *rest: object) -> None:
+    """main() for each model, one after the other (the host only: the emulated NPU's
+    counters and recorded calls are the process's, so an NPU run keeps a process of its
+    own)."""
+    assert device == "host" or len(models) == 1, "several models run on the host only"
+    for at, model in enumerate(models):
+        llm = main(device, model, *rest)  # type: ignore[arg-type]
+        if at < len(models) - 1:
+            sys.path.insert(0, str(_TESTS))
+            from integration.vllm.engine_teardown import shut_down
+
+            shut_down(llm)
+            del llm
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], *(int(sys.argv[3]), *sys.argv[4:5]) if len(sys.argv) > 3 else ())
+    run_all(sys.argv[1], sys.argv[2].split(os.pathsep),
+            *(int(sys.argv[3]), *sys.argv[4:5]) if len(sys.argv) > 3 else ())  # fmt: skip

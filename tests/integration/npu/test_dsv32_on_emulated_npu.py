@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 from test_generate_on_emulated_npu import _result, _start
 
+from support.child_runs import read_all
 from support.hf_reference import MODELS_DIR, make_models_module
 
 
@@ -22,7 +23,7 @@ from support.hf_reference import MODELS_DIR, make_models_module
 def runs() -> dict[str, dict]:  # type: ignore[type-arg]
     model = str(make_models_module().make_dsv32_model(MODELS_DIR / "tiny-deepseek_v32"))
     procs = {device: _start(device, model) for device in ("host", "npu")}
-    return {device: _result(proc) for device, proc in procs.items()}
+    return read_all(procs, _result)
 
 
 def test_the_npu_path_gives_the_hosts_ids(runs) -> None:  # type: ignore[no-untyped-def]

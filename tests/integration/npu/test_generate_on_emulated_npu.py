@@ -1,11 +1,12 @@
 """LLM.generate through the plugin's NPU path on the emulated torch_npu gives the host's ids.
 
-Each run is a fresh process (generate_run.py), since vLLM fixes its platform once per
-process: one on the host device, one with the emulated torch_npu injected into the NPU
-wiring, so that vLLM activates AscendNpuPlatform, which builds NpuWorker with NpuRuntime
-and NpuModelRunner (vLLM's GPU runner) and computes through NpuOps, every torch_npu call
-bound against the torch_npu 2.14.0 schemas and executed with the host's reference
-semantics. Weights, KV cache and activations are tensors of the emulated `npu` device
+The runs are fresh processes (generate_run.py), since vLLM fixes its platform once per
+process: one on the host device (its engines one after the other), one per model with the
+emulated torch_npu injected into the NPU wiring, so that vLLM activates
+AscendNpuPlatform, which builds NpuWorker with NpuRuntime and NpuModelRunner (vLLM's
+GPU runner) and computes through NpuOps, every torch_npu call bound against the
+torch_npu 2.14.0 schemas and executed with the host's reference semantics. Weights, KV
+cache and activations are tensors of the emulated `npu` device
 (host memory underneath), where an op mixing devices fails: this is an emulator, not
 Ascend hardware.
 
@@ -37,6 +38,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +53,7 @@ STYLES = ("llama", "qwen3")
 MOE_STYLES = ("qwen3_moe",)
 MLA_STYLES = ("deepseek_v3_npu_mla", "deepseek_v3_npu_mla_moe")
 ALL_STYLES = STYLES + MOE_STYLES + MLA_STYLES
-AT_ONCE = 4
+AT_ONCE = 4  # processes side by side: the host's and three of the NPU's
 TOLERANCE_NATS = 0.25
 
 
@@ -73,20 +75,34 @@ def _start(device: str, model: str, *args: str) -> subprocess.Popen[str]:
 
 
 def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    return _results(proc)[-1]
+
+
+def _results(proc: subprocess.Popen[str]) -> list[dict[str, Any]]:
+    """Every RESULT line of the run, in order (generate_run.py prints one per model)."""
     out, _ = proc.communicate(timeout=900)
     lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, out[-4000:]
-    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
-    return result
+    return [json.loads(line.removeprefix("RESULT ")) for line in lines]
 
 
 @pytest.fixture(scope="module")
 def runs(npu_model_dirs: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
-    keys = [(device, style) for style in ALL_STYLES for device in ("host", "npu")]
-    done: dict[tuple[str, str], dict[str, Any]] = {}
-    for at in range(0, len(keys), AT_ONCE):  # a few processes at a time: a small machine
-        procs = {key: _start(key[0], npu_model_dirs[key[1]]) for key in keys[at : at + AT_ONCE]}
-        done.update({key: _result(proc) for key, proc in procs.items()})
+    # The host's runs one after the other in one process (one start of Python, torch and
+    # vLLM for them all), read in a thread while the NPU's run beside it, a few at a time.
+    host = _start("host", os.pathsep.join(npu_model_dirs[style] for style in ALL_STYLES))
+    with ThreadPoolExecutor(AT_ONCE) as reader:  # no run waits on a full pipe
+        host_results = reader.submit(_results, host)
+        keys = [("npu", style) for style in ALL_STYLES]
+        done: dict[tuple[str, str], dict[str, Any]] = {}
+        for at in range(0, len(keys), AT_ONCE - 1):  # a small machine
+            procs = {key: _start("npu", npu_model_dirs[key[1]])
+                     for key in keys[at : at + AT_ONCE - 1]}  # fmt: skip
+            read = {key: reader.submit(_result, proc) for key, proc in procs.items()}
+            done.update({key: future.result() for key, future in read.items()})
+        results = host_results.result()
+    assert len(results) == len(ALL_STYLES), len(results)
+    done.update({("host", style): r for style, r in zip(ALL_STYLES, results, strict=True)})
     return done
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from integration.npu.generate_run import LENGTHS
 from integration.npu.test_generate_on_emulated_npu import _result, _start
+from support.child_runs import read_all
 from support.hf_reference import MODELS_DIR, make_models_module
 
 
@@ -46,7 +47,7 @@ def runs() -> dict[str, dict[str, Any]]:
     model = str(make_models_module().make_gpt_oss_model(MODELS_DIR / "tiny-gpt_oss"))
     procs = {device: _start(device, model) for device in ("host", "npu")}
     procs["npu graphs"] = _start_graphs(model)  # the three side by side: small engines
-    return {key: _result(proc) for key, proc in procs.items()}
+    return read_all(procs, _result)
 
 
 def test_npu_path_gives_the_host_token_ids(runs) -> None:  # type: ignore[no-untyped-def]

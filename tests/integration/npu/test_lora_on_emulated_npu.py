@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from support.child_runs import read_all
 from support.lora_reference import lora_model
 from support.torch_npu_emulator.activate import child_env
 
@@ -51,7 +52,7 @@ def runs() -> dict[str, dict[str, Any]]:
         "npu": _start("npu", *dirs),
         "npu-graphs": _start("npu", *dirs, "graphs"),
     }
-    return {name: _result(proc) for name, proc in procs.items()}
+    return read_all(procs, _result)
 
 
 def test_npu_lora_gives_the_host_ids(runs) -> None:  # type: ignore[no-untyped-def]

@@ -30,7 +30,6 @@ from typing import Any
 
 import pytest
 
-from integration.npu.test_generate_on_emulated_npu import _result
 from integration.npu.test_graphs_on_emulated_npu import (
     CAPTURE_SIZES,
     D2D_OUTSIDE_FULL_REPLAY,
@@ -38,10 +37,10 @@ from integration.npu.test_graphs_on_emulated_npu import (
     H2D_OUTSIDE_FULL_REPLAY,
     OUTSIDE_FULL_REPLAY,
     STALE,
-    _start_graph,
     assert_host_decode_is_vllms,
     assert_sampling_tail_replayed,
     assert_seeded_sampling_is_eagers,
+    run_engines,
 )
 
 QWEN3_MOE, MLA_MOE = "qwen3_moe", "deepseek_v3_npu_mla_moe"
@@ -59,22 +58,10 @@ MODEL_OPS = ("fused_infer_attention", "moe_", "grouped_matmul", "scatter_nd_upda
 @pytest.fixture(scope="module")
 def runs(npu_model_dirs: dict[str, str]) -> dict[tuple[str, str, str], dict[str, Any]]:
     """Every engine of this module, started once: (device, style, asked mode)."""
-    keys = [("host", style, "eager") for style in (QWEN3_MOE, MLA_MOE)]
-    keys += [("npu", style, "eager") for style in (QWEN3_MOE, MLA_MOE)]
+    keys = [("npu", style, "eager") for style in (QWEN3_MOE, MLA_MOE)]
     keys += [("npu", style, asked) for style, asked in GRAPH_RUNS]
     keys += [("npu", MLA_MOE, STALE)]
-    done: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for at in range(0, len(keys), 3):  # a few engines at a time: a small machine
-        procs = {}
-        for key in keys[at : at + 3]:
-            device, style, asked = key
-            mode = {"eager": None, STALE: "FULL_DECODE_ONLY"}.get(asked, asked)
-            procs[key] = _start_graph(device, npu_model_dirs[style], mode, stale=asked == STALE)
-        done.update({key: _result(proc) for key, proc in procs.items()})
-    for key, result in done.items():  # the per decode step costs, shown with -s
-        step = {k: v for k, v in result.get("decode_step", {}).items() if not k.startswith("op:")}
-        print("decode step of 8,", *key, step)
-    return done
+    return run_engines(npu_model_dirs, (QWEN3_MOE, MLA_MOE), keys)
 
 
 def _pieces(model_dir: str) -> int:
@@ -140,27 +127,30 @@ def test_the_mla_pad_block_is_the_block_vllm_reserves_for_padding() -> None:
     assert PAD_BLOCK == NULL_BLOCK_ID  # never a request's block: padding rows land there
 
 
-@pytest.mark.parametrize("style", [QWEN3_MOE, MLA_MOE])
-def test_the_doctor_plans_the_graph_mode_the_engine_runs(runs, npu_model_dirs, style) -> None:
-    """Unset, the plan gives a MoE model the dense default and an MLA model
-    FULL_DECODE_ONLY, with the reason; the engines above ran that mode."""
+@pytest.fixture(scope="module")
+def doctor_plans(npu_model_dirs: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """`ascend-doctor plan --json` of each style with no graph mode asked, on the
+    emulated NPU, both in one child process (support.doctor_plans)."""
     import os
-    import subprocess
-    import sys
 
-    from ascend_core.plan.graph import DEFAULT_DENSE_REASON, DEFAULT_MLA_REASON
+    from support.doctor_plans import doctor_plans as plans
     from support.torch_npu_emulator.activate import child_env
 
     env = child_env({k: v for k, v in os.environ.items() if not k.startswith("VLLM_ASCEND_")})
     env["VLLM_ASCEND_DEVICE"] = "npu"
-    doctor = Path(sys.executable).with_name("ascend-doctor")
     args = ["--dtype", "bfloat16", "--block-size", "128", "-cc.cudagraph_capture_sizes=[1,2,4,8]"]
-    done = subprocess.run(
-        [str(doctor), "plan", "--json", "--", npu_model_dirs[style], *args],
-        capture_output=True, text=True, env=env, timeout=900,
-    )
-    assert done.stdout.lstrip().startswith("{"), done.stderr[-2000:]
-    data = json.loads(done.stdout)["data"]
+    styles = (QWEN3_MOE, MLA_MOE)
+    return dict(zip(styles, plans([[npu_model_dirs[s], *args] for s in styles], env),
+                    strict=True))
+
+
+@pytest.mark.parametrize("style", [QWEN3_MOE, MLA_MOE])
+def test_the_doctor_plans_the_graph_mode_the_engine_runs(runs, doctor_plans, style) -> None:  # type: ignore[no-untyped-def]
+    """Unset, the plan gives a MoE model the dense default and an MLA model
+    FULL_DECODE_ONLY, with the reason; the engines above ran that mode."""
+    from ascend_core.plan.graph import DEFAULT_DENSE_REASON, DEFAULT_MLA_REASON
+
+    data = doctor_plans[style]["data"]
     engine = runs["npu", style, DEFAULT]
     assert data["execution"]["graph_mode"] == engine["graph_mode"] == GRAPH_RUNS[style, DEFAULT]
     assert data["graphs"]["mode"] == engine["graph_mode"]

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from support.child_runs import read_all
 from support.hf_reference import MODELS_DIR, local_model, make_model
 from support.torch_npu_emulator.activate import child_env
 
@@ -70,7 +71,7 @@ def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def runs() -> dict[str, dict[str, Any]]:
     procs = {name: _start(*spec) for name, spec in RUNS.items()}
-    results = {name: _result(proc) for name, proc in procs.items()}
+    results = read_all(procs, _result)
     for name, result in results.items():
         for key in ("bytes_awake", "bytes_level1", "bytes_weights_only",
                     "bytes_before_kv_release", "bytes_kv_released", "bytes_before_level2",

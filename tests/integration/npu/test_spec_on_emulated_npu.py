@@ -50,6 +50,7 @@ from typing import Any
 
 import pytest
 
+from support.child_runs import read_all
 from support.hf_reference import MODELS_DIR, local_model, make_model, make_models_module
 from support.torch_npu_emulator.activate import child_env
 
@@ -130,14 +131,15 @@ def _start(style: str) -> subprocess.Popen[str]:
 
 @pytest.fixture(scope="module")
 def runs() -> dict[str, dict[str, Any]]:
-    procs = {style: _start(style) for style in METHODS}
-    done: dict[str, dict[str, Any]] = {}
-    for style, proc in procs.items():
-        out, _ = proc.communicate(timeout=1800)
-        lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-        assert proc.returncode == 0 and lines, out[-4000:]
-        done[style] = json.loads(lines[-1].removeprefix("RESULT "))
-    return done
+    return read_all({style: _start(style) for style in METHODS}, _result)
+
+
+def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    out, _ = proc.communicate(timeout=1800)
+    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, out[-4000:]
+    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
+    return result
 
 
 @pytest.mark.parametrize(("style", "method"), CASES)
@@ -187,12 +189,20 @@ def test_seeded_random_sampling_repeats_exactly(runs, style, method) -> None:  #
     first, second = runs[style][method]["seeded"]
     assert first == second
     assert all(len(ids) == 24 for ids in first)
-    # Both targets are sure of their next token on these prompts (llama_repeat by logit
-    # margins of 80-100; the MTP target once it repeats, in bf16 on the device), so the
-    # distribution-preserving random verification must give back the greedy ids. Draws
-    # that leave them: the host's test (tiny deepseek_v3_mtp in fp32).
+    # Both targets are sure of their next token on these prompts once they repeat
+    # (llama_repeat by logit margins of 80-100 from the first token; the MTP target from
+    # its second, in bf16 on the device: its first token, sampled at temperature 1, is a
+    # real draw), so the distribution-preserving random verification must give back the
+    # target's sure tokens. Draws that leave them: the host's test (deepseek_v3_mtp, fp32).
     plain = runs[style]["plain"]["ids"][0]
-    assert first == [plain[i] for i in runs[style][method]["seeded_indices"]]
+    greedy = [plain[i] for i in runs[style][method]["seeded_indices"]]
+    if style == REPEAT:
+        assert first == greedy
+    else:  # the greedy ids, or a first token drawn elsewhere that the target then repeats
+        for ids, want in zip(first, greedy, strict=True):
+            drawn = ids[0] != want[0] and ids == ids[:1] * len(ids)
+            assert ids == want or drawn, json.dumps([first, greedy])
+        assert sum(ids == want for ids, want in zip(first, greedy, strict=True)) >= 3
 
 
 def test_paged_drafts_were_verified_as_multi_token_decodes_with_no_scalar_read(runs) -> None:  # type: ignore[no-untyped-def]

@@ -26,17 +26,17 @@ An emulator, not Ascend hardware.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from integration.npu.test_generate_on_emulated_npu import RUNNER, _result
 from integration.npu.test_graphs_on_emulated_npu import CAPTURE_SIZES, LENGTHS, PIECES
+from support.child_runs import read_all
+from support.doctor_plans import doctor_plans as plans
 from support.torch_npu_emulator.activate import child_env
 
 MODES = ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")
@@ -74,7 +74,7 @@ def runs(npu_model_dirs: dict[str, str]) -> dict[tuple[int, str, str], dict[str,
         (tp, mode, dtype): _start(llama, tp, None if mode == "eager" else mode, dtype)
         for tp, mode, dtype in keys
     }
-    return {key: _result(proc) for key, proc in procs.items()}
+    return read_all(procs, _result)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -95,29 +95,31 @@ def test_tp2_with_npu_graphs_captures_on_both_ranks_and_gives_the_eager_ids(runs
     assert two["cached_tokens"] == [0, 0, 0, 128, 0] == one["cached_tokens"]
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_the_doctor_reports_the_tp2_graph_mode_and_sizes_the_engine_runs(
-    runs, npu_model_dirs, mode
-) -> None:
+@pytest.fixture(scope="module")
+def doctor_plans(npu_model_dirs: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """`ascend-doctor plan --json` of each mode at TP=2 on two emulated NPUs, both in one
+    child process (support.doctor_plans)."""
     env = child_env(
         {k: v for k, v in os.environ.items() if not k.startswith("VLLM_ASCEND_")},
         device_count=2,
     )
     env["VLLM_ASCEND_DEVICE"] = "npu"
-    doctor = Path(sys.executable).with_name("ascend-doctor")
     args = [
         "--dtype", "bfloat16", "--block-size", "128", "--tensor-parallel-size", "2",
-        "-cc.cudagraph_capture_sizes=[1,2,4,8]", f"-cc.cudagraph_mode={mode}",
+        "-cc.cudagraph_capture_sizes=[1,2,4,8]",
     ]
-    done = subprocess.run(
-        [str(doctor), "plan", "--json", "--", npu_model_dirs["llama"], *args],
-        capture_output=True, text=True, env=env, timeout=900,
-    )
-    assert done.stdout.lstrip().startswith("{"), done.stderr[-2000:]
-    data = json.loads(done.stdout)["data"]
+    argvs = [[npu_model_dirs["llama"], *args, f"-cc.cudagraph_mode={mode}"] for mode in MODES]
+    return dict(zip(MODES, plans(argvs, env), strict=True))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_doctor_reports_the_tp2_graph_mode_and_sizes_the_engine_runs(
+    runs, doctor_plans, mode
+) -> None:
+    data = doctor_plans[mode]["data"]
     engine = runs[GRAPH_RUNS[mode][0]]
     assert f"npu_graph_mode={engine['graph_mode']}," in data["plan"], data["plan"]
     assert data["execution"]["graph_mode"] == engine["graph_mode"] == mode
     assert data["graphs"]["mode"] == engine["graph_mode"]
     assert data["graphs"]["capture_sizes"] == engine["capture_sizes"]
-    assert "npu-graph-capture-communicator" in done.stdout
+    assert "npu-graph-capture-communicator" in doctor_plans[mode]["stdout"]

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from test_generate_on_emulated_npu import _result
 
+from support.child_runs import read_all
 from support.torch_npu_emulator.activate import child_env
 
 RUNNER = Path(__file__).with_name("generate_run.py")
@@ -40,7 +41,7 @@ def _start(model: str, tp: int) -> subprocess.Popen[str]:
 @pytest.fixture(scope="module")
 def runs(npu_model_dirs: dict[str, str]) -> dict[int, dict[str, Any]]:
     procs = {tp: _start(npu_model_dirs["llama"], tp) for tp in (1, 2)}
-    return {tp: _result(proc) for tp, proc in procs.items()}
+    return read_all(procs, _result)
 
 
 def test_tp2_on_two_emulated_npus_gives_the_tp1_ids(runs) -> None:

@@ -2,10 +2,12 @@
 NPU gives the host device's greedy ids, and its runner derives from vLLM's V2 runner.
 
 One engine a model on each device (v2_runner_run.py, one pair at a time): batch 8 of mixed
-lengths (three longer than a step: chunked prefill), then the same batch again (a
-prefix-cache pass). Llama eager; Qwen3 with graphs left to the plan (FULL_AND_PIECEWISE
-for a dense model: FULL decode graphs through V2's graph manager on the NPU's graphs,
-npu_graphs_v2.py, and the compiled model's pieces on the platform's graph wrapper);
+lengths (three longer than a step of 128 tokens: chunked prefill), 4 new tokens each,
+then the same batch again (a prefix-cache pass). Llama eager; Qwen3 with graphs left to
+the plan (FULL_AND_PIECEWISE for a dense model: FULL decode graphs through V2's graph
+manager on the NPU's graphs, npu_graphs_v2.py, their decode steps sampling from the
+logits the graph recorded, and the compiled model's pieces on the platform's graph
+wrapper);
 Qwen3-MoE with FULL_DECODE_ONLY; DeepSeek-V3 (MLA + MoE) with graphs left to the plan
 (FULL_DECODE_ONLY for MLA). The NPU's:
 triton-ascend's driver presented as active (as on an NPU host) and V2's Triton kernels in
@@ -16,7 +18,7 @@ no V2), the reference ids; a parting is accepted only at a bf16 near-tie of the
 reference (its top-2 gap is in the failure message). Beside the Qwen3 pair, a third
 engine whose graphs forget the attention op's update (unit.fakes.graphs): its FULL decode
 replays run with the capture's lengths and give other ids (the emulator's refusal of stale
-arguments holds under V2's graph manager).
+arguments holds under V2's graph manager); it runs the first pass only.
 Nothing here runs on Ascend hardware.
 """
 
@@ -88,7 +90,8 @@ def runs(npu_model_dirs: dict[str, str]) -> dict[str, dict[str, dict[str, Any]]]
         host = _start("host", model, base, None)
         stale = None
         if style == STALE:
-            stale = _start("npu", model, dict(npu_env, V2_STALE_GRAPH_ARGUMENTS="1"), graphs)
+            stale_env = dict(npu_env, V2_STALE_GRAPH_ARGUMENTS="1", V2_ONE_PASS="1")
+            stale = _start("npu", model, stale_env, graphs)
         done[style] = {"npu": _finish(npu), "host": _finish(host)}
         if stale is not None:
             done[style]["stale"] = _finish(stale)
@@ -150,6 +153,9 @@ def test_v2_graphs_are_captured_and_replayed_on_the_npus_graphs(
     assert counters["graph_replays"] > 0 and counters["graph_replayed_ops"] > 0
     assert counters["graph_captures"] == 0 and counters["scalar_reads"] == 0
     assert f"{SERVED[style]} graphs on the NPU's" in npu["log"]
+    # Decode steps sampled from the logits their FULL graph recorded (npu_graphs_v2.py);
+    # the ids test above holds them to the host's.
+    assert npu["graph_logits_steps"] > 0
 
 
 def test_every_v2_kernel_launched_is_in_the_kernels_table(runs) -> None:

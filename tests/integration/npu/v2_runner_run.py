@@ -4,8 +4,9 @@ Run as: python v2_runner_run.py {host,npu} MODEL_DIR [GRAPH_MODE]. `npu`: the em
 VLLM_USE_V2_MODEL_RUNNER=1 (the test's environment), eager, vLLM's V2 Triton kernels in
 Triton's interpreter (TRITON_INTERPRET=1) over the `npu` tensors; `host`: the host device
 on its own runner (the reference ids). Batch 8 of mixed lengths (three longer than a
-step's 64 tokens: chunked prefill), greedy, then the same batch again (a prefix-cache
-pass). The result carries the worker's runner class and the plan's runner decision.
+step's 128 tokens: chunked prefill), greedy, then the same batch again (a prefix-cache
+pass; V2_ONE_PASS=1: the first pass only). The result carries the worker's runner class
+and the plan's runner decision.
 GRAPH_MODE (a cudagraph_mode, e.g. FULL_DECODE_ONLY, or PLAN for the plan's choice): not
 eager, graphs of CAPTURE_SIZES; the result carries the graph mode, the graphs captured and
 the emulated device's counters. Each step's top-2 logprobs come back too (a parting from
@@ -25,17 +26,20 @@ from typing import Any
 from generate_run import emulate_npu, prompts
 
 LENGTHS = (5, 150, 40, 200, 1, 131, 77, 20)
-MAX_NEW = 6
+MAX_NEW = 4
+STEP_TOKENS = 128  # a step's token budget: the three longest prompts take two steps
 GPU_PACKAGE = "vllm.v1.worker.gpu."
 CAPTURE_SIZES = [1, 2, 4, 8]
 
 
 def runner_facts(worker: object) -> dict[str, object]:
-    """The worker's model runner: its class, and its classes' qualified names (MRO)."""
+    """The worker's model runner: its class, its classes' qualified names (MRO), and (V2)
+    the steps it sampled from a FULL decode graph's logits."""
     runner = worker.model_runner  # type: ignore[attr-defined]
     return {
         "runner": type(runner).__name__,
         "mro": [f"{c.__module__}.{c.__qualname__}" for c in type(runner).__mro__],
+        "graph_logits_steps": getattr(runner, "graph_logits_steps", None),
     }
 
 
@@ -94,7 +98,7 @@ def main(device: str, model: str, graph_mode: str | None = None) -> None:
         **graphs,
         max_model_len=512,
         block_size=128,
-        max_num_batched_tokens=64,
+        max_num_batched_tokens=STEP_TOKENS,
         max_num_seqs=8,
         kv_cache_memory_bytes=32 << 20,
         enable_prefix_caching=True,
@@ -109,7 +113,8 @@ def main(device: str, model: str, graph_mode: str | None = None) -> None:
 
         reset_counters()
     start = time.perf_counter()
-    passes = [llm.generate(batch, params, use_tqdm=False) for _ in range(2)]
+    count = 1 if os.environ.get("V2_ONE_PASS") else 2
+    passes = [llm.generate(batch, params, use_tqdm=False) for _ in range(count)]
     generated = time.perf_counter() - start
 
     config = llm.llm_engine.vllm_config
@@ -129,7 +134,7 @@ def main(device: str, model: str, graph_mode: str | None = None) -> None:
                      for step in o.outputs[0].logprobs or []]
                     for o in passes[0]
                 ],
-                "cached_tokens": [int(o.num_cached_tokens or 0) for o in passes[1]],
+                "cached_tokens": [int(o.num_cached_tokens or 0) for o in passes[-1]],
                 "engine_v2": bool(config.use_v2_model_runner),
                 "graph_mode": config.compilation_config.cudagraph_mode.name,
                 "captured": captured,

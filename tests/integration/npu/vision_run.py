@@ -3,7 +3,9 @@
 The batch of test_qwen_vl_generate.py (chat prompts with one image, two images of
 different sizes, none, one again), bf16, block size 128, graphs in the plan's default
 mode (no cudagraph_mode given, no enforce_eager): the language model's decode captured,
-the vision tower eager. Two rounds (the second with the multimodal caches warm).
+the vision tower eager. Two rounds (the second with the multimodal caches warm). Then
+what the worker allocated for the tower (its profiling batch's outputs and peak, the
+encoder cache) and for the KV cache, for the test to hold the doctor's numbers against.
 
 Run as: python vision_run.py MODEL_DIR (the test starts it with the emulator's child_env).
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -75,13 +78,21 @@ def main(model: str) -> None:
         for chat, picks in chats(model)
     ]
     params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
+    runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    # Qwen3-VL's DeepStack: the tower's mergers of intermediate layers (their features go
+    # into the language model's first layers); counted per call.
+    deepstack = [0]
+    for name, module in runner.model.named_modules():
+        if re.search(r"deepstack_merger_list\.\d+$", name):
+            module.register_forward_hook(lambda *_: deepstack.__setitem__(0, deepstack[0] + 1))
     reset_counters()
     rounds = [llm.generate(prompts, params, use_tqdm=False) for _ in range(2)]
-    runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    merged = deepstack[0]
     encoder = [m for m in runner.model.modules() if type(m).__name__.endswith("EncoderAttention")]
     rope = [m for m in runner.model.modules() if type(m).__name__.endswith("MRotaryEmbedding")]
     attention = torch_npu.calls_of("npu_fused_infer_attention_score")
     config = llm.llm_engine.vllm_config.compilation_config
+    memory = _allocated(llm, runner, torch_npu)
     print("RESULT " + json.dumps({
         "prompt_ids": [o.prompt_token_ids for o in rounds[0]],
         "runs": [[list(o.outputs[0].token_ids) for o in out] for out in rounds],
@@ -100,7 +111,46 @@ def main(model: str) -> None:
         "mrope_calls": sorted({
             (tuple(b["positions"].shape[:1]), tuple(b["mrope_section"] or ()))
             for b in torch_npu.calls_of("npu_mrope")}),
+        "rotary_mul_calls": len(torch_npu.calls_of("npu_rotary_mul")),
+        "deepstack_calls": merged,
+        "memory": memory,
     }), flush=True)
+
+
+def _allocated(llm: Any, runner: Any, torch_npu: Any) -> dict[str, Any]:
+    """The worker's encoder budget, its scheduler's encoder cache, the tower's profiling
+    batch (outputs, patches, the device's peak above what it held before) and the KV."""
+    import torch
+
+    budget = runner.mm_budget
+    modality = next(m for m, n in budget.mm_max_toks_per_item.items() if n)
+    items = budget.mm_max_items_per_batch[modality]
+    dummy = runner._get_mm_dummy_batch(modality, items)
+    torch_npu.npu.synchronize()
+    before = torch_npu.npu.memory_allocated()
+    torch_npu.npu.reset_peak_memory_stats()
+    with torch.no_grad():
+        outs = runner.model.embed_multimodal(**dummy)
+    torch_npu.npu.synchronize()
+    peak = torch_npu.npu.max_memory_allocated() - before
+    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+    kv = runner.kv_cache_config
+    return {
+        "max_tokens_per_item": dict(budget.mm_max_toks_per_item),
+        "cache_tokens": budget.encoder_cache_size,
+        "compute_tokens": budget.encoder_compute_budget,
+        "scheduler_cache_tokens": scheduler.encoder_cache_manager.cache_size,
+        "profile_modality": modality,
+        "profile_items": items,
+        "output_tokens": [int(o.shape[0]) for o in outs],
+        "bytes_per_token": outs[0].element_size() * outs[0].shape[1],
+        "patches": int(dummy["pixel_values"].shape[0]),
+        "patch_values": int(dummy["pixel_values"].shape[1]),
+        "vision_hidden": int(runner.model.config.vision_config.hidden_size),
+        "tower_peak_bytes": int(peak),
+        "kv_held": sum(t.size for t in kv.kv_cache_tensors),
+        "kv_slots": kv.num_blocks * runner.cache_config.block_size,
+    }
 
 
 if __name__ == "__main__":

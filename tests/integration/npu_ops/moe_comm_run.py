@@ -64,7 +64,19 @@ def _rank(rank: int, out_dir: str) -> None:
     finally:
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
         if dist.is_initialized():
-            dist.destroy_process_group()
+            _leave(ok="error" not in result)
+
+
+def _leave(ok: bool) -> None:
+    """Both ranks done before either tears its group down (a rank that closes its sockets
+    while the other still reads can abort the other), and no reference to the group left
+    for the interpreter's exit to destroy (the emulator's communicator names hold one)."""
+    from support.torch_npu_emulator.hccl_comm import forget
+
+    if ok:
+        dist.barrier()
+    forget(dist.group.WORLD)
+    dist.destroy_process_group()
 
 
 def _checks(rank: int, out_dir: str) -> dict[str, object]:
@@ -222,13 +234,36 @@ def _w8a8(rank, comm, domain, host, x, ids, weights, tnpu):  # type: ignore[no-u
     y = comm.mc2_w8a8_dynamic(x, ids, weights, n13, s13[mine], n2, s2[mine], domain)
     call = tnpu.calls_of("npu_moe_distribute_dispatch_v2")[-1]
     first_gmm = tnpu.calls_of("npu_grouped_matmul")[-2]
-    return {
+    out: dict[str, object] = {
         "max_abs": (y.float() - ref).abs().max().item(),
         "ref_max": ref.abs().max().item(),
         "quant_mode": call["quant_mode"],
         "first_gmm_x": str(first_gmm["x"][0].dtype),
         "dtype": str(y.dtype),
     }
+    # The other methods of w8a8_dynamic (the port's entry): all-to-all sends int8 rows
+    # (npu_dynamic_quant's per-token scales beside them), all-gather the tokens as they are.
+    for method in ("alltoall", "allgather"):
+        sent: list[torch.dtype] = []
+        real = dist.all_to_all_single
+
+        def counted(output, inp, *args, _real=real, _sent=sent, **kwargs):  # type: ignore[no-untyped-def]
+            _sent.append(inp.dtype)
+            return _real(output, inp, *args, **kwargs)
+
+        dist.all_to_all_single = counted
+        try:
+            y = comm.w8a8_dynamic(
+                method, x, ids, weights, n13, s13[mine], n2, s2[mine], domain
+            )
+        finally:
+            dist.all_to_all_single = real
+        out[method] = {
+            "max_abs": (y.float() - ref).abs().max().item(),
+            "dtype": str(y.dtype),
+            "sent": sorted({str(d) for d in sent}),
+        }
+    return out
 
 
 def _graph(rank, domain, host, w13, w2, l13, l2):  # type: ignore[no-untyped-def]

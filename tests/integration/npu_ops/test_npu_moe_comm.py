@@ -43,7 +43,9 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
         check=False,
     )
     lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    assert proc.returncode == 0 and len(lines) == 2, (proc.stdout + proc.stderr)[-4000:]
+    # A rank's own failure is in stderr's first lines, the launcher's traceback in its last.
+    said = proc.stdout[-1500:] + proc.stderr[:2500] + "\n[...]\n" + proc.stderr[-1500:]
+    assert proc.returncode == 0 and len(lines) == 2, said
     results = [json.loads(x.removeprefix("RESULT ")) for x in lines]
     for result in results:
         assert "error" not in result, result["error"]
@@ -78,6 +80,17 @@ def test_mc2_sends_w8a8_dynamic_tokens_as_int8_with_their_scales(ranks: list[dic
         assert got["quant_mode"] == 2 and got["first_gmm_x"] == "torch.int8"
         assert got["dtype"] == "torch.bfloat16"
         assert got["max_abs"] <= ONE_ULP * got["ref_max"], got
+        # The other methods (w8a8_dynamic): all-to-all sends the int8 rows and their
+        # float32 scales beside the int64 counts, the experts' bf16 outputs come back;
+        # all-gather sends nothing by all-to-all. Both the host's outputs, within the
+        # combine's rounding.
+        alltoall, allgather = got["alltoall"], got["allgather"]
+        sent = ["torch.bfloat16", "torch.float32", "torch.int64", "torch.int8"]
+        assert alltoall["sent"] == sent, alltoall
+        assert allgather["sent"] == [], allgather
+        for path in (alltoall, allgather):
+            assert path["dtype"] == "torch.bfloat16"
+            assert path["max_abs"] <= ONE_ULP * got["ref_max"], (path, got["ref_max"])
 
 
 def test_mc2_is_captured_in_an_npu_graph_and_replays_on_new_tokens(ranks: list[dict]) -> None:

@@ -24,6 +24,8 @@ import random
 import pytest
 from engine_teardown import shut_down
 
+from support.hf_reference import load
+
 TOLERANCE_NATS = 0.25
 MAX_NEW = 16
 MOE_STYLES = {"qwen3_moe", "deepseek_v3", "deepseek_v2"}
@@ -36,7 +38,6 @@ def test_bf16_tokens_are_hf_top1_within_tolerance(
     style: str, path: str, model_dirs: dict[str, str]
 ) -> None:
     import torch
-    from transformers import AutoModelForCausalLM
     from vllm import LLM, SamplingParams, TokensPrompt
 
     rng = random.Random(3)
@@ -50,7 +51,7 @@ def test_bf16_tokens_are_hf_top1_within_tolerance(
                         use_tqdm=False)
     shut_down(llm)
 
-    hf = AutoModelForCausalLM.from_pretrained(model_dirs[style], dtype=torch.bfloat16)
+    hf, _ = load(model_dirs[style], torch.bfloat16)  # AutoModelForCausalLM, cached
     worst = 0.0
     gaps_all: list[float] = []
     with torch.no_grad():

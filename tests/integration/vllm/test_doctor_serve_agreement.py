@@ -282,3 +282,54 @@ def test_the_doctor_reports_the_runner_serve_configures(
         os.environ.update(saved)
     assert runner["runner"] == ("V2" if served_v2 else "V1") == "V1"
     assert ("no Triton driver" in runner["reason"]) is (variable == "1")
+
+
+# The NPU rows (emulated NPU, triton-ascend's driver presented as active, as on an NPU
+# host): the runner the doctor says and the one vLLM's engine believes (sleep mode, a KV
+# connector and hybrid models fall back by the same reading: unit/vllm/test_configure_runner
+# and unit/core/test_plan_runner_features). (id,
+# VLLM_USE_V2_MODEL_RUNNER, flags after the tiny Qwen3's directory, runner, the reason says)
+NPU_RUNNER_ROWS: list[tuple[str, str | None, list[str], str, str]] = [
+    ("unset", None, [], "V1", "V2 is opt-in on the NPU"),
+    ("V2 asked", "1", [], "V2", "the NPU worker builds it (NpuModelRunnerV2, eager"),
+    ("V2 asked, LoRA", "1", ["--enable-lora", "--max-lora-rank", "8"], "V1", "LoRA: "),
+    ("V2 asked, TP=2", "1", ["--tensor-parallel-size", "2"], "V1", "TP=2: "),
+    ("V2 asked, speculative", "1",
+     ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 2,
+                                          "prompt_lookup_max": 3})],
+     "V1", "speculative decoding ('ngram'): "),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def npu_runner_rows(model_dirs: dict[str, str]) -> list[dict[str, Any]]:
+    """Every NPU row in one child process (configs only: no engine, no weights)."""
+    import subprocess
+    import sys
+
+    from support.torch_npu_emulator.activate import child_env
+
+    rows = [(variable, [model_dirs["qwen3"], "--enforce-eager", *flags])
+            for _, variable, flags, _, _ in NPU_RUNNER_ROWS]  # fmt: skip
+    env = child_env(dict(os.environ, OMP_NUM_THREADS="1"), device_count=2, triton_driver=True)
+    env["VLLM_ASCEND_TRITON_KERNELS"] = "off"  # the emulated triton-ascend has no compiler
+    script = Path(__file__).with_name("doctor_serve_npu_run.py")
+    proc = subprocess.run([sys.executable, str(script), json.dumps(rows)],
+                          capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-6000:]
+    results: list[dict[str, Any]] = json.loads(lines[-1].removeprefix("RESULT "))
+    return results
+
+
+@pytest.mark.parametrize("row", range(len(NPU_RUNNER_ROWS)), ids=[r[0] for r in NPU_RUNNER_ROWS])
+def test_the_doctor_and_serve_say_the_same_runner_on_the_npu(npu_runner_rows, row: int) -> None:
+    """The plan's one runner decision, read by the doctor and believed by vLLM's engine
+    (whose V1/V2 the worker builds): V2 where asked and served, V1 with the reason where
+    the NPU's V2 runner does not serve a feature of the deployment."""
+    _, _, _, runner, says = NPU_RUNNER_ROWS[row]
+    result = npu_runner_rows[row]
+    assert result["device"] == "npu" and result["doctor_code"] != 2, result
+    doctor = result["doctor"]
+    assert doctor["runner"] == ("V2" if result["serve_v2"] else "V1") == runner, result
+    assert says in doctor["reason"], doctor["reason"]

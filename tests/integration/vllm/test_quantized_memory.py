@@ -30,7 +30,7 @@ import pytest
 import torch
 from engine_teardown import shut_down
 
-from support.doctor_plan import PER_LAYER_MARGIN, doctor_memory
+from support.doctor_plan import PER_LAYER_MARGIN, doctor_memories
 from support.quant_reference import local_ct_export, local_export
 
 MEASURE_MARGIN = 512 << 10
@@ -93,10 +93,18 @@ def _header_int8_weight_bytes(model: str) -> int:
     return total
 
 
+@pytest.fixture(scope="module")
+def doctors() -> dict[tuple[str, str, str, str], int]:
+    """Each case's weight bytes by the doctor's plan, every plan in one child process."""
+    plans = doctor_memories([(_export(*case[:3]), case[3]) for case in CASES])
+    return {case: plan["weights_bytes_total"] for case, plan in zip(CASES, plans, strict=True)}
+
+
 @pytest.mark.parametrize(("kind", "scheme", "style", "dtype"), CASES,
                          ids=["-".join(c) for c in CASES])
 def test_held_and_measured_weight_bytes_equal_the_int8_tensors_plus_scales_and_the_doctors(
-    kind: str, scheme: str, style: str, dtype: str
+    doctors: dict[tuple[str, str, str, str], int], kind: str, scheme: str, style: str,
+    dtype: str,
 ) -> None:
     from vllm import LLM
 
@@ -109,7 +117,7 @@ def test_held_and_measured_weight_bytes_equal_the_int8_tensors_plus_scales_and_t
         buffers, measured = buffer_bytes(runner.model), runner.model_memory_usage
     finally:
         shut_down(llm)
-    doctor = doctor_memory(model, dtype)["weights_bytes_total"]
+    doctor = doctors[kind, scheme, style, dtype]
     int8_in_files = _header_int8_weight_bytes(model)
     assert held_int8 == int8_in_files > 0  # the weights stayed int8, none dequantized
     assert doctor <= held <= doctor + PER_LAYER_MARGIN * linears, (held, doctor)

@@ -139,7 +139,7 @@ def test_the_doctors_encoder_cache_and_kv_are_what_the_engine_allocates(  # type
 
     # The profiling pass's batch: the tower's outputs (max tokens x the language model's
     # hidden per item) and its patches, which the doctor's activation estimate counts.
-    from ascend_core.memory_budget import ACTIVATION_FACTOR
+    from ascend_core.memory_budget import tower_bytes_per_patch
 
     modality, items = encoder["profile_modality"], encoder["profile_items"]
     dummy = runner._get_mm_dummy_batch(modality, items)
@@ -151,8 +151,9 @@ def test_the_doctors_encoder_cache_and_kv_are_what_the_engine_allocates(  # type
     assert encoder["cache_bytes"] == budget.encoder_cache_size * per_token
     patches = dummy["pixel_values"].shape[0]
     vision_hidden = runner.model.config.vision_config.hidden_size
-    assert encoder["activation_bytes"] == (
-        patches * ACTIVATION_FACTOR * vision_hidden * outs[0].element_size())
+    values = dummy["pixel_values"].shape[1]  # channels x frames x pixels of a patch
+    assert encoder["activation_bytes"] == patches * tower_bytes_per_patch(
+        vision_hidden, outs[0].element_size(), values)
 
     # KV: the worker's cache tensors hold the doctor's bytes per token for every slot.
     kv_config = runner.kv_cache_config

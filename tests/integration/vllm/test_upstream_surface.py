@@ -257,12 +257,15 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.kv_transfer.connector:MooncakeConnectorV1._forget",
     "adapters.vllm.kv_transfer.connector:MooncakeConnectorV1._say_load_failed",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routed_experts",
+    "adapters.vllm.layers.fused_moe:AscendMoeMethod.exchanged",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.routing_rule",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.expert_mlp",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.run_experts",
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.traced_in_graph",
     "adapters.vllm.layers.fused_moe:AscendUnquantizedFusedMoEMethod.routed_experts",
     "adapters.vllm.worker.npu_model_runner:NpuGraphWrapper._weak",
+    "adapters.vllm.worker.npu_model_runner:NpuGraphWrapper._capture",
+    "adapters.vllm.worker.npu_model_runner:NpuModelRunner._bind_sampled_tail",
     # The model's logits, those of the FULL graph just replayed when they are its rows.
     "adapters.vllm.worker.npu_model_runner:NpuGraphWrapper.compute_logits",
     "adapters.vllm.engine.platform:AscendHostPlatform.device_kind",
@@ -301,6 +304,7 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.quantization.moe_w4a8:AscendW4A8DynamicMoeMethod._param_shape",
     "adapters.vllm.quantization.moe_w4a8:AscendW4A8DynamicMoeMethod.run_experts",
     "adapters.vllm.quantization.moe_w4a8:AscendW4A8DynamicMoeMethod.scheme",
+    "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.exchanged",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.run_experts",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.scheme",
     "adapters.vllm.worker.worker:DeviceWorker._announce_compile",
@@ -319,6 +323,13 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.worker.worker:DeviceWorker.runner_v2_path",
     "adapters.vllm.worker.worker:NpuWorker.runner_v2_path",
     "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._scope",
+    # V2's FULL decode graphs record their rows' logits; the runner samples from them.
+    "adapters.vllm.worker.npu_graphs_v2:NpuCudaGraphManager._capture_logits",
+    "adapters.vllm.worker.npu_graphs_v2:NpuCudaGraphManager._records_logits",
+    "adapters.vllm.worker.npu_graphs_v2:NpuCudaGraphManager.last_logits",
+    "adapters.vllm.worker.npu_graphs_v2:NpuCudaGraphManager.logits",
+    "adapters.vllm.worker.npu_graphs_v2:NpuCudaGraphManager.logits_graphs",
+    "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._graph_logits",
     # This wave: the staging arena's runner state and builders' opt-in, hybrid MLA's
     # block-local planes, the encoder attention's host lengths.
     "adapters.vllm.attention.metadata:PagedMetadataBuilder.use_arena",
@@ -331,6 +342,9 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._arena_reqs_padded",
     "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._arena_seq_lens",
     "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._arena_slot_block",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._sampling_stage",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._sampled_step",
+    "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._stage_sampling",
     "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._bind_staging_arena",
     "adapters.vllm.worker.host_decode_inputs:HostDecodeInputsMixin._staging_arena_bytes",
 })

@@ -30,6 +30,9 @@ and rounds once to expand_x's dtype.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -43,6 +46,25 @@ COMBINE = "npu_moe_distribute_combine_v2"
 HALF_TYPES = (torch.float16, torch.bfloat16)
 UNDEFINED_INDEX = -7
 INFO = 3  # (source rank, token, slot) per received row
+# What this process's MC2 ops did, launched or replayed (for tests and benchmarks): calls
+# by op and quant mode (`<op> quant_mode=<q>`), and the bytes this rank's ops sent to
+# other ranks (`<op> bytes`: dispatch, a row per (token, slot) whose expert another rank
+# holds, H values in the sent dtype plus a float32 scale when quantized; combine, each row
+# sent back to the rank that dispatched it). Cleared by the caller.
+TRAFFIC: Counter[str] = Counter()
+# True while an MC2 op runs: its gloo staging is the emulator's, not a collective of the
+# caller's (a caller counting torch.distributed calls leaves these out).
+INSIDE = False
+
+
+@contextmanager
+def _inside() -> Iterator[None]:
+    global INSIDE
+    INSIDE = True
+    try:
+        yield
+    finally:
+        INSIDE = False
 
 
 def _unmodelled(a: dict[str, Any], op: str, tensors: tuple[str, ...]) -> None:
@@ -137,14 +159,14 @@ def _quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def npu_moe_distribute_dispatch_v2(a: dict[str, Any]) -> tuple[torch.Tensor, ...]:
     """Staged through host memory (gloo): computed on the host, the outputs on x's device."""
-    with torch.device("cpu"):
+    with torch.device("cpu"), _inside():
         outputs = _dispatch(a)
     return tuple(t.to(a["x"].device) for t in outputs)
 
 
 def npu_moe_distribute_combine_v2(a: dict[str, Any]) -> torch.Tensor:
     """Staged through host memory (gloo), as dispatch; the output on expand_x's device."""
-    with torch.device("cpu"):
+    with torch.device("cpu"), _inside():
         out = _combine(a)
     return out.to(a["expand_x"].device)
 
@@ -187,6 +209,10 @@ def _dispatch(a: dict[str, Any]) -> tuple[torch.Tensor, ...]:
             max(sizes) * world <= global_bs,
             f"{op}: global_bs {global_bs} < the largest BS {max(sizes)} x {world}",
         )
+    remote = int((host_ids // local != rank).sum().item())
+    row_bytes = hidden * (1 if a["quant_mode"] == 2 else x.element_size())
+    TRAFFIC[f"{op} quant_mode={a['quant_mode']}"] += 1
+    TRAFFIC[f"{op} bytes"] += remote * (row_bytes + (4 if a["quant_mode"] == 2 else 0))
     if a["quant_mode"] == 2:
         payload, scales = _quantize(x.detach().cpu())
         payload = payload.float()
@@ -284,6 +310,10 @@ def _combine(a: dict[str, Any]) -> torch.Tensor:
         f"{op}: ep_send_counts say {sent} rows, expand_x has {rows.shape[0]}",
     )
     info = assist[: sent * INFO].detach().cpu().long().view(sent, INFO)
+    TRAFFIC[f"{op} quant_mode=0"] += 1
+    TRAFFIC[f"{op} bytes"] += int((info[:, 0] != rank).sum().item()) * rows.shape[1] * (
+        rows.element_size()
+    )
     all_rows = _gather_rows(rows[:sent].float(), group, world)
     all_info = _gather_rows(info, group, world)
     host_ids = ids.detach().cpu().long()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ascend_core.memory_budget import (
     ACTIVATION_FACTOR,
+    PIXEL_NORM_BYTES,
     Reserve,
     VisionGrid,
     encoder_budget,
@@ -49,3 +50,15 @@ def test_the_reserve_adds_the_encoder_and_says_so() -> None:
     assert reserve.total_bytes == (1 << 30) + (4 << 20)
     assert "3.0 MiB encoder cache and tower activations" in reserve.describe()
     assert "encoder" not in Reserve(1 << 30, 1 << 20).describe()
+
+
+def test_the_towers_peak_is_its_layers_or_its_float32_pixel_normalization() -> None:
+    grid = VisionGrid(14, 2, 2, 16384)
+    patches = 3 * 20 * 4  # the profiled items' patches
+    values = 3 * 2 * 14 * 14  # channels x frames x pixels of one patch
+    narrow = encoder_budget(grid, {"image": 2, "video": 0}, 512, 64, 4, 128, 64, 2, values)
+    assert narrow is not None  # 8 B x 1176 values beat 12 x 64 x 2 B
+    assert narrow.activation_bytes == patches * PIXEL_NORM_BYTES * values
+    wide = encoder_budget(grid, {"image": 2, "video": 0}, 512, 64, 4, 128, 1280, 2, values)
+    assert wide is not None  # a published tower: its layers
+    assert wide.activation_bytes == patches * ACTIVATION_FACTOR * 1280 * 2

@@ -402,12 +402,14 @@ def test_npu_graphs_under_tensor_parallelism_stay_as_planned() -> None:
 def test_npu_graphs_under_pipeline_or_data_parallelism_become_none_with_the_reason(
     parallel: dict[str, int],
 ) -> None:
+    """A dense model under DP: not the proven DP shape (test_plan_dp_ep_graphs.py)."""
     from ascend_core.plan.graph import NPU_PARALLEL_GRAPHS_REASON
 
     plan = plan_config(npu(parallel=parallel))
     assert plan.graph_mode is GraphMode.NONE
     (change,) = plan.changes_to(fields.GRAPH_MODE)
-    assert change.reason.endswith(NPU_PARALLEL_GRAPHS_REASON)
+    why = NPU_PARALLEL_GRAPHS_REASON if "pp" in parallel else plan.decisions.dp_graphs
+    assert why and change.reason.endswith(why)
 
 
 @pytest.mark.parametrize("mode", [CompileMode.STOCK_TORCH_COMPILE, CompileMode.DYNAMO_TRACE_ONCE])

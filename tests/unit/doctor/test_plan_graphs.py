@@ -80,3 +80,23 @@ def test_an_mla_moe_model_is_captured_whole_per_decode_step_and_the_section_says
     assert what == data["captured"]
     assert "MLA latent decode inside" in what and "MoE layers too" in what
     assert what.endswith("other steps run compiled without graphs")
+
+
+def test_data_parallel_shows_whether_graphs_stay_and_why() -> None:
+    """DP x EP at TP 1 a DP rank keeps the graphs; a dense model under DP does not."""
+    from ascend_core.deployment import BatchSettings
+    from unit.core.plan_fixtures import dense_model
+
+    moe = dense_model(is_moe=True, num_experts=8, experts_per_token=2)
+    batch = BatchSettings(max_num_seqs=8, max_num_batched_tokens=64)
+    args = ServeArgs(model="m", max_num_seqs=8, max_num_batched_tokens=64, dp=2)
+    a3 = Target(DeviceKind.NPU, ChipFamily.A3, 64 * GIB, 8, "nominal")
+    kept = npu(moe, chip=ChipFamily.A3, batch=batch,
+               parallel={"dp": 2, "expert_parallel": True})
+    items, data = graph_items(args, kept, plan_config(kept), a3)
+    assert data["mode"] == "FULL_AND_PIECEWISE"
+    assert data["data_parallel"].startswith("data parallel 2 with expert parallelism")
+    assert next(i for i in items if i.name == "data parallel").detail == data["data_parallel"]
+    dense = npu(chip=ChipFamily.A3, batch=batch, parallel={"dp": 2})
+    _, data = graph_items(args, dense, plan_config(dense), a3)
+    assert data["mode"] == "NONE" and "(a dense model) is not" in data["data_parallel"]

@@ -36,3 +36,21 @@ class MisroutedMoeComm(MoeCommOps):
         local = ep.num_experts // ep.size
         wrong = (ids + local) % ep.num_experts
         return self.inner.ep_experts(method, hidden, wrong, weights, w13, w2, ep, mlp)
+
+    def ep_experts_w8a8_dynamic(
+        self,
+        method: str,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        w13: torch.Tensor,
+        w13_scale: torch.Tensor,
+        w2: torch.Tensor,
+        w2_scale: torch.Tensor,
+        ep: ExpertParallelGroup,
+    ) -> torch.Tensor:
+        local = ep.num_experts // ep.size
+        wrong = (ids + local) % ep.num_experts
+        return self.inner.ep_experts_w8a8_dynamic(
+            method, hidden, wrong, weights, w13, w13_scale, w2, w2_scale, ep
+        )

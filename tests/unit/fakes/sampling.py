@@ -19,3 +19,9 @@ class FakeSamplingOps(SamplingOps):
     def greedy(self, logits: torch.Tensor) -> torch.Tensor:
         self.greedy_calls.append(tuple(logits.shape))
         return logits.argmax(dim=-1).view(-1)
+
+    def exponential_noise(self, keys: torch.Tensor, vocab: int) -> torch.Tensor:
+        """Ones: every token's noise equal, so a random row samples its argmax."""
+        import torch
+
+        return torch.ones(keys.shape[0], vocab, dtype=torch.float32, device=keys.device)

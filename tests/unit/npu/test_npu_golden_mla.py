@@ -149,6 +149,42 @@ def test_absorbed_decode_matches_the_host(npu, tnpu) -> None:
     assert (call["input_layout"], call["num_key_value_heads"]) == ("BSND", 1)
 
 
+def test_block_local_planes_decode_as_the_host_reads_them(npu, tnpu) -> None:
+    """A hybrid model's planes (Kimi-Linear): strided views of each row's [L | R] in one
+    page per block. The op refuses them as its paged key (not contiguous); the NPU path
+    gathers the table's blocks into contiguous planes, and the decode equals the host's
+    over the same strided planes."""
+    g = torch.Generator().manual_seed(5)
+    seq_lens = [1, 129, 40]
+    split, table, slots = _filled(seq_lens, g)
+    pages = torch.zeros(split.latent.shape[0], BLOCK, LATENT + ROPE, dtype=BF)
+    cache = LatentCache(pages[..., :LATENT], pages[..., LATENT:])
+    assert not cache.latent.is_contiguous()
+    npu.write_latent_cache(
+        torch.randn(slots.shape[0], LATENT, generator=g).to(BF),
+        torch.randn(slots.shape[0], ROPE, generator=g).to(BF),
+        cache,
+        slots,
+    )
+    q_latent = (torch.randn(3, HEADS, LATENT, generator=g) * 0.05).to(BF)
+    q_rope = torch.randn(3, HEADS, ROPE, generator=g).to(BF)
+    on_npu, on_host = _parts([1, 1, 1], seq_lens, table)
+    with pytest.raises(ValueError, match="key not contiguous"):
+        tnpu.npu_fused_infer_attention_score(
+            q_latent.view(3, 1, HEADS, LATENT), cache.latent, cache.latent,
+            query_rope=q_rope.view(3, 1, HEADS, ROPE), key_rope=cache.rope,
+            block_table=on_npu.block_table, actual_seq_lengths_kv=seq_lens, num_heads=HEADS,
+            scale=QK**-0.5, input_layout="BSND", num_key_value_heads=1, sparse_mode=0,
+            block_size=BLOCK,
+        )
+    got = npu.latent_decode(q_latent, q_rope, cache, on_npu, QK**-0.5)
+    want = HOST.latent_decode(q_latent, q_rope, cache, on_host, QK**-0.5)
+    torch.testing.assert_close(got, want, **TOL)
+    call = tnpu.calls_of("npu_fused_infer_attention_score")[-1]
+    assert call["key"].is_contiguous() and call["key_rope"].is_contiguous()
+    assert call["key"].shape[0] == table.numel()  # the table's blocks, renumbered
+
+
 def test_check_accepts_deepseek_v3_shapes_and_refuses_the_tiny_models(npu) -> None:
     npu.check(HEADS, LATENT, ROPE, QK, V, BLOCK, "bfloat16")
     npu.check(128, 512, 64, 192, 128, 16, "bfloat16")  # DeepSeek-V3 at TP=1

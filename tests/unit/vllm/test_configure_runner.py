@@ -85,3 +85,43 @@ def test_v2_without_an_active_triton_driver_is_a_typed_refusal() -> None:
         configure.require_runner_agrees(_Config(True), plan, has_triton=False)  # type: ignore[arg-type]
     assert "Triton has no active driver" in no_triton.value.what
     assert "triton-ascend" in no_triton.value.hint
+
+
+def test_before_config_falls_back_as_the_plan_does_from_the_engine_args() -> None:
+    """The features the NPU's V2 runner does not serve are read from vLLM's EngineArgs
+    before its config exists: the variable vLLM's engine reads first already says V1."""
+    from types import SimpleNamespace
+
+    from ascend_core.plan.runner_features import RunnerFeatures
+    from unit.fakes.model_files import FakeModelFiles
+
+    args = SimpleNamespace(
+        speculative_config={"model": "/draft", "num_speculative_tokens": 2},
+        enable_lora=True,
+        enable_sleep_mode=True,
+        kv_transfer_config=object(),
+        tensor_parallel_size=2,
+    )
+    kinds = ["linear_attention", "full_attention"]
+    hybrid = FakeModelFiles({"config.json": {"layer_types": kinds}})
+    features = configure.runner_features(args, hybrid)
+    assert features == RunnerFeatures("the method vLLM infers", True, True, True, 2, True)
+    plain = configure.runner_features(SimpleNamespace(), FakeModelFiles(exists=False))
+    assert plain == RunnerFeatures()
+    for one in (RunnerFeatures(lora=True), RunnerFeatures(tp=2), RunnerFeatures(hybrid=True)):
+        environ = {"VLLM_USE_V2_MODEL_RUNNER": "1"}
+        configure.before_config(DeviceKind.NPU, environ, one)
+        assert environ["VLLM_USE_V2_MODEL_RUNNER"] == "0", one
+    environ = {"VLLM_USE_V2_MODEL_RUNNER": "1"}
+    configure.before_config(DeviceKind.NPU, environ, plain)
+    assert environ["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+
+
+def test_the_model_files_are_read_early_only_where_the_runner_decision_reads_them() -> None:
+    """The host builds V1 and V1 is the default: neither reads the model's files before
+    the one translation does; the NPU with V2 asked for does (a hybrid model turns it to
+    V1 before vLLM's config exists)."""
+    assert configure.features_matter(DeviceKind.NPU, {"VLLM_USE_V2_MODEL_RUNNER": "1"})
+    assert not configure.features_matter(DeviceKind.NPU, {"VLLM_USE_V2_MODEL_RUNNER": "0"})
+    assert not configure.features_matter(DeviceKind.NPU, {})
+    assert not configure.features_matter(DeviceKind.CPU, {"VLLM_USE_V2_MODEL_RUNNER": "1"})

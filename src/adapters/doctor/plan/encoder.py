@@ -39,12 +39,17 @@ def encoder_items(
          if (p := files.read_json(name)) and (g := VisionGrid.from_processor_config(p))),
         None,
     )
-    vision_hidden = vision.get("hidden_size", vision.get("embed_dim"))
+    vision_hidden = vision.get("embed_dim", vision.get("hidden_size"))  # Qwen2-VL: embed_dim
     if grid is None or not isinstance(vision_hidden, int):
         return None
     # Qwen3-VL's tower outputs its DeepStack features beside the merged ones, each at the
     # language model's hidden size, and the encoder cache holds them all.
     deepstack = vision.get("deepstack_visual_indexes") or ()
+    # The pixel values of one patch (channels x frames x pixels), which vLLM normalizes
+    # on the device before the tower's layers.
+    channels = vision.get("in_channels", vision.get("in_chans", 3))
+    patch_values = (channels if isinstance(channels, int) else 3) * (
+        grid.temporal_patch_size * grid.patch_size**2)
     return encoder_budget(
         grid,
         _limits(args.limit_mm_per_prompt),
@@ -54,4 +59,5 @@ def encoder_items(
         model.hidden_size * (1 + len(deepstack)),
         vision_hidden,
         dtype_bytes(model.dtype),
+        patch_values,
     )

@@ -101,6 +101,9 @@ def graph_items(
             capture_sizes=list(sizes),
             graph_memory=GRAPH_MEMORY,
         )
+    if plan.decisions.dp_graphs:  # an NPU under data parallelism: graphs kept or not
+        items.append(CheckItem("data parallel", PASS, plan.decisions.dp_graphs))
+        data["data_parallel"] = plan.decisions.dp_graphs
     if plan.decisions.encoder_execution:  # a model with a vision tower
         items.append(CheckItem("vision encoder", PASS, plan.decisions.encoder_execution))
         data["encoder"] = plan.decisions.encoder_execution

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import logging
 import os
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
@@ -25,7 +25,13 @@ from ascend_core.deployment import CompileMode, Deployment, GraphMode, PluginMod
 from ascend_core.errors import ConfigError
 from ascend_core.moe.decision import MoeDecision
 from ascend_core.plan import ModelRunner, fields
-from ascend_core.plan.model_runner import V2_VARIABLE, decide_model_runner, runner_variable
+from ascend_core.plan.model_runner import (
+    V2_VARIABLE,
+    decide_model_runner,
+    runner_variable,
+    v2_requested,
+)
+from ascend_core.plan.runner_features import RunnerFeatures
 from ports.device import ChipFamily, DeviceKind
 from ports.environment import Environment
 from ports.local_files import LocalFiles
@@ -166,6 +172,11 @@ def plan_for(deployment: Deployment | None) -> ConfigPlan | None:
     if note is not None and note not in _noted:  # once per process, as the changes are
         _noted.add(note)
         logger.info("Ascend plan: %s", note)
+    # Under DP the graph decision is said whether it changed anything or not.
+    dp_graphs = plan.decisions.dp_graphs
+    if dp_graphs and dp_graphs not in _noted:
+        _noted.add(dp_graphs)
+        logger.info("Ascend plan: %s", dp_graphs)
     # V1 is the default (vLLM's engine is told through its variable, a logged change);
     # V2, asked for and served, changes nothing: said here, once per process.
     runner = f"model runner: {plan.decisions.model_runner_reason}"
@@ -279,12 +290,18 @@ def _device_settings(vllm_config: VllmConfig, kind: DeviceKind) -> None:
 _runner_variable: dict[str, str | None] = {}
 
 
-def before_config(kind: DeviceKind, environ: MutableMapping[str, str] = os.environ) -> None:
+def before_config(
+    kind: DeviceKind,
+    environ: MutableMapping[str, str] = os.environ,
+    features: RunnerFeatures | None = None,
+) -> None:
     """First thing in EngineArgs.create_engine_config: the plan's runner variable
     (ascend_core.plan.model_runner) written before VllmConfig exists, because
     VllmConfig.__post_init__ reads vLLM's runner choice before any platform hook (its
     async-scheduling rules differ for V1 and V2). The plan writes the same again, with
-    its reason, in check_and_update_config; VLLM_BREAKABLE_CUDAGRAPH likewise early."""
+    its reason, in check_and_update_config; VLLM_BREAKABLE_CUDAGRAPH likewise early.
+    features: the EngineArgs' features the NPU's V2 runner does not serve
+    (runner_features), so a fallback to V1 is already what vLLM's engine believes."""
     if BREAKABLE_GRAPHS not in environ:
         environ[BREAKABLE_GRAPHS] = "0"
         logger.info(
@@ -295,11 +312,43 @@ def before_config(kind: DeviceKind, environ: MutableMapping[str, str] = os.envir
         )
     given = operator_runner_variable(environ.get(V2_VARIABLE))
     # The graph mode is not planned yet: an eager decision here (the NPU's V2 serves every
-    # graph mode, so the plan's own decision agrees; the host's is V1 either way).
-    written = runner_variable(decide_model_runner(kind, given).runner)
+    # graph mode, so the plan's own decision agrees; the host's is V1 either way), on the
+    # EngineArgs' features (a model made hybrid only by vLLM's later reading, or a
+    # speculators checkpoint, is turned to V1 by the plan in check_and_update_config).
+    written = runner_variable(decide_model_runner(kind, given, GraphMode.NONE, features).runner)
     _runner_variable["given"] = given
     _runner_variable["written"] = written
     environ[V2_VARIABLE] = written
+
+
+def features_matter(kind: DeviceKind, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether before_config's runner decision reads the EngineArgs' features: only on
+    the NPU with V2 asked for (the host builds V1 either way, and V1 is the default), so
+    a deployment that cannot take V2 does not read its model's files before the one
+    translation does."""
+    given = operator_runner_variable(environ.get(V2_VARIABLE))
+    return kind is DeviceKind.NPU and v2_requested(given)
+
+
+def runner_features(engine_args: Any, files: ModelFiles | None) -> RunnerFeatures:
+    """vLLM's EngineArgs (before any config exists) as the runner decision's features:
+    the same the plan reads from its Deployment. files: the model directory's (whether
+    it is hybrid), None when not local."""
+    from ascend_core.model_facts import config_is_hybrid
+
+    spec = getattr(engine_args, "speculative_config", None)
+    method = spec.get("method") if isinstance(spec, dict) else getattr(spec, "method", None)
+    if spec is not None and not isinstance(method, str):
+        method = "the method vLLM infers"  # any method falls back (runner_features)
+    config = files.read_json("config.json") if files is not None and files.exists() else None
+    return RunnerFeatures(
+        speculative_method=method if spec is not None else None,
+        lora=bool(getattr(engine_args, "enable_lora", False)),
+        sleep_mode=bool(getattr(engine_args, "enable_sleep_mode", False)),
+        kv_transfer=getattr(engine_args, "kv_transfer_config", None) is not None,
+        tp=int(getattr(engine_args, "tensor_parallel_size", 1) or 1),
+        hybrid=isinstance(config, Mapping) and config_is_hybrid(config),
+    )
 
 
 def operator_runner_variable(current: str | None) -> str | None:

@@ -114,11 +114,15 @@ class AscendPlatformBase(Platform):
 
         register_quantization()
         if parser is None:
-            configure.before_config(cls.device_kind)
             ports = container()
-            startup_errors.refuse_before_start(
-                startup_errors.engine_args_calling(), ports.model_files, ports.upstream()
-            )
+            engine_args = startup_errors.engine_args_calling()
+            model = getattr(engine_args, "model", None)
+            features = None
+            if configure.features_matter(cls.device_kind):
+                files = ports.model_files(model) if isinstance(model, str) and model else None
+                features = configure.runner_features(engine_args, files)
+            configure.before_config(cls.device_kind, features=features)
+            startup_errors.refuse_before_start(engine_args, ports.model_files, ports.upstream())
         action = None if parser is None else parser._option_string_actions.get("--quantization")
         if action is not None and action.choices is not None and METHOD_NAME not in action.choices:
             action.choices = [*action.choices, METHOD_NAME]

@@ -12,6 +12,7 @@ unquantized method hands the three to `MoeOps.experts` at once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -23,6 +24,7 @@ from vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method import (
 
 from adapters.container import container
 from ascend_core.errors import UnsupportedFeatureError, refuse_unsupported
+from ascend_core.moe.exchange_share import exchange_share
 from ascend_core.moe.in_graphs import captures
 from ports.moe import SILU_MLP, ExpertMlp, GateKind, MoeOps, Routing, Scoring
 from ports.moe_comm import ExpertParallelGroup, MoeCommOps
@@ -81,18 +83,23 @@ def expert_mlp_of(layer: RoutedExperts) -> ExpertMlp:
 
 
 class ExpertExchange:
-    """A layer's expert parallelism through the device's MoeCommOps: the step's tokens are
-    split over the EP ranks (each rank brings ceil(T / EP) of them, the last rows padded),
-    the core's method for a step of T tokens moves them to their experts and back, and
-    each rank returns its own rows with zeros elsewhere, so vLLM's all-reduce after the
-    layer joins the ranks' rows (TP ranks hold the same tokens; DP 1). Shapes follow the
-    step's (padded) token count only and nothing is read back here, so MC2's exchange is
-    recorded in an NPU graph capture and each replay runs it again."""
+    """A layer's expert parallelism through the device's MoeCommOps. The ranks of a TP
+    group split its step's tokens (each brings ceil(T / TP), the last rows padded) and
+    return their rows with zeros elsewhere, which vLLM's TP all-reduce after the layer
+    joins; DP ranks bring their own tokens (DP attention: vLLM's naive dispatch is a
+    no-op on our communicator), the method and MC2's global_bs taken from the most tokens
+    of any DP rank (ascend_core/moe/exchange_share.py). Shapes follow the step's (padded)
+    token counts only and nothing is read back here, so MC2's exchange is recorded in an
+    NPU graph capture and each replay runs it again."""
 
     def __init__(self, comm: MoeCommOps, decision: MoeDecision, group: Any, rank: int,
-                 size: int, num_experts: int) -> None:
+                 size: int, num_experts: int, tp: tuple[int, int] | None = None,
+                 dp_size: int = 1) -> None:
         self.comm, self.decision = comm, decision
         self.group, self.rank, self.size, self.num_experts = group, rank, size, num_experts
+        # (TP size, TP rank); with DP 1 the TP group is the EP group.
+        self.tp_size, self.tp_rank = tp if tp is not None else (size, rank)
+        self.dp_size = dp_size
 
     def method_for(self, tokens: int) -> str:
         return self.decision.comm.for_tokens(tokens).method.value
@@ -101,15 +108,26 @@ class ExpertExchange:
         """Whether a step of `tokens` exchanges: every eager step; a step vLLM captures in
         an NPU graph only by a method that reads nothing back (MC2). Otherwise each rank's
         experts run on all its tokens and vLLM's all-reduce adds the partial sums, which
-        a capture records (ascend_core/moe/in_graphs.py)."""
+        a capture records (ascend_core/moe/in_graphs.py). Under DP every step exchanges
+        (the plan refuses captured steps without MC2: moe_comm.dp_capture_refusal)."""
         from vllm.config import CUDAGraphMode
         from vllm.forward_context import get_forward_context, is_forward_context_available
 
-        if not is_forward_context_available():
+        if self.dp_size > 1 or not is_forward_context_available():
             return True
         if get_forward_context().cudagraph_runtime_mode == CUDAGraphMode.NONE:
             return True
         return captures(self.decision.comm.for_tokens(tokens).method)
+
+    def _dp_tokens(self) -> tuple[int, ...]:
+        """Every DP rank's tokens this step (a host tensor vLLM's runner made); ()
+        with DP 1 or outside a forward."""
+        from vllm.forward_context import get_forward_context, is_forward_context_available
+
+        if self.dp_size == 1 or not is_forward_context_available():
+            return ()
+        meta = get_forward_context().dp_metadata
+        return () if meta is None else tuple(meta.num_tokens_across_dp_cpu.tolist())
 
     def __call__(
         self,
@@ -120,19 +138,37 @@ class ExpertExchange:
         w2: torch.Tensor,
         mlp: ExpertMlp,
     ) -> torch.Tensor:
+        return self.exchange(
+            x, ids, weights,
+            lambda method, xs, i, w, ep: self.comm.ep_experts(method, xs, i, w, w13, w2, ep, mlp),
+        )
+
+    def exchange(
+        self,
+        x: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        experts: Callable[
+            [str, torch.Tensor, torch.Tensor, torch.Tensor, ExpertParallelGroup], torch.Tensor
+        ],
+    ) -> torch.Tensor:
+        """The step's tokens split over the ranks, `experts` (method, this rank's tokens,
+        their ids and weights, the group) on this rank's share: one of self.comm's exchanges
+        over the layer's weights (the unquantized ones in __call__)."""
         tokens = x.shape[0]
-        per_rank = max(1, -(-tokens // self.size))
-        padded = per_rank * self.size
-        if padded != tokens:  # padding tokens: expert 0 at weight 0, their rows dropped
-            extra = padded - tokens
+        share = exchange_share(tokens, self.tp_size, self.tp_rank, self._dp_tokens())
+        if share.padded != tokens:  # padding tokens: expert 0 at weight 0, rows dropped
+            extra = share.padded - tokens
             x = torch.cat([x, x.new_zeros(extra, x.shape[1])])
             ids = torch.cat([ids, ids.new_zeros(extra, ids.shape[1])])
             weights = torch.cat([weights, weights.new_zeros(extra, weights.shape[1])])
-        mine = slice(self.rank * per_rank, (self.rank + 1) * per_rank)
-        ep = ExpertParallelGroup(self.group, self.size, self.rank, self.num_experts, per_rank)
-        rows = self.comm.ep_experts(
-            self.method_for(tokens), x[mine], ids[mine], weights[mine], w13, w2, ep, mlp
+        mine = slice(share.start, share.start + share.count)
+        ep = ExpertParallelGroup(
+            self.group, self.size, self.rank, self.num_experts, share.max_tokens
         )
+        rows = experts(self.method_for(share.step_tokens), x[mine], ids[mine], weights[mine], ep)
+        if self.tp_size == 1:
+            return rows[:tokens]
         out = x.new_zeros(x.shape)
         out[mine] = rows
         return out[:tokens]
@@ -148,26 +184,28 @@ def expert_exchange_of(layer: RoutedExperts) -> ExpertExchange | None:
     if comm is None:
         return None
     from vllm.config import get_current_vllm_config
-    from vllm.distributed import get_dp_group, get_ep_group
+    from vllm.distributed import get_dp_group, get_ep_group, get_tp_group
 
     from adapters.vllm.engine.configure import moe_decision_of
 
     config = get_current_vllm_config()
     decision = moe_decision_of(config)
+    dp_size = get_dp_group().world_size
+    if decision is None and dp_size > 1:
+        raise UnsupportedFeatureError(
+            f"MoE layer {layer.layer_name}: expert parallelism with data parallel "
+            f"{dp_size} on the NPU needs the plan's MoE communication method, and the "
+            "plan decided none (the batch limits were unknown to it).",
+            "serve with --max-num-seqs and --max-num-batched-tokens given",
+        )
     if decision is None:
         return None
     if decision.in_graphs is not None:
         logger.info("MoE layer %s: %s", layer.layer_name, decision.in_graphs)
-    if get_dp_group().world_size > 1:
-        raise UnsupportedFeatureError(
-            f"MoE layer {layer.layer_name}: expert parallelism with data parallel "
-            f"{get_dp_group().world_size} on the NPU is not wired to MC2/all-to-all yet.",
-            "serve with --tensor-parallel-size N --enable-expert-parallel and DP 1",
-        )
-    group = get_ep_group()
+    group, tp = get_ep_group(), get_tp_group()
     return ExpertExchange(
         comm, decision, group.device_group, group.rank_in_group, group.world_size,
-        layer.global_num_experts,
+        layer.global_num_experts, (tp.world_size, tp.rank_in_group), dp_size,
     )
 
 
@@ -221,15 +259,21 @@ class AscendMoeMethod(FusedMoEMethodBase):
             self.routing_rule = routing_of(layer)
         weights, ids = ops.route(router_logits, self.routing_rule, layer.e_score_correction_bias)
         if self.exchange is not None and self.exchange.serves(x.shape[0]):
-            return self.exchange(
-                x, ids, weights, layer.w13_weight, layer.w2_weight, self.expert_mlp
-            )
+            return self.exchanged(layer, self.exchange, x, ids, weights)
         expert_map = layer.expert_map
         if expert_map is None:
             local_ids = ids
         else:
             local_ids = expert_map.index_select(0, ids.reshape(-1).long()).view_as(ids)
         return self.routed_experts(layer, x, local_ids, weights)
+
+    def exchanged(
+        self, layer: RoutedExperts, exchange: ExpertExchange, x: torch.Tensor,
+        ids: torch.Tensor, weights: torch.Tensor,
+    ) -> torch.Tensor:
+        """[T, H]: x's tokens (global expert ids) through the EP exchange and the layer's
+        experts; a quantized method passes its own weights."""
+        return exchange(x, ids, weights, layer.w13_weight, layer.w2_weight, self.expert_mlp)
 
     def routed_experts(
         self, layer: RoutedExperts, x: torch.Tensor, local_ids: torch.Tensor, weights: torch.Tensor

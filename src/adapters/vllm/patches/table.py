@@ -43,6 +43,7 @@ FUNCTIONS: Mapping[str, str] = {
     "oot-fp8-scaled-mm-kernel": "fp8_kernel:add_fp8_kernel",
     "oot-fp8-block-scaled-mm-kernel": "fp8_kernel:add_fp8_kernel",
     "ct-fp8-moe-dequant": "fp8_moe:use_fp8_dequant_moe_method",
+    "seeded-counter-noise": "seeded_noise:use_counter_noise_for_seeds",
 }
 
 

@@ -19,7 +19,12 @@ from vllm.model_executor.layers.fused_moe.routed_experts import FusedMoeWeightSc
 from vllm.model_executor.utils import set_weight_attrs
 
 from adapters.container import container
-from adapters.vllm.layers.fused_moe import AscendMoeMethod, routing_of
+from adapters.vllm.layers.fused_moe import (
+    AscendMoeMethod,
+    ExpertExchange,
+    expert_exchange_of,
+    routing_of,
+)
 from ascend_core.errors import QuantizationError
 from ascend_core.quantization import LayerScheme, QuantScheme
 from ascend_core.quantization.tensors import (
@@ -122,6 +127,9 @@ class AscendW8A8DynamicMoeMethod(AscendMoeMethod):
         experts = layer.w13_weight_scale.shape[0]
         layer.ascend_w13_scale = layer.w13_weight_scale.data.view(experts, -1)
         layer.ascend_w2_scale = layer.w2_weight_scale.data.view(experts, -1)
+        # Expert parallel on a device with an exchange (the NPU): tokens travel as int8
+        # with their per-token scales (MC2's quant mode, all-to-all), after loading's checks.
+        self.exchange = expert_exchange_of(layer)
 
     def _check_loaded(self, layer: RoutedExperts) -> None:
         """Routing the device serves, every tensor loaded, symmetric weights."""
@@ -156,6 +164,19 @@ class AscendW8A8DynamicMoeMethod(AscendMoeMethod):
                         if (f"{stem}_{tensor.suffix}", shard, expert) not in loaded:
                             name = self._checkpoint_name(layer, tensor.suffix, shard, expert)
                             raise missing_tensor(name, tensor, self.scheme)
+
+    def exchanged(
+        self, layer: RoutedExperts, exchange: ExpertExchange, x: torch.Tensor,
+        ids: torch.Tensor, weights: torch.Tensor,
+    ) -> torch.Tensor:
+        w13, w13_scale = layer.w13_weight, layer.ascend_w13_scale
+        w2, w2_scale = layer.w2_weight, layer.ascend_w2_scale
+        return exchange.exchange(
+            x, ids, weights,
+            lambda method, xs, i, w, ep: exchange.comm.ep_experts_w8a8_dynamic(
+                method, xs, i, w, w13, w13_scale, w2, w2_scale, ep
+            ),
+        )
 
     def run_experts(
         self, layer: RoutedExperts, rows: torch.Tensor, group_sizes: torch.Tensor

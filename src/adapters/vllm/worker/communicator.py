@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from vllm.distributed.device_communicators.base_device_communicator import (
+    All2AllManagerBase,
     DeviceCommunicatorBase,
 )
 
@@ -26,14 +27,57 @@ HOST_ONLY_BACKENDS = frozenset({"gloo"})
 COMMUNICATOR_PATH = "adapters.vllm.worker.communicator.NpuDeviceCommunicator"
 
 
+class NpuAll2AllManager(All2AllManagerBase):
+    """The EP group's all2all manager on the NPU (vLLM's runner asks the EP group for one
+    under DP with a MoE model): its naive dispatch and combine move nothing. Under DP
+    attention each rank's MoE layers send their own tokens to the experts' ranks and back
+    in the layer's method (MC2 or all-to-all through the MoE comm port), so nothing is
+    gathered before the layer or reduce-scattered after it; a layer without expert
+    parallelism holds every expert (its TP slice) and needs no other rank's tokens."""
+
+    def dispatch_router_logits(
+        self,
+        hidden_states: torch.Tensor,
+        router_logits: torch.Tensor,
+        is_sequence_parallel: bool = False,
+        extra_tensors: list[torch.Tensor] | None = None,
+    ) -> Any:
+        if extra_tensors is not None:
+            return hidden_states, router_logits, extra_tensors
+        return hidden_states, router_logits
+
+    def dispatch(
+        self,
+        hidden_states: torch.Tensor,
+        topk_weights: torch.Tensor,
+        topk_ids: torch.Tensor,
+        is_sequence_parallel: bool = False,
+        extra_tensors: list[torch.Tensor] | None = None,
+    ) -> Any:
+        if extra_tensors is not None:
+            return hidden_states, topk_weights, topk_ids, extra_tensors
+        return hidden_states, topk_weights, topk_ids
+
+    def combine(
+        self, hidden_states: torch.Tensor, is_sequence_parallel: bool = False
+    ) -> torch.Tensor:
+        return hidden_states
+
+    def destroy(self) -> None:
+        pass
+
+
 class NpuDeviceCommunicator(DeviceCommunicatorBase):
-    """DeviceCommunicatorBase, with host staging for a host-only device-group backend."""
+    """DeviceCommunicatorBase, with host staging for a host-only device-group backend;
+    the EP group's with NpuAll2AllManager."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         group = self.device_group
         self._through_host = group is not None and dist.get_backend(group) in HOST_ONLY_BACKENDS
         self._port = container().communicator()
+        if self.use_all2all:
+            self.all2all_manager = NpuAll2AllManager(self.cpu_group)
 
     def _staged(self, tensor: torch.Tensor) -> bool:
         return self._through_host and tensor.device.type != "cpu"

@@ -28,6 +28,7 @@ from vllm.v1.worker.block_table import SlotMappingMode
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
 from adapters.vllm.attention.metadata import staging_size
+from adapters.vllm.worker.sampled_tail import SamplingStage, sampled_tail_serves
 from adapters.vllm.worker.staging_arena import ALIGN, StagingArena
 
 if TYPE_CHECKING:
@@ -63,6 +64,10 @@ class HostDecodeInputsMixin(GPUModelRunner):
     # own); None: vLLM's -1.
     _arena_slot_block: int | None = None
     _arena_reqs_padded: int = 0
+    # Each row's sampling parameters in the arena (a FULL graph's sampled tail reads
+    # them), and whether this step wrote them for a batch that tail serves.
+    _sampling_stage: SamplingStage | None = None
+    _sampled_step: bool = False
 
     def _staging_arena_bytes(self, builders: int) -> int:
         """The bytes of the buffers a decode step sends, each slice aligned."""
@@ -72,7 +77,8 @@ class HostDecodeInputsMixin(GPUModelRunner):
                table.slot_mapping.cpu)  # fmt: skip
         nbytes = sum(t.numel() * t.element_size() for t in own)
         nbytes += builders * 8 * staging_size(self.vllm_config)
-        return nbytes + ALIGN * (len(own) + builders + 1)
+        nbytes += SamplingStage.nbytes(self.max_num_reqs)
+        return nbytes + ALIGN * (len(own) + builders + len(SamplingStage.FIELDS) + 1)
 
     def _bind_staging_arena(self) -> None:
         """Make the decode step's persistent buffers slices of the arena (before any
@@ -100,10 +106,15 @@ class HostDecodeInputsMixin(GPUModelRunner):
         else:  # a builder reads vLLM's -1s: the host writes those, the others send them on
             for builder in builders:
                 builder.host_padding_slots = False
+        self._sampling_stage = SamplingStage(
+            arena.take, self.max_num_reqs, self.input_batch.vocab_size,
+            seed=self.model_config.seed or 0,
+        )  # fmt: skip
         self._arena = arena
         logger.info(
             "NPU decode inputs: one staging copy of %d bytes a decode step (positions, "
-            "lengths, offsets, discard mask, block table, slots, the attention plan)",
+            "lengths, offsets, discard mask, block table, slots, the attention plan, "
+            "the rows' sampling parameters)",
             arena.used,
         )
 
@@ -157,6 +168,7 @@ class HostDecodeInputsMixin(GPUModelRunner):
         self, scheduler_output: SchedulerOutput, num_scheduled_tokens: np.ndarray
     ) -> tuple[Any, Any, int]:
         self._host_slots_pending = None
+        self._sampled_step = False
         arena = self._arena
         if arena is not None:  # only a step made here sends the whole arena
             arena.deferred = False
@@ -228,12 +240,23 @@ class HostDecodeInputsMixin(GPUModelRunner):
                 out=table.slot_mapping.np[:num_reqs],
             )
         self._host_slots_pending = num_reqs
+        self._stage_sampling(num_reqs)
 
         self._prepare_input_ids(scheduler_output, num_reqs, num_reqs, cu_num_tokens)
         # Every token is its request's last: the sampled hidden states are the first
         # num_reqs rows, a view (vLLM only indexes the hidden states with this; the
         # fast-prefill path that reads its size is not served here).
         return slice(0, num_reqs), None, 1
+
+    def _stage_sampling(self, num_reqs: int) -> None:
+        """The rows' sampling parameters into the arena, for a batch that a FULL graph's
+        sampled tail serves (sent with the step's one copy)."""
+        stage = self._sampling_stage
+        if stage is None or getattr(self.model, "sampled_tail", None) is None:
+            return
+        if sampled_tail_serves(self.input_batch.sampling_metadata):
+            stage.write(self.input_batch, num_reqs)
+            self._sampled_step = True
 
     def _get_slot_mappings(
         self,

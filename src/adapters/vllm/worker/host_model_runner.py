@@ -16,7 +16,7 @@ from vllm.utils.mem_utils import DeviceMemoryProfiler, format_gib
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
 from adapters.vllm.patches.host_linear import prepack_weights
-from adapters.vllm.worker.seeded_rewind import SeededRewindMixin
+from adapters.vllm.worker.seeded_rewind import SampleCountersMixin, SeededRewindMixin
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 logger = init_logger(__name__)
 
 
-class HostModelRunner(SeededRewindMixin, CPUModelRunner):
+class HostModelRunner(SampleCountersMixin, SeededRewindMixin, CPUModelRunner):
     """vLLM's CPUModelRunner (GPUModelRunner with host buffers), without vLLM's compiled ops."""
 
     def __init__(self, vllm_config: VllmConfig, device: torch.device, runtime: DeviceRuntime):

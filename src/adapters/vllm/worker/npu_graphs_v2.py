@@ -8,6 +8,12 @@ attention op inside a FULL graph reads its lengths from host lists recorded with
 the graph is captured updatable (torch_npu's auto-dispatch capture) and each replay gets
 this step's host-side arguments (the update). PIECEWISE pieces are the compiled model's
 own wrappers (the platform's NpuGraphWrapper); this manager leaves them to vLLM.
+
+A FULL decode graph (one token a request) also records the logits of its rows after the
+model, into a buffer kept beside V2's hidden states: vLLM's V2 computes them after the
+replay (a gather of the rows and the LM head's matmul, two host launches a step), and the
+NPU's V2 runner samples from the graph's where a step's rows are exactly its requests
+(NpuModelRunnerV2.sample). The sampler itself stays vLLM's, outside the graph.
 """
 
 from __future__ import annotations
@@ -18,7 +24,11 @@ from typing import TYPE_CHECKING, Any
 from unittest.mock import patch
 
 import torch
-from vllm.v1.worker.gpu.cudagraph_utils import BatchExecutionDescriptor, ModelCudaGraphManager
+from vllm.v1.worker.gpu.cudagraph_utils import (
+    BatchExecutionDescriptor,
+    CudaGraphManager,
+    ModelCudaGraphManager,
+)
 
 from adapters.vllm.worker.npu_model_runner import graph_update_arguments
 
@@ -32,6 +42,11 @@ class NpuCudaGraphManager(ModelCudaGraphManager):
 
     graphs_port: DeviceGraphs  # set by `manager_on`
     step_metadata: Callable[[], Any]  # this step's attention metadata (the runner's)
+    logits: torch.Tensor | None = None  # the FULL decode graphs' logits rows (capture)
+    logits_graphs: frozenset[BatchExecutionDescriptor] | set[BatchExecutionDescriptor] = (
+        frozenset()
+    )
+    last_logits: torch.Tensor | None = None  # this step's replay's logits, if it has any
 
     # vLLM's ModelCudaGraphManager.capture itself takes the model, not a forward factory.
     def capture(self, model: Any, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
@@ -39,24 +54,75 @@ class NpuCudaGraphManager(ModelCudaGraphManager):
             name for m in model.modules() if isinstance(name := getattr(m, "layer_name", None), str)
         )
         port = self.graphs_port
+        self.logits = None
+        self.logits_graphs = set()
+        self.last_logits = None
+        capturing: list[BatchExecutionDescriptor] = []
+        manager = self
 
         @contextmanager
         def graph(g: Any, pool: Any = None, stream: Any = None, **_: Any) -> Iterator[None]:
+            desc = capturing[-1]
+            with_logits = manager._records_logits(model, desc)
             with port.capture(g, pool, stream, updatable=True):
                 yield
+                if with_logits:  # after the model, inside the capture: recorded in g
+                    manager._capture_logits(model, desc)
+
+        create_capture = CudaGraphManager.capture
+
+        def recording(mgr: Any, create_forward_fn: Any, *a: Any, **kw: Any) -> None:
+            """vLLM's capture loop, each forward factory call noting the graph's shape."""
+
+            def create(desc: BatchExecutionDescriptor, warmup: bool) -> Any:
+                capturing.append(desc)
+                return create_forward_fn(desc, warmup)
+
+            create_capture(mgr, create, *a, **kw)
 
         with (
             patch.object(torch.cuda, "CUDAGraph", port.new_graph),
             patch.object(torch.cuda, "graph", graph),
+            patch.object(CudaGraphManager, "capture", recording),
         ):
             super().capture(model, *args, **kwargs)
 
+    def _records_logits(self, model: Any, desc: BatchExecutionDescriptor) -> bool:
+        """Whether the FULL graph of `desc` records its rows' logits: a decode graph of
+        one token a request on the last pipeline rank of a generating model, its hidden
+        states alone the model's output (no drafter's auxiliary states)."""
+        if not (
+            desc.uniform_token_count == 1
+            and self.is_last_pp_rank
+            and not self.use_aux_hidden_state_outputs
+            and self.hidden_states is not None
+            and hasattr(model, "compute_logits")
+        ):
+            return False
+        if self.logits is None:  # sized once, outside any capture (a warmup's rows)
+            probe = model.compute_logits(self.hidden_states[:1])
+            if not isinstance(probe, torch.Tensor):  # a rank the logits are gathered from
+                return False
+            rows = self.hidden_states.shape[0]
+            self.logits = torch.empty((rows, *probe.shape[1:]), dtype=probe.dtype,
+                                      device=probe.device)  # fmt: skip
+        return True
+
+    def _capture_logits(self, model: Any, desc: BatchExecutionDescriptor) -> None:
+        assert self.logits is not None and self.hidden_states is not None
+        rows = desc.num_tokens
+        self.logits[:rows].copy_(model.compute_logits(self.hidden_states[:rows]))
+        self.logits_graphs.add(desc)  # type: ignore[union-attr]
+
     def run_fullgraph(self, desc: BatchExecutionDescriptor) -> Any:
         """Replay the FULL graph, then give its attention ops this step's host lengths (the
-        replay waits at each such op for its update)."""
+        replay waits at each such op for its update); the logits it recorded, if any, are
+        this step's (`last_logits`, rows of the padded batch)."""
         output = super().run_fullgraph(desc)
         arguments = graph_update_arguments(self.step_metadata(), self._layers)
         self.graphs_port.update(self.graphs[desc], arguments)
+        recorded = desc in self.logits_graphs and self.logits is not None
+        self.last_logits = self.logits[: desc.num_tokens] if recorded else None  # type: ignore[index]
         return output
 
 

@@ -20,17 +20,25 @@ from vllm.compilation.cuda_graph import CUDAGraphEntry, CUDAGraphOptions, CUDAGr
 from vllm.compilation.monitor import validate_cudagraph_capturing_enabled
 from vllm.config import CUDAGraphMode
 from vllm.forward_context import get_forward_context, is_forward_context_available
+from vllm.logger import init_logger
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
 from adapters.container import container
 from adapters.vllm.worker.host_decode_inputs import HostDecodeInputsMixin
-from adapters.vllm.worker.seeded_rewind import SeededRewindMixin
+from adapters.vllm.worker.sampled_tail import (
+    greedy_sample_served,
+    sampled_tail,
+    sampled_tail_serves,
+)
+from adapters.vllm.worker.seeded_rewind import SampleCountersMixin, SeededRewindMixin
 
 if TYPE_CHECKING:
     import torch
     from vllm.config import VllmConfig
 
     from ports.runtime import DeviceGraphs, DeviceRuntime
+
+logger = init_logger(__name__)
 
 
 def _in_scope(name: str) -> Any:
@@ -45,7 +53,7 @@ def _in_scope(name: str) -> Any:
     return call
 
 
-class NpuModelRunner(SeededRewindMixin, HostDecodeInputsMixin):
+class NpuModelRunner(SampleCountersMixin, SeededRewindMixin, HostDecodeInputsMixin):
     """GPUModelRunner on an NPU; only the entry points that issue torch.cuda calls are wrapped,
     and a uniform decode step's inputs are made on the host (HostDecodeInputsMixin)."""
 
@@ -60,6 +68,26 @@ class NpuModelRunner(SeededRewindMixin, HostDecodeInputsMixin):
         with self._runtime.runner_scope():
             GPUModelRunner.initialize_kv_cache(self, *args, **kwargs)
             self._bind_staging_arena()
+        self._bind_sampled_tail()
+
+    def _bind_sampled_tail(self) -> None:
+        """With the greedy tail and the arena's sampling stage: the sampled tail too, so
+        each FULL graph is also captured for batches that sample (sampled_tail.py)."""
+        model, stage = self.model, self._sampling_stage
+        if not isinstance(model, NpuGraphWrapper) or model.sample_tail is None:
+            return
+        reason = None
+        if stage is None:
+            reason = "no staging arena holds their parameters"
+        elif self.sampler.use_fp64_gumbel:
+            reason = "use_fp64_gumbel: vLLM draws float64 noise"
+        if reason:
+            logger.info("NPU graphs: batches that sample do so outside the graph: %s", reason)
+            return
+        noise = container().sampling_ops().exponential_noise
+        model.sampled_tail = sampled_tail(
+            model.runnable, self.input_ids.gpu, stage, self.seq_lens, noise
+        )
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         """GPUModelRunner.load_model; the whole-model FULL graph wrapper it makes is vLLM's
@@ -83,6 +111,9 @@ class NpuModelRunner(SeededRewindMixin, HostDecodeInputsMixin):
         (vLLM's own ids are fresh each step), so the replay's stream waits for that copy
         (its own stream) first."""
         arena = self._arena
+        if isinstance(self.model, NpuGraphWrapper):  # the sampled tail's graph, or not
+            self.model.want_sampled = bool(arena is not None and arena.deferred
+                                           and self._sampled_step)  # fmt: skip
         if arena is not None:  # this step's inputs, written on the host: one copy
             arena.flush()
         stream = self.async_output_copy_stream
@@ -125,16 +156,24 @@ class NpuModelRunner(SeededRewindMixin, HostDecodeInputsMixin):
             return GPUModelRunner.sample_tokens(self, grammar_output)
 
     def _sample(self, logits: Any, spec_decode_metadata: Any) -> Any:
-        """vLLM's sampler, or the greedy ids the FULL graph just computed from these very
-        logits when the batch's sampling is plain greedy (greedy_sample_served)."""
+        """vLLM's sampler, or the ids the FULL graph just computed from these very logits
+        when its tail serves the batch: the greedy tail for plain greedy batches
+        (greedy_sample_served), the sampled one for the plain batches it was replayed
+        for (sampled_tail_serves). vLLM's sampler runs with the step's counters, which
+        key seeded rows' noise (SampleCountersMixin)."""
         tail = getattr(self.model, "last_tail", None)
+        metadata = self.input_batch.sampling_metadata
         if (
             tail is not None
             and spec_decode_metadata is None
             and logits is not None
             and not getattr(self, "_grammar_step", False)
             and logits.data_ptr() == tail[1].data_ptr()
-            and greedy_sample_served(self.input_batch.sampling_metadata)
+            and (
+                sampled_tail_serves(metadata)
+                if getattr(self.model, "last_tail_sampled", False)
+                else greedy_sample_served(metadata)
+            )
         ):
             from vllm.v1.outputs import SamplerOutput
 
@@ -211,29 +250,6 @@ def _greedy_tail(model: Any, input_ids: Any) -> Callable[[Any], tuple[Any, Any] 
     return tail
 
 
-# The logits processors vLLM always installs that change an argmax, each idle while none
-# of the batch's requests asked for it (its per-request state is empty).
-_IDLE_WHEN_EMPTY = {"LogitBiasLogitsProcessor": "biases", "MinTokensLogitsProcessor": "min_toks"}
-
-
-def greedy_sample_served(metadata: Any) -> bool:
-    """Whether vLLM's sampler would give this batch the argmax of its raw logits: every
-    request greedy, no logprobs, no penalties, allowed or bad words, no active logits
-    processor that moves an argmax, no thinking budget."""
-    if not metadata.all_greedy or metadata.max_num_logprobs is not None:
-        return False
-    if metadata.logprob_token_ids or not metadata.no_penalties:
-        return False
-    if metadata.allowed_token_ids_mask is not None or metadata.bad_words_token_ids:
-        return False
-    for processor in metadata.logitsprocs.non_argmax_invariant:
-        state = _IDLE_WHEN_EMPTY.get(type(processor).__name__)
-        if state is None or getattr(processor, state, None):
-            return False
-    holder = getattr(metadata, "thinking_budget_state_holder", None)
-    return holder is None or not holder.has_tracked_requests()
-
-
 class NpuGraphWrapper(CUDAGraphWrapper):
     """vLLM's static graph wrapper on the runtime port's graphs (the platform names it).
 
@@ -271,6 +287,13 @@ class NpuGraphWrapper(CUDAGraphWrapper):
         self._tails: dict[Any, tuple[Any, Any]] = {}
         self.last_tail: tuple[Any, Any, Any] | None = None  # (hidden, logits, ids)
         self.last_served_ids: Any = None  # ids the runner last sampled from a replay
+        # The sampled tail (sampled_tail.py): each FULL graph captured a second time with
+        # it; per key (graph, output, tail outputs). The runner sets want_sampled for a
+        # step whose batch it serves; last_tail_sampled says which tail last_tail is.
+        self.sampled_tail: Callable[[Any], tuple[Any, Any] | None] | None = None
+        self._sampled: dict[Any, tuple[Any, Any, tuple[Any, Any]]] = {}
+        self.want_sampled = False
+        self.last_tail_sampled = False
         super().__init__(runnable, vllm_config, runtime_mode, cudagraph_options)
 
     def _weak(self, output: Any) -> Any:
@@ -291,6 +314,7 @@ class NpuGraphWrapper(CUDAGraphWrapper):
         # This call's tail only: the graphs share one pool, so another run's output (a
         # piece's, an eager step's) may sit where an earlier replay's did.
         self.last_tail = None
+        self.last_tail_sampled = False
         if not is_forward_context_available():
             return self.runnable(*args, **kwargs)
         context = get_forward_context()
@@ -307,14 +331,42 @@ class NpuGraphWrapper(CUDAGraphWrapper):
             # PIECEWISE: attention runs eagerly between the pieces. FULL: the attention
             # op inside reads its lengths from host lists captured with it, which the
             # update gives this step's (the replay waits for it at each such op).
-            self._graphs.replay(entry.cudagraph)
+            sampled = self._sampled.get(key) if full and self.want_sampled else None
+            graph, output = (sampled[0], sampled[1]) if sampled else (entry.cudagraph, entry.output)
+            self._graphs.replay(graph)
             if full:
                 arguments = graph_update_arguments(context.attn_metadata, self._attention_layers())
-                self._graphs.update(entry.cudagraph, arguments)
-                if key in self._tails:
-                    self.last_tail = (entry.output, *self._tails[key])
-            return entry.output
+                self._graphs.update(graph, arguments)
+                if sampled is not None:
+                    self.last_tail = (output, *sampled[2])
+                    self.last_tail_sampled = True
+                elif key in self._tails:
+                    self.last_tail = (output, *self._tails[key])
+            return output
         validate_cudagraph_capturing_enabled()
+        # The logits matmul and the greedy argmax, recorded with the model: a decode step
+        # whose sampling they serve launches neither (the runner's _sample takes the ids;
+        # any other step samples from these logits).
+        greedy = self.sample_tail if full else None
+        graph, output, tail = self._capture(greedy, args, kwargs)
+        entry.output = self._weak(output)
+        if tail is not None:
+            self._tails[key] = self._weak(tail)
+            self.last_tail = (entry.output, *self._tails[key])
+        entry.cudagraph = graph
+        compilation_counter.num_cudagraph_captured += 1
+        if tail is not None and self.sampled_tail is not None:
+            # The same step again with the sampled tail: a sampling batch's graph.
+            graph, sampled_output, sampled = self._capture(self.sampled_tail, args, kwargs)
+            if sampled is not None:  # vLLM's counter counts one graph a batch descriptor
+                self._sampled[key] = (graph, self._weak(sampled_output), self._weak(sampled))
+        return output
+
+    def _capture(
+        self, tail_of: Callable[[Any], tuple[Any, Any] | None] | None, args: Any, kwargs: Any
+    ) -> tuple[Any, Any, tuple[Any, Any] | None]:
+        """One graph of the runnable (and `tail_of` its output, when given and the output
+        is a tensor): (graph, output, tail outputs or None)."""
         graph = self._graphs.new_graph()
         stream = self._graphs.capture_stream()
         with ExitStack() as stack:
@@ -322,25 +374,15 @@ class NpuGraphWrapper(CUDAGraphWrapper):
                 # Piecewise capture takes one graph per layer: gc once, for the first.
                 stack.enter_context(patch("gc.collect", lambda *a, **k: None))
                 stack.enter_context(patch("torch.accelerator.empty_cache", lambda *a, **k: None))
+            full = self.runtime_mode == CUDAGraphMode.FULL
             stack.enter_context(
                 self._graphs.capture(graph, self.graph_pool, stream, updatable=full)
             )
             output = self.runnable(*args, **kwargs)
-            tail = None
-            if full and self.sample_tail is not None and _is_tensor(output):
-                # The logits matmul and the greedy argmax, recorded with the model: a
-                # decode step whose sampling they serve launches neither (the runner's
-                # _sample takes the ids; any other step samples from these logits).
-                tail = self.sample_tail(output)
+            tail = tail_of(output) if tail_of is not None and _is_tensor(output) else None
             if self.cudagraph_options.weak_ref_output:
                 output = self._weak(output)
-        entry.output = self._weak(output)
-        if tail is not None:
-            self._tails[key] = self._weak(tail)
-            self.last_tail = (entry.output, *self._tails[key])
-        entry.cudagraph = graph
-        compilation_counter.num_cudagraph_captured += 1
-        return output
+        return graph, output, tail
 
     def compute_logits(self, hidden_states: Any) -> Any:
         """The model's logits; those of the FULL graph just replayed (no launch) when

@@ -13,6 +13,9 @@ NPU host triton-ascend compiles them; on the emulated NPU Triton's interpreter r
   runtime port's graphs, captured updatable, each replay given the step's attention
   lengths (read from the metadata this runner's model state last prepared). PIECEWISE
   graphs are the compiled model's pieces in the platform's NpuGraphWrapper, as on V1.
+- A FULL decode graph records its rows' logits (npu_graphs_v2.py); a step that replayed
+  one and whose rows are exactly its requests (one token each, no drafts) samples from
+  those (`sample`): no gather of the rows and no LM head matmul after the replay.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
     def __init__(self, vllm_config: VllmConfig, device: torch.device, runtime: DeviceRuntime):
         self._runtime = runtime
         self._step_metadata: Any = None
+        self.graph_logits_steps = 0  # steps sampled from a FULL graph's logits
         with self._scope():
             super().__init__(vllm_config, device)
 
@@ -91,8 +95,52 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
                 stack.enter_context(patch.object(v2_model_runner, "ModelCudaGraphManager", manager))
             GPUModelRunnerV2.initialize_kv_cache(self, *args, **kwargs)
 
+    def execute_model(self, *args: Any, **kwargs: Any) -> Any:
+        """V2's execute_model inside the scope; a FULL replay's logits are this step's only."""
+        manager = getattr(self, "cudagraph_manager", None)
+        if manager is not None and hasattr(manager, "last_logits"):
+            manager.last_logits = None
+        with self._scope():
+            return GPUModelRunnerV2.execute_model(self, *args, **kwargs)
+
+    def sample(self, hidden_states: Any, input_batch: Any, grammar_output: Any) -> Any:
+        """V2's sample; from the logits the FULL decode graph recorded where they are the
+        ones V2 would compute (`_graph_logits`), with no gather and no matmul."""
+        logits = self._graph_logits(hidden_states, input_batch)
+        if logits is None:
+            return GPUModelRunnerV2.sample(self, hidden_states, input_batch, grammar_output)
+        rows = input_batch.num_reqs
+        self.graph_logits_steps += 1
+        with patch.object(self.model, "compute_logits", lambda _rows: logits[:rows]):
+            return GPUModelRunnerV2.sample(self, _GraphRows(), input_batch, grammar_output)
+
+    def _graph_logits(self, hidden_states: Any, input_batch: Any) -> Any:
+        """The logits this step's FULL replay recorded, where V2's rows to sample are the
+        graph's first rows: one token a request (its logits indices are 0..n-1), no
+        drafts, the hidden states the replay's, no batch-sharded sampling."""
+        manager = getattr(self, "cudagraph_manager", None)
+        logits = getattr(manager, "last_logits", None)
+        if (
+            logits is None
+            or self.batch_sharder is not None
+            or self.pcp_manager is not None
+            or input_batch.num_draft_tokens != 0
+            or input_batch.num_tokens != input_batch.num_reqs
+            or input_batch.num_reqs > logits.shape[0]
+            or hidden_states.data_ptr() != manager.hidden_states.data_ptr()
+        ):
+            return None
+        return logits
+
     profile_run = _in_scope("profile_run")
     capture_model = _in_scope("capture_model")
     profile_cudagraph_memory = _in_scope("profile_cudagraph_memory")
-    execute_model = _in_scope("execute_model")
     sample_tokens = _in_scope("sample_tokens")
+
+
+class _GraphRows:
+    """Stands for V2's hidden states in `sample` when the graph's logits serve: V2 picks
+    its rows (`hidden_states[logits_indices]`) only to hand them to compute_logits."""
+
+    def __getitem__(self, _index: Any) -> _GraphRows:
+        return self

@@ -1,4 +1,11 @@
-"""Seeded requests on generators without offsets: the discarded sample undone by state.
+"""Seeded requests: each step's counters keying their noise, and, on generators without
+offsets, the discarded sample undone by state.
+
+SampleCountersMixin names the step's counters (each row's sequence length once the
+step's tokens are in: the position its sampled token takes) while vLLM's sampler runs,
+so a seeded row's noise is a function of (seed, position) (the `seeded-counter-noise`
+patch, adapters/vllm/patches/seeded_noise.py) on both devices: the host's tokens are the
+NPU's, eager or replayed.
 
 vLLM's runner samples a token for every scheduled request, then discards it for a
 request still in its (chunked) prefill, and rewinds that request's own generator with
@@ -17,6 +24,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from adapters.vllm.patches.seeded_noise import sample_counters
 
 
 def uses_offset(generator: torch.Generator) -> bool:
@@ -60,3 +69,16 @@ class SeededRewindMixin:
             return super()._bookkeeping_sync(*args, **kwargs)  # type: ignore[misc]
         finally:
             generators.update(held)
+
+
+class SampleCountersMixin:
+    """Mixed in before vLLM's GPUModelRunner (or a subclass): _sample runs vLLM's sampler
+    with the step's counters named (optimistic_seq_lens_cpu: computed + scheduled)."""
+
+    input_batch: Any
+    optimistic_seq_lens_cpu: torch.Tensor
+
+    def _sample(self, *args: Any, **kwargs: Any) -> Any:
+        counters = self.optimistic_seq_lens_cpu[: self.input_batch.num_reqs].numpy()
+        with sample_counters(counters):
+            return super()._sample(*args, **kwargs)  # type: ignore[misc]

@@ -81,10 +81,12 @@ class DeviceWorker(Worker):
         )
 
     def device_index(self) -> int:
-        """The device this worker computes on: its local rank, or, on a Ray cluster, the
-        device Ray reserved for it (ascend_core.ray_placement)."""
+        """The device this worker computes on: its local rank past the devices of the DP
+        ranks before it on this node (vLLM's get_local_gpu_index, as its GPU worker maps
+        it), or, on a Ray cluster, the device Ray reserved for it
+        (ascend_core.ray_placement)."""
         if not self.parallel_config.use_ray:
-            return int(self.local_rank)
+            return int(self.parallel_config.get_local_gpu_index(self.local_rank))
         import os
 
         from vllm.platforms import current_platform
