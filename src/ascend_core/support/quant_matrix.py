@@ -166,7 +166,7 @@ _FP8_EXPERTS_HOST = Supported(
 _FP8_EXPERTS_NPU = Supported(
     "Atlas A2/A3 have no fp8 matmul: each expert's weights are dequantized at load to the "
     "model dtype, as the dense fp8 layers are, and served by the float MoE path "
-    "(npu_grouped_matmul); not run on the emulated NPU"
+    "(npu_grouped_matmul); on the emulated NPU (bf16, graphs) the host's ids"
 )
 _NO_FP8_EXPERTS = Refused(
     "MoE experts of the fp8 method (weight_block_size, the official fp8 releases' format) "
