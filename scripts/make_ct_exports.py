@@ -47,7 +47,8 @@ SCRIPT_VERSION = 1
 LLMCOMPRESSOR = "llmcompressor==0.14.0.1"
 VENV = Path("/tmp/quant-venv")
 ACTIVATIONS = ("dynamic", "static")
-SCHEMES = ("int8", "w4a16", "fp8_dynamic", "fp8_block", "fp8_block_hf", "fp8_mixed")
+SCHEMES = ("int8", "w4a16", "w4a16_moe", "fp8_dynamic", "fp8_block", "fp8_block_hf",
+           "fp8_mixed")
 DEFAULT_BLOCK = (128, 128)
 CALIBRATION_SAMPLES = 8
 CALIBRATION_TOKENS = 256
@@ -112,6 +113,17 @@ W4A16_GROUPS = {
 
 ATTENTION_TARGET = "re:.*self_attn\\.(q|k|v|o)_proj$"
 MLP_TARGET = "re:.*mlp\\.(experts\\.\\d+\\.)?(gate|up|down)_proj$"
+# W4A16 MoE experts (a two-layer Qwen3-MoE): the attention symmetric with groups of 32;
+# layer 0's experts symmetric with groups of 32, layer 1's with zero points, one scale per
+# output channel (vLLM takes one scheme per MoE layer); the router stays float.
+W4A16_MOE_GROUPS = {
+    "group_0": {"targets": [ATTENTION_TARGET],
+                "weights": {**_W4A16_WEIGHTS, "symmetric": True, "group_size": 32}},
+    "group_1": {"targets": ["re:.*layers\\.0\\.mlp\\.experts\\.\\d+\\.(gate|up|down)_proj$"],
+                "weights": {**_W4A16_WEIGHTS, "symmetric": True, "group_size": 32}},
+    "group_2": {"targets": ["re:.*layers\\.1\\.mlp\\.experts\\.\\d+\\.(gate|up|down)_proj$"],
+                "weights": {**_W4A16_WEIGHTS, "symmetric": False, "strategy": "channel"}},
+}
 
 
 def fp8_groups(scheme: str, block: tuple[int, int]) -> dict[str, Any]:
@@ -154,6 +166,8 @@ def _build(src: Path, out: Path, activations: str, scheme: str = "int8",
     }}
     if scheme == "w4a16":
         groups = W4A16_GROUPS
+    elif scheme == "w4a16_moe":
+        groups = W4A16_MOE_GROUPS
     elif scheme.startswith("fp8"):
         groups = fp8_groups(scheme.removesuffix("_hf"), block)
     recipe = QuantizationModifier(config_groups=groups, ignore=["lm_head"])

@@ -61,6 +61,9 @@ class HostDevice(containers.DeclarativeContainer):
     moe_ops = providers.Singleton(_lazy, "adapters.cpu.moe:CpuMoeOps")
     quant_moe_ops = providers.Singleton(_lazy, "adapters.cpu.quant_moe:CpuQuantMoeOps")
     int4_weight_ops = providers.Singleton(_lazy, "adapters.cpu.quant_w4a16:CpuInt4WeightOps")
+    int4_expert_ops = providers.Singleton(
+        _lazy, "adapters.cpu.quant_w4a16_moe:CpuInt4ExpertOps"
+    )
     mla_ops = providers.Singleton(_lazy, "adapters.cpu.mla:CpuMlaOps")
     sparse_mla_ops = providers.Singleton(_lazy, "adapters.cpu.sparse_mla:CpuSparseMlaOps")
     sampling_ops = providers.Singleton(_lazy, "adapters.cpu.sampling:CpuSamplingOps")
@@ -102,6 +105,9 @@ class NpuDevice(containers.DeclarativeContainer):
     quant_moe_ops = providers.Singleton(_lazy, "adapters.npu.quant_moe:NpuQuantMoeOps", torch_npu)
     int4_weight_ops = providers.Singleton(
         _lazy, "adapters.npu.quant_w4a16:NpuInt4WeightOps", torch_npu
+    )
+    int4_expert_ops = providers.Singleton(
+        _lazy, "adapters.npu.quant_w4a16_moe:NpuInt4ExpertOps", torch_npu
     )
     moe_comm_ops = providers.Singleton(
         _lazy, "adapters.npu.moe_comm:NpuMoeComm", torch_npu, moe_ops, quant_moe_ops
@@ -217,6 +223,10 @@ class Container(containers.DeclarativeContainer):
     # W4A16 weight-only linears (ports/quant_w4a16.py).
     int4_weight_ops = providers.Selector(
         serving_kind, npu=npu_device.int4_weight_ops, cpu=host_device.int4_weight_ops
+    )
+    # W4A16 MoE experts (ports/quant_w4a16_moe.py).
+    int4_expert_ops = providers.Selector(
+        serving_kind, npu=npu_device.int4_expert_ops, cpu=host_device.int4_expert_ops
     )
     # Weight-only int8 linears (ports/weight_quant.py).
     weight_quant_ops = providers.Selector(

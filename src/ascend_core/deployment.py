@@ -163,6 +163,22 @@ class ModelFacts:
 
 
 @frozen
+class EplbSettings:
+    """vLLM's `--enable-eplb` and `--eplb-config` as the operator gave them (vLLM's
+    defaults where unset); the plan decides what serves (ascend_core/moe/eplb.py)."""
+
+    enabled: bool = False  # parallel_config.enable_eplb
+    num_redundant_experts: int = field(default=0, validator=validators.ge(0))
+    window_size: int = field(default=1000, validator=_positive)
+    step_interval: int = field(default=3000, validator=_positive)
+    use_async: bool = True
+    policy: str = "default"
+    communicator: str | None = None
+    # Which of the above the operator wrote (the rest are vLLM's defaults).
+    given: frozenset[str] = frozenset()
+
+
+@frozen
 class ParallelSettings:
     """Parallel sizes (`parallel_config`) and the switches that go with them."""
 
@@ -175,6 +191,7 @@ class ParallelSettings:
     sequence_parallel: bool = False  # sequence parallelism of the residual stream over TP
     disable_custom_all_reduce: bool = False  # parallel_config.disable_custom_all_reduce
     ray: bool = False  # distributed_executor_backend is Ray: workers placed on a Ray cluster
+    eplb: EplbSettings = EplbSettings()  # --enable-eplb, --eplb-config
 
 
 @frozen

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -417,10 +418,33 @@ def _load_w4a16(export_dir: str, dtype: torch.dtype) -> Any:
         elif not name.rpartition(".")[2].startswith(("weight_scale", "weight_zero_point",
                                                       "weight_shape")):
             floats[name] = value.to(dtype)
-    missing, unexpected = model.load_state_dict(floats, strict=False)
+    missing, unexpected = model.load_state_dict(_as_fused_experts(floats), strict=False)
     assert not unexpected and not missing, (missing, unexpected)
     model.eval()
     return model
+
+
+_EXPERT = re.compile(r"^(.*\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
+
+
+def _as_fused_experts(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Checkpoints store each expert's projections (`<p>.experts.<e>.{gate,up,down}_proj.
+    weight`); transformers' MoE models hold them fused: `<p>.experts.gate_up_proj`
+    [E, 2I, H] (gate rows, then up) and `<p>.experts.down_proj` [E, H, I]."""
+    out: dict[str, torch.Tensor] = {}
+    experts: dict[str, dict[tuple[int, str], torch.Tensor]] = {}
+    for name, value in tensors.items():
+        match = _EXPERT.match(name)
+        if match is None:
+            out[name] = value
+        else:
+            experts.setdefault(match[1], {})[int(match[2]), match[3]] = value
+    for prefix, parts in experts.items():
+        count = 1 + max(e for e, _ in parts)
+        out[f"{prefix}.gate_up_proj"] = torch.stack(
+            [torch.cat((parts[e, "gate"], parts[e, "up"])) for e in range(count)])
+        out[f"{prefix}.down_proj"] = torch.stack([parts[e, "down"] for e in range(count)])
+    return out
 
 
 def w4a16_greedy_token_ids(export_dir: str | os.PathLike[str],

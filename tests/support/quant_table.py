@@ -80,7 +80,7 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("ct int8 asymmetric activations", "llama", "config:ct-int8-asym", False),
     ("ct W4A16 linear", "llama", "config:ct-w4a16", True),
     ("ct W4A16 asymmetric linear", "llama", "config:ct-w4a16-asym", True),
-    ("ct W4A16 experts", "qwen3_moe", "config:ct-w4a16", False),
+    ("ct W4A16 experts", "qwen3_moe", "config:ct-w4a16", True),
     ("ct FP8 dynamic linear", "llama", "config:ct-fp8-dynamic", True),
     ("ct FP8 dynamic experts", "qwen3_moe", "config:ct-fp8-dynamic", True),
     ("ct FP8 block [64, 64] experts", "qwen3_moe", "config:ct-fp8-block-64", True),

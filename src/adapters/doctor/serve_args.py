@@ -54,6 +54,8 @@ class ServeArgs:
     pcp: int = 1
     dcp: int = 1
     expert_parallel: bool = False
+    enable_eplb: bool = False
+    eplb_config: Mapping[str, Any] = field(factory=dict, converter=_mapping)
     enable_lora: bool = False
     language_model_only: bool = False  # --language-model-only: no multimodal input
     limit_mm_per_prompt: Mapping[str, Any] = field(factory=dict, converter=_mapping)
@@ -110,6 +112,8 @@ class ServeArgs:
             pcp=int(get("prefill_context_parallel_size", 1)),
             dcp=int(get("decode_context_parallel_size", 1)),
             expert_parallel=bool(get("enable_expert_parallel", False)),
+            enable_eplb=bool(get("enable_eplb", False)),
+            eplb_config=get("eplb_config", {}),
             enable_lora=bool(get("enable_lora", False)),
             language_model_only=bool(get("language_model_only", False)),
             limit_mm_per_prompt=get("limit_mm_per_prompt", {}),

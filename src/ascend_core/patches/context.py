@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ascend_core.moe.eplb_request import eplb_requested
 from ascend_core.patches.spec import Feature, PatchContext
 from ports.device import ChipFamily, DeviceKind
 
@@ -41,4 +42,6 @@ def context_for(deployment: Deployment, extra: Iterable[Feature] = ()) -> PatchC
         features.add(Feature.KV_TRANSFER)
     if deployment.parallel.ray:
         features.add(Feature.RAY)
+    if eplb_requested(deployment):
+        features.add(Feature.EPLB)
     return device_context(deployment.device_kind, deployment.chip_family, features)

@@ -326,6 +326,23 @@ ENTRIES = (
         ),
     ),
     PatchSpec(
+        id="ct-wna16-moe-int4",
+        target=(
+            "vllm.model_executor.layers.quantization.compressed_tensors."
+            "compressed_tensors_moe.compressed_tensors_moe:CompressedTensorsMoEMethod."
+            "get_moe_method"
+        ),
+        versions=VLLM_0_33,
+        when=Condition(),
+        reason=(
+            "compressed-tensors W4A16 MoE experts get vLLM's CompressedTensorsWNA16MoEMethod, "
+            "whose constructor finds no backend out of tree (Marlin, Triton: neither device "
+            "runs them); 4-bit pack-quantized experts with group or channel scales get the "
+            "plugin's method instead, on the device's W4A16 experts port (host: dequantized "
+            "at load; NPU: npu_grouped_matmul's antiquant mode)."
+        ),
+    ),
+    PatchSpec(
         id="ct-fp8-moe-dequant",
         target=(
             "vllm.model_executor.layers.quantization.compressed_tensors."
@@ -340,6 +357,18 @@ ENTRIES = (
             "none out of tree; experts with per-channel or block weight scales and dynamic "
             "activations get the plugin's method instead, which dequantizes them at load as "
             "the dense fp8 layers are and runs the float experts."
+        ),
+    ),
+    PatchSpec(
+        id="host-eplb-rearrange-timing",
+        target="vllm.distributed.eplb.eplb_state:EplbState.rearrange",
+        versions=VLLM_0_33,
+        when=Condition(device_kinds={HOST}, requires={Feature.EPLB}),
+        reason=(
+            "With --enable-eplb vLLM's rearrange times each rebalance on the main EP rank "
+            "with torch.Event(enable_timing=True), which torch's CPU backend does not "
+            "have, so the profile run's rebalance fails; during rearrange the host's "
+            "events record the wall clock."
         ),
     ),
     PatchSpec(

@@ -20,6 +20,7 @@ class Feature(enum.Enum):
     MAMBA_STATE = "mamba_state"  # the model keeps Mamba/linear-attention state in the KV cache
     KV_TRANSFER = "kv_transfer"  # a KV connector moves the cache (prefill/decode roles)
     RAY = "ray"  # the workers run on a Ray cluster (--distributed-executor-backend ray)
+    EPLB = "eplb"  # vLLM's expert-parallel load balancing (--enable-eplb)
 
 
 def _features(values: Iterable[Feature]) -> frozenset[Feature]:

@@ -33,6 +33,13 @@ OMP_NUM_THREADS = "env.OMP_NUM_THREADS"
 V2_MODEL_RUNNER = "env.VLLM_USE_V2_MODEL_RUNNER"
 # Where vLLM's connector factory finds MooncakeConnectorV1 (adapters/vllm/kv_transfer/connector.py).
 KV_CONNECTOR_MODULE = "kv_transfer_config.kv_connector_module_path"
+# vLLM's EPLB (ascend_core/moe/eplb.py).
+ENABLE_EPLB = "parallel_config.enable_eplb"
+EPLB_REDUNDANT = "parallel_config.eplb_config.num_redundant_experts"
+EPLB_WINDOW = "parallel_config.eplb_config.window_size"
+EPLB_STEP = "parallel_config.eplb_config.step_interval"
+EPLB_ASYNC = "parallel_config.eplb_config.use_async"
+EPLB_COMMUNICATOR = "parallel_config.eplb_config.communicator"
 
 ALL = frozenset(
     {
@@ -56,5 +63,11 @@ ALL = frozenset(
         OMP_NUM_THREADS,
         KV_CONNECTOR_MODULE,
         V2_MODEL_RUNNER,
+        ENABLE_EPLB,
+        EPLB_REDUNDANT,
+        EPLB_WINDOW,
+        EPLB_STEP,
+        EPLB_ASYNC,
+        EPLB_COMMUNICATOR,
     }
 )

@@ -40,12 +40,23 @@ def decide_moe_comm(deployment: Deployment, draft: Draft) -> Draft:
     if not model.is_moe or config is None or settings is None:
         return draft
     ep = ep_size(deployment.parallel)
-    eplb = config.eplb_config
-    placement, misplaced = place_experts(max(1, model.num_experts), eplb.num_redundant_experts, ep)
+    eplb = draft.decisions.eplb
+    given = config.eplb_config.num_redundant_experts
+    if eplb is None and given:
+        draft = draft.fail(
+            ConfigError(
+                f"additional_config.eplb_config.num_redundant_experts={given} without EPLB: "
+                "vLLM places redundant experts only when its EPLB balances them.",
+                "set additional_config.eplb_config.dynamic_eplb=true or serve with "
+                "--enable-eplb (and --enable-expert-parallel), or remove the count",
+            )
+        )
+    redundant = 0 if eplb is None else eplb.redundant
+    placement, misplaced = place_experts(max(1, model.num_experts), redundant, ep)
     if misplaced is not None:
         draft = draft.fail(
             ConfigError(
-                f"additional_config.eplb_config.num_redundant_experts: {misplaced}.",
+                f"num_redundant_experts ({eplb.source if eplb else 'EPLB'}): {misplaced}.",
                 "choose a count that makes the physical experts a multiple of the EP "
                 "size (and serve with --enable-expert-parallel), or 0",
             )

@@ -10,6 +10,7 @@ from ascend_core.plan.allocator import plan_allocator
 from ascend_core.plan.ascend_env import check_ascend_env
 from ascend_core.plan.block_size import decide_block_size
 from ascend_core.plan.encoder_graphs import decide_encoder_graphs
+from ascend_core.plan.eplb import decide_eplb
 from ascend_core.plan.gpu_settings import fix_gpu_only_settings
 from ascend_core.plan.graph import decide_graph_mode
 from ascend_core.plan.host_threads import decide_host_threads
@@ -47,6 +48,7 @@ STEPS: tuple[Step, ...] = (
     decide_block_size,
     decide_hybrid_prefix_caching,
     check_op_limits,
+    decide_eplb,
     decide_moe_comm,
     plan_allocator,
     decide_host_threads,

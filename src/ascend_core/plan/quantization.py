@@ -10,6 +10,7 @@ from ascend_core.quantization import SELECTABLE, UNSUPPORTED, QuantMethod
 from ascend_core.quantization.export_layers import LayerKind, QuantFormat
 from ascend_core.quantization.fp8 import block_shape_problem, fp8_serving
 from ascend_core.quantization.methods import UNSUPPORTED_HINT, selectable_names
+from ascend_core.quantization.w4a16_experts import w4a16_expert_refusals
 from ascend_core.suggest import did_you_mean
 from ascend_core.support.quant_matrix import device_name, quant_refusals
 
@@ -94,6 +95,8 @@ def check_quantized_layers(deployment: Deployment, draft: Draft) -> Draft:
                 "FP8_BLOCK with a smaller block_structure), or use FP8_DYNAMIC (a scale per "
                 "output channel, any size).",
             ))
+    for error in w4a16_expert_refusals(deployment):
+        draft = draft.fail(error)
     if any(g.format in _FP8_SERVED for g in deployment.quantized_layers):
         draft = draft.decide(fp8=fp8_serving(deployment.chip_family, deployment.device_kind))
     return draft

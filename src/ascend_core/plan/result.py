@@ -13,6 +13,7 @@ from ascend_core.deployment import CompileMode, GraphMode
 from ascend_core.env_registry import EnvSettings
 from ascend_core.errors import AscendError, PlanErrors
 from ascend_core.moe.decision import MoeDecision
+from ascend_core.moe.eplb import EplbDecision
 from ascend_core.plan import fields
 from ascend_core.quantization.fp8 import Fp8Serving
 from ascend_core.quantization.methods import QuantMethod
@@ -79,6 +80,7 @@ class Decisions:
     npu_alloc_conf: str | None = None
     env: EnvSettings | None = None  # None until the env step ran, or when it had errors
     moe: MoeDecision | None = None  # MoE models whose batch limits are known
+    eplb: EplbDecision | None = None  # vLLM's EPLB as served (moe/eplb.py); None: off
     # A model with a vision tower: how its tower and language model run (encoder_graphs.py).
     encoder_execution: str = ""
     fp8: Fp8Serving | None = None  # fp8 exports: the chip's path and why

@@ -8,6 +8,7 @@ from ascend_core.model_facts import (
     GATED_DELTA_NET_ARCHITECTURES,
     KIMI_DELTA_ATTENTION_ARCHITECTURES,
 )
+from ascend_core.moe.eplb_request import eplb_requested
 from ascend_core.quantization.methods import QuantMethod
 from ascend_core.support.features import Feature, speculative_feature
 from ascend_core.support.matrix import Refused, verdict
@@ -35,6 +36,8 @@ def features_of(deployment: Deployment) -> tuple[Feature, ...]:
         # A ModelSlim export of a MoE model (its experts W8A8_DYNAMIC or FLOAT; which, the
         # quantization config reads from the description per layer).
         Feature.QUANTIZED_MOE: m.is_moe and deployment.detected_quantization is QuantMethod.ASCEND,
+        # vLLM's EPLB, or the reference's switch for it (the plan maps one onto the other).
+        Feature.EPLB: m.is_moe and eplb_requested(deployment),
         Feature.SLIDING_WINDOW: m.sliding_window,
         Feature.ATTENTION_SINKS: m.attention_sinks,
         Feature.HYBRID: m.hybrid and not gdn and not kda,

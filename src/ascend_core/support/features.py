@@ -13,6 +13,7 @@ class Feature(enum.Enum):
     COMPRESSED_MLA = "compressed MLA with an indexer (DeepSeek-V4)"
     MOE = "mixture of experts (fused MoE)"
     QUANTIZED_MOE = "ModelSlim-quantized MoE experts (W8A8_DYNAMIC)"
+    EPLB = "expert load balancing with redundant experts (--enable-eplb)"
     SLIDING_WINDOW = "sliding-window attention"
     ATTENTION_SINKS = "attention sinks"
     HYBRID = "hybrid attention with mamba/linear-attention layers"

@@ -198,6 +198,18 @@ _NO_LORA_QUANT = Refused(
     "built or checked with this plugin's quantization methods",
     _MERGE + " before quantizing",
 )
+_EPLB_HOST = Supported(
+    "vLLM's EPLB with expert parallel over gloo: the MoE method maps each token's logical "
+    "expert to a physical replica and records the load, vLLM's EplbState rebalances "
+    "between steps (synchronously) and moves the expert weights over the EP group; "
+    "unquantized experts"
+)
+_EPLB_NPU = Supported(
+    "the same on the NPU: physical expert ids feed MC2 and all-to-all (redundant experts "
+    "counted in the experts a rank), the weights move over the EP device group (HCCL), "
+    "the maps updated in place so captured graphs replay the new placement; unquantized "
+    "experts; proven on the emulated NPU, not on hardware"
+)
 _NO_LORA_MOE = Refused(
     "vLLM's LoRA on MoE experts runs fused-MoE LoRA kernels written in Triton for CUDA/ROCm; "
     "this build has no host or Ascend implementation",
@@ -324,6 +336,8 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.MOE, _NPU): _MOE_NPU,
     (Feature.QUANTIZED_MOE, _CPU): _QMOE_HOST,
     (Feature.QUANTIZED_MOE, _NPU): _QMOE_NPU,
+    (Feature.EPLB, _CPU): _EPLB_HOST,
+    (Feature.EPLB, _NPU): _EPLB_NPU,
     (Feature.SLIDING_WINDOW, _CPU): _WINDOW_HOST,
     (Feature.SLIDING_WINDOW, _NPU): _WINDOW_NPU,
     (Feature.ATTENTION_SINKS, _CPU): _SINKS_HOST,

@@ -22,8 +22,8 @@ _SERVED_HERE = (
     "re-export with ModelSlim as W8A8, W8A8_DYNAMIC or W8A16 (linear layers) or "
     "W8A8_DYNAMIC or W4A8_DYNAMIC (MoE experts), or with llm-compressor as int8 W8A8 with "
     "symmetric activations or as "
-    "W4A16 (dense linear layers), which this build serves on both devices; or serve the "
-    "unquantized model"
+    "W4A16 (linear layers and MoE experts), which this build serves on both devices; or "
+    "serve the unquantized model"
 )
 _W8A8_LINEAR_HOST = Supported(
     "the plugin's W8A8 linear method: int8 x int8 -> int32 products in torch, static "
@@ -70,12 +70,18 @@ _CT_W4A16_NPU = Supported(
     "multiple of 32 below the layer's input size, as the op takes); proven on the emulated "
     "torch_npu, not on hardware"
 )
-_NO_CT_W4A16_EXPERTS = Refused(
-    "compressed-tensors W4A16 MoE experts would run vLLM's WNA16 fused-MoE kernels (Marlin, "
-    "Triton), which neither the host nor an NPU runs here, and the plugin has no int4 "
-    "grouped method yet",
-    "keep the experts unquantized (llm-compressor's ignore list, e.g. \"re:.*mlp.experts.*\"); "
-    "the dense W4A16 linear layers are served",
+_CT_W4A16_EXPERTS_HOST = Supported(
+    "the plugin's W4A16 MoE method (AscendW4A16MoeMethod, in place of vLLM's WNA16 MoE "
+    "method, patch ct-wna16-moe-int4): each expert's int4 weights unpacked once at load and "
+    "dequantized exactly, (q - zero) * scale per group or output channel, to the params "
+    "dtype; then the float MoE layer (routing, experts and combine on the device's MoeOps)"
+)
+_CT_W4A16_EXPERTS_NPU = Supported(
+    "the plugin's W4A16 MoE method on the NPU: each expert repacked by "
+    "npu_convert_weight_to_int4pack, then npu_grouped_matmul in its antiquant mode "
+    "(antiquant_scale per group or channel, antiquant_offset = -zero for asymmetric "
+    "experts) around npu_swiglu, as vllm-ascend serves W4A16 experts; bfloat16/float16 "
+    "models, no expert parallelism; proven on the emulated torch_npu, not on hardware"
 )
 _W8A16_LINEAR_HOST = Supported(
     "the plugin's W8A16 linear method: int8 weights dequantized per output channel "
@@ -206,7 +212,8 @@ QUANT_MATRIX: Mapping[tuple[QuantFormat, LayerKind, DeviceKind], Verdict] = {
        for d in _BOTH},
     (_F.CT_W4A16, _K.LINEAR, _CPU): _CT_W4A16_HOST,
     (_F.CT_W4A16, _K.LINEAR, _NPU): _CT_W4A16_NPU,
-    **{(_F.CT_W4A16, _K.EXPERTS, d): _NO_CT_W4A16_EXPERTS for d in _BOTH},
+    (_F.CT_W4A16, _K.EXPERTS, _CPU): _CT_W4A16_EXPERTS_HOST,
+    (_F.CT_W4A16, _K.EXPERTS, _NPU): _CT_W4A16_EXPERTS_NPU,
     **{(_F.CT_WNA16, k, d): _NO_WNA16 for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},
     **{(f, _K.LINEAR, _CPU): _FP8_HOST for f in (_F.CT_FP8_CHANNEL, _F.CT_FP8_BLOCK,
                                                    _F.FP8_BLOCK)},

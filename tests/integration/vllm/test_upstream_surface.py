@@ -225,6 +225,10 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
 OWN: frozenset[str] = frozenset({
     # Expert parallelism's token exchange, set when the unquantized method's weights load.
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.exchange",
+    # --enable-eplb: the layer's EplbLayerState (layers/eplb.py) and the host runner's
+    # registration of the EPLB state vLLM's CPU runner does not make.
+    "adapters.vllm.layers.fused_moe:AscendMoeMethod.eplb",
+    "adapters.vllm.worker.host_model_runner:HostModelRunner._register_eplb",
     # vLLM's vllm::qwen_gdn_attention_core op calls the named layer's _forward_core; vLLM
     # declares it on its GDN layer, not on the KDA layer's base.
     "adapters.vllm.layers.kda:AscendKimiDeltaAttention._forward_core",
@@ -304,6 +308,10 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.quantization.moe_w4a8:AscendW4A8DynamicMoeMethod._param_shape",
     "adapters.vllm.quantization.moe_w4a8:AscendW4A8DynamicMoeMethod.run_experts",
     "adapters.vllm.quantization.moe_w4a8:AscendW4A8DynamicMoeMethod.scheme",
+    # compressed-tensors W4A16 experts (patch ct-wna16-moe-int4): the port's layout.
+    "adapters.vllm.quantization.moe_w4a16:AscendW4A16MoeMethod._refuse_unservable",
+    "adapters.vllm.quantization.moe_w4a16:AscendW4A16MoeMethod.routed_experts",
+    "adapters.vllm.quantization.moe_w4a16:AscendW4A16MoeMethod.run_experts",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.exchanged",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.run_experts",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod.scheme",

@@ -9,6 +9,7 @@ MC2 kernels' limits are the chip's), and the MC2 ops find the group again by it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -123,10 +124,77 @@ def _staged(original: Callable[..., Any]) -> Callable[..., Any]:
     return collective
 
 
+class _StagedP2P:
+    """The requests of one staged batch_isend_irecv, as HCCL's are: the first wait of any
+    of them waits the gloo batch and copies what arrived into the `npu` tensors; every
+    later wait returns at once (a gloo P2P request waited twice never returns)."""
+
+    def __init__(self, requests: list[Any], received: list[tuple[torch.Tensor, torch.Tensor]]):
+        self._requests, self._received, self._done = requests, received, False
+
+    def wait(self, timeout: Any = None) -> bool:
+        if not self._done:
+            for request in self._requests:
+                request.wait()
+            for tensor, host in self._received:
+                tensor.copy_(host)
+            self._done = True
+        return True
+
+    def is_completed(self) -> bool:
+        return self._done
+
+
+class _StagedRequest:
+    """One op's request in a staged batch: waiting it completes the batch."""
+
+    def __init__(self, batch: _StagedP2P) -> None:
+        self._batch = batch
+
+    def wait(self, timeout: Any = None) -> bool:
+        return self._batch.wait(timeout)
+
+    def is_completed(self) -> bool:
+        return self._batch.is_completed()
+
+
+def _staged_p2p(original: Callable[..., Any]) -> Callable[..., Any]:
+    """batch_isend_irecv of `npu` tensors, as HCCL's point-to-point takes them (vLLM's EPLB
+    moves expert weights so): over the emulator's gloo groups each send goes from a host
+    copy and each receive lands in a host buffer, copied into its `npu` tensor when the
+    batch is waited (one request per op, as torch returns them)."""
+
+    def batch_isend_irecv(p2p_ops: list[Any]) -> list[Any]:
+        if not any(_on_npu(op.tensor) for op in p2p_ops):
+            return original(p2p_ops)  # type: ignore[no-any-return]
+        host_ops, received = [], []
+        for op in p2p_ops:
+            tensor = op.tensor
+            host = tensor.cpu() if tensor.device.type == "npu" else tensor
+            if getattr(op.op, "__name__", "") == "irecv" and host is not tensor:
+                received.append((tensor, host))
+            host_ops.append(dist.P2POp(op.op, host, group=op.group, tag=op.tag,
+                                       group_peer=op.group_peer))
+        batch = _StagedP2P(list(original(host_ops)), received)
+        return [_StagedRequest(batch) for _ in p2p_ops]
+
+    batch_isend_irecv.emulated_hccl = True  # type: ignore[attr-defined]
+    return batch_isend_irecv
+
+
 def install_collectives() -> None:
     """torch.distributed's all_to_all_single, all_gather and all_reduce take `npu`
-    tensors (torch_npu's HCCL backend does); idempotent."""
+    tensors (torch_npu's HCCL backend does), and so does batch_isend_irecv (HCCL's
+    point-to-point); idempotent."""
     for name in ("all_to_all_single", "all_gather", "all_reduce"):
         current = getattr(dist, name)
         if not getattr(current, "emulated_hccl", False):
             setattr(dist, name, _staged(current))
+    original = dist.batch_isend_irecv
+    if not getattr(original, "emulated_hccl", False):
+        staged = _staged_p2p(original)
+        dist.batch_isend_irecv = staged
+        # Modules that imported it by name before (vLLM's EPLB communicators) call it too.
+        for module in list(sys.modules.values()):
+            if getattr(module, "batch_isend_irecv", None) is original:
+                module.batch_isend_irecv = staged

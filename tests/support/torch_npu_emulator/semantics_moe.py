@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from support.torch_npu_emulator.semantics import F32, FLOAT_TYPES, _require
-from support.torch_npu_emulator.semantics_w4a16 import unpack_int4pack
+from support.torch_npu_emulator.semantics_w4a16 import antiquant_groups, unpack_int4pack
 
 
 def npu_moe_gating_top_k(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -122,12 +122,12 @@ def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
     xs, ws, group_list = a["x"], a["weight"], a["group_list"]
     quantized = bool(xs) and xs[0].dtype == torch.int8
     a8w4 = quantized and len(ws) == 1 and ws[0].dtype == torch.int32
+    antiquant = not quantized and a["antiquant_scale"] is not None  # W4A16 (weight-only)
     for name in (
         *(() if a8w4 else ("bias",)),
         *(() if quantized else ("scale", "per_token_scale")),
         "offset",
-        "antiquant_scale",
-        "antiquant_offset",
+        *(() if antiquant else ("antiquant_scale", "antiquant_offset")),
         "activation_input",
     ):
         if a[name] is not None:
@@ -138,11 +138,14 @@ def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
     _require(a["group_type"] == 0, "npu_grouped_matmul: groups over M (group_type 0)")
     _require(a["act_type"] in (0, None), "npu_grouped_matmul: act_type not modelled")
     x, w = xs[0], ws[0]
-    if a8w4:  # int4 weights, eight per int32 along N
+    if antiquant:
+        _require(w.dtype == torch.int32, "npu_grouped_matmul: only int4 (int32-carried) "
+                 "antiquant weights are modelled")
+    if a8w4 or antiquant:  # int4 weights, eight per int32 along N
         _require(w.dim() == 3 and w.is_contiguous(), "npu_grouped_matmul: int4 weight [G,K,N/8]")
         w = torch.stack([unpack_int4pack(g) for g in w])
     _require(x.dim() == 2 and w.dim() == 3 and x.shape[1] == w.shape[1], "x [M,K], w [G,K,N]")
-    if not quantized:
+    if not quantized and not antiquant:
         _require(x.dtype == w.dtype and x.dtype in FLOAT_TYPES, "npu_grouped_matmul: x, w dtypes")
     _require(x.shape[1] < 65536 and w.shape[2] < 65536, "npu_grouped_matmul: inner dims < 65536")
     _require(
@@ -164,6 +167,8 @@ def npu_grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
     _require(sum(sizes) <= x.shape[0], "npu_grouped_matmul: group sizes exceed x's rows")
     if a8w4:
         return [_a8w4_groups(a, x, w, sizes)]
+    if antiquant:
+        return [antiquant_groups(a, x, w, sizes)]
     if quantized:
         return [_per_token_quant_groups(a, x, w, sizes)]
     # Each group's product accumulates in float32 and rounds once to x's dtype: torch's

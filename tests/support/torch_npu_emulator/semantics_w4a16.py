@@ -1,5 +1,6 @@
 """The int4 weight-only ops (W4A16), written from the op docs in the 2.14.0 wheel:
-npu_convert_weight_to_int4pack and npu_weight_quant_batchmatmul with int4 weights.
+npu_convert_weight_to_int4pack, npu_weight_quant_batchmatmul with int4 weights, and
+npu_grouped_matmul's antiquant case (antiquant_groups, called by semantics_moe).
 
 npu_convert_weight_to_int4pack: int32 [k, n] (or [n, k]) ND, contiguous, last dim a
 multiple of 8, values in [-8, 7] -> int32 [k, n / 8], eight int4 per int32. The docs call
@@ -114,6 +115,58 @@ def _int4_weight_quant_batchmatmul(a: dict[str, Any]) -> torch.Tensor:
     if bias is not None:
         y = y + bias.to(F32).reshape(n)
     return y.to(x.dtype)
+
+
+def antiquant_groups(a: dict[str, Any], x: torch.Tensor, w: torch.Tensor, sizes: list[int]
+                     ) -> torch.Tensor:
+    """npu_grouped_matmul's antiquant (weight-only) case with int4 weights (formula 4 of its
+    2.14.0 docs): y[rows of g] = x @ ((w[g] + antiquant_offset[g]) * antiquant_scale[g]).
+    Modelled refusals (A2/A3, group_list a tensor): x float16/bfloat16; one weight tensor
+    [g, k, n] (unpacked by the caller), n even; antiquant_scale in x's dtype, [g, n] per
+    channel or [g, G, n] per group with G dividing k; antiquant_offset of the scale's
+    shape and dtype (or None); output_dtype None or x's dtype. Arithmetic as
+    npu_weight_quant_batchmatmul's here (the docs state none): the weight antiquantized in
+    float32 and rounded to x's dtype, the products summed in float32, the result rounded
+    once to x's dtype."""
+    name = "npu_grouped_matmul (antiquant)"
+    scales, offsets = a["antiquant_scale"], a["antiquant_offset"]
+    _require(x.dtype in HALF_TYPES, f"{name}: x must be float16/bfloat16, not {x.dtype}")
+    _require(a["output_dtype"] in (None, x.dtype),
+             f"{name}: output_dtype must be None or x's dtype, not {a['output_dtype']}")
+    _require(len(scales) == 1 and (offsets is None or len(offsets) == 1),
+             f"{name}: one antiquant_scale (and antiquant_offset) per weight tensor")
+    groups, k, n = w.shape
+    _require(n % 2 == 0, f"{name}: an int4 weight's last dim must be even, not {n}")
+    scale = scales[0]
+    _require(scale.dtype == x.dtype, f"{name}: antiquant_scale must have x's dtype "
+             f"({x.dtype}), not {scale.dtype}")
+    if scale.dim() == 2:
+        _require(tuple(scale.shape) == (groups, n),
+                 f"{name}: per-channel antiquant_scale must be [g, n] = [{groups}, {n}], "
+                 f"not {list(scale.shape)}")
+        per_k = scale.unsqueeze(1)
+    else:
+        _require(scale.dim() == 3 and scale.shape[0] == groups and scale.shape[2] == n
+                 and scale.shape[1] > 0 and k % scale.shape[1] == 0,
+                 f"{name}: per-group antiquant_scale must be [g, G, n] with G dividing "
+                 f"k = {k}, not {list(scale.shape)}")
+        per_k = scale.repeat_interleave(k // scale.shape[1], dim=1)
+    values = w.to(F32)
+    if offsets is not None:
+        offset = offsets[0]
+        _require(offset.shape == scale.shape and offset.dtype == scale.dtype,
+                 f"{name}: antiquant_offset must have antiquant_scale's shape and dtype")
+        shaped = offset.unsqueeze(1) if offset.dim() == 2 else offset.repeat_interleave(
+            k // offset.shape[1], dim=1)
+        values = values + shaped.to(F32)
+    weight = (values * per_k.to(F32)).to(x.dtype)
+    out = torch.full((x.shape[0], n), float("nan"), dtype=x.dtype, device=x.device)
+    start = 0
+    for g, size in enumerate(sizes):
+        rows = x[start : start + size].to(F32) @ weight[g].to(F32)
+        out[start : start + size] = rows.to(x.dtype)
+        start += size
+    return out
 
 
 def npu_weight_quant_batchmatmul(a: dict[str, Any]) -> torch.Tensor:

@@ -152,7 +152,7 @@ def test_redundant_experts_count_on_every_rank():
     plan = plan_config(
         deepseek(
             outside_env={"HCCL_BUFFSIZE": "512"},
-            additional_config={"eplb_config": {"num_redundant_experts": 16}},
+            additional_config={"eplb_config": {"dynamic_eplb": True, "num_redundant_experts": 16}},
         )
     )
     moe = plan.decisions.moe
@@ -165,7 +165,7 @@ def test_redundant_experts_that_do_not_split_evenly_are_refused():
     plan = plan_config(
         deepseek(
             outside_env={"HCCL_BUFFSIZE": "512"},
-            additional_config={"eplb_config": {"num_redundant_experts": 3}},
+            additional_config={"eplb_config": {"dynamic_eplb": True, "num_redundant_experts": 3}},
         )
     )
     assert any("do not split evenly" in str(e) for e in plan.errors)

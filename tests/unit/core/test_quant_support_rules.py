@@ -33,6 +33,7 @@ SERVED = {
     (QuantFormat.MODELSLIM_W8A16, LayerKind.LINEAR),
     (QuantFormat.CT_INT8_W8A8, LayerKind.LINEAR),
     (QuantFormat.CT_W4A16, LayerKind.LINEAR),
+    (QuantFormat.CT_W4A16, LayerKind.EXPERTS),
     (QuantFormat.CT_FP8_CHANNEL, LayerKind.LINEAR),
     (QuantFormat.CT_FP8_BLOCK, LayerKind.LINEAR),
     (QuantFormat.CT_FP8_CHANNEL, LayerKind.EXPERTS),
@@ -170,3 +171,44 @@ def test_served_layers_plan_without_refusal(deployment) -> None:  # type: ignore
                    for f, k in SERVED)
     assert quant_refusals(layers, deployment.device_kind) == ()
     assert plan_config(attrs.evolve(deployment, quantized_layers=layers)).ok
+
+
+@pytest.mark.parametrize("deployment", [host(), npu()], ids=["host", "npu"])
+@pytest.mark.parametrize("weights", [W4A16, {**W4A16, "symmetric": False},
+                                     {**W4A16, "strategy": "channel", "group_size": None}],
+                         ids=["group-sym", "group-asym", "channel"])
+def test_w4a16_experts_plan_without_refusal(deployment, weights) -> None:  # type: ignore[no-untyped-def]
+    layers = compressed_tensors_layers(_ct(weights, None, "pack-quantized", moe=True))
+    experts = next(g for g in layers if g.kind is LayerKind.EXPERTS)
+    assert (experts.format, experts.first) == (
+        QuantFormat.CT_W4A16, "model.layers.0.mlp.experts.0.gate_proj")
+    plan = plan_config(attrs.evolve(deployment, quantized_layers=layers,
+                                    detected_quantization=QuantMethod.COMPRESSED_TENSORS))
+    assert plan.ok, plan.errors
+    verdict = quant_verdict(QuantFormat.CT_W4A16, LayerKind.EXPERTS, deployment.device_kind)
+    assert isinstance(verdict, Supported)
+    assert ("ct-wna16-moe-int4" if deployment.device_kind is DeviceKind.CPU
+            else "npu_grouped_matmul in its antiquant mode") in verdict.note
+
+
+@pytest.mark.parametrize("deployment", [host(), npu()], ids=["host", "npu"])
+def test_activation_ordered_w4a16_experts_stay_refused_before_load(deployment) -> None:  # type: ignore[no-untyped-def]
+    config = _ct({**W4A16, "actorder": "group"}, None, "pack-quantized", moe=True)
+    plan = plan_config(attrs.evolve(deployment, quantized_layers=compressed_tensors_layers(
+        config), detected_quantization=QuantMethod.COMPRESSED_TENSORS))
+    messages = [str(e) for e in plan.errors]
+    assert any(m.startswith("Layer model.layers.0.mlp.experts.0.gate_proj") for m in messages)
+    assert all("activation-ordered" in m for m in messages), messages
+
+
+def test_w4a16_experts_on_the_npu_refuse_expert_parallelism_before_load() -> None:
+    layers = compressed_tensors_layers(_ct(W4A16, None, "pack-quantized", moe=True))
+    ep = {"parallel": attrs.evolve(npu().parallel, tp=2, expert_parallel=True),
+          "quantized_layers": layers, "detected_quantization": QuantMethod.COMPRESSED_TENSORS}
+    (error,) = plan_config(attrs.evolve(npu(), **ep)).errors
+    assert str(error).startswith("Layer model.layers.0.mlp.experts.0.gate_proj: ")
+    assert "on an Ascend NPU, but not with expert parallelism" in str(error)
+    assert "--enable-expert-parallel" in error.hint
+    # The host serves it: its experts are dequantized float layers.
+    host_plan = plan_config(attrs.evolve(host(), **ep))
+    assert host_plan.ok, host_plan.errors

@@ -173,3 +173,55 @@ def test_a_lock_left_by_a_killed_build_is_removed_and_a_fresh_one_kept(tmp_path,
         assert clear_stale_lock(tmp_path, now=made + STALE_LOCK_SECONDS + 1)
     assert not lock.exists() and "was killed before it finished" in caplog.text
     assert not clear_stale_lock(tmp_path) and not clear_stale_lock(None)
+
+
+def test_a_lock_no_process_holds_is_removed_past_the_margin_and_a_held_one_kept(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from adapters.cpu.native import UNHELD_LOCK_SECONDS, clear_stale_lock
+
+    lock = tmp_path / "lock"
+    lock.touch()
+    made = lock.stat().st_mtime
+    late = made + UNHELD_LOCK_SECONDS + 1
+    assert not clear_stale_lock(tmp_path, now=made + 1, held=lambda _: False)  # just made
+    assert not clear_stale_lock(tmp_path, now=late, held=lambda _: True)  # a live build
+    assert not clear_stale_lock(tmp_path, now=late, held=lambda _: None)  # /proc cannot say
+    assert lock.exists()
+    assert clear_stale_lock(tmp_path, now=late, held=lambda _: False)  # a killed build's
+    assert not lock.exists()
+
+
+def test_lock_is_held_while_this_process_has_it_open(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    from adapters.cpu.native import lock_is_held
+
+    lock = tmp_path / "lock"
+    fd = os.open(lock, os.O_CREAT | os.O_EXCL)  # as torch's FileBaton makes it
+    try:
+        assert lock_is_held(lock) is True
+    finally:
+        os.close(fd)
+    assert lock_is_held(lock) is False
+    assert lock_is_held(lock, proc=tmp_path / "no-proc") is None
+
+
+def test_the_wait_ends_as_a_live_build_releases_or_a_killed_ones_lock_goes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import threading
+
+    from adapters.cpu.native import UNHELD_LOCK_SECONDS, wait_for_build_lock
+
+    lock = tmp_path / "lock"
+    lock.touch()
+    old = lock.stat().st_mtime - UNHELD_LOCK_SECONDS - 1
+    os.utime(lock, (old, old))
+    released = threading.Timer(0.05, lock.unlink)
+    released.start()
+    wait_for_build_lock(tmp_path, held=lambda _: True, poll=0.01)  # the build ends
+    released.join()
+    assert not lock.exists()
+    lock.touch()
+    os.utime(lock, (old, old))
+    wait_for_build_lock(tmp_path, held=lambda _: False, poll=0.01)  # its builder was killed
+    assert not lock.exists()
+    wait_for_build_lock(None)

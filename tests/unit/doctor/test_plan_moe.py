@@ -61,7 +61,8 @@ def test_a_buffer_too_small_fails_the_section_and_the_plan():
 
 
 def test_redundant_experts_are_shown():
-    serve = args(additional_config={"eplb_config": {"num_redundant_experts": 16}})
+    eplb = {"dynamic_eplb": True, "num_redundant_experts": 16}
+    serve = args(additional_config={"eplb_config": eplb})
     items, data = moe_items(plan_for(serve, {"HCCL_BUFFSIZE": "512"}))
     assert "272 experts (256 + 16 redundant) over 16 EP ranks: 17 a rank" in [
         i.detail for i in items if i.name == "experts"

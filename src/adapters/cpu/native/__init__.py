@@ -136,7 +136,7 @@ class NativeKernels:
     def _build(self, name: str) -> bool:
         extension = self._extensions[name]
         started = time.monotonic()
-        clear_stale_lock(_build_directory(_build_name(name)))
+        wait_for_build_lock(_build_directory(_build_name(name)))
         try:
             from torch.utils import cpp_extension
 
@@ -351,26 +351,76 @@ def _build_directory(build_name: str) -> Path | None:
 # one killed mid-build (an engine stopped at its first start) leaves it, and every later
 # start then waits on it forever. No build here takes near this long on 2 cores.
 STALE_LOCK_SECONDS = 600.0
+# torch's FileBaton keeps the lock's file descriptor open for the whole build, so a lock
+# that no live process holds open is a killed build's. Past this age (the baton is opened
+# as it is made; the margin covers a builder /proc does not show, in another container
+# sharing the directory) it is removed without waiting STALE_LOCK_SECONDS.
+UNHELD_LOCK_SECONDS = 30.0
+_LOCK_POLL_SECONDS = 0.5
+
+Holders = Callable[[Path], bool | None]
 
 
-def clear_stale_lock(directory: Path | None, now: float | None = None) -> bool:
-    """Remove `directory`'s build lock when it is older than STALE_LOCK_SECONDS (left by a
-    build that was killed); whether one was removed."""
+def lock_is_held(lock: Path, proc: Path = Path("/proc")) -> bool | None:
+    """Whether a process this one can see has `lock` open; None where /proc cannot say."""
+    try:
+        target = str(lock.resolve())
+        pids = [entry for entry in proc.iterdir() if entry.name.isdigit()]
+    except OSError:
+        return None
+    readable = False
+    for pid in pids:
+        try:
+            fds = list((pid / "fd").iterdir())
+        except OSError:
+            continue  # gone, or another user's
+        readable = True
+        for fd in fds:
+            try:
+                if str(fd.readlink()) == target:
+                    return True
+            except OSError:
+                continue
+    return False if readable else None
+
+
+def clear_stale_lock(
+    directory: Path | None, now: float | None = None, held: Holders = lock_is_held
+) -> bool:
+    """Remove `directory`'s build lock when it is left by a build that was killed: no live
+    process holds it open and it is older than UNHELD_LOCK_SECONDS, or it is older than
+    STALE_LOCK_SECONDS; whether one was removed."""
     lock = directory / "lock" if directory is not None else None
     try:
         if lock is None or not lock.exists():
             return False
         age = (time.time() if now is None else now) - lock.stat().st_mtime
-        if age < STALE_LOCK_SECONDS:
-            return False  # a build in progress, in this process's sibling or another one
+        if age < UNHELD_LOCK_SECONDS:
+            return False  # a build starting, in this process's sibling or another one
+        holder = held(lock) if age < STALE_LOCK_SECONDS else None
+        if holder is not False and age < STALE_LOCK_SECONDS:
+            return False  # a build in progress (or /proc cannot say): torch waits on it
         lock.unlink()
     except OSError:
         return False  # gone meanwhile, or not ours to remove: torch's wait decides
+    why = "no process holds it" if age < STALE_LOCK_SECONDS else "older than any build"
     logger.warning(
-        "Removed %s, a build lock %d s old: a host kernel build was killed before it "
-        "finished, and every start would have waited on it.", lock, round(age),
+        "Removed %s, a build lock %d s old (%s): a host kernel build was killed before it "
+        "finished, and every start would have waited on it.", lock, round(age), why,
     )
     return True
+
+
+def wait_for_build_lock(
+    directory: Path | None, held: Holders = lock_is_held, poll: float = _LOCK_POLL_SECONDS
+) -> None:
+    """Until `directory` has no build lock: a live build's ends, a killed build's is
+    removed once clear_stale_lock calls it stale (torch's own wait would never end)."""
+    lock = directory / "lock" if directory is not None else None
+    while lock is not None and lock.exists():
+        if clear_stale_lock(directory, held=held):
+            return
+        time.sleep(poll)
 
 
 def _cpu_key(cpuinfo: str | None = None) -> str:

@@ -29,6 +29,7 @@ from ascend_core.deployment_builder import Requested
 from ascend_core.deployment_builder import build_deployment as core_build_deployment
 from ascend_core.errors import AscendError
 from ascend_core.model_facts import text_config
+from ascend_core.moe.eplb import eplb_settings_from
 from ascend_core.plan import ConfigPlan, ModelRunner, plan_config
 from ascend_core.plan.speculative import DRAFT_MODEL_METHODS
 from ascend_core.preflight import CheckItem
@@ -65,6 +66,7 @@ def requested(args: ServeArgs) -> Requested:
             # which ours keep), whatever the flag says; the plan decides from there.
             disable_custom_all_reduce=True,
             ray=args.distributed_executor_backend == "ray",
+            eplb=eplb_settings_from(args.enable_eplb, args.eplb_config),
         ),
         speculative=SpeculativeSettings(
             method=args.speculative.get("method"),

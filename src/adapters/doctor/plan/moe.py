@@ -33,6 +33,10 @@ def moe_items(plan: ConfigPlan) -> tuple[list[CheckItem], dict[str, Any] | None]
     ]
     if moe.in_graphs is not None:
         items.append(CheckItem("in graphs", PASS, moe.in_graphs))
+    eplb = plan.decisions.eplb
+    if eplb is not None:
+        items.append(CheckItem("EPLB", PASS, eplb.describe()))
+        items.extend(CheckItem("eplb_config", PASS, m.describe()) for m in eplb.mappings)
     buffer = moe.hccl_buffer
     data: dict[str, Any] = {
         "methods": [m.value for m in comm.methods()],
@@ -47,6 +51,14 @@ def moe_items(plan: ConfigPlan) -> tuple[list[CheckItem], dict[str, Any] | None]
         "hccl_buffer_needed_mb": buffer.needed_mb if buffer is not None else None,
         "hccl_buffsize_mb": buffer.given_mb if buffer is not None else None,
         "in_graphs": moe.in_graphs,
+        "eplb": None if eplb is None else {
+            "source": eplb.source,
+            "redundant_experts": eplb.redundant,
+            "window_size": eplb.window_size,
+            "step_interval": eplb.step_interval,
+            "communicator": eplb.communicator,
+            "mapped": {m.key: m.vllm for m in eplb.mappings},
+        },
     }
     if buffer is None:
         items.append(CheckItem("HCCL buffer", PASS, NO_FLOOR))

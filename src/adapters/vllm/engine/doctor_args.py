@@ -29,6 +29,8 @@ FIELDS = (
     "prefill_context_parallel_size",
     "decode_context_parallel_size",
     "enable_expert_parallel",
+    "enable_eplb",
+    "eplb_config",
     "enable_lora",
     "language_model_only",
     "limit_mm_per_prompt",

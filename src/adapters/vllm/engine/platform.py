@@ -123,6 +123,9 @@ class AscendPlatformBase(Platform):
                 features = configure.runner_features(engine_args, files)
             configure.before_config(cls.device_kind, features=features)
             startup_errors.refuse_before_start(engine_args, ports.model_files, ports.upstream())
+            from adapters.vllm.engine import eplb_hold
+
+            eplb_hold.hold(engine_args)
         action = None if parser is None else parser._option_string_actions.get("--quantization")
         if action is not None and action.choices is not None and METHOD_NAME not in action.choices:
             action.choices = [*action.choices, METHOD_NAME]

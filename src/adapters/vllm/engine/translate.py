@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from adapters.vllm.engine import eplb_hold
 from adapters.vllm.kv_transfer import read_module_path
 from ascend_core import kv_transfer
 from ascend_core.deployment import (
@@ -208,6 +209,7 @@ def requested(vllm_config: VllmConfig) -> Requested:
             expert_parallel=bool(pc.enable_expert_parallel),
             disable_custom_all_reduce=bool(pc.disable_custom_all_reduce),
             ray=bool(pc.use_ray),
+            eplb=eplb_hold.settings_of(pc),
         ),
         speculative=_speculative(vllm_config),
         compilation=_compilation(vllm_config),

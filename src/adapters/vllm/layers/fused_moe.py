@@ -23,6 +23,7 @@ from vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method import (
 )
 
 from adapters.container import container
+from adapters.vllm.layers.eplb import eplb_state_of, physical_ids
 from ascend_core.errors import UnsupportedFeatureError, refuse_unsupported
 from ascend_core.moe.exchange_share import exchange_share
 from ascend_core.moe.in_graphs import captures
@@ -226,6 +227,8 @@ class AscendMoeMethod(FusedMoEMethodBase):
     traced_in_graph: bool = False
     # Set at load where the device exchanges tokens between EP ranks (MC2, all-to-all).
     exchange: ExpertExchange | None = None
+    # vLLM's EplbLayerState with --enable-eplb (layers/eplb.py): routed ids become physical.
+    eplb: Any = None
 
     def __init__(self, moe: FusedMoEConfig) -> None:
         # FusedMoEMethodBase by name: in a subclass that also derives from one of vLLM's
@@ -258,6 +261,8 @@ class AscendMoeMethod(FusedMoEMethodBase):
         if self.routing_rule is None:
             self.routing_rule = routing_of(layer)
         weights, ids = ops.route(router_logits, self.routing_rule, layer.e_score_correction_bias)
+        if self.eplb is not None:
+            ids = physical_ids(self.eplb, ids)
         if self.exchange is not None and self.exchange.serves(x.shape[0]):
             return self.exchanged(layer, self.exchange, x, ids, weights)
         expert_map = layer.expert_map
@@ -298,6 +303,10 @@ class AscendUnquantizedFusedMoEMethod(AscendMoeMethod, UnquantizedFusedMoEMethod
     out-of-tree platform selects no kernel at all.
     """
 
+    @property
+    def supports_eplb(self) -> bool:
+        return True  # vLLM's weights, moved by its rearrange; ids mapped in apply_monolithic
+
     def maybe_roundup_sizes(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
         return FusedMoEMethodBase.maybe_roundup_sizes(self, *args, **kwargs)
 
@@ -310,14 +319,17 @@ class AscendUnquantizedFusedMoEMethod(AscendMoeMethod, UnquantizedFusedMoEMethod
         # The ops' traceable experts are the SiLU ones without biases (the host's native
         # kernel); gpt-oss's stay one opaque op that the graph calls.
         self.exchange = expert_exchange_of(layer)
+        self.eplb = eplb_state_of(layer)
         if self.exchange is not None and self.expert_mlp.biased:
             raise UnsupportedFeatureError(
                 f"MoE layer {layer.layer_name}: the NPU's expert-parallel exchange runs "
                 "experts without biases.",
                 "serve this model without --enable-expert-parallel",
             )
+        # EPLB's map records the load in place: kept inside vLLM's opaque MoE op.
         self.traced_in_graph = (
             self.exchange is None
+            and self.eplb is None
             and self.expert_mlp == SILU_MLP
             and self.moe_ops.traces_in_graph(layer.w13_weight, layer.w2_weight)
         )

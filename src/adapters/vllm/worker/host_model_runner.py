@@ -42,6 +42,23 @@ class HostModelRunner(SampleCountersMixin, SeededRewindMixin, CPUModelRunner):
         # The host GEMM's packed weights, now rather than in the first forward (the
         # profiling run, which counts them as it did before).
         prepack_weights(self.model)
+        self._register_eplb()
+
+    def _register_eplb(self) -> None:
+        """--enable-eplb: the MoE model's EPLB state, as GPUModelRunner.load_model makes it
+        (vLLM's CPU runner loads without it); its steps, rebalances and the expert weights'
+        moves over the EP group's gloo are then vLLM's own."""
+        if not self.parallel_config.enable_eplb:
+            return
+        from vllm.distributed.eplb.eplb_state import EplbState
+        from vllm.model_executor.models.interfaces import get_mixture_of_experts_model
+
+        moe_model = get_mixture_of_experts_model(self.model)
+        if moe_model is None:
+            return
+        self.eplb_state = EplbState(self.parallel_config, self.device)
+        self.eplb_state.add_model(moe_model, self.model_config)
+        self._moe_model = moe_model
 
     # With a draft model (eagle, eagle3, mtp, draft_model) the GPU runner copies the draft
     # tokens (and, scheduling asynchronously, the valid-token counts) to the host on a

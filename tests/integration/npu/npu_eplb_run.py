@@ -1,0 +1,124 @@
+"""LLM.generate with vLLM's EPLB on emulated A3 NPUs (or the host), printed as JSON.
+
+`ref`: TP=1 eager, the reference, with each step's top-2 logprobs. `eplb`: TP=2 + expert
+parallel + --enable-eplb with REDUNDANT redundant experts and a rebalance every
+STEP_INTERVAL steps over a WINDOW-step load window, in the plan's default graph mode. The
+eplb run reads each rank's EPLB state (physical -> logical map, load window) and a
+fingerprint of every local physical expert's weights after start-up, then generates the
+prompts twice (each pass takes more engine steps than STEP_INTERVAL, so a rebalance comes
+within the first pass and another before the second), reading the state again after each.
+
+Run as: python npu_eplb_run.py MODEL_DIR ref|eplb [cpu] (in child_env with 2 emulated NPUs;
+`cpu` serves on the host instead, in float32).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+PROMPT_LENGTHS = (5, 40, 90, 17)  # 90 > max_num_batched_tokens: chunked prefill
+MAX_NEW = 8
+REDUNDANT = 2
+WINDOW = 4
+STEP_INTERVAL = 6
+CAPTURE_SIZES = [4, 8]
+
+
+def prompts() -> list[list[int]]:
+    import random
+
+    rng = random.Random(1)
+    return [[rng.randrange(2, 500) for _ in range(n)] for n in PROMPT_LENGTHS]
+
+
+def eplb_view(wrapper: object) -> dict[str, Any]:
+    """Run in each worker: its EPLB state and its local physical experts' weights."""
+    worker = getattr(wrapper, "worker", wrapper)
+    runner = worker.model_runner  # type: ignore[attr-defined]
+    state = getattr(runner, "eplb_state", None)
+    if state is None:  # the V2 runner keeps it in its EPLB controller
+        state = runner.eplb.state
+    model_state = next(iter(state.model_states.values()))
+    layers = [m for m in runner.model.modules() if type(m).__name__ == "RoutedExperts"]
+    return {
+        "physical_to_logical": model_state.physical_to_logical_map.cpu().tolist(),
+        "load_window_sum": int(model_state.expert_load_window.sum().item()),
+        "rearrange_step": state.expert_rearrangement_step,
+        # Per layer, per local physical slot: the sum of its w13 and w2 in float64.
+        "weights": [
+            [float(layer.w13_weight[slot].double().sum() + layer.w2_weight[slot].double().sum())
+             for slot in range(layer.local_num_experts)]
+            for layer in layers
+        ],
+        "local_experts": [layer.local_num_experts for layer in layers],
+        "eplb_layers": sum(getattr(layer.quant_method, "eplb", None) is not None
+                           for layer in layers),
+        "exchanges": [getattr(layer.quant_method, "exchange", None) is not None
+                      for layer in layers],
+    }
+
+
+def _top2(out: list[Any]) -> list[list[list[float]]]:
+    return [
+        [sorted((lp.logprob for lp in step.values()), reverse=True)[:2]
+         for step in o.outputs[0].logprobs or []]
+        for o in out
+    ]
+
+
+def main(model: str, mode: str, device: str) -> None:
+    os.environ["VLLM_ASCEND_DEVICE"] = device
+    os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # collective_rpc of a function
+    from vllm import LLM, SamplingParams, TokensPrompt
+
+    eplb = mode == "eplb"
+    graphs = eplb and device == "npu"
+    extra: dict[str, Any] = {}
+    if eplb:
+        extra = {
+            "tensor_parallel_size": 2,
+            "enable_expert_parallel": True,
+            "enable_eplb": True,
+            "eplb_config": {"num_redundant_experts": REDUNDANT, "window_size": WINDOW,
+                            "step_interval": STEP_INTERVAL},
+        }
+    llm = LLM(
+        model=model,
+        dtype="bfloat16" if device == "npu" else "float32",
+        enforce_eager=not graphs,
+        compilation_config={"cudagraph_capture_sizes": CAPTURE_SIZES} if graphs else None,
+        max_model_len=256,
+        block_size=128 if device == "npu" else 16,
+        max_num_batched_tokens=64,
+        max_num_seqs=8,
+        kv_cache_memory_bytes=32 << 20,
+        seed=0,
+        **extra,
+    )
+    params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True,
+                            logprobs=None if eplb else 2)
+
+    def generate() -> list[Any]:
+        return llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts()], params,
+                            use_tqdm=False)
+
+    result: dict[str, Any] = {"prompts": prompts()}
+    if eplb:
+        result["start"] = llm.collective_rpc(eplb_view)
+    first = generate()
+    result["ids"] = [list(o.outputs[0].token_ids) for o in first]
+    if eplb:
+        result["after_first"] = llm.collective_rpc(eplb_view)
+        second = generate()
+        result["ids_after_rebalance"] = [list(o.outputs[0].token_ids) for o in second]
+        result["after_second"] = llm.collective_rpc(eplb_view)
+    else:
+        result["top2"] = _top2(first)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], "cpu" if sys.argv[3:] == ["cpu"] else "npu")
