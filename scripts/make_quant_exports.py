@@ -37,6 +37,11 @@ MoE models (transformers holds each layer's experts as 3-d gate_up_proj / down_p
   high one; weight_scale, weight_offset (zeros) float32 [out, 1]; scale_bias float32
   = 8 * weight_scale[o] * sum over inputs of q[o], [out, 1] for gate_proj / up_proj and
   [out, 16] for down_proj (column c sums the c-th of 16 equal slices of the inputs).
+  A dense model's w4a8_dynamic export has every decoder linear W4A8_DYNAMIC in that
+  layout: scale_bias [out, 16] for the layers vLLM splits along their inputs (o_proj,
+  down_proj: row-parallel), [out, 1] for the others; the float bias stays as it is. Its
+  description says group_size 0 (per channel): vLLM-Ascend's W4A8_DYNAMIC linear method
+  takes a description without group_size as per-group with 256 inputs per group.
   MLA's kv_b_proj stays FLOAT: vLLM's MLA layer absorbs its weight into the attention
   math in float, so a quantized kv_b_proj would not compute the scheme's integer math.
 Same arguments and source, same files; a finished directory carries a stamp.
@@ -55,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a pa
 from model_dirs import build_once, calibration_token_ids, read_json
 
 STAMP_FILE = ".make_quant_exports.json"
-SCRIPT_VERSION = 3
+SCRIPT_VERSION = 4
 DESCRIPTION_FILE = "quant_model_description.json"
 INDEX_FILE = "quant_model_weights.safetensors.index.json"
 SCHEMES = ("w8a8", "w8a8_dynamic", "w8a16", "mixed", "w4a8_dynamic")
@@ -63,6 +68,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 W8A8, DYNAMIC, W8A16, FLOAT = "W8A8", "W8A8_DYNAMIC", "W8A16", "FLOAT"
 W4A8 = "W4A8_DYNAMIC"
 BIAS_SLICES = 16  # down_proj's scale_bias columns
+ROW_PARALLEL = ("o_proj", "down_proj")  # vLLM splits these along their inputs
 COPIED = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -80,10 +86,13 @@ _MIXED_BY_LAYER = (
 )
 
 
-def linear_scheme(scheme: str, layer: int, module: str) -> str:
-    """The ModelSlim label of `module` (e.g. `self_attn.q_proj`) of decoder layer `layer`."""
+def linear_scheme(scheme: str, layer: int, module: str, dense: bool = False) -> str:
+    """The ModelSlim label of `module` (e.g. `self_attn.q_proj`) of decoder layer `layer`
+    (`dense`: the model has no routed experts)."""
     if module.endswith("kv_b_proj"):
         return FLOAT
+    if scheme == "w4a8_dynamic" and dense:
+        return W4A8
     if scheme == "w8a8":
         return W8A8
     if scheme in ("w8a8_dynamic", "w4a8_dynamic"):
@@ -139,9 +148,14 @@ def _build(src: Path, out: Path, scheme: str, dtype_name: str | None) -> None:
         description[name] = FLOAT
     for prefix, (layer, module) in linears.items():
         linear = model.get_submodule(prefix)
-        label = linear_scheme(scheme, layer, module)
+        label = linear_scheme(scheme, layer, module, dense=not experts)
         if label == FLOAT:
             parts = {"weight": linear.weight.detach().to(dtype)}
+            if linear.bias is not None:
+                parts["bias"] = linear.bias.detach().to(dtype)
+        elif label == W4A8:
+            slices = BIAS_SLICES if module.endswith(ROW_PARALLEL) else 1
+            parts = quantize_w4a8(linear.weight.detach(), slices)
             if linear.bias is not None:
                 parts["bias"] = linear.bias.detach().to(dtype)
         elif label in (DYNAMIC, W8A16):
@@ -168,12 +182,14 @@ def _build(src: Path, out: Path, scheme: str, dtype_name: str | None) -> None:
     total = sum(t.numel() * t.element_size() for t in tensors.values())
     index = {"metadata": {"total_size": total}, "weight_map": dict.fromkeys(sorted(tensors), shard)}
     (out / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
-    labels = {linear_scheme(scheme, layer, m) for layer, m in linears.values()} - {FLOAT}
+    labels = {linear_scheme(scheme, layer, m, dense=not experts)
+              for layer, m in linears.values()} - {FLOAT}
     labels |= {DYNAMIC} if experts else set()
     model_type = labels.pop() if len(labels) == 1 else "W8A8_MIX"
-    if experts and expert_label == W4A8:
-        model_type = W4A8
-    meta = {"model_quant_type": model_type, "version": "1.0.0"}
+    meta: dict[str, Any] = {"model_quant_type": model_type, "version": "1.0.0"}
+    if scheme == "w4a8_dynamic":
+        meta["model_quant_type"] = W4A8
+        meta["group_size"] = 0  # per channel
     (out / DESCRIPTION_FILE).write_text(json.dumps({**meta, **description}, indent=2) + "\n")
 
     config = json.loads((src / "config.json").read_text())

@@ -64,6 +64,7 @@ class HostDevice(containers.DeclarativeContainer):
     int4_expert_ops = providers.Singleton(
         _lazy, "adapters.cpu.quant_w4a16_moe:CpuInt4ExpertOps"
     )
+    w4a8_linear_ops = providers.Singleton(_lazy, "adapters.cpu.quant_w4a8:CpuW4A8LinearOps")
     mla_ops = providers.Singleton(_lazy, "adapters.cpu.mla:CpuMlaOps")
     sparse_mla_ops = providers.Singleton(_lazy, "adapters.cpu.sparse_mla:CpuSparseMlaOps")
     sampling_ops = providers.Singleton(_lazy, "adapters.cpu.sampling:CpuSamplingOps")
@@ -108,6 +109,9 @@ class NpuDevice(containers.DeclarativeContainer):
     )
     int4_expert_ops = providers.Singleton(
         _lazy, "adapters.npu.quant_w4a16_moe:NpuInt4ExpertOps", torch_npu
+    )
+    w4a8_linear_ops = providers.Singleton(
+        _lazy, "adapters.npu.quant_w4a8:NpuW4A8LinearOps", torch_npu
     )
     moe_comm_ops = providers.Singleton(
         _lazy, "adapters.npu.moe_comm:NpuMoeComm", torch_npu, moe_ops, quant_moe_ops
@@ -227,6 +231,10 @@ class Container(containers.DeclarativeContainer):
     # W4A16 MoE experts (ports/quant_w4a16_moe.py).
     int4_expert_ops = providers.Selector(
         serving_kind, npu=npu_device.int4_expert_ops, cpu=host_device.int4_expert_ops
+    )
+    # W4A8_DYNAMIC linears (ports/quant_w4a8.py).
+    w4a8_linear_ops = providers.Selector(
+        serving_kind, npu=npu_device.w4a8_linear_ops, cpu=host_device.w4a8_linear_ops
     )
     # Weight-only int8 linears (ports/weight_quant.py).
     weight_quant_ops = providers.Selector(

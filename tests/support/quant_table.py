@@ -69,11 +69,15 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("modelslim W8A8 linear", "llama", "modelslim:W8A8:linear", True),
     ("modelslim W8A8_DYNAMIC linear", "llama", "modelslim:W8A8_DYNAMIC:linear", True),
     ("modelslim W8A16 linear", "llama", "modelslim:W8A16:linear", True),
-    ("modelslim W4A8_DYNAMIC linear", "llama", "modelslim:W4A8_DYNAMIC:linear", False),
+    ("modelslim W4A8_DYNAMIC linear", "llama", "modelslim:W4A8_DYNAMIC:linear", True),
+    ("modelslim W4A8_DYNAMIC per-group linear", "llama", "modelslim:W4A8_DYNAMIC/256:linear",
+     False),
     ("modelslim W8A8 experts", "qwen3_moe", "modelslim:W8A8:experts", False),
     ("modelslim W8A8_DYNAMIC experts", "qwen3_moe", "modelslim:W8A8_DYNAMIC:experts", True),
     ("modelslim W8A16 experts", "qwen3_moe", "modelslim:W8A16:experts", False),
     ("modelslim W4A8_DYNAMIC experts", "qwen3_moe", "modelslim:W4A8_DYNAMIC:experts", True),
+    ("modelslim W4A8_DYNAMIC per-group experts", "qwen3_moe",
+     "modelslim:W4A8_DYNAMIC/256:experts", False),
     ("modelslim quantized lm_head", "llama", "modelslim:W8A8_DYNAMIC:embedding", False),
     ("ct int8 W8A8 linear", "llama", "config:ct-int8-w8a8", True),
     ("ct int8 W8A8 experts", "qwen3_moe", "config:ct-int8-w8a8", False),
@@ -99,12 +103,16 @@ ROWS: list[tuple[str, str, str, bool]] = [
 ]  # fmt: skip
 
 
-def _description(model: Path, scheme: str, kind: str) -> dict[str, str]:
+def _description(model: Path, scheme: str, kind: str) -> dict[str, Any]:
     """Every tensor of the tiny model described, as ModelSlim's saver writes its keys:
-    `scheme` for the weights of `kind`, FLOAT for the rest."""
+    `scheme` for the weights of `kind`, FLOAT for the rest. `<SCHEME>/<G>`: the
+    description's group_size is G (per-group weight scales)."""
     from safetensors import safe_open
 
-    entries = {"model_quant_type": scheme, "version": "1.0.0"}
+    scheme, _, group = scheme.partition("/")
+    entries: dict[str, Any] = {"model_quant_type": scheme, "version": "1.0.0"}
+    if group:
+        entries["group_size"] = int(group)
     for shard in sorted(model.glob("*.safetensors")):
         with safe_open(str(shard), "pt") as f:
             for name in f.keys():  # noqa: SIM118 (safe_open is no mapping)
@@ -125,7 +133,7 @@ def make_row(how: str, base: Path, where: Path) -> tuple[Path, list[str]]:
     kind, _, rest = how.partition(":")
     if kind == "flag":
         return base, ["--quantization", rest]
-    out = where / f"{base.name}-{how.replace(':', '-').lower()}"
+    out = where / f"{base.name}-{how.replace(':', '-').replace('/', '-g').lower()}"
     if out.exists():
         return out, []
     shutil.copytree(base, out)

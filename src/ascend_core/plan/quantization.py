@@ -10,6 +10,7 @@ from ascend_core.quantization import SELECTABLE, UNSUPPORTED, QuantMethod
 from ascend_core.quantization.export_layers import LayerKind, QuantFormat
 from ascend_core.quantization.fp8 import block_shape_problem, fp8_serving
 from ascend_core.quantization.methods import UNSUPPORTED_HINT, selectable_names
+from ascend_core.quantization.w4a8 import ROW_SLICES, w4a8_split_problem
 from ascend_core.quantization.w4a16_experts import w4a16_expert_refusals
 from ascend_core.suggest import did_you_mean
 from ascend_core.support.quant_matrix import device_name, quant_refusals
@@ -78,6 +79,17 @@ def check_quantized_layers(deployment: Deployment, draft: Draft) -> Draft:
         draft = draft.fail(error)
     tp = deployment.parallel.tp
     for group in deployment.quantized_layers:
+        if (group.format, group.kind) == (QuantFormat.MODELSLIM_W4A8_DYNAMIC, LayerKind.LINEAR):
+            problem = w4a8_split_problem(group.projections, tp, deployment.device_kind)
+            if problem is not None:
+                draft = draft.fail(QuantizationError(
+                    f"Layer {group.first} and the other linear layers: {group.says}, "
+                    f"{group.format.value}, which does not fit this model split over {tp} "
+                    f"rank(s) on {device_name(deployment.device_kind)}: {problem}.",
+                    f"Serve with a tensor-parallel size dividing {ROW_SLICES} that keeps "
+                    "each rank's slices even (--tensor-parallel-size 1 if the sizes allow), "
+                    "or re-export the linear layers with ModelSlim as W8A8_DYNAMIC.",
+                ))
         if group.block is None or group.kind not in (LayerKind.LINEAR, LayerKind.EXPERTS):
             continue
         problem = block_shape_problem(group.projections, group.block, tp)

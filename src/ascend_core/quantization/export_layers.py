@@ -29,6 +29,8 @@ class QuantFormat(enum.Enum):
     MODELSLIM_W8A8_DYNAMIC = "ModelSlim W8A8_DYNAMIC (int8 weights, per-token int8 activations)"
     MODELSLIM_W8A16 = "ModelSlim W8A16 (int8 weights, float activations)"
     MODELSLIM_W4A8_DYNAMIC = "ModelSlim W4A8_DYNAMIC (int4 weights, per-token int8 activations)"
+    MODELSLIM_W4A8_PER_GROUP = ("ModelSlim W4A8_DYNAMIC with per-group weight scales "
+                                "(group_size > 0, weight_scale_second)")
     MODELSLIM_UNKNOWN = "a ModelSlim scheme this plugin does not know"
     CT_INT8_W8A8 = "compressed-tensors int8 W8A8 (symmetric weights and activations)"
     CT_INT8_ASYMMETRIC = "compressed-tensors int8 W8A8 with asymmetric weights or activations"
@@ -69,7 +71,8 @@ class QuantizedLayers:
     count: int
     says: str
     # Block-quantized formats: the [n, k] weight block, and the decoder's linear layers
-    # as the config sizes them (the plan checks that the blocks fit each rank's slice).
+    # as the config sizes them (the plan checks that the blocks fit each rank's slice; for
+    # W4A8_DYNAMIC linears, that the split fits the int4 layout).
     block: tuple[int, int] | None = None
     projections: tuple[Projection, ...] = ()
 
@@ -108,7 +111,8 @@ def _grouped(found: Sequence[tuple[QuantFormat, LayerKind, str, str]]
 
 def modelslim_layers(description: Mapping[str, Any]) -> tuple[QuantizedLayers, ...]:
     """The quantized weights of a ModelSlim description, by format and layer kind."""
-    entries = parse_description(description).entries
+    parsed = parse_description(description)
+    entries = parsed.entries
     found = []
     for key, label in entries.items():
         if not key.endswith(".weight"):
@@ -117,8 +121,19 @@ def modelslim_layers(description: Mapping[str, Any]) -> tuple[QuantizedLayers, .
         if scheme == "FLOAT":
             continue
         fmt = _MODELSLIM_FORMATS.get(scheme, QuantFormat.MODELSLIM_UNKNOWN)
-        found.append((fmt, _kind_of_weight(key), key.removesuffix(".weight"),
-                      f"{DESCRIPTION_FILE} says {key} is {label}"))
+        says = f"{DESCRIPTION_FILE} says {key} is {label}"
+        prefix = key.removesuffix(".weight")
+        if fmt is QuantFormat.MODELSLIM_W4A8_DYNAMIC:
+            # Per-group exports carry a second-level scale per group of inputs; vllm-ascend
+            # reads group_size from the description (its linear method's default is 256).
+            second = f"{prefix}.weight_scale_second"
+            if (parsed.group_size or 0) > 0:
+                fmt = QuantFormat.MODELSLIM_W4A8_PER_GROUP
+                says += f" with group_size {parsed.group_size}"
+            elif parsed.group_size is None and second in entries:
+                fmt = QuantFormat.MODELSLIM_W4A8_PER_GROUP
+                says += f" and describes {second}"
+        found.append((fmt, _kind_of_weight(key), prefix, says))
     return _grouped(found)
 
 
@@ -275,7 +290,14 @@ def quantized_layers(
     files are not readable as such (detection reports that, in its own words)."""
     try:
         if method is QuantMethod.ASCEND and description is not None:
-            return modelslim_layers(description)
+            # W4A8_DYNAMIC linears carry the config's projections (the plan checks their
+            # split and int4 layout).
+            return tuple(
+                evolve(g, projections=dense_projections(config or {}))
+                if (g.format, g.kind) == (QuantFormat.MODELSLIM_W4A8_DYNAMIC, LayerKind.LINEAR)
+                else g
+                for g in modelslim_layers(description)
+            )
         if method is QuantMethod.COMPRESSED_TENSORS and config is not None:
             return compressed_tensors_layers(config)
         if method is QuantMethod.FP8:

@@ -72,8 +72,8 @@ def scheme_for_experts(
         raise QuantizationError(
             f"MoE layer {prefix}: its experts are W4A8_DYNAMIC with per-group weight scales "
             f"(group_size {description.group_size} in {DESCRIPTION_FILE}), and W4A8_DYNAMIC "
-            "experts are served with per-channel scales only (as vllm-project/vllm-ascend "
-            "serves them).",
+            "experts are served with per-channel scales only; vllm-project/vllm-ascend no "
+            "longer serves per-group W4A8 experts either.",
             "Re-export the experts with ModelSlim's per-channel W4A8_DYNAMIC (group_size 0), "
             "or as W8A8_DYNAMIC.",
         )

@@ -23,6 +23,23 @@ class SchemeTensor:
     meaning: str = ""
 
 
+# W4A8_DYNAMIC (ModelSlim's per-channel layout, version 1.0.0, as
+# vllm-project/vllm-ascend reads it), linear layers and MoE experts alike: int4 values packed
+# two per int8 byte along the output dimension (the even channel in the low nibble), a
+# float per-channel scale and zero offset, and scale_bias = 8 * weight_scale * sum over the
+# input features of the int4 row, the correction the NPU's int8 x int4 grouped matmul takes
+# ([out, 1] for column-parallel layers and gate_proj / up_proj; [out, 16] for row-parallel
+# layers and down_proj: 16 partial sums over equal slices of the inputs).
+W4A8_TENSORS: tuple[SchemeTensor, ...] = (
+    SchemeTensor("weight", ("int8",), meaning="int4 pairs in int8 [out / 2, in]"),
+    SchemeTensor("weight_scale", FLOATS, meaning="per-channel weight scale [out, 1]"),
+    SchemeTensor("weight_offset", FLOATS, meaning="weight zero point [out, 1] (zeros)"),
+    SchemeTensor("scale_bias", ("float32",),
+                 meaning="8 * weight_scale * row sum, [out, 1] (row-parallel layers and "
+                 "down_proj [out, 16])"),
+)
+
+
 # W8A8: deq_scale is float32, or (float16 models) int64 holding the float32 bits;
 # input_offset is int8 in newer exports and the model's float dtype in older ones;
 # weight_scale / weight_offset appear in older exports only (deq_scale carries them).
@@ -50,29 +67,13 @@ SCHEME_TENSORS: Mapping[QuantScheme, tuple[SchemeTensor, ...]] = MappingProxyTyp
             SchemeTensor("weight_offset", FLOATS,
                          meaning="per-channel zero point [n, 1] (subtracted from weight)"),
         ),
+        QuantScheme.W4A8_DYNAMIC: W4A8_TENSORS,
     }
-)
-
-
-# W4A8_DYNAMIC MoE experts (ModelSlim's per-channel layout, version 1.0.0, as
-# vllm-project/vllm-ascend reads it): int4 values packed two per int8 byte along the output
-# dimension (the even channel in the low nibble), a float32 per-channel scale and zero
-# offset, and scale_bias = 8 * weight_scale * sum over the input features of the int4 row,
-# the correction the NPU's int8 x int4 grouped matmul takes ([out, 1] for gate_proj and
-# up_proj; [out, 16] for down_proj, 16 partial sums over equal slices of the inputs).
-W4A8_EXPERT_TENSORS: tuple[SchemeTensor, ...] = (
-    SchemeTensor("weight", ("int8",), meaning="int4 pairs in int8 [out / 2, in]"),
-    SchemeTensor("weight_scale", FLOATS, meaning="per-channel weight scale [out, 1]"),
-    SchemeTensor("weight_offset", FLOATS, meaning="weight zero point [out, 1] (zeros)"),
-    SchemeTensor("scale_bias", ("float32",),
-                 meaning="8 * weight_scale * row sum, [out, 1] (down_proj [out, 16])"),
 )
 
 
 def expert_tensors(scheme: QuantScheme) -> tuple[SchemeTensor, ...]:
     """The per-expert tensors of a MoE method's scheme (W8A8_DYNAMIC or W4A8_DYNAMIC)."""
-    if scheme is QuantScheme.W4A8_DYNAMIC:
-        return W4A8_EXPERT_TENSORS
     return scheme_tensors(scheme)
 
 

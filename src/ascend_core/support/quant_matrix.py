@@ -19,7 +19,7 @@ _F, _K = QuantFormat, LayerKind
 _DEVICE_NAMES = {"cpu": "the host device", "npu": "an Ascend NPU"}
 
 _SERVED_HERE = (
-    "re-export with ModelSlim as W8A8, W8A8_DYNAMIC or W8A16 (linear layers) or "
+    "re-export with ModelSlim as W8A8, W8A8_DYNAMIC, W8A16 or W4A8_DYNAMIC (linear layers) or "
     "W8A8_DYNAMIC or W4A8_DYNAMIC (MoE experts), or with llm-compressor as int8 W8A8 with "
     "symmetric activations or as "
     "W4A16 (linear layers and MoE experts), which this build serves on both devices; or "
@@ -106,12 +106,32 @@ _W4A8_EXPERTS_NPU = Supported(
     "with int4 weights, int64 scale, the scale_bias as bias and per_token_scale; proven on "
     "the emulated torch_npu, not on hardware"
 )
-_NO_W4A8_LINEAR = Refused(
-    "W4A8_DYNAMIC linear layers (dense models' int4 linears) have no method in this build "
-    "(its W4A8_DYNAMIC method serves MoE experts)",
-    "vllm-ascend serves ModelSlim W4A8_DYNAMIC linear layers on Atlas A2/A3 NPUs; or "
-    "re-export keeping the linear layers W8A8_DYNAMIC (the experts may stay W4A8_DYNAMIC); "
-    "or " + _SERVED_HERE,
+_W4A8_LINEAR_HOST = Supported(
+    "the plugin's W4A8_DYNAMIC linear method (per-channel, ModelSlim version 1.0.0): int4 "
+    "weights unpacked once at load (scale_bias checked against them), activations quantized "
+    "per token, exact int8 x int4 -> int32 products"
+)
+_W4A8_LINEAR_NPU = Supported(
+    "npu_convert_weight_to_int4pack at load, then npu_dynamic_quant and npu_grouped_matmul "
+    "with the layer as one group (A8W4: int64 scale, the scale_bias as bias, "
+    "per_token_scale), as vllm-ascend runs its per-channel W4A8 shared experts; proven on "
+    "the emulated torch_npu, not on hardware"
+)
+_PER_CHANNEL_W4A8 = (
+    "re-export with ModelSlim's per-channel W4A8_DYNAMIC (group_size 0, served for linear "
+    "layers and MoE experts) or as W8A8_DYNAMIC"
+)
+_NO_W4A8_PER_GROUP_LINEAR = Refused(
+    "per-group W4A8_DYNAMIC linear layers have no method in this build: vllm-ascend serves "
+    "them weight-only (npu_weight_quant_batchmatmul with the int4 weight and "
+    "weight_scale * weight_scale_second per group, activations not quantized), a linear "
+    "method it marks deprecated",
+    _PER_CHANNEL_W4A8,
+)
+_NO_W4A8_PER_GROUP_EXPERTS = Refused(
+    "per-group W4A8_DYNAMIC MoE experts are not served, and vllm-ascend no longer serves "
+    "them either (its W4A8_DYNAMIC MoE method refuses group_size > 0: per-channel only)",
+    _PER_CHANNEL_W4A8,
 )
 _NO_STATIC_EXPERTS = Refused(
     "MoE experts in static W8A8 have no grouped method in this build (the experts' "
@@ -124,8 +144,8 @@ _NO_QUANT_EMBEDDING = Refused(
     "re-export with ModelSlim keeping embed_tokens and lm_head FLOAT",
 )
 _NO_MODELSLIM_UNKNOWN = Refused(
-    "ModelSlim schemes served here are W8A8, W8A8_DYNAMIC, W8A16, W4A8_DYNAMIC (MoE experts) "
-    "and FLOAT",
+    "ModelSlim schemes served here are W8A8, W8A8_DYNAMIC, W8A16, W4A8_DYNAMIC "
+    "(per-channel) and FLOAT",
     _SERVED_HERE,
 )
 _NO_CT_ASYM = Refused(
@@ -200,7 +220,11 @@ QUANT_MATRIX: Mapping[tuple[QuantFormat, LayerKind, DeviceKind], Verdict] = {
     (_F.MODELSLIM_W8A16, _K.LINEAR, _CPU): _W8A16_LINEAR_HOST,
     (_F.MODELSLIM_W8A16, _K.LINEAR, _NPU): _W8A16_LINEAR_NPU,
     **{(_F.MODELSLIM_W8A16, _K.EXPERTS, d): _NO_W8A16_EXPERTS for d in _BOTH},
-    **{(_F.MODELSLIM_W4A8_DYNAMIC, _K.LINEAR, d): _NO_W4A8_LINEAR for d in _BOTH},
+    (_F.MODELSLIM_W4A8_DYNAMIC, _K.LINEAR, _CPU): _W4A8_LINEAR_HOST,
+    (_F.MODELSLIM_W4A8_DYNAMIC, _K.LINEAR, _NPU): _W4A8_LINEAR_NPU,
+    **{(_F.MODELSLIM_W4A8_PER_GROUP, _K.LINEAR, d): _NO_W4A8_PER_GROUP_LINEAR for d in _BOTH},
+    **{(_F.MODELSLIM_W4A8_PER_GROUP, _K.EXPERTS, d): _NO_W4A8_PER_GROUP_EXPERTS
+       for d in _BOTH},
     (_F.MODELSLIM_W4A8_DYNAMIC, _K.EXPERTS, _CPU): _W4A8_EXPERTS_HOST,
     (_F.MODELSLIM_W4A8_DYNAMIC, _K.EXPERTS, _NPU): _W4A8_EXPERTS_NPU,
     **{(_F.MODELSLIM_UNKNOWN, k, d): _NO_MODELSLIM_UNKNOWN for k in (_K.LINEAR, _K.EXPERTS)

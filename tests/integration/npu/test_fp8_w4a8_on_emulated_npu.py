@@ -1,7 +1,8 @@
-"""FP8 dense layers and W4A8_DYNAMIC MoE experts on the emulated NPU, bf16, in the plan's
-graph mode, against the host's bf16 ids. An emulator, not Ascend hardware.
+"""FP8 dense layers and MoE experts, W4A8_DYNAMIC MoE experts and linear layers on the
+emulated NPU, bf16, in the plan's graph mode, against the host's bf16 ids. An emulator,
+not Ascend hardware.
 
-Three exports (fp8, w4a8, and fp8_moe below), each served twice in a fresh process
+Four exports (fp8, w4a8, w4a8_dense, and fp8_moe below), each served twice in a fresh process
 (generate_run.py: a batch of 8 mixed lengths, 64-token steps so long prompts prefill in
 chunks, then the same batch again, hitting the prefix cache), the host eager and the
 emulated NPU with GENERATE_GRAPH_MODE=DEFAULT (no cudagraph_mode given: the plan's choice,
@@ -16,6 +17,10 @@ captured and replayed):
   --scheme w4a8_dynamic; its linear layers W8A8_DYNAMIC), NpuQuantMoeOps on the NPU
   (npu_convert_weight_to_int4pack at load, npu_dynamic_quant and npu_grouped_matmul with
   int4 weights, per-token scales and the checkpoint's scale_bias).
+- w4a8_dense: the tiny Llama with every decoder linear W4A8_DYNAMIC (the same script and
+  scheme on a dense model: int4 pairs, per-channel scales, scale_bias [out, 1] or [out, 16]
+  for the row-parallel o_proj / down_proj), NpuW4A8LinearOps on the NPU (the same int4
+  repacking, then npu_grouped_matmul's A8W4 case with each layer as one group).
 
 Each NPU continuation equals the host's up to bf16 near-ties: where one parts from the
 host's, the float32 fake-quant reference (computed from the files:
@@ -67,22 +72,24 @@ NPU_MEASURE_MARGIN = 64 << 10  # the emulated device counts exact bytes
 EXPORTS: dict[str, Callable[[], str]] = {
     "fp8": lambda: str(local_ct_export("llama", scheme="fp8_mixed")),
     "w4a8": lambda: str(local_export("qwen3_moe", "w4a8_dynamic")),
+    "w4a8_dense": lambda: str(local_export("llama", "w4a8_dynamic")),
     "fp8_moe": lambda: str(local_ct_export("qwen3_moe", scheme="fp8_mixed")),
     "fp8_moe_channel": lambda: str(local_ct_export("qwen3_moe", scheme="fp8_dynamic")),
 }
 REFERENCES: dict[str, Callable[[str], Any]] = {
     "fp8": lambda export: _load_fp8(export, torch.float32),
     "w4a8": lambda export: fake_quant_model(export, torch.float32),
+    "w4a8_dense": lambda export: fake_quant_model(export, torch.float32),
     "fp8_moe": lambda export: _load_fp8(export, torch.float32),
 }
 
 
 # (device, export, dtype): the NPU runs in the plan's graph mode, the host eager; the
 # host's runs of one dtype go one after the other in one process (one start of vLLM).
-RUNS = (("npu", "fp8", "bfloat16"), ("npu", "w4a8", "bfloat16"), ("npu", "fp8_moe", "bfloat16"),
-        ("host", "fp8", "bfloat16"), ("host", "w4a8", "bfloat16"),
-        ("host", "fp8_moe", "bfloat16"), ("host", "fp8_moe", "float32"),
-        ("host", "fp8_moe_channel", "float32"))
+ON_NPU = ("fp8", "w4a8", "w4a8_dense", "fp8_moe")
+RUNS = (*(("npu", name, "bfloat16") for name in ON_NPU),
+        *(("host", name, "bfloat16") for name in ON_NPU),
+        ("host", "fp8_moe", "float32"), ("host", "fp8_moe_channel", "float32"))
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +140,19 @@ def test_w4a8_experts_ran_through_the_int4_grouped_matmul(runs) -> None:  # type
             "npu_grouped_matmul"} <= set(npu["calls"])
 
 
-@pytest.mark.parametrize("name", ["fp8", "w4a8", "fp8_moe"])
+def test_w4a8_linears_ran_through_the_int4_grouped_matmul(runs) -> None:  # type: ignore[no-untyped-def]
+    npu = runs["npu", "w4a8_dense"]
+    assert (npu["platform"], npu["ops"]) == ("AscendNpuPlatform", "NpuOps")
+    for device in ("npu", "host"):
+        methods = set(runs[device, "w4a8_dense"]["quant_methods"])
+        assert "AscendW4A8DynamicLinearMethod" in methods, methods
+        assert not {"UnquantizedLinearMethod", "AscendW8A8DynamicLinearMethod"} & methods
+    assert {"npu_convert_weight_to_int4pack", "npu_dynamic_quant",
+            "npu_grouped_matmul"} <= set(npu["calls"])
+    assert "npu_quant_matmul" not in npu["calls"]
+
+
+@pytest.mark.parametrize("name", ON_NPU)
 def test_npu_ran_in_the_plans_graph_mode(runs, name: str) -> None:  # type: ignore[no-untyped-def]
     npu = runs["npu", name]
     assert npu["graph_mode"] != "NONE" and npu["captured"] > 0, (npu["graph_mode"],
@@ -152,7 +171,7 @@ def _parting(reference: Any, prompt: list[int], host: list[int], npu: list[int]
     return at, abs(float(row[host[at]] - row[npu[at]]))
 
 
-@pytest.mark.parametrize("name", ["fp8", "w4a8", "fp8_moe"])
+@pytest.mark.parametrize("name", ON_NPU)
 def test_npu_bf16_gives_the_host_ids_up_to_near_ties(runs, exports, name: str) -> None:  # type: ignore[no-untyped-def]
     host, npu = runs["host", name], runs["npu", name]
     assert host["runs"][0] == host["runs"][1]

@@ -18,7 +18,12 @@ no V2), the reference ids; a parting is accepted only at a bf16 near-tie of the
 reference (its top-2 gap is in the failure message). Beside the Qwen3 pair, a third
 engine whose graphs forget the attention op's update (unit.fakes.graphs): its FULL decode
 replays run with the capture's lengths and give other ids (the emulator's refusal of stale
-arguments holds under V2's graph manager); it runs the first pass only.
+arguments holds under V2's graph manager); it runs the first pass only. Each graph run
+also measures one greedy decode step at batch 8 outside its replay (v2_runner_run.py's
+`decode_step`): the FULL decode graph's greedy tail sampled it and made V2's update
+(v2_decode_tail.py), so no sampler, update or count read runs after the replay; and a
+pass of greedy and seeded requests (FULL replays the tail does not serve) whose greedy
+rows give the host's ids.
 Nothing here runs on Ascend hardware.
 """
 
@@ -36,6 +41,7 @@ import pytest
 from support.torch_npu_emulator.activate import child_env
 
 RUNNER = Path(__file__).with_name("v2_runner_run.py")
+DECODE_STEPS = 2  # v2_runner_run.py's: the decode steps its per-step figures are over
 # The NPU run's graphs by model: None eager, PLAN the plan's choice.
 GRAPHS: dict[str, str | None] = {
     "llama": None,
@@ -178,3 +184,61 @@ def test_v2_full_graphs_whose_update_is_forgotten_give_other_ids(runs) -> None:
     assert stale["captured"] == CAPTURED[SERVED[STALE]] and stale["counters"]["graph_replays"] > 0
     # Decode replays ran the attention op with the lengths of the capture's dummy batch.
     assert _partings(stale["runs"][0], host), (stale["runs"][0], host["runs"][0])
+
+
+# The Triton kernels a FULL decode step still launches outside its replay: V2's input
+# preparation (they make the graph's inputs); its sampler's and update's run in the graph.
+INPUT_PREPARATION = {
+    "input_batch._prepare_pos_seq_lens_kernel",
+    "input_batch._combine_sampled_and_draft_tokens_kernel",
+    "block_table._gather_block_tables_kernel",
+    "block_table._compute_slot_mappings_kernel",
+}
+
+
+@pytest.mark.parametrize("style", [s for s, graphs in GRAPHS.items() if graphs])
+def test_a_v2_full_decode_step_samples_and_updates_inside_its_replay(runs, style: str) -> None:
+    from support.emulated_npu_device import launches, syncs
+
+    npu = runs[style]["npu"]
+    step = npu["decode_step"]
+    per, sources = step["counters"], step["sources"]
+    print(style, "decode step:", json.dumps(per, sort_keys=True))
+    print(style, "by origin:", json.dumps({k: n for k, n in sources.items() if n}, sort_keys=True))
+    # The steps (these and the passes' greedy ones, logprobs included) took the graph's ids.
+    assert npu["tail_steps"] > 0
+    assert per["graph_replays"] == 1.0
+    kernels = {
+        k.removeprefix("triton:"): n for k, n in per.items() if k.startswith("triton:") and n
+    }
+    assert kernels == dict.fromkeys(INPUT_PREPARATION, 1.0), kernels
+    # One read back a step (the sampled ids; their count is the host's), as on V1.
+    assert syncs(per) == 1.0 and per["d2h_copies"] == 1.0
+    # Copies to the device: the tail's slots and counts (for V2's copy of the slots), the
+    # query offsets and the attention plan's staging; V2's request-state values are sent
+    # only when they changed (v2_staged_copies.py), so none in a decode step.
+    assert per["h2d_copies"] <= 3.0, per
+    # Outside the replay, nothing launched by the sampler, the post-step update or
+    # prepare_inputs' constants: the attention plan's padding slots (V1 launches the same)
+    # and, once a run, the padding mask's two fills where its steps turn from prefill to
+    # decode (then left as they are, as V1 leaves them).
+    outside = {k: n for k, n in sources.items() if n > 0 and not k.startswith("copy:")}
+    allowed = {
+        "aten::maximum.out @ prepare_attn <- metadata.py:_writable_slots": 1.0,
+        "aten::fill_.Scalar @ prepare_inputs <- model_runner.py:prepare_inputs": 2 / DECODE_STEPS,
+    }
+    assert all(n <= allowed.get(k, 0) for k, n in outside.items()), outside
+    assert launches(per) <= sum(allowed.values()), per
+
+
+@pytest.mark.parametrize("style", [s for s, graphs in GRAPHS.items() if graphs])
+def test_v2_full_decode_steps_the_greedy_tail_does_not_serve_keep_the_ids(runs, style: str) -> None:
+    """A batch of greedy and seeded requests replays the FULL decode graphs with the tail's
+    counts zero (V2's sampler and update run after the replay): its greedy rows give the
+    reference's ids, so the tail changed no request's state there."""
+    npu, host = runs[style]["npu"], runs[style]["host"]
+    mixed = npu["mixed"]
+    # The seeded rows stand as the reference's own (their draws are not compared).
+    rows = [got if i % 2 == 0 else want for i, (got, want) in enumerate(
+        zip(mixed, host["runs"][0], strict=True))]  # fmt: skip
+    assert not _partings(rows, host), (_partings(rows, host), mixed, host["runs"][0])

@@ -3,8 +3,8 @@ expected: a description without an entry, fused shards of different schemes, a t
 of the wrong dtype, a tensor the scheme needs but the checkpoint lacks; and the same for
 the experts of a MoE export (an expert weight not described, experts of one layer with
 different schemes, an expert tensor of the wrong dtype or missing); a per-group W8A16
-scale (W8A16 is served per channel); W4A8_DYNAMIC experts with unpacked int4 weights or a
-scale_bias that does not fit them."""
+scale (W8A16 is served per channel); W4A8_DYNAMIC experts and linear layers with unpacked
+int4 weights or a scale_bias that does not fit them."""
 
 from __future__ import annotations
 
@@ -207,3 +207,24 @@ def test_w4a8_experts_with_a_wrong_scale_bias_are_refused_naming_it(tmp_path: Pa
     message = _start(_broken(tmp_path, "w4a8_dynamic", style="qwen3_moe", edit_tensors=wrong))
     assert (f"Checkpoint tensor {EXPERTS}.3.down_proj.scale_bias does not fit its weight: "
             "output channel 5 holds") in message
+
+
+def test_w4a8_linears_with_unpacked_weights_are_refused_naming_the_tensor(
+        tmp_path: Path) -> None:
+    def unpacked(t: dict[str, Any]) -> None:  # one int4 per byte, [out, in] (pre-1.0.0)
+        name = "model.layers.1.self_attn.k_proj.weight"
+        t[name] = t[name].repeat(2, 1).contiguous()
+
+    message = _start(_broken(tmp_path, "w4a8_dynamic", edit_tensors=unpacked))
+    assert ("Checkpoint tensor model.layers.1.self_attn.k_proj.weight is [64, 128], but a "
+            "W4A8_DYNAMIC column-parallel layer stores weight as [32, 128] (int4 pairs in "
+            "int8") in message
+
+
+def test_w4a8_linears_with_a_wrong_scale_bias_are_refused_naming_it(tmp_path: Path) -> None:
+    def wrong(t: dict[str, Any]) -> None:  # the NPU kernel would add this to its sums
+        t["model.layers.0.mlp.up_proj.scale_bias"][7, 0] += 1.0
+
+    message = _start(_broken(tmp_path, "w4a8_dynamic", edit_tensors=wrong))
+    assert ("Checkpoint tensor model.layers.0.mlp.up_proj.scale_bias does not fit its "
+            "weight: output channel 7 (of this rank's shard) holds") in message

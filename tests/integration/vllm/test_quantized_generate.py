@@ -36,6 +36,8 @@ NOISE_NATS = 1e-4  # float32 noise in a served logprob (measured: 1e-7 to 2e-5)
 # one step 4.9e-3; compiled DeepSeek-V3 W8A8_DYNAMIC on the Intel host, up to 2.05e-2)
 INT8_STEPS_NATS = 5e-2
 CASES = [("llama", "w8a8"), ("llama", "w8a8_dynamic"), ("llama", "mixed"), ("qwen3", "mixed")]
+# Every decoder linear W4A8_DYNAMIC (int4, per channel): the compiled path only.
+INT4_CASES = [("llama", "w4a8_dynamic", "compiled")]
 
 
 def _prompts(seed: int, lengths: list[int]) -> list[list[int]]:
@@ -64,7 +66,7 @@ def _generate(llm, prompts: list[list[int]]):  # type: ignore[no-untyped-def]
 PATHS = ("compiled", "eager")
 
 
-@pytest.fixture(scope="module", params=[(*c, p) for p in PATHS for c in CASES],
+@pytest.fixture(scope="module", params=[(*c, p) for p in PATHS for c in CASES] + INT4_CASES,
                 ids=lambda p: "-".join(p))
 def served(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     style, scheme, path = request.param
@@ -84,6 +86,7 @@ def test_the_export_serves_with_int8_weights(served) -> None:  # type: ignore[no
         AscendW8A8DynamicLinearMethod,
         AscendW8A8LinearMethod,
     )
+    from adapters.vllm.quantization.linear_w4a8 import AscendW4A8DynamicLinearMethod
 
     _, scheme, _, llm = served
     assert llm.llm_engine.vllm_config.model_config.quantization == "ascend"
@@ -93,6 +96,7 @@ def test_the_export_serves_with_int8_weights(served) -> None:  # type: ignore[no
     expected = {
         "w8a8": {AscendW8A8LinearMethod},
         "w8a8_dynamic": {AscendW8A8DynamicLinearMethod},
+        "w4a8_dynamic": {AscendW4A8DynamicLinearMethod},
         "mixed": {AscendW8A8LinearMethod, AscendW8A8DynamicLinearMethod,
                   UnquantizedLinearMethod},
     }[scheme]
@@ -100,6 +104,10 @@ def test_the_export_serves_with_int8_weights(served) -> None:  # type: ignore[no
     for name, m in model.named_modules():
         if isinstance(m, LinearBase) and methods[name] is not UnquantizedLinearMethod:
             assert m.weight.dtype == torch.int8, name
+        if scheme == "w4a8_dynamic" and isinstance(m, LinearBase):
+            # the host holds the int4 values one per int8, as unpacked at load
+            assert int(m.weight.abs().max()) <= 8 and m.weight.min() >= -8, name
+            assert m.weight.shape[0] == m.scale_bias.shape[0], name
     if scheme == "mixed":  # layer 1's down_proj is FLOAT in the mixed export
         assert methods["model.layers.1.mlp.down_proj"] is UnquantizedLinearMethod
         assert model.model.layers[1].mlp.down_proj.weight.dtype == torch.float32

@@ -295,6 +295,13 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.quantization.linear:Int8LinearMethod._checked",
     "adapters.vllm.quantization.linear:Int8LinearMethod._checkpoint_name",
     "adapters.vllm.quantization.linear:Int8LinearMethod.finish",
+    "adapters.vllm.quantization.linear_w4a8:AscendW4A8DynamicLinearMethod._check_scale_bias",
+    "adapters.vllm.quantization.linear_w4a8:AscendW4A8DynamicLinearMethod._check_shape",
+    "adapters.vllm.quantization.linear_w4a8:AscendW4A8DynamicLinearMethod._checked",
+    "adapters.vllm.quantization.linear_w4a8:AscendW4A8DynamicLinearMethod._refuse_sizes",
+    "adapters.vllm.quantization.linear_w4a8:AscendW4A8DynamicLinearMethod.finish",
+    "adapters.vllm.quantization.linear_w4a8:AscendW4A8DynamicLinearMethod.prepare",
+    "adapters.vllm.quantization.linear_w4a8:AscendW4A8DynamicLinearMethod.scheme",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod._checked",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod._checkpoint_name",
     "adapters.vllm.quantization.moe:AscendW8A8DynamicMoeMethod._require_loaded",
@@ -338,6 +345,12 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.worker.npu_graphs_v2:NpuCudaGraphManager.logits",
     "adapters.vllm.worker.npu_graphs_v2:NpuCudaGraphManager.logits_graphs",
     "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._graph_logits",
+    # V2's FULL decode graphs record a greedy tail (v2_decode_tail.py): its ids and update.
+    "adapters.vllm.worker.npu_graphs_v2:NpuCudaGraphManager.tail",
+    "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._bind_tail",
+    "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._staging_tail",
+    "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._tail_sample",
+    "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._tail_serves",
     # This wave: the staging arena's runner state and builders' opt-in, hybrid MLA's
     # block-local planes, the encoder attention's host lengths.
     "adapters.vllm.attention.metadata:PagedMetadataBuilder.use_arena",

@@ -77,6 +77,14 @@ def _attention(a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     return HELPERS["_npu_fused_infer_attention_score_infer_output"](a)  # type: ignore[no-any-return]
 
 
+def _grouped_matmul(a: dict[str, Any]) -> list[torch.Tensor]:
+    """One x [M, K] and one weight [G, K, N] (int4 in int32: N / 8 words): one [M, N]
+    output (split_item 2/3, the only case modelled), of output_dtype or x's dtype."""
+    x, w = a["x"][0], a["weight"][0]
+    n = w.shape[-1] * (8 if w.dtype == torch.int32 else 1)
+    return [x.new_empty((x.shape[0], n), dtype=_dtype(a["output_dtype"]) or x.dtype)]
+
+
 # Output shapes of the dense ops, as their meta kernels in the wheel give them.
 FAKES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "npu_rms_norm": lambda a: (torch.empty_like(a["self"]), _rstd(a["self"], a["gamma"])),
@@ -106,6 +114,7 @@ FAKES: dict[str, Callable[[dict[str, Any]], Any]] = {
         a["query"].new_empty((1,), dtype=torch.float32),
         a["query"].new_empty((1,), dtype=torch.float32),
     ),
+    "npu_grouped_matmul": _grouped_matmul,
     "npu_quant_matmul": lambda a: a["x1"].new_empty(
         (a["x1"].shape[0], a["x2"].shape[1]), dtype=_dtype(a["output_dtype"])
     ),

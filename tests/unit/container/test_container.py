@@ -29,6 +29,7 @@ PORT_OF = {
     "quant_moe_ops": "ports.quant_moe:QuantMoeOps",
     "int4_weight_ops": "ports.quant_w4a16:Int4WeightOps",
     "int4_expert_ops": "ports.quant_w4a16_moe:Int4ExpertOps",
+    "w4a8_linear_ops": "ports.quant_w4a8:W4A8LinearOps",
     "weight_quant_ops": "ports.weight_quant:WeightQuantOps",
     "runtime": "ports.runtime:DeviceRuntime",
     "npu_runtime": "ports.runtime:DeviceRuntime",

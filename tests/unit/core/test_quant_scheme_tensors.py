@@ -51,7 +51,15 @@ def test_missing_tensor_message() -> None:
     assert "Checkpoint has no tensor a.weight_scale, which a W8A8_DYNAMIC layer needs" in str(err)
 
 
-@pytest.mark.parametrize("scheme", [QuantScheme.W4A8_DYNAMIC])
+def test_w4a8_stores_packed_int4_pairs_scales_and_a_float32_scale_bias() -> None:
+    tensors = _by_suffix(QuantScheme.W4A8_DYNAMIC)
+    assert list(tensors) == ["weight", "weight_scale", "weight_offset", "scale_bias"]
+    assert all(t.required for t in tensors.values())
+    assert tensors["weight"].dtypes == ("int8",) and "[out / 2, in]" in tensors["weight"].meaning
+    assert tensors["scale_bias"].dtypes == ("float32",)
+
+
+@pytest.mark.parametrize("scheme", [QuantScheme.FLOAT])
 def test_schemes_without_a_linear_method_are_refused(scheme: QuantScheme) -> None:
     with pytest.raises(QuantizationError, match=f"{scheme.value} has no linear method"):
         scheme_tensors(scheme)

@@ -29,6 +29,7 @@ SERVED = {
     (QuantFormat.MODELSLIM_W8A8, LayerKind.LINEAR),
     (QuantFormat.MODELSLIM_W8A8_DYNAMIC, LayerKind.LINEAR),
     (QuantFormat.MODELSLIM_W8A8_DYNAMIC, LayerKind.EXPERTS),
+    (QuantFormat.MODELSLIM_W4A8_DYNAMIC, LayerKind.LINEAR),
     (QuantFormat.MODELSLIM_W4A8_DYNAMIC, LayerKind.EXPERTS),
     (QuantFormat.MODELSLIM_W8A16, LayerKind.LINEAR),
     (QuantFormat.CT_INT8_W8A8, LayerKind.LINEAR),
@@ -59,6 +60,8 @@ DESCRIPTION = {
     "model.layers.0.self_attn.q_proj.weight": "W8A16",
     "model.layers.0.self_attn.k_proj.weight": "W8A16",
     "model.layers.0.self_attn.o_proj.weight": "W4A8_DYNAMIC",
+    # A per-group export's second-level scale (no group_size in the description).
+    "model.layers.0.self_attn.o_proj.weight_scale_second": "W4A8_DYNAMIC",
     "model.layers.0.mlp.experts.0.gate_proj.weight": "W4A8_DYNAMIC",
     "model.layers.0.mlp.experts.1.gate_proj.weight": "W4A8_DYNAMIC",
     "model.layers.0.mlp.gate.weight": "FLOAT",
@@ -70,7 +73,7 @@ def test_a_modelslim_description_by_format_and_kind() -> None:
     found = {(g.format, g.kind): g for g in modelslim_layers(DESCRIPTION)}
     assert set(found) == {
         (QuantFormat.MODELSLIM_W8A16, LayerKind.LINEAR),
-        (QuantFormat.MODELSLIM_W4A8_DYNAMIC, LayerKind.LINEAR),
+        (QuantFormat.MODELSLIM_W4A8_PER_GROUP, LayerKind.LINEAR),
         (QuantFormat.MODELSLIM_W4A8_DYNAMIC, LayerKind.EXPERTS),
         (QuantFormat.MODELSLIM_W8A8_DYNAMIC, LayerKind.EMBEDDING),
     }
@@ -151,18 +154,72 @@ def test_the_plan_refuses_an_unserved_layer_naming_it_and_what_serves_it(deploym
     plan = plan_config(attrs.evolve(deployment, quantized_layers=layers,
                                     detected_quantization=QuantMethod.ASCEND))
     messages = [str(e) for e in plan.errors]
-    # The W8A16 linears and the W4A8_DYNAMIC experts are served; the W4A8_DYNAMIC linear
-    # and the lm_head are not.
+    # The W8A16 linears and the per-channel W4A8_DYNAMIC experts are served; the per-group
+    # W4A8_DYNAMIC linear and the lm_head are not.
     assert len(messages) == 2, messages
     assert not any(m.startswith("Layer model.layers.0.self_attn.q_proj") for m in messages)
     assert not any(m.startswith("Layer model.layers.0.mlp.experts") for m in messages)
     w4a8 = next(m for m in messages if "W4A8_DYNAMIC" in m)
     assert w4a8.startswith("Layer model.layers.0.self_attn.o_proj: "
                            "quant_model_description.json says")
+    assert "and describes model.layers.0.self_attn.o_proj.weight_scale_second" in w4a8
     assert "does not serve for linear layers on" in w4a8
-    assert "vllm-ascend serves ModelSlim W4A8_DYNAMIC linear layers on Atlas A2/A3" in w4a8
+    assert "npu_weight_quant_batchmatmul" in w4a8 and "deprecated" in w4a8
+    assert "per-channel W4A8_DYNAMIC (group_size 0" in w4a8
     assert any(m.startswith("Layer lm_head: quant_model_description.json says lm_head.weight "
                             "is W8A8_DYNAMIC") for m in messages)
+
+
+def test_per_channel_and_per_group_w4a8_by_the_description() -> None:
+    dense = {"model_quant_type": "W4A8_DYNAMIC", "group_size": 0,
+             "model.layers.0.mlp.down_proj.weight": "W4A8_DYNAMIC",
+             "model.layers.0.mlp.experts.0.down_proj.weight": "W4A8_DYNAMIC"}
+    assert {g.format for g in modelslim_layers(dense)} == {QuantFormat.MODELSLIM_W4A8_DYNAMIC}
+    # group_size 0 wins over a stray second-level scale; group_size > 0 makes every
+    # W4A8_DYNAMIC weight per-group, experts included.
+    stray = {**dense, "model.layers.0.mlp.down_proj.weight_scale_second": "W4A8_DYNAMIC"}
+    assert {g.format for g in modelslim_layers(stray)} == {QuantFormat.MODELSLIM_W4A8_DYNAMIC}
+    grouped = modelslim_layers({**dense, "group_size": 256})
+    assert {(g.format, g.kind) for g in grouped} == {
+        (QuantFormat.MODELSLIM_W4A8_PER_GROUP, LayerKind.LINEAR),
+        (QuantFormat.MODELSLIM_W4A8_PER_GROUP, LayerKind.EXPERTS)}
+    assert all(g.says.endswith("is W4A8_DYNAMIC with group_size 256") for g in grouped)
+    (_, experts) = sorted(quant_refusals(grouped, DeviceKind.NPU), key=str)
+    assert str(experts).startswith("Layer model.layers.0.mlp.experts.0.down_proj: ")
+    assert "vllm-ascend no longer serves them either" in str(experts)
+    assert "on an Ascend NPU" in str(experts)
+
+
+TINY = {"hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 32, "intermediate_size": 384}
+
+
+@pytest.mark.parametrize(("deployment", "tp", "config", "problem"), [
+    (host(), 1, TINY, None),
+    (npu(), 2, TINY, None),
+    # 16 scale_bias slices cannot be shared by 3 ranks (host and NPU alike).
+    (host(), 3, {**TINY, "hidden_size": 192, "intermediate_size": 576}, "cannot share"),
+    # gate_up_proj: 2 x 18 outputs per rank, even (the host packs pairs), not a multiple of 8.
+    (host(), 1, {**TINY, "intermediate_size": 18}, None),
+    (npu(), 1, {**TINY, "intermediate_size": 18}, "not a multiple of 8"),
+    (npu(), 1, {**TINY, "intermediate_size": 70000}, "inner dimensions below 65536"),
+])  # fmt: skip
+def test_the_plan_checks_w4a8_linears_fit_the_split_and_the_int4_layout(  # type: ignore[no-untyped-def]
+    deployment, tp: int, config, problem: str | None
+) -> None:
+    description = {"model_quant_type": "W4A8_DYNAMIC", "group_size": 0,
+                   "model.layers.0.mlp.down_proj.weight": "W4A8_DYNAMIC"}
+    layers = quantized_layers(QuantMethod.ASCEND, config, description)
+    assert layers[0].projections  # from the config's sizes
+    deployment = attrs.evolve(deployment, quantized_layers=layers,
+                              parallel=attrs.evolve(deployment.parallel, tp=tp))
+    messages = [str(e) for e in plan_config(deployment).errors]
+    if problem is None:
+        assert not [m for m in messages if "W4A8" in m], messages
+        return
+    (message,) = [m for m in messages if "W4A8" in m]
+    assert message.startswith("Layer model.layers.0.mlp.down_proj and the other linear layers")
+    assert problem in message and f"split over {tp} rank(s)" in message
 
 
 @pytest.mark.parametrize("deployment", [host(), npu()], ids=["host", "npu"])

@@ -71,4 +71,5 @@ def test_w4a8_experts_are_served_per_channel_and_refused_per_group() -> None:
     with pytest.raises(QuantizationError) as caught:
         scheme_for_experts(grouped, PREFIX, EXPERTS)
     assert "per-group weight scales (group_size 256" in caught.value.what
+    assert "vllm-project/vllm-ascend no longer serves per-group W4A8 experts" in caught.value.what
     assert "per-channel W4A8_DYNAMIC (group_size 0)" in caught.value.hint

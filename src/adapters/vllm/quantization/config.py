@@ -29,8 +29,8 @@ METHOD_NAME = "ascend"
 
 
 class AscendQuantConfig(QuantizationConfig):
-    """ModelSlim exports: W8A8, W8A8_DYNAMIC and W8A16 linear layers, W8A8_DYNAMIC and
-    W4A8_DYNAMIC MoE experts, FLOAT where described so."""
+    """ModelSlim exports: W8A8, W8A8_DYNAMIC, W8A16 and W4A8_DYNAMIC linear layers,
+    W8A8_DYNAMIC and W4A8_DYNAMIC MoE experts, FLOAT where described so."""
 
     def __init__(self, description: ModelSlimDescription) -> None:
         super().__init__()
@@ -79,6 +79,12 @@ class AscendQuantConfig(QuantizationConfig):
             if not found.quantized:
                 return UnquantizedLinearMethod()
             scheme_tensors(found.scheme)  # refuses schemes with no linear method
+            if found.scheme is QuantScheme.W4A8_DYNAMIC:
+                from adapters.vllm.quantization.linear_w4a8 import (
+                    AscendW4A8DynamicLinearMethod,
+                )
+
+                return AscendW4A8DynamicLinearMethod(found)
             return LINEAR_METHODS[found.scheme](found)
         if isinstance(layer, VocabParallelEmbedding):
             label = self.description.entries.get(f"{prefix}.weight", QuantScheme.FLOAT.value)

@@ -13,7 +13,10 @@ A FULL decode graph (one token a request) also records the logits of its rows af
 model, into a buffer kept beside V2's hidden states: vLLM's V2 computes them after the
 replay (a gather of the rows and the LM head's matmul, two host launches a step), and the
 NPU's V2 runner samples from the graph's where a step's rows are exactly its requests
-(NpuModelRunnerV2.sample). The sampler itself stays vLLM's, outside the graph.
+(NpuModelRunnerV2.sample). After the logits the graph records the greedy tail
+(v2_decode_tail.py: the rows' greedy ids and V2's post-step update, which write only
+where the step's host-sent counts say so); a plain greedy step takes its ids from there,
+any other keeps V2's sampler outside the graph.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from vllm.v1.worker.gpu.cudagraph_utils import (
 from adapters.vllm.worker.npu_model_runner import graph_update_arguments
 
 if TYPE_CHECKING:
+    from adapters.vllm.worker.v2_decode_tail import V2DecodeTail
     from ports.runtime import DeviceGraphs
 
 
@@ -47,6 +51,7 @@ class NpuCudaGraphManager(ModelCudaGraphManager):
         frozenset()
     )
     last_logits: torch.Tensor | None = None  # this step's replay's logits, if it has any
+    tail: V2DecodeTail | None = None  # the greedy tail, recorded after the logits (runner's)
 
     # vLLM's ModelCudaGraphManager.capture itself takes the model, not a forward factory.
     def capture(self, model: Any, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
@@ -57,6 +62,8 @@ class NpuCudaGraphManager(ModelCudaGraphManager):
         self.logits = None
         self.logits_graphs = set()
         self.last_logits = None
+        if self.tail is not None:
+            self.tail.recorded.clear()
         capturing: list[BatchExecutionDescriptor] = []
         manager = self
 
@@ -113,11 +120,15 @@ class NpuCudaGraphManager(ModelCudaGraphManager):
         rows = desc.num_tokens
         self.logits[:rows].copy_(model.compute_logits(self.hidden_states[:rows]))
         self.logits_graphs.add(desc)  # type: ignore[union-attr]
+        if self.tail is not None:
+            self.tail.record(desc, self.logits[:rows])
 
     def run_fullgraph(self, desc: BatchExecutionDescriptor) -> Any:
         """Replay the FULL graph, then give its attention ops this step's host lengths (the
         replay waits at each such op for its update); the logits it recorded, if any, are
         this step's (`last_logits`, rows of the padded batch)."""
+        if self.tail is not None and desc in self.tail.recorded:
+            self.tail.before_replay()
         output = super().run_fullgraph(desc)
         arguments = graph_update_arguments(self.step_metadata(), self._layers)
         self.graphs_port.update(self.graphs[desc], arguments)

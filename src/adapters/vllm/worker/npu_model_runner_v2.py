@@ -8,7 +8,8 @@ NPU host triton-ascend compiles them; on the emulated NPU Triton's interpreter r
 `runner_scope` (torch.cuda's stream, event, sync and graph names on the device's API):
 
 - V2's staging buffers are UVA views of pinned host memory (a vLLM CUDA op); an NPU has
-  no such view, so V2's own explicit-copy buffers (NonUvaBuffer) serve instead.
+  no such view, so V2's own explicit-copy buffers (NonUvaBuffer) serve instead, each
+  request-state one re-sent only when its values changed (v2_staged_copies.py).
 - V2's graph manager is NpuCudaGraphManager (npu_graphs_v2.py): FULL graphs through the
   runtime port's graphs, captured updatable, each replay given the step's attention
   lengths (read from the metadata this runner's model state last prepared). PIECEWISE
@@ -16,6 +17,12 @@ NPU host triton-ascend compiles them; on the emulated NPU Triton's interpreter r
 - A FULL decode graph records its rows' logits (npu_graphs_v2.py); a step that replayed
   one and whose rows are exactly its requests (one token each, no drafts) samples from
   those (`sample`): no gather of the rows and no LM head matmul after the replay.
+- The graph also records the greedy tail (v2_decode_tail.py): a plain greedy step of one
+  token a request (`_tail_serves`) takes its ids from the replay and V2's post-step
+  update ran in it, so neither V2's sampler nor `post_update` runs after the replay; the
+  step's request slots and which rows sample go in one copy (`prepare_inputs`, for V2's
+  own copy of the slots), and the count of sampled tokens the output reads back is the
+  host's (no device read for it).
 """
 
 from __future__ import annotations
@@ -25,14 +32,21 @@ from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 from unittest.mock import patch
 
+import numpy as np
+import torch
+from vllm.utils.torch_utils import PIN_MEMORY
 from vllm.v1.worker.gpu import buffer_utils
 from vllm.v1.worker.gpu import model_runner as v2_model_runner
 from vllm.v1.worker.gpu.model_runner import GPUModelRunner as GPUModelRunnerV2
+from vllm.v1.worker.gpu.model_states.interface import ModelState
+from vllm.v1.worker.gpu.sample.sampler import Sampler
 
 from adapters.vllm.worker.npu_graphs_v2 import manager_on
+from adapters.vllm.worker.v2_decode_tail import V2DecodeTail, greedy_rows_served
+from adapters.vllm.worker.v2_prepare_inputs import DeviceConstants, envs_without_padding_fill
+from adapters.vllm.worker.v2_staged_copies import copy_to_uva_if_changed
 
 if TYPE_CHECKING:
-    import torch
     from vllm.config import VllmConfig
 
     from ports.runtime import DeviceRuntime
@@ -63,13 +77,27 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
         self._runtime = runtime
         self._step_metadata: Any = None
         self.graph_logits_steps = 0  # steps sampled from a FULL graph's logits
+        self._tail: V2DecodeTail | None = None
+        # This step's rows when the graph's greedy tail serves it: (rows, each row's
+        # sampled count on the host); set by prepare_inputs, taken by sample.
+        self._tail_step: tuple[int, np.ndarray] | None = None
+        self._tail_sampled = False  # sample took the tail's ids: post_update ran in it
+        self._constants: DeviceConstants | None = None
+        # (tokens, padded tokens) the padding mask holds, from the last real step's
+        # prepare_inputs; None after anything else wrote it (a dummy run, a capture).
+        self._padding_written: tuple[int, int] | None = None
         with self._scope():
             super().__init__(vllm_config, device)
 
     @contextmanager
     def _scope(self) -> Iterator[None]:
-        """torch.cuda's names on the device's API, and V2's buffers without UVA."""
-        with self._runtime.runner_scope(), patch.object(buffer_utils, "is_uva_available", _no_uva):
+        """torch.cuda's names on the device's API, V2's buffers without UVA, and their
+        values re-sent only where they changed (v2_staged_copies.py)."""
+        with (
+            self._runtime.runner_scope(),
+            patch.object(buffer_utils, "is_uva_available", _no_uva),
+            patch.object(buffer_utils.UvaBackedTensor, "copy_to_uva", copy_to_uva_if_changed),
+        ):
             yield
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
@@ -94,25 +122,191 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
                 manager = manager_on(graphs, lambda: self._step_metadata)
                 stack.enter_context(patch.object(v2_model_runner, "ModelCudaGraphManager", manager))
             GPUModelRunnerV2.initialize_kv_cache(self, *args, **kwargs)
+        self._constants = DeviceConstants(self.max_num_reqs, self.device)
+        self._bind_tail()
+
+    def _bind_tail(self) -> None:
+        """The greedy tail the FULL decode graphs record (before they are captured), where
+        V2's own sampler and update would run after the replay: a last pipeline rank that
+        samples, with no speculation, no pipeline or context parallel handler, no
+        batch-sharded sampling, and a model state whose post-step update is V2's."""
+        manager = getattr(self, "cudagraph_manager", None)
+        sizes = self.compilation_config.cudagraph_capture_sizes
+        if not (
+            manager is not None
+            and hasattr(manager, "tail")
+            and sizes
+            and type(self.sampler) is Sampler
+            and self.is_last_pp_rank
+            and self.speculator is None
+            and self.num_speculative_steps == 0
+            and self.pp_handler is None
+            and self.pcp_manager is None
+            and self.batch_sharder is None
+            and type(self.model_state).postprocess_state is ModelState.postprocess_state
+        ):
+            return
+        self._tail = V2DecodeTail(
+            max(sizes), self.req_states, self.sampler.penalties_state.output_bin_counts,
+            self.device, PIN_MEMORY,
+        )  # fmt: skip
+        manager.tail = self._tail
+
+    def prepare_inputs(
+        self, scheduler_output: Any, batch_req_state: Any, batch_desc: Any,
+        num_active_loras: int,
+    ) -> Any:  # fmt: skip
+        """V2's prepare_inputs with fewer launches for what a decode step repeats
+        (v2_prepare_inputs.py: its constant aranges and zeros, a padding mask already
+        filled) and, before a FULL replay whose graph holds the greedy tail, the request
+        slots sent with the tail's counts in one copy (V2's own copy of the slots), after
+        the last step's ids left for the host (the replay rewrites them)."""
+        self._tail_step = None
+        num_tokens = batch_req_state.num_tokens
+        padding = (num_tokens, max(num_tokens, batch_desc.num_tokens))
+        with ExitStack() as stack:
+            if padding == self._padding_written and self.pcp_manager is None:
+                # the mask holds these ranges already
+                stack.enter_context(
+                    patch.object(v2_model_runner, "envs", envs_without_padding_fill())
+                )
+            if self._constants is not None:
+                stack.enter_context(patch.object(v2_model_runner, "torch", self._constants))
+            tail = self._tail
+            if tail is not None and batch_desc in tail.recorded:
+                stack.enter_context(self._staging_tail(tail, scheduler_output, batch_req_state))
+            batch = GPUModelRunnerV2.prepare_inputs(
+                self, scheduler_output, batch_req_state, batch_desc, num_active_loras
+            )
+        self._padding_written = padding
+        return batch
+
+    @contextmanager
+    def _staging_tail(
+        self, tail: V2DecodeTail, scheduler_output: Any, batch_req_state: Any
+    ) -> Iterator[None]:
+        """V2's copy of the step's request slots replaced by the tail's one copy (slots
+        and counts: zero counts where the tail does not serve the step)."""
+        slots = batch_req_state.idx_mapping_np
+        samples = None
+        if self._tail_serves(scheduler_output, batch_req_state):
+            # V2's get_num_sampled_and_rejected: a row whose one token is not past its
+            # prefill (a prompt's chunk) samples nothing.
+            states = self.req_states
+            seq_lens = states.num_computed_tokens_np[slots] + batch_req_state.num_scheduled_tokens
+            samples = (seq_lens >= states.prefill_len.np[slots]).astype(np.int32)
+            self._tail_step = (len(slots), samples)
+        torch.cuda.current_stream().wait_stream(self.output_copy_stream)
+        h2d = v2_model_runner.async_tensor_h2d
+
+        def slots_with_counts(data: Any, *args: Any, **kwargs: Any) -> Any:
+            if data is slots:
+                return tail.stage(slots, samples)
+            return h2d(data, *args, **kwargs)
+
+        with patch.object(v2_model_runner, "async_tensor_h2d", slots_with_counts):
+            yield
+
+    def _tail_serves(self, scheduler_output: Any, batch_req_state: Any) -> bool:
+        """Whether V2's sampler would give this step the graph's greedy ids and V2's
+        update the tail's writes: one token a request and no drafts, no grammar, and
+        rows greedy_rows_served says are plain greedy ones."""
+        slots = batch_req_state.idx_mapping_np
+        return bool(
+            batch_req_state.num_tokens == len(slots)
+            and not scheduler_output.scheduled_spec_decode_tokens
+            and not scheduler_output.has_structured_output_requests
+            and self.model_state.num_new_sampled_tokens_per_step == 1
+            and greedy_rows_served(self.sampler, slots, self.sampler.sampling_states.vocab_size)
+        )
 
     def execute_model(self, *args: Any, **kwargs: Any) -> Any:
         """V2's execute_model inside the scope; a FULL replay's logits are this step's only."""
         manager = getattr(self, "cudagraph_manager", None)
         if manager is not None and hasattr(manager, "last_logits"):
             manager.last_logits = None
+        self._tail_step = None
+        if kwargs.get("dummy_run", False) or (len(args) > 2 and args[2]):
+            self._padding_written = None  # a dummy batch fills the padding mask itself
         with self._scope():
             return GPUModelRunnerV2.execute_model(self, *args, **kwargs)
+
+    def capture_model(self, *args: Any, **kwargs: Any) -> Any:
+        """V2's capture_model inside the scope (its captures fill the padding mask)."""
+        self._padding_written = None
+        with self._scope():
+            return GPUModelRunnerV2.capture_model(self, *args, **kwargs)
+
+    def profile_cudagraph_memory(self, *args: Any, **kwargs: Any) -> Any:
+        """V2's profile_cudagraph_memory inside the scope (it captures: the padding mask
+        is filled there)."""
+        self._padding_written = None
+        with self._scope():
+            return GPUModelRunnerV2.profile_cudagraph_memory(self, *args, **kwargs)
 
     def sample(self, hidden_states: Any, input_batch: Any, grammar_output: Any) -> Any:
         """V2's sample; from the logits the FULL decode graph recorded where they are the
         ones V2 would compute (`_graph_logits`), with no gather and no matmul."""
         logits = self._graph_logits(hidden_states, input_batch)
+        step, self._tail_step = self._tail_step, None
+        if step is not None:  # the replay's tail sampled and updated the requests
+            if logits is None or grammar_output is not None:
+                raise RuntimeError(
+                    "the FULL decode graph's greedy tail updated this step's requests, but "
+                    "the step has no logits from it or a grammar to apply "
+                    "(adapters/vllm/worker/npu_model_runner_v2.py: _tail_serves admits "
+                    "only steps whose sampling the tail gives)"
+                )
+            return self._tail_sample(logits[: step[0]], step[1], input_batch)
         if logits is None:
             return GPUModelRunnerV2.sample(self, hidden_states, input_batch, grammar_output)
         rows = input_batch.num_reqs
         self.graph_logits_steps += 1
         with patch.object(self.model, "compute_logits", lambda _rows: logits[:rows]):
             return GPUModelRunnerV2.sample(self, _GraphRows(), input_batch, grammar_output)
+
+    def _tail_sample(self, logits: Any, samples: np.ndarray, input_batch: Any) -> Any:
+        """V2's Sampler.__call__ for a plain greedy batch, its ids the graph's: logprobs
+        (of the raw logits, which are the processed ones here), the NaN count where asked,
+        and the counts of sampled and rejected tokens on the host (the output reads them
+        there; the device's counts the graph's update used)."""
+        from vllm.v1.worker.gpu.metrics.logits import get_num_nans
+        from vllm.v1.worker.gpu.sample.logprob import compute_topk_scores
+        from vllm.v1.worker.gpu.sample.output import SamplerOutput
+
+        sampler = self.sampler
+        assert self._tail is not None and sampler is not None
+        rows = logits.shape[0]
+        sampled = self._tail.sampled[:rows]
+        num_nans = get_num_nans(logits) if sampler.compute_nans else None
+        logprobs = None
+        dims = sampler.get_logprobs_dims(input_batch.idx_mapping_np)
+        if dims is not None:
+            logprobs = compute_topk_scores(
+                logits, dims[0], sampled,
+                logprob_token_ids_state=sampler.logprob_token_ids_state,
+                expanded_idx_mapping=input_batch.expanded_idx_mapping,
+                max_per_req_token_ids=dims[1],
+                logits_mode=sampler.logprobs_mode in ("raw_logits", "processed_logits"),
+            )  # fmt: skip
+        num_sampled = torch.from_numpy(samples.copy())
+        num_rejected = torch.zeros(rows, dtype=torch.int32)
+        output = SamplerOutput(
+            sampled_token_ids=sampled.view(-1, 1), logprobs_tensors=logprobs,
+            num_nans=num_nans, num_sampled=num_sampled, num_rejected=num_rejected,
+        )  # fmt: skip
+        self.graph_logits_steps += 1
+        self._tail.served_steps += 1
+        self._tail_sampled = True
+        return output, num_sampled, num_rejected
+
+    def postprocess_sampled(self, idx_mapping: Any, *args: Any, **kwargs: Any) -> None:
+        """V2's post-step update, unless the graph's tail made it this step (its model
+        state's own update is V2's no-op then: _bind_tail)."""
+        if self._tail_sampled:
+            self._tail_sampled = False
+            return
+        GPUModelRunnerV2.postprocess_sampled(self, idx_mapping, *args, **kwargs)
 
     def _graph_logits(self, hidden_states: Any, input_batch: Any) -> Any:
         """The logits this step's FULL replay recorded, where V2's rows to sample are the
@@ -133,8 +327,6 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
         return logits
 
     profile_run = _in_scope("profile_run")
-    capture_model = _in_scope("capture_model")
-    profile_cudagraph_memory = _in_scope("profile_cudagraph_memory")
     sample_tokens = _in_scope("sample_tokens")
 
 
