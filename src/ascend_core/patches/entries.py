@@ -343,6 +343,23 @@ ENTRIES = (
         ),
     ),
     PatchSpec(
+        id="ct-fp8-moe-dequant",
+        target=(
+            "vllm.model_executor.layers.quantization.compressed_tensors."
+            "compressed_tensors_moe.compressed_tensors_moe:CompressedTensorsMoEMethod."
+            "get_moe_method"
+        ),
+        versions=VLLM_0_33,
+        when=Condition(),
+        reason=(
+            "compressed-tensors fp8 MoE experts get vLLM's CompressedTensorsW8A8Fp8MoEMethod, "
+            "whose kernels (Triton, CUTLASS, DeepGEMM) neither device runs and which selects "
+            "none out of tree; experts with per-channel or block weight scales and dynamic "
+            "activations get the plugin's method instead, which dequantizes them at load as "
+            "the dense fp8 layers are and runs the float experts."
+        ),
+    ),
+    PatchSpec(
         id="host-eplb-rearrange-timing",
         target="vllm.distributed.eplb.eplb_state:EplbState.rearrange",
         versions=VLLM_0_33,

@@ -85,6 +85,24 @@ def test_quantization_scales_count_at_float32_as_they_are_held(model_dtype: str)
     assert size.total_bytes == 5 * 64 * 4 + 32 * 4 + 64 * dtype_bytes(model_dtype)
 
 
+@pytest.mark.parametrize("model_dtype", ["bfloat16", "float16", "float32"])
+def test_w4a8_experts_scale_bias_counts_at_float32_as_held(model_dtype: str) -> None:
+    # ModelSlim W4A8_DYNAMIC experts: int4 pairs in int8, float32 scale / offset, and
+    # scale_bias [out, 1] (gate/up) or [out, 16] (down), all float32 parameters after load.
+    prefix = "model.layers.0.mlp.experts.0"
+    headers = [
+        TensorHeader(f"{prefix}.gate_proj.weight", "I8", (32, 128)),
+        TensorHeader(f"{prefix}.gate_proj.weight_scale", "F32", (64, 1)),
+        TensorHeader(f"{prefix}.gate_proj.weight_offset", "F32", (64, 1)),
+        TensorHeader(f"{prefix}.gate_proj.scale_bias", "F32", (64, 1)),
+        TensorHeader(f"{prefix}.down_proj.scale_bias", "F32", (128, 16)),
+    ]
+    size = weights_size(headers, model_dtype)
+    assert size.total_bytes == 32 * 128 + 3 * 64 * 4 + 128 * 16 * 4
+    assert size.routed_expert_bytes == size.total_bytes
+    assert "4 quantization scales at float32" in size.detail
+
+
 def test_weights_of_a_bf16_checkpoint_are_not_quantized() -> None:
     size = weights_size((TensorHeader("w", "BF16", (8, 8)),))
     assert (size.total_bytes, size.quantized) == (128, False)
