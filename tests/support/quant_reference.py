@@ -511,33 +511,10 @@ def _load_fp8(export_dir: str, dtype: torch.dtype) -> Any:
             floats[name] = fp8_weight(value, scale, block).to(dtype)
         elif not name.endswith(("weight_scale", "weight_scale_inv")):
             floats[name] = value.to(dtype)
-    missing, unexpected = model.load_state_dict(_stacked_experts(floats), strict=False)
+    missing, unexpected = model.load_state_dict(_as_fused_experts(floats), strict=False)
     assert not unexpected and not missing, (missing, unexpected)
     model.eval()
     return model
-
-
-def _stacked_experts(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Per-expert projections (`<prefix>.experts.<e>.{gate,up,down}_proj.weight`, as
-    checkpoints store them) as transformers' 3-d experts: `<prefix>.experts.gate_up_proj`
-    [E, 2I, H] (gate rows, then up) and `<prefix>.experts.down_proj` [E, H, I]."""
-    import re
-
-    pattern = re.compile(r"^(.*\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
-    out: dict[str, torch.Tensor] = {}
-    experts: dict[str, dict[tuple[int, str], torch.Tensor]] = {}
-    for name, value in tensors.items():
-        match = pattern.match(name)
-        if match is None:
-            out[name] = value
-        else:
-            experts.setdefault(match[1], {})[int(match[2]), match[3]] = value
-    for prefix, parts in experts.items():
-        count = 1 + max(e for e, _ in parts)
-        out[f"{prefix}.gate_up_proj"] = torch.stack(
-            [torch.cat((parts[e, "gate"], parts[e, "up"])) for e in range(count)])
-        out[f"{prefix}.down_proj"] = torch.stack([parts[e, "down"] for e in range(count)])
-    return out
 
 
 def fp8_greedy_token_ids(export_dir: str | os.PathLike[str],
