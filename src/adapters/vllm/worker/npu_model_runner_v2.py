@@ -23,6 +23,11 @@ NPU host triton-ascend compiles them; on the emulated NPU Triton's interpreter r
   step's request slots and which rows sample go in one copy (`prepare_inputs`, for V2's
   own copy of the slots), and the count of sampled tokens the output reads back is the
   host's (no device read for it).
+- In a FULL decode step of one token a request and no drafts (`_host_inputs_serve`) the
+  query offsets, sequence lengths and positions are made on the host and go in that same
+  copy (V2's buffers for them are slices of the tail's arena): no copy of the offsets
+  and no `_prepare_pos_seq_lens_kernel` launch. The block tables, slot mapping and input
+  ids are still V2's kernels (V2 keeps the block table on the device only).
 """
 
 from __future__ import annotations
