@@ -18,6 +18,7 @@ Run as: PYTHONPATH=src:tests python tests/integration/npu/npu_expert_parallel_tp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -41,10 +42,8 @@ NEAR_TIE_NATS = 0.25  # as test_expert_parallel_on_emulated_npu.py
 def _tree_rss(proc: psutil.Process) -> int:
     total = 0
     for p in [proc, *proc.children(recursive=True)]:
-        try:
+        with contextlib.suppress(psutil.Error):
             total += p.memory_info().rss
-        except psutil.Error:
-            pass
     return total
 
 
@@ -81,7 +80,9 @@ def run(model: str, tp: int) -> tuple[dict[str, Any], float, int]:
     return result, time.monotonic() - start, peak[0]
 
 
-def partings(ids: list[list[int]], ref: list[list[int]], top2: list[Any]) -> list[tuple[str, float]]:
+def partings(
+    ids: list[list[int]], ref: list[list[int]], top2: list[Any]
+) -> list[tuple[str, float]]:
     found = []
     for seq, (got, want) in enumerate(zip(ids, ref, strict=True)):
         step = next((j for j, (a, b) in enumerate(zip(got, want, strict=True)) if a != b), None)
