@@ -8,9 +8,13 @@ top-2 logprobs), then TP=4 + EP on four emulated A3 NPUs with the plan's default
 methods (nothing forced) and graphs in the plan's default mode. The ids are compared as
 test_expert_parallel_on_emulated_npu.py compares TP=2's: a parting is accepted only where
 the reference's top-2 gap is below NEAR_TIE_NATS (bf16 near-tie), and every parting is
-printed with its gap. Each run's wall time and the peak resident memory of its process
-tree (sampled each 0.5 s) are printed too. Exits non-zero on a loud parting or a rank
-whose MoE layers did not exchange.
+printed with its gap. A parting past that gap is judged as routing_ties judges the
+DeepSeek-V3 model's (test_expert_parallel_on_emulated_npu.py): the float32 model,
+teacher-forced on the reference's tokens, shows its output top-3 there and each MoE
+layer's router margin (qwen3_ties); a margin below ROUTING_TIE is a routing near-tie.
+Each run's wall time and the peak resident memory of its process tree (sampled each
+0.5 s) are printed too. Exits non-zero on a loud parting (no output or routing near-tie)
+or a rank whose MoE layers did not exchange.
 
 Run as: PYTHONPATH=src:tests python tests/integration/npu/npu_expert_parallel_tp4_by_hand.py
 [TP] (TP defaults to 4), under `flock /tmp/heavy.lock`. An emulator, not Ascend hardware.
@@ -30,6 +34,7 @@ from typing import Any
 
 import psutil
 
+from integration.npu.npu_expert_parallel_run import decode_prompts, prompts
 from support.child_runs import last_result
 from support.hf_reference import MODELS_DIR, make_model
 from support.torch_npu_emulator.activate import child_env
@@ -37,6 +42,9 @@ from support.torch_npu_emulator.activate import child_env
 RUNNER = Path(__file__).with_name("npu_expert_parallel_run.py")
 A3 = "Ascend910_9391"
 NEAR_TIE_NATS = 0.25  # as test_expert_parallel_on_emulated_npu.py
+# A Qwen3-MoE router's near-tie: its top_k-th and next softmax probabilities within this
+# (support.routing_ties' ROUTING_TIE, there in sigmoid score, here in softmax probability).
+ROUTING_TIE = 0.02
 
 
 def _tree_rss(proc: psutil.Process) -> int:
@@ -80,6 +88,16 @@ def run(model: str, tp: int) -> tuple[dict[str, Any], float, int]:
     return result, time.monotonic() - start, peak[0]
 
 
+def _where(ids: list[list[int]], ref: list[list[int]]) -> list[tuple[int, int]]:
+    """(sequence, first step off the reference) of each parted sequence."""
+    out = []
+    for seq, (got, want) in enumerate(zip(ids, ref, strict=True)):
+        step = next((j for j, (a, b) in enumerate(zip(got, want, strict=True)) if a != b), None)
+        if step is not None:
+            out.append((seq, step))
+    return out
+
+
 def partings(
     ids: list[list[int]], ref: list[list[int]], top2: list[Any]
 ) -> list[tuple[str, float]]:
@@ -94,6 +112,38 @@ def partings(
     return found
 
 
+def qwen3_ties(model: str, prompt: list[int], generated: list[int]) -> dict[str, Any]:
+    """The float32 model teacher-forced on prompt + generated: at the last position its
+    output's top-3 (ids, logprobs) and each MoE layer's router margin (the top_k-th
+    softmax probability minus the next one's); support.routing_ties does this for the
+    DeepSeek-V3 router only."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
+    k = hf.config.num_experts_per_tok
+    gates = {n: m for n, m in hf.named_modules() if n.endswith("mlp.gate")}
+    seen: dict[str, torch.Tensor] = {}
+    hooks = [g.register_forward_hook(
+        lambda mod, inp, out, n=n: seen.__setitem__(n, out[0] if isinstance(out, tuple) else out))
+        for n, g in gates.items()]
+    try:
+        with torch.no_grad():
+            logits = hf(torch.tensor([prompt + generated])).logits[0, -1]
+    finally:
+        for hook in hooks:
+            hook.remove()
+    top = torch.log_softmax(logits, -1).topk(3)
+    margins = {}
+    for name, out in seen.items():
+        p = torch.softmax(out.reshape(len(prompt) + len(generated), -1)[-1].float(), -1)
+        p = p.sort(descending=True).values
+        margins[name] = round(float(p[k - 1] - p[k]), 4)
+    return {"f32_top3": [[i, round(v, 3)] for i, v in zip(top.indices.tolist(),
+                                                           top.values.tolist(), strict=True)],
+            "router_margins": margins}
+
+
 def main(tp: int) -> int:
     model = str(make_model(MODELS_DIR / "npu-ep4-qwen3_moe", "qwen3_moe", "npu-ep4"))
     ref, ref_s, ref_rss = run(model, 1)
@@ -101,12 +151,19 @@ def main(tp: int) -> int:
     ep, ep_s, ep_rss = run(model, tp)
     print(f"TP={tp} + EP: {ep_s:.0f} s, peak RSS {ep_rss / 2**30:.2f} GiB", flush=True)
     loud = []
-    for name, ids, want, top2 in (("prompts", ep["ids"], ref["ids"], ref["top2"]),
-                                  ("decode", ep["decode_ids"], ref["decode_ids"],
-                                   ref["decode_top2"])):
+    passes = (("prompts", ep["ids"], ref["ids"], ref["top2"], prompts()),
+              ("decode", ep["decode_ids"], ref["decode_ids"], ref["decode_top2"],
+               decode_prompts()))
+    for name, ids, want, top2, given in passes:
         found = partings(ids, want, top2)
         print(f"{name}: partings {[w for w, _ in found] or 'none'}", flush=True)
-        loud += [w for w, gap in found if gap >= NEAR_TIE_NATS]
+        for (what, gap), (seq, step) in zip(found, _where(ids, want), strict=True):
+            if gap < NEAR_TIE_NATS:
+                continue
+            ties = qwen3_ties(model, given[seq], want[seq][:step])
+            print(f"  {what}: {json.dumps(ties)}", flush=True)
+            if min(ties["router_margins"].values()) >= ROUTING_TIE:
+                loud.append(what)
     ranks = ep["ranks"]
     for r, rank in enumerate(ranks):
         print(f"rank {r}: {json.dumps(rank)}")
