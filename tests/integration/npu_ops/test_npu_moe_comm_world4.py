@@ -5,7 +5,7 @@ outputs (all-to-all bit-exact, the others within one bf16 ulp of the largest out
 test_npu_moe_comm.py says why), each rank's dispatch receives exactly the rows all four
 ranks routed to its two experts, ranks holding their neighbour's experts leave the
 reference, and a dispatch that names world 2 on the 4-rank group is refused. One fresh
-process (the runner spawns the four ranks); an emulator, not Ascend hardware.
+process (the runner forks the four ranks); an emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
