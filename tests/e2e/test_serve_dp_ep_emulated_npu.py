@@ -66,7 +66,7 @@ _REBALANCE = "Rearranging experts sync mode ..."
 _REBALANCED = re.compile(r"Rearranged experts   in [\d.]+ s\.")
 # log_balancedness: each step's expert load over the EP ranks, summed over the MoE layers
 # (avg_tokens is the mean over the ranks).
-_LOAD = re.compile(r"EPLB step: \d+ for model \S+: avg_tokens=([\d.]+), max_tokens=\d+")
+_LOAD = re.compile(r"EPLB step: \d+ for model .+?: avg_tokens=([\d.]+), max_tokens=\d+")
 EP_RANKS = 2
 # The runner's engine settings, so the server's steps are the reference's.
 SERVE_ARGS = [
