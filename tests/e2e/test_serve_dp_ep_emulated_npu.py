@@ -1,6 +1,6 @@
-"""`vllm serve --data-parallel-size 2 --enable-expert-parallel` (TP 1 a DP rank, the
-DeepSeek decode shape) on two emulated A3 NPUs, NPU graphs in the plan's default mode
-(FULL_AND_PIECEWISE): completions give the single-device ids.
+"""`vllm serve --data-parallel-size 2 --enable-expert-parallel --enable-eplb` (TP 1 a DP
+rank, the DeepSeek decode shape) on two emulated A3 NPUs, NPU graphs in the plan's default
+mode (FULL_AND_PIECEWISE): completions give the single-device ids, across EPLB rebalances.
 
 One server for the module: vLLM's DP coordinator and two engine cores, one a DP rank,
 each with its NPU worker on its own emulated NPU. Each step vLLM's runner all-reduces the
