@@ -1,4 +1,4 @@
-"""compressed-tensors fp8 MoE experts, served by dequantizing them at load.
+"""fp8 MoE experts (compressed-tensors and the fp8 method), served by dequantizing them at load.
 
 vLLM builds CompressedTensorsW8A8Fp8MoEMethod for fp8 experts, whose kernels (Triton,
 CUTLASS, DeepGEMM) neither the host nor an NPU runs; out of tree it selects none. The
@@ -15,9 +15,11 @@ computed in float32 and cast once. The `fp8` method's checkpoints (DeepSeek-V3's
 Qwen3's official FP8 releases: weight_block_size, dynamic activations) store the same
 block scales as `weight_scale_inv`; patch `fp8-moe-dequant` hands their experts this method
 too, with that scale name (vLLM's Fp8MoEMethod names its parameters so, and the model's
-expert mapping loads the checkpoint's tensors into them). The layer then is a float MoE layer: the plugin's
-unquantized method's routing, experts and combine on the device's MoeOps. Activations
-stay in the model dtype (weight-only, as the dense fp8 layers).
+expert mapping loads the checkpoint's tensors into them).
+
+The layer then is a float MoE layer: the plugin's unquantized method's routing, experts
+and combine on the device's MoeOps. Activations stay in the model dtype (weight-only, as
+the dense fp8 layers).
 """
 
 from __future__ import annotations
