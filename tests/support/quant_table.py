@@ -97,7 +97,7 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("fp8 block [64, 64] linear", "llama", "config:fp8-block-64", True),
     ("fp8 block linear", "llama", "config:fp8-block", False),
     ("fp8 block experts", "qwen3_moe", "config:fp8-block", False),
-    ("fp8 block [64, 64] experts", "qwen3_moe", "config:fp8-block-64", False),
+    ("fp8 block [64, 64] experts", "qwen3_moe", "config:fp8-block-64", True),
     ("fp8 per-channel linear", "llama", "config:fp8-channel", False),
     ("fp8 at load (--quantization fp8)", "llama", "flag:fp8", False),
 ]  # fmt: skip

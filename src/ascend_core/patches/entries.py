@@ -360,6 +360,19 @@ ENTRIES = (
         ),
     ),
     PatchSpec(
+        id="fp8-moe-dequant",
+        target="vllm.model_executor.layers.quantization.fp8:Fp8Config.get_quant_method",
+        versions=VLLM_0_33,
+        when=Condition(),
+        reason=(
+            "MoE experts of fp8-method checkpoints (DeepSeek-V3's and Qwen3's official FP8 "
+            "releases: weight_block_size, dynamic activations) get vLLM's Fp8MoEMethod, "
+            "whose constructor finds no backend out of tree; such experts get the plugin's "
+            "method instead, which dequantizes them at load (weight_scale_inv blocks) and "
+            "runs the float experts, as for compressed-tensors fp8."
+        ),
+    ),
+    PatchSpec(
         id="host-eplb-rearrange-timing",
         target="vllm.distributed.eplb.eplb_state:EplbState.rearrange",
         versions=VLLM_0_33,

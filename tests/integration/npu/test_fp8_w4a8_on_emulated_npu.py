@@ -40,6 +40,14 @@ each expert at load to the model dtype and runs the float MoE path:
   what the doctor plans. Per channel or per block differ only in the load-time dequantize
   the host float32 case proves, so one export runs on the NPU.
 
+fp8-method MoE experts (the official FP8 releases' format, patch fp8-moe-dequant):
+`fp8_moe_hf`, the tiny Qwen3-MoE written by scripts/make_ct_exports.py --scheme
+fp8_block_hf (every attention and expert projection in [64, 64] blocks, scales
+`weight_scale_inv`, routers float in `ignored_layers`), served by the same
+AscendFp8DequantMoeMethod. vLLM's fp8 method takes bf16/fp16 only, so it runs in the host's
+shared bf16 process: both passes' ids are the float reference's greedy choices up to bf16
+near-ties (support.quant_reference.fp8_gaps, the dense fp8-method case's bound).
+
 Weight memory: what the NPU worker holds after load (the fp8 layers in bf16, their scales
 dropped) is what `ascend-doctor plan` counts from the files' headers, within the
 per-layer margin of support.doctor_plan.
@@ -61,6 +69,7 @@ from support.quant_reference import (
     _load_fp8,
     _logprob_rows,
     fake_quant_model,
+    fp8_gaps,
     fp8_greedy_token_ids,
     local_ct_export,
     local_export,
@@ -75,6 +84,7 @@ EXPORTS: dict[str, Callable[[], str]] = {
     "w4a8_dense": lambda: str(local_export("llama", "w4a8_dynamic")),
     "fp8_moe": lambda: str(local_ct_export("qwen3_moe", scheme="fp8_mixed")),
     "fp8_moe_channel": lambda: str(local_ct_export("qwen3_moe", scheme="fp8_dynamic")),
+    "fp8_moe_hf": lambda: str(local_ct_export("qwen3_moe", scheme="fp8_block_hf")),
 }
 REFERENCES: dict[str, Callable[[str], Any]] = {
     "fp8": lambda export: _load_fp8(export, torch.float32),
@@ -88,7 +98,7 @@ REFERENCES: dict[str, Callable[[str], Any]] = {
 # host's runs of one dtype go one after the other in one process (one start of vLLM).
 ON_NPU = ("fp8", "w4a8", "w4a8_dense", "fp8_moe")
 RUNS = (*(("npu", name, "bfloat16") for name in ON_NPU),
-        *(("host", name, "bfloat16") for name in ON_NPU),
+        *(("host", name, "bfloat16") for name in (*ON_NPU, "fp8_moe_hf")),
         ("host", "fp8_moe", "float32"), ("host", "fp8_moe_channel", "float32"))
 
 
@@ -224,3 +234,15 @@ def test_fp8_experts_on_the_host_float32_give_the_reference_ids(
     expected = fp8_greedy_token_ids(exports[name], prompts(), MAX_NEW)
     assert host["runs"] == [expected, expected]
     assert host["cached_tokens"] == CACHED
+
+
+def test_fp8_method_experts_on_the_host_bf16_give_the_reference_up_to_near_ties(
+    runs: dict[tuple[str, ...], dict[str, Any]], exports: dict[str, str]
+) -> None:
+    host = runs["host", "fp8_moe_hf"]
+    assert host["quantization"] == "fp8"
+    assert "AscendFp8DequantMoeMethod" in host["quant_methods"], host["quant_methods"]
+    assert host["cached_tokens"] == CACHED
+    for run in host["runs"]:  # first pass, then the prefix-cached one
+        gap = fp8_gaps(exports["fp8_moe_hf"], prompts(), run, torch.bfloat16)
+        assert gap < NEAR_TIE_NATS, gap

@@ -184,13 +184,19 @@ def test_compressed_tensors_fp8_experts_are_served_dequantized(deployment, confi
 
 
 @pytest.mark.parametrize("deployment", [host(), npu()], ids=["host", "npu"])
-def test_fp8_method_experts_are_refused_naming_the_first_expert(deployment) -> None:  # type: ignore[no-untyped-def]
+def test_fp8_method_experts_are_served_dequantized_where_blocks_fit(deployment) -> None:  # type: ignore[no-untyped-def]
+    # DeepSeek-V3's and Qwen3's official FP8 releases (patch fp8-moe-dequant).
     moe = {**_hf([64, 64]), "model_type": "qwen3_moe", "num_experts": 8}
     plan = plan_config(attrs.evolve(deployment, quantized_layers=fp8_layers(moe)))
-    (error,) = plan.errors
-    assert str(error).startswith("Layer model.layers.0.mlp.experts.0.gate_proj: ")
-    assert "MoE experts of the fp8 method" in str(error)
-    assert "compressed-tensors fp8 experts are served" in str(error)
+    assert plan.ok, plan.errors
+    assert plan.decisions.fp8 == fp8_serving(deployment.chip_family, deployment.device_kind)
+    # vLLM's validate_fp8_block_shape_moe: the same block check as compressed-tensors'.
+    odd = {**moe, "moe_intermediate_size": 96}
+    (error,) = plan_config(attrs.evolve(deployment, quantized_layers=fp8_layers(odd))).errors
+    assert str(error).startswith(
+        "Layer model.layers.0.mlp.experts.0.gate_proj and the other MoE experts: ")
+    assert "fused shard of 96 output features, not a whole number of 64-row blocks" in str(
+        error)
 
 
 def test_experts_blocks_that_do_not_fit_are_refused_before_load() -> None:

@@ -40,6 +40,7 @@ SERVED = {
     (QuantFormat.CT_FP8_CHANNEL, LayerKind.EXPERTS),
     (QuantFormat.CT_FP8_BLOCK, LayerKind.EXPERTS),
     (QuantFormat.FP8_BLOCK, LayerKind.LINEAR),
+    (QuantFormat.FP8_BLOCK, LayerKind.EXPERTS),
 }
 
 
