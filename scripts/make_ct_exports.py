@@ -23,10 +23,11 @@ default; the tiny test models take 64,64, since their k/v projections are 64 wid
 DeepSeek-V3's and Qwen3's official FP8 releases (llm-compressor does not write it):
 quantization_config {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
 "weight_block_size": [N, K]}, each scale named `weight_scale_inv` (the factor the fp8
-weight is multiplied by, despite the name). `--scheme fp8_mixed`: both presets in one
-checkpoint, as two config groups: the attention projections FP8_DYNAMIC (per channel), the
-MLP projections (MoE experts included) FP8_BLOCK with the `--block` shape. Same source
-and arguments, same files; the directory carries a stamp.
+weight is multiplied by, despite the name); on a MoE model every expert projection too,
+the routers (mlp.gate) float and named in `ignored_layers`. `--scheme fp8_mixed`: both
+presets in one checkpoint, as two config groups: the attention projections FP8_DYNAMIC
+(per channel), the MLP projections (MoE experts included) FP8_BLOCK with the `--block`
+shape. Same source and arguments, same files; the directory carries a stamp.
 """
 
 from __future__ import annotations
@@ -170,6 +171,9 @@ def _build(src: Path, out: Path, activations: str, scheme: str = "int8",
         groups = W4A16_MOE_GROUPS
     elif scheme.startswith("fp8"):
         groups = fp8_groups(scheme.removesuffix("_hf"), block)
+    if scheme == "fp8_block_hf":  # the decoder's projections, MoE experts included;
+        # a MoE router (mlp.gate) stays float, as in the official releases
+        groups = {"group_0": {**groups["group_0"], "targets": [ATTENTION_TARGET, MLP_TARGET]}}
     recipe = QuantizationModifier(config_groups=groups, ignore=["lm_head"])
     kwargs: dict[str, Any] = {}
     if activations == "static" and scheme == "int8":
@@ -207,6 +211,12 @@ def as_hf_fp8(out: Path, block: tuple[int, int]) -> None:
     config = json.loads((out / "config.json").read_text())
     config["quantization_config"] = {"quant_method": "fp8", "activation_scheme": "dynamic",
                                      "fmt": "e4m3", "weight_block_size": list(block)}
+    # MoE routers left float: named, as vLLM's fp8 method reads ignored_layers (exact).
+    names = json.loads(index.read_text())["weight_map"] if index.exists() else {
+        k: None for path in out.glob("*.safetensors") for k in load_file(str(path))}
+    routers = sorted(k.removesuffix(".weight") for k in names if k.endswith(".mlp.gate.weight"))
+    if routers:
+        config["quantization_config"]["ignored_layers"] = routers
     (out / "config.json").write_text(json.dumps(config, indent=2))
 
 

@@ -109,6 +109,16 @@ SIZES: dict[str, dict[str, int]] = {
         "num_key_value_heads": 2,
         "head_dim": 32,
     },
+    # npu-ep with 4 KV heads: heads, KV heads and the 8 experts divide by 4 (TP=4 + EP).
+    "npu-ep4": {
+        "vocab_size": 4096,
+        "hidden_size": 1024,
+        "intermediate_size": 384,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "head_dim": 32,
+    },
     # The shape of issue 12's measurements (~87M parameters): more layers, small vocabulary.
     "87m": {
         "vocab_size": 8000,

@@ -1,6 +1,6 @@
-"""`vllm serve --data-parallel-size 2 --enable-expert-parallel` (TP 1 a DP rank, the
-DeepSeek decode shape) on two emulated A3 NPUs, NPU graphs in the plan's default mode
-(FULL_AND_PIECEWISE): completions give the single-device ids.
+"""`vllm serve --data-parallel-size 2 --enable-expert-parallel --enable-eplb` (TP 1 a DP
+rank, the DeepSeek decode shape) on two emulated A3 NPUs, NPU graphs in the plan's default
+mode (FULL_AND_PIECEWISE): completions give the single-device ids, across EPLB rebalances.
 
 One server for the module: vLLM's DP coordinator and two engine cores, one a DP rank,
 each with its NPU worker on its own emulated NPU. Each step vLLM's runner all-reduces the
@@ -15,7 +15,15 @@ The reference is TP 1 eager on one emulated NPU (integration/npu/npu_expert_para
 bf16, with each step's top-2 logprobs), started beside the server: the EP ranks add the
 experts' rows in another order, so a sequence may part from it only where the reference's
 top-2 logprobs were a near-tie (the gap is in the failure message). The prompts go to the
-server at once, so both DP ranks serve some. An emulator, not Ascend hardware.
+server at once, so both DP ranks serve some.
+
+The server runs vLLM's EPLB too (--enable-eplb, 2 redundant experts: 10 physical experts,
+5 a rank; a rebalance every 6 steps over a 4-step load window), so each batch of the ids
+tests is served across rebalances (vLLM's EplbState on each rank, stepped by the real and
+the dummy steps alike, the weights moved over the EP group of the two engine cores). With
+log_balancedness vLLM logs each step's recorded expert load, all-reduced over the ranks:
+it sums to each batch's tokens x top-k x MoE layers, so neither a DP dummy step nor a
+rank's padding rows are counted. An emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
@@ -34,7 +42,12 @@ from typing import Any
 
 import pytest
 
-from integration.npu.npu_expert_parallel_run import CAPTURE_SIZES, MAX_NEW, decode_prompts, prompts
+from integration.npu.npu_expert_parallel_run import (
+    CAPTURE_SIZES,
+    MAX_NEW,
+    decode_prompts,
+    prompts,
+)
 from support.hf_reference import MODELS_DIR, make_model
 from support.torch_npu_emulator.activate import child_env
 
@@ -47,6 +60,14 @@ _VENV_BIN = Path(sys.executable).parent
 # test_expert_parallel_on_emulated_npu.py's bf16 near-tie bound (TOLERANCE_NATS).
 NEAR_TIE_NATS = 0.25
 _CAPTURED = re.compile(r"Captured (\w+) graphs for sizes \[([\d, ]*)\]")
+# vLLM's EplbState.rearrange on EP rank 0, a rebalance while serving (the start-up
+# profile's one says "(profile)").
+_REBALANCE = "Rearranging experts sync mode ..."
+_REBALANCED = re.compile(r"Rearranged experts   in [\d.]+ s\.")
+# log_balancedness: each step's expert load over the EP ranks, summed over the MoE layers
+# (avg_tokens is the mean over the ranks).
+_LOAD = re.compile(r"EPLB step: \d+ for model .+?: avg_tokens=([\d.]+), max_tokens=\d+")
+EP_RANKS = 2
 # The runner's engine settings, so the server's steps are the reference's.
 SERVE_ARGS = [
     "--dtype", "bfloat16", "--block-size", "128", "--max-model-len", "256",
@@ -54,6 +75,11 @@ SERVE_ARGS = [
     "--kv-cache-memory-bytes", str(32 << 20), "--seed", "0",
     "-cc.cudagraph_capture_sizes", json.dumps(CAPTURE_SIZES),
     "--data-parallel-size", "2", "--enable-expert-parallel",
+    # EPLB with 2 redundant experts (10 physical, 5 a rank), rebalancing every 6 steps
+    # over a 4-step load window: the ids tests below run across rebalances.
+    "--enable-eplb", "--eplb-config", json.dumps(
+        {"num_redundant_experts": 2, "window_size": 4, "step_interval": 6,
+         "log_balancedness": True}),
 ]
 
 
@@ -157,6 +183,41 @@ def _complete(server: dict[str, Any], batch: list[list[int]]) -> list[list[int]]
         return list(pool.map(one, batch))
 
 
+def _rebalances(log: str) -> tuple[int, int]:
+    """(rebalances begun, rebalances done) while serving, in a stretch of the log."""
+    return log.count(_REBALANCE), len(_REBALANCED.findall(log))
+
+
+def _routed(model: str, tokens: int) -> int:
+    """Expert choices the model's MoE layers make for `tokens` tokens."""
+    config = json.loads((Path(model) / "config.json").read_text())
+    return tokens * int(config["num_experts_per_tok"]) * int(config["num_hidden_layers"])
+
+
+def _across_a_rebalance(
+    server: dict[str, Any], batch: list[list[int]]
+) -> tuple[list[list[int]], list[float]]:
+    """_complete, with at least one EPLB rebalance begun and done while the batch was
+    served (the step counter runs on: 6 steps a rebalance, each batch takes more), and
+    each of its steps' expert load recorded over the EP ranks."""
+    start = len(server["log"].read_text())
+    ids = _complete(server, batch)
+    # Every token the batch computed: its prompt and each new token but the last.
+    want = _routed(server["model"], sum(len(p) + MAX_NEW - 1 for p in batch))
+    deadline = time.monotonic() + 10  # the last step's log line may trail its reply
+    while True:
+        log = server["log"].read_text()[start:]
+        loads = [float(avg) * EP_RANKS for avg in _LOAD.findall(log)]
+        if sum(loads) >= want or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    begun, done = _rebalances(log)
+    print(f"rebalances while serving: {begun}; load a step: {loads}")
+    assert begun >= 1 and done >= 1, (begun, done)
+    assert sum(loads) == want, (sum(loads), want, loads)
+    return ids, loads
+
+
 def _partings(
     ids: list[list[int]], want: list[list[int]], top2: list[Any]
 ) -> tuple[list[str], list[str]]:
@@ -179,16 +240,19 @@ def _partings(
 def test_chunked_prefills_and_decodes_give_the_single_device_ids(server, reference_ids) -> None:  # type: ignore[no-untyped-def]
     """Prompts of 5 to 90 tokens (chunked prefill, mixed steps, all-to-all above MC2's
     capacity) and the decode steps after them."""
-    _, loud = _partings(_complete(server, prompts()), reference_ids["ids"],
-                        reference_ids["top2"])
+    ids, _ = _across_a_rebalance(server, prompts())
+    _, loud = _partings(ids, reference_ids["ids"], reference_ids["top2"])
     assert not loud, loud
 
 
 def test_decode_batches_give_the_single_device_ids(server, reference_ids) -> None:  # type: ignore[no-untyped-def]
     """One-token prompts: every step a uniform decode step on each rank, replayed from a
     captured graph with MC2 inside, the ranks padded to the same size."""
-    _, loud = _partings(_complete(server, decode_prompts()), reference_ids["decode_ids"],
-                        reference_ids["decode_top2"])
+    ids, loads = _across_a_rebalance(server, decode_prompts())
+    # Each rank pads its share to a captured size (4): a padding row counted would
+    # show above the batch's 4 tokens a step.
+    assert max(loads) == _routed(server["model"], len(decode_prompts())), loads
+    _, loud = _partings(ids, reference_ids["decode_ids"], reference_ids["decode_top2"])
     assert not loud, loud
 
 

@@ -511,7 +511,7 @@ def _load_fp8(export_dir: str, dtype: torch.dtype) -> Any:
             floats[name] = fp8_weight(value, scale, block).to(dtype)
         elif not name.endswith(("weight_scale", "weight_scale_inv")):
             floats[name] = value.to(dtype)
-    missing, unexpected = model.load_state_dict(floats, strict=False)
+    missing, unexpected = model.load_state_dict(_as_fused_experts(floats), strict=False)
     assert not unexpected and not missing, (missing, unexpected)
     model.eval()
     return model

@@ -30,11 +30,12 @@ _FP8_GROUP = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "gr
               "group_size": 128, "dynamic": True, "observer": None}
 
 
-def _ct(fmt: str, weights: dict[str, Any], acts: dict[str, Any] | None) -> dict[str, Any]:
+def _ct(fmt: str, weights: dict[str, Any], acts: dict[str, Any] | None,
+        targets: list[str] | None = None) -> dict[str, Any]:
     return {
         "quant_method": "compressed-tensors", "format": fmt, "quantization_status": "compressed",
         "ignore": ["lm_head"], "kv_cache_scheme": None,
-        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights,
+        "config_groups": {"group_0": {"targets": targets or ["Linear"], "weights": weights,
                                       "input_activations": acts, "output_activations": None,
                                       "format": fmt}},
     }
@@ -56,6 +57,9 @@ CT_CONFIGS: dict[str, dict[str, Any]] = {
                            {**_FP8_GROUP, "group_size": 64}),
     "fp8-block-64": {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
                      "weight_block_size": [64, 64]},
+    # Only the experts block-quantized, in blocks taller than their intermediate size.
+    "ct-fp8-block-experts": _ct("float-quantized", _FP8_BLOCK, _FP8_GROUP,
+                                ["re:.*mlp\\.experts\\.\\d+\\.(gate|up|down)_proj$"]),
 }
 MODELSLIM = ("W8A8", "W8A8_DYNAMIC", "W8A16", "W4A8_DYNAMIC")
 
@@ -82,14 +86,18 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("ct W4A16 asymmetric linear", "llama", "config:ct-w4a16-asym", True),
     ("ct W4A16 experts", "qwen3_moe", "config:ct-w4a16", True),
     ("ct FP8 dynamic linear", "llama", "config:ct-fp8-dynamic", True),
-    ("ct FP8 dynamic experts", "qwen3_moe", "config:ct-fp8-dynamic", False),
+    ("ct FP8 dynamic experts", "qwen3_moe", "config:ct-fp8-dynamic", True),
+    ("ct FP8 block [64, 64] experts", "qwen3_moe", "config:ct-fp8-block-64", True),
     ("ct FP8 block [64, 64] linear", "llama", "config:ct-fp8-block-64", True),
     # [128, 128] blocks do not fit the tiny model's 64-wide k/v shards: refused by the plan.
     ("ct FP8 block linear", "llama", "config:ct-fp8-block", False),
     ("ct FP8 block experts", "qwen3_moe", "config:ct-fp8-block", False),
+    # The experts alone: 128-row blocks over a 64-wide intermediate slice.
+    ("ct FP8 block experts only", "qwen3_moe", "config:ct-fp8-block-experts", False),
     ("fp8 block [64, 64] linear", "llama", "config:fp8-block-64", True),
     ("fp8 block linear", "llama", "config:fp8-block", False),
     ("fp8 block experts", "qwen3_moe", "config:fp8-block", False),
+    ("fp8 block [64, 64] experts", "qwen3_moe", "config:fp8-block-64", True),
     ("fp8 per-channel linear", "llama", "config:fp8-channel", False),
     ("fp8 at load (--quantization fp8)", "llama", "flag:fp8", False),
 ]  # fmt: skip

@@ -23,12 +23,13 @@ from types import ModuleType
 
 import torch
 
+from adapters.npu.int4_pack import Int4ExpertPacking
 from adapters.npu.moe import COUNTS, GROUP_M, SINGLE_OUTPUT
 from adapters.torch.expert_weights import check_int8_experts
 from ports.quant_moe import Int4Experts, QuantMoeOps
 
 
-class NpuQuantMoeOps(QuantMoeOps):
+class NpuQuantMoeOps(Int4ExpertPacking, QuantMoeOps):
     """Expert weights as [E, in, out] int8 (transposed once at load, ND layout)."""
 
     def __init__(self, torch_npu: ModuleType) -> None:
@@ -75,23 +76,23 @@ class NpuQuantMoeOps(QuantMoeOps):
         return self._int8_matmul(act_q, act_scale, w2, w2_scale, group_sizes, dtype)
 
     def prepare_int4_experts(
-        self, w13: torch.Tensor, w13_scale: torch.Tensor, w13_bias: torch.Tensor,
-        w2: torch.Tensor, w2_scale: torch.Tensor, w2_bias: torch.Tensor,
+        self,
+        w13: torch.Tensor,
+        w13_scale: torch.Tensor,
+        w13_bias: torch.Tensor,
+        w2: torch.Tensor,
+        w2_scale: torch.Tensor,
+        w2_bias: torch.Tensor,
     ) -> Int4Experts:
         check_int8_experts(w13, w2)
         return Int4Experts(
-            self._int4pack(w13), _scale_bits(w13_scale), w13_bias.to(torch.float32).contiguous(),
-            self._int4pack(w2), _scale_bits(w2_scale), w2_bias.to(torch.float32).contiguous(),
+            self._int4pack(w13),
+            _scale_bits(w13_scale),
+            w13_bias.to(torch.float32).contiguous(),
+            self._int4pack(w2),
+            _scale_bits(w2_scale),
+            w2_bias.to(torch.float32).contiguous(),
         )
-
-    def _int4pack(self, values: torch.Tensor) -> torch.Tensor:
-        """int4 values int8 [E, out, in] -> int32 [E, in, out / 8], one expert at a time
-        (npu_convert_weight_to_int4pack takes 2-D weights)."""
-        return torch.stack([
-            self._torch_npu.npu_convert_weight_to_int4pack(
-                expert.t().to(torch.int32).contiguous())
-            for expert in values
-        ])
 
     def grouped_mlp_w4a8_dynamic(
         self, rows: torch.Tensor, group_sizes: torch.Tensor, experts: Int4Experts
@@ -99,17 +100,24 @@ class NpuQuantMoeOps(QuantMoeOps):
         if rows.shape[0] == 0:
             return rows.new_zeros(0, experts.w2_scale.shape[-1])
         x_q, token_scale = self._torch_npu.npu_dynamic_quant(rows, dst_type=torch.int8)
-        gate_up = self._int4_matmul(x_q, token_scale, experts.w13, experts.w13_scale,
-                                    experts.w13_bias, group_sizes)
+        gate_up = self._int4_matmul(
+            x_q, token_scale, experts.w13, experts.w13_scale, experts.w13_bias, group_sizes
+        )
         act = self._torch_npu.npu_swiglu(gate_up, dim=-1)
         act_q, act_scale = self._torch_npu.npu_dynamic_quant(act, dst_type=torch.int8)
-        out = self._int4_matmul(act_q, act_scale, experts.w2, experts.w2_scale,
-                                experts.w2_bias, group_sizes)
+        out = self._int4_matmul(
+            act_q, act_scale, experts.w2, experts.w2_scale, experts.w2_bias, group_sizes
+        )
         return out.to(rows.dtype)
 
     def _int4_matmul(
-        self, x_q: torch.Tensor, token_scale: torch.Tensor, weight: torch.Tensor,
-        scale: torch.Tensor, bias: torch.Tensor, group_sizes: torch.Tensor,
+        self,
+        x_q: torch.Tensor,
+        token_scale: torch.Tensor,
+        weight: torch.Tensor,
+        scale: torch.Tensor,
+        bias: torch.Tensor,
+        group_sizes: torch.Tensor,
     ) -> torch.Tensor:
         out: torch.Tensor = self._torch_npu.npu_grouped_matmul(
             [x_q],

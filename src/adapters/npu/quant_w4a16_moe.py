@@ -21,6 +21,7 @@ from types import ModuleType
 
 import torch
 
+from adapters.npu.int4_pack import Int4ExpertPacking
 from adapters.npu.moe import COUNTS, GROUP_M, SINGLE_OUTPUT
 from ports.quant_w4a16_moe import Int4ExpertOps, Int4ExpertWeights
 
@@ -30,7 +31,7 @@ _MAX_GROUPS = 1024  # group_list entries: experts on this rank
 _PACK = 8  # int4 values per int32 (npu_convert_weight_to_int4pack's last dim)
 
 
-class NpuInt4ExpertOps(Int4ExpertOps):
+class NpuInt4ExpertOps(Int4ExpertPacking, Int4ExpertOps):
     """Experts as int4 packs [E, in, out / 8] (ND), scales and offsets [E, groups, out]
     ([E, out] per channel) in the activations' dtype."""
 
@@ -80,15 +81,6 @@ class NpuInt4ExpertOps(Int4ExpertOps):
                                                     group_size),
             group_size, False,
         )
-
-    def _int4pack(self, values: torch.Tensor) -> torch.Tensor:
-        """int4 values int8 [E, out, in] -> int32 [E, in, out / 8], one expert at a time
-        (npu_convert_weight_to_int4pack takes 2-D weights)."""
-        return torch.stack([
-            self._torch_npu.npu_convert_weight_to_int4pack(
-                expert.t().to(torch.int32).contiguous())
-            for expert in values
-        ])
 
     def grouped_mlp_w4a16(
         self, rows: torch.Tensor, group_sizes: torch.Tensor, experts: Int4ExpertWeights

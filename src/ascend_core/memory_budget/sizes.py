@@ -45,7 +45,7 @@ _FLOAT_HEADERS = frozenset({"F64", "F32", "F16", "BF16"})
 # float32 scales (npu_quant_matmul / npu_grouped_matmul with per-token scales, the host's
 # int32 -> float32 dequant) and vLLM's compressed-tensors int8 layers create them float32.
 # ModelSlim W4A8_DYNAMIC experts' scale_bias (the int4 grouped matmul's correction, float32
-# in the file) stays a float32 parameter too (the W4A8 MoE method holds it so).
+# in the file) stays a float32 parameter too (the W4A8_DYNAMIC MoE method keeps it).
 QUANT_PARAM_NAMES = frozenset(
     {"weight_scale", "weight_offset", "input_scale", "input_offset", "deq_scale", "scale_bias"}
 )

@@ -343,6 +343,36 @@ ENTRIES = (
         ),
     ),
     PatchSpec(
+        id="ct-fp8-moe-dequant",
+        target=(
+            "vllm.model_executor.layers.quantization.compressed_tensors."
+            "compressed_tensors_moe.compressed_tensors_moe:CompressedTensorsMoEMethod."
+            "get_moe_method"
+        ),
+        versions=VLLM_0_33,
+        when=Condition(),
+        reason=(
+            "compressed-tensors fp8 MoE experts get vLLM's CompressedTensorsW8A8Fp8MoEMethod, "
+            "whose kernels (Triton, CUTLASS, DeepGEMM) neither device runs and which selects "
+            "none out of tree; experts with per-channel or block weight scales and dynamic "
+            "activations get the plugin's method instead, which dequantizes them at load as "
+            "the dense fp8 layers are and runs the float experts."
+        ),
+    ),
+    PatchSpec(
+        id="fp8-moe-dequant",
+        target="vllm.model_executor.layers.quantization.fp8:Fp8Config.get_quant_method",
+        versions=VLLM_0_33,
+        when=Condition(),
+        reason=(
+            "MoE experts of fp8-method checkpoints (DeepSeek-V3's and Qwen3's official FP8 "
+            "releases: weight_block_size, dynamic activations) get vLLM's Fp8MoEMethod, "
+            "whose constructor finds no backend out of tree; such experts get the plugin's "
+            "method instead, which dequantizes them at load (weight_scale_inv blocks) and "
+            "runs the float experts, as for compressed-tensors fp8."
+        ),
+    ),
+    PatchSpec(
         id="host-eplb-rearrange-timing",
         target="vllm.distributed.eplb.eplb_state:EplbState.rearrange",
         versions=VLLM_0_33,

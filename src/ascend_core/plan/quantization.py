@@ -90,12 +90,13 @@ def check_quantized_layers(deployment: Deployment, draft: Draft) -> Draft:
                     "each rank's slices even (--tensor-parallel-size 1 if the sizes allow), "
                     "or re-export the linear layers with ModelSlim as W8A8_DYNAMIC.",
                 ))
-        if group.block is None or group.kind is not LayerKind.LINEAR:
+        if group.block is None or group.kind not in (LayerKind.LINEAR, LayerKind.EXPERTS):
             continue
         problem = block_shape_problem(group.projections, group.block, tp)
         if problem is not None:
+            others = "linear layers" if group.kind is LayerKind.LINEAR else "MoE experts"
             draft = draft.fail(QuantizationError(
-                f"Layer {group.first} and the other linear layers: {group.says}, "
+                f"Layer {group.first} and the other {others}: {group.says}, "
                 f"{group.format.value}, with [{group.block[0]}, {group.block[1]}] weight "
                 f"blocks, which do not fit this model split over {tp} rank(s) on "
                 f"{device_name(deployment.device_kind)}: {problem}; each "

@@ -15,7 +15,7 @@ from typing import Any
 from attrs import evolve, frozen
 
 from ascend_core.errors import AscendError
-from ascend_core.quantization.fp8 import Projection, dense_projections
+from ascend_core.quantization.fp8 import Projection, dense_projections, expert_projections
 from ascend_core.quantization.methods import QuantMethod
 from ascend_core.quantization.modelslim import DESCRIPTION_FILE, parse_description
 
@@ -251,13 +251,15 @@ def _pair(block: Any) -> tuple[int, int] | None:
 
 def _with_blocks(layers: tuple[QuantizedLayers, ...], config: Mapping[str, Any],
                  block: tuple[int, int] | None) -> tuple[QuantizedLayers, ...]:
-    """Block-quantized linear layers carry their block and the config's projections."""
+    """Block-quantized linear layers and experts carry their block and the config's
+    projections."""
     if block is None:
         return layers
+    shapes = {LayerKind.LINEAR: dense_projections, LayerKind.EXPERTS: expert_projections}
     return tuple(
-        evolve(g, block=block, projections=dense_projections(config))
+        evolve(g, block=block, projections=shapes[g.kind](config))
         if g.format in (QuantFormat.CT_FP8_BLOCK, QuantFormat.FP8_BLOCK)
-        and g.kind is LayerKind.LINEAR else g
+        and g.kind in shapes else g
         for g in layers
     )
 

@@ -99,6 +99,21 @@ def dense_projections(config: Mapping[str, Any]) -> tuple[Projection, ...]:
     )
 
 
+def expert_projections(config: Mapping[str, Any]) -> tuple[Projection, ...]:
+    """A MoE layer's routed experts as vLLM builds them (every expert alike): gate/up fused
+    column parallel over the intermediate size, down row parallel; () when the sizes are
+    not all there."""
+    hidden = config.get("hidden_size")
+    inter = config.get("moe_intermediate_size")
+    if not all(isinstance(v, int) and v > 0 for v in (hidden, inter)):
+        return ()
+    assert isinstance(hidden, int) and isinstance(inter, int)
+    return (
+        Projection("mlp.experts.w13 (gate/up)", (inter, inter), hidden, False),
+        Projection("mlp.experts.w2 (down)", (hidden,), inter, True),
+    )
+
+
 def block_shape_problem(projections: Sequence[Projection], block: tuple[int, int],
                         tp: int) -> str | None:
     """Why a [block_n, block_k] weight block does not fit these layers on `tp` ranks (the

@@ -183,13 +183,17 @@ _NO_FP8 = Refused(
     "re-quantize with llm-compressor's FP8_DYNAMIC or FP8_BLOCK preset, or serve the "
     "original bf16 checkpoint",
 )
-_NO_FP8_EXPERTS = Refused(
-    "fp8 MoE experts have no grouped method in this build (only dense linear layers are "
-    "dequantized at load): vLLM builds its own fp8 MoE method for them, whose kernels "
-    "(Triton, CUTLASS, DeepGEMM) neither the host nor an NPU runs, and on an out-of-tree "
-    "platform it selects none",
-    "keep the experts unquantized (llm-compressor's ignore list, e.g. "
-    "\"re:.*mlp.experts.*\"), or quantize them with ModelSlim as W8A8_DYNAMIC",
+_FP8_EXPERTS_HOST = Supported(
+    "the plugin's fp8 MoE method (AscendFp8DequantMoeMethod, in place of vLLM's fp8 MoE "
+    "methods, patches ct-fp8-moe-dequant and fp8-moe-dequant): each expert's float8_e4m3fn "
+    "weights dequantized once at load, per output channel or per [n, k] block (the fp8 "
+    "method's weight_scale_inv), to the params dtype; then the "
+    "float MoE layer (routing, experts and combine on the device's MoeOps)"
+)
+_FP8_EXPERTS_NPU = Supported(
+    "Atlas A2/A3 have no fp8 matmul: each expert's weights are dequantized at load to the "
+    "model dtype, as the dense fp8 layers are, and served by the float MoE path "
+    "(npu_grouped_matmul); on the emulated NPU (bf16, graphs) the host's ids"
 )
 _NO_CT_OTHER = Refused(
     "the compressed-tensors schemes served here are int8 W8A8 with symmetric per-token or "
@@ -232,8 +236,10 @@ QUANT_MATRIX: Mapping[tuple[QuantFormat, LayerKind, DeviceKind], Verdict] = {
                                                    _F.FP8_BLOCK)},
     **{(f, _K.LINEAR, _NPU): _FP8_NPU for f in (_F.CT_FP8_CHANNEL, _F.CT_FP8_BLOCK,
                                                   _F.FP8_BLOCK)},
-    **{(f, _K.EXPERTS, d): _NO_FP8_EXPERTS for f in (_F.CT_FP8_CHANNEL, _F.CT_FP8_BLOCK,
-                                                       _F.FP8_BLOCK) for d in _BOTH},
+    **{(f, _K.EXPERTS, _CPU): _FP8_EXPERTS_HOST for f in (_F.CT_FP8_CHANNEL, _F.CT_FP8_BLOCK,
+                                                            _F.FP8_BLOCK)},
+    **{(f, _K.EXPERTS, _NPU): _FP8_EXPERTS_NPU for f in (_F.CT_FP8_CHANNEL, _F.CT_FP8_BLOCK,
+                                                           _F.FP8_BLOCK)},
     **{(f, k, d): _NO_FP8 for f in (_F.CT_FP8, _F.FP8_CHANNEL)
        for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},
     **{(_F.CT_OTHER, k, d): _NO_CT_OTHER for k in (_K.LINEAR, _K.EXPERTS) for d in _BOTH},

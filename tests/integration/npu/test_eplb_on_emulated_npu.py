@@ -21,7 +21,6 @@ against HF transformers' float32 greedy ids. An emulator, not Ascend hardware.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from support.child_runs import read_all
+from support.child_runs import last_result, read_all
 from support.hf_reference import MODELS_DIR, greedy_generate, make_model
 from support.torch_npu_emulator.activate import child_env
 
@@ -55,16 +54,7 @@ def _start(model: str, mode: str, device: str = "npu") -> subprocess.Popen[str]:
 
 
 def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    try:
-        out, _ = proc.communicate(timeout=600)  # the three take ~80 s side by side
-    except subprocess.TimeoutExpired:
-        proc.kill()  # its engine's processes follow it (vLLM's death pipe)
-        out, _ = proc.communicate()
-        pytest.fail("an engine still ran after 600 s (hung?):\n" + out[-6000:])
-    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, out[-6000:]
-    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
-    return result
+    return last_result(proc, 600)
 
 
 @pytest.fixture(scope="module")

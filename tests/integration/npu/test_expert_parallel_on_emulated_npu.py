@@ -34,7 +34,6 @@ not Ascend hardware.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -44,6 +43,7 @@ from typing import Any
 import pytest
 
 from integration.npu.npu_expert_parallel_run import MC2_OPS, prompts
+from support.child_runs import last_result
 from support.hf_reference import MODELS_DIR, make_model
 from support.routing_ties import loud_partings, routing_ties
 from support.torch_npu_emulator.activate import child_env
@@ -71,11 +71,7 @@ def _start(model: str, tp: int, method: str | None, *extra: str) -> subprocess.P
 
 
 def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    out, _ = proc.communicate(timeout=900)
-    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, out[-6000:]
-    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
-    return result
+    return last_result(proc)
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,6 @@ engines side by side, shared by all cases. An emulator, not Ascend hardware.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -48,6 +47,7 @@ from typing import Any
 import pytest
 
 from integration.npu.npu_expert_parallel_run import MC2_OPS, decode_prompts, prompts
+from support.child_runs import last_result
 from support.quant_reference import local_export
 from support.routing_ties import loud_partings, routing_ties
 from support.torch_npu_emulator.activate import child_env
@@ -73,11 +73,7 @@ def _start(model: str, device: str, method: str | None) -> subprocess.Popen[str]
 
 
 def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    out, _ = proc.communicate(timeout=900)
-    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, out[-6000:]
-    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
-    return result
+    return last_result(proc)
 
 
 @pytest.fixture(scope="module")

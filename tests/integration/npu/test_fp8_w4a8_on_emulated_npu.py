@@ -1,10 +1,12 @@
-"""FP8 dense layers and W4A8_DYNAMIC MoE experts on the emulated NPU, bf16, in the plan's
-graph mode, against the host's bf16 ids. An emulator, not Ascend hardware.
+"""FP8 dense layers and MoE experts, W4A8_DYNAMIC MoE experts and linear layers on the
+emulated NPU, bf16, in the plan's graph mode, against the host's bf16 ids. An emulator,
+not Ascend hardware.
 
-Two exports, each served twice in a fresh process (generate_run.py: a batch of 8 mixed
-lengths, 64-token steps so long prompts prefill in chunks, then the same batch again,
-hitting the prefix cache), the host eager and the emulated NPU with GENERATE_GRAPH_MODE=
-DEFAULT (no cudagraph_mode given: the plan's choice, captured and replayed):
+Four exports (fp8, w4a8, w4a8_dense, and fp8_moe below), each served twice in a fresh process
+(generate_run.py: a batch of 8 mixed lengths, 64-token steps so long prompts prefill in
+chunks, then the same batch again, hitting the prefix cache), the host eager and the
+emulated NPU with GENERATE_GRAPH_MODE=DEFAULT (no cudagraph_mode given: the plan's choice,
+captured and replayed):
 
 - fp8: llm-compressor's own checkpoint of the tiny Llama with both fp8 presets
   (scripts/make_ct_exports.py --scheme fp8_mixed: the attention FP8_DYNAMIC, a scale per
@@ -24,6 +26,27 @@ Each NPU continuation equals the host's up to bf16 near-ties: where one parts fr
 host's, the float32 fake-quant reference (computed from the files:
 support.quant_reference) puts the two tokens within NEAR_TIE_NATS of each other at that
 step (the gap is shown), and the rest of that continuation is not compared.
+
+fp8 MoE experts (issue 45): llm-compressor's own checkpoints of the tiny Qwen3-MoE (router
+float), served by AscendFp8DequantMoeMethod (patch ct-fp8-moe-dequant), which dequantizes
+each expert at load to the model dtype and runs the float MoE path:
+- `fp8_moe`: fp8_mixed, the attention FP8_DYNAMIC and every expert projection FP8_BLOCK
+  [64, 64]; `fp8_moe_channel`: fp8_dynamic, every projection (experts included) a scale
+  per output channel.
+- Host, float32, both: the greedy ids equal the reference's computed from the files (each
+  fp8 weight times its scale, in transformers' float model), both passes.
+- Emulated NPU, bf16, `fp8_moe` in the plan's graph mode: the host's bf16 ids up to
+  near-ties, float grouped matmuls only (no quantized op), and the weights it holds are
+  what the doctor plans. Per channel or per block differ only in the load-time dequantize
+  the host float32 case proves, so one export runs on the NPU.
+
+fp8-method MoE experts (the official FP8 releases' format, patch fp8-moe-dequant):
+`fp8_moe_hf`, the tiny Qwen3-MoE written by scripts/make_ct_exports.py --scheme
+fp8_block_hf (every attention and expert projection in [64, 64] blocks, scales
+`weight_scale_inv`, routers float in `ignored_layers`), served by the same
+AscendFp8DequantMoeMethod. vLLM's fp8 method takes bf16/fp16 only, so it runs in the host's
+shared bf16 process: both passes' ids are the float reference's greedy choices up to bf16
+near-ties (support.quant_reference.fp8_gaps, the dense fp8-method case's bound).
 
 Weight memory: what the NPU worker holds after load (the fp8 layers in bf16, their scales
 dropped) is what `ascend-doctor plan` counts from the files' headers, within the
@@ -45,14 +68,16 @@ from typing import Any
 
 import pytest
 import torch
-from generate_run import prompts
-from test_generate_on_emulated_npu import CACHED, _result, _start
+from generate_run import MAX_NEW, prompts
+from test_generate_on_emulated_npu import CACHED, _result, _results, _start
 
 from support.doctor_plan import PER_LAYER_MARGIN, doctor_memory
 from support.quant_reference import (
     _load_fp8,
     _logprob_rows,
     fake_quant_model,
+    fp8_gaps,
+    fp8_greedy_token_ids,
     local_ct_export,
     local_export,
 )
@@ -65,12 +90,24 @@ EXPORTS: dict[str, Callable[[], str]] = {
     "fp8": lambda: str(local_ct_export("llama", scheme="fp8_mixed")),
     "w4a8": lambda: str(local_export("qwen3_moe", "w4a8_dynamic")),
     "w4a8_dense": lambda: str(local_export("llama", "w4a8_dynamic")),
+    "fp8_moe": lambda: str(local_ct_export("qwen3_moe", scheme="fp8_mixed")),
+    "fp8_moe_channel": lambda: str(local_ct_export("qwen3_moe", scheme="fp8_dynamic")),
+    "fp8_moe_hf": lambda: str(local_ct_export("qwen3_moe", scheme="fp8_block_hf")),
 }
 REFERENCES: dict[str, Callable[[str], Any]] = {
     "fp8": lambda export: _load_fp8(export, torch.float32),
     "w4a8": lambda export: fake_quant_model(export, torch.float32),
     "w4a8_dense": lambda export: fake_quant_model(export, torch.float32),
+    "fp8_moe": lambda export: _load_fp8(export, torch.float32),
 }
+
+
+# (device, export, dtype): the NPU runs in the plan's graph mode, the host eager; the
+# host's runs of one dtype go one after the other in one process (one start of vLLM).
+ON_NPU = ("fp8", "w4a8", "w4a8_dense", "fp8_moe")
+RUNS = (*(("npu", name, "bfloat16") for name in ON_NPU),
+        *(("host", name, "bfloat16") for name in (*ON_NPU, "fp8_moe_hf")),
+        ("host", "fp8_moe", "float32"), ("host", "fp8_moe_channel", "float32"))
 
 
 @pytest.fixture(scope="module")
@@ -79,20 +116,28 @@ def exports() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def runs(exports: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
-    done: dict[tuple[str, str], dict[str, Any]] = {}
+def runs(exports: dict[str, str]) -> dict[tuple[str, ...], dict[str, Any]]:
+    """Results by (device, export), and by (device, export, dtype) for the host's
+    float32 runs."""
+    done: dict[tuple[str, ...], dict[str, Any]] = {}
     graphs = os.environ.get("GENERATE_GRAPH_MODE")
-    os.environ["GENERATE_GRAPH_MODE"] = "DEFAULT"  # the NPU child: the plan's graph mode
+    os.environ["GENERATE_GRAPH_MODE"] = "DEFAULT"  # the NPU children: the plan's graph mode
     try:
-        npu = {name: _start("npu", export, "1", "bfloat16") for name, export in exports.items()}
+        npu = {(d, name): _start(d, exports[name], "1", dtype)
+               for d, name, dtype in RUNS if d == "npu"}
     finally:
         if graphs is None:
             del os.environ["GENERATE_GRAPH_MODE"]
         else:
             os.environ["GENERATE_GRAPH_MODE"] = graphs
-    done.update({("npu", name): _result(proc) for name, proc in npu.items()})
-    host = {name: _start("host", export, "1", "bfloat16") for name, export in exports.items()}
-    done.update({("host", name): _result(proc) for name, proc in host.items()})
+    done.update({key: _result(proc) for key, proc in npu.items()})
+    for dtype in ("bfloat16", "float32"):
+        names = [name for d, name, t in RUNS if d == "host" and t == dtype]
+        results = _results(_start("host", os.pathsep.join(exports[n] for n in names), "1",
+                                  dtype))
+        assert len(results) == len(names), len(results)
+        for name, result in zip(names, results, strict=True):
+            done[("host", name) if dtype == "bfloat16" else ("host", name, dtype)] = result
     return done
 
 
@@ -125,7 +170,7 @@ def test_w4a8_linears_ran_through_the_int4_grouped_matmul(runs) -> None:  # type
     assert "npu_quant_matmul" not in npu["calls"]
 
 
-@pytest.mark.parametrize("name", list(EXPORTS))
+@pytest.mark.parametrize("name", ON_NPU)
 def test_npu_ran_in_the_plans_graph_mode(runs, name: str) -> None:  # type: ignore[no-untyped-def]
     npu = runs["npu", name]
     assert npu["graph_mode"] != "NONE" and npu["captured"] > 0, (npu["graph_mode"],
@@ -144,7 +189,7 @@ def _parting(reference: Any, prompt: list[int], host: list[int], npu: list[int]
     return at, abs(float(row[host[at]] - row[npu[at]]))
 
 
-@pytest.mark.parametrize("name", list(EXPORTS))
+@pytest.mark.parametrize("name", ON_NPU)
 def test_npu_bf16_gives_the_host_ids_up_to_near_ties(runs, exports, name: str) -> None:  # type: ignore[no-untyped-def]
     host, npu = runs["host", name], runs["npu", name]
     assert host["runs"][0] == host["runs"][1]
@@ -163,20 +208,21 @@ def test_npu_bf16_gives_the_host_ids_up_to_near_ties(runs, exports, name: str) -
     assert len(parted) <= MAX_PARTED, parted
 
 
+@pytest.mark.parametrize("name", ["fp8", "fp8_moe"])
 def test_fp8_weight_memory_held_on_the_npu_is_what_the_doctor_plans(
-    runs: dict[tuple[str, str], dict[str, Any]], exports: dict[str, str]
+    runs: dict[tuple[str, ...], dict[str, Any]], exports: dict[str, str], name: str
 ) -> None:
-    npu = runs["npu", "fp8"]["weights"]
+    npu = runs["npu", name]["weights"]
     assert abs(npu["weights_measured"] - (npu["weights_held"] + npu["buffers"])) <= (
         NPU_MEASURE_MARGIN), npu
-    doctor = doctor_memory(exports["fp8"], "bfloat16")["weights_bytes_total"]
+    doctor = doctor_memory(exports[name], "bfloat16")["weights_bytes_total"]
     assert doctor <= npu["weights_held"] <= doctor + PER_LAYER_MARGIN * npu["linears"], (
         npu, doctor)
 
 
 @pytest.mark.parametrize("name", ["w4a8", "w4a8_dense"])
 def test_w4a8_weight_memory_held_is_what_the_doctor_plans_for_each_device(
-    runs: dict[tuple[str, str], dict[str, Any]], exports: dict[str, str], name: str
+    runs: dict[tuple[str, ...], dict[str, Any]], exports: dict[str, str], name: str
 ) -> None:
     plans = {device: doctor_memory(exports[name], "bfloat16", npu=device == "npu")[
         "weights_bytes_total"] for device in ("host", "npu")}
@@ -189,3 +235,39 @@ def test_w4a8_weight_memory_held_is_what_the_doctor_plans_for_each_device(
         else:
             assert held["weights_held"] <= plan <= held["weights_held"] * (
                 1 + EXPERTS_OUTSIDE_PARAMS), (device, held, plan)
+
+
+def test_fp8_experts_dequantized_at_load_on_the_npu(
+    runs: dict[tuple[str, ...], dict[str, Any]]
+) -> None:
+    npu = runs["npu", "fp8_moe"]
+    assert (npu["platform"], npu["ops"]) == ("AscendNpuPlatform", "NpuOps")
+    assert {"AscendFp8DequantMoeMethod", "CompressedTensorsLinearMethod"} <= set(
+        npu["quant_methods"])
+    assert "npu_grouped_matmul" in npu["calls"]  # the float experts
+    assert not {c for c in npu["calls"] if "quant" in c}, npu["calls"]
+
+
+@pytest.mark.parametrize("name", ["fp8_moe", "fp8_moe_channel"])
+def test_fp8_experts_on_the_host_float32_give_the_reference_ids(
+    runs: dict[tuple[str, ...], dict[str, Any]], exports: dict[str, str], name: str
+) -> None:
+    host = runs["host", name, "float32"]
+    assert host["quantization"] == "compressed-tensors"
+    assert {"AscendFp8DequantMoeMethod", "CompressedTensorsLinearMethod"} <= set(
+        host["quant_methods"])
+    expected = fp8_greedy_token_ids(exports[name], prompts(), MAX_NEW)
+    assert host["runs"] == [expected, expected]
+    assert host["cached_tokens"] == CACHED
+
+
+def test_fp8_method_experts_on_the_host_bf16_give_the_reference_up_to_near_ties(
+    runs: dict[tuple[str, ...], dict[str, Any]], exports: dict[str, str]
+) -> None:
+    host = runs["host", "fp8_moe_hf"]
+    assert host["quantization"] == "fp8"
+    assert "AscendFp8DequantMoeMethod" in host["quant_methods"], host["quant_methods"]
+    assert host["cached_tokens"] == CACHED
+    for run in host["runs"]:  # first pass, then the prefix-cached one
+        gap = fp8_gaps(exports["fp8_moe_hf"], prompts(), run, torch.bfloat16)
+        assert gap < NEAR_TIE_NATS, gap

@@ -34,7 +34,6 @@ with its correction bias through the NPU's gating op, also with the host's ids.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -44,6 +43,7 @@ from typing import Any
 
 import pytest
 
+from support.child_runs import result_lines
 from support.torch_npu_emulator.activate import child_env
 
 RUNNER = Path(__file__).with_name("generate_run.py")
@@ -80,10 +80,7 @@ def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
 
 def _results(proc: subprocess.Popen[str]) -> list[dict[str, Any]]:
     """Every RESULT line of the run, in order (generate_run.py prints one per model)."""
-    out, _ = proc.communicate(timeout=900)
-    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, out[-4000:]
-    return [json.loads(line.removeprefix("RESULT ")) for line in lines]
+    return result_lines(proc)
 
 
 @pytest.fixture(scope="module")

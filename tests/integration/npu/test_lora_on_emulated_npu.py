@@ -6,7 +6,6 @@ An emulator, not Ascend hardware.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from support.child_runs import read_all
+from support.child_runs import last_result, read_all
 from support.lora_reference import lora_model
 from support.torch_npu_emulator.activate import child_env
 
@@ -36,11 +35,7 @@ def _start(device: str, *args: str) -> subprocess.Popen[str]:
 
 
 def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    out, _ = proc.communicate(timeout=900)
-    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, out[-4000:]
-    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
-    return result
+    return last_result(proc)
 
 
 @pytest.fixture(scope="module")

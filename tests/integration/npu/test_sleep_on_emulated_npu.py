@@ -14,7 +14,6 @@ emulator, not Ascend hardware.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from support.child_runs import read_all
+from support.child_runs import last_result, read_all
 from support.hf_reference import MODELS_DIR, local_model, make_model
 from support.torch_npu_emulator.activate import child_env
 
@@ -61,11 +60,7 @@ def _start(device: str, style: str, graphs: str) -> subprocess.Popen[str]:
 
 
 def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    out, _ = proc.communicate(timeout=900)
-    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, out[-4000:]
-    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
-    return result
+    return last_result(proc)
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,7 @@ from typing import Any
 
 import pytest
 
-from support.child_runs import read_all
+from support.child_runs import last_result, read_all
 from support.hf_reference import MODELS_DIR, local_model, make_model, make_models_module
 from support.torch_npu_emulator.activate import child_env
 
@@ -135,11 +135,7 @@ def runs() -> dict[str, dict[str, Any]]:
 
 
 def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    out, _ = proc.communicate(timeout=1800)
-    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, out[-4000:]
-    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
-    return result
+    return last_result(proc, 1800)
 
 
 @pytest.mark.parametrize(("style", "method"), CASES)

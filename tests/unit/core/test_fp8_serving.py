@@ -21,6 +21,7 @@ from ascend_core.quantization.fp8 import (
     Fp8Path,
     block_shape_problem,
     dense_projections,
+    expert_projections,
     fp8_serving,
 )
 from ports.device import ChipFamily, DeviceKind
@@ -171,10 +172,51 @@ def test_per_tensor_fp8_is_refused_naming_what_serves(config, deployment) -> Non
 
 
 @pytest.mark.parametrize("deployment", [host(), npu()], ids=["host", "npu"])
-def test_fp8_experts_are_refused_naming_the_first_expert(deployment) -> None:  # type: ignore[no-untyped-def]
-    moe = {**FP8_DYNAMIC, "model_type": "qwen3_moe", "num_experts": 8}
-    plan = plan_config(attrs.evolve(deployment, quantized_layers=compressed_tensors_layers(moe)))
+@pytest.mark.parametrize("config", [FP8_DYNAMIC, FP8_BLOCK_64], ids=["channel", "block"])
+def test_compressed_tensors_fp8_experts_are_served_dequantized(deployment, config) -> None:  # type: ignore[no-untyped-def]
+    moe = {**config, "model_type": "qwen3_moe", "num_experts": 8}
+    layers = compressed_tensors_layers(moe)
+    assert LayerKind.EXPERTS in {g.kind for g in layers}
+    plan = plan_config(attrs.evolve(deployment, quantized_layers=layers,
+                                    detected_quantization=QuantMethod.COMPRESSED_TENSORS))
+    assert plan.ok, plan.errors
+    assert plan.decisions.fp8 == fp8_serving(deployment.chip_family, deployment.device_kind)
+
+
+@pytest.mark.parametrize("deployment", [host(), npu()], ids=["host", "npu"])
+def test_fp8_method_experts_are_served_dequantized_where_blocks_fit(deployment) -> None:  # type: ignore[no-untyped-def]
+    # DeepSeek-V3's and Qwen3's official FP8 releases (patch fp8-moe-dequant).
+    moe = {**_hf([64, 64]), "model_type": "qwen3_moe", "num_experts": 8}
+    plan = plan_config(attrs.evolve(deployment, quantized_layers=fp8_layers(moe)))
+    assert plan.ok, plan.errors
+    assert plan.decisions.fp8 == fp8_serving(deployment.chip_family, deployment.device_kind)
+    # vLLM's validate_fp8_block_shape_moe: the same block check as compressed-tensors'.
+    odd = {**moe, "moe_intermediate_size": 96}
+    (error,) = plan_config(attrs.evolve(deployment, quantized_layers=fp8_layers(odd))).errors
+    assert str(error).startswith(
+        "Layer model.layers.0.mlp.experts.0.gate_proj and the other MoE experts: ")
+    assert "fused shard of 96 output features, not a whole number of 64-row blocks" in str(
+        error)
+
+
+def test_experts_blocks_that_do_not_fit_are_refused_before_load() -> None:
+    # vLLM's rule (validate_fp8_block_shape_moe): the gate/up slice a whole number of
+    # block_n rows; with TP > 1 the down projection's input slice whole block_k columns.
+    moe = {**FP8_BLOCK_64, "model_type": "qwen3_moe", "num_experts": 8,
+           "moe_intermediate_size": 96}
+    layers = compressed_tensors_layers(moe)
+    experts = next(g for g in layers if g.kind is LayerKind.EXPERTS)
+    assert experts.block == (64, 64) and [p.name for p in experts.projections] == [
+        "mlp.experts.w13 (gate/up)", "mlp.experts.w2 (down)"]
+    plan = plan_config(attrs.evolve(host(), quantized_layers=layers,
+                                    detected_quantization=QuantMethod.COMPRESSED_TENSORS))
     (error,) = plan.errors
-    assert str(error).startswith("Layer model.layers.0.mlp.experts.0.gate_proj: ")
-    assert "fp8 MoE experts have no grouped method" in str(error)
-    assert "re:.*mlp.experts.*" in error.hint
+    assert str(error).startswith(
+        "Layer model.layers.0.mlp.experts.0.gate_proj and the other MoE experts: ")
+    assert "fused shard of 96 output features, not a whole number of 64-row blocks" in str(
+        error)
+    fits = {**moe, "moe_intermediate_size": 128}
+    assert block_shape_problem(expert_projections(fits), (64, 64), 1) is None
+    assert block_shape_problem(expert_projections(fits), (32, 64), 4) == (
+        "mlp.experts.w2 (down)'s input slice of 32 features per rank (TP=4) is not a whole "
+        "number of 64-column blocks")

@@ -37,7 +37,10 @@ SERVED = {
     (QuantFormat.CT_W4A16, LayerKind.EXPERTS),
     (QuantFormat.CT_FP8_CHANNEL, LayerKind.LINEAR),
     (QuantFormat.CT_FP8_BLOCK, LayerKind.LINEAR),
+    (QuantFormat.CT_FP8_CHANNEL, LayerKind.EXPERTS),
+    (QuantFormat.CT_FP8_BLOCK, LayerKind.EXPERTS),
     (QuantFormat.FP8_BLOCK, LayerKind.LINEAR),
+    (QuantFormat.FP8_BLOCK, LayerKind.EXPERTS),
 }
 
 

@@ -43,6 +43,8 @@ FUNCTIONS: Mapping[str, str] = {
     "ct-wna16-moe-int4": "wna16_moe:use_int4_moe_method",
     "oot-fp8-scaled-mm-kernel": "fp8_kernel:add_fp8_kernel",
     "oot-fp8-block-scaled-mm-kernel": "fp8_kernel:add_fp8_kernel",
+    "ct-fp8-moe-dequant": "fp8_moe:use_fp8_dequant_moe_method",
+    "fp8-moe-dequant": "fp8_moe:use_fp8_dequant_moe_method_for_fp8_config",
     "host-eplb-rearrange-timing": "eplb_timing:time_rearrange_on_host",
     "seeded-counter-noise": "seeded_noise:use_counter_noise_for_seeds",
 }

@@ -23,6 +23,11 @@ NPU host triton-ascend compiles them; on the emulated NPU Triton's interpreter r
   step's request slots and which rows sample go in one copy (`prepare_inputs`, for V2's
   own copy of the slots), and the count of sampled tokens the output reads back is the
   host's (no device read for it).
+- In a FULL decode step of one token a request and no drafts (`_host_inputs_serve`) the
+  query offsets, sequence lengths and positions are made on the host and go in that same
+  copy (V2's buffers for them are slices of the tail's arena): no copy of the offsets
+  and no `_prepare_pos_seq_lens_kernel` launch. The block tables, slot mapping and input
+  ids are still V2's kernels (V2 keeps the block table on the device only).
 """
 
 from __future__ import annotations
@@ -146,9 +151,13 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
             and type(self.model_state).postprocess_state is ModelState.postprocess_state
         ):
             return
+        # V2's query offsets, lengths and positions join the tail's copy (made on the host
+        # for a plain decode step) where no adaptive verification holds the offsets.
+        verifies = getattr(self, "adaptive_verification", None) is not None
+        inputs = None if verifies else self.input_buffers
         self._tail = V2DecodeTail(
             max(sizes), self.req_states, self.sampler.penalties_state.output_bin_counts,
-            self.device, PIN_MEMORY,
+            self.device, PIN_MEMORY, inputs,
         )  # fmt: skip
         manager.tail = self._tail
 
@@ -196,16 +205,54 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
             seq_lens = states.num_computed_tokens_np[slots] + batch_req_state.num_scheduled_tokens
             samples = (seq_lens >= states.prefill_len.np[slots]).astype(np.int32)
             self._tail_step = (len(slots), samples)
+        computed = None
+        if self._host_inputs_serve(scheduler_output, batch_req_state):
+            computed = self.req_states.num_computed_tokens_np[slots]
         torch.cuda.current_stream().wait_stream(self.output_copy_stream)
         h2d = v2_model_runner.async_tensor_h2d
+        pos_seq_lens = v2_model_runner.prepare_pos_seq_lens
+        buffers = self.input_buffers
 
         def slots_with_counts(data: Any, *args: Any, **kwargs: Any) -> Any:
             if data is slots:
-                return tail.stage(slots, samples)
+                return tail.stage(slots, samples, computed)
+            if (
+                tail.host_inputs
+                and tail.inputs is not None
+                and kwargs.get("out") is buffers.query_start_loc
+                and np.array_equal(data, tail.inputs[0].numpy())
+            ):  # the query offsets the tail's copy sent
+                return buffers.query_start_loc
             return h2d(data, *args, **kwargs)
 
-        with patch.object(v2_model_runner, "async_tensor_h2d", slots_with_counts):
+        def made_on_host(idx_mapping: Any, query_start_loc: Any, num_computed: Any,
+                         pos: Any, seq_lens: Any) -> None:  # fmt: skip
+            if tail.host_inputs and pos is buffers.positions and seq_lens is buffers.seq_lens:
+                return  # the tail's copy sent them
+            pos_seq_lens(idx_mapping, query_start_loc, num_computed, pos, seq_lens)
+
+        with (
+            patch.object(v2_model_runner, "async_tensor_h2d", slots_with_counts),
+            patch.object(v2_model_runner, "prepare_pos_seq_lens", made_on_host),
+        ):
             yield
+        tail.host_inputs = False
+
+    def _host_inputs_serve(self, scheduler_output: Any, batch_req_state: Any) -> bool:
+        """Whether this step's query offsets, lengths and positions are made on the host
+        (v2_decode_tail.py: the tail's copy sends them): inputs bound to the tail, one
+        token a request, no drafts (the host's computed tokens are then the device's)."""
+        tail = self._tail
+        tokens = batch_req_state.num_scheduled_tokens
+        return bool(
+            tail is not None
+            and tail.inputs is not None
+            and batch_req_state.num_tokens == len(batch_req_state.idx_mapping_np)
+            and np.all(tokens == 1)
+            and not scheduler_output.scheduled_spec_decode_tokens
+            and self.model_state.num_new_sampled_tokens_per_step == 1
+            and self.speculator is None
+        )
 
     def _tail_serves(self, scheduler_output: Any, batch_req_state: Any) -> bool:
         """Whether V2's sampler would give this step the graph's greedy ids and V2's

@@ -17,8 +17,13 @@ this tail after them:
   padding row (request slot 0, counts 0) adds nothing, so it never races a real row.
 
 The rows' request slots and both counts are one pinned host buffer and one device buffer
-([3, rows], int64): the step writes them on the host and sends them in one copy, which
-stands for V2's own copy of its request slots (`idx_mapping` is the first row's view). A
+([3, rows], int64), the first slice of a staging arena (staging_arena.py): the step writes
+them on the host and sends them in one copy, which stands for V2's own copy of its request
+slots (`idx_mapping` is the first row's view). With V2's input buffers bound to the arena
+(`bind_inputs`: its query offsets, sequence lengths and positions become the arena's
+next slices), a decode step of one token a request and no drafts writes those on the
+host too and the same copy sends them: V2's copy of the query offsets and its
+`_prepare_pos_seq_lens_kernel` launch are left out (the runner's `_staging_tail`). A
 step the tail does not serve (a FULL replay that samples otherwise) sends zero counts, and
 a replay no step staged (a dummy run) finds them zeroed, so the tail writes nothing there
 and V2's own sampler and update run as before. The graph reads only buffers whose
@@ -33,6 +38,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from adapters.vllm.worker.staging_arena import ALIGN, StagingArena
+
 # Rows of the step buffer: the request slot of each row, whether it samples, whether it
 # is a real row (its computed tokens grow by its one token).
 SLOT, SAMPLES, REAL = 0, 1, 2
@@ -43,14 +50,35 @@ class V2DecodeTail:
 
     def __init__(
         self, rows: int, req_states: Any, output_bin_counts: torch.Tensor | None,
-        device: torch.device, pin_memory: bool,
+        device: torch.device, pin_memory: bool, inputs: Any = None,
     ) -> None:  # fmt: skip
+        """`inputs`: V2's InputBuffers, whose query offsets, sequence lengths and positions
+        become slices of the arena after the tail's rows (their values kept; made before
+        any graph is captured, which reads them at these addresses), positions last so
+        a step's copy ends at its rows; None: the tail's rows alone."""
         self.rows = rows
         self.req_states = req_states
         self.output_bin_counts = output_bin_counts
-        pinned = pin_memory and torch.device(device).type != "cpu"
-        self.host = torch.zeros((3, rows), dtype=torch.int64, pin_memory=pinned)
-        self.device = torch.zeros((3, rows), dtype=torch.int64, device=device)
+        names = ("query_start_loc", "seq_lens", "positions")
+        bound = [getattr(inputs, name) for name in names] if inputs is not None else []
+        nbytes = _aligned(3 * rows * 8) + sum(_aligned(t.numel() * t.element_size()) for t in bound)
+        arena = StagingArena(nbytes, device, pin_memory)
+        self.arena = arena
+        host, dev = arena.take(3 * rows, torch.int64)
+        self.host, self.device = host.view(3, rows), dev.view(3, rows)
+        self._span = arena.used  # the bytes a step's copy sends (the tail's rows)
+        # The host halves of V2's query offsets, sequence lengths and positions.
+        self.inputs: list[torch.Tensor] | None = None
+        self._positions_at = 0  # the byte offset of the positions' slice
+        if inputs is not None:
+            twins = []
+            for name, tensor in zip(names, bound, strict=True):
+                self._positions_at = _aligned(arena.used)
+                twins.append(arena.twin(tensor))
+                setattr(inputs, name, twins[-1][1])
+            self.inputs = [h for h, _ in twins]
+        self.host_inputs = False  # this step's inputs were made on the host and sent
+        self.host_input_steps = 0
         self.sampled = torch.zeros(rows, dtype=torch.int64, device=device)
         self.recorded: set[Any] = set()  # the graphs (descriptors) holding the tail
         self._staged = False  # the next replay's counts were sent by a step
@@ -90,9 +118,13 @@ class V2DecodeTail:
         self.recorded.add(desc)
         return True
 
-    def stage(self, slots: np.ndarray, samples: np.ndarray | None) -> torch.Tensor:
+    def stage(
+        self, slots: np.ndarray, samples: np.ndarray | None, computed: np.ndarray | None = None
+    ) -> torch.Tensor:
         """This step's rows into the device buffer (one copy): their request slots and,
-        where the tail serves the step, which rows sample (None: it does not, counts 0).
+        where the tail serves the step, which rows sample (None: it does not, counts 0);
+        with `computed` (the rows' computed tokens, a step of one token a request and no
+        drafts, inputs bound) V2's query offsets, lengths and positions of the step too.
         Returns the request slots on the device (V2's idx_mapping)."""
         n = len(slots)
         host = self.host.numpy()
@@ -103,7 +135,22 @@ class V2DecodeTail:
         else:
             host[SAMPLES, :n] = samples
             host[REAL, :n] = 1
-        self.device.copy_(self.host, non_blocking=True)
+        span = self._span
+        self.host_inputs = computed is not None and self.inputs is not None
+        if self.host_inputs:
+            assert self.inputs is not None and computed is not None
+            offsets, lengths, positions = (t.numpy() for t in self.inputs)
+            # V2's prepare_inputs and _prepare_pos_seq_lens_kernel at one token a row:
+            # offsets 0..n, then n for the padding rows; lengths computed + 1, padding
+            # rows 0; each row's one position its computed tokens.
+            offsets[: n + 1] = np.arange(n + 1)
+            offsets[n + 1 :] = n
+            lengths[:n] = computed + 1
+            lengths[n:] = 0
+            positions[:n] = computed
+            span = self._positions_at + n * positions.itemsize
+            self.host_input_steps += 1
+        self.arena.device[:span].copy_(self.arena.host[:span], non_blocking=True)
         self._staged = True
         self._live = samples is not None
         return self.device[SLOT, :n]
@@ -116,6 +163,10 @@ class V2DecodeTail:
         if self._live:
             self.device[SAMPLES:].zero_()
             self._live = False
+
+
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // ALIGN) * ALIGN
 
 
 def greedy_rows_served(sampler: Any, slots: np.ndarray, vocab: int) -> bool:
