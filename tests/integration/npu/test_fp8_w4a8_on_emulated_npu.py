@@ -46,7 +46,8 @@ fp8_block_hf (every attention and expert projection in [64, 64] blocks, scales
 `weight_scale_inv`, routers float in `ignored_layers`), served by the same
 AscendFp8DequantMoeMethod. vLLM's fp8 method takes bf16/fp16 only, so it runs in the host's
 shared bf16 process: both passes' ids are the float reference's greedy choices up to bf16
-near-ties (support.quant_reference.fp8_gaps, the dense fp8-method case's bound).
+near-ties (support.quant_reference.fp8_gaps, the dense fp8-method case's bound); on the
+emulated NPU, bf16 in the plan's graph mode, the host's ids up to near-ties.
 
 Weight memory: what the NPU worker holds after load (the fp8 layers in bf16, their scales
 dropped) is what `ascend-doctor plan` counts from the files' headers, within the
@@ -99,14 +100,15 @@ REFERENCES: dict[str, Callable[[str], Any]] = {
     "w4a8": lambda export: fake_quant_model(export, torch.float32),
     "w4a8_dense": lambda export: fake_quant_model(export, torch.float32),
     "fp8_moe": lambda export: _load_fp8(export, torch.float32),
+    "fp8_moe_hf": lambda export: _load_fp8(export, torch.float32),
 }
 
 
 # (device, export, dtype): the NPU runs in the plan's graph mode, the host eager; the
 # host's runs of one dtype go one after the other in one process (one start of vLLM).
-ON_NPU = ("fp8", "w4a8", "w4a8_dense", "fp8_moe")
+ON_NPU = ("fp8", "w4a8", "w4a8_dense", "fp8_moe", "fp8_moe_hf")
 RUNS = (*(("npu", name, "bfloat16") for name in ON_NPU),
-        *(("host", name, "bfloat16") for name in (*ON_NPU, "fp8_moe_hf")),
+        *(("host", name, "bfloat16") for name in ON_NPU),
         ("host", "fp8_moe", "float32"), ("host", "fp8_moe_channel", "float32"))
 
 
