@@ -6,19 +6,10 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from adapters.vllm.patches._symbols import holder_and_attr, resolve
+from adapters.vllm.patches.ct_moe_scheme import applied, experts_scheme
 
 if TYPE_CHECKING:
     from ascend_core.patches import PatchSpec
-
-
-def _applied(function: Any, patch_id: str) -> bool:
-    """Whether `function` or one it wraps is ours: ct-wna16-moe-int4 wraps the same target,
-    so either may be outermost."""
-    while function is not None:
-        if getattr(function, "__ascend_patch__", None) == patch_id:
-            return True
-        function = getattr(function, "__wrapped__", None)
-    return False
 
 
 def use_fp8_dequant_moe_method(spec: PatchSpec) -> None:
@@ -28,7 +19,7 @@ def use_fp8_dequant_moe_method(spec: PatchSpec) -> None:
     ours, chosen before vLLM's fp8 MoE method looks for a backend; every other case as
     vLLM picks it; re-entrant."""
     original = resolve(spec.target)
-    if _applied(original, spec.id):
+    if applied(original, spec.id):
         return
 
     @functools.wraps(original)
@@ -53,12 +44,9 @@ def _fp8_experts(quant_config: Any, layer: Any, layer_name: str) -> Any:
     """The experts' weight QuantizationArgs where they are fp8 per channel or per block with
     dynamic fp8 (or float) activations; else None. vLLM's own reading: one scheme for the
     three projections of expert 0."""
-    quant_config._add_fused_moe_to_target_scheme_map()
-    names = (layer.ckpt_gate_proj_name, layer.ckpt_up_proj_name, layer.ckpt_down_proj_name)
-    schemes = [quant_config.get_scheme_dict(layer, f"{layer_name}.0.{p}") for p in names]
-    scheme = schemes[0]
-    if scheme is None or any(s != scheme for s in schemes):
-        return None  # unquantized, or vLLM's own error for mixed schemes
+    scheme = experts_scheme(quant_config, layer, layer_name)
+    if scheme is None:
+        return None
     weights, inputs = scheme.get("weights"), scheme.get("input_activations")
     if weights is None:
         return None
@@ -81,7 +69,7 @@ def use_fp8_dequant_moe_method_for_fp8_config(spec: PatchSpec) -> None:
     Fp8MoEMethod looks for a backend; skipped experts, per-tensor fp8 (the plan refuses it
     before load) and every other layer as vLLM picks them; re-entrant."""
     original = resolve(spec.target)
-    if _applied(original, spec.id):
+    if applied(original, spec.id):
         return
 
     @functools.wraps(original)

@@ -6,20 +6,12 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from adapters.vllm.patches._symbols import holder_and_attr, resolve
+from adapters.vllm.patches.ct_moe_scheme import applied, experts_scheme
 
 if TYPE_CHECKING:
     from ascend_core.patches import PatchSpec
 
 _PACK_QUANTIZED = "pack-quantized"
-
-
-def _applied(function: Any, patch_id: str) -> bool:
-    """Whether `function` or one it wraps (another patch of the same target) is ours."""
-    while function is not None:
-        if getattr(function, "__ascend_patch__", None) == patch_id:
-            return True
-        function = getattr(function, "__wrapped__", None)
-    return False
 
 
 def use_int4_moe_method(spec: PatchSpec) -> None:
@@ -29,7 +21,7 @@ def use_int4_moe_method(spec: PatchSpec) -> None:
     constructor selects (and fails to find) a backend; every other case as vLLM picks it;
     re-entrant."""
     original = resolve(spec.target)
-    if _applied(original, spec.id):
+    if applied(original, spec.id):
         return
 
     @functools.wraps(original)
@@ -51,12 +43,9 @@ def _int4_experts(quant_config: Any, layer: Any, layer_name: str) -> Any:
     """The experts' weight QuantizationArgs where they are plain 4-bit pack-quantized
     W4A16 (what the core's export reader calls CT_W4A16); else None. vLLM's own reading:
     one scheme for the three projections of expert 0."""
-    quant_config._add_fused_moe_to_target_scheme_map()
-    names = (layer.ckpt_gate_proj_name, layer.ckpt_up_proj_name, layer.ckpt_down_proj_name)
-    schemes = [quant_config.get_scheme_dict(layer, f"{layer_name}.0.{p}") for p in names]
-    scheme = schemes[0]
-    if scheme is None or any(s != scheme for s in schemes):
-        return None  # unquantized, or vLLM's own error for mixed schemes
+    scheme = experts_scheme(quant_config, layer, layer_name)
+    if scheme is None:
+        return None
     weights, inputs = scheme.get("weights"), scheme.get("input_activations")
     if weights is None or not quant_config._is_wNa16_group_channel(weights, inputs):
         return None
