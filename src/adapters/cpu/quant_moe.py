@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from adapters.cpu.quant import CpuQuantOps, int8_gemm
-from adapters.torch.expert_weights import check_int8_experts
+from adapters.torch.expert_weights import check_int4_range, check_int8_experts
 from ports.quant_moe import Int4Experts, QuantMoeOps
 
 _F32 = torch.float32
@@ -45,8 +45,7 @@ class CpuQuantMoeOps(QuantMoeOps):
     ) -> Int4Experts:
         check_int8_experts(w13, w2)
         for name, w in (("w13", w13), ("w2", w2)):
-            if bool(((w < -8) | (w > 7)).any()):
-                raise ValueError(f"int4 expert weight {name} holds values outside [-8, 7]")
+            check_int4_range(name, w)
         return Int4Experts(w13.contiguous(), w13_scale.to(_F32), w13_bias.to(_F32),
                            w2.contiguous(), w2_scale.to(_F32), w2_bias.to(_F32))
 

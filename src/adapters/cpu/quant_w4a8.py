@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from adapters.cpu.quant import CpuQuantOps, int8_gemm
+from adapters.torch.expert_weights import check_int4_linear, check_int4_range
 from ports.quant_w4a8 import W4A8LinearOps, W4A8Weight
 
 _F32 = torch.float32
@@ -24,11 +25,8 @@ class CpuW4A8LinearOps(W4A8LinearOps):
     def prepare_w4a8(
         self, values: torch.Tensor, scale: torch.Tensor, scale_bias: torch.Tensor
     ) -> W4A8Weight:
-        if values.dtype != torch.int8 or values.dim() != 2:
-            raise ValueError(f"int4 weight values must be int8 [n, k], not {values.dtype} "
-                             f"{tuple(values.shape)}")
-        if bool(((values < -8) | (values > 7)).any()):
-            raise ValueError("int4 weight values must be in [-8, 7]")
+        check_int4_linear(values)
+        check_int4_range("values", values)
         n, k = values.shape
         return W4A8Weight(values.contiguous(), scale.to(_F32).reshape(-1).contiguous(),
                           scale_bias.to(_F32).reshape(-1).contiguous(), n, k)

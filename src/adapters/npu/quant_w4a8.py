@@ -20,6 +20,7 @@ from types import ModuleType
 import torch
 
 from adapters.npu.moe import GROUP_M, SINGLE_OUTPUT
+from adapters.torch.expert_weights import check_int4_linear
 from ascend_core.quantization.w4a8 import NPU_MAX_DIM as _MAX_DIM
 from ascend_core.quantization.w4a8 import NPU_PACK as _PACK
 from ports.quant_w4a8 import W4A8LinearOps, W4A8Weight
@@ -46,9 +47,7 @@ class NpuW4A8LinearOps(W4A8LinearOps):
     def prepare_w4a8(
         self, values: torch.Tensor, scale: torch.Tensor, scale_bias: torch.Tensor
     ) -> W4A8Weight:
-        if values.dtype != torch.int8 or values.dim() != 2:
-            raise ValueError(f"int4 weight values must be int8 [n, k], not {values.dtype} "
-                             f"{tuple(values.shape)}")
+        check_int4_linear(values)
         n, k = values.shape
         packed = self._torch_npu.npu_convert_weight_to_int4pack(
             values.t().to(torch.int32).contiguous())
