@@ -21,9 +21,7 @@ def doctor_memory(
     """The plan's memory section for `model` served in `dtype` (max_model_len 512, then
     the `vllm serve` arguments `extra`), on the host device, or with `npu` on an A2 NPU
     (the weights as an NPU holds them)."""
-    env = host_env()
-    if npu:
-        env["VLLM_ASCEND_DEVICE"] = "auto"  # no NPU here: the plan's nominal A2
+    env = _env(npu)
     chip = ("--chip", "A2") if npu else ()
     done = subprocess.run([str(DOCTOR), "plan", "--json", *chip, "--", model, "--dtype", dtype,
                            "--max-model-len", "512", *extra],
@@ -33,13 +31,23 @@ def doctor_memory(
     return data
 
 
-def doctor_memories(cases: list[tuple[str, str]]) -> list[dict[str, Any]]:
+def doctor_memories(cases: list[tuple[str, str]], npu: bool = False) -> list[dict[str, Any]]:
     """doctor_memory of each (model, dtype), all planned in one child process
-    (support.doctor_plans: one start of vLLM and the plugin for them all)."""
+    (support.doctor_plans: one start of vLLM and the plugin for them all). One child plans
+    for one device: the plugin decides its device once a process."""
     from support.doctor_plans import doctor_plans
 
-    argvs = [[model, "--dtype", dtype, "--max-model-len", "512"] for model, dtype in cases]
-    return [plan["data"]["memory"] for plan in doctor_plans(argvs, host_env())]
+    chip = ["--chip", "A2"] if npu else []
+    argvs = [[*chip, "--", model, "--dtype", dtype, "--max-model-len", "512"]
+             for model, dtype in cases]
+    return [plan["data"]["memory"] for plan in doctor_plans(argvs, _env(npu))]
+
+
+def _env(npu: bool) -> dict[str, str]:
+    env = host_env()
+    if npu:
+        env["VLLM_ASCEND_DEVICE"] = "auto"  # no NPU here: the plan's nominal A2
+    return env
 
 
 def host_env() -> dict[str, str]:

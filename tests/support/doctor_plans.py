@@ -43,7 +43,8 @@ def main(argvs: list[list[str]]) -> int:
 
     for index, argv in enumerate(argvs):
         out = io.StringIO()
-        doctor(["plan", "--json", "--", *argv], stdout=out)
+        options = argv if "--" in argv else ["--", *argv]  # options before the `--`
+        doctor(["plan", "--json", *options], stdout=out)
         print(f"{_PREFIX}{index} {json.dumps({'stdout': out.getvalue()})}", flush=True)
     return 0
 

@@ -72,7 +72,7 @@ import torch
 from generate_run import MAX_NEW, prompts
 from test_generate_on_emulated_npu import CACHED, _result, _results, _start
 
-from support.doctor_plan import PER_LAYER_MARGIN, doctor_memory
+from support.doctor_plan import PER_LAYER_MARGIN, doctor_memories
 from support.quant_reference import (
     _load_fp8,
     _logprob_rows,
@@ -210,27 +210,39 @@ def test_npu_bf16_gives_the_host_ids_up_to_near_ties(runs, exports, name: str) -
     assert len(parted) <= MAX_PARTED, parted
 
 
+PLANNED = {"host": ("fp8", "fp8_moe", "w4a8", "w4a8_dense"), "npu": ("w4a8", "w4a8_dense")}
+
+
+@pytest.fixture(scope="module")
+def plans(exports: dict[str, str]) -> dict[tuple[str, str], int]:
+    """The doctor's weight bytes of the exports, bf16, per device (one child a device)."""
+    return {(device, name): memory["weights_bytes_total"]
+            for device, names in PLANNED.items()
+            for name, memory in zip(names, doctor_memories(
+                [(exports[name], "bfloat16") for name in names], npu=device == "npu"),
+                strict=True)}  # fmt: skip
+
+
 @pytest.mark.parametrize("name", ["fp8", "fp8_moe"])
 def test_fp8_weight_memory_held_on_the_npu_is_what_the_doctor_plans(
-    runs: dict[tuple[str, ...], dict[str, Any]], exports: dict[str, str], name: str
+    runs: dict[tuple[str, ...], dict[str, Any]], plans: dict[tuple[str, str], int], name: str
 ) -> None:
     npu = runs["npu", name]["weights"]
     assert abs(npu["weights_measured"] - (npu["weights_held"] + npu["buffers"])) <= (
         NPU_MEASURE_MARGIN), npu
-    doctor = doctor_memory(exports[name], "bfloat16")["weights_bytes_total"]
+    # The host's plan: the NPU holds fp8 weights dequantized at load, as the host does.
+    doctor = plans["host", name]
     assert doctor <= npu["weights_held"] <= doctor + PER_LAYER_MARGIN * npu["linears"], (
         npu, doctor)
 
 
 @pytest.mark.parametrize("name", ["w4a8", "w4a8_dense"])
 def test_w4a8_weight_memory_held_is_what_the_doctor_plans_for_each_device(
-    runs: dict[tuple[str, ...], dict[str, Any]], exports: dict[str, str], name: str
+    runs: dict[tuple[str, ...], dict[str, Any]], plans: dict[tuple[str, str], int], name: str
 ) -> None:
-    plans = {device: doctor_memory(exports[name], "bfloat16", npu=device == "npu")[
-        "weights_bytes_total"] for device in ("host", "npu")}
-    assert plans["host"] > plans["npu"]  # int4 one per byte vs packs
+    assert plans["host", name] > plans["npu", name]  # int4 one per byte vs packs
     for device in ("host", "npu"):
-        held, plan = runs[device, name]["weights"], plans[device]
+        held, plan = runs[device, name]["weights"], plans[device, name]
         if name == "w4a8_dense":
             assert plan <= held["weights_held"] <= plan + PER_LAYER_MARGIN * held["linears"], (
                 device, held, plan)
