@@ -3,7 +3,8 @@ experts and grouped sigmoid routing), and a W4A8_DYNAMIC (int4 experts) Qwen3-Mo
 (compiled only), on the host device give the greedy ids of the
 fake-quant reference (support.quant_reference: transformers with each expert's and each
 linear's projections replaced by the scheme's integer math), fp32, batched, chunked
-(max_num_batched_tokens=64) and prefix-cached, compiled (the host's default) and eager.
+(max_num_batched_tokens=64) and prefix-cached, compiled (the host's default), and eager
+for DeepSeek-V3's W8A8_DYNAMIC export.
 bf16 (Qwen3-MoE): the reference's top-1 at the MoE rate of test_bf16_agreement.
 The routed experts run through
 AscendW8A8DynamicMoeMethod with int8 weights (AscendW4A8DynamicMoeMethod with int4 values
@@ -18,7 +19,6 @@ import pytest
 import torch
 from engine_teardown import shut_down
 from test_quantized_generate import (
-    PATHS,
     _llm,
     check_batched_chunked_and_cached_ids,
     check_logprobs_follow_the_quantized_model,
@@ -33,7 +33,12 @@ CASES = (("qwen3_moe", "w8a8_dynamic"), ("deepseek_v3", "w8a8_dynamic"), ("qwen3
 INT4_CASES = (("qwen3_moe", "w4a8_dynamic", "compiled"),)
 
 
-@pytest.fixture(scope="module", params=[(*c, p) for p in PATHS for c in CASES] + list(INT4_CASES),
+# Eagerly: one case (the same expert ops; the compiled cases cover Dynamo and Inductor).
+EAGER_CASES = (("deepseek_v3", "w8a8_dynamic", "eager"),)
+
+
+@pytest.fixture(scope="module",
+                params=[(*c, "compiled") for c in CASES] + list(EAGER_CASES + INT4_CASES),
                 ids=lambda p: "-".join(p))
 def served(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     style, scheme, path = request.param
