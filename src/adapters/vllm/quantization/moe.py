@@ -6,6 +6,14 @@ run through the serving device's QuantMoeOps. The checkpoint holds, per expert e
 float [out, 1], zeros [out, 1]); vLLM's expert loader puts them into w13_* (gate then up)
 and w2_*. Every tensor is checked against the core's table as it loads, and one that never
 loaded stops startup in process_weights_after_loading, named as in the checkpoint.
+
+EPLB (`--enable-eplb`): every per-expert tensor the experts' math reads is one of the
+layer's parameters, [experts, ...] and contiguous: the int8 weights (on the NPU the
+parameter *is* the transposed [E, in, out] layout the grouped matmul reads), the float32
+per-channel scales and offsets. The scales the math reads (`ascend_w13_scale`,
+`ascend_w2_scale`) are views of the scale parameters, so vLLM's rearrange, which copies
+each parameter's expert rows in place (RoutedExperts.get_expert_weights, int8 as uint8),
+moves the whole expert and the views follow.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from vllm.model_executor.layers.fused_moe.routed_experts import FusedMoeWeightSc
 from vllm.model_executor.utils import set_weight_attrs
 
 from adapters.container import container
+from adapters.vllm.layers.eplb import eplb_state_of
 from adapters.vllm.layers.fused_moe import (
     AscendMoeMethod,
     ExpertExchange,
@@ -57,6 +66,10 @@ class AscendW8A8DynamicMoeMethod(AscendMoeMethod):
         super().__init__(moe)
         self.layer_scheme = layer_scheme
         self.quant_moe: QuantMoeOps = container().quant_moe_ops()
+
+    @property
+    def supports_eplb(self) -> bool:
+        return True  # every expert tensor a parameter (module docstring); ids mapped in apply
 
     def create_weights(
         self,
@@ -125,11 +138,13 @@ class AscendW8A8DynamicMoeMethod(AscendMoeMethod):
         w13, w2 = self.quant_moe.prepare_weights(layer.w13_weight.data, layer.w2_weight.data)
         layer.w13_weight.data, layer.w2_weight.data = w13, w2
         experts = layer.w13_weight_scale.shape[0]
+        # Views, not copies: EPLB's rearrange moves the parameters in place under them.
         layer.ascend_w13_scale = layer.w13_weight_scale.data.view(experts, -1)
         layer.ascend_w2_scale = layer.w2_weight_scale.data.view(experts, -1)
         # Expert parallel on a device with an exchange (the NPU): tokens travel as int8
         # with their per-token scales (MC2's quant mode, all-to-all), after loading's checks.
         self.exchange = expert_exchange_of(layer)
+        self.eplb = eplb_state_of(layer)
 
     def _check_loaded(self, layer: RoutedExperts) -> None:
         """Routing the device serves, every tensor loaded, symmetric weights."""
