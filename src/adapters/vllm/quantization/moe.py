@@ -32,6 +32,7 @@ from adapters.vllm.layers.fused_moe import (
     AscendMoeMethod,
     ExpertExchange,
     expert_exchange_of,
+    routed_num_experts,
     routing_of,
 )
 from ascend_core.errors import QuantizationError
@@ -150,7 +151,7 @@ class AscendW8A8DynamicMoeMethod(AscendMoeMethod):
         """Routing the device serves, every tensor loaded, symmetric weights."""
         self.routing_rule = routing_of(layer)
         dtype = str(layer.moe_config.in_dtype).removeprefix("torch.")
-        self.moe_ops.check(self.routing_rule, layer.global_num_experts, dtype)
+        self.moe_ops.check(self.routing_rule, routed_num_experts(layer), dtype)
         self._require_loaded(layer)
         for stem in _STEMS:
             if torch.any(getattr(layer, f"{stem}_weight_offset").data != 0):

@@ -34,6 +34,7 @@ from adapters.container import container
 from adapters.vllm.layers.fused_moe import (
     AscendMoeMethod,
     AscendUnquantizedFusedMoEMethod,
+    routed_num_experts,
     routing_of,
 )
 from ascend_core.errors import QuantizationError
@@ -142,7 +143,7 @@ class AscendW4A16MoeMethod(AscendUnquantizedFusedMoEMethod):
             return
         self.routing_rule = routing_of(layer)
         dtype = str(layer.moe_config.in_dtype).removeprefix("torch.")
-        self.moe_ops.check(self.routing_rule, layer.global_num_experts, dtype)
+        self.moe_ops.check(self.routing_rule, routed_num_experts(layer), dtype)
 
     def routed_experts(
         self, layer: RoutedExperts, x: torch.Tensor, local_ids: torch.Tensor,
