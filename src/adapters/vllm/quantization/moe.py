@@ -112,7 +112,10 @@ class AscendW8A8DynamicMoeMethod(AscendMoeMethod):
             "w3": getattr(layer, "ckpt_up_proj_name", "up_proj"),
             "w2": getattr(layer, "ckpt_down_proj_name", "down_proj"),
         }[shard]
-        return f"{self.layer_scheme.prefix}.{expert}.{projection}.{suffix}"
+        # `expert` is physical; with EPLB's redundant experts, vLLM loads physical p from
+        # logical p mod the routed experts (its initial placement), the checkpoint's name.
+        logical = expert % routed_num_experts(layer)
+        return f"{self.layer_scheme.prefix}.{logical}.{projection}.{suffix}"
 
     def _checked(self, layer: RoutedExperts, stem: str, tensor: SchemeTensor,
                  loader: Callable[..., Any]) -> Callable[..., Any]:
