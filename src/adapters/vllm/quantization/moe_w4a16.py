@@ -59,6 +59,12 @@ class AscendW4A16MoeMethod(AscendUnquantizedFusedMoEMethod):
         self.symmetric = symmetric
         self.int4_experts: Int4ExpertOps = container().int4_expert_ops()
 
+    @property
+    def supports_eplb(self) -> bool:
+        # The experts the math reads are the port's held form, outside the parameters
+        # vLLM's EPLB rearrange moves (the plan refuses EPLB with these experts first).
+        return False
+
     def create_weights(self, layer: RoutedExperts, num_experts: int, hidden_size: int,
                        intermediate_size_per_partition: int, params_dtype: torch.dtype,
                        **extra_weight_attrs: Any) -> None:
