@@ -28,6 +28,7 @@ from attrs import frozen
 from ascend_core.ascend_config import EplbConfig
 from ascend_core.deployment import EplbSettings
 from ascend_core.errors import ConfigError
+from ascend_core.quantization.export_layers import QuantFormat
 from ports.device import DeviceKind
 
 _KEY = "additional_config.eplb_config"
@@ -40,6 +41,8 @@ SERVED_COMMUNICATORS = {
     DeviceKind.CPU: frozenset({"torch_nccl"}),
     DeviceKind.NPU: frozenset({"torch_nccl", "torch_gloo"}),
 }
+# Quantized expert formats whose method vLLM's rearrange moves whole (see the docstring).
+SERVED_EXPERT_FORMATS = frozenset({QuantFormat.MODELSLIM_W8A8_DYNAMIC})
 # The reference's default policy (SwiftBalance); any other value given is reported.
 REFERENCE_POLICY_DEFAULT = 2
 
@@ -86,6 +89,8 @@ class EplbFacts:
     ep_size: int
     is_moe: bool
     quantized: bool
+    # The formats the model's quantized MoE experts are stored in (empty: none found).
+    expert_formats: frozenset[QuantFormat] = frozenset()
     policy_type: object = REFERENCE_POLICY_DEFAULT  # eplb_config.eplb_policy_type
 
 
@@ -115,12 +120,9 @@ def plan_eplb(facts: EplbFacts) -> EplbPlan:
             "serve with --enable-expert-parallel and tensor, data or prefill-context "
             "parallel size > 1, or without EPLB",
         ))
-    if facts.quantized:
-        errors.append(ConfigError(
-            f"{source}: EPLB on this plugin serves unquantized experts only (the quantized "
-            "MoE methods do not map logical to physical experts yet).",
-            "serve an unquantized (bf16/fp16) MoE model with EPLB, or turn EPLB off",
-        ))
+    refusal = _quantized_experts_refusal(facts, source)
+    if refusal is not None:
+        errors.append(refusal)
     served = SERVED_COMMUNICATORS[facts.device_kind]
     if settings.communicator is not None and settings.communicator not in served:
         errors.append(ConfigError(
@@ -182,6 +184,26 @@ def plan_eplb(facts: EplbFacts) -> EplbPlan:
     communicator = settings.communicator or COMMUNICATOR[facts.device_kind]
     decision = EplbDecision(redundant, window, step, communicator, source, tuple(mappings))
     return EplbPlan(decision, tuple(errors), tuple(warnings))
+
+
+def _quantized_experts_refusal(facts: EplbFacts, source: str) -> ConfigError | None:
+    """None where the experts are unquantized, or every quantized one is in a format whose
+    tensors vLLM's rearrange moves whole (SERVED_EXPERT_FORMATS)."""
+    if not facts.quantized:
+        return None
+    formats = facts.expert_formats
+    if formats and formats <= SERVED_EXPERT_FORMATS:
+        return None
+    found = (", ".join(sorted(f.value for f in formats - SERVED_EXPERT_FORMATS))
+             if formats else "no quantized experts the plan could name")
+    return ConfigError(
+        f"{source}: EPLB on this plugin serves unquantized and ModelSlim W8A8_DYNAMIC "
+        f"experts only (this model's quantized experts: {found}); a rebalance must move "
+        "every tensor an expert's method holds, and only those two keep them all as the "
+        "layer's parameters.",
+        "serve an unquantized (bf16/fp16) or W8A8_DYNAMIC-expert MoE model with EPLB, or "
+        "turn EPLB off",
+    )
 
 
 def _one_of(

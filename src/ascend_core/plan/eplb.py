@@ -9,6 +9,7 @@ from ascend_core.moe.eplb import EplbFacts, plan_eplb
 from ascend_core.plan import fields
 from ascend_core.plan.moe_comm import ep_size
 from ascend_core.plan.result import Draft
+from ascend_core.quantization.export_layers import LayerKind
 from ascend_core.quantization.methods import QuantMethod
 
 
@@ -24,6 +25,8 @@ def decide_eplb(deployment: Deployment, draft: Draft) -> Draft:
         ep_size=ep_size(deployment.parallel),
         is_moe=deployment.model.is_moe,
         quantized=draft.decisions.quantization is not QuantMethod.NONE,
+        expert_formats=frozenset(layers.format for layers in deployment.quantized_layers
+                                 if layers.kind is LayerKind.EXPERTS),
         policy_type=config.reference_value("eplb_config.eplb_policy_type", 2),
     ))
     for error in plan.errors:

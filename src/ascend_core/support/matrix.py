@@ -202,13 +202,15 @@ _EPLB_HOST = Supported(
     "vLLM's EPLB with expert parallel over gloo: the MoE method maps each token's logical "
     "expert to a physical replica and records the load, vLLM's EplbState rebalances "
     "between steps (synchronously) and moves the expert weights over the EP group; "
-    "unquantized experts"
+    "unquantized or ModelSlim W8A8_DYNAMIC experts (the int8 weights move with their "
+    "per-channel scales; other quantized experts are refused by the plan)"
 )
 _EPLB_NPU = Supported(
     "the same on the NPU: physical expert ids feed MC2 and all-to-all (redundant experts "
     "counted in the experts a rank), the weights move over the EP device group (HCCL), "
     "the maps updated in place so captured graphs replay the new placement; unquantized "
-    "experts; proven on the emulated NPU, not on hardware"
+    "or ModelSlim W8A8_DYNAMIC experts (their transposed int8 layout and scales moved); "
+    "proven on the emulated NPU, not on hardware"
 )
 _NO_LORA_MOE = Refused(
     "vLLM's LoRA on MoE experts runs fused-MoE LoRA kernels written in Triton for CUDA/ROCm; "

@@ -8,8 +8,13 @@ fingerprint of every local physical expert's weights after start-up, then genera
 prompts twice (each pass takes more engine steps than STEP_INTERVAL, so a rebalance comes
 within the first pass and another before the second), reading the state again after each.
 
-Run as: python npu_eplb_run.py MODEL_DIR ref|eplb [cpu] (in child_env with 2 emulated NPUs;
-`cpu` serves on the host instead, in float32).
+W8A8_DYNAMIC experts: the fingerprint adds each slot's scales as the experts' math reads
+them (`ascend_w13_scale` / `ascend_w2_scale`) and whether those are still views of the
+scale parameters vLLM's rearrange moves. `eplb-top2` is `eplb` with each step's top-2
+logprobs (a reference run).
+
+Run as: python npu_eplb_run.py MODEL_DIR ref|eplb|eplb-top2 [cpu|cpu-bf16] (in child_env
+with 2 emulated NPUs; `cpu` serves on the host instead, in float32, `cpu-bf16` in bf16).
 """
 
 from __future__ import annotations
@@ -53,6 +58,20 @@ def eplb_view(wrapper: object) -> dict[str, Any]:
              for slot in range(layer.local_num_experts)]
             for layer in layers
         ],
+        "scales": [
+            [float(layer.ascend_w13_scale[slot].double().sum()
+                   + layer.ascend_w2_scale[slot].double().sum())
+             for slot in range(layer.local_num_experts)]
+            for layer in layers if hasattr(layer, "ascend_w13_scale")
+        ],
+        "scale_views": [
+            layer.ascend_w13_scale.data_ptr() == layer.w13_weight_scale.data_ptr()
+            and layer.ascend_w2_scale.data_ptr() == layer.w2_weight_scale.data_ptr()
+            for layer in layers if hasattr(layer, "ascend_w13_scale")
+        ],
+        "weight_dtypes": sorted({str(layer.w13_weight.dtype).removeprefix("torch.")
+                                 for layer in layers}),
+        "quant_methods": sorted({type(layer.quant_method).__name__ for layer in layers}),
         "local_experts": [layer.local_num_experts for layer in layers],
         "eplb_layers": sum(getattr(layer.quant_method, "eplb", None) is not None
                            for layer in layers),
@@ -69,12 +88,13 @@ def _top2(out: list[Any]) -> list[list[list[float]]]:
     ]
 
 
-def main(model: str, mode: str, device: str) -> None:
+def main(model: str, mode: str, device: str, dtype: str) -> None:
     os.environ["VLLM_ASCEND_DEVICE"] = device
     os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # collective_rpc of a function
     from vllm import LLM, SamplingParams, TokensPrompt
 
-    eplb = mode == "eplb"
+    eplb = mode.startswith("eplb")
+    top2 = mode in ("ref", "eplb-top2")
     graphs = eplb and device == "npu"
     extra: dict[str, Any] = {}
     if eplb:
@@ -87,11 +107,11 @@ def main(model: str, mode: str, device: str) -> None:
         }
     llm = LLM(
         model=model,
-        dtype="bfloat16" if device == "npu" else "float32",
+        dtype=dtype,
         enforce_eager=not graphs,
         compilation_config={"cudagraph_capture_sizes": CAPTURE_SIZES} if graphs else None,
         max_model_len=256,
-        block_size=128 if device == "npu" else 16,
+        block_size=16 if dtype == "float32" else 128,
         max_num_batched_tokens=64,
         max_num_seqs=8,
         kv_cache_memory_bytes=32 << 20,
@@ -99,7 +119,7 @@ def main(model: str, mode: str, device: str) -> None:
         **extra,
     )
     params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True,
-                            logprobs=None if eplb else 2)
+                            logprobs=2 if top2 else None)
 
     def generate() -> list[Any]:
         return llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts()], params,
@@ -115,10 +135,14 @@ def main(model: str, mode: str, device: str) -> None:
         second = generate()
         result["ids_after_rebalance"] = [list(o.outputs[0].token_ids) for o in second]
         result["after_second"] = llm.collective_rpc(eplb_view)
-    else:
+        if top2:
+            result["top2_after_rebalance"] = _top2(second)
+    if top2:
         result["top2"] = _top2(first)
     print("RESULT " + json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], "cpu" if sys.argv[3:] == ["cpu"] else "npu")
+    where = sys.argv[3] if sys.argv[3:] else "npu"
+    main(sys.argv[1], sys.argv[2], "npu" if where == "npu" else "cpu",
+         "float32" if where == "cpu" else "bfloat16")

@@ -16,7 +16,20 @@ where the reference's top-2 logprobs were a near-tie (the gap is in the failure 
 One EPLB engine serves every NPU case here; the reference is a second process beside it.
 The host serves the same deployment in float32 over gloo (its golden reference: the same
 map and load record, vLLM's rearrange moving weights by P2P over the EP group), held
-against HF transformers' float32 greedy ids. An emulator, not Ascend hardware.
+against HF transformers' float32 greedy ids.
+
+A DeepSeek-V3-style model (MLA + MoE, npu-ep-mla: two MoE layers of 16 experts, grouped
+sigmoid routing, a shared expert) serves the same EPLB deployment (18 physical experts, 9
+a rank), in bf16 against its TP=1 reference, and exported as W8A8_DYNAMIC, whose
+rebalance moves the int8 weights (on the NPU in their transposed [E, in, out] layout)
+with their per-channel scales: the scales the experts' math reads stay views of the
+parameters vLLM's rearrange moves, and follow the map like the weights. The W8A8_DYNAMIC
+reference is the host's TP=2 + EP with the same EPLB, in bf16 (not TP=1: the row-parallel
+W8A8_DYNAMIC layers quantize each rank's half of a token on its own,
+test_expert_parallel_w8a8_on_emulated_npu.py says why), itself across its rebalances. A
+DeepSeek-V3 sequence may part only at a near-tie of the reference's output or, in the
+float32 oracle, of a router at that token (support.routing_ties). Four engines side by
+side, after the Qwen3-MoE ones. An emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
@@ -31,6 +44,8 @@ import pytest
 
 from support.child_runs import last_result, read_all
 from support.hf_reference import MODELS_DIR, greedy_generate, make_model
+from support.quant_reference import local_export
+from support.routing_ties import loud_partings, routing_ties
 from support.torch_npu_emulator.activate import child_env
 
 RUNNER = Path(__file__).with_name("npu_eplb_run.py")
@@ -38,17 +53,18 @@ A3 = "Ascend910_9391"
 NEAR_TIE_NATS = 0.25  # test_expert_parallel_on_emulated_npu.py's bf16 rule
 HOST_NEAR_TIE_NATS = 1e-3  # float32: EP's partial sums only reorder additions
 LOGICAL, REDUNDANT, EP = 8, 2, 2
+MLA_LOGICAL = 16
 
 
 def _start(model: str, mode: str, device: str = "npu") -> subprocess.Popen[str]:
     env = dict(os.environ)
     if device == "npu":
-        env = child_env(env, soc_name=A3, device_count=2)
+        env = child_env(env, soc_name=A3, device_count=2)  # else cpu (float32) or cpu-bf16
     for key in ("VLLM_ASCEND_DEVICE", "VLLM_ASCEND_MOE_COMM_METHOD"):
         env.pop(key, None)
     env["OMP_NUM_THREADS"] = "1"
     return subprocess.Popen(
-        [sys.executable, str(RUNNER), model, mode, *(["cpu"] if device == "cpu" else [])],
+        [sys.executable, str(RUNNER), model, mode, *([] if device == "npu" else [device])],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )
 
@@ -64,6 +80,19 @@ def runs() -> dict[str, dict[str, Any]]:
     procs["host"] = _start(model, "eplb", "cpu")
     results = read_all(procs, _result)
     results["model"] = {"dir": model}
+    return results
+
+
+@pytest.fixture(scope="module")
+def mla_runs() -> dict[str, dict[str, Any]]:
+    """DeepSeek-V3-style: bf16 (TP=1 reference, EPLB), W8A8_DYNAMIC (EPLB on the NPU and,
+    the reference, on the host in bf16)."""
+    bf16 = str(make_model(MODELS_DIR / "npu-ep-mla-deepseek_v3", "deepseek_v3", "npu-ep-mla"))
+    w8a8 = str(local_export("deepseek_v3", "w8a8_dynamic", size="npu-ep-mla"))
+    procs = {"ref": _start(bf16, "ref"), "eplb": _start(bf16, "eplb"),
+             "w8a8": _start(w8a8, "eplb"), "w8a8_host": _start(w8a8, "eplb-top2", "cpu-bf16")}
+    results = read_all(procs, _result)
+    results["model"] = {"bf16": bf16, "w8a8": w8a8}
     return results
 
 
@@ -97,9 +126,15 @@ def test_ids_equal_the_single_device_ones_before_and_after_a_rebalance(runs) -> 
                                                             ref["ids"])
 
 
-@pytest.mark.parametrize("device", ["eplb", "host"])
-def test_the_rebalance_changed_the_map_and_moved_the_weights(runs, device) -> None:
-    run = runs[device]
+@pytest.mark.parametrize(("model", "device"), [
+    ("runs", "eplb"), ("runs", "host"), ("mla_runs", "eplb"), ("mla_runs", "w8a8"),
+    ("mla_runs", "w8a8_host"),
+])
+def test_the_rebalance_changed_the_map_and_moved_the_weights(request, model, device) -> None:
+    """Qwen3-MoE (NPU, host) and DeepSeek-V3 (bf16 on the NPU; W8A8_DYNAMIC on the NPU and
+    the host): every slot holds, after each pass, the weights (and the scales the
+    quantized experts' math reads) of the logical expert the new map names."""
+    run = request.getfixturevalue(model)[device]
     start, after = run["start"], run["after_first"]
     # Every rank agrees on the map; the load was recorded; the map changed.
     assert start[0]["physical_to_logical"] == start[1]["physical_to_logical"]
@@ -109,22 +144,29 @@ def test_the_rebalance_changed_the_map_and_moved_the_weights(runs, device) -> No
     assert before_map != after_map, before_map
     assert _weights_follow_the_map(start, after, "after the first pass") > 0
     _weights_follow_the_map(start, run["after_second"], "after the second pass")
+    if device.startswith("w8a8"):
+        for view in (*start, *after, *run["after_second"]):
+            assert view["quant_methods"] == ["AscendW8A8DynamicMoeMethod"], view
+            assert view["weight_dtypes"] == ["int8"] and view["scale_views"] == [True] * 2
+        assert _weights_follow_the_map(start, after, "scales, first pass", "scales") > 0
+        _weights_follow_the_map(start, run["after_second"], "scales, second pass", "scales")
 
 
 def _weights_follow_the_map(start: list[dict[str, Any]], state: list[dict[str, Any]],
-                            when: str) -> int:
+                            when: str, key: str = "weights") -> int:
     """Each physical slot holds the weights of the logical expert the map names: the
     fingerprints of the start-up placement, looked up through the new map. Returns how
     many slots hold another logical expert than at start-up."""
-    layers, moved = len(start[0]["weights"]), 0
-    per_rank = len(start[0]["weights"][0])
+    layers, moved = len(start[0][key]), 0
+    assert layers == 2, start[0][key]
+    per_rank = len(start[0][key][0])
     for layer in range(layers):
         logical_print: dict[int, float] = {}
         for rank, view in enumerate(start):
-            for slot, value in enumerate(view["weights"][layer]):
+            for slot, value in enumerate(view[key][layer]):
                 logical_print[view["physical_to_logical"][layer][rank * per_rank + slot]] = value
         for rank, view in enumerate(state):
-            for slot, value in enumerate(view["weights"][layer]):
+            for slot, value in enumerate(view[key][layer]):
                 physical = rank * per_rank + slot
                 logical = view["physical_to_logical"][layer][physical]
                 assert value == pytest.approx(logical_print[logical], rel=1e-6), (
@@ -149,3 +191,38 @@ def test_host_ids_equal_hf_float32_before_and_after_a_rebalance(runs) -> None:
                                                                        reference["ids"])
     assert not _partings(run["ids_after_rebalance"], reference, HOST_NEAR_TIE_NATS), (
         run["ids_after_rebalance"], reference["ids"])
+
+
+def _mla_loud(run: dict[str, Any], ref: dict[str, Any], export: str, top2: str = "top2",
+              ids: str = "ids") -> list[str]:
+    return loud_partings(
+        run[ids], ref["ids"], ref[top2],
+        lambda seq, gen: routing_ties(export, 2, run["prompts"][seq], gen))
+
+
+def test_mla_moe_serves_eplb_with_redundant_experts_per_rank(mla_runs) -> None:
+    for device in ("eplb", "w8a8", "w8a8_host"):
+        for rank in mla_runs[device]["start"]:
+            assert rank["local_experts"] == [(MLA_LOGICAL + REDUNDANT) // EP] * 2, rank
+            assert rank["eplb_layers"] == 2, (device, rank)
+            assert all(rank["exchanges"]) == (device != "w8a8_host"), (device, rank)
+            assert all(len(m) == MLA_LOGICAL + REDUNDANT for m in rank["physical_to_logical"])
+
+
+def test_mla_bf16_ids_equal_the_single_device_ones_across_a_rebalance(mla_runs) -> None:
+    run, ref, export = mla_runs["eplb"], mla_runs["ref"], mla_runs["model"]["bf16"]
+    assert not _mla_loud(run, ref, export), (run["ids"], ref["ids"])
+    assert not _mla_loud(run, ref, export, ids="ids_after_rebalance"), (
+        run["ids_after_rebalance"], ref["ids"])
+
+
+def test_mla_w8a8_dynamic_ids_equal_the_hosts_across_a_rebalance(mla_runs) -> None:
+    """The NPU's W8A8_DYNAMIC EPLB (graphs, the exchange) against the host's (eager, its
+    ranks' partial sums), each pass; and the host's own second pass, after more
+    rebalances, against its first."""
+    run, host, export = mla_runs["w8a8"], mla_runs["w8a8_host"], mla_runs["model"]["w8a8"]
+    assert not _mla_loud(run, host, export), (run["ids"], host["ids"])
+    assert not _mla_loud(run, host, export, ids="ids_after_rebalance"), (
+        run["ids_after_rebalance"], host["ids"])
+    assert not _mla_loud(host, host, export, ids="ids_after_rebalance"), (
+        host["ids_after_rebalance"], host["ids"])

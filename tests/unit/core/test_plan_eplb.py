@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from ascend_core.deployment import BatchSettings, EplbSettings
 from ascend_core.moe.eplb import eplb_settings_from
 from ascend_core.plan import fields, plan_config
 from ascend_core.quantization import QuantMethod
+from ascend_core.quantization.export_layers import LayerKind, QuantFormat, QuantizedLayers
 from unit.core.plan_fixtures import dense_model, host, mla_model, npu
 
 QWEN3_MOE = mla_model(num_experts=8, experts_per_token=2, hidden_size=1024)
@@ -116,9 +119,51 @@ def test_what_cannot_be_mapped_is_refused_or_reported():
     policy = plan_config(deployment(additional_config={
         "eplb_config": {"dynamic_eplb": True, "eplb_policy_type": 1}}))
     assert any("eplb_policy_type" in w for w in policy.warnings), policy.describe()
-    quantized = plan_config(deployment(eplb=enabled(), detected_quantization=QuantMethod.ASCEND,
-                                       user_quantization="ascend"))
-    assert any("unquantized experts only" in e.what for e in quantized.errors)
+
+
+def _modelslim(experts: tuple[QuantFormat, ...], on: Any = npu) -> Any:
+    """An EPLB deployment of a ModelSlim export: W8A8_DYNAMIC linears, experts as given."""
+    layers = (QuantizedLayers(QuantFormat.MODELSLIM_W8A8_DYNAMIC, LayerKind.LINEAR,
+                              "model.layers.0.self_attn.o_proj", 4, "W8A8_DYNAMIC"),
+              *(QuantizedLayers(f, LayerKind.EXPERTS, "model.layers.1.mlp.experts.0.up_proj",
+                                16, f.name) for f in experts))
+    return deployment(on, eplb=enabled(num_redundant_experts=2), quantized_layers=layers,
+                      detected_quantization=QuantMethod.ASCEND, user_quantization="ascend")
+
+
+def _eplb_errors(plan: Any) -> list[str]:
+    return [e.what for e in plan.errors if "EPLB on this plugin serves" in e.what]
+
+
+@pytest.mark.parametrize("on", [npu, host])
+def test_w8a8_dynamic_experts_serve_eplb(on) -> None:
+    """W8A8_DYNAMIC experts keep every tensor (int8 weights, per-channel scales and
+    offsets) as the layer's parameters, which vLLM's rearrange moves: served."""
+    plan = plan_config(_modelslim((QuantFormat.MODELSLIM_W8A8_DYNAMIC,), on))
+    assert not _eplb_errors(plan), plan.describe()
+    assert plan.decisions.eplb is not None and plan.decisions.eplb.redundant == 2
+
+
+@pytest.mark.parametrize("experts", [
+    (QuantFormat.MODELSLIM_W4A8_DYNAMIC,),
+    (QuantFormat.MODELSLIM_W8A8_DYNAMIC, QuantFormat.MODELSLIM_W4A8_DYNAMIC),
+    (),  # quantized linears, the experts' format unknown to the plan
+])
+def test_other_quantized_experts_are_refused_naming_their_format(experts) -> None:
+    errors = _eplb_errors(plan_config(_modelslim(experts)))
+    assert len(errors) == 1, errors
+    if QuantFormat.MODELSLIM_W4A8_DYNAMIC in experts:
+        assert QuantFormat.MODELSLIM_W4A8_DYNAMIC.value in errors[0]
+        assert QuantFormat.MODELSLIM_W8A8_DYNAMIC.value not in errors[0]
+    else:
+        assert "no quantized experts the plan could name" in errors[0]
+
+
+def test_an_fp8_model_is_refused_eplb() -> None:
+    """Online fp8 (no files' layers): the plan cannot tell its experts serve EPLB."""
+    plan = plan_config(deployment(eplb=enabled(), user_quantization="fp8"))
+    assert plan.decisions.quantization is QuantMethod.FP8, plan.describe()
+    assert _eplb_errors(plan), plan.describe()
 
 
 def test_vllms_parsed_config_counts_only_fields_off_their_defaults_as_given():

@@ -75,6 +75,13 @@ def routing_of(layer: RoutedExperts, expert_mlps: bool = False) -> Routing:
     )
 
 
+def routed_num_experts(layer: RoutedExperts) -> int:
+    """The experts the router chooses among: vLLM's logical ones. With EPLB the layer's
+    global_num_experts counts the physical ones (logical + redundant replicas), which a
+    token reaches only after routing, through the logical -> physical map."""
+    return int(layer.moe_config.num_logical_experts or layer.global_num_experts)
+
+
 def expert_mlp_of(layer: RoutedExperts) -> ExpertMlp:
     """The layer's expert MLP (after routing_of(layer, expert_mlps=True) accepted it).
     vLLM's swigluoai kernels fix alpha 1.702 and limit 7.0 (gpt-oss's config values)."""
@@ -315,7 +322,8 @@ class AscendUnquantizedFusedMoEMethod(AscendMoeMethod, UnquantizedFusedMoEMethod
         self.routing_rule = routing_of(layer, expert_mlps=True)
         self.expert_mlp = expert_mlp_of(layer)
         dtype = str(layer.moe_config.in_dtype).removeprefix("torch.")
-        self.moe_ops.check(self.routing_rule, layer.global_num_experts, dtype, self.expert_mlp)
+        self.moe_ops.check(self.routing_rule, routed_num_experts(layer), dtype,
+                           self.expert_mlp)
         # The ops' traceable experts are the SiLU ones without biases (the host's native
         # kernel); gpt-oss's stay one opaque op that the graph calls.
         self.exchange = expert_exchange_of(layer)

@@ -6,6 +6,14 @@ run through the serving device's QuantMoeOps. The checkpoint holds, per expert e
 float [out, 1], zeros [out, 1]); vLLM's expert loader puts them into w13_* (gate then up)
 and w2_*. Every tensor is checked against the core's table as it loads, and one that never
 loaded stops startup in process_weights_after_loading, named as in the checkpoint.
+
+EPLB (`--enable-eplb`): every per-expert tensor the experts' math reads is one of the
+layer's parameters, [experts, ...] and contiguous: the int8 weights (on the NPU the
+parameter *is* the transposed [E, in, out] layout the grouped matmul reads), the float32
+per-channel scales and offsets. The scales the math reads (`ascend_w13_scale`,
+`ascend_w2_scale`) are views of the scale parameters, so vLLM's rearrange, which copies
+each parameter's expert rows in place (RoutedExperts.get_expert_weights, int8 as uint8),
+moves the whole expert and the views follow.
 """
 
 from __future__ import annotations
@@ -19,10 +27,12 @@ from vllm.model_executor.layers.fused_moe.routed_experts import FusedMoeWeightSc
 from vllm.model_executor.utils import set_weight_attrs
 
 from adapters.container import container
+from adapters.vllm.layers.eplb import eplb_state_of
 from adapters.vllm.layers.fused_moe import (
     AscendMoeMethod,
     ExpertExchange,
     expert_exchange_of,
+    routed_num_experts,
     routing_of,
 )
 from ascend_core.errors import QuantizationError
@@ -57,6 +67,10 @@ class AscendW8A8DynamicMoeMethod(AscendMoeMethod):
         super().__init__(moe)
         self.layer_scheme = layer_scheme
         self.quant_moe: QuantMoeOps = container().quant_moe_ops()
+
+    @property
+    def supports_eplb(self) -> bool:
+        return True  # every expert tensor a parameter (module docstring); ids mapped in apply
 
     def create_weights(
         self,
@@ -98,7 +112,10 @@ class AscendW8A8DynamicMoeMethod(AscendMoeMethod):
             "w3": getattr(layer, "ckpt_up_proj_name", "up_proj"),
             "w2": getattr(layer, "ckpt_down_proj_name", "down_proj"),
         }[shard]
-        return f"{self.layer_scheme.prefix}.{expert}.{projection}.{suffix}"
+        # `expert` is physical; with EPLB's redundant experts, vLLM loads physical p from
+        # logical p mod the routed experts (its initial placement), the checkpoint's name.
+        logical = expert % routed_num_experts(layer)
+        return f"{self.layer_scheme.prefix}.{logical}.{projection}.{suffix}"
 
     def _checked(self, layer: RoutedExperts, stem: str, tensor: SchemeTensor,
                  loader: Callable[..., Any]) -> Callable[..., Any]:
@@ -125,17 +142,19 @@ class AscendW8A8DynamicMoeMethod(AscendMoeMethod):
         w13, w2 = self.quant_moe.prepare_weights(layer.w13_weight.data, layer.w2_weight.data)
         layer.w13_weight.data, layer.w2_weight.data = w13, w2
         experts = layer.w13_weight_scale.shape[0]
+        # Views, not copies: EPLB's rearrange moves the parameters in place under them.
         layer.ascend_w13_scale = layer.w13_weight_scale.data.view(experts, -1)
         layer.ascend_w2_scale = layer.w2_weight_scale.data.view(experts, -1)
         # Expert parallel on a device with an exchange (the NPU): tokens travel as int8
         # with their per-token scales (MC2's quant mode, all-to-all), after loading's checks.
         self.exchange = expert_exchange_of(layer)
+        self.eplb = eplb_state_of(layer)
 
     def _check_loaded(self, layer: RoutedExperts) -> None:
         """Routing the device serves, every tensor loaded, symmetric weights."""
         self.routing_rule = routing_of(layer)
         dtype = str(layer.moe_config.in_dtype).removeprefix("torch.")
-        self.moe_ops.check(self.routing_rule, layer.global_num_experts, dtype)
+        self.moe_ops.check(self.routing_rule, routed_num_experts(layer), dtype)
         self._require_loaded(layer)
         for stem in _STEMS:
             if torch.any(getattr(layer, f"{stem}_weight_offset").data != 0):

@@ -34,6 +34,7 @@ from adapters.container import container
 from adapters.vllm.layers.fused_moe import (
     AscendMoeMethod,
     AscendUnquantizedFusedMoEMethod,
+    routed_num_experts,
     routing_of,
 )
 from ascend_core.errors import QuantizationError
@@ -57,6 +58,12 @@ class AscendW4A16MoeMethod(AscendUnquantizedFusedMoEMethod):
         self.group_size = group_size
         self.symmetric = symmetric
         self.int4_experts: Int4ExpertOps = container().int4_expert_ops()
+
+    @property
+    def supports_eplb(self) -> bool:
+        # The experts the math reads are the port's held form, outside the parameters
+        # vLLM's EPLB rearrange moves (the plan refuses EPLB with these experts first).
+        return False
 
     def create_weights(self, layer: RoutedExperts, num_experts: int, hidden_size: int,
                        intermediate_size_per_partition: int, params_dtype: torch.dtype,
@@ -142,7 +149,7 @@ class AscendW4A16MoeMethod(AscendUnquantizedFusedMoEMethod):
             return
         self.routing_rule = routing_of(layer)
         dtype = str(layer.moe_config.in_dtype).removeprefix("torch.")
-        self.moe_ops.check(self.routing_rule, layer.global_num_experts, dtype)
+        self.moe_ops.check(self.routing_rule, routed_num_experts(layer), dtype)
 
     def routed_experts(
         self, layer: RoutedExperts, x: torch.Tensor, local_ids: torch.Tensor,

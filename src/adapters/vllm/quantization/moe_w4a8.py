@@ -42,6 +42,12 @@ class AscendW4A8DynamicMoeMethod(AscendW8A8DynamicMoeMethod):
 
     scheme = QuantScheme.W4A8_DYNAMIC
 
+    @property
+    def supports_eplb(self) -> bool:
+        # The int4-packed experts' scales (as int64 bits) and down_proj's summed scale_bias
+        # live in the port's Int4Experts, outside the parameters vLLM's rearrange moves.
+        return False
+
     def create_weights(self, layer: RoutedExperts, num_experts: int, hidden_size: int,
                        intermediate_size_per_partition: int, params_dtype: torch.dtype,
                        **extra_weight_attrs: Any) -> None:
