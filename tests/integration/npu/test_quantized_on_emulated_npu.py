@@ -24,7 +24,7 @@ import torch
 from generate_run import prompts
 from test_generate_on_emulated_npu import CACHED, _result, _start
 
-from support.doctor_plan import PER_LAYER_MARGIN, doctor_memory
+from support.doctor_plan import PER_LAYER_MARGIN, doctor_memories
 from support.quant_reference import local_export, token_gaps
 
 TOLERANCE_NATS = 0.25
@@ -98,9 +98,17 @@ def test_the_quantized_experts_ran_through_torch_npu(runs) -> None:  # type: ign
 NPU_MEASURE_MARGIN = 64 << 10
 
 
+@pytest.fixture(scope="module")
+def planned_weights() -> dict[tuple[str, str, str], int]:
+    """The doctor's weight bytes of each case's export (the host's plan, as the NPU holds
+    these exports' int8 weights), all planned in one child process."""
+    memories = doctor_memories([(str(_export(case)), case[2]) for case in CASES])
+    return {case: m["weights_bytes_total"] for case, m in zip(CASES, memories, strict=True)}
+
+
 @pytest.mark.parametrize("case", CASES, ids=["-".join(c) for c in CASES])
 def test_weight_memory_measured_on_the_device_is_what_the_model_holds_and_the_doctor_plans(
-    runs, case
+    runs, planned_weights, case
 ) -> None:  # type: ignore[no-untyped-def]
     """NpuRuntime.allocated_bytes (torch.npu.memory_allocated, the emulated device's count)
     across the load: the held weights plus buffers; held within the per-layer margin of the
@@ -108,6 +116,6 @@ def test_weight_memory_measured_on_the_device_is_what_the_model_holds_and_the_do
     npu = runs["npu", case]["weights"]
     assert abs(npu["weights_measured"] - (npu["weights_held"] + npu["buffers"])) <= (
         NPU_MEASURE_MARGIN), npu
-    doctor = doctor_memory(str(_export(case)), case[2])["weights_bytes_total"]
+    doctor = planned_weights[case]
     assert doctor <= npu["weights_held"] <= doctor + PER_LAYER_MARGIN * npu["linears"], (
         npu, doctor)
