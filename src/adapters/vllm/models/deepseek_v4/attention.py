@@ -67,7 +67,8 @@ class Indexer(nn.Module):
 class V4Attention(nn.Module):
     def __init__(self, config: Any, layer_type: str) -> None:
         super().__init__()
-        hidden, self.heads, self.dim = config.hidden_size, config.num_attention_heads, config.head_dim
+        hidden = config.hidden_size
+        self.heads, self.dim = config.num_attention_heads, config.head_dim
         self.layer_type, self.window = layer_type, int(config.sliding_window)
         self.eps = float(config.rms_norm_eps)
         self.groups = int(config.o_groups)

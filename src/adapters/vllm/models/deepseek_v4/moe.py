@@ -47,7 +47,9 @@ class Router(nn.Module):
             self.bias = nn.Parameter(torch.zeros(experts), requires_grad=False)
         self.scale = float(config.routed_scaling_factor)
 
-    def forward(self, x: torch.Tensor, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, token_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         scores = F.softplus(x @ self.weight.t()).sqrt()
         if self.hashed:
             picks = self.tid2eid[token_ids].long()
