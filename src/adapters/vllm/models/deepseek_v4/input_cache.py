@@ -76,11 +76,6 @@ class InputCacheBackend(AttentionBackend):
     def get_builder_cls() -> type[InputCacheMetadataBuilder]:
         return InputCacheMetadataBuilder
 
-    @staticmethod
-    def get_kv_cache_shape(num_blocks: int, block_size: int, num_kv_heads: int,
-                           head_size: int, cache_dtype_str: str = "auto") -> tuple[int, ...]:
-        return (num_blocks, block_size, head_size)
-
 
 class InputCache(nn.Module, AttentionLayerBase):
     """The paged per-token cache of one layer's attention inputs (no weights)."""
@@ -107,7 +102,8 @@ class InputCache(nn.Module, AttentionLayerBase):
         )
 
     def rows(self) -> torch.Tensor:
-        """The cache as [num_slots, hidden_size] (slot = block * block_size + offset)."""
+        """The cache as [num_slots, hidden_size] (slot = block * block_size + offset): vLLM
+        binds the logical [blocks, 1 head, block_size, hidden_size] page."""
         return self.kv_cache.view(-1, self.hidden_size)
 
     def store(self, x: torch.Tensor, meta: InputCacheMetadata) -> None:

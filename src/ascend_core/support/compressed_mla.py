@@ -1,0 +1,53 @@
+"""What the plugin's DeepSeek-V4 class (compressed MLA, the host device) does not serve.
+
+The matrix serves compressed MLA on the host through the plugin's own class: one device,
+its per-layer input cache in the model's dtype, no drafts. Each deployment setting beyond
+that is refused here, before weights load, with what to change.
+"""
+
+from __future__ import annotations
+
+from ascend_core.deployment import Deployment
+from ascend_core.errors import UnsupportedFeatureError
+from ascend_core.support.features import Feature
+from ports.device import DeviceKind
+
+_CLASS = "the plugin's DeepSeek-V4 class"
+
+
+def compressed_mla_limit_errors(deployment: Deployment) -> tuple[UnsupportedFeatureError, ...]:
+    """One error per setting the host's DeepSeek-V4 class does not serve (none elsewhere:
+    the NPU refuses the feature outright)."""
+    model, p = deployment.model, deployment.parallel
+    if not model.compressed_attention or deployment.device_kind is not DeviceKind.CPU:
+        return ()
+    problems: list[tuple[str, str]] = []
+    split = {"tensor_parallel_size": p.tp, "pipeline_parallel_size": p.pp,
+             "decode_context_parallel_size": p.dcp, "prefill_context_parallel_size": p.pcp}
+    for name, size in split.items():
+        if size > 1:
+            problems.append((
+                f"{name}={size}: {_CLASS} runs on one device (its layers are plain torch "
+                "modules, not split over ranks)",
+                f"set {name} to 1",
+            ))
+    if deployment.cache.kv_cache_dtype not in ("auto", "float32", "bfloat16", "float16"):
+        problems.append((
+            f"kv_cache_dtype={deployment.cache.kv_cache_dtype!r}: {_CLASS} caches each "
+            "layer's attention input in the model's dtype (no quantized KV cache)",
+            "leave kv_cache_dtype at auto",
+        ))
+    method = deployment.speculative.method
+    if method:
+        problems.append((
+            f"speculative decoding ({method}): {_CLASS} loads no MTP layers and is not "
+            "proven with any drafter",
+            "serve without speculative_config",
+        ))
+    return tuple(
+        UnsupportedFeatureError(
+            f"{model.architecture} on the host device: {what}.", hint + ".",
+            feature=Feature.COMPRESSED_MLA.name, device=DeviceKind.CPU.value,
+        )
+        for what, hint in problems
+    )
