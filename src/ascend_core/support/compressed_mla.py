@@ -1,7 +1,7 @@
 """What the plugin's DeepSeek-V4 class (compressed MLA, the host device) does not serve.
 
 The matrix serves compressed MLA on the host through the plugin's own class: one device,
-its per-layer input cache in the model's dtype, no drafts. Each deployment setting beyond
+float weights, its per-layer input cache in the model's dtype, no drafts. Each deployment setting beyond
 that is refused here, before weights load, with what to change.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ascend_core.deployment import Deployment
 from ascend_core.errors import UnsupportedFeatureError
+from ascend_core.quantization.methods import QuantMethod
 from ascend_core.support.features import Feature
 from ports.device import DeviceKind
 
@@ -36,6 +37,16 @@ def compressed_mla_limit_errors(deployment: Deployment) -> tuple[UnsupportedFeat
             f"kv_cache_dtype={deployment.cache.kv_cache_dtype!r}: {_CLASS} caches each "
             "layer's attention input in the model's dtype (no quantized KV cache)",
             "leave kv_cache_dtype at auto",
+        ))
+    named = deployment.user_quantization
+    if deployment.detected_quantization is not QuantMethod.NONE or (
+        named and named != QuantMethod.NONE.value
+    ):
+        found = named or deployment.detected_quantization.value
+        problems.append((
+            f"quantized weights ({found}): {_CLASS} loads float weights only (DeepSeek's "
+            "fp8/fp4 releases need their dequantization, which it does not have)",
+            "serve a bf16 or float32 checkpoint",
         ))
     method = deployment.speculative.method
     if method:

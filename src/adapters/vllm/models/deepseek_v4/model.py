@@ -12,7 +12,8 @@ MTP layers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 from torch import nn
@@ -34,21 +35,19 @@ from adapters.vllm.models.deepseek_v4.weight_names import checkpoint_name
 
 
 class DeepseekV4Body(nn.Module):
-    def __init__(self, config: object, dtype: torch.dtype, prefix: str) -> None:
+    def __init__(self, config: Any, dtype: torch.dtype, prefix: str) -> None:
         super().__init__()
-        c = config
-        self.hc_mult, self.eps = c.hc_mult, float(c.rms_norm_eps)  # type: ignore[attr-defined]
+        self.hc_mult, self.eps = config.hc_mult, float(config.rms_norm_eps)
+        hidden, layers = config.hidden_size, range(config.num_hidden_layers)
         self.embed_tokens = VocabParallelEmbedding(
-            c.vocab_size, c.hidden_size, prefix=f"{prefix}.embed_tokens"  # type: ignore[attr-defined]
+            config.vocab_size, hidden, prefix=f"{prefix}.embed_tokens"
         )
-        layers = range(c.num_hidden_layers)  # type: ignore[attr-defined]
-        self.layers = nn.ModuleList(DecoderLayer(c, i) for i in layers)
+        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in layers)
         self.caches = nn.ModuleList(
-            InputCache(c.hidden_size, dtype, f"{prefix}.layers.{i}.attn.input_cache")  # type: ignore[attr-defined]
-            for i in layers
+            InputCache(hidden, dtype, f"{prefix}.layers.{i}.attn.input_cache") for i in layers
         )
-        self.norm = Norm(c.hidden_size)  # type: ignore[attr-defined]
-        self.hc_head = HyperHead(c.hc_mult, c.hidden_size, float(c.hc_eps), self.eps)  # type: ignore[attr-defined]
+        self.norm = Norm(hidden)
+        self.hc_head = HyperHead(config.hc_mult, hidden, float(config.hc_eps), self.eps)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         embeds = self.embed_tokens(input_ids)
@@ -60,7 +59,11 @@ class DeepseekV4Body(nn.Module):
         return rms_norm(self.hc_head(streams), self.norm.weight, self.eps)
 
 
-def _attend(layer: DecoderLayer, cache: InputCache, meta: InputCacheMetadata | None):  # type: ignore[no-untyped-def]
+def _attend(
+    layer: DecoderLayer, cache: InputCache, meta: InputCacheMetadata | None
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The layer's attention over this step: store the new rows, then each request's."""
+
     def attend(x: torch.Tensor) -> torch.Tensor:
         out = torch.zeros_like(x)
         if meta is None:  # vLLM's profiling and dummy runs: no requests, no cache
@@ -83,8 +86,7 @@ class AscendDeepseekV4ForCausalLM(nn.Module):
         config = vllm_config.model_config.hf_config
         self.config = config
         dtype = vllm_config.model_config.dtype
-        self.model = DeepseekV4Body(config, dtype, f"{prefix}model" if not prefix
-                                    else f"{prefix}.model")
+        self.model = DeepseekV4Body(config, dtype, f"{prefix}.model" if prefix else "model")
         self.head = ParallelLMHead(config.vocab_size, config.hidden_size, prefix="head")
         self.logits_processor = LogitsProcessor(config.vocab_size)
 
