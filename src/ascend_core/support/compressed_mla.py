@@ -1,8 +1,8 @@
 """What the plugin's DeepSeek-V4 class (compressed MLA, the host device) does not serve.
 
 The matrix serves compressed MLA on the host through the plugin's own class: one device,
-float weights, its per-layer input cache in the model's dtype, no drafts. Each deployment setting beyond
-that is refused here, before weights load, with what to change.
+float weights, its per-layer input cache in the model's dtype, no drafts. Each deployment
+setting beyond that is refused here, before weights load, with what to change.
 """
 
 from __future__ import annotations
