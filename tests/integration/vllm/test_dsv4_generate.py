@@ -98,3 +98,23 @@ def test_batch_of_eight_then_from_the_prefix_cache(llm, prompts, expected) -> No
     block = llm.llm_engine.vllm_config.cache_config.block_size
     assert [o.num_cached_tokens for o in second] == [(n - 1) // block * block for n in LENGTHS]
     assert sum(o.num_cached_tokens for o in second) > 0
+
+
+def test_kv_bytes_per_token_are_what_the_doctor_plans(llm, model_dir: str) -> None:  # type: ignore[no-untyped-def]
+    """The core's KV bytes per token (the doctor's and the worker's budget) equal what the
+    worker allocated: each layer's attention input, hidden_size values in float32."""
+    import json
+    from pathlib import Path
+
+    from adapters.vllm.models.deepseek_v4.input_cache import InputCache
+    from ascend_core.memory_budget.sizes import kv_bytes_per_token
+    from ascend_core.model_facts import model_facts_from_config
+
+    model = llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
+    block = llm.llm_engine.vllm_config.cache_config.block_size
+    allocated = 0
+    for cache in (m for m in model.modules() if isinstance(m, InputCache)):
+        tensor = cache.kv_cache
+        allocated += tensor.numel() * tensor.element_size() // (tensor.shape[0] * block)
+    facts = model_facts_from_config(json.loads((Path(model_dir) / "config.json").read_text()))
+    assert kv_bytes_per_token(facts, 4).bytes == allocated == 3 * 128 * 4
