@@ -1,8 +1,9 @@
 """What the plugin's DeepSeek-V4 class (compressed MLA, the host device) does not serve.
 
 The matrix serves compressed MLA on the host through the plugin's own class: one device,
-float weights, its per-layer input cache in the model's dtype, no drafts. Each deployment
-setting beyond that is refused here, before weights load, with what to change.
+float weights, no drafts (its input cache takes the KV cache dtype the plan allows, auto,
+bfloat16 or float16). Each deployment setting beyond that is refused here, before weights
+load, with what to change.
 """
 
 from __future__ import annotations
@@ -32,12 +33,6 @@ def compressed_mla_limit_errors(deployment: Deployment) -> tuple[UnsupportedFeat
                 "modules, not split over ranks)",
                 f"set {name} to 1",
             ))
-    if deployment.cache.kv_cache_dtype not in ("auto", "float32", "bfloat16", "float16"):
-        problems.append((
-            f"kv_cache_dtype={deployment.cache.kv_cache_dtype!r}: {_CLASS} caches each "
-            "layer's attention input in the model's dtype (no quantized KV cache)",
-            "leave kv_cache_dtype at auto",
-        ))
     named = deployment.user_quantization
     if deployment.detected_quantization is not QuantMethod.NONE or (
         named and named != QuantMethod.NONE.value

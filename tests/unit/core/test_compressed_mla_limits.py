@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from ascend_core.deployment import (
-    CacheSettings,
     Deployment,
     ParallelSettings,
     SpeculativeSettings,
@@ -51,7 +50,6 @@ def test_the_npu_refuses_the_feature_itself() -> None:
     [
         ({"parallel": ParallelSettings(tp=2)}, "tensor_parallel_size=2", "set tensor_parallel"),
         ({"parallel": ParallelSettings(pp=2)}, "pipeline_parallel_size=2", "set pipeline"),
-        ({"cache": CacheSettings(kv_cache_dtype="fp8")}, "kv_cache_dtype='fp8'", "auto"),
         ({"user_quantization": "fp8"}, "quantized weights (fp8)", "bf16 or float32"),
         ({"speculative": SpeculativeSettings(method="mtp", num_speculative_tokens=1)},
          "no MTP layers", "without speculative_config"),

@@ -2,7 +2,8 @@
 
 The plugin's V4 layers cache what every one of their K = V rows, compressed rows and indexer
 keys is computed from: the normed, hyper-connection-collapsed hidden state entering the
-attention (hidden_size values a token, the model's dtype), in vLLM's paged blocks. A step
+attention (hidden_size values a token, in the KV cache dtype: the model's unless
+--kv-cache-dtype names bfloat16 or float16), in vLLM's paged blocks. A step
 writes its tokens' rows at their slots, then each request reads its whole context back
 through its block table (attention.py recomputes the window, the compressed rows and the
 indexer keys from it). Every row depends only on the request's prefix, so chunked prefill

@@ -25,6 +25,7 @@ from vllm.model_executor.layers.vocab_parallel_embedding import (
     VocabParallelEmbedding,
 )
 from vllm.model_executor.model_loader.weight_utils import default_weight_loader
+from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE
 
 from adapters.vllm.models.deepseek_v4.attention import Norm
 from adapters.vllm.models.deepseek_v4.hyper_connections import HyperHead
@@ -35,7 +36,7 @@ from adapters.vllm.models.deepseek_v4.weight_names import checkpoint_name
 
 
 class DeepseekV4Body(nn.Module):
-    def __init__(self, config: Any, dtype: torch.dtype, prefix: str) -> None:
+    def __init__(self, config: Any, cache_dtype: torch.dtype, prefix: str) -> None:
         super().__init__()
         self.hc_mult, self.eps = config.hc_mult, float(config.rms_norm_eps)
         hidden, layers = config.hidden_size, range(config.num_hidden_layers)
@@ -44,7 +45,8 @@ class DeepseekV4Body(nn.Module):
         )
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in layers)
         self.caches = nn.ModuleList(
-            InputCache(hidden, dtype, f"{prefix}.layers.{i}.attn.input_cache") for i in layers
+            InputCache(hidden, cache_dtype, f"{prefix}.layers.{i}.attn.input_cache")
+            for i in layers
         )
         self.norm = Norm(hidden)
         self.hc_head = HyperHead(config.hc_mult, hidden, float(config.hc_eps), self.eps)
@@ -85,8 +87,11 @@ class AscendDeepseekV4ForCausalLM(nn.Module):
         super().__init__()
         config = vllm_config.model_config.hf_config
         self.config = config
-        dtype = vllm_config.model_config.dtype
-        self.model = DeepseekV4Body(config, dtype, f"{prefix}.model" if prefix else "model")
+        cache_dtype = vllm_config.model_config.dtype
+        named = vllm_config.cache_config.cache_dtype
+        if named != "auto":  # the plan allows bfloat16 and float16 besides
+            cache_dtype = STR_DTYPE_TO_TORCH_DTYPE[named]
+        self.model = DeepseekV4Body(config, cache_dtype, f"{prefix}.model" if prefix else "model")
         self.head = ParallelLMHead(config.vocab_size, config.hidden_size, prefix="head")
         self.logits_processor = LogitsProcessor(config.vocab_size)
 
