@@ -70,8 +70,8 @@ _COMPRESSED_HOST = Supported(
     "128:1) and the lightning indexer's top-k, so chunked prefill and prefix caching need "
     "no carried state; hyper-connections, sinks, the grouped output projection and the "
     "hash/sqrtsoftplus MoE in plain torch; eager, one device (no tensor parallelism), "
-    "default rope only (no YaRN), no MTP; greedy ids equal transformers' on a tiny V4 "
-    "(float32)"
+    "float weights (not DeepSeek's fp8/fp4 releases), default rope only (no YaRN), no MTP; "
+    "greedy ids equal transformers' on a tiny V4 (float32)"
 )
 _NO_COMPRESSED_NPU = Refused(
     "compressed MLA with an indexer has no backend on an Ascend NPU in this build: the "
