@@ -105,13 +105,9 @@ _ON_NPU = "Serve on an Atlas A2/A3 or Ascend 950 NPU."
 _INVARIANT_HINT_NPU = "Unset VLLM_ASCEND_TRAINING_CONSISTENCY or serve on an A2/A3/A5 NPU."
 _INVARIANT_HINT_MODEL = "Unset VLLM_ASCEND_TRAINING_CONSISTENCY for this model."
 
-_HOST_NO_CMP = (
-    "the host backends run MHA/GQA, MLA and DSA only; compressed MLA (DeepSeek-V4's "
-    "sliding-window, compressed and indexer caches) has no plain-torch backend yet."
-)
-_CMP_ELSEWHERE = (
-    "vllm-ascend serves DeepSeek-V4-style models on Atlas A3 NPUs; this build refuses them "
-    "on both devices (the support matrix's compressed-MLA row)."
+_HOST_CMP = (
+    "the host device serves; the plugin's DeepSeek-V4 class attends itself in plain torch "
+    "(window, compressed rows and indexer recomputed from each layer's cached inputs)"
 )
 
 _BATCH_INVARIANT = (
@@ -127,7 +123,6 @@ DECISION_TABLE: tuple[DecisionRow, ...] = (
     _R(_P, _MLA, None, _Refuse("MLA has no backend on 310P.", _ON_NPU)),
     _R(_P, _DSA, None, _Refuse("sparse MLA (DSA) has no backend on 310P.", _ON_NPU)),
     _R(_P, _CMP, None, _Refuse("compressed MLA has no backend on 310P.", _ON_NPU)),
-    _R(_H, _CMP, None, _Refuse(_HOST_NO_CMP, _CMP_ELSEWHERE)),
     _R(_N, _STD, True, _Use(_K.BATCH_INVARIANT, _BATCH_INVARIANT)),
     _R(None, _STD, True, _Refuse(_INVARIANT_NPU_ONLY, _INVARIANT_HINT_NPU)),
     _R(None, None, True, _Refuse(_INVARIANT_GQA_ONLY, _INVARIANT_HINT_MODEL)),
@@ -140,6 +135,7 @@ DECISION_TABLE: tuple[DecisionRow, ...] = (
     _R(_H, _MLA, False, _Use(_K.MLA, "the host device serves; plain-torch MLA")),
     _R(_H, _DSA, False, _Use(_K.SPARSE_MLA, "the host device serves; plain-torch sparse MLA "
                              "with the indexer's top-k (DSA)")),
+    _R(_H, _CMP, False, _Use(_K.COMPRESSED_MLA, _HOST_CMP)),
 )
 # fmt: on
 

@@ -184,6 +184,21 @@ REGISTRATIONS: tuple[Registration, ...] = (
             "linear_attn_config": {"kda_layers": [1, 2, 3], "full_attn_layers": [4]},
         },
     ),
+    Registration(
+        "DeepseekV4ForCausalLM",
+        Implementation.OURS,
+        None,
+        "vLLM 0.33 gives an out-of-tree platform its NVIDIA DeepSeek-V4 class (TileLang "
+        "hyper-connections, DeepGEMM MegaMoE, FlashMLA, FlashInfer sparse attention) and its "
+        "CPU class needs vllm._C's CPU kernels and an fp8 cache, so the plugin registers its "
+        "own: the V4 layers in plain torch, each caching its attention inputs in paged "
+        "blocks and recomputing the window, compressed rows and indexer top-k from them; "
+        "host device only",
+        {
+            "head_dim": 512, "qk_rope_head_dim": 64, "num_key_value_heads": 1,
+            "n_routed_experts": 256, "index_topk": 512, "sliding_window": 128,
+        },
+    ),
     _vllm(
         "GptOssForCausalLM",
         "gpt_oss",

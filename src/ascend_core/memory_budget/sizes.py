@@ -240,23 +240,27 @@ def _kv_bytes_per_token(model: ModelFacts, kv_dtype_bytes: int, tp: int, pp: int
     layer_text = f"{layers} layers" + (f" (of {counted}, pp={pp})" if pp > 1 else "")
     if model.attention_layers is not None:
         layer_text = f"{layers} full-attention layers (of {model.num_layers})"
+    if model.compressed_attention:
+        # The plugin's DeepSeek-V4 class (adapters/vllm/models/deepseek_v4) caches each
+        # layer's attention input and recomputes its K = V rows, compressed rows and
+        # indexer keys from it: hidden_size values a token and layer, one plane.
+        return KvPerToken(
+            KvLayout.MLA,
+            layers * model.hidden_size * kv_dtype_bytes,
+            f"{layer_text} x {model.hidden_size} hidden_size x {kv_dtype_bytes} B (each "
+            "layer's attention input, from which the plugin's DeepSeek-V4 class recomputes "
+            "its window, compressed rows and indexer keys; not split by TP)",
+        )
     if model.mla is not None:
         width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
         indexer = model.index_head_dim if model.use_sparse else 0
         indexer_text = f" + {indexer} index_head_dim (DSA's indexer keys)" if indexer else ""
-        # DeepSeek-V4 keeps a token's KV whole only inside the sliding window, beyond it
-        # at 1/4 (with the indexer's keys) or 1/128: the DSA-style count bounds it above.
-        bound = (
-            "; an upper bound: compressed MLA caches at 1/4 or 1/128 beyond the sliding "
-            "window, and this build does not serve it"
-            if model.compressed_attention else ""
-        )
         return KvPerToken(
             KvLayout.MLA,
             layers * (width + indexer) * kv_dtype_bytes,
             f"{layer_text} x ({model.mla.kv_lora_rank} kv_lora_rank + "
             f"{model.mla.qk_rope_head_dim} qk_rope_head_dim{indexer_text}) x {kv_dtype_bytes} B "
-            f"(one latent, not split by TP{bound})",
+            "(one latent, not split by TP)",
         )
     heads = max(1, model.num_kv_heads // tp)
     heads_text = f"{heads} KV heads/device"

@@ -71,8 +71,13 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
     comp = deployment.compilation
     draft = draft.decide(compile_mode=comp.mode, capture_sizes=comp.capture_sizes)
     graph_mode = comp.graph_mode
-    if deployment.model.use_sparse and not comp.enforce_eager:
-        draft = _eager(draft, graph_mode, comp.mode, SPARSE_MLA_EAGER_REASON, unset_compiles=True)
+    model = deployment.model
+    if (model.use_sparse or model.compressed_attention) and not comp.enforce_eager:
+        reason = (
+            COMPRESSED_MLA_EAGER_REASON if model.compressed_attention
+            else SPARSE_MLA_EAGER_REASON
+        )
+        draft = _eager(draft, graph_mode, comp.mode, reason, unset_compiles=True)
         return _no_capture(draft) if deployment.device_kind is DeviceKind.CPU else draft
     if deployment.device_kind is DeviceKind.CPU:
         return _no_capture(_host(draft, graph_mode, comp.mode, comp.enforce_eager))
@@ -178,6 +183,13 @@ SPARSE_MLA_EAGER_REASON = (
     "the sparse MLA backend's indexer (DSA) runs outside an opaque op and reads the "
     "forward context; traced by Dynamo it gives wrong tokens, so the model runs eagerly "
     "(no compilation, no graphs) on both devices"
+)
+# The plugin's DeepSeek-V4 class (adapters/vllm/models/deepseek_v4) attends request by
+# request in Python over its paged input cache; it carries no @support_torch_compile.
+COMPRESSED_MLA_EAGER_REASON = (
+    "the plugin's DeepSeek-V4 class attends request by request over its paged input cache "
+    "(Python loops reading the forward context) and is not built for compilation, so the "
+    "model runs eagerly (no compilation, no graphs)"
 )
 # MoE layers capture: routing, permutation, grouped matmuls and combine keep fixed shapes
 # (T*k rows, padding past the routed count) and read nothing back (adapters/npu/moe.py).

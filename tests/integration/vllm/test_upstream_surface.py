@@ -223,6 +223,10 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
 # A name missing here is either a new one of ours (add it) or a hook vLLM dropped or
 # renamed (follow vLLM: our override is no longer called).
 OWN: frozenset[str] = frozenset({
+    # DeepSeek-V4's per-layer input cache (adapters/vllm/models/deepseek_v4/input_cache.py).
+    "adapters.vllm.models.deepseek_v4.input_cache:InputCache.context",
+    "adapters.vllm.models.deepseek_v4.input_cache:InputCache.rows",
+    "adapters.vllm.models.deepseek_v4.input_cache:InputCache.store",
     # Expert parallelism's token exchange, set when the unquantized method's weights load.
     "adapters.vllm.layers.fused_moe:AscendMoeMethod.exchange",
     # --enable-eplb: the layer's EplbLayerState (layers/eplb.py) and the host runner's

@@ -58,6 +58,7 @@ P310 = {"chip_family": ChipFamily.P310}
         (HOST, K.HOST),
         ({"device_kind": DeviceKind.CPU, "chip_family": ChipFamily.A2}, K.HOST),
         ({**HOST, **MLA}, K.MLA),
+        ({**HOST, **COMPRESSED}, K.COMPRESSED_MLA),  # the plugin's DeepSeek-V4 class attends
         ({**HOST, **DSA}, K.SPARSE_MLA),
     ],
 )
@@ -78,7 +79,6 @@ def test_batch_invariant_reason_names_the_variable() -> None:
         ({**P310, **MLA}, "MLA has no backend on 310P", "A2/A3"),
         ({**P310, **DSA}, "sparse MLA (DSA) has no backend on 310P", "A2/A3"),
         ({**P310, **COMPRESSED}, "compressed MLA has no backend on 310P", "A2/A3"),
-        ({**HOST, **COMPRESSED}, "host backends run MHA/GQA, MLA and DSA only", "NPU"),
         (
             {**MLA, "training_consistency": True},
             "batch-invariant backend runs MHA/GQA only",

@@ -142,7 +142,7 @@ def test_mla_caches_one_latent_not_split_by_tp() -> None:
     assert kv_bytes_per_token(DEEPSEEK_V3, 2, tp=16).bytes == 70_272
 
 
-def test_compressed_mla_counts_the_dsa_bound_and_says_so() -> None:
+def test_compressed_mla_counts_each_layers_cached_attention_input() -> None:
     v4 = ModelFacts(
         architecture="DeepseekV4ForCausalLM", model_type="deepseek_v4", hidden_size=4096,
         num_layers=43, num_attention_heads=64, num_kv_heads=1, head_size=512,
@@ -150,9 +150,9 @@ def test_compressed_mla_counts_the_dsa_bound_and_says_so() -> None:
         compressed_attention=True,
     )
     kv = kv_bytes_per_token(v4, 2)
-    assert kv.bytes == 43 * (512 + 128) * 2  # latent and indexer keys for every token
-    assert "an upper bound" in kv.formula and "does not serve it" in kv.formula
-    assert "upper bound" not in kv_bytes_per_token(DEEPSEEK_V3, 2).formula
+    assert kv.bytes == 43 * 4096 * 2  # the plugin's V4 class caches the attention input
+    assert "hidden_size" in kv.formula and "DeepSeek-V4 class" in kv.formula
+    assert kv_bytes_per_token(v4, 2, tp=4).bytes == kv.bytes
 
 
 def test_reserve_estimate_states_its_parts() -> None:

@@ -26,11 +26,6 @@ from ports.device import ChipFamily, DeviceKind
 DEVICES = (DeviceKind.CPU, DeviceKind.NPU)
 # Architectures the matrix refuses, with the keys of their published configs: no row.
 REFUSED: Mapping[str, Mapping[str, Any]] = {
-    # DeepSeek-V4's published keys: no kv_lora_rank (its KV head of head_dim is the latent).
-    "DeepseekV4ForCausalLM": {
-        "head_dim": 512, "qk_rope_head_dim": 64, "num_key_value_heads": 1,
-        "n_routed_experts": 256, "index_topk": 512, "sliding_window": 128,
-    },
     "WhisperForConditionalGeneration": {"is_encoder_decoder": True},
     "Qwen2AudioForConditionalGeneration": {"audio_config": {"d_model": 1280}},
     "JambaForCausalLM": {"layers_block_type": ["mamba", "attention"], "num_experts": 16},
@@ -97,7 +92,8 @@ def test_the_dense_rows_serve_on_both_devices() -> None:
 
 def test_only_our_own_rows_are_registered_and_each_row_says_why() -> None:
     mine = Registration("ToyForCausalLM", Implementation.OURS, None, "why")
-    assert ours_only((*REGISTRATIONS, mine)) == (registration_for("KimiLinearForCausalLM"), mine)
+    ours = tuple(registration_for(a) for a in ("KimiLinearForCausalLM", "DeepseekV4ForCausalLM"))
+    assert ours_only((*REGISTRATIONS, mine)) == (*ours, mine)
     assert all(
         (r.implementation or "").startswith("vllm.")
         for r in REGISTRATIONS if not r.registered_by_us

@@ -97,13 +97,13 @@ def test_a_modelslim_moe_export_uses_quantized_experts_served_on_both_devices(pl
     assert features_of(place(dense_model(is_moe=True))) == (Feature.MOE,)
 
 
-@pytest.mark.parametrize("place", [host, npu])
-def test_compressed_mla_still_refuses_on_both_devices(place) -> None:  # type: ignore[no-untyped-def]
+def test_compressed_mla_serves_on_the_host_and_refuses_on_the_npu() -> None:
+    """DeepSeek-V4: the plugin's own class on the host; the NPU refuses it, saying where."""
     model = mla_model(compressed_attention=True, index_topk=512)
-    features = [e.feature for e in refusals(place(model))]
-    assert features[0] == "COMPRESSED_MLA"
-    assert all("either device" in e.what for e in refusals(place(model))
-               if e.feature != "MOE")
+    assert refusals(host(model)) == ()
+    (refused,) = refusals(npu(model))
+    assert refused.feature == "COMPRESSED_MLA" and "on an Ascend NPU" in refused.what
+    assert "host device" in refused.hint
 
 
 @pytest.mark.parametrize("place", [host, npu])

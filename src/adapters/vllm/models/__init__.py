@@ -10,4 +10,5 @@ from __future__ import annotations
 # architecture -> `adapters.vllm.models.<module>:<Class>`, imported by vLLM when it builds one.
 MODEL_CLASSES: dict[str, str] = {
     "KimiLinearForCausalLM": "adapters.vllm.models.kimi_linear:AscendKimiLinearForCausalLM",
+    "DeepseekV4ForCausalLM": "adapters.vllm.models.deepseek_v4.model:AscendDeepseekV4ForCausalLM",
 }
