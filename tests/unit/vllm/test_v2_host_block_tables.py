@@ -238,3 +238,60 @@ def test_a_graph_the_tail_cannot_hold_gathers_nothing(rows: int) -> None:
     tail = V2DecodeTail(ROWS, _states(), None, torch.device("cpu"), False, inputs)
     tail.record_inputs("big", rows, vocab=32)
     assert not tail.ids_recorded
+
+
+class _Builder:
+    """An attention metadata builder as the tail binds it (metadata.py's use_arena): its
+    staged indices an arena slice, V2's slots taken as its own."""
+
+    def __init__(self) -> None:
+        self.kv_cache_spec = SimpleNamespace(block_size=BLOCK_SIZES[0])
+        self._staging = torch.zeros(4, dtype=torch.int64)
+        self._slots = torch.zeros(MAX_TOKENS, dtype=torch.int64)
+        self.host_padding_slots = False
+        self._arena = None
+        self.staging_host = torch.zeros(0)
+
+    def use_arena(self, arena, slots) -> None:  # type: ignore[no-untyped-def]
+        self._arena = arena
+        self.staging_host, self._staging = arena.twin(self._staging)
+        if slots is not None and slots.shape[0] >= self._slots.shape[0]:
+            self._slots, self.host_padding_slots = slots, True
+
+    def _writable_slots(self, slots: torch.Tensor) -> torch.Tensor:
+        return slots
+
+
+def test_a_deferred_step_sends_the_builders_staging_in_its_one_copy_before_the_replay() -> None:
+    rng = np.random.default_rng(3)
+    host, tables = _filled(rng)
+    tables.num_kv_cache_groups = 1  # the builders take the group's slots
+    tables.block_sizes = tables.block_sizes[:1]
+    tables.input_block_tables = tables.input_block_tables[:1]
+    tables.slot_mappings = tables.slot_mappings[:1]
+    host = HostBlockTables([(MAX_REQS, MAX_BLOCKS)], BLOCK_SIZES[:1], (True,))
+    host.tables[0][:] = rng.integers(1, 1000, size=(MAX_REQS, MAX_BLOCKS))
+    builder = _Builder()
+    tail = V2DecodeTail(ROWS, _states(), None, torch.device("cpu"), False, _inputs(), tables,
+                        host, [builder], 4)  # fmt: skip
+    assert tail.defers and builder._slots.data_ptr() == tables.slot_mappings.data_ptr()
+    assert builder._staging.data_ptr() < tail.arena.device.data_ptr() + tail.arena.used
+    slots = np.array([2, 5])
+    positions = np.array([1, 3], dtype=np.int32)
+    tail.stage(slots, None, positions, np.array([1, 1]), padded=4, defer=True)
+    assert tail.arena.deferred and tail.deferred_steps == 1
+    builder.staging_host.copy_(torch.tensor([9, 8, 7, 6]))  # the plan, built on the host
+    assert tables.slot_mappings[0, 0].item() == 5  # nothing sent yet
+    tail.before_replay()
+    assert not tail.arena.deferred
+    size = BLOCK_SIZES[0]
+    table = host.tables[0]
+    want = [int(table[s, p // size]) * size + p % size
+            for s, p in zip(slots, positions, strict=True)]  # fmt: skip
+    # The padding tokens up to the padded count: the null block's slots; past it -1.
+    assert tables.slot_mappings[0, :5].tolist() == [*want, 2 % size, 3 % size, PAD_SLOT]
+    assert builder._staging.tolist() == [9, 8, 7, 6]
+    # A step that may not defer (a prompt's chunk in it) copies at once, -1 padding.
+    tail.stage(slots, None, positions, np.array([1, 1]), padded=4, defer=False)
+    assert not tail.arena.deferred
+    assert tables.slot_mappings[0, :4].tolist() == [*want, PAD_SLOT, PAD_SLOT]

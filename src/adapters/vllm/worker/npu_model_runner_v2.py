@@ -47,6 +47,8 @@ from vllm.v1.worker.gpu.model_runner import GPUModelRunner as GPUModelRunnerV2
 from vllm.v1.worker.gpu.model_states.interface import ModelState
 from vllm.v1.worker.gpu.sample.sampler import Sampler
 
+from adapters.vllm.attention.metadata import staging_size
+from adapters.vllm.worker.host_decode_inputs import ARENA_BUILDERS
 from adapters.vllm.worker.npu_graphs_v2 import manager_on
 from adapters.vllm.worker.v2_decode_tail import V2DecodeTail, greedy_rows_served
 from adapters.vllm.worker.v2_host_block_tables import mirror as mirror_block_tables
@@ -175,8 +177,26 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
         self._tail = V2DecodeTail(
             max(sizes), self.req_states, self.sampler.penalties_state.output_bin_counts,
             self.device, PIN_MEMORY, inputs, self.block_tables, tables,
+            self._arena_builders(), staging_size(self.vllm_config),
         )  # fmt: skip
+        if tables is not None and not self._tail.defers:
+            logger.info(
+                "NPU V2 runner: a decode step's attention plan keeps its own copy (its "
+                "metadata builders do not all stage in the runner's arena)"
+            )
         manager.tail = self._tail
+
+    def _arena_builders(self) -> list[Any]:
+        """The attention metadata builders of the one KV cache group, where every one can
+        stage its indices in the tail's arena (`use_arena`), at most ARENA_BUILDERS (more
+        are micro-batches'); else none (each keeps its own staging copy)."""
+        groups = getattr(self, "attn_groups", None) or []
+        if len(groups) != 1:
+            return []
+        builders = [b for group in groups[0] for b in group.metadata_builders]
+        if not builders or len(builders) > ARENA_BUILDERS:
+            return []
+        return builders if all(hasattr(b, "use_arena") for b in builders) else []
 
     def prepare_inputs(
         self, scheduler_output: Any, batch_req_state: Any, batch_desc: Any,
@@ -189,6 +209,8 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
         the last step's ids left for the host (the replay rewrites them)."""
         self._tail_step = None
         self._host_tables_rows = None
+        if self._tail is not None:  # a step deferred its copy and did not replay: sent now
+            self._tail.flush()
         num_tokens = batch_req_state.num_tokens
         padding = (num_tokens, max(num_tokens, batch_desc.num_tokens))
         with ExitStack() as stack:
@@ -252,9 +274,18 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
         combine = v2_model_runner.combine_sampled_and_draft_tokens
         buffers = self.input_buffers
 
+        # The step's copy may wait for the attention plan's staging (made before the
+        # replay) where no device op reads the step's buffers before then: no prompt's
+        # chunk (V2's prefill kernel), no fast prefill or R-SWA prompt lengths.
+        defer = not (
+            batch_req_state.has_prefill
+            or getattr(self, "fast_prefill", None) is not None
+            or getattr(self.model_config, "rswa_window", None) is not None
+        )
+
         def slots_with_counts(data: Any, *args: Any, **kwargs: Any) -> Any:
             if data is slots:
-                staged = tail.stage(slots, samples, computed, last)
+                staged = tail.stage(slots, samples, computed, last, batch_desc.num_tokens, defer)
                 if tail.host_tables:
                     self._host_tables_rows = len(slots)
                 return staged

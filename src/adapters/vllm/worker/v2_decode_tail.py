@@ -43,6 +43,7 @@ argument.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -65,25 +66,33 @@ class V2DecodeTail:
         self, rows: int, req_states: Any, output_bin_counts: torch.Tensor | None,
         device: torch.device, pin_memory: bool, inputs: Any = None,
         block_tables: Any = None, tables: HostBlockTables | None = None,
+        builders: Sequence[Any] = (), staging_numel: int = 0,
     ) -> None:  # fmt: skip
         """`inputs`: V2's InputBuffers, whose query offsets, sequence lengths and positions
         become slices of the arena after the tail's rows (their values kept; made before
         any graph is captured, which reads them at these addresses), positions last so
         a step's copy ends at its rows; None: the tail's rows alone. `block_tables` (V2's
         BlockTables) with `tables` (its host mirror), where inputs are bound: the forward
-        pass's block tables and slots become slices too, before the positions."""
+        pass's block tables and slots become slices too, before the positions, and the
+        attention metadata `builders`' staged indices (`staging_numel` int64 each) after
+        them (their `use_arena`): a step may then send everything in one copy, made just
+        before its replay (`defers`)."""
         self.rows = rows
         self.req_states = req_states
         self.output_bin_counts = output_bin_counts
+        self.defers = False  # a host step's copy may wait for the builders' (_bind_builders)
+        self._null_block: int | None = None  # the block size of host-written padding slots
         names = ("query_start_loc", "seq_lens", "positions")
         bound = [getattr(inputs, name) for name in names] if inputs is not None else []
         if inputs is None or tables is None:
             block_tables = tables = None
         forward = [*block_tables.input_block_tables, block_tables.slot_mappings] if (
             block_tables is not None) else []  # fmt: skip
+        builders = list(builders) if block_tables is not None else []
         nbytes = _aligned(STEP_ROWS * rows * 8) + sum(
             _aligned(t.numel() * t.element_size()) for t in (*bound, *forward)
         )
+        nbytes += len(builders) * _aligned(staging_numel * 8)
         arena = StagingArena(nbytes, device, pin_memory)
         self.arena = arena
         host, dev = arena.take(STEP_ROWS * rows, torch.int64)
@@ -104,12 +113,15 @@ class V2DecodeTail:
             inputs.query_start_loc, inputs.seq_lens = twins[0][1], twins[1][1]
             if block_tables is not None:
                 self._bind_tables(arena, block_tables)
+                self._bind_builders(arena, block_tables, builders)
             self._positions_at = _aligned(arena.used)
             twins.append(arena.twin(bound[2]))
             inputs.positions = twins[2][1]
             self.inputs = [h for h, _ in twins]
             self.input_ids = getattr(inputs, "input_ids", None)
         self.host_tables = False  # this step's block tables and slots were made on the host
+        self._pending: int | None = None  # the bytes a deferred step's copy sends
+        self.deferred_steps = 0
         self.host_ids = False  # this step's graph gathers its input ids (LAST sent)
         # int64 0..rows-1 on the device: a decode step's logits rows (V2's logits_indices).
         self.logits_rows = torch.arange(rows, dtype=torch.int64, device=device)
@@ -137,6 +149,37 @@ class V2DecodeTail:
         host_slots, block_tables.slot_mappings = arena.twin(block_tables.slot_mappings)
         self._host_slots = host_slots.numpy()
         HostBlockTables.prime(self._host_slots)
+
+    def _bind_builders(self, arena: StagingArena, block_tables: Any, builders: list[Any]) -> None:
+        """The builders' staged indices as arena slices (their `use_arena`; a paged
+        builder takes V2's slots of a single KV cache group as its own); whether a step
+        may defer its copy past their build (`defers`): each builder's staging is here
+        and none reads the step's slots on the device while it builds (a paged builder
+        that takes the slots finds its padding written on the host: the null block's)."""
+        if not builders:
+            return
+        slots = block_tables.slot_mappings[0] if block_tables.num_kv_cache_groups == 1 else None
+        for builder in builders:
+            builder.use_arena(arena, slots)
+        takes = {bool(getattr(b, "host_padding_slots", False)) for b in builders}
+        if takes == {True}:
+            self._null_block = int(builders[0].kv_cache_spec.block_size)
+        else:  # a builder reads vLLM's -1s: none takes the host's padding
+            for builder in builders:
+                if hasattr(builder, "host_padding_slots"):
+                    builder.host_padding_slots = False
+        slot_readers = any(hasattr(b, "_writable_slots") for b in builders)
+        self.defers = all(getattr(b, "_arena", None) is arena for b in builders) and (
+            self._null_block is not None or not slot_readers
+        )
+
+    def flush(self) -> None:
+        """A deferred step's one copy (before its replay), and the arena no longer
+        deferred: builders of later steps send their own staging."""
+        if self._pending is not None:
+            span, self._pending = self._pending, None
+            self.arena.device[:span].copy_(self.arena.host[:span], non_blocking=True)
+        self.arena.deferred = False
 
     def fits(self, rows: int, vocab: int) -> bool:
         """Whether a FULL decode graph of `rows` rows and `vocab` logits can hold the tail
@@ -193,7 +236,7 @@ class V2DecodeTail:
 
     def stage(
         self, slots: np.ndarray, samples: np.ndarray | None, computed: np.ndarray | None = None,
-        last: np.ndarray | None = None,
+        last: np.ndarray | None = None, padded: int | None = None, defer: bool = False,
     ) -> torch.Tensor:  # fmt: skip
         """This step's rows into the device buffer (one copy): their request slots and,
         where the tail serves the step, which rows sample (None: it does not, counts 0);
@@ -201,8 +244,12 @@ class V2DecodeTail:
         drafts, inputs bound) V2's query offsets, lengths and positions of the step too,
         and, with V2's block tables bound, the step's block-table rows and slots; with
         `last` too (each row's flag: its input id is its last sampled token; a graph that
-        records the gather) the graph makes the input ids. Returns the request slots on
-        the device (V2's idx_mapping)."""
+        records the gather) the graph makes the input ids. With `defer` (no device op
+        reads these buffers before the replay) and `defers`, the copy waits for the
+        attention builders' staged indices and is made before the replay (`flush`;
+        `padded`: the step's padded tokens, whose slots are then the null block's).
+        Returns the request slots on the device (V2's idx_mapping)."""
+        self.flush()
         n = len(slots)
         host = self.host.numpy()
         host[SLOT, :n] = slots
@@ -218,11 +265,16 @@ class V2DecodeTail:
         if self.host_ids:
             assert last is not None
             host[LAST, :n] = last
+        deferring = self.host_tables and self.host_ids and defer and self.defers
         if self.host_tables:
             assert self.tables is not None and computed is not None
+            assert self._host_slots is not None
+            null = None
+            if deferring and self._null_block is not None and padded is not None:
+                null = (padded, self._null_block)
             self.tables.write_step(
                 slots, computed.astype(np.int64), self._block_tables.num_blocks.np,
-                self._host_tables, self._host_slots,
+                self._host_tables, self._host_slots, null,
             )  # fmt: skip
         if self.host_inputs:
             assert self.inputs is not None and computed is not None
@@ -237,13 +289,20 @@ class V2DecodeTail:
             positions[:n] = computed
             span = self._positions_at + n * positions.itemsize
             self.host_input_steps += 1
-        self.arena.device[:span].copy_(self.arena.host[:span], non_blocking=True)
+        if deferring:  # sent with the builders' staging, before the replay
+            self._pending = span
+            self.arena.deferred = True
+            self.deferred_steps += 1
+        else:
+            self.arena.device[:span].copy_(self.arena.host[:span], non_blocking=True)
         self._staged = True
         self._live = samples is not None or self.host_ids
         return self.device[SLOT, :n]
 
     def before_replay(self) -> None:
-        """A replay no step staged (a dummy run) writes nothing: its counts are zeroed."""
+        """A deferred step's copy, then the replay; a replay no step staged (a dummy run)
+        writes nothing: its counts are zeroed."""
+        self.flush()
         if self._staged:
             self._staged = False
             return

@@ -65,12 +65,16 @@ class HostBlockTables:
     def write_step(
         self, slots: np.ndarray, positions: np.ndarray, num_blocks: np.ndarray,
         tables_out: Sequence[np.ndarray], slots_out: np.ndarray,
+        null_padding: tuple[int, int] | None = None,
     ) -> None:  # fmt: skip
         """The forward-pass block tables (`tables_out[g]`, [max requests, max blocks]) and
         slots (`slots_out`, [groups, max tokens]) of a step of one token a request: request
         slot `slots[i]` at position `positions[i]`; `num_blocks` [groups, max requests],
         V2's host block counts. Writes only what changed since the last step; the host
-        halves start zeroed (tables) and all padding slots (`prime`)."""
+        halves start zeroed (tables) and all padding slots (`prime`). `null_padding`
+        (padded tokens, block size): group 0's padding tokens up to the padded count take
+        slots of the null block (token i slot i % block size: what the attention
+        builder's own padding gives, adapters/vllm/attention/metadata.py), not -1."""
         n = len(slots)
         rows = max(n, self._rows)
         for g, table in enumerate(self.tables):
@@ -87,8 +91,13 @@ class HostBlockTables:
             else:
                 row[:n] = PAD_SLOT
             row[n : max(n, self._tokens)] = PAD_SLOT
+        tokens = n
+        if null_padding is not None:
+            padded, size = null_padding
+            slots_out[0, n:padded] = np.arange(n, padded) % size
+            tokens = max(n, padded)
         self._rows = n
-        self._tokens = n
+        self._tokens = tokens
         self.steps += 1
 
     @staticmethod
