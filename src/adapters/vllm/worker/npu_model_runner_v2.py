@@ -26,8 +26,14 @@ NPU host triton-ascend compiles them; on the emulated NPU Triton's interpreter r
 - In a FULL decode step of one token a request and no drafts (`_host_inputs_serve`) the
   query offsets, sequence lengths and positions are made on the host and go in that same
   copy (V2's buffers for them are slices of the tail's arena): no copy of the offsets
-  and no `_prepare_pos_seq_lens_kernel` launch. The block tables, slot mapping and input
-  ids are still V2's kernels (V2 keeps the block table on the device only).
+  and no `_prepare_pos_seq_lens_kernel` launch. So are the step's block-table rows and
+  slots, from a host mirror of V2's block tables (v2_host_block_tables.py; `prepare_attn`
+  hands V2's forward-pass buffers the copy filled: no `_gather_block_tables_kernel`, no
+  `_compute_slot_mappings_kernel`), and the graph gathers the input ids from the last
+  sampled tokens before its model (no `_combine_sampled_and_draft_tokens_kernel`). The
+  attention builders stage their indices in the same arena: where no device op reads the
+  step's buffers before the replay (no prompt chunk in the step) the one copy is made
+  just before the replay, the builders' indices in it.
 """
 
 from __future__ import annotations
