@@ -21,9 +21,11 @@ replays run with the capture's lengths and give other ids (the emulator's refusa
 arguments holds under V2's graph manager); it runs the first pass only. Each graph run
 also measures one greedy decode step at batch 8 outside its replay (v2_runner_run.py's
 `decode_step`): the FULL decode graph's greedy tail sampled it and made V2's update
-(v2_decode_tail.py), so no sampler, update or count read runs after the replay; and a
-pass of greedy and seeded requests (FULL replays the tail does not serve) whose greedy
-rows give the host's ids.
+(v2_decode_tail.py), so no sampler, update or count read runs after the replay, and no
+Triton kernel runs outside it (its block-table rows and slots made on the host from a
+mirror of V2's block tables, v2_host_block_tables.py, its input ids gathered in the
+graph); and a pass of greedy and seeded requests (FULL replays the tail does not serve)
+whose greedy rows give the host's ids.
 Nothing here runs on Ascend hardware.
 """
 
