@@ -214,11 +214,12 @@ def test_a_v2_full_decode_step_samples_and_updates_inside_its_replay(runs, style
     assert not kernels, kernels
     # One read back a step (the sampled ids; their count is the host's), as on V1.
     assert syncs(per) == 1.0 and per["d2h_copies"] == 1.0
-    # Copies to the device: the tail's slots and counts (for V2's copy of the slots) with
-    # the query offsets, lengths and positions made on the host, and the attention plan's
-    # staging; V2's request-state values are sent only when they changed
-    # (v2_staged_copies.py), so none in a decode step.
-    assert per["h2d_copies"] <= 2.0, per
+    # One copy to the device, as on V1: the tail's slots and counts (for V2's copy of the
+    # slots) with the query offsets, lengths, block-table rows, slots and positions made on
+    # the host and the attention plan's staging, sent just before the replay
+    # (v2_decode_tail.py: flush); V2's request-state values are sent only when they
+    # changed (v2_staged_copies.py), so none in a decode step.
+    assert per["h2d_copies"] <= 1.0, per
     # Outside the replay, nothing launched by the sampler, the post-step update or
     # prepare_inputs' constants: the attention plan's padding slots (V1 launches the same)
     # and, once a run, the padding mask's two fills where its steps turn from prefill to
