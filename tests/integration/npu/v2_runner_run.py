@@ -49,6 +49,10 @@ def runner_facts(worker: object) -> dict[str, object]:
         "mro": [f"{c.__module__}.{c.__qualname__}" for c in type(runner).__mro__],
         "graph_logits_steps": getattr(runner, "graph_logits_steps", None),
         "tail_steps": getattr(getattr(runner, "_tail", None), "served_steps", None),
+        # Steps whose block-table rows and slots the host mirror made (v2_host_block_tables).
+        "host_table_steps": getattr(
+            getattr(getattr(runner, "_tail", None), "tables", None), "steps", None
+        ),
     }
 
 

@@ -356,6 +356,8 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._tail_sample",
     "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._tail_serves",
     "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._host_inputs_serve",
+    # ... its attention builders stage in the tail's arena (v2_host_block_tables.py too).
+    "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._arena_builders",
     # This wave: the staging arena's runner state and builders' opt-in, hybrid MLA's
     # block-local planes, the encoder attention's host lengths.
     "adapters.vllm.attention.metadata:PagedMetadataBuilder.use_arena",

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from adapters.vllm.worker.staging_arena import ALIGN
-from adapters.vllm.worker.v2_decode_tail import REAL, SAMPLES, SLOT, V2DecodeTail
+from adapters.vllm.worker.v2_decode_tail import REAL, SAMPLES, SLOT, STEP_ROWS, V2DecodeTail
 
 MAX_REQS, MAX_TOKENS, ROWS = 8, 32, 8
 
@@ -95,4 +95,4 @@ def test_without_bound_inputs_the_tail_makes_none() -> None:
     tail = V2DecodeTail(ROWS, None, None, torch.device("cpu"), False)
     tail.stage(np.array([3]), np.array([1]), np.array([5], dtype=np.int32))
     assert tail.inputs is None and not tail.host_inputs
-    assert tail.arena.nbytes == tail.arena.used == 3 * ROWS * 8
+    assert tail.arena.nbytes == tail.arena.used == STEP_ROWS * ROWS * 8

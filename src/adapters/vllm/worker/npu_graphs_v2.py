@@ -16,7 +16,9 @@ NPU's V2 runner samples from the graph's where a step's rows are exactly its req
 (NpuModelRunnerV2.sample). After the logits the graph records the greedy tail
 (v2_decode_tail.py: the rows' greedy ids and V2's post-step update, which write only
 where the step's host-sent counts say so); a plain greedy step takes its ids from there,
-any other keeps V2's sampler outside the graph.
+any other keeps V2's sampler outside the graph. Before the model such a graph records
+the gather of its rows' input ids from the requests' last sampled tokens (where the
+host-sent flags say so), in place of V2's `_combine_sampled_and_draft_tokens_kernel`.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class NpuCudaGraphManager(ModelCudaGraphManager):
         self.last_logits = None
         if self.tail is not None:
             self.tail.recorded.clear()
+            self.tail.ids_recorded.clear()
         capturing: list[BatchExecutionDescriptor] = []
         manager = self
 
@@ -72,6 +75,9 @@ class NpuCudaGraphManager(ModelCudaGraphManager):
             desc = capturing[-1]
             with_logits = manager._records_logits(model, desc)
             with port.capture(g, pool, stream, updatable=True):
+                if with_logits and manager.tail is not None:  # before the model
+                    assert manager.logits is not None
+                    manager.tail.record_inputs(desc, desc.num_tokens, manager.logits.shape[1])
                 yield
                 if with_logits:  # after the model, inside the capture: recorded in g
                     manager._capture_logits(model, desc)
@@ -127,8 +133,9 @@ class NpuCudaGraphManager(ModelCudaGraphManager):
         """Replay the FULL graph, then give its attention ops this step's host lengths (the
         replay waits at each such op for its update); the logits it recorded, if any, are
         this step's (`last_logits`, rows of the padded batch)."""
-        if self.tail is not None and desc in self.tail.recorded:
-            self.tail.before_replay()
+        tail = self.tail
+        if tail is not None and (desc in tail.recorded or desc in tail.ids_recorded):
+            tail.before_replay()
         output = super().run_fullgraph(desc)
         arguments = graph_update_arguments(self.step_metadata(), self._layers)
         self.graphs_port.update(self.graphs[desc], arguments)

@@ -26,8 +26,14 @@ NPU host triton-ascend compiles them; on the emulated NPU Triton's interpreter r
 - In a FULL decode step of one token a request and no drafts (`_host_inputs_serve`) the
   query offsets, sequence lengths and positions are made on the host and go in that same
   copy (V2's buffers for them are slices of the tail's arena): no copy of the offsets
-  and no `_prepare_pos_seq_lens_kernel` launch. The block tables, slot mapping and input
-  ids are still V2's kernels (V2 keeps the block table on the device only).
+  and no `_prepare_pos_seq_lens_kernel` launch. So are the step's block-table rows and
+  slots, from a host mirror of V2's block tables (v2_host_block_tables.py; `prepare_attn`
+  hands V2's forward-pass buffers the copy filled: no `_gather_block_tables_kernel`, no
+  `_compute_slot_mappings_kernel`), and the graph gathers the input ids from the last
+  sampled tokens before its model (no `_combine_sampled_and_draft_tokens_kernel`). The
+  attention builders stage their indices in the same arena: where no device op reads the
+  step's buffers before the replay (no prompt chunk in the step) the one copy is made
+  just before the replay, the builders' indices in it.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from unittest.mock import patch
 
 import numpy as np
 import torch
+from vllm.logger import init_logger
 from vllm.utils.torch_utils import PIN_MEMORY
 from vllm.v1.worker.gpu import buffer_utils
 from vllm.v1.worker.gpu import model_runner as v2_model_runner
@@ -46,8 +53,12 @@ from vllm.v1.worker.gpu.model_runner import GPUModelRunner as GPUModelRunnerV2
 from vllm.v1.worker.gpu.model_states.interface import ModelState
 from vllm.v1.worker.gpu.sample.sampler import Sampler
 
+from adapters.vllm.attention.metadata import staging_size
+from adapters.vllm.worker.host_decode_inputs import ARENA_BUILDERS
 from adapters.vllm.worker.npu_graphs_v2 import manager_on
 from adapters.vllm.worker.v2_decode_tail import V2DecodeTail, greedy_rows_served
+from adapters.vllm.worker.v2_host_block_tables import mirror as mirror_block_tables
+from adapters.vllm.worker.v2_host_block_tables import refusal as host_tables_refusal
 from adapters.vllm.worker.v2_prepare_inputs import DeviceConstants, envs_without_padding_fill
 from adapters.vllm.worker.v2_staged_copies import copy_to_uva_if_changed
 
@@ -55,6 +66,8 @@ if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
     from ports.runtime import DeviceRuntime
+
+logger = init_logger(__name__)
 
 
 def _no_uva() -> bool:
@@ -88,6 +101,9 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
         self._tail_step: tuple[int, np.ndarray] | None = None
         self._tail_sampled = False  # sample took the tail's ids: post_update ran in it
         self._constants: DeviceConstants | None = None
+        # This step's requests when the tail's copy sent its block-table rows and slots
+        # (made on the host); set by prepare_inputs, taken by prepare_attn.
+        self._host_tables_rows: int | None = None
         # (tokens, padded tokens) the padding mask holds, from the last real step's
         # prepare_inputs; None after anything else wrote it (a dummy run, a capture).
         self._padding_written: tuple[int, int] | None = None
@@ -155,11 +171,38 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
         # for a plain decode step) where no adaptive verification holds the offsets.
         verifies = getattr(self, "adaptive_verification", None) is not None
         inputs = None if verifies else self.input_buffers
+        # V2's block tables mirrored on the host: such a step's block-table rows and slots
+        # are made there and join the copy (v2_host_block_tables.py), unless V2's tables
+        # need what only its kernels do.
+        tables = None
+        why = host_tables_refusal(self.block_tables, self.pcp_manager)
+        if why is not None:
+            logger.info("NPU V2 runner: the block tables and slots stay V2's kernels: %s", why)
+        elif inputs is not None:
+            tables = mirror_block_tables(self.block_tables)
         self._tail = V2DecodeTail(
             max(sizes), self.req_states, self.sampler.penalties_state.output_bin_counts,
-            self.device, PIN_MEMORY, inputs,
+            self.device, PIN_MEMORY, inputs, self.block_tables, tables,
+            self._arena_builders(), staging_size(self.vllm_config),
         )  # fmt: skip
+        if tables is not None and not self._tail.defers:
+            logger.info(
+                "NPU V2 runner: a decode step's attention plan keeps its own copy (its "
+                "metadata builders do not all stage in the runner's arena)"
+            )
         manager.tail = self._tail
+
+    def _arena_builders(self) -> list[Any]:
+        """The attention metadata builders of the one KV cache group, where every one can
+        stage its indices in the tail's arena (`use_arena`), at most ARENA_BUILDERS (more
+        are micro-batches'); else none (each keeps its own staging copy)."""
+        groups = getattr(self, "attn_groups", None) or []
+        if len(groups) != 1:
+            return []
+        builders = [b for group in groups[0] for b in group.metadata_builders]
+        if not builders or len(builders) > ARENA_BUILDERS:
+            return []
+        return builders if all(hasattr(b, "use_arena") for b in builders) else []
 
     def prepare_inputs(
         self, scheduler_output: Any, batch_req_state: Any, batch_desc: Any,
@@ -171,6 +214,9 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
         slots sent with the tail's counts in one copy (V2's own copy of the slots), after
         the last step's ids left for the host (the replay rewrites them)."""
         self._tail_step = None
+        self._host_tables_rows = None
+        if self._tail is not None:  # a step deferred its copy and did not replay: sent now
+            self._tail.flush()
         num_tokens = batch_req_state.num_tokens
         padding = (num_tokens, max(num_tokens, batch_desc.num_tokens))
         with ExitStack() as stack:
@@ -183,39 +229,72 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
                 stack.enter_context(patch.object(v2_model_runner, "torch", self._constants))
             tail = self._tail
             if tail is not None and batch_desc in tail.recorded:
-                stack.enter_context(self._staging_tail(tail, scheduler_output, batch_req_state))
+                stack.enter_context(
+                    self._staging_tail(tail, scheduler_output, batch_req_state, batch_desc)
+                )
             batch = GPUModelRunnerV2.prepare_inputs(
                 self, scheduler_output, batch_req_state, batch_desc, num_active_loras
             )
         self._padding_written = padding
         return batch
 
+    def prepare_attn(self, input_batch: Any) -> Any:
+        """V2's prepare_attn; for a step whose block-table rows and slots the tail's copy
+        sent (made on the host from the mirror of V2's block tables), those buffers, with
+        no gather and no slot-mapping kernel."""
+        rows, self._host_tables_rows = self._host_tables_rows, None
+        if rows is None or rows != input_batch.num_reqs:
+            return GPUModelRunnerV2.prepare_attn(self, input_batch)
+        tables = self.block_tables
+        tables._num_dirty_rows = rows  # past these rows the sent tables are zero
+        padded = input_batch.num_reqs_after_padding
+        block_tables = tuple(t[:padded] for t in tables.input_block_tables)
+        return block_tables, tables.slot_mappings[:, : input_batch.num_tokens_after_padding]
+
     @contextmanager
     def _staging_tail(
-        self, tail: V2DecodeTail, scheduler_output: Any, batch_req_state: Any
+        self, tail: V2DecodeTail, scheduler_output: Any, batch_req_state: Any, batch_desc: Any
     ) -> Iterator[None]:
         """V2's copy of the step's request slots replaced by the tail's one copy (slots
         and counts: zero counts where the tail does not serve the step)."""
         slots = batch_req_state.idx_mapping_np
+        states = self.req_states
         samples = None
         if self._tail_serves(scheduler_output, batch_req_state):
             # V2's get_num_sampled_and_rejected: a row whose one token is not past its
             # prefill (a prompt's chunk) samples nothing.
-            states = self.req_states
             seq_lens = states.num_computed_tokens_np[slots] + batch_req_state.num_scheduled_tokens
             samples = (seq_lens >= states.prefill_len.np[slots]).astype(np.int32)
             self._tail_step = (len(slots), samples)
-        computed = None
+        computed = last = None
         if self._host_inputs_serve(scheduler_output, batch_req_state):
-            computed = self.req_states.num_computed_tokens_np[slots]
+            computed = states.num_computed_tokens_np[slots]
+            if batch_desc in tail.ids_recorded:
+                # V2's _combine_sampled_and_draft_tokens_kernel at one token a row: the
+                # row's id is its last sampled token where its position is past the
+                # prompt; a prompt's one-token chunk keeps the id V2's prefill kernel wrote.
+                last = (computed >= states.prefill_len.np[slots]).astype(np.int64)
         torch.cuda.current_stream().wait_stream(self.output_copy_stream)
         h2d = v2_model_runner.async_tensor_h2d
         pos_seq_lens = v2_model_runner.prepare_pos_seq_lens
+        combine = v2_model_runner.combine_sampled_and_draft_tokens
         buffers = self.input_buffers
+
+        # The step's copy may wait for the attention plan's staging (made before the
+        # replay) where no device op reads the step's buffers before then: no prompt's
+        # chunk (V2's prefill kernel), no fast prefill or R-SWA prompt lengths.
+        defer = not (
+            batch_req_state.has_prefill
+            or getattr(self, "fast_prefill", None) is not None
+            or getattr(self.model_config, "rswa_window", None) is not None
+        )
 
         def slots_with_counts(data: Any, *args: Any, **kwargs: Any) -> Any:
             if data is slots:
-                return tail.stage(slots, samples, computed)
+                staged = tail.stage(slots, samples, computed, last, batch_desc.num_tokens, defer)
+                if tail.host_tables:
+                    self._host_tables_rows = len(slots)
+                return staged
             if (
                 tail.host_inputs
                 and tail.inputs is not None
@@ -231,12 +310,21 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
                 return  # the tail's copy sent them
             pos_seq_lens(idx_mapping, query_start_loc, num_computed, pos, seq_lens)
 
+        def ids_in_graph(input_ids: Any, idx_mapping: Any, *args: Any, **kwargs: Any) -> Any:
+            num_logits = args[6] if len(args) > 6 else kwargs["num_logits"]
+            if tail.host_ids and input_ids is buffers.input_ids and num_logits == len(slots):
+                # The replay gathers the ids (record_inputs); each row's one logit is its
+                # one token's (query end - 1 = the row).
+                return tail.logits_rows[:num_logits]
+            return combine(input_ids, idx_mapping, *args, **kwargs)
+
         with (
             patch.object(v2_model_runner, "async_tensor_h2d", slots_with_counts),
             patch.object(v2_model_runner, "prepare_pos_seq_lens", made_on_host),
+            patch.object(v2_model_runner, "combine_sampled_and_draft_tokens", ids_in_graph),
         ):
             yield
-        tail.host_inputs = False
+        tail.host_inputs = tail.host_ids = False
 
     def _host_inputs_serve(self, scheduler_output: Any, batch_req_state: Any) -> bool:
         """Whether this step's query offsets, lengths and positions are made on the host
