@@ -71,9 +71,6 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
     comp = deployment.compilation
     draft = draft.decide(compile_mode=comp.mode, capture_sizes=comp.capture_sizes)
     graph_mode = comp.graph_mode
-    if deployment.model.use_sparse and not comp.enforce_eager:
-        draft = _eager(draft, graph_mode, comp.mode, SPARSE_MLA_EAGER_REASON, unset_compiles=True)
-        return _no_capture(draft) if deployment.device_kind is DeviceKind.CPU else draft
     if deployment.device_kind is DeviceKind.CPU:
         return _no_capture(_host(draft, graph_mode, comp.mode, comp.enforce_eager))
     if comp.enforce_eager:
@@ -171,13 +168,23 @@ DEFAULT_SPECULATIVE_REASON = (
     "attention inside; the drafter and mixed steps run compiled without graphs"
 )
 # The sparse MLA backend takes over vLLM's indexer module (adapters/vllm/attention/
-# sparse_mla.py): its forward runs outside an opaque op and reads the forward context, and
-# traced by Dynamo it gives wrong ids (all zeros on the tiny DeepSeek-V3.2), so it runs
-# eagerly on both devices until the indexer is one opaque op.
-SPARSE_MLA_EAGER_REASON = (
-    "the sparse MLA backend's indexer (DSA) runs outside an opaque op and reads the "
-    "forward context; traced by Dynamo it gives wrong tokens, so the model runs eagerly "
-    "(no compilation, no graphs) on both devices"
+# sparse_mla.py): its projections trace with the model, and what reads the step (the key
+# write, the top-k) is one opaque op, so DSA compiles on both devices. Its builder captures
+# single-token decode steps whole (UNIFORM_SINGLE_TOKEN_DECODE: each token's block-table
+# row is its sequence's, its length in a persistent buffer, the sparse ops take no
+# host-side lengths); a mixed step's token rows are built anew each step, so the indexer
+# op cannot sit in a piecewise graph.
+SPARSE_MLA_GRAPHS_REASON = (
+    "the sparse MLA (DSA) backend captures single-token decode steps whole (the indexer's "
+    "top-k and the sparse attention inside, their lengths in persistent buffers); a mixed "
+    "step's per-token rows are rebuilt each step and its indexer op sits between the "
+    "attention layers, so no piecewise graphs: FULL_DECODE_ONLY, other steps compiled "
+    "without graphs"
+)
+SPARSE_MLA_SPECULATIVE_REASON = (
+    "the sparse MLA (DSA) backend captures decode steps of one token a request only, and "
+    "with speculative decoding each decode step verifies 1 + num_speculative_tokens; the "
+    "model runs compiled without graphs"
 )
 # MoE layers capture: routing, permutation, grouped matmuls and combine keep fixed shapes
 # (T*k rows, padding past the routed count) and read nothing back (adapters/npu/moe.py).
@@ -271,6 +278,13 @@ def _npu_serves(
         if not kept:
             mode = GraphMode.NONE
             reasons.append(dp_graphs)
+    if mode is not GraphMode.NONE and deployment.model.use_sparse:
+        if deployment.speculative.method is not None:
+            mode = GraphMode.NONE
+            reasons.append(SPARSE_MLA_SPECULATIVE_REASON)
+        elif mode is not GraphMode.FULL_DECODE_ONLY:
+            mode = GraphMode.FULL_DECODE_ONLY
+            reasons.append(SPARSE_MLA_GRAPHS_REASON)
     if mode is GraphMode.PIECEWISE and deployment.model.is_moe:
         reasons.append(NPU_MOE_PIECEWISE_REASON)
     return mode, reasons, dp_graphs
