@@ -72,6 +72,10 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
     draft = draft.decide(compile_mode=comp.mode, capture_sizes=comp.capture_sizes)
     graph_mode = comp.graph_mode
     if deployment.device_kind is DeviceKind.CPU:
+        if deployment.model.use_sparse and not comp.enforce_eager:
+            draft = _eager(draft, graph_mode, comp.mode, SPARSE_MLA_HOST_EAGER_REASON,
+                           unset_compiles=True)
+            return _no_capture(draft)
         return _no_capture(_host(draft, graph_mode, comp.mode, comp.enforce_eager))
     if comp.enforce_eager:
         return _eager(draft, graph_mode, comp.mode, "enforce_eager is set", unset_compiles=True)
@@ -169,11 +173,23 @@ DEFAULT_SPECULATIVE_REASON = (
 )
 # The sparse MLA backend takes over vLLM's indexer module (adapters/vllm/attention/
 # sparse_mla.py): its projections trace with the model, and what reads the step (the key
-# write, the top-k) is one opaque op, so DSA compiles on both devices. Its builder captures
+# write, the top-k) is one opaque op, so DSA compiles on the NPU. Its builder captures
 # single-token decode steps whole (UNIFORM_SINGLE_TOKEN_DECODE: each token's block-table
 # row is its sequence's, its length in a persistent buffer, the sparse ops take no
 # host-side lengths); a mixed step's token rows are built anew each step, so the indexer
 # op cannot sit in a piecewise graph.
+# On the host the model compiles as one Inductor graph (DYNAMO_TRACE_ONCE), which nothing
+# cuts at attention: the indexer's op and the attention op that reads its top-k share no
+# tensor in the graph, and Inductor ran every layer's indexer after every attention op
+# (measured on the tiny DeepSeek-V3.2: each attention read the previous step's top-k,
+# all-zero ids). vLLM cuts its own graphs at its indexer op; the NPU's VLLM_COMPILE graph
+# is cut at each attention op and its backend runs the pieces in program order.
+SPARSE_MLA_HOST_EAGER_REASON = (
+    "the sparse MLA (DSA) indexer's op and the attention op that reads its top-k share no "
+    "tensor, and the host's one Inductor graph (DYNAMO_TRACE_ONCE) ran the indexer after "
+    "the attention (wrong tokens); on the host DSA runs eagerly (the NPU's graph is cut "
+    "at each attention op, which keeps the order)"
+)
 SPARSE_MLA_GRAPHS_REASON = (
     "the sparse MLA (DSA) backend captures single-token decode steps whole (the indexer's "
     "top-k and the sparse attention inside, their lengths in persistent buffers); a mixed "

@@ -1,5 +1,6 @@
-"""The plan for DeepSeek-V3.2 (sparse MLA, DSA): compiled like any model on the host, and
-on the NPU FULL_DECODE_ONLY graphs (the indexer is one opaque op; its builder captures
+"""The plan for DeepSeek-V3.2 (sparse MLA, DSA): eager on the host with the reason (its one
+Inductor graph does not keep the indexer before the attention), and on the NPU
+FULL_DECODE_ONLY graphs (the indexer is one opaque op; its builder captures
 single-token decode steps), narrowed with the reason where a mode would need more; the
 sparse ops' documented limits refused up front."""
 
@@ -10,8 +11,8 @@ import pytest
 from ascend_core.plan import fields, plan_config
 from ascend_core.plan.graph import (
     DEFAULT_MLA_REASON,
-    HOST_COMPILE_REASON,
     SPARSE_MLA_GRAPHS_REASON,
+    SPARSE_MLA_HOST_EAGER_REASON,
     SPARSE_MLA_SPECULATIVE_REASON,
 )
 from ascend_core.plan.result import CompileMode, GraphMode
@@ -22,12 +23,15 @@ def _dsa():  # type: ignore[no-untyped-def]
     return mla_model(is_moe=False, index_topk=2048)
 
 
-def test_a_dsa_model_compiles_on_the_host_as_any_model() -> None:
-    """The indexer's step-reading part is one opaque op: the host's one Dynamo trace."""
+def test_a_dsa_model_runs_eagerly_on_the_host_with_the_reason() -> None:
+    """Inductor's one graph ran the indexer's op after the attention that reads its top-k."""
     plan = plan_config(host(_dsa()))
-    assert (plan.graph_mode, plan.compile_mode) == (GraphMode.NONE, CompileMode.DYNAMO_TRACE_ONCE)
+    assert (plan.graph_mode, plan.compile_mode) == (GraphMode.NONE, CompileMode.NONE)
     (change,) = plan.changes_to(fields.COMPILE_MODE)
-    assert change.reason == HOST_COMPILE_REASON
+    assert change.reason == SPARSE_MLA_HOST_EAGER_REASON
+    # An operator's compile mode on the host goes too, with the same reason.
+    asked = plan_config(host(_dsa(), compilation={"mode": CompileMode.DYNAMO_TRACE_ONCE}))
+    assert asked.compile_mode is CompileMode.NONE
 
 
 def test_a_dsa_model_captures_full_decode_graphs_on_the_npu_by_default() -> None:
