@@ -53,8 +53,8 @@ _DSA_HOST = Supported(
     "the sparse MLA backend (DeepSeek-V3.2's DSA) on the host's plain-torch ops: the "
     "lightning indexer's keys in their own paged cache in the model's dtype (not fp8), "
     "its top-k per token, and absorbed latent attention over the selected rows for "
-    "prefill and decode alike; compiled like any model (the step-reading part of the "
-    "indexer is one opaque op)"
+    "prefill and decode alike; eager (the host's one Inductor graph ran the indexer's "
+    "op after the attention op that reads its top-k)"
 )
 _DSA_NPU = Supported(
     "the sparse MLA backend (DeepSeek-V3.2's DSA) on torch_npu: the indexer's keys written "
