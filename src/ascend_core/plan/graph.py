@@ -144,7 +144,12 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
 # uniform decode steps whole (their metadata in persistent buffers, the fused attention
 # op's host-side lengths updated before each replay; MoE layers inside, reading nothing
 # back). FULL (mixed batches whole too) is not: a prefill's padded query and causal mask
-# change shape with the batch.
+# change shape with the batch. Hybrid models take the same defaults: vLLM's GDN metadata
+# declares UNIFORM_BATCH, and a decode step's gated-delta-net (Qwen3-Next, Qwen3.5) or
+# KDA (Kimi-Linear) layers update their conv and recurrent states inside the graph (state
+# slots in vLLM's persistent metadata, nothing read back; tests/integration/npu:
+# test_qwen3_next_on_emulated_npu.py in FULL_AND_PIECEWISE, test_kimi_linear_on_emulated_npu.py
+# in FULL_DECODE_ONLY).
 NPU_FULL_GRAPH_MODES: frozenset[GraphMode] = frozenset(
     {GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE}
 )
