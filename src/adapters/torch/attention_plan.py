@@ -108,7 +108,10 @@ def build_attention_plan(
     parts = [None if part is None else part.on_device(moved, table) for part in host_parts]
     token_table = None
     if token_seqs is not None:
-        token_table = table.index_select(0, next(moved))
+        rows = next(moved)
+        # A decode step's rows are the sequences': the table itself (vLLM's persistent
+        # one, which a captured graph reads each step), not a copy.
+        token_table = table if one_each else table.index_select(0, rows)
         token_lens = next(moved)
     return AttentionPlan(
         query_start_loc=batch_qsl[: num_seqs + 1],

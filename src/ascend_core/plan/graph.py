@@ -71,15 +71,15 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
     comp = deployment.compilation
     draft = draft.decide(compile_mode=comp.mode, capture_sizes=comp.capture_sizes)
     graph_mode = comp.graph_mode
-    model = deployment.model
-    if (model.use_sparse or model.compressed_attention) and not comp.enforce_eager:
-        reason = (
-            COMPRESSED_MLA_EAGER_REASON if model.compressed_attention
-            else SPARSE_MLA_EAGER_REASON
-        )
-        draft = _eager(draft, graph_mode, comp.mode, reason, unset_compiles=True)
+    if deployment.model.compressed_attention and not comp.enforce_eager:
+        draft = _eager(draft, graph_mode, comp.mode, COMPRESSED_MLA_EAGER_REASON,
+                       unset_compiles=True)
         return _no_capture(draft) if deployment.device_kind is DeviceKind.CPU else draft
     if deployment.device_kind is DeviceKind.CPU:
+        if deployment.model.use_sparse and not comp.enforce_eager:
+            draft = _eager(draft, graph_mode, comp.mode, SPARSE_MLA_HOST_EAGER_REASON,
+                           unset_compiles=True)
+            return _no_capture(draft)
         return _no_capture(_host(draft, graph_mode, comp.mode, comp.enforce_eager))
     if comp.enforce_eager:
         return _eager(draft, graph_mode, comp.mode, "enforce_eager is set", unset_compiles=True)
@@ -148,7 +148,12 @@ def _decide(deployment: Deployment, draft: Draft) -> Draft:
 # uniform decode steps whole (their metadata in persistent buffers, the fused attention
 # op's host-side lengths updated before each replay; MoE layers inside, reading nothing
 # back). FULL (mixed batches whole too) is not: a prefill's padded query and causal mask
-# change shape with the batch.
+# change shape with the batch. Hybrid models take the same defaults: vLLM's GDN metadata
+# declares UNIFORM_BATCH, and a decode step's gated-delta-net (Qwen3-Next, Qwen3.5) or
+# KDA (Kimi-Linear) layers update their conv and recurrent states inside the graph (state
+# slots in vLLM's persistent metadata, nothing read back; tests/integration/npu:
+# test_qwen3_next_on_emulated_npu.py in FULL_AND_PIECEWISE, test_kimi_linear_on_emulated_npu.py
+# in FULL_DECODE_ONLY).
 NPU_FULL_GRAPH_MODES: frozenset[GraphMode] = frozenset(
     {GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE}
 )
@@ -176,13 +181,35 @@ DEFAULT_SPECULATIVE_REASON = (
     "attention inside; the drafter and mixed steps run compiled without graphs"
 )
 # The sparse MLA backend takes over vLLM's indexer module (adapters/vllm/attention/
-# sparse_mla.py): its forward runs outside an opaque op and reads the forward context, and
-# traced by Dynamo it gives wrong ids (all zeros on the tiny DeepSeek-V3.2), so it runs
-# eagerly on both devices until the indexer is one opaque op.
-SPARSE_MLA_EAGER_REASON = (
-    "the sparse MLA backend's indexer (DSA) runs outside an opaque op and reads the "
-    "forward context; traced by Dynamo it gives wrong tokens, so the model runs eagerly "
-    "(no compilation, no graphs) on both devices"
+# sparse_mla.py): its projections trace with the model, and what reads the step (the key
+# write, the top-k) is one opaque op, so DSA compiles on the NPU. Its builder captures
+# single-token decode steps whole (UNIFORM_SINGLE_TOKEN_DECODE: each token's block-table
+# row is its sequence's, its length in a persistent buffer, the sparse ops take no
+# host-side lengths); a mixed step's token rows are built anew each step, so the indexer
+# op cannot sit in a piecewise graph.
+# On the host the model compiles as one Inductor graph (DYNAMO_TRACE_ONCE), which nothing
+# cuts at attention: the indexer's op and the attention op that reads its top-k share no
+# tensor in the graph, and Inductor ran every layer's indexer after every attention op
+# (measured on the tiny DeepSeek-V3.2: each attention read the previous step's top-k,
+# all-zero ids). vLLM cuts its own graphs at its indexer op; the NPU's VLLM_COMPILE graph
+# is cut at each attention op and its backend runs the pieces in program order.
+SPARSE_MLA_HOST_EAGER_REASON = (
+    "the sparse MLA (DSA) indexer's op and the attention op that reads its top-k share no "
+    "tensor, and the host's one Inductor graph (DYNAMO_TRACE_ONCE) ran the indexer after "
+    "the attention (wrong tokens); on the host DSA runs eagerly (the NPU's graph is cut "
+    "at each attention op, which keeps the order)"
+)
+SPARSE_MLA_GRAPHS_REASON = (
+    "the sparse MLA (DSA) backend captures single-token decode steps whole (the indexer's "
+    "top-k and the sparse attention inside, their lengths in persistent buffers); a mixed "
+    "step's per-token rows are rebuilt each step and its indexer op sits between the "
+    "attention layers, so no piecewise graphs: FULL_DECODE_ONLY, other steps compiled "
+    "without graphs"
+)
+SPARSE_MLA_SPECULATIVE_REASON = (
+    "the sparse MLA (DSA) backend captures decode steps of one token a request only, and "
+    "with speculative decoding each decode step verifies 1 + num_speculative_tokens; the "
+    "model runs compiled without graphs"
 )
 # The plugin's DeepSeek-V4 class (adapters/vllm/models/deepseek_v4) attends request by
 # request in Python over its paged input cache; it carries no @support_torch_compile.
@@ -283,6 +310,13 @@ def _npu_serves(
         if not kept:
             mode = GraphMode.NONE
             reasons.append(dp_graphs)
+    if mode is not GraphMode.NONE and deployment.model.use_sparse:
+        if deployment.speculative.method is not None:
+            mode = GraphMode.NONE
+            reasons.append(SPARSE_MLA_SPECULATIVE_REASON)
+        elif mode is not GraphMode.FULL_DECODE_ONLY:
+            mode = GraphMode.FULL_DECODE_ONLY
+            reasons.append(SPARSE_MLA_GRAPHS_REASON)
     if mode is GraphMode.PIECEWISE and deployment.model.is_moe:
         reasons.append(NPU_MOE_PIECEWISE_REASON)
     return mode, reasons, dp_graphs

@@ -53,15 +53,17 @@ _DSA_HOST = Supported(
     "the sparse MLA backend (DeepSeek-V3.2's DSA) on the host's plain-torch ops: the "
     "lightning indexer's keys in their own paged cache in the model's dtype (not fp8), "
     "its top-k per token, and absorbed latent attention over the selected rows for "
-    "prefill and decode alike; eager (traced by Dynamo the indexer gives wrong tokens)"
+    "prefill and decode alike; eager (the host's one Inductor graph ran the indexer's "
+    "op after the attention op that reads its top-k)"
 )
 _DSA_NPU = Supported(
     "the sparse MLA backend (DeepSeek-V3.2's DSA) on torch_npu: the indexer's keys written "
     "by npu_scatter_nd_update_, its top-k by npu_lightning_indexer and attention over the "
     "chosen latent rows by npu_sparse_flash_attention (each token a TND batch of one, "
     "paged PA_BSND caches); fp16/bf16 and the documented sparse_count values are checked "
-    "by the plan; eager (no compilation, no graphs: the indexer is not one opaque op "
-    "yet); proven on the emulated torch_npu, not on hardware"
+    "by the plan; FULL_DECODE_ONLY NPU graphs (single-token decode steps whole, the "
+    "indexer's opaque op inside; other steps compiled without graphs); proven on the "
+    "emulated torch_npu, not on hardware"
 )
 _COMPRESSED_HOST = Supported(
     "the plugin's own DeepSeek-V4 class (adapters/vllm/models/deepseek_v4) in plain torch: "

@@ -7,22 +7,49 @@ to 263 tokens, chunked (max_num_batched_tokens 64), block size 128, then the sam
 from the prefix cache. On the NPU every token's top-k comes from npu_lightning_indexer
 and its attention from npu_sparse_flash_attention (golden tests in tests/unit/npu: bit
 for bit against the host twins); the rest of the model runs the NPU's MLA and MoE ops.
+
+A third run takes the plan's graph mode (no enforce_eager): FULL_DECODE_ONLY, each
+single-token decode step one NPU graph with the indexer's opaque op (key write, top-k)
+and the sparse attention inside, their lengths in the builder's persistent buffers and
+nothing read back (the emulated device refuses a read inside a capture); prefills and
+mixed steps run compiled without graphs. Its ids are the host's, both passes.
 An emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import pytest
 from test_generate_on_emulated_npu import _result, _start
 
+from integration.npu.generate_run import CAPTURE_SIZES, LENGTHS
 from support.child_runs import read_all
 from support.hf_reference import MODELS_DIR, make_models_module
+
+
+def _start_graphs(model: str) -> subprocess.Popen[str]:
+    """The NPU run in the plan's graph mode, over the eager runs' prompts (generate_run's
+    graph branch: two passes, the capture and replay counters)."""
+    saved = {k: os.environ.get(k) for k in ("GENERATE_GRAPH_MODE", "GENERATE_LENGTHS")}
+    os.environ["GENERATE_GRAPH_MODE"] = "DEFAULT"
+    os.environ["GENERATE_LENGTHS"] = ",".join(map(str, LENGTHS))
+    try:
+        return _start("npu", model)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @pytest.fixture(scope="module")
 def runs() -> dict[str, dict]:  # type: ignore[type-arg]
     model = str(make_models_module().make_dsv32_model(MODELS_DIR / "tiny-deepseek_v32"))
     procs = {device: _start(device, model) for device in ("host", "npu")}
+    procs["npu-graphs"] = _start_graphs(model)
     return read_all(procs, _result)
 
 
@@ -47,3 +74,22 @@ def test_a_decode_step_reads_back_only_the_sampled_ids(runs) -> None:  # type: i
     # running sums made on the device): no scalar read, no data-dependent shape.
     step = runs["npu"]["decode_step"]
     assert (step["d2h_copies"], step["scalar_reads"], step["dynamic_shape_ops"]) == (1, 0, 0)
+
+
+def test_npu_graphs_capture_each_decode_step_whole_and_give_the_hosts_ids(runs) -> None:  # type: ignore[no-untyped-def]
+    graphs, host = runs["npu-graphs"], runs["host"]
+    assert graphs["graph_mode"] == "FULL_DECODE_ONLY"  # the plan's default for MLA
+    assert graphs["capture_sizes"] == CAPTURE_SIZES and graphs["captured"] == len(CAPTURE_SIZES)
+    counters = graphs["counters"]
+    # Decode steps replay what was captured (decode batches of 1 to 8, padded to a size),
+    # nothing captured while serving, nothing read back but the sampled ids.
+    assert counters["graph_replays"] > 0 and counters["graph_captures"] == 0
+    assert counters["scalar_reads"] == 0
+    assert graphs["runs"] == host["runs"]  # chunked prefill, then prefix hits
+    assert graphs["cached_tokens"] == host["cached_tokens"]
+    # A decode step of 8: one replay, the indexer and the sparse attention inside it.
+    step = graphs["decode_step"]
+    assert step["graph_replays"] == 1 and step["d2h_copies"] == 1, step
+    launched = [k for k in step if k.startswith("op:") and any(
+        name in k for name in ("lightning_indexer", "sparse_flash_attention", "scatter_nd"))]
+    assert not launched, launched

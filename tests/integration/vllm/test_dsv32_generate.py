@@ -1,10 +1,12 @@
 """DeepSeek-V3.2 (sparse MLA with the lightning indexer) on the host: greedy ids equal
 transformers' DeepseekV32ForCausalLM in fp32.
 
-One LLM serves every case: prompts longer than index_topk (8) and than the 64-token step
-(chunked prefill), a batch of 8 mixed lengths, then the same batch again from the prefix
-cache. The reference is transformers' own class, loaded by name: in a process that has
-imported vLLM, AutoConfig maps `deepseek_v32` to vLLM's DeepseekV3Config.
+One LLM serves every case, eager as the plan runs DSA on the host (the indexer's
+step-reading part is one opaque op, called eagerly here): prompts longer than index_topk
+(8) and than the 64-token step (chunked prefill), a batch of 8 mixed lengths, then the
+same batch again from the prefix cache. The reference is transformers' own class,
+loaded by name: in a process that has imported vLLM, AutoConfig maps `deepseek_v32` to
+vLLM's DeepseekV3Config.
 """
 
 from __future__ import annotations
@@ -99,6 +101,18 @@ def test_every_layer_is_sparse_mla_with_our_indexer(llm) -> None:  # type: ignor
         assert indexer.k_cache.get_attn_backend() is SparseIndexerBackend
         assert indexer.k_cache.kv_cache.dtype == torch.float32
         assert indexer.k_cache.kv_cache.shape[-1] == indexer.head_dim
+
+
+def test_the_host_runs_dsa_eagerly_through_the_indexers_opaque_op(llm) -> None:  # type: ignore[no-untyped-def]
+    """The plan's host choice for DSA (its one Inductor graph ran the indexer's op after
+    the attention that reads its top-k: all-zero ids); the indexer's op is registered."""
+    from vllm.config import CompilationMode
+
+    from adapters.vllm.attention.names import SPARSE_INDEXER_OP
+
+    compilation = llm.llm_engine.vllm_config.compilation_config
+    assert compilation.mode == CompilationMode.NONE
+    assert hasattr(torch.ops.vllm, SPARSE_INDEXER_OP)
 
 
 def test_the_selection_matters_for_these_prompts() -> None:

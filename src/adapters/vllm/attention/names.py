@@ -15,3 +15,5 @@ SPARSE_MLA_BACKEND_NAME = "ASCEND_SPARSE_MLA"
 SPARSE_MLA_BACKEND_PATH = "adapters.vllm.attention.sparse_mla.SparseMlaAttentionBackend"
 SPARSE_INDEXER_NAME = "ASCEND_SPARSE_INDEXER"
 SPARSE_INDEXER_PATH = "adapters.vllm.attention.sparse_mla.SparseIndexerBackend"
+# The indexer's opaque op (torch.ops.vllm.<name>): the step's keys and top-k selection.
+SPARSE_INDEXER_OP = "ascend_sparse_indexer_select"

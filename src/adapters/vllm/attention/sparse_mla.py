@@ -15,6 +15,7 @@ scores through SparseMlaOps. Unquantized, the selection is transformers' own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -31,9 +32,13 @@ from vllm.v1.attention.backend import (
 )
 
 from adapters.container import container
-from adapters.vllm.attention.metadata import host_lens_exact, not_updatable, step_plan
+from adapters.vllm.attention.metadata import host_lens_exact, staging_size, step_plan
 from adapters.vllm.attention.mla import latent_planes
-from adapters.vllm.attention.names import SPARSE_INDEXER_NAME, SPARSE_MLA_BACKEND_NAME
+from adapters.vllm.attention.names import (
+    SPARSE_INDEXER_NAME,
+    SPARSE_INDEXER_OP,
+    SPARSE_MLA_BACKEND_NAME,
+)
 from ascend_core.errors import BackendSelectionError, refuse_unsupported
 from ports.ops import AttentionPlan, AttentionPlanNeeds
 
@@ -56,15 +61,21 @@ class SparseMlaMetadata(AttentionMetadata):
     plan: AttentionPlan
 
     def graph_host_arguments(self) -> list[dict[str, Any]]:
-        """None to give: the sparse ops take no host-side lengths a graph update could
-        refresh, so a FULL graph is refused (its builder declares no graph support)."""
-        raise not_updatable(self)
+        """None: the sparse ops take every length as a device tensor (the plan's token
+        rows, in the builder's persistent buffers), so a FULL graph replays as captured."""
+        return []
 
 
 class SparseMlaMetadataBuilder(AttentionMetadataBuilder[SparseMlaMetadata]):
-    """The step's AttentionPlan with every new token as a row of its own (token_rows)."""
+    """The step's AttentionPlan with every new token as a row of its own (token_rows).
 
-    _cudagraph_support = AttentionCGSupport.NEVER
+    Full graphs of single-token decode steps (UNIFORM_SINGLE_TOKEN_DECODE): each token's
+    row is its sequence's row of vLLM's persistent block table, and the lengths go into
+    this builder's persistent staging buffer, so a captured step reads the same memory
+    each step; the indexer's key write sends padding slots (-1) to the null block and a
+    padding sequence has length 0 (nothing read back, tests/integration/npu)."""
+
+    _cudagraph_support = AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE
 
     def __init__(  # type: ignore[no-untyped-def]
         self, kv_cache_spec, layer_names, vllm_config, device, ops=None
@@ -74,6 +85,11 @@ class SparseMlaMetadataBuilder(AttentionMetadataBuilder[SparseMlaMetadata]):
         ops = ops if ops is not None else container().sparse_mla_ops()
         self.needs: AttentionPlanNeeds = ops.plan_needs
         self._host_lens_exact = host_lens_exact(vllm_config)
+        self._staging: torch.Tensor | None = None
+        if torch.device(device).type != "cpu":  # the host captures no graphs
+            self._staging = torch.zeros(
+                staging_size(vllm_config), dtype=torch.int64, device=device
+            )
 
     def build(
         self,
@@ -82,7 +98,7 @@ class SparseMlaMetadataBuilder(AttentionMetadataBuilder[SparseMlaMetadata]):
         fast_build: bool = False,
     ) -> SparseMlaMetadata:
         cm = common_attn_metadata
-        plan = step_plan(cm, self.needs, self._host_lens_exact)
+        plan = step_plan(cm, self.needs, self._host_lens_exact, staging=self._staging)
         assert plan.slot_mapping is not None and plan.token_seq_lens is not None
         return SparseMlaMetadata(
             num_actual_tokens=plan.num_actual_tokens,
@@ -150,9 +166,11 @@ class SparseIndexerBackend(AttentionBackend):
 class SparseIndexer:
     """The forward of vLLM's DeepSeek-V3.2 indexer module, unquantized, through the ops.
 
-    Same projections and rope as vLLM's (its weights, its rotary embedding); the keys go
-    into the layer's indexer cache at the step's slots; the top-k positions into the
-    model's shared top-k buffer, which the layer's sparse attention then reads.
+    Same projections and rope as vLLM's (its weights, its rotary embedding), traced with
+    the model; what reads the step (the keys into the layer's indexer cache at the step's
+    slots, the top-k positions into the model's shared top-k buffer, which the layer's
+    sparse attention then reads) is one opaque op, SPARSE_INDEXER_OP: Dynamo records the
+    call, and a compiled model or a captured graph runs it with each step's metadata.
     """
 
     def __init__(self, indexer: Any, topk_buffer: torch.Tensor, ops: SparseMlaOps) -> None:
@@ -176,32 +194,77 @@ class SparseIndexer:
         q_pe, k_pe = rotary_emb(positions, q_pe.contiguous(), k_pe.unsqueeze(1).contiguous())
         q = torch.cat((q_pe.reshape(-1, heads, rope), q_nope), dim=-1)
         k = torch.cat((k_pe.reshape(-1, rope), k_nope), dim=-1)
-        metadata = _layer_metadata(idx.k_cache.prefix)
-        cache = idx.k_cache.kv_cache
+        # The scaled weights in the query's dtype, as torch_npu's indexer takes them.
+        scaled = (weights.float() * self.weight_scale).to(q.dtype)
+        _indexer_op()(q, k, scaled, self.topk_buffer, idx.k_cache.prefix)
+        return self.topk_buffer
+
+    def select(
+        self, q: torch.Tensor, k: torch.Tensor, weights: torch.Tensor,
+        topk_buffer: torch.Tensor, layer_name: str,
+    ) -> None:
+        """The opaque op's body: this step's keys into the cache, the top-k into
+        `topk_buffer` (the op's mutated argument: the model's buffer, as the graph hands
+        it); nothing on the profiling run, which has no cache and no plan."""
+        context = get_forward_context()
+        metadata = _layer_metadata(context.attn_metadata, layer_name)
+        cache = context.no_compile_layers[layer_name].kv_cache
         if metadata is None or cache.numel() == 0:
-            return self.topk_buffer  # profiling run: no cache, no plan
+            return
         plan = metadata.plan
         tokens = plan.num_actual_tokens
         self.ops.write_index_keys(k[:tokens], cache, metadata.slot_mapping)
         assert plan.token_block_table is not None and plan.token_seq_lens is not None
-        # The scaled weights in the query's dtype, as torch_npu's indexer takes them.
-        scaled = (weights[:tokens].float() * self.weight_scale).to(q.dtype)
         picked = self.ops.index_topk(
-            q[:tokens], scaled, cache,
-            plan.token_block_table, plan.token_seq_lens, plan.max_seq_len, idx.topk_tokens,
+            q[:tokens], weights[:tokens], cache,
+            plan.token_block_table, plan.token_seq_lens, plan.max_seq_len,
+            self.indexer.topk_tokens,
         )
-        self.topk_buffer[:tokens].copy_(picked)
-        return self.topk_buffer
+        topk_buffer[:tokens].copy_(picked)
 
 
-def _layer_metadata(layer_name: str) -> SparseMlaMetadata | None:
-    metadata = get_forward_context().attn_metadata
+def _layer_metadata(metadata: Any, layer_name: str) -> SparseMlaMetadata | None:
     if isinstance(metadata, list):
         metadata = metadata[0]
     if isinstance(metadata, dict):
         metadata = metadata.get(layer_name)
     assert metadata is None or isinstance(metadata, SparseMlaMetadata)
     return metadata
+
+
+def _select_topk(
+    q: torch.Tensor, k: torch.Tensor, weights: torch.Tensor, topk_buffer: torch.Tensor,
+    layer_name: str,
+) -> None:
+    """SPARSE_INDEXER_OP: the named indexer-cache layer's indexer selects (in place)."""
+    layer = get_forward_context().no_compile_layers[layer_name]
+    indexer = getattr(layer, "sparse_indexer", None)
+    assert isinstance(indexer, SparseIndexer), f"{layer_name}: not our indexer's cache"
+    indexer.select(q, k, weights, topk_buffer, layer_name)
+
+
+def _select_topk_fake(
+    q: torch.Tensor, k: torch.Tensor, weights: torch.Tensor, topk_buffer: torch.Tensor,
+    layer_name: str,
+) -> None:
+    return None
+
+
+def _indexer_op() -> Callable[..., None]:
+    """torch.ops.vllm.<SPARSE_INDEXER_OP>, registered on first use (once per process) for
+    the serving platform's dispatch key, as vLLM registers its attention ops."""
+    namespace = torch.ops.vllm
+    if not hasattr(namespace, SPARSE_INDEXER_OP):
+        from vllm.utils.torch_utils import direct_register_custom_op
+
+        direct_register_custom_op(
+            op_name=SPARSE_INDEXER_OP,
+            op_func=_select_topk,
+            mutates_args=["topk_buffer"],
+            fake_impl=_select_topk_fake,
+        )
+    op: Callable[..., None] = getattr(namespace, SPARSE_INDEXER_OP)
+    return op
 
 
 def take_over_indexer(
@@ -218,7 +281,8 @@ def take_over_indexer(
     cache.head_dim = indexer.head_dim
     cache.dtype = dtype
     cache.get_attn_backend = lambda: SparseIndexerBackend
-    indexer.forward = SparseIndexer(indexer, topk_buffer, ops)
+    indexer.forward = cache.sparse_indexer = SparseIndexer(indexer, topk_buffer, ops)
+    _indexer_op()  # registered before Dynamo meets the call
 
 
 class SparseMlaAttentionImpl(MLAAttentionImpl[SparseMlaMetadata]):
