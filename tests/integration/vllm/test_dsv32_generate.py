@@ -19,6 +19,7 @@ import torch
 from engine_teardown import shut_down
 
 from support.hf_reference import MODELS_DIR, make_models_module
+from support.host_engine import family_llm, greedy_outputs
 
 MAX_NEW = 10
 BLOCK = 16
@@ -59,29 +60,10 @@ def _reference(prompts: list[list[int]], index_topk: int = TOPK) -> list[list[in
 
 @pytest.fixture(scope="module")
 def llm():  # type: ignore[no-untyped-def]
-    from vllm import LLM
-
-    engine = LLM(
-        model=_model_dir(),
-        dtype="float32",
-        max_model_len=512,
-        block_size=BLOCK,
-        max_num_batched_tokens=64,
-        max_num_seqs=8,
-        kv_cache_memory_bytes=32 << 20,
-        enable_prefix_caching=True,
-        seed=0,
-    )
+    engine = family_llm(_model_dir(), block_size=BLOCK)
     yield engine
     shut_down(engine)
 
-
-def _generate(llm, prompts: list[list[int]]):  # type: ignore[no-untyped-def]
-    from vllm import SamplingParams, TokensPrompt
-
-    params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
-    return llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
-                        use_tqdm=False)
 
 
 def test_every_layer_is_sparse_mla_with_our_indexer(llm) -> None:  # type: ignore[no-untyped-def]
@@ -124,16 +106,16 @@ def test_the_selection_matters_for_these_prompts() -> None:
 
 def test_single_prompts_spanning_many_blocks(llm) -> None:  # type: ignore[no-untyped-def]
     prompts = _prompts(1, [5, 70, 200])  # 200 tokens: 13 blocks, prefilled in 4 chunks
-    got = [list(o.outputs[0].token_ids) for o in _generate(llm, prompts)]
+    got = [list(o.outputs[0].token_ids) for o in greedy_outputs(llm, prompts, MAX_NEW)]
     assert got == _reference(prompts)
 
 
 def test_batch_of_eight_mixed_lengths_then_prefix_cache_hits(llm) -> None:  # type: ignore[no-untyped-def]
     prompts = _prompts(2, [3, 17, 33, 48, 64, 90, 129, 150])
     expected = _reference(prompts)
-    first = _generate(llm, prompts)
+    first = greedy_outputs(llm, prompts, MAX_NEW)
     assert [list(o.outputs[0].token_ids) for o in first] == expected
-    second = _generate(llm, prompts)
+    second = greedy_outputs(llm, prompts, MAX_NEW)
     assert [list(o.outputs[0].token_ids) for o in second] == expected
     cached = [o.num_cached_tokens for o in second]
     assert all(c >= (len(p) - 1) // BLOCK * BLOCK for c, p in zip(cached, prompts, strict=True))

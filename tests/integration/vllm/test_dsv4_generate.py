@@ -14,7 +14,8 @@ import random
 import pytest
 from engine_teardown import shut_down
 
-from support.hf_reference import MODELS_DIR, make_models_module
+from support.hf_reference import MODELS_DIR, greedy_token_ids, make_models_module
+from support.host_engine import family_llm, greedy_outputs
 
 MAX_NEW = 10
 LENGTHS = [3, 17, 33, 64, 90, 150, 300, 420]
@@ -35,46 +36,15 @@ def prompts() -> list[list[int]]:
 def expected(model_dir: str, prompts: list[list[int]]) -> list[list[int]]:
     """transformers' greedy ids, each prompt on its own (its cache carries the compressor
     states across decode steps)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    model.eval()
-    out = []
-    for ids in prompts:
-        with torch.no_grad():
-            new = model.generate(
-                torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                max_new_tokens=MAX_NEW, do_sample=False, eos_token_id=None,
-            )[0, len(ids):]
-        out.append(new.tolist())
-    return out
+    return greedy_token_ids(model_dir, prompts, MAX_NEW, ignore_eos=True)
 
 
 @pytest.fixture(scope="module")
 def llm(model_dir: str):  # type: ignore[no-untyped-def]
-    from vllm import LLM
-
-    engine = LLM(
-        model=model_dir,
-        dtype="float32",
-        tokenizer_mode="hf",  # vLLM's default for the architecture is DeepSeek's encoder
-        max_model_len=512,
-        max_num_batched_tokens=64,
-        max_num_seqs=8,
-        kv_cache_memory_bytes=32 << 20,
-        enable_prefix_caching=True,
-        seed=0,
-    )
+    # tokenizer_mode: vLLM's default for the architecture is DeepSeek's encoder.
+    engine = family_llm(model_dir, tokenizer_mode="hf")
     yield engine
     shut_down(engine)
-
-
-def _generate(llm, prompts: list[list[int]]):  # type: ignore[no-untyped-def]
-    from vllm import SamplingParams, TokensPrompt
-
-    params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
-    return llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
 
 
 def test_our_class_with_an_input_cache_per_layer(llm) -> None:  # type: ignore[no-untyped-def]
@@ -89,9 +59,9 @@ def test_our_class_with_an_input_cache_per_layer(llm) -> None:  # type: ignore[n
 
 
 def test_batch_of_eight_then_from_the_prefix_cache(llm, prompts, expected) -> None:  # type: ignore[no-untyped-def]
-    first = _generate(llm, prompts)
+    first = greedy_outputs(llm, prompts, MAX_NEW)
     assert [list(o.outputs[0].token_ids) for o in first] == expected
-    second = _generate(llm, prompts)
+    second = greedy_outputs(llm, prompts, MAX_NEW)
     assert [list(o.outputs[0].token_ids) for o in second] == expected
     # Every whole block of a prompt (but its last token) comes from the cache: the layers'
     # inputs cached there rebuild the window, compressed rows and indexer keys.

@@ -18,6 +18,7 @@ import pytest
 from engine_teardown import shut_down
 
 from support.hf_reference import MODELS_DIR, make_models_module
+from support.host_engine import family_llm, greedy_outputs
 
 MAX_NEW = 10
 LENGTHS = [3, 17, 33, 64, 90, 150, 300, 420]
@@ -58,27 +59,10 @@ def expected(model_dir: str, prompts: list[list[int]]) -> list[list[int]]:
 
 @pytest.fixture(scope="module")
 def llm(model_dir: str):  # type: ignore[no-untyped-def]
-    from vllm import LLM
-
-    engine = LLM(
-        model=model_dir,
-        dtype="float32",
-        max_model_len=512,
-        max_num_batched_tokens=64,
-        max_num_seqs=8,
-        kv_cache_memory_bytes=32 << 20,
-        enable_prefix_caching=True,
-        seed=0,
-    )
+    engine = family_llm(model_dir)
     yield engine
     shut_down(engine)
 
-
-def _generate(llm, prompts: list[list[int]]):  # type: ignore[no-untyped-def]
-    from vllm import SamplingParams, TokensPrompt
-
-    params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
-    return llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
 
 
 def test_our_class_with_the_kda_layers_on_our_ops_and_no_prefix_caching(llm) -> None:  # type: ignore[no-untyped-def]
@@ -97,9 +81,10 @@ def test_our_class_with_the_kda_layers_on_our_ops_and_no_prefix_caching(llm) -> 
 
 
 def test_batch_of_eight_twice(llm, prompts, expected) -> None:  # type: ignore[no-untyped-def]
-    first = _generate(llm, prompts)
+    first = greedy_outputs(llm, prompts, MAX_NEW)
     assert [list(o.outputs[0].token_ids) for o in first] == expected
-    second = _generate(llm, prompts)  # prefix caching is off: fresh states, no cached tokens
+    # Prefix caching is off: fresh states, no cached tokens.
+    second = greedy_outputs(llm, prompts, MAX_NEW)
     assert [list(o.outputs[0].token_ids) for o in second] == expected
     assert [o.num_cached_tokens for o in second] == [0] * len(prompts)
 

@@ -19,6 +19,7 @@ import pytest
 from engine_teardown import shut_down
 
 from support.hf_reference import MODELS_DIR, greedy_token_ids, make_models_module
+from support.host_engine import family_llm, greedy_outputs
 
 MAX_NEW = 10
 # The attention block is sized to the GDN state page (272 tokens for this model): the two
@@ -47,27 +48,10 @@ def expected(model_dir: str, prompts: list[list[int]]) -> list[list[int]]:
 
 @pytest.fixture(scope="module")
 def llm(model_dir: str):  # type: ignore[no-untyped-def]
-    from vllm import LLM
-
-    engine = LLM(
-        model=model_dir,
-        dtype="float32",
-        max_model_len=512,
-        max_num_batched_tokens=64,
-        max_num_seqs=8,
-        kv_cache_memory_bytes=32 << 20,
-        enable_prefix_caching=True,
-        seed=0,
-    )
+    engine = family_llm(model_dir)
     yield engine
     shut_down(engine)
 
-
-def _generate(llm, prompts: list[list[int]]):  # type: ignore[no-untyped-def]
-    from vllm import SamplingParams, TokensPrompt
-
-    params = SamplingParams(max_tokens=MAX_NEW, temperature=0.0, ignore_eos=True)
-    return llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
 
 
 def test_the_linear_attention_layers_are_ours_on_the_hybrid_cache(llm) -> None:  # type: ignore[no-untyped-def]
@@ -91,9 +75,10 @@ def test_the_linear_attention_layers_are_ours_on_the_hybrid_cache(llm) -> None: 
 
 
 def test_batch_of_eight_twice(llm, prompts, expected) -> None:  # type: ignore[no-untyped-def]
-    first = _generate(llm, prompts)
+    first = greedy_outputs(llm, prompts, MAX_NEW)
     assert [list(o.outputs[0].token_ids) for o in first] == expected
-    second = _generate(llm, prompts)  # the states of the first pass's slots are not reused
+    # The states of the first pass's slots are not reused.
+    second = greedy_outputs(llm, prompts, MAX_NEW)
     assert [list(o.outputs[0].token_ids) for o in second] == expected
     assert [o.num_cached_tokens for o in second] == [0] * len(prompts)
     assert llm.llm_engine.vllm_config.cache_config.block_size < max(LENGTHS)
