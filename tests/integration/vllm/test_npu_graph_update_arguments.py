@@ -106,15 +106,25 @@ def _sparse() -> SparseMlaMetadata:
     [
         ([{}], "micro-batching"),
         ({"layers.0.attn": object()}, "PIECEWISE"),
-        ({"layers.0.attn": _sparse()}, "SparseMlaMetadata.*PIECEWISE"),
     ],
-    ids=["micro-batches", "attention it cannot update", "sparse attention"],
+    ids=["micro-batches", "attention it cannot update"],
 )
 def test_what_a_full_graph_cannot_update_is_refused_naming_the_fix(
     metadata: Any, named: str
 ) -> None:
     with pytest.raises(RuntimeError, match=named):
         graph_update_arguments(metadata, frozenset({"layers.0.attn"}))
+
+
+def test_sparse_attention_replays_as_captured_with_no_host_arguments() -> None:
+    """DSA's FULL decode graphs: the sparse ops take every length as a device tensor in
+    the builder's persistent buffers, so a step updates no launch; a paged layer beside it
+    still gets its own."""
+    ops = _ArgumentOps()
+    sparse, dense = _sparse(), _metadata([6], ops)
+    layers = {"layers.0.attn": sparse, "layers.1.attn": dense, "layers.2.attn": sparse}
+    assert graph_update_arguments(layers, frozenset(layers)) == [
+        {"actual_seq_lengths_kv": [6]}]
 
 
 class _PlanOps(CpuOps):
