@@ -15,7 +15,9 @@ Triton's interpreter (TRITON_INTERPRET=1; the emulated triton-ascend has no comp
 each launch recorded and found in the core's V2 kernels table, whose `exercised` kernels
 are the ones the eager Llama run launches. The host's: its own runner (V1; the host builds
 no V2), the reference ids; a parting is accepted only at a bf16 near-tie of the
-reference (its top-2 gap is in the failure message). Beside the Qwen3 pair, a third
+reference (its top-2 gap is in the failure message) or, for DeepSeek-V3's MoE, of a router
+of the float32 model at that token (support.routing_ties, as its EP tests: a flipped
+expert moves the output by nats). Beside the Qwen3 pair, a third
 engine whose graphs forget the attention op's update (unit.fakes.graphs): its FULL decode
 replays run with the capture's lengths and give other ids (the emulator's refusal of stale
 arguments holds under V2's graph manager); it runs the first pass only. Each graph run
@@ -39,7 +41,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from generate_run import prompts
+from v2_runner_run import LENGTHS
 
+from support.routing_ties import loud_partings, routing_ties
 from support.torch_npu_emulator.activate import child_env
 
 RUNNER = Path(__file__).with_name("v2_runner_run.py")
@@ -61,6 +66,12 @@ CAPTURED = {"FULL_DECODE_ONLY": CAPTURE_SIZES, "FULL_AND_PIECEWISE": (PIECES + 1
 # A parting is accepted only where the reference's top-2 gap is below this (the bf16
 # tolerance of test_generate_on_emulated_npu.py).
 NEAR_TIE_NATS = 0.25
+# The DeepSeek-V3-style MoE model: a parting is accepted at a near-tie of a router too
+# (support.routing_ties: the float32 model's routing margin at that token), as its EP
+# tests accept. Seen on main (2026-12-07, one suite run of several): prompt 1 step 0,
+# 1761 for 1390 (output gap 3.0 nats) where MoE layer 1 picks its groups 0.0035 apart;
+# the float32 model with that one group choice flipped gives 1761 too.
+ROUTED = "deepseek_v3_npu_mla_moe"
 
 
 STALE = "qwen3"  # the model of the run whose graphs forget the update
@@ -125,6 +136,15 @@ def _partings(ids: list[list[int]], reference: dict[str, Any]) -> list[str]:
     return wrong
 
 
+def _loud(ids: list[list[int]], reference: dict[str, Any], style: str, model: str) -> list[str]:
+    """The partings from the reference's first pass at no near-tie: of the output
+    (`_partings`) or, for the DeepSeek-V3-style MoE model, of a router at that token."""
+    if style != ROUTED:
+        return _partings(ids, reference)
+    return loud_partings(ids, reference["runs"][0], reference["top2"],
+                         lambda seq, gen: routing_ties(model, 1, prompts(0, LENGTHS)[seq], gen))
+
+
 def test_the_npu_worker_builds_a_runner_deriving_from_vllms_v2_runner(runs) -> None:
     for style in GRAPHS:
         npu = runs[style]["npu"]
@@ -137,11 +157,14 @@ def test_the_npu_worker_builds_a_runner_deriving_from_vllms_v2_runner(runs) -> N
 
 
 @pytest.mark.parametrize("style", list(GRAPHS))
-def test_v2_on_the_emulated_npu_gives_the_host_devices_ids(runs, style: str) -> None:
+def test_v2_on_the_emulated_npu_gives_the_host_devices_ids(
+    runs, npu_model_dirs: dict[str, str], style: str
+) -> None:
     npu, host = runs[style]["npu"], runs[style]["host"]
     # Batch 8, mixed lengths, chunked prefill; then the prefix-cache pass.
     for ids in npu["runs"]:
-        assert not _partings(ids, host), (_partings(ids, host), ids, host["runs"][0])
+        loud = _loud(ids, host, style, npu_model_dirs[style])
+        assert not loud, (loud, ids, host["runs"][0])
     # The second pass found the long prompts' full blocks (128 tokens) in the prefix cache.
     assert npu["cached_tokens"] == host["cached_tokens"]
     assert sum(npu["cached_tokens"]) >= 3 * 128
@@ -234,7 +257,9 @@ def test_a_v2_full_decode_step_samples_and_updates_inside_its_replay(runs, style
 
 
 @pytest.mark.parametrize("style", [s for s, graphs in GRAPHS.items() if graphs])
-def test_v2_full_decode_steps_the_greedy_tail_does_not_serve_keep_the_ids(runs, style: str) -> None:
+def test_v2_full_decode_steps_the_greedy_tail_does_not_serve_keep_the_ids(
+    runs, npu_model_dirs: dict[str, str], style: str
+) -> None:
     """A batch of greedy and seeded requests replays the FULL decode graphs with the tail's
     counts zero (V2's sampler and update run after the replay): its greedy rows give the
     reference's ids, so the tail changed no request's state there."""
@@ -243,4 +268,5 @@ def test_v2_full_decode_steps_the_greedy_tail_does_not_serve_keep_the_ids(runs, 
     # The seeded rows stand as the reference's own (their draws are not compared).
     rows = [got if i % 2 == 0 else want for i, (got, want) in enumerate(
         zip(mixed, host["runs"][0], strict=True))]  # fmt: skip
-    assert not _partings(rows, host), (_partings(rows, host), mixed, host["runs"][0])
+    loud = _loud(rows, host, style, npu_model_dirs[style])
+    assert not loud, (loud, mixed, host["runs"][0])
