@@ -348,6 +348,12 @@ class DeviceWorker(Worker):
             from vllm.compilation.cuda_graph import CUDAGraphWrapper
 
             CUDAGraphWrapper.clear_all_graphs()
+            # V2 keeps its FULL graphs in its own graph manager, not in the wrappers: its
+            # release_graphs drops them and keeps what to capture (vLLM's elastic EP drops
+            # them so), so the capture on waking records them over the new addresses.
+            manager = getattr(self.model_runner, "cudagraph_manager", None)
+            if self.use_v2_model_runner and manager is not None:
+                manager.release_graphs()
             gc.collect()
 
     def _log_release(self, what: str, outcome: SleepOutcome, before: int | None) -> None:
