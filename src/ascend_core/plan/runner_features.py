@@ -14,6 +14,14 @@ always sets it), so they are applied here. Its other rules (parallel drafting, d
 models of another vocabulary) are speculative decoding, which the NPU's V2 does not serve
 at all; pipeline parallelism under an external launcher and micro-batching (DBO) are not
 served on the NPU on either runner.
+
+Served on V2, so not listed here: tensor parallelism (its collectives run in the model on
+either runner, and V2's FULL graphs record them as V1's do; checked at TP=2 with the plan's
+graphs, tests/integration/npu/test_tensor_parallel_graphs_on_emulated_npu.py), and sleep
+mode (the worker's sleep port releases the weights and the KV cache whichever runner
+holds them; where their addresses come back elsewhere it drops V2's FULL graphs from its
+graph manager beside the pieces' and captures both again on waking; checked at levels 1
+and 2 with the plan's graphs, tests/integration/npu/test_sleep_on_emulated_npu.py).
 """
 
 from __future__ import annotations
@@ -35,15 +43,10 @@ WHY_LORA = (
     "V2's adapter state and per-adapter-count graph cases (vllm/v1/worker/gpu/lora_utils.py) "
     "are not checked with the NPU's LoRA ops; V1 serves LoRA"
 )
-WHY_SLEEP = (
-    "the worker drops and captures the graphs again around a sleep through V1's capture; "
-    "not checked with V2's graph manager and persistent batch state"
-)
 WHY_KV_TRANSFER = (
     "V2 drives a connector through its own wrapper (vllm/v1/worker/gpu/kv_connector.py), "
     "not checked with the NPU's connectors; V1 serves P/D"
 )
-WHY_TP = "the NPU's V2 runner is checked on one device only; V1 serves tensor parallelism"
 WHY_HYBRID = (
     "V2 keeps mamba/linear-attention state in its own model state "
     "(vllm/v1/worker/gpu/model_states/mamba_hybrid.py, Triton kernels the NPU does not run "
@@ -57,9 +60,7 @@ class RunnerFeatures:
 
     speculative_method: str | None = None  # None: no speculative decoding
     lora: bool = False
-    sleep_mode: bool = False
     kv_transfer: bool = False  # a KV connector (P/D disaggregation, KV offload)
-    tp: int = 1
     hybrid: bool = False  # attention plus mamba/linear-attention layers
 
     @classmethod
@@ -68,10 +69,8 @@ class RunnerFeatures:
         return cls(
             speculative_method=speculative,
             lora=deployment.lora,
-            sleep_mode=deployment.cache.enable_sleep_mode,
             kv_transfer=deployment.kv_transfer_role is not None
             or deployment.kv_transfer is not None,
-            tp=deployment.parallel.tp,
             hybrid=deployment.model.hybrid,
         )
 
@@ -90,12 +89,8 @@ def v2_not_served(features: RunnerFeatures) -> tuple[str, ...]:
             found.append(f"speculative decoding ('{method}'): {WHY_SPECULATIVE}")
     if features.lora:
         found.append(f"LoRA: {WHY_LORA}")
-    if features.sleep_mode:
-        found.append(f"sleep mode: {WHY_SLEEP}")
     if features.kv_transfer:
         found.append(f"a KV connector (P/D): {WHY_KV_TRANSFER}")
-    if features.tp > 1:
-        found.append(f"TP={features.tp}: {WHY_TP}")
     if features.hybrid:
         found.append(f"a hybrid model: {WHY_HYBRID}")
     return tuple(found)

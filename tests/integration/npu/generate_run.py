@@ -127,7 +127,18 @@ def worker_graphs(wrapper: object, reset: bool = False) -> dict[str, object]:
 
     from support.emulated_npu_device import counters, reset_counters
 
-    out = {"captured": compilation_counter.num_cudagraph_captured, "counters": counters()}
+    runner = getattr(wrapper, "worker", wrapper).model_runner  # type: ignore[attr-defined]
+    tail = getattr(runner, "_tail", None)
+    out = {
+        "captured": compilation_counter.num_cudagraph_captured,
+        "counters": counters(),
+        # The runner's class and its classes' qualified names (V1 or V2), and on V2 the
+        # decode steps sampled from a FULL graph's logits and by its greedy tail.
+        "runner": type(runner).__name__,
+        "mro": [f"{c.__module__}.{c.__qualname__}" for c in type(runner).__mro__],
+        "graph_logits_steps": getattr(runner, "graph_logits_steps", None),
+        "tail_steps": getattr(tail, "served_steps", None),
+    }
     if reset:
         reset_counters()
     return out
@@ -216,6 +227,11 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> objec
             "captured": captured,
             "rank_captured": [r["captured"] for r in ranks],
             "rank_counters": [r["counters"] for r in after],
+            "rank_runners": [
+                {k: r[k] for k in ("runner", "mro", "graph_logits_steps", "tail_steps")}
+                for r in after
+            ],
+            "engine_v2": bool(llm.llm_engine.vllm_config.use_v2_model_runner),
             "counters": device_counters,
             "decode_step": decode_step_costs(llm) if device == "npu" and tp == 1 else {},
             "decode_step_seeded": decode_step_costs(llm, "seeded")

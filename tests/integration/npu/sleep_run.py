@@ -76,6 +76,11 @@ def weight_devices(worker: Any) -> list[str]:
     return sorted({p.device.type for p in worker.model_runner.model.parameters()})
 
 
+def runner_class(worker: Any) -> list[str]:
+    """On the worker: its model runner's classes' qualified names (V1 or V2)."""
+    return [f"{c.__module__}.{c.__qualname__}" for c in type(worker.model_runner).__mro__]
+
+
 def main(device: str, w1: str, w0: str, graphs: str = "") -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     os.environ["VLLM_ASCEND_DEVICE"] = "cpu" if device == "host" else "npu"
@@ -175,6 +180,8 @@ def main(device: str, w1: str, w0: str, graphs: str = "") -> None:
     out["graph_mode"] = compilation.cudagraph_mode.name if graphs else "NONE"
     out["captured_first"] = captured
     out["captured_total"] = compilation_counter.num_cudagraph_captured
+    out["runner_mro"] = llm.collective_rpc(runner_class)[0]
+    out["engine_v2"] = bool(llm.llm_engine.vllm_config.use_v2_model_runner)
     print("RESULT " + json.dumps(out))
 
 

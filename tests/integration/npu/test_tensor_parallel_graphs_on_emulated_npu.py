@@ -21,6 +21,12 @@ side):
   TP=2 run as in the graphs (each rank rounds its partial sums to bf16 before the
   all-reduce; seen here), hence float16 for the TP=1 comparison, as in
   test_tensor_parallel_on_emulated_npu.py.
+A fifth engine serves TP=2 on vLLM's V2 model runner (VLLM_USE_V2_MODEL_RUNNER=1, the
+plan's graphs: FULL_AND_PIECEWISE, float16): each rank's NpuModelRunnerV2 captures V2's
+FULL decode graphs through V2's graph manager on the NPU's graphs (npu_graphs_v2.py, the
+all-reduces and the logits' gather recorded in them) and the pieces on the platform's
+wrapper; V2's Triton kernels run in Triton's interpreter (TRITON_INTERPRET=1, as in
+test_v2_runner_on_emulated_npu.py). Its greedy ids are TP=1's and V1's TP=2 graphs'.
 An emulator, not Ascend hardware.
 """
 
@@ -46,15 +52,23 @@ GRAPH_RUNS = {
     "FULL_AND_PIECEWISE": ((2, "FULL_AND_PIECEWISE", "float16"), (1, "eager", "float16")),
     "FULL_DECODE_ONLY": ((2, "FULL_DECODE_ONLY", "bfloat16"), (2, "eager", "bfloat16")),
 }
+# The TP=2 run on vLLM's V2 runner, the plan's graphs ("DEFAULT": no cudagraph_mode given).
+V2_RUN = (2, "V2", "float16")
+V2_SERVED = "FULL_AND_PIECEWISE"  # the plan's choice for a dense model
 
 
 def _start(model: str, tp: int, mode: str | None, dtype: str) -> subprocess.Popen[str]:
-    env = child_env(dict(os.environ), device_count=2)
-    for key in ("VLLM_ASCEND_DEVICE", "GENERATE_GRAPH_MODE", "GENERATE_STALE_GRAPH_ARGUMENTS"):
+    v2 = mode == "V2"
+    env = child_env(dict(os.environ), device_count=2, triton_driver=v2)
+    for key in ("VLLM_ASCEND_DEVICE", "GENERATE_GRAPH_MODE", "GENERATE_STALE_GRAPH_ARGUMENTS",
+                "VLLM_USE_V2_MODEL_RUNNER"):  # fmt: skip
         env.pop(key, None)
     env["GENERATE_LENGTHS"] = LENGTHS
     if mode:
-        env["GENERATE_GRAPH_MODE"] = mode
+        env["GENERATE_GRAPH_MODE"] = "DEFAULT" if v2 else mode
+    if v2:  # V2's Triton kernels interpreted; the plugin's own kernels on their torch path
+        env.update(VLLM_USE_V2_MODEL_RUNNER="1", TRITON_INTERPRET="1")
+        env["VLLM_ASCEND_TRITON_KERNELS"] = "off"
     env["OMP_NUM_THREADS"] = "1"
     return subprocess.Popen(
         [sys.executable, str(RUNNER), "npu", model, str(tp), dtype],
@@ -69,7 +83,7 @@ def _start(model: str, tp: int, mode: str | None, dtype: str) -> subprocess.Pope
 def runs(npu_model_dirs: dict[str, str]) -> dict[tuple[int, str, str], dict[str, Any]]:
     """(tp, mode, dtype): every graph run and its reference, started together."""
     llama = npu_model_dirs["llama"]
-    keys = [key for pair in GRAPH_RUNS.values() for key in pair]
+    keys = [key for pair in GRAPH_RUNS.values() for key in pair] + [V2_RUN]
     procs = {
         (tp, mode, dtype): _start(llama, tp, None if mode == "eager" else mode, dtype)
         for tp, mode, dtype in keys
@@ -92,6 +106,26 @@ def test_tp2_with_npu_graphs_captures_on_both_ranks_and_gives_the_eager_ids(runs
         assert counters["graph_captures"] == 0 and counters["scalar_reads"] == 0
     assert two["rank_counters"][0]["graph_replays"] == two["rank_counters"][1]["graph_replays"]
     assert two["runs"] == one["runs"] and len(two["runs"]) == 2
+    assert two["cached_tokens"] == [0, 0, 0, 128, 0] == one["cached_tokens"]
+
+
+def test_tp2_on_the_v2_runner_captures_on_both_ranks_and_gives_the_tp1_ids(runs) -> None:
+    two, one = runs[V2_RUN], runs[(1, "eager", "float16")]
+    assert two["engine_v2"] is True and one["engine_v2"] is False
+    assert two["graph_mode"] == V2_SERVED and two["capture_sizes"] == CAPTURE_SIZES
+    assert two["rank_captured"] == [CAPTURED[V2_SERVED]] * 2
+    for runner, counters in zip(two["rank_runners"], two["rank_counters"], strict=True):
+        # Each rank's runner derives from vLLM's V2 runner, not V1's.
+        assert runner["runner"] == "NpuModelRunnerV2"
+        assert "vllm.v1.worker.gpu.model_runner.GPUModelRunner" in runner["mro"]
+        assert "vllm.v1.worker.gpu_model_runner.GPUModelRunner" not in runner["mro"]
+        # Decode steps replayed V2's FULL graphs (the all-reduces inside) and sampled from
+        # the logits each recorded, by its greedy tail; nothing captured while serving.
+        assert counters["graph_replays"] > 0 and counters["graph_replayed_ops"] > 0
+        assert counters["graph_captures"] == 0 and counters["scalar_reads"] == 0
+        assert runner["graph_logits_steps"] > 0 and runner["tail_steps"] > 0
+    assert two["rank_counters"][0]["graph_replays"] == two["rank_counters"][1]["graph_replays"]
+    assert two["runs"] == one["runs"] == runs[GRAPH_RUNS["FULL_AND_PIECEWISE"][0]]["runs"]
     assert two["cached_tokens"] == [0, 0, 0, 128, 0] == one["cached_tokens"]
 
 

@@ -285,15 +285,16 @@ def test_the_doctor_reports_the_runner_serve_configures(
 
 
 # The NPU rows (emulated NPU, triton-ascend's driver presented as active, as on an NPU
-# host): the runner the doctor says and the one vLLM's engine believes (sleep mode, a KV
-# connector and hybrid models fall back by the same reading: unit/vllm/test_configure_runner
+# host): the runner the doctor says and the one vLLM's engine believes (a KV connector
+# and hybrid models fall back by the same reading: unit/vllm/test_configure_runner
 # and unit/core/test_plan_runner_features). (id,
 # VLLM_USE_V2_MODEL_RUNNER, flags after the tiny Qwen3's directory, runner, the reason says)
 NPU_RUNNER_ROWS: list[tuple[str, str | None, list[str], str, str]] = [
     ("unset", None, [], "V1", "V2 is opt-in on the NPU"),
     ("V2 asked", "1", [], "V2", "the NPU worker builds it (NpuModelRunnerV2, eager"),
     ("V2 asked, LoRA", "1", ["--enable-lora", "--max-lora-rank", "8"], "V1", "LoRA: "),
-    ("V2 asked, TP=2", "1", ["--tensor-parallel-size", "2"], "V1", "TP=2: "),
+    ("V2 asked, TP=2", "1", ["--tensor-parallel-size", "2"], "V2",
+     "the NPU worker builds it (NpuModelRunnerV2, eager"),
     ("V2 asked, speculative", "1",
      ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 2,
                                           "prompt_lookup_max": 3})],

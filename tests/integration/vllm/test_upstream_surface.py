@@ -83,6 +83,8 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
     ("vllm.config:ModelConfig.sleep_preserve_parameter_names", "refused at level 2"),
     ("vllm.compilation.cuda_graph:CUDAGraphWrapper.clear_all_graphs",
      "sleep drops the graphs, waking captures them again"),
+    ("vllm.v1.worker.gpu.cudagraph_utils:CudaGraphManager.release_graphs",
+     "sleep drops V2's FULL graphs (its graph manager's), waking captures them again"),
     ("vllm.v1.worker.gpu_worker:Worker.reload_weights", "RL weight updates (collective_rpc)"),
     ("vllm.v1.worker.gpu_worker:Worker.discard",
      "release_kv_cache_memory reaches it: our worker serves it through the sleep port"),

@@ -27,12 +27,10 @@ RULES: dict[str, tuple[dict[str, Any], str]] = {
         "speculative decoding ('mtp'): V2 drafts with its own speculators",
     ),
     "lora": ({"lora": True}, "LoRA: V2's adapter state"),
-    "sleep": ({"cache": {"enable_sleep_mode": True}}, "sleep mode: the worker drops"),
     "kv_connector": (
         {"kv_transfer_role": KvTransferRole.PRODUCER},
         "a KV connector (P/D): V2 drives a connector through its own wrapper",
     ),
-    "tp2": ({"parallel": {"tp": 2}}, "TP=2: the NPU's V2 runner is checked on one device"),
     "hybrid": ({"model": QWEN3_NEXT}, "a hybrid model: V2 keeps mamba/linear-attention state"),
 }
 
@@ -60,6 +58,16 @@ def test_without_those_features_v2_asked_on_the_npu_is_built() -> None:
     assert v2_not_served(RunnerFeatures.of(npu())) == ()
 
 
+@pytest.mark.parametrize(
+    "given", [{"parallel": {"tp": 2}}, {"cache": {"enable_sleep_mode": True}}], ids=["tp2", "sleep"]
+)
+def test_tensor_parallelism_and_sleep_mode_are_served_on_v2(given: dict[str, Any]) -> None:
+    plan = plan_config(npu(v2_model_runner="1", compilation=EAGER, **given))
+    assert plan.model_runner is ModelRunner.V2, plan.describe()
+    assert "the NPU worker builds it (NpuModelRunnerV2" in plan.decisions.model_runner_reason
+    assert not [w for w in plan.warnings if "model runner" in w]
+
+
 def test_v2_not_asked_is_v1_without_a_warning_whatever_the_features() -> None:
     plan = plan_config(npu(lora=True, parallel={"tp": 2}))
     assert plan.model_runner is ModelRunner.V1
@@ -68,9 +76,9 @@ def test_v2_not_asked_is_v1_without_a_warning_whatever_the_features() -> None:
 
 
 def test_every_feature_found_is_named_in_one_reason() -> None:
-    features = RunnerFeatures(lora=True, sleep_mode=True, tp=4, hybrid=True)
+    features = RunnerFeatures(lora=True, kv_transfer=True, hybrid=True)
     reasons = v2_not_served(features)
-    assert [r.split(":")[0] for r in reasons] == ["LoRA", "sleep mode", "TP=4", "a hybrid model"]
+    assert [r.split(":")[0] for r in reasons] == ["LoRA", "a KV connector (P/D)", "a hybrid model"]
     decision = decide_model_runner(DeviceKind.NPU, "1", features=features)
     assert decision.runner is ModelRunner.V1 and decision.overrides_request
     assert all(r in decision.reason for r in reasons)
@@ -91,5 +99,5 @@ def test_the_features_read_from_the_deployment() -> None:
         speculative={"method": "eagle3", "num_speculative_tokens": 2},
         kv_transfer_role=KvTransferRole.BOTH,
     )
-    assert RunnerFeatures.of(deployment) == RunnerFeatures("eagle3", True, True, True, 2, True)
+    assert RunnerFeatures.of(deployment) == RunnerFeatures("eagle3", True, True, True)
     assert RunnerFeatures.of(attrs.evolve(deployment, kv_transfer_role=None)).kv_transfer is False

@@ -105,16 +105,19 @@ def test_before_config_falls_back_as_the_plan_does_from_the_engine_args() -> Non
     kinds = ["linear_attention", "full_attention"]
     hybrid = FakeModelFiles({"config.json": {"layer_types": kinds}})
     features = configure.runner_features(args, hybrid)
-    assert features == RunnerFeatures("the method vLLM infers", True, True, True, 2, True)
+    assert features == RunnerFeatures("the method vLLM infers", True, True, True)
     plain = configure.runner_features(SimpleNamespace(), FakeModelFiles(exists=False))
     assert plain == RunnerFeatures()
-    for one in (RunnerFeatures(lora=True), RunnerFeatures(tp=2), RunnerFeatures(hybrid=True)):
+    for one in (RunnerFeatures(lora=True), RunnerFeatures(hybrid=True)):
         environ = {"VLLM_USE_V2_MODEL_RUNNER": "1"}
         configure.before_config(DeviceKind.NPU, environ, one)
         assert environ["VLLM_USE_V2_MODEL_RUNNER"] == "0", one
     environ = {"VLLM_USE_V2_MODEL_RUNNER": "1"}
     configure.before_config(DeviceKind.NPU, environ, plain)
     assert environ["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+    # TP > 1 and sleep mode are served on V2: not features the decision reads.
+    served = SimpleNamespace(tensor_parallel_size=2, enable_sleep_mode=True)
+    assert configure.runner_features(served, None) == plain
 
 
 def test_the_model_files_are_read_early_only_where_the_runner_decision_reads_them() -> None:

@@ -344,9 +344,7 @@ def runner_features(engine_args: Any, files: ModelFiles | None) -> RunnerFeature
     return RunnerFeatures(
         speculative_method=method if spec is not None else None,
         lora=bool(getattr(engine_args, "enable_lora", False)),
-        sleep_mode=bool(getattr(engine_args, "enable_sleep_mode", False)),
         kv_transfer=getattr(engine_args, "kv_transfer_config", None) is not None,
-        tp=int(getattr(engine_args, "tensor_parallel_size", 1) or 1),
         hybrid=isinstance(config, Mapping) and config_is_hybrid(config),
     )
 

@@ -39,7 +39,7 @@ NPU host triton-ascend compiles them; on the emulated NPU Triton's interpreter r
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 from unittest.mock import patch
 
@@ -121,10 +121,15 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
         ):
             yield
 
+    # Sleep mode's weights pool (the worker's, when sleep mode is on): V2's load_model
+    # builds its model state and sampler on the device after the model, so only the model
+    # loader's call runs in it (`_model_loads_in`); None: no pool.
+    weights_pool: Callable[[], AbstractContextManager[None]] | None = None
+
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         """V2's load_model; the attention metadata its model state prepares for a step is
         kept for the FULL graph's replay (V2 replays with no forward context)."""
-        with self._scope():
+        with self._scope(), self._model_loads_in(self.weights_pool):
             GPUModelRunnerV2.load_model(self, *args, **kwargs)
         prepare = self.model_state.prepare_attn
 
@@ -133,6 +138,30 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
             return self._step_metadata
 
         self.model_state.prepare_attn = prepare_attn  # type: ignore[method-assign]
+
+    @staticmethod
+    @contextmanager
+    def _model_loads_in(pool: Callable[[], AbstractContextManager[None]] | None) -> Iterator[None]:
+        """V2's model loader's load_model inside `pool` (the model's weights there, the
+        runner's own state outside: a level-2 sleep discards the pool's memory)."""
+        if pool is None:
+            yield
+            return
+        get_loader = v2_model_runner.get_model_loader
+
+        def loader_in_pool(*args: Any, **kwargs: Any) -> Any:
+            loader = get_loader(*args, **kwargs)
+            load = loader.load_model
+
+            def load_in_pool(*a: Any, **kw: Any) -> Any:
+                with pool():
+                    return load(*a, **kw)
+
+            loader.load_model = load_in_pool
+            return loader
+
+        with patch.object(v2_model_runner, "get_model_loader", loader_in_pool):
+            yield
 
     def initialize_kv_cache(self, *args: Any, **kwargs: Any) -> None:
         """V2's initialize_kv_cache, its graph manager on the runtime port's graphs."""

@@ -130,6 +130,12 @@ class DeviceWorker(Worker):
         runner = getattr(importlib.import_module(module), name)
         with stop_on_our_errors(self.parallel_config):
             self.model_runner = runner(self.vllm_config, self.device, self.runtime)
+        if self.model_config.enable_sleep_mode and _loads_weights_in_pool(self.model_runner):
+            # V2's load_model also builds the runner's batch and sampling state on the
+            # device: only the model's loading goes in the weights' pool, else a level-2
+            # sleep would discard that state with the weights (and wake it as zeros).
+            memory = self._sleep_memory
+            self.model_runner.weights_pool = lambda: memory().allocation_pool(SleepTag.WEIGHTS)
 
     def _maybe_get_memory_pool_context(self, tag: str) -> contextlib.AbstractContextManager[None]:
         """vLLM's CuMem pool, ours: with sleep mode, the weights and the KV cache come from
@@ -138,6 +144,8 @@ class DeviceWorker(Worker):
         allocator."""
         if not self.model_config.enable_sleep_mode or tag not in TAGS:
             return contextlib.nullcontext()
+        if TAGS[tag] is SleepTag.WEIGHTS and _loads_weights_in_pool(self.model_runner):
+            return contextlib.nullcontext()  # the runner puts the model's loading there
         memory = self._sleep_memory()
         return memory.allocation_pool(TAGS[tag])
 
@@ -348,6 +356,12 @@ class DeviceWorker(Worker):
             from vllm.compilation.cuda_graph import CUDAGraphWrapper
 
             CUDAGraphWrapper.clear_all_graphs()
+            # V2 keeps its FULL graphs in its own graph manager, not in the wrappers: its
+            # release_graphs drops them and keeps what to capture (vLLM's elastic EP drops
+            # them so), so the capture on waking records them over the new addresses.
+            manager = getattr(self.model_runner, "cudagraph_manager", None)
+            if self.use_v2_model_runner and manager is not None:
+                manager.release_graphs()
             gc.collect()
 
     def _log_release(self, what: str, outcome: SleepOutcome, before: int | None) -> None:
@@ -414,6 +428,12 @@ class DeviceWorker(Worker):
 
         collect(self.model_runner.kv_caches)
         return found
+
+
+def _loads_weights_in_pool(runner: object) -> bool:
+    """Whether the runner allocates the model's weights in sleep mode's pool itself
+    (NpuModelRunnerV2.weights_pool), around the model's loading alone."""
+    return hasattr(runner, "weights_pool")
 
 
 class HostWorker(DeviceWorker):
