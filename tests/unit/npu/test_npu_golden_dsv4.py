@@ -5,8 +5,8 @@ in plain torch before it used the ports, and what transformers computes).
 
 - rope (rope.rotate): each head's trailing rope slice as a GPT-J-style head of its own
   through Ops.rotary_embedding, cos | sin of the call's positions as the cache, an empty
-  key; sign -1 rotates back. The NPU adapter rounds cos and sin to bf16 for npu_rotary_mul
-  (16-channel rope: not npu_mrope's multiple of 32), so bf16 results differ by a rounding.
+  key; sign -1 rotates back; in float32 whatever x's dtype (npu_mrope takes a 16-channel
+  rope in float32), so the NPU's result is the host's bit for bit.
 - the lightning indexer (compressor.indexer_top_k): the compressed keys as a paged cache of
   128-row blocks, every token's visible row count its length, 1 / sqrt(Di) folded into the
   head weights; the same rows chosen on both devices, bit for bit in bf16.
@@ -56,11 +56,9 @@ def test_rope_through_the_ops_port(tnpu, dtype: torch.dtype, sign: float) -> Non
     torch.testing.assert_close(host, _rotate_spelled_out(x, positions, sign), atol=0, rtol=0)
     npu = rotate(NpuOps(tnpu), x, positions, FREQS, sign)
     assert torch.equal(npu[..., :-16], x[..., :-16])  # the leading channels pass through
-    if dtype is F32:
-        torch.testing.assert_close(npu, host, atol=0, rtol=0)
-    else:  # cos and sin in bf16 on the NPU: within a few bf16 roundings of |x| <= 5
-        torch.testing.assert_close(npu.float(), host.float(), atol=0.07, rtol=0)
-        assert tnpu.calls_of("npu_rotary_mul")
+    torch.testing.assert_close(npu, host, atol=0, rtol=0)
+    (call,) = tnpu.calls_of("npu_mrope")
+    assert call["rotary_mode"] == "interleave" and call["query"].dtype == F32
 
 
 def test_norm_without_a_weight_is_a_ones_weight(tnpu) -> None:

@@ -8,7 +8,8 @@ narrower heads). The attention output's rope slice is rotated back by the query'
 
 The rotation goes through the device's ops port (Ops.rotary_embedding, GPT-J style: pairs
 2i, 2i+1 by frequency i): each head's rope slice is passed as a head of its own, with the
-cos | sin rows of this call's positions as the cache.
+cos | sin rows of this call's positions as the cache. In float32, rounded once to x's dtype,
+as V4 computes its rope (a bf16 call would round cos and sin to bf16 on the NPU first).
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ def rotate(ops: Ops, x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tens
     width = 2 * freqs.shape[0]
     angles = positions.to(torch.float32)[:, None] * freqs.to(x.device)[None, :]
     cos_sin = torch.cat((angles.cos(), sign * angles.sin()), dim=-1)  # [T, width]
-    rope = x[..., -width:].reshape(tokens, heads * width)
+    rope = x[..., -width:].float().reshape(tokens, heads * width)
     rows = torch.arange(tokens, device=x.device)
     # The port rotates a query and a key together; V4 rotates one tensor a call, so the
     # key is an empty one (no head).
     rotated, _ = ops.rotary_embedding(rows, rope, rope[:, :0], cos_sin, width, width, False)
-    return torch.cat((x[..., :-width], rotated.view(tokens, heads, width)), dim=-1)
+    rotated = rotated.view(tokens, heads, width).to(x.dtype)
+    return torch.cat((x[..., :-width], rotated), dim=-1)
