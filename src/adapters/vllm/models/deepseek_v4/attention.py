@@ -12,8 +12,8 @@ port (compressor.py). The attention itself (window rows, compressed rows, sinks)
 torch on the device: torch_npu 2.14.0's npu_sparse_flash_attention reads its rows from a
 paged latent cache by index (V4 rebuilds its rows from the cached inputs each step, no such
 cache exists), and V4's learned sink per head would need the op's `sinks` input or its
-softmax LSE for npu_attention_update, neither modelled by the emulated torch_npu this
-project tests against (its docs give no formula the emulator could be checked by).
+softmax LSE (to fold the sink in with npu_attention_update), both of which the emulated
+torch_npu refuses as not modelled, so no golden test could check their use.
 """
 
 from __future__ import annotations
