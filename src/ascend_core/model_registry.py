@@ -191,9 +191,10 @@ REGISTRATIONS: tuple[Registration, ...] = (
         "vLLM 0.33 gives an out-of-tree platform its NVIDIA DeepSeek-V4 class (TileLang "
         "hyper-connections, DeepGEMM MegaMoE, FlashMLA, FlashInfer sparse attention) and its "
         "CPU class needs vllm._C's CPU kernels and an fp8 cache, so the plugin registers its "
-        "own: the V4 layers in plain torch, each caching its attention inputs in paged "
-        "blocks and recomputing the window, compressed rows and indexer top-k from them; "
-        "host device only",
+        "own: the V4 layers each caching their attention inputs in paged blocks and "
+        "recomputing the window, compressed rows and indexer top-k from them; norms, rope, "
+        "the lightning indexer and the routed experts on the device's ops, the rest torch "
+        "on the device; bf16 on the NPU (emulated only)",
         {
             "head_dim": 512, "qk_rope_head_dim": 64, "num_key_value_heads": 1,
             "n_routed_experts": 256, "index_topk": 512, "sliding_window": 128,

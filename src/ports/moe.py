@@ -56,6 +56,9 @@ class GateKind(enum.Enum):
     # gpt-oss (vLLM's "swigluoai"): gate/up rows interleaved (gate0, up0, gate1, ...);
     # gate clamped above at `limit`, up to [-limit, limit]; (up + 1) * gate * sigmoid(alpha * gate).
     SWIGLU_OAI = "swigluoai"
+    # DeepSeek-V4 (config.swiglu_limit): gate rows first, then up, as SILU; gate clamped
+    # above at `limit`, up to [-limit, limit]; silu(gate) * up.
+    SILU_CLAMPED = "silu_clamped"
 
 
 @frozen
@@ -65,7 +68,7 @@ class ExpertMlp:
 
     gate: GateKind = GateKind.SILU
     alpha: float = 1.702  # SWIGLU_OAI only (vLLM's and transformers' defaults)
-    limit: float = 7.0
+    limit: float = 7.0  # SWIGLU_OAI and SILU_CLAMPED
     biased: bool = False
 
 

@@ -109,7 +109,7 @@ class CpuMoeOps(MoeOps):
             gate_up = x @ w13[expert].t()
             if biases is not None:
                 gate_up = gate_up + biases[0][expert].to(gate_up.dtype)
-            act = swiglu(gate_up) if mlp.gate is GateKind.SILU else swiglu_oai(gate_up, mlp)
+            act = _activate(gate_up, mlp)
             rows_out = out[start : start + count]
             torch.matmul(act, w2[expert].t(), out=rows_out)
             if biases is not None:
@@ -195,6 +195,23 @@ def swiglu_oai(gate_up: torch.Tensor, mlp: ExpertMlp) -> torch.Tensor:
     gate = x[..., ::2].clamp(max=mlp.limit)
     up = x[..., 1::2].clamp(min=-mlp.limit, max=mlp.limit)
     return ((up + 1) * (gate * torch.sigmoid(gate * mlp.alpha))).to(gate_up.dtype)
+
+
+def silu_clamped(gate_up: torch.Tensor, limit: float) -> torch.Tensor:
+    """DeepSeek-V4's gate over gate-first halves: silu(min(gate, limit)) * clamp(up,
+    -limit, limit), in float32, rounded once."""
+    gate, up = gate_up.to(_F32).chunk(2, dim=-1)
+    gate = gate.clamp(max=limit)
+    up = up.clamp(min=-limit, max=limit)
+    return (torch.nn.functional.silu(gate) * up).to(gate_up.dtype)
+
+
+def _activate(gate_up: torch.Tensor, mlp: ExpertMlp) -> torch.Tensor:
+    if mlp.gate is GateKind.SILU:
+        return swiglu(gate_up)
+    if mlp.gate is GateKind.SILU_CLAMPED:
+        return silu_clamped(gate_up, mlp.limit)
+    return swiglu_oai(gate_up, mlp)
 
 
 def _check_biases(mlp: ExpertMlp, biases: tuple[torch.Tensor, torch.Tensor] | None) -> None:

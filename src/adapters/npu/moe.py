@@ -136,7 +136,8 @@ class NpuMoeOps(MoeOps):
         biases: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Two npu_grouped_matmul calls around npu_swiglu (gpt-oss: npu_clipped_swiglu,
-        interleaved, bias 1.0 on the up half); weights as [E, in, out] views.
+        interleaved, bias 1.0 on the up half; DeepSeek-V4: npu_clipped_swiglu over the
+        halves, alpha 1, bias 0); weights as [E, in, out] views.
 
         Expert biases are added after each matmul, in the rows' dtype as the host adds
         them (the op's own bias input is not used: its rounding is the kernel's), each
@@ -157,6 +158,12 @@ class NpuMoeOps(MoeOps):
         if mlp.gate is GateKind.SWIGLU_OAI:
             act = self._torch_npu.npu_clipped_swiglu(
                 gate_up, dim=-1, alpha=mlp.alpha, limit=mlp.limit, bias=1.0, interleaved=True
+            )
+        elif mlp.gate is GateKind.SILU_CLAMPED:
+            # The same op's formula A * sigmoid(alpha * A) * (B + bias) over the halves
+            # (not interleaved), with alpha 1 and bias 0, is silu(A) * B with its clamps.
+            act = self._torch_npu.npu_clipped_swiglu(
+                gate_up, dim=-1, alpha=1.0, limit=mlp.limit, bias=0.0, interleaved=False
             )
         else:
             act = self._torch_npu.npu_swiglu(gate_up, dim=-1)

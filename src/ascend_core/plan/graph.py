@@ -215,7 +215,9 @@ SPARSE_MLA_SPECULATIVE_REASON = (
 # request in Python over its paged input cache; it carries no @support_torch_compile.
 COMPRESSED_MLA_EAGER_REASON = (
     "the plugin's DeepSeek-V4 class attends request by request over its paged input cache "
-    "(Python loops reading the forward context) and is not built for compilation, so the "
+    "(Python loops reading the forward context) and is not built for compilation; its "
+    "tensor shapes follow each request's context length (window, compressed rows, indexer "
+    "keys), read to the host every step, which no captured NPU graph can replay; so the "
     "model runs eagerly (no compilation, no graphs)"
 )
 # MoE layers capture: routing, permutation, grouped matmuls and combine keep fixed shapes

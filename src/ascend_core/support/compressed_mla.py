@@ -1,15 +1,17 @@
-"""What the plugin's DeepSeek-V4 class (compressed MLA, the host device) does not serve.
+"""What the plugin's DeepSeek-V4 class (compressed MLA) does not serve, on either device.
 
-The matrix serves compressed MLA on the host through the plugin's own class: one device,
-float weights, no drafts (its input cache takes the KV cache dtype the plan allows, auto,
-bfloat16 or float16). Each deployment setting beyond that is refused here, before weights
-load, with what to change.
+The matrix serves compressed MLA through the plugin's own class: one device, float weights,
+no drafts (its input cache takes the KV cache dtype the plan allows, auto, bfloat16 or
+float16). On the NPU also: bfloat16 (the routed experts' combine, npu_moe_token_unpermute,
+takes bfloat16 only) and an index_topk npu_lightning_indexer's sparse_count takes. Each
+deployment setting beyond that is refused here, before weights load, with what to change.
 """
 
 from __future__ import annotations
 
 from ascend_core.deployment import Deployment
 from ascend_core.errors import UnsupportedFeatureError
+from ascend_core.op_limits import SPARSE_COUNTS
 from ascend_core.quantization.methods import QuantMethod
 from ascend_core.support.features import Feature
 from ports.device import DeviceKind
@@ -18,10 +20,10 @@ _CLASS = "the plugin's DeepSeek-V4 class"
 
 
 def compressed_mla_limit_errors(deployment: Deployment) -> tuple[UnsupportedFeatureError, ...]:
-    """One error per setting the host's DeepSeek-V4 class does not serve (none elsewhere:
-    the NPU refuses the feature outright)."""
+    """One error per setting the DeepSeek-V4 class does not serve on the deployment's device."""
     model, p = deployment.model, deployment.parallel
-    if not model.compressed_attention or deployment.device_kind is not DeviceKind.CPU:
+    device = deployment.device_kind
+    if not model.compressed_attention or device not in (DeviceKind.CPU, DeviceKind.NPU):
         return ()
     problems: list[tuple[str, str]] = []
     split = {"tensor_parallel_size": p.tp, "pipeline_parallel_size": p.pp,
@@ -50,10 +52,31 @@ def compressed_mla_limit_errors(deployment: Deployment) -> tuple[UnsupportedFeat
             "proven with any drafter",
             "serve without speculative_config",
         ))
+    if device is DeviceKind.NPU:
+        problems.extend(_npu_problems(deployment))
+    where = "the host device" if device is DeviceKind.CPU else "an NPU"
     return tuple(
         UnsupportedFeatureError(
-            f"{model.architecture} on the host device: {what}.", hint + ".",
-            feature=Feature.COMPRESSED_MLA.name, device=DeviceKind.CPU.value,
+            f"{model.architecture} on {where}: {what}.", hint + ".",
+            feature=Feature.COMPRESSED_MLA.name, device=device.value,
         )
         for what, hint in problems
     )
+
+
+def _npu_problems(deployment: Deployment) -> list[tuple[str, str]]:
+    model = deployment.model
+    problems = []
+    if model.dtype != "bfloat16":
+        problems.append((
+            f"dtype {model.dtype}: {_CLASS} runs its routed experts through the NPU MoE ops, "
+            "whose combine (npu_moe_token_unpermute) takes bfloat16 only",
+            "serve with --dtype bfloat16",
+        ))
+    if model.index_topk is not None and model.index_topk not in SPARSE_COUNTS:
+        problems.append((
+            f"index_topk {model.index_topk}: npu_lightning_indexer's sparse_count takes "
+            "1-2048, 3072, 4096, 5120, 6144, 7168 or 8192",
+            "serve it on the host device (VLLM_ASCEND_DEVICE=cpu)",
+        ))
+    return problems

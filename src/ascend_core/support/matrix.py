@@ -75,16 +75,15 @@ _COMPRESSED_HOST = Supported(
     "float weights (not DeepSeek's fp8/fp4 releases), default rope only (no YaRN), no MTP; "
     "greedy ids equal transformers' on a tiny V4 (float32)"
 )
-_NO_COMPRESSED_NPU = Refused(
-    "compressed MLA with an indexer has no backend on an Ascend NPU in this build: the "
-    "plugin's DeepSeek-V4 class runs on the host device only (its plain-torch attention "
-    "recomputes the compressed rows from cached inputs each step; the NPU path needs the "
-    "sparse-attention and indexer ops on the device's own compressed caches), and vLLM "
-    "0.33's DeepseekV4ForCausalLM cannot stand in: an out-of-tree platform gets its NVIDIA "
-    "class (TileLang hyper-connection kernels, DeepGEMM MegaMoE, FlashMLA and FlashInfer "
-    "sparse attention, torch.cuda streams)",
-    "vllm-ascend serves DeepSeek-V4-style models on Atlas A3 NPUs; this plugin serves them "
-    "on the host device (VLLM_ASCEND_DEVICE=cpu)",
+_COMPRESSED_NPU = Supported(
+    "the same class as on the host, its norms, rope, lightning indexer (npu_lightning_indexer "
+    "over each request's compressed indexer keys) and routed experts (npu_moe_init_routing_v2, "
+    "npu_grouped_matmul around npu_clipped_swiglu, npu_moe_token_unpermute) through the NPU "
+    "ports; the window and compressed attention with its sinks, the compressors, the "
+    "hyper-connections and the sqrtsoftplus/hash routing are torch on the device; bfloat16, "
+    "eager, one device, float weights, no MTP; vLLM 0.33's own DeepseekV4ForCausalLM is "
+    "never used (an out-of-tree platform gets its NVIDIA class); greedy ids equal the "
+    "host's up to bf16 near-ties on a tiny V4, on the emulated NPU only (no Ascend hardware)"
 )
 _MOE_HOST = Supported(
     "vLLM's FusedMoE with the plugin's monolithic MoE method on the host's MoE ops "
@@ -343,7 +342,7 @@ MATRIX: Mapping[tuple[Feature, DeviceKind], Verdict] = {
     (Feature.SPARSE_MLA, _CPU): _DSA_HOST,
     (Feature.SPARSE_MLA, _NPU): _DSA_NPU,
     (Feature.COMPRESSED_MLA, _CPU): _COMPRESSED_HOST,
-    (Feature.COMPRESSED_MLA, _NPU): _NO_COMPRESSED_NPU,
+    (Feature.COMPRESSED_MLA, _NPU): _COMPRESSED_NPU,
     (Feature.MOE, _CPU): _MOE_HOST,
     (Feature.MOE, _NPU): _MOE_NPU,
     (Feature.QUANTIZED_MOE, _CPU): _QMOE_HOST,

@@ -15,7 +15,7 @@ from ascend_core.model_facts import model_facts_from_config
 from ascend_core.support import features_of
 from ascend_core.support.compressed_mla import compressed_mla_limit_errors
 from ascend_core.support.features import Feature
-from ascend_core.support.matrix import Refused, Supported, verdict
+from ascend_core.support.matrix import Supported, verdict
 from ports.device import ChipFamily, DeviceKind
 
 TINY_V4: dict[str, Any] = {
@@ -38,11 +38,28 @@ def test_the_plain_host_deployment_is_served() -> None:
     assert compressed_mla_limit_errors(deployment) == ()
 
 
-def test_the_npu_refuses_the_feature_itself() -> None:
-    refused = verdict(Feature.COMPRESSED_MLA, DeviceKind.NPU)
-    assert isinstance(refused, Refused) and "host device only" in refused.reason
-    npu = Deployment(FACTS, ChipFamily.A3, DeviceKind.NPU, parallel=ParallelSettings(tp=2))
-    assert compressed_mla_limit_errors(npu) == ()  # the matrix's refusal says it all
+def test_the_npu_serves_it_in_bf16_with_the_same_limits() -> None:
+    served = verdict(Feature.COMPRESSED_MLA, DeviceKind.NPU)
+    assert isinstance(served, Supported) and "emulated NPU only" in served.note
+    npu = Deployment(FACTS, ChipFamily.A3, DeviceKind.NPU)
+    assert compressed_mla_limit_errors(npu) == ()
+    (split,) = compressed_mla_limit_errors(
+        Deployment(FACTS, ChipFamily.A3, DeviceKind.NPU, parallel=ParallelSettings(tp=2)))
+    assert "tensor_parallel_size=2" in split.what and split.device == "npu"
+
+
+@pytest.mark.parametrize(
+    ("config", "what", "hint"),
+    [
+        ({"torch_dtype": "float16"}, "npu_moe_token_unpermute", "--dtype bfloat16"),
+        ({"index_topk": 2049}, "index_topk 2049", "VLLM_ASCEND_DEVICE=cpu"),
+    ],
+)
+def test_the_npu_refuses_what_its_ops_cannot_run(config: dict[str, Any], what: str,
+                                                 hint: str) -> None:
+    facts = model_facts_from_config({**TINY_V4, **config})
+    (error,) = compressed_mla_limit_errors(Deployment(facts, ChipFamily.A3, DeviceKind.NPU))
+    assert what in error.what and hint in error.hint and error.device == "npu"
 
 
 @pytest.mark.parametrize(
@@ -71,7 +88,7 @@ def test_other_models_are_not_concerned() -> None:
     assert compressed_mla_limit_errors(deployment) == ()
 
 
-def test_the_plan_serves_it_eagerly_on_the_host_and_refuses_the_npu() -> None:
+def test_the_plan_serves_it_eagerly_on_both_devices() -> None:
     from ascend_core.plan import fields, plan_config
     from ascend_core.plan.graph import COMPRESSED_MLA_EAGER_REASON
     from ascend_core.plan.result import CompileMode
@@ -83,5 +100,7 @@ def test_the_plan_serves_it_eagerly_on_the_host_and_refuses_the_npu() -> None:
     (change,) = plan.changes_to(fields.COMPILE_MODE)
     assert change.reason.endswith(COMPRESSED_MLA_EAGER_REASON)
     assert not plan_config(host(FACTS, parallel={"tp": 2})).ok
-    refused = plan_config(npu(FACTS, chip=ChipFamily.A3)).errors
-    assert any("does not serve on an Ascend NPU" in e.what for e in refused)
+    on_npu = plan_config(npu(FACTS, chip=ChipFamily.A3))
+    assert on_npu.ok, on_npu.errors
+    (change,) = on_npu.changes_to(fields.COMPILE_MODE)
+    assert change.reason.endswith(COMPRESSED_MLA_EAGER_REASON)

@@ -141,6 +141,34 @@ def test_gpt_oss_experts_match_the_host(npu, tnpu, held: list[int] | None) -> No
     assert not tnpu.calls_of("npu_swiglu")
 
 
+def test_deepseek_v4_clamped_experts_match_the_host(npu, tnpu) -> None:  # type: ignore[no-untyped-def]
+    """DeepSeek-V4's experts: gate-first halves through npu_clipped_swiglu with alpha 1 and
+    bias 0 (silu(min(gate, limit)) * clamp(up)); the same bits as the host's loop, with w13
+    scaled up so that both clamps cut."""
+    from ports.moe import ExpertMlp, GateKind
+
+    g = torch.Generator().manual_seed(11)
+    tokens, hidden, inter, experts = 19, 32, 16, 8
+    bf = torch.bfloat16
+    x = torch.randn(tokens, hidden, generator=g).to(bf)
+    w13 = (torch.randn(experts, 2 * inter, hidden, generator=g) * 4 / hidden**0.5).to(bf)
+    w2 = (torch.randn(experts, hidden, inter, generator=g) / inter**0.5).to(bf)
+    weights, ids = HOST.route(torch.randn(tokens, experts, generator=g), QWEN3)
+    mlp = ExpertMlp(gate=GateKind.SILU_CLAMPED, limit=2.0)
+    gate_up = torch.einsum("th,eih->tei", x.float(), w13.float())
+    assert (gate_up[..., :inter] > 2.0).any() and (gate_up[..., inter:].abs() > 2.0).any()
+    out = npu.experts(x, ids, weights, w13, w2, mlp=mlp)
+    host_out = HOST.experts(x, ids, weights, w13, w2, mlp=mlp)
+    torch.testing.assert_close(out, host_out, atol=0, rtol=0)
+    (call,) = tnpu.calls_of("npu_clipped_swiglu")
+    assert (call["interleaved"], call["alpha"], call["limit"], call["bias"]) == (
+        False, 1.0, 2.0, 0.0
+    )
+    # The clamps matter: without them the host's result differs.
+    plain = HOST.experts(x, ids, weights, w13, w2)
+    assert not torch.equal(plain, host_out)
+
+
 @pytest.mark.parametrize(
     ("routing", "experts", "dtype", "named"),
     [

@@ -6,6 +6,14 @@ Keys = values: one shared head (wkv, norm, rope), seen through a sliding window 
 its visible rows at rate 128, the indexer's top-k of them at rate 4. A learned sink logit
 per head joins the softmax. The output's rope slice is rotated back by the query position,
 then the grouped low-rank output projection (wo_a per group of heads, wo_b) mixes heads.
+
+Norms and rope through the device's ops port, the indexer's top-k through its sparse-MLA
+port (compressor.py). The attention itself (window rows, compressed rows, sinks) stays
+torch on the device: torch_npu 2.14.0's npu_sparse_flash_attention reads its rows from a
+paged latent cache by index (V4 rebuilds its rows from the cached inputs each step, no such
+cache exists), and V4's learned sink per head would need the op's `sinks` input or its
+softmax LSE (to fold the sink in with npu_attention_update), both of which the emulated
+torch_npu refuses as not modelled, so no golden test could check their use.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from adapters.container import container
 from adapters.vllm.models.deepseek_v4.compressor import (
     compressed_rows,
     indexer_top_k,
@@ -22,6 +31,7 @@ from adapters.vllm.models.deepseek_v4.compressor import (
 )
 from adapters.vllm.models.deepseek_v4.norms import rms_norm
 from adapters.vllm.models.deepseek_v4.rope import inv_freq, rotate
+from ports.ops import Ops
 
 SLIDING, CSA, HCA = (
     "sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"
@@ -47,9 +57,9 @@ class Compressor(nn.Module):
         self.norm = Norm(dim)
         self.rate, self.overlap = rate, overlap
 
-    def rows(self, x: torch.Tensor, eps: float, freqs: torch.Tensor) -> torch.Tensor:
-        return compressed_rows(self.wkv(x), self.wgate(x), self.ape, self.norm.weight, eps,
-                               self.rate, self.overlap, freqs)
+    def rows(self, ops: Ops, x: torch.Tensor, eps: float, freqs: torch.Tensor) -> torch.Tensor:
+        return compressed_rows(ops, self.wkv(x), self.wgate(x), self.ape, self.norm.weight,
+                               eps, self.rate, self.overlap, freqs)
 
 
 class Indexer(nn.Module):
@@ -62,6 +72,7 @@ class Indexer(nn.Module):
         self.wq_b = nn.Linear(config.q_lora_rank, self.heads * self.dim, bias=False)
         self.weights_proj = nn.Linear(config.hidden_size, self.heads, bias=False)
         self.compressor = Compressor(config.hidden_size, self.dim, rate, overlap=True)
+        self.sparse_ops = container().sparse_mla_ops()
 
 
 class V4Attention(nn.Module):
@@ -72,6 +83,7 @@ class V4Attention(nn.Module):
         self.layer_type, self.window = layer_type, int(config.sliding_window)
         self.eps = float(config.rms_norm_eps)
         self.groups = int(config.o_groups)
+        self.ops: Ops = container().ops()
         self.wq_a = nn.Linear(hidden, config.q_lora_rank, bias=False)
         self.q_norm = Norm(config.q_lora_rank)
         self.wq_b = nn.Linear(config.q_lora_rank, self.heads * self.dim, bias=False)
@@ -97,13 +109,14 @@ class V4Attention(nn.Module):
         length = context.shape[0]
         positions = torch.arange(length - new, length, device=context.device)
         x = context[length - new:]
-        q_res = rms_norm(self.wq_a(x), self.q_norm.weight, self.eps)
-        q = rms_norm(self.wq_b(q_res).view(new, self.heads, self.dim), None, self.eps)
-        q = rotate(q, positions, self.freqs)
+        ops = self.ops
+        q_res = rms_norm(ops, self.wq_a(x), self.q_norm.weight, self.eps)
+        q = rms_norm(ops, self.wq_b(q_res).view(new, self.heads, self.dim), None, self.eps)
+        q = rotate(ops, q, positions, self.freqs)
 
         first = max(0, length - new - (self.window - 1))
-        kv = rms_norm(self.wkv(context[first:]), self.norm.weight, self.eps)
-        kv = rotate(kv.unsqueeze(1), torch.arange(first, length, device=x.device),
+        kv = rms_norm(ops, self.wkv(context[first:]), self.norm.weight, self.eps)
+        kv = rotate(ops, kv.unsqueeze(1), torch.arange(first, length, device=x.device),
                     self.freqs).squeeze(1)
         keys = torch.arange(first, length, device=x.device)
         in_window = (keys[None, :] <= positions[:, None]) & (
@@ -111,7 +124,7 @@ class V4Attention(nn.Module):
         )
         masks, values = [in_window], [kv]
         if self.rate:
-            rows = self.compressor.rows(context, self.eps, self.compress_freqs)
+            rows = self.compressor.rows(ops, context, self.eps, self.compress_freqs)
             if self.layer_type == CSA:
                 masks.append(self._indexer_choice(context, x, q_res, positions))
             else:
@@ -126,17 +139,17 @@ class V4Attention(nn.Module):
         combined = combined - combined.max(dim=-1, keepdim=True).values
         probs = torch.softmax(combined, dim=-1)[..., :-1]
         out = torch.einsum("thk,kd->thd", probs, kv_all)
-        out = rotate(out, positions, self.freqs, sign=-1.0)
+        out = rotate(ops, out, positions, self.freqs, sign=-1.0)
         return self._project_out(out)
 
     def _indexer_choice(self, context: torch.Tensor, x: torch.Tensor, q_res: torch.Tensor,
                         positions: torch.Tensor) -> torch.Tensor:
         ix = self.indexer
-        keys = ix.compressor.rows(context, self.eps, self.compress_freqs)
+        keys = ix.compressor.rows(self.ops, context, self.eps, self.compress_freqs)
         q = ix.wq_b(q_res).view(x.shape[0], ix.heads, ix.dim)
-        q = rotate(q, positions, self.compress_freqs)
+        q = rotate(self.ops, q, positions, self.compress_freqs)
         weights = ix.weights_proj(x) * ix.heads**-0.5
-        return indexer_top_k(q, keys, weights, positions, self.rate, ix.top_k)
+        return indexer_top_k(ix.sparse_ops, q, keys, weights, positions, self.rate, ix.top_k)
 
     def _project_out(self, out: torch.Tensor) -> torch.Tensor:
         tokens = out.shape[0]

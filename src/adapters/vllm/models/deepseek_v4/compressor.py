@@ -10,6 +10,8 @@ prefix-cache hit all see the rows a single pass over the prompt would.
   rest); row w pools window w-1's Ca and window w's Cb over 2 x 4 slots (row 0: Cb only);
 - each row RMS-normed, then rotated at its window's first position with the compress base.
 Only complete windows make rows; query t may see row w once (w + 1) * rate <= t + 1.
+Norms and rope through the ops port; the indexer's top-k through the sparse-MLA port's
+lightning indexer (SparseMlaOps.index_topk), the rows as its paged key cache.
 """
 
 from __future__ import annotations
@@ -18,9 +20,15 @@ import torch
 
 from adapters.vllm.models.deepseek_v4.norms import rms_norm
 from adapters.vllm.models.deepseek_v4.rope import rotate
+from ports.ops import Ops
+from ports.sparse_mla import SparseMlaOps
+
+# Rows a block of the indexer's key cache holds (the engine's block size on the NPU).
+INDEX_BLOCK = 128
 
 
 def compressed_rows(
+    ops: Ops,
     kv: torch.Tensor,
     gate: torch.Tensor,
     position_bias: torch.Tensor,
@@ -49,9 +57,9 @@ def compressed_rows(
         slots_gate[1:, :rate] = gate[:-1, :, :dim]
         kv, gate = slots_kv, slots_gate
     pooled = (kv * gate.softmax(dim=1, dtype=torch.float32).to(kv.dtype)).sum(dim=1)
-    rows = rms_norm(pooled, norm_weight, eps)
+    rows = rms_norm(ops, pooled, norm_weight, eps)
     starts = torch.arange(windows, device=kv.device) * rate
-    return rotate(rows.unsqueeze(1), starts, freqs).squeeze(1)
+    return rotate(ops, rows.unsqueeze(1), starts, freqs).squeeze(1)
 
 
 def visible_rows(positions: torch.Tensor, rate: int) -> torch.Tensor:
@@ -60,6 +68,7 @@ def visible_rows(positions: torch.Tensor, rate: int) -> torch.Tensor:
 
 
 def indexer_top_k(
+    sparse_ops: SparseMlaOps,
     q: torch.Tensor,
     keys: torch.Tensor,
     head_weights: torch.Tensor,
@@ -70,16 +79,30 @@ def indexer_top_k(
     """The lightning indexer: q [T, H, Di] (rotated), keys [W, Di] (the indexer's own
     compressed rows), head_weights [T, H] (already scaled): score(t, w) =
     sum_h head_weights[t, h] * relu(q[t, h] . keys[w]) / sqrt(Di); the top_k rows each query
-    may see, as a [T, W] bool mask of the chosen rows."""
-    windows = keys.shape[0]
+    may see, as a [T, W] bool mask of the chosen rows.
+
+    Through SparseMlaOps.index_topk: the rows as a paged key cache of INDEX_BLOCK-row
+    blocks (every token's block-table row the same), each token's visible row count as its
+    sequence length, 1 / sqrt(Di) folded into the head weights (relu commutes with a
+    positive scale)."""
+    windows, dim = keys.shape
+    tokens = q.shape[0]
     if windows == 0:
-        return torch.zeros((q.shape[0], 0), dtype=torch.bool, device=q.device)
-    scores = torch.einsum("thd,wd->thw", q.float(), keys.float()).relu() * q.shape[-1] ** -0.5
-    scores = (scores * head_weights.float().unsqueeze(-1)).sum(dim=1)  # [T, W]
-    visible = visible_rows(positions, rate)
-    future = torch.arange(windows, device=q.device)[None, :] >= visible[:, None]
-    scores = scores.masked_fill(future, float("-inf"))
-    picks = scores.topk(min(top_k, windows), dim=-1).indices
-    valid = picks < visible[:, None]
-    hits = torch.nn.functional.one_hot(picks, windows).bool() & valid.unsqueeze(-1)
+        return torch.zeros((tokens, 0), dtype=torch.bool, device=q.device)
+    blocks = -(-windows // INDEX_BLOCK)
+    cache = keys.new_zeros((blocks * INDEX_BLOCK, dim))
+    cache[:windows] = keys
+    index_dtype = getattr(torch, sparse_ops.plan_needs.block_table_dtype.value)
+    table = torch.arange(blocks, dtype=index_dtype, device=q.device).expand(tokens, blocks)
+    picks = sparse_ops.index_topk(
+        q.to(keys.dtype).contiguous(),
+        (head_weights * dim**-0.5).to(keys.dtype),
+        cache.view(blocks, INDEX_BLOCK, dim),
+        table.contiguous(),
+        visible_rows(positions, rate),
+        windows,
+        top_k,
+    ).long()
+    valid = picks >= 0
+    hits = torch.nn.functional.one_hot(picks.clamp(min=0), windows).bool() & valid.unsqueeze(-1)
     return hits.any(dim=1)

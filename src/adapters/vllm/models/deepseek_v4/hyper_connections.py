@@ -12,15 +12,16 @@ import torch
 from torch import nn
 
 from adapters.vllm.models.deepseek_v4.norms import rms_norm
+from ports.ops import Ops
 
 
 def hc_weights(
-    streams: torch.Tensor, fn: torch.Tensor, base: torch.Tensor, scale: torch.Tensor,
+    ops: Ops, streams: torch.Tensor, fn: torch.Tensor, base: torch.Tensor, scale: torch.Tensor,
     iters: int, eps: float, norm_eps: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """streams [T, N, D]: (post [T, N], comb [T, N, N], collapsed input [T, D])."""
     n = streams.shape[1]
-    flat = rms_norm(streams.reshape(streams.shape[0], -1).float(), None, norm_eps)
+    flat = rms_norm(ops, streams.reshape(streams.shape[0], -1).float(), None, norm_eps)
     mixes = flat @ fn.float().t()
     pre_w, post_w, comb_w = mixes.split([n, n, n * n], dim=-1)
     pre_b, post_b, comb_b = base.float().split([n, n, n * n])
@@ -48,15 +49,18 @@ def hc_merge(streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor,
 class HyperHead(nn.Module):
     """The last collapse of the streams, before the final norm (checkpoint: hc_head.*)."""
 
-    def __init__(self, hc_mult: int, hidden_size: int, eps: float, norm_eps: float) -> None:
+    def __init__(self, ops: Ops, hc_mult: int, hidden_size: int, eps: float,
+                 norm_eps: float) -> None:
         super().__init__()
+        self.ops = ops
         self.hc_fn = nn.Parameter(torch.empty(hc_mult, hc_mult * hidden_size))
         self.hc_base = nn.Parameter(torch.empty(hc_mult))
         self.hc_scale = nn.Parameter(torch.empty(1))
         self.eps, self.norm_eps = eps, norm_eps
 
     def forward(self, streams: torch.Tensor) -> torch.Tensor:
-        flat = rms_norm(streams.reshape(streams.shape[0], -1).float(), None, self.norm_eps)
+        flat = rms_norm(self.ops, streams.reshape(streams.shape[0], -1).float(), None,
+                        self.norm_eps)
         mixes = flat @ self.hc_fn.float().t()
         pre = torch.sigmoid(mixes * self.hc_scale.float() + self.hc_base.float()) + self.eps
         return (pre.unsqueeze(-1) * streams).sum(dim=1).to(streams.dtype)

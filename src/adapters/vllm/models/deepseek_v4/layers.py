@@ -38,15 +38,16 @@ class DecoderLayer(nn.Module):
             self.register_parameter(f"hc_{block}_scale", nn.Parameter(torch.empty(3)))
 
     def _hc(self, block: str, streams: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return hc_weights(streams, getattr(self, f"hc_{block}_fn"),
+        return hc_weights(self.attn.ops, streams, getattr(self, f"hc_{block}_fn"),
                           getattr(self, f"hc_{block}_base"), getattr(self, f"hc_{block}_scale"),
                           self.hc_iters, self.hc_eps, self.eps)
 
     def forward(self, streams: torch.Tensor, token_ids: torch.Tensor,
                 attend: Attend) -> torch.Tensor:
         post, comb, collapsed = self._hc("attn", streams)
-        out = attend(rms_norm(collapsed, self.attn_norm.weight, self.eps))
+        ops = self.attn.ops
+        out = attend(rms_norm(ops, collapsed, self.attn_norm.weight, self.eps))
         streams = hc_merge(streams, post, comb, out)
         post, comb, collapsed = self._hc("ffn", streams)
-        out = self.ffn(rms_norm(collapsed, self.ffn_norm.weight, self.eps), token_ids)
+        out = self.ffn(rms_norm(ops, collapsed, self.ffn_norm.weight, self.eps), token_ids)
         return hc_merge(streams, post, comb, out)

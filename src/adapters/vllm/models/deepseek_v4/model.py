@@ -4,8 +4,10 @@ vLLM 0.33 picks its V4 class by platform (vllm/models/deepseek_v4/__init__.py): 
 out-of-tree platform gets the NVIDIA class (TileLang hyper-connections, DeepGEMM MegaMoE,
 FlashMLA, FlashInfer sparse attention, torch.cuda streams) and its CPU class needs vllm._C
 CPU kernels and an fp8_ds_mla cache for head_dim 512. This class is the plugin's own: the
-V4 math in plain torch (this room's modules, checked against transformers'), each attention
-layer's per-token inputs in a paged cache of its own (input_cache.py). Eager: no
+V4 math in this room's modules (checked against transformers' on the host), its norms,
+rope, lightning indexer and routed experts through the device's ports (the host's plain
+torch or the NPU's torch_npu ops), the rest torch on the device; each attention layer's
+per-token inputs in a paged cache of its own (input_cache.py). Eager: no
 @support_torch_compile, so vLLM never traces it. One device (no tensor parallelism), no
 MTP layers.
 """
@@ -27,12 +29,13 @@ from vllm.model_executor.layers.vocab_parallel_embedding import (
 from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE
 
+from adapters.container import container
 from adapters.vllm.models.deepseek_v4.attention import Norm
 from adapters.vllm.models.deepseek_v4.hyper_connections import HyperHead
 from adapters.vllm.models.deepseek_v4.input_cache import InputCache, InputCacheMetadata
 from adapters.vllm.models.deepseek_v4.layers import DecoderLayer
 from adapters.vllm.models.deepseek_v4.norms import rms_norm
-from adapters.vllm.models.deepseek_v4.weight_names import checkpoint_name
+from adapters.vllm.models.deepseek_v4.weight_names import checkpoint_name, expert_weight
 
 
 class DeepseekV4Body(nn.Module):
@@ -49,7 +52,9 @@ class DeepseekV4Body(nn.Module):
             for i in layers
         )
         self.norm = Norm(hidden)
-        self.hc_head = HyperHead(config.hc_mult, hidden, float(config.hc_eps), self.eps)
+        self.ops = container().ops()
+        self.hc_head = HyperHead(self.ops, config.hc_mult, hidden, float(config.hc_eps),
+                                 self.eps)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         embeds = self.embed_tokens(input_ids)
@@ -58,7 +63,7 @@ class DeepseekV4Body(nn.Module):
         for layer, cache in zip(self.layers, self.caches, strict=True):
             step = meta.get(cache.prefix) if isinstance(meta, dict) else None
             streams = layer(streams, input_ids, _attend(layer, cache, step))
-        return rms_norm(self.hc_head(streams), self.norm.weight, self.eps)
+        return rms_norm(self.ops, self.hc_head(streams), self.norm.weight, self.eps)
 
 
 def _attend(
@@ -118,6 +123,12 @@ class AscendDeepseekV4ForCausalLM(nn.Module):
         for raw, tensor in weights:
             name = checkpoint_name(raw)
             if name is None:
+                continue
+            expert = expert_weight(name)
+            if expert is not None:
+                stacked, index, part = expert
+                self.get_submodule(stacked).load_expert(index, part, tensor)
+                loaded.add(f"{stacked}.{'w2' if part == 'w2' else 'w13'}")
                 continue
             if name in params:
                 param = params[name]
