@@ -19,7 +19,8 @@ than STEP_INTERVAL, so a rebalance comes inside it). The eplb runs read each ran
 exchange (the plan's methods, VLLM_ASCEND_MOE_COMM_METHOD as the parent set it, and the
 MC2 and all-to-all calls of the two passes) before it and the emulator's counters around
 it (graph replays, the MC2 ops they ran and those launched from the host, host reads),
-then the EPLB state again.
+then the EPLB state again, with the rebalances since start-up and the host reads they
+made (watch_rebalances), which the test tells from the steps' own.
 
 `vllm serve`'s workers read the same views through EplbViews (a --worker-extension-cls:
 the server's collective_rpc endpoint takes method names only), and both test modules
@@ -53,19 +54,48 @@ def prompts() -> list[list[int]]:
     return [[rng.randrange(2, 500) for _ in range(n)] for n in PROMPT_LENGTHS]
 
 
-def eplb_view(wrapper: object) -> dict[str, Any]:
-    """Run in each worker: its EPLB state and its local physical experts' weights."""
+def _runner_and_state(wrapper: object) -> tuple[Any, Any]:
+    """A worker's model runner and its vLLM EplbState."""
     worker = getattr(wrapper, "worker", wrapper)
     runner = worker.model_runner  # type: ignore[attr-defined]
     state = getattr(runner, "eplb_state", None)
     if state is None:  # the V2 runner keeps it in its EPLB controller
         state = runner.eplb.state
+    return runner, state
+
+
+def watch_rebalances(wrapper: object) -> None:
+    """Run in each worker (emulated NPU): each EPLB rearrange from here on is counted on
+    the EplbState (`rebalances`) with the host reads it makes (`rebalance_syncs`), so a
+    counted pass tells the rebalance's reads from its steps'."""
+    from support.emulated_npu_device import counters, syncs
+
+    _, state = _runner_and_state(wrapper)
+    rearrange = state.rearrange
+    state.rebalances, state.rebalance_syncs = 0, 0
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        before = syncs(counters())
+        try:
+            return rearrange(*args, **kwargs)
+        finally:
+            state.rebalances += 1
+            state.rebalance_syncs += syncs(counters()) - before
+
+    state.rearrange = counted
+
+
+def eplb_view(wrapper: object) -> dict[str, Any]:
+    """Run in each worker: its EPLB state and its local physical experts' weights."""
+    runner, state = _runner_and_state(wrapper)
     model_state = next(iter(state.model_states.values()))
     layers = [m for m in runner.model.modules() if type(m).__name__ == "RoutedExperts"]
     return {
         "physical_to_logical": model_state.physical_to_logical_map.cpu().tolist(),
         "load_window_sum": int(model_state.expert_load_window.sum().item()),
         "rearrange_step": state.expert_rearrangement_step,
+        "rebalances": getattr(state, "rebalances", None),  # watch_rebalances' counts
+        "rebalance_syncs": getattr(state, "rebalance_syncs", None),
         # Per layer, per local physical slot: the sum of its w13 and w2 in float64.
         "weights": [
             [float(layer.w13_weight[slot].double().sum() + layer.w2_weight[slot].double().sum())
@@ -179,6 +209,8 @@ def main(model: str, mode: str, device: str, dtype: str) -> None:
             use_tqdm=False)
 
     result: dict[str, Any] = {"prompts": prompts()}
+    if eplb and device == "npu":
+        llm.collective_rpc(watch_rebalances)
     if eplb:
         result["start"] = llm.collective_rpc(eplb_view)
     first = generate()
