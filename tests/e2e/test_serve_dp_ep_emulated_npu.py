@@ -23,7 +23,11 @@ tests is served across rebalances (vLLM's EplbState on each rank, stepped by the
 the dummy steps alike, the weights moved over the EP group of the two engine cores). With
 log_balancedness vLLM logs each step's recorded expert load, all-reduced over the ranks:
 it sums to each batch's tokens x top-k x MoE layers, so neither a DP dummy step nor a
-rank's padding rows are counted. An emulator, not Ascend hardware.
+rank's padding rows are counted. After each batch both engine cores' workers give their
+EPLB state (npu_eplb_run.EplbViews through the server's collective_rpc endpoint, in
+VLLM_SERVER_DEV_MODE): the two DP ranks hold the same physical -> logical map, the first
+rebalance changed it, and every physical slot holds the weights of the logical expert the
+new map names. An emulator, not Ascend hardware.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from typing import Any
 
 import pytest
 
+from integration.npu.npu_eplb_run import weights_follow_the_map
 from integration.npu.npu_expert_parallel_run import (
     CAPTURE_SIZES,
     MAX_NEW,
@@ -80,6 +85,8 @@ SERVE_ARGS = [
     "--enable-eplb", "--eplb-config", json.dumps(
         {"num_redundant_experts": 2, "window_size": 4, "step_interval": 6,
          "log_balancedness": True}),
+    # Each worker's EPLB state on request (the test's, with VLLM_SERVER_DEV_MODE).
+    "--worker-extension-cls", "integration.npu.npu_eplb_run.EplbViews",
 ]
 
 
@@ -89,6 +96,7 @@ def _env() -> dict[str, str]:
         env.pop(key, None)
     env["VLLM_ASCEND_DEVICE"] = "npu"
     env["OMP_NUM_THREADS"] = "1"
+    env["VLLM_SERVER_DEV_MODE"] = "1"  # the collective_rpc endpoint, for EplbViews
     return env
 
 
@@ -147,7 +155,10 @@ def server(
             except httpx.HTTPError:
                 pass
             time.sleep(1)
-        yield {"url": url, "log": log_path, "model": model}
+        served = {"url": url, "log": log_path, "model": model,
+                  "views": tmp_path_factory.mktemp("eplb-views")}
+        served["start"] = _views(served)
+        yield served
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -181,6 +192,31 @@ def _complete(server: dict[str, Any], batch: list[list[int]]) -> list[list[int]]
 
     with ThreadPoolExecutor(len(batch)) as pool:
         return list(pool.map(one, batch))
+
+
+def _views(server: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each EP rank's EPLB state and expert fingerprints (npu_eplb_run.eplb_view): both
+    engine cores' workers run the call and write their view to a fresh directory."""
+    import httpx
+
+    where = server["views"] / str(len(list(server["views"].iterdir())))
+    where.mkdir()
+    reply = httpx.post(f"{server['url']}/collective_rpc", timeout=120,
+                       json={"method": "write_eplb_view", "args": [str(where)]})
+    assert reply.status_code == 200, reply.text
+    return [json.loads((where / f"rank-{rank}.json").read_text()) for rank in range(EP_RANKS)]
+
+
+def _placement_follows_the_map(server: dict[str, Any], when: str) -> int:
+    """Both ranks hold the same map and every slot the weights of the logical expert it
+    names (the start-up fingerprints through the map); how many slots moved."""
+    views = _views(server)
+    maps = [view["physical_to_logical"] for view in views]
+    assert maps[0] == maps[1], maps
+    assert all(len(layer) == 10 for layer in maps[0]), maps  # 8 logical + 2 redundant
+    moved = weights_follow_the_map(server["start"], views, when)
+    print(f"{when}: map {maps[0]}, {moved} slots hold another expert than at start-up")
+    return moved
 
 
 def _rebalances(log: str) -> tuple[int, int]:
@@ -241,6 +277,8 @@ def test_chunked_prefills_and_decodes_give_the_single_device_ids(server, referen
     """Prompts of 5 to 90 tokens (chunked prefill, mixed steps, all-to-all above MC2's
     capacity) and the decode steps after them."""
     ids, _ = _across_a_rebalance(server, prompts())
+    # The rebalance changed the start-up placement and moved weights to follow it.
+    assert _placement_follows_the_map(server, "after the prompts") > 0
     _, loud = _partings(ids, reference_ids["ids"], reference_ids["top2"])
     assert not loud, loud
 
@@ -252,6 +290,7 @@ def test_decode_batches_give_the_single_device_ids(server, reference_ids) -> Non
     # Each rank pads its share to a captured size (4): a padding row counted would
     # show above the batch's 4 tokens a step.
     assert max(loads) == _routed(server["model"], len(decode_prompts())), loads
+    _placement_follows_the_map(server, "after the decode batch")
     _, loud = _partings(ids, reference_ids["decode_ids"], reference_ids["decode_top2"])
     assert not loud, loud
 
