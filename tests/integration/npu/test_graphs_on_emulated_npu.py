@@ -45,10 +45,12 @@ GRAPH_RUNS: dict[tuple[str, str], str] = {
     ("llama", "FULL_DECODE_ONLY"): "FULL_DECODE_ONLY",
     ("llama", "FULL_AND_PIECEWISE"): "FULL_AND_PIECEWISE",
     ("qwen3", DEFAULT): "FULL_AND_PIECEWISE",  # vllm-ascend's default for a dense model
-    ("qwen3", "FULL_DECODE_ONLY"): "FULL_DECODE_ONLY",
 }
 RUN_IDS = [f"{style}-{asked}" for style, asked in GRAPH_RUNS]
 STYLES = ("llama", "qwen3")
+# The NPU's eager run, the graphs' counters' baseline: Llama's (Qwen3's graphs, the plan's
+# default, are held to the host's ids; its eager NPU ids are test_generate_on_emulated_npu's).
+EAGER_STYLES = ("llama",)
 CAPTURE_SIZES = [1, 2, 4, 8]
 # Graphs per size: 2 layers make 3 pieces (between and around attention); a full graph
 # is one.
@@ -133,7 +135,7 @@ def run_engines(
 @pytest.fixture(scope="module")
 def graph_runs(npu_model_dirs: dict[str, str]) -> dict[tuple[str, str, str], dict[str, Any]]:
     """Every engine of this module, started once: (device, style, asked mode)."""
-    keys = [("npu", style, "eager") for style in STYLES]
+    keys = [("npu", style, "eager") for style in EAGER_STYLES]
     keys += [("npu", style, asked) for style, asked in GRAPH_RUNS]
     keys += [("npu", "llama", STALE)]
     return run_engines(npu_model_dirs, STYLES, keys)
@@ -143,7 +145,7 @@ def graph_runs(npu_model_dirs: dict[str, str]) -> dict[tuple[str, str, str], dic
 def test_npu_graphs_are_captured_and_give_the_eager_and_the_host_ids(
     graph_runs, style: str, asked: str
 ) -> None:
-    eager = graph_runs["npu", style, "eager"]
+    eager = graph_runs["npu", "llama", "eager"]  # the counters' baseline (same shapes)
     graphs = graph_runs["npu", style, asked]
     mode = GRAPH_RUNS[style, asked]
     assert graphs["graph_mode"] == mode
@@ -161,8 +163,10 @@ def test_npu_graphs_are_captured_and_give_the_eager_and_the_host_ids(
     assert counters["fallback_ops"] < eager["counters"]["fallback_ops"]
     assert counters["d2h_copies"] == eager["counters"]["d2h_copies"]
     assert counters["scalar_reads"] == 0
-    assert graphs["runs"] == eager["runs"] and len(graphs["runs"]) == 2
+    assert len(graphs["runs"]) == 2
     assert graphs["runs"] == graph_runs["host", style, "eager"]["runs"]
+    if style in EAGER_STYLES:
+        assert graphs["runs"] == graph_runs["npu", style, "eager"]["runs"]
     assert graphs["cached_tokens"] == [0, 0, 0, 128, 0] == eager["cached_tokens"]
 
 
