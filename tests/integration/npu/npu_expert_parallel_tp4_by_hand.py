@@ -9,7 +9,7 @@ methods (nothing forced) and graphs in the plan's default mode. The ids are comp
 test_expert_parallel_on_emulated_npu.py compares TP=2's: a parting is accepted only where
 the reference's top-2 gap is below NEAR_TIE_NATS (bf16 near-tie), and every parting is
 printed with its gap. A parting past that gap is judged as routing_ties judges the
-DeepSeek-V3 model's (test_expert_parallel_on_emulated_npu.py): the float32 model,
+DeepSeek-V3 model's (test_eplb_on_emulated_npu.py): the float32 model,
 teacher-forced on the reference's tokens, shows its output top-3 there and each MoE
 layer's router margin (qwen3_ties); a margin below ROUTING_TIE is a routing near-tie.
 Each run's wall time and the peak resident memory of its process tree (sampled each
