@@ -70,7 +70,9 @@ NEAR_TIE_NATS = 0.25
 # (support.routing_ties: the float32 model's routing margin at that token), as its EP
 # tests accept. Seen on main (2026-12-07, one suite run of several): prompt 1 step 0,
 # 1761 for 1390 (output gap 3.0 nats) where MoE layer 1 picks its groups 0.0035 apart;
-# the float32 model with that one group choice flipped gives 1761 too.
+# the float32 model with that one group choice flipped gives 1761 too. A later run there:
+# the NPU's first pass equal, its cached pass and the host's own cached pass 1761 (the
+# cached prefix changes the bf16 sums that feed that router).
 ROUTED = "deepseek_v3_npu_mla_moe"
 
 
@@ -168,7 +170,11 @@ def test_v2_on_the_emulated_npu_gives_the_host_devices_ids(
     # The second pass found the long prompts' full blocks (128 tokens) in the prefix cache.
     assert npu["cached_tokens"] == host["cached_tokens"]
     assert sum(npu["cached_tokens"]) >= 3 * 128
-    assert host["runs"][1] == host["runs"][0]
+    if style == ROUTED:  # the host's cached pass may flip the same routing near-tie
+        again = _loud(host["runs"][1], host, style, npu_model_dirs[style])
+        assert not again, (again, host["runs"][1], host["runs"][0])
+    else:
+        assert host["runs"][1] == host["runs"][0]
 
 
 @pytest.mark.parametrize("style", [s for s, graphs in GRAPHS.items() if graphs])
