@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -84,20 +83,6 @@ def _run(device: str, model: str) -> None:
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def _start(device: str, model: str) -> subprocess.Popen[str]:
-    from support.torch_npu_emulator.activate import child_env
-
-    env = dict(os.environ)
-    env.pop("VLLM_ASCEND_DEVICE", None)
-    if device == "npu":
-        env = child_env(env)
-    env["OMP_NUM_THREADS"] = "1"
-    return subprocess.Popen(
-        [sys.executable, __file__, device, model],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-    )
-
-
 @pytest.fixture(scope="module")
 def model_dir() -> str:
     from support.hf_reference import MODELS_DIR, make_models_module
@@ -108,27 +93,17 @@ def model_dir() -> str:
 
 @pytest.fixture(scope="module")
 def runs(model_dir: str) -> dict[str, dict[str, Any]]:
-    procs = {device: _start(device, model_dir) for device in ("host", "npu")}
-    done = {}
-    for device, proc in procs.items():
-        out, _ = proc.communicate(timeout=900)
-        lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-        assert proc.returncode == 0 and lines, out[-4000:]
-        done[device] = json.loads(lines[-1].removeprefix("RESULT "))
-    return done
+    from support.child_runs import host_and_npu  # (this file also runs as the child)
+
+    return host_and_npu(__file__, model_dir)
 
 
 def test_npu_gives_the_host_ids_up_to_bf16_near_ties(runs) -> None:  # type: ignore[no-untyped-def]
     host, npu = runs["host"], runs["npu"]
     assert len(npu["ids"]) == len(host["ids"]) == len(LENGTHS)
-    parted = []
-    for i, (mine, theirs) in enumerate(zip(npu["ids"], host["ids"], strict=True)):
-        step = next((s for s, (a, b) in enumerate(zip(mine, theirs, strict=True)) if a != b),
-                    None)
-        if step is None:
-            continue
-        best, second = host["top2"][i][step]
-        parted.append((i, step, round(best - second, 4)))
+    from support.child_runs import first_partings
+
+    parted = first_partings(npu["ids"], host["ids"], host["top2"])
     print(f"requests parting from the host (request, step, host top-2 gap): {parted}")
     assert all(gap <= NEAR_TIE for _, _, gap in parted), parted
     assert len(parted) <= 2, parted  # most of the batch equal throughout

@@ -14,31 +14,15 @@ between the attention and GDN layers. An emulator, not Ascend hardware.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.child_runs import host_and_npu
 from support.hf_reference import MODELS_DIR, make_models_module
-from support.torch_npu_emulator.activate import child_env
 
 RUNNER = Path(__file__).with_name("qwen3_next_run.py")
-
-
-def _start(device: str, model: str) -> subprocess.Popen[str]:
-    env = dict(os.environ)
-    env.pop("VLLM_ASCEND_DEVICE", None)
-    if device == "npu":
-        env = child_env(env)
-    env["OMP_NUM_THREADS"] = "1"
-    return subprocess.Popen(
-        [sys.executable, str(RUNNER), device, model],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-    )
 
 
 def _model(style: str) -> str:
@@ -52,15 +36,7 @@ def _model(style: str) -> str:
 # as Qwen3-Next; its dense sibling shares every NPU op with it and runs on the host only.
 @pytest.fixture(scope="module", params=["qwen3_next", "qwen3_5_moe"])
 def runs(request: pytest.FixtureRequest) -> dict[str, dict[str, Any]]:
-    model = _model(request.param)
-    procs = {device: _start(device, model) for device in ("host", "npu")}
-    done = {}
-    for device, proc in procs.items():
-        out, _ = proc.communicate(timeout=900)
-        lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-        assert proc.returncode == 0 and lines, out[-4000:]
-        done[device] = json.loads(lines[-1].removeprefix("RESULT "))
-    return done
+    return host_and_npu(RUNNER, _model(request.param))
 
 
 def test_npu_gives_the_host_ids_through_the_gdn_ops(runs) -> None:  # type: ignore[no-untyped-def]
