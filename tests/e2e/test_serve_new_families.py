@@ -1,9 +1,19 @@
 """`vllm serve` answers chat for Qwen3-Next (hybrid gated delta net + full attention),
 Qwen3.5-MoE (the same layout, its GDN projections stored apart), DeepSeek-V3.2 (sparse
-MLA with the lightning indexer) and Kimi-Linear (hybrid KDA + NoPE MLA, the plugin's own
-model class) on the host: each answer is transformers' greedy
-continuation of the same chat-templated prompt, so the server ran the family's own layers,
-not just the HTTP layer. The servers start at once (eager, fp32).
+MLA with the lightning indexer), Kimi-Linear (hybrid KDA + NoPE MLA, the plugin's own
+model class) and DeepSeek-V4 (compressed sparse attention, hyper-connections, hash- and
+score-routed MoE; the plugin's own class AscendDeepseekV4ForCausalLM) on the host: each
+answer is transformers' greedy continuation of the same rendered prompt ids (the server's
+/tokenize), so the server ran the family's own layers, not just the HTTP layer. The
+servers start at once (eager, fp32).
+
+vLLM renders DeepSeek-V3.2's and DeepSeek-V4's chats with its own encoders (tokenizer_mode
+"deepseek_v32" / "deepseek_v4", its default for those architectures), not the tokenizer's
+chat template; the tiny models' tokenizers hold none of DeepSeek's special tokens, so the
+encoder's markers are spelled out in ordinary tokens. V4's encoder defaults to thinking
+mode with high reasoning effort: the prompt (~220 tokens) carries its reasoning-effort
+preamble and ends in "<think>", past the tiny V4's sliding window (16) and both
+compression rates (4, 128). The test asserts that rendering rather than assuming a template.
 
 (gpt-oss is served by tests/e2e/test_serve_gpt_oss.py with completions: its chats are
 rendered in the harmony format, which the tiny test model's vocabulary cannot embed.)
@@ -68,6 +78,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
         ),
         "deepseek_v32": str(models.make_dsv32_model(MODELS_DIR / "tiny-deepseek_v32")),
         "kimi_linear": str(models.make_kimi_linear(MODELS_DIR / "tiny-kimi_linear")),
+        "deepseek_v4": str(models.make_dsv4_model(MODELS_DIR / "tiny-deepseek_v4")),
     }
     logs = tmp_path_factory.mktemp("log")
     started = {name: Server(d, logs / f"{name}.log") for name, d in dirs.items()}
@@ -80,7 +91,9 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
             srv.stop()
 
 
-@pytest.mark.parametrize("family", ["qwen3_next", "qwen3_5_moe", "deepseek_v32", "kimi_linear"])
+@pytest.mark.parametrize(
+    "family", ["qwen3_next", "qwen3_5_moe", "deepseek_v32", "kimi_linear", "deepseek_v4"]
+)
 def test_chat_answer_is_the_models_greedy_continuation(
     servers: dict[str, Server], family: str
 ) -> None:
@@ -95,9 +108,8 @@ def test_chat_answer_is_the_models_greedy_continuation(
     )
     assert r.usage.completion_tokens == MAX_NEW and r.choices[0].message.content
 
-    # The prompt ids as the server renders the chat (vLLM renders DeepSeek-V3.2's chats
-    # with its own encoder, tokenizer_mode "deepseek_v32", not the tokenizer's template):
-    # its /tokenize endpoint.
+    # The prompt ids as the server renders the chat (vLLM renders DeepSeek-V3.2's and V4's
+    # chats with its own encoders, not the tokenizer's template): its /tokenize endpoint.
     rendered = httpx.post(
         f"{server.url}/tokenize",
         json={"model": server.model, "messages": MESSAGES, "add_generation_prompt": True},
@@ -116,5 +128,14 @@ def test_chat_answer_is_the_models_greedy_continuation(
         if family == "deepseek_v32":
             expected = _dsv32_greedy(server.model, ids)
         else:
+            if family == "deepseek_v4":  # vLLM's V4 encoder, thinking mode, not the template
+                from vllm.tokenizers import deepseek_v4_encoding as v4
+
+                text = tokenizer.decode(ids)
+                assert text.startswith(v4.bos_token) and "<|im_start|>" not in text
+                assert text.endswith(
+                    v4.USER_SP_TOKEN + MESSAGES[0]["content"] + v4.ASSISTANT_SP_TOKEN
+                    + v4.thinking_start_token
+                )
             expected = greedy_token_ids(server.model, [ids], MAX_NEW, ignore_eos=True)[0]
     assert r.choices[0].message.content == tokenizer.decode(expected, skip_special_tokens=True)
