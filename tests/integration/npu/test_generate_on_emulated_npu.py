@@ -36,15 +36,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.child_runs import result_lines
-from support.torch_npu_emulator.activate import child_env
+from support.child_runs import result_lines, start_on
 
 RUNNER = Path(__file__).with_name("generate_run.py")
 # Tokens the second pass finds cached: the full 128-token blocks of each prompt length.
@@ -58,20 +56,9 @@ TOLERANCE_NATS = 0.25
 
 
 def _start(device: str, model: str, *args: str) -> subprocess.Popen[str]:
-    env = dict(os.environ)
-    env.pop("VLLM_ASCEND_DEVICE", None)
-    if device == "npu":
-        # Every Python process vLLM starts must see the emulated NPU too (a cold
-        # model-info cache makes vLLM inspect the model in a subprocess).
-        env = child_env(env)
-    env["OMP_NUM_THREADS"] = "1"  # the runs go side by side on a small machine
-    return subprocess.Popen(
-        [sys.executable, str(RUNNER), device, model, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
+    # Every Python process vLLM starts must see the emulated NPU too (a cold model-info
+    # cache makes vLLM inspect the model in a subprocess): start_on's child_env.
+    return start_on(device, RUNNER, model, *args)
 
 
 def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
