@@ -344,6 +344,9 @@ OWN: frozenset[str] = frozenset({
     "adapters.vllm.worker.worker:DeviceWorker.runner_v2_path",
     "adapters.vllm.worker.worker:NpuWorker.runner_v2_path",
     "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._scope",
+    # Sleep level 2 on V2: only the model loader's call runs in the weights' pool.
+    "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2.weights_pool",
+    "adapters.vllm.worker.npu_model_runner_v2:NpuModelRunnerV2._model_loads_in",
     # V2's FULL decode graphs record their rows' logits; the runner samples from them.
     "adapters.vllm.worker.npu_graphs_v2:NpuCudaGraphManager._capture_logits",
     "adapters.vllm.worker.npu_graphs_v2:NpuCudaGraphManager._records_logits",
