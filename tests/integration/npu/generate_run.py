@@ -219,7 +219,12 @@ def main(device: str, model: str, tp: int = 1, dtype: str = "bfloat16") -> objec
                 short, [seeded(MAX_NEW, i) for i in range(len(short))], use_tqdm=False)]
             for _ in range(2)
         ]  # fmt: skip
+        in_process = torch_npu is not None and tp == 1  # the worker's calls are counted here
         print("RESULT " + json.dumps({
+            "platform": type(current_platform).__name__,
+            "device_type": current_platform.device_type,
+            "devices": llm.collective_rpc(describe)[0]["devices"],
+            "calls": sorted({name for name, _, _ in torch_npu.calls}) if in_process else [],
             "runs": [[list(o.outputs[0].token_ids) for o in out] for out in passes],
             "cached_tokens": [int(o.num_cached_tokens or 0) for o in passes[1]],
             "graph_mode": str(compilation.cudagraph_mode.name),

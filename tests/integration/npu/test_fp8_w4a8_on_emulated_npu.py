@@ -2,17 +2,12 @@
 emulated NPU, bf16, in the plan's graph mode, against the host's bf16 ids. An emulator,
 not Ascend hardware.
 
-Four exports (fp8, w4a8, w4a8_dense, and fp8_moe below), each served twice in a fresh process
+Three exports (w4a8, w4a8_dense, and fp8_moe below), each served twice in a fresh process
 (generate_run.py: a batch of 8 mixed lengths, 64-token steps so long prompts prefill in
 chunks, then the same batch again, hitting the prefix cache), the host eager and the
 emulated NPU with GENERATE_GRAPH_MODE=DEFAULT (no cudagraph_mode given: the plan's choice,
 captured and replayed):
 
-- fp8: llm-compressor's own checkpoint of the tiny Llama with both fp8 presets
-  (scripts/make_ct_exports.py --scheme fp8_mixed: the attention FP8_DYNAMIC, a scale per
-  output channel; the MLP FP8_BLOCK in [64, 64] blocks), served by vLLM's compressed-tensors
-  config and the plugin's AscendFp8DequantLinearKernel, which dequantizes at load to the
-  model dtype on every chip (A2/A3 have no fp8 matmul): the NPU runs float matmuls.
 - w4a8: ModelSlim W4A8_DYNAMIC experts of the tiny Qwen3-MoE (scripts/make_quant_exports.py
   --scheme w4a8_dynamic; its linear layers W8A8_DYNAMIC), NpuQuantMoeOps on the NPU
   (npu_convert_weight_to_int4pack at load, npu_dynamic_quant and npu_grouped_matmul with
@@ -36,9 +31,13 @@ each expert at load to the model dtype and runs the float MoE path:
 - Host, float32, both: the greedy ids equal the reference's computed from the files (each
   fp8 weight times its scale, in transformers' float model), both passes.
 - Emulated NPU, bf16, `fp8_moe` in the plan's graph mode: the host's bf16 ids up to
-  near-ties, float grouped matmuls only (no quantized op), and the weights it holds are
-  what the doctor plans. Per channel or per block differ only in the load-time dequantize
-  the host float32 case proves, so one export runs on the NPU.
+  near-ties, float matmuls and grouped matmuls only (no quantized op: its FP8_DYNAMIC
+  attention goes through the plugin's AscendFp8DequantLinearKernel, which dequantizes at
+  load to the model dtype on every chip, A2/A3 having no fp8 matmul), and the weights it
+  holds are what the doctor plans. Per channel or per block differ only in the load-time
+  dequantize the host float32 case proves, so one export runs on the NPU (a dense fp8
+  model adds nothing the NPU runs differently: the host's compressed-tensors tests serve
+  one, tests/integration/vllm/test_compressed_tensors_generate.py).
 
 fp8-method MoE experts (the official FP8 releases' format, patch fp8-moe-dequant):
 `fp8_moe_hf`, the tiny Qwen3-MoE written by scripts/make_ct_exports.py --scheme
@@ -46,8 +45,9 @@ fp8_block_hf (every attention and expert projection in [64, 64] blocks, scales
 `weight_scale_inv`, routers float in `ignored_layers`), served by the same
 AscendFp8DequantMoeMethod. vLLM's fp8 method takes bf16/fp16 only, so it runs in the host's
 shared bf16 process: both passes' ids are the float reference's greedy choices up to bf16
-near-ties (support.quant_reference.fp8_gaps, the dense fp8-method case's bound); on the
-emulated NPU, bf16 in the plan's graph mode, the host's ids up to near-ties.
+near-ties (support.quant_reference.fp8_gaps, the dense fp8-method case's bound). On the
+NPU it would run what `fp8_moe` runs there (the same method, dequantized at load), so it
+runs on the host only.
 
 Weight memory: what the NPU worker holds after load (the fp8 layers in bf16, their scales
 dropped) is what `ascend-doctor plan` counts from the files' headers, within the
@@ -88,7 +88,6 @@ MAX_PARTED = 2  # of 16 continuations (two passes of 8) per export: near-ties st
 NPU_MEASURE_MARGIN = 64 << 10  # the emulated device counts exact bytes
 EXPERTS_OUTSIDE_PARAMS = 0.02  # of the plan: the W4A8 experts' port tensors (see above)
 EXPORTS: dict[str, Callable[[], str]] = {
-    "fp8": lambda: str(local_ct_export("llama", scheme="fp8_mixed")),
     "w4a8": lambda: str(local_export("qwen3_moe", "w4a8_dynamic")),
     "w4a8_dense": lambda: str(local_export("llama", "w4a8_dynamic")),
     "fp8_moe": lambda: str(local_ct_export("qwen3_moe", scheme="fp8_mixed")),
@@ -96,7 +95,6 @@ EXPORTS: dict[str, Callable[[], str]] = {
     "fp8_moe_hf": lambda: str(local_ct_export("qwen3_moe", scheme="fp8_block_hf")),
 }
 REFERENCES: dict[str, Callable[[str], Any]] = {
-    "fp8": lambda export: _load_fp8(export, torch.float32),
     "w4a8": lambda export: fake_quant_model(export, torch.float32),
     "w4a8_dense": lambda export: fake_quant_model(export, torch.float32),
     "fp8_moe": lambda export: _load_fp8(export, torch.float32),
@@ -106,9 +104,9 @@ REFERENCES: dict[str, Callable[[str], Any]] = {
 
 # (device, export, dtype): the NPU runs in the plan's graph mode, the host eager; the
 # host's runs of one dtype go one after the other in one process (one start of vLLM).
-ON_NPU = ("fp8", "w4a8", "w4a8_dense", "fp8_moe", "fp8_moe_hf")
+ON_NPU = ("w4a8", "w4a8_dense", "fp8_moe")
 RUNS = (*(("npu", name, "bfloat16") for name in ON_NPU),
-        *(("host", name, "bfloat16") for name in ON_NPU),
+        *(("host", name, "bfloat16") for name in (*ON_NPU, "fp8_moe_hf")),
         ("host", "fp8_moe", "float32"), ("host", "fp8_moe_channel", "float32"))
 
 
@@ -141,14 +139,6 @@ def runs(exports: dict[str, str]) -> dict[tuple[str, ...], dict[str, Any]]:
         for name, result in zip(names, results, strict=True):
             done[("host", name) if dtype == "bfloat16" else ("host", name, dtype)] = result
     return done
-
-
-def test_fp8_layers_dequantized_at_load_on_the_npu(runs) -> None:  # type: ignore[no-untyped-def]
-    npu = runs["npu", "fp8"]
-    assert (npu["platform"], npu["ops"]) == ("AscendNpuPlatform", "NpuOps")
-    assert npu["quantization"] == runs["host", "fp8"]["quantization"] == "compressed-tensors"
-    assert "CompressedTensorsLinearMethod" in npu["quant_methods"]
-    assert not {c for c in npu["calls"] if "quant" in c}, npu["calls"]  # float matmuls
 
 
 def test_w4a8_experts_ran_through_the_int4_grouped_matmul(runs) -> None:  # type: ignore[no-untyped-def]
@@ -210,7 +200,7 @@ def test_npu_bf16_gives_the_host_ids_up_to_near_ties(runs, exports, name: str) -
     assert len(parted) <= MAX_PARTED, parted
 
 
-PLANNED = {"host": ("fp8", "fp8_moe", "w4a8", "w4a8_dense"), "npu": ("w4a8", "w4a8_dense")}
+PLANNED = {"host": ("fp8_moe", "w4a8", "w4a8_dense"), "npu": ("w4a8", "w4a8_dense")}
 
 
 @pytest.fixture(scope="module")
@@ -223,10 +213,10 @@ def plans(exports: dict[str, str]) -> dict[tuple[str, str], int]:
                 strict=True)}  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["fp8", "fp8_moe"])
 def test_fp8_weight_memory_held_on_the_npu_is_what_the_doctor_plans(
-    runs: dict[tuple[str, ...], dict[str, Any]], plans: dict[tuple[str, str], int], name: str
+    runs: dict[tuple[str, ...], dict[str, Any]], plans: dict[tuple[str, str], int]
 ) -> None:
+    name = "fp8_moe"
     npu = runs["npu", name]["weights"]
     assert abs(npu["weights_measured"] - (npu["weights_held"] + npu["buffers"])) <= (
         NPU_MEASURE_MARGIN), npu
@@ -251,11 +241,13 @@ def test_w4a8_weight_memory_held_is_what_the_doctor_plans_for_each_device(
                 1 + EXPERTS_OUTSIDE_PARAMS), (device, held, plan)
 
 
-def test_fp8_experts_dequantized_at_load_on_the_npu(
+def test_fp8_layers_and_experts_dequantized_at_load_on_the_npu(
     runs: dict[tuple[str, ...], dict[str, Any]]
 ) -> None:
     npu = runs["npu", "fp8_moe"]
     assert (npu["platform"], npu["ops"]) == ("AscendNpuPlatform", "NpuOps")
+    assert npu["quantization"] == runs["host", "fp8_moe"]["quantization"] == (
+        "compressed-tensors")
     assert {"AscendFp8DequantMoeMethod", "CompressedTensorsLinearMethod"} <= set(
         npu["quant_methods"])
     assert "npu_grouped_matmul" in npu["calls"]  # the float experts

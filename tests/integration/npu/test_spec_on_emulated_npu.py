@@ -1,5 +1,5 @@
-"""Speculative decoding on the emulated NPU (ngram, suffix, eagle, eagle3, draft_model, mtp):
-greedy ids equal the run without it; seeded random sampling repeats.
+"""Speculative decoding on the emulated NPU (ngram, eagle, draft_model, mtp): greedy ids
+equal the run without it; seeded random sampling repeats.
 
 One fresh process per target model (spec_run.py, under the emulator) runs its engines one
 after the other, plain first, then each method: bf16, block 128, enforce_eager, a batch of
@@ -10,12 +10,10 @@ phrase of doubled tokens, so n-gram proposals exist and some are rejected: the
 while "t t" earlier in the prompt was followed by another token. Rejected drafts' KV then
 sits in the cache past the exact lengths the fused op is given; were it read, the ids
 would move. On the paged backend each decoding request's 1 + k tokens go to
-npu_fused_infer_attention_score as one causal query over its cached context. Suffix
-decoding (Arctic Inference's suffix trees on the host, the `spec` extra; its case skips
-without it) proposes like n-gram from the host's token ids, up to k per request and step.
+npu_fused_infer_attention_score as one causal query over its cached context.
 
-The draft methods draft for `llama_repeat` with make_draft's drafts (eagle, eagle3,
-draft_model, k=3), and `mtp` (k=2) with the MTP layer of `deepseek_v3_mtp` at the npu-mla
+The draft methods draft for `llama_repeat` with make_draft's drafts (eagle, draft_model,
+k=3), and `mtp` (k=2) with the MTP layer of `deepseek_v3_mtp` at the npu-mla
 shapes (its three target layers dense MLA, the MTP layer an MLA + MoE block: vLLM's
 DeepSeekMTP on the plugin's MLA and MoE layers). Their drafts run on the device; vLLM's
 padded draft batch (and async scheduling, which vLLM turns on for them) keeps only upper
@@ -36,11 +34,16 @@ in the builders' persistent buffers (MLA: a row per token, staged) and the fused
 host-side lengths given to NPUGraph.update; a batch padded to a captured size gives its
 padding requests the padding tokens and nothing to attend to. Their ids equal the eager
 spec run's and the plain run's. An emulator, not Ascend hardware.
+
+What the device adds is the target's verification and the drafts' forwards on it, so
+methods that differ only before that run on the host alone (tests/integration/vllm/
+test_spec_ngram.py, test_spec_draft.py): suffix decoding proposes on the host from token
+ids as n-gram does; eagle3 is eagle with the target's auxiliary hidden states (the model's
+code, not the device's); n-gram on the MLA target verifies as mtp does.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -59,26 +62,19 @@ REPEAT, MLA = "llama_repeat", "deepseek_v3_mtp"
 CACHED = [0, 0, 0, 0, 0, 0, 128, 128]  # the full 128-token blocks of each prompt length
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4,
          "prompt_lookup_min": 2}
-HAS_SUFFIX = importlib.util.find_spec("arctic_inference") is not None
 # Methods that propose on the host from the token ids, with no draft forward.
-HOST_PROPOSERS = ("ngram", "suffix")
+HOST_PROPOSERS = ("ngram",)
 # target style -> {method: (draft kind of make_draft or None, k)}
 METHODS: dict[str, dict[str, tuple[str | None, int]]] = {
-    REPEAT: {"ngram": (None, 3), "eagle": ("eagle", 3), "eagle3": ("eagle3", 3),
-             "draft_model": ("draft", 3), "suffix": (None, 3)},
-    MLA: {"ngram": (None, 3), "mtp": (None, 2)},
+    REPEAT: {"ngram": (None, 3), "eagle": ("eagle", 3), "draft_model": ("draft", 3)},
+    MLA: {"mtp": (None, 2)},
 }
-NO_SUFFIX = pytest.mark.skipif(
-    not HAS_SUFFIX, reason="arctic_inference is not installed (the `spec` extra)")
 
 
-def _cases(keep: Any) -> list[Any]:
-    """(style, method) pairs of METHODS that `keep` keeps; suffix's skip without its
-    package (the plan's refusal then is tested in tests/unit)."""
-    return [
-        pytest.param(style, method, marks=NO_SUFFIX) if method == "suffix" else (style, method)
-        for style, methods in METHODS.items() for method in methods if keep(method)
-    ]
+def _cases(keep: Any) -> list[tuple[str, str]]:
+    """(style, method) pairs of METHODS that `keep` keeps."""
+    return [(style, method) for style, methods in METHODS.items() for method in methods
+            if keep(method)]
 
 
 CASES = _cases(lambda method: True)
@@ -100,8 +96,6 @@ def _model(style: str) -> Path:
 def _specs(style: str, target: Path) -> dict[str, dict[str, object]]:
     specs: dict[str, dict[str, object]] = {}
     for method, (kind, k) in METHODS[style].items():
-        if method == "suffix" and not HAS_SUFFIX:
-            continue
         spec: dict[str, object] = NGRAM if method == "ngram" else {
             "method": method, "num_speculative_tokens": k}
         if kind is not None:

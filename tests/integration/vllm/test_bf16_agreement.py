@@ -32,11 +32,13 @@ MOE_STYLES = {"qwen3_moe", "deepseek_v3", "deepseek_v2"}
 MOE_OUTLIERS_PER_TOKEN = 1 / 16
 
 
-# Compiled (the host's default) for every style; eagerly for one dense and one MLA style
-# (the eager ops are the compiled ones without Inductor around them).
-CASES = [(style, "compiled") for style in ("llama", "qwen3", "qwen3_moe", "deepseek_v3",
-                                           "deepseek_v2")] + [("llama", "eager"),
-                                                              ("deepseek_v2", "eager")]
+# Compiled (the host's default) for a dense style and an MLA + MoE style; eagerly for the
+# other three, whose ops are the compiled ones without Inductor around them (each style is
+# compiled in float32 by test_generate_matches_hf, and Inductor's bf16 lowering of the
+# custom ops is checked on Qwen3 and DeepSeek-V2 here; DeepSeek-V3 and Qwen3-MoE in bf16
+# are also the host references of the emulated NPU's MoE tests).
+CASES = [("qwen3", "compiled"), ("deepseek_v2", "compiled"), ("llama", "eager"),
+         ("qwen3_moe", "eager"), ("deepseek_v3", "eager")]
 
 
 @pytest.mark.parametrize(("style", "path"), CASES, ids=[f"{s}-{p}" for s, p in CASES])
