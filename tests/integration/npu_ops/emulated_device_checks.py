@@ -180,6 +180,73 @@ def pinned_host_memory_and_out_arguments() -> None:
     assert r.shape == (4, 4)
 
 
+def _refused(fn: Callable[[], object], *words: str) -> str:
+    try:
+        fn()
+    except RuntimeError as e:
+        text = str(e)
+        assert all(w in text for w in words), text
+        return text
+    raise AssertionError(f"not refused: {words}")
+
+
+@check
+def a_pinned_buffer_rewritten_while_its_copy_is_in_flight_is_refused() -> None:
+    """A non_blocking copy from pinned memory is in flight until the host orders it (a
+    synchronisation of its stream, of the device, or of an event recorded after it, or a
+    blocking read on its stream): a host write of its bytes before then fails, at the next
+    copy from that memory or at the ordering, as the device may send the new bytes."""
+    npu = TNPU.npu
+    host = torch.zeros(64, dtype=torch.int64, pin_memory=True)
+    dev = torch.zeros(64, dtype=torch.int64, device="npu")
+    # Step N's copy; step N+1 rewrites the buffer and copies: refused at that copy.
+    host[:8] = 1
+    dev.copy_(host, non_blocking=True)
+    host[:8] = 2
+    text = _refused(lambda: dev.copy_(host, non_blocking=True), "in flight", "byte 0 ")
+    assert f"({host.nbytes} bytes)" in text and "Event" not in text, text
+    # Rewritten, then ordered: refused at the synchronisation that ordered it.
+    dev[8:16].copy_(host[8:16], non_blocking=True)
+    host[11] = 7
+    _refused(npu.synchronize, "byte 88 ", "torch.npu.synchronize()")
+    assert EXT.in_flight() == 0
+    # The ordered sequence passes: each step waits for the last copy's event first.
+    event = npu.Event()
+    for step in range(4):
+        if step:
+            event.synchronize()
+        host[:] = step
+        dev.copy_(host, non_blocking=True)
+        event.record()
+    assert EXT.in_flight() == 1 and dev.cpu().eq(3).all()
+    assert EXT.in_flight() == 0  # the blocking read ordered the stream
+    # Through a side stream: it waited for the copy's stream, its event orders the copy.
+    side = npu.Stream()
+    dev.copy_(host, non_blocking=True)
+    side.wait_stream(npu.current_stream())
+    done = npu.Event()
+    done.record(side)
+    done.synchronize()
+    host[:] = 9
+    dev.copy_(host, non_blocking=True)
+    # Another stream's synchronisation orders nothing of this one.
+    host[0] = 10
+    side.synchronize()
+    _refused(lambda: dev.copy_(host, non_blocking=True), "in flight", "byte 0 ")
+    # Same bytes written again, a pageable source, a non-overlapping slice: no refusal.
+    npu.synchronize()
+    dev[:8].copy_(host[:8], non_blocking=True)
+    host[:8] = host[:8].clone()
+    host[8:] = 11
+    dev[8:].copy_(host[8:], non_blocking=True)
+    dev[:8].copy_(host[:8], non_blocking=True)
+    pageable = torch.ones(64, dtype=torch.int64)
+    dev.copy_(pageable, non_blocking=True)
+    pageable.fill_(2)
+    npu.current_stream().synchronize()
+    assert EXT.in_flight() == 0 and dev.cpu().eq(1).all()
+
+
 @check
 def npu_runtime_runs_on_the_device() -> None:
     rt = NpuRuntime(TNPU)
