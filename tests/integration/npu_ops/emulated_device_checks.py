@@ -248,6 +248,32 @@ def a_pinned_buffer_rewritten_while_its_copy_is_in_flight_is_refused() -> None:
 
 
 @check
+def the_v2_decode_tails_arena_is_rewritten_only_after_its_last_copy_ran() -> None:
+    """V2DecodeTail stages each step in one pinned arena: without its event the next
+    step's write is refused (the hazard under async scheduling); with it each step waits
+    for the last copy's event first (already reached on the emulated NPU), and the one
+    copy a step is unchanged (the V1 runner's arena records vLLM's own input event)."""
+    import numpy as np
+
+    from adapters.vllm.worker.v2_decode_tail import V2DecodeTail
+
+    npu = TNPU.npu
+    dev = torch.device("npu", 0)
+    unordered = V2DecodeTail(8, None, None, dev, True)
+    unordered.stage(np.array([1, 2, 3]), np.array([1, 1, 1]))
+    _refused(lambda: unordered.stage(np.array([4, 5]), np.array([1, 1])), "in flight")
+    npu.synchronize()
+    tail = V2DecodeTail(8, None, None, dev, True, event=npu.Event())
+    reset_counters()
+    for step in range(3):
+        slots = tail.stage(np.arange(step, step + 3), np.array([1, 0, 1]))
+        assert slots.cpu().tolist() == [step, step + 1, step + 2]
+        tail.stage(np.arange(step + 3, step + 5), None)  # a step the tail does not serve
+    assert tail.arena.waits == 5 and counters()["h2d_copies"] == 6
+    assert tail.device.cpu()[0, :2].tolist() == [5, 6] and EXT.in_flight() == 0
+
+
+@check
 def npu_runtime_runs_on_the_device() -> None:
     rt = NpuRuntime(TNPU)
     assert rt.device(1) == torch.device("npu", 1)
