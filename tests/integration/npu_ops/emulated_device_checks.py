@@ -180,6 +180,99 @@ def pinned_host_memory_and_out_arguments() -> None:
     assert r.shape == (4, 4)
 
 
+def _refused(fn: Callable[[], object], *words: str) -> str:
+    try:
+        fn()
+    except RuntimeError as e:
+        text = str(e)
+        assert all(w in text for w in words), text
+        return text
+    raise AssertionError(f"not refused: {words}")
+
+
+@check
+def a_pinned_buffer_rewritten_while_its_copy_is_in_flight_is_refused() -> None:
+    """A non_blocking copy from pinned memory is in flight until the host orders it (a
+    synchronisation of its stream, of the device, or of an event recorded after it, or a
+    blocking read on its stream): a host write of its bytes before then fails, at the next
+    copy from that memory or at the ordering, as the device may send the new bytes."""
+    npu = TNPU.npu
+    host = torch.zeros(64, dtype=torch.int64, pin_memory=True)
+    dev = torch.zeros(64, dtype=torch.int64, device="npu")
+    # Step N's copy; step N+1 rewrites the buffer and copies: refused at that copy.
+    host[:8] = 1
+    dev.copy_(host, non_blocking=True)
+    host[:8] = 2
+    text = _refused(lambda: dev.copy_(host, non_blocking=True), "in flight", "byte 0 ")
+    assert f"({host.nbytes} bytes)" in text and "Event" not in text, text
+    # Rewritten, then ordered: refused at the synchronisation that ordered it.
+    dev[8:16].copy_(host[8:16], non_blocking=True)
+    host[11] = 7
+    _refused(npu.synchronize, "byte 88 ", "torch.npu.synchronize()")
+    assert EXT.in_flight() == 0
+    # The ordered sequence passes: each step waits for the last copy's event first.
+    event = npu.Event()
+    for step in range(4):
+        if step:
+            event.synchronize()
+        host[:] = step
+        dev.copy_(host, non_blocking=True)
+        event.record()
+    assert EXT.in_flight() == 1 and dev.cpu().eq(3).all()
+    assert EXT.in_flight() == 0  # the blocking read ordered the stream
+    # Through a side stream: it waited for the copy's stream, its event orders the copy.
+    side = npu.Stream()
+    dev.copy_(host, non_blocking=True)
+    side.wait_stream(npu.current_stream())
+    done = npu.Event()
+    done.record(side)
+    done.synchronize()
+    host[:] = 9
+    dev.copy_(host, non_blocking=True)
+    # Another stream's synchronisation orders nothing of this one.
+    host[0] = 10
+    side.synchronize()
+    _refused(lambda: dev.copy_(host, non_blocking=True), "in flight", "byte 0 ")
+    # Same bytes written again, a pageable source, a non-overlapping slice: no refusal.
+    npu.synchronize()
+    dev[:8].copy_(host[:8], non_blocking=True)
+    host[:8] = host[:8].clone()
+    host[8:] = 11
+    dev[8:].copy_(host[8:], non_blocking=True)
+    dev[:8].copy_(host[:8], non_blocking=True)
+    pageable = torch.ones(64, dtype=torch.int64)
+    dev.copy_(pageable, non_blocking=True)
+    pageable.fill_(2)
+    npu.current_stream().synchronize()
+    assert EXT.in_flight() == 0 and dev.cpu().eq(1).all()
+
+
+@check
+def the_v2_decode_tails_arena_is_rewritten_only_after_its_last_copy_ran() -> None:
+    """V2DecodeTail stages each step in one pinned arena: without its event the next
+    step's write is refused (the hazard under async scheduling); with it each step waits
+    for the last copy's event first (already reached on the emulated NPU), and the one
+    copy a step is unchanged (the V1 runner's arena records vLLM's own input event)."""
+    import numpy as np
+
+    from adapters.vllm.worker.v2_decode_tail import V2DecodeTail
+
+    npu = TNPU.npu
+    dev = torch.device("npu", 0)
+    unordered = V2DecodeTail(8, None, None, dev, True)
+    unordered.stage(np.array([1, 2, 3]), np.array([1, 1, 1]))
+    _refused(lambda: unordered.stage(np.array([4, 5]), np.array([1, 1])), "in flight")
+    npu.synchronize()
+    tail = V2DecodeTail(8, None, None, dev, True, event=npu.Event())
+    reset_counters()
+    for step in range(3):
+        slots = tail.stage(np.arange(step, step + 3), np.array([1, 0, 1]))
+        assert slots.cpu().tolist() == [step, step + 1, step + 2]
+        tail.stage(np.arange(step + 3, step + 5), None)  # a step the tail does not serve
+    assert tail.arena.waits == 5 and counters()["h2d_copies"] == 6
+    assert tail.device.cpu()[0, :2].tolist() == [5, 6] and EXT.in_flight() == 0
+
+
 @check
 def npu_runtime_runs_on_the_device() -> None:
     rt = NpuRuntime(TNPU)

@@ -24,6 +24,8 @@ NAMES = (
     "two_devices_with_a_device_guard",
     "streams_and_events_are_handles",
     "pinned_host_memory_and_out_arguments",
+    "a_pinned_buffer_rewritten_while_its_copy_is_in_flight_is_refused",
+    "the_v2_decode_tails_arena_is_rewritten_only_after_its_last_copy_ran",
     "npu_runtime_runs_on_the_device",
     "sleep_memory_releases_device_memory_and_a_released_tensor_refuses_use",
     "vmm_sleep_pool_keeps_addresses_and_captured_graphs_replay_after_waking",

@@ -197,6 +197,9 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
      "private: the replay waits for the last ids' copy to the host"),
     ("vllm.v1.worker.gpu_model_runner:GPUModelRunner._get_or_create_async_output_copy_stream",
      "private: the async_output_copy_stream attribute the replay waits on"),
+    ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.synchronize_input_prep",
+     "waits for prepare_inputs_event before a step's inputs: the staging arena's copy "
+     "records it again (staging_arena.py)"),
     ("vllm.v1.worker.gpu_input_batch:InputBatch.update_async_output_token_ids",
      "called as vLLM's _sample calls it"),
     ("vllm.v1.sample.metadata:SamplingMetadata.all_greedy", "greedy tail: every request"),

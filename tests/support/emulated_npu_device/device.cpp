@@ -335,15 +335,201 @@ void free_block(void* ctx) {
 
 NpuAllocator g_allocator;
 
-// Host memory "pinned" for the device: plain host memory, remembered so is_pinned works.
+// Host memory "pinned" for the device: plain host memory, remembered (with its size) so
+// is_pinned works and an in-flight copy can name the buffer it reads.
 std::mutex g_pinned_mutex;
-std::set<const void*> g_pinned;
+std::map<const void*, size_t> g_pinned;
 
-void free_pinned(void* data) {
+// ---- non_blocking copies from pinned memory, in flight until the host orders them -------
+// On an NPU (as on a GPU) a non_blocking host-to-device copy from pinned memory returns at
+// once and its DMA reads the host bytes when the stream reaches it. The host may write that
+// memory again only once it knows the copy ran: a synchronisation of the copy's stream, of
+// the device, or of an event recorded after the copy on that stream (or on a stream that
+// waited for one), a blocking copy or scalar read on that stream. The emulator copies at
+// once, so it records each such copy as in flight with the bytes it read and, when a later
+// copy reads overlapping pinned memory or an ordering retires it, checks that the host has
+// not rewritten them: a rewrite fails loudly where the device would have sent the new
+// bytes (docs/emulated-npu.md). Ordering is tracked with a clock per stream: each in-flight
+// copy takes a sequence number, a stream's clock is what its next work waits for (its own
+// copies, and the clocks of the events it waited for), an event holds its stream's clock.
+using StreamKey = std::pair<int, int64_t>;
+using Clock = std::map<StreamKey, int64_t>;
+
+struct InFlight {
+  const char* src = nullptr;
+  size_t bytes = 0;
+  const void* base = nullptr;  // the pinned allocation it lies in
+  size_t base_bytes = 0;
+  StreamKey stream;
+  int64_t seq = 0;
+  bool replayed = false;  // a graph replay's captured copy
+  bool snapshot = false;  // bytes_at_copy holds the bytes read (up to kSnapshotBytes)
+  std::vector<unsigned char> bytes_at_copy;
+  uint64_t hash = 0;      // else their hash
+};
+constexpr size_t kSnapshotBytes = 64 << 10;
+constexpr size_t kMaxInFlight = 4096;  // past it the oldest is forgotten (never a refusal)
+
+std::mutex g_flight_mutex;
+std::vector<InFlight> g_in_flight;
+std::map<StreamKey, Clock> g_stream_clock;
+int64_t g_flight_seq = 0;
+
+uint64_t hash_bytes(const char* data, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, data + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+    h ^= h >> 29;
+  }
+  for (; i < n; ++i) h = (h ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
+  return h;
+}
+
+// The first byte of the copy's source the host changed since the copy (-1: none).
+int64_t first_changed(const InFlight& f) {
+  if (f.snapshot) {
+    for (size_t i = 0; i < f.bytes; ++i) {
+      if (static_cast<unsigned char>(f.src[i]) != f.bytes_at_copy[i]) return static_cast<int64_t>(i);
+    }
+    return -1;
+  }
+  return hash_bytes(f.src, f.bytes) == f.hash ? -1 : 0;
+}
+
+void check_unchanged(const InFlight& f, const std::string& found) {
+  const int64_t at = first_changed(f);
+  if (at < 0) return;
+  const auto offset = static_cast<int64_t>(f.src - static_cast<const char*>(f.base));
+  std::ostringstream out;
+  out << "emulated NPU: the host wrote pinned host memory while a non_blocking host-to-device "
+      << "copy from it was in flight. The pinned buffer at " << f.base << " (" << f.base_bytes
+      << " bytes): its bytes [" << offset << ", " << offset + static_cast<int64_t>(f.bytes)
+      << ") were sent to npu:" << f.stream.first << " on stream " << f.stream.second
+      << (f.replayed ? " by a graph replay's captured copy" : " by copy_(non_blocking=True)");
+  if (!f.snapshot) {
+    out << " and have changed since";
+  } else {
+    out << " and byte " << offset + at << " has changed since";
+  }
+  out << ", found " << found << ", with nothing between ordering that copy on the host. On "
+      << "an NPU the copy may run after the write and send the new bytes (or a mix). Before "
+      << "the host writes a pinned buffer again, wait for its last copy: record an event on "
+      << "the copy's stream after the copy and synchronize() it first (or synchronize the "
+      << "stream or the device), or stage each step in a buffer of its own.";
+  TORCH_CHECK(false, out.str());
+}
+
+// A non_blocking copy of [src, src + bytes) from pinned memory, issued on `stream`:
+// overlapping copies still in flight are checked first.
+void copy_in_flight(const char* src, size_t bytes, StreamKey stream, bool replayed) {
+  if (bytes == 0) return;
+  const void* base = nullptr;
+  size_t base_bytes = 0;
   {
     std::lock_guard<std::mutex> lock(g_pinned_mutex);
-    g_pinned.erase(data);
+    auto it = g_pinned.upper_bound(src);
+    if (it == g_pinned.begin()) return;
+    --it;
+    base = it->first;
+    base_bytes = it->second;
+    if (src >= static_cast<const char*>(base) + base_bytes) return;
   }
+  std::lock_guard<std::mutex> lock(g_flight_mutex);
+  for (size_t i = 0; i < g_in_flight.size(); ++i) {
+    const auto& f = g_in_flight[i];
+    if (f.src < src + bytes && src < f.src + f.bytes) {
+      try {
+        check_unchanged(f, "at a later copy from that memory");
+      } catch (...) {
+        g_in_flight.erase(g_in_flight.begin() + static_cast<std::ptrdiff_t>(i));
+        throw;
+      }
+    }
+  }
+  if (g_in_flight.size() >= kMaxInFlight) g_in_flight.erase(g_in_flight.begin());
+  InFlight f;
+  f.src = src;
+  f.bytes = bytes;
+  f.base = base;
+  f.base_bytes = base_bytes;
+  f.stream = stream;
+  f.seq = ++g_flight_seq;
+  f.replayed = replayed;
+  f.snapshot = bytes <= kSnapshotBytes;
+  if (f.snapshot) {
+    f.bytes_at_copy.assign(src, src + bytes);
+  } else {
+    f.hash = hash_bytes(src, bytes);
+  }
+  g_stream_clock[stream][stream] = f.seq;
+  g_in_flight.push_back(std::move(f));
+}
+
+// The host now knows the work `clock` covers ran: those copies are checked and retired.
+void order_locked(const Clock& clock, const std::string& what) {
+  if (g_in_flight.empty() || clock.empty()) return;
+  std::vector<InFlight> kept;
+  std::optional<InFlight> changed;
+  for (auto& f : g_in_flight) {
+    auto it = clock.find(f.stream);
+    if (it == clock.end() || it->second < f.seq) {
+      kept.push_back(std::move(f));
+    } else if (!changed.has_value() && first_changed(f) >= 0) {
+      changed = std::move(f);
+    }
+  }
+  g_in_flight = std::move(kept);
+  if (changed.has_value()) check_unchanged(*changed, "at " + what + ", which ordered it");
+}
+
+void order_stream(int device, int64_t stream, const std::string& what) {
+  std::lock_guard<std::mutex> lock(g_flight_mutex);
+  auto it = g_stream_clock.find({device, stream});
+  if (it != g_stream_clock.end()) order_locked(it->second, what);
+}
+
+void order_device(int device, const std::string& what) {
+  std::lock_guard<std::mutex> lock(g_flight_mutex);
+  Clock all;
+  for (const auto& [key, clock] : g_stream_clock) {
+    if (key.first != device) continue;
+    for (const auto& [k, seq] : clock) all[k] = std::max(all[k], seq);
+  }
+  order_locked(all, what);
+}
+
+// Pinned memory freed, or written by a device-to-host copy: in-flight copies reading it are
+// forgotten (torch's host allocator keeps a block from reuse until its copies ran; a
+// device's write into it is ordered after a read on the same stream).
+void forget_in_flight(const char* start, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_flight_mutex);
+  if (g_in_flight.empty()) return;
+  std::vector<InFlight> kept;
+  for (auto& f : g_in_flight) {
+    if (!(f.src < start + bytes && start < f.src + f.bytes)) kept.push_back(std::move(f));
+  }
+  g_in_flight = std::move(kept);
+}
+
+int64_t in_flight_count() {
+  std::lock_guard<std::mutex> lock(g_flight_mutex);
+  return static_cast<int64_t>(g_in_flight.size());
+}
+
+void free_pinned(void* data) {
+  size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_pinned_mutex);
+    auto it = g_pinned.find(data);
+    if (it != g_pinned.end()) {
+      bytes = it->second;
+      g_pinned.erase(it);
+    }
+  }
+  if (bytes > 0) forget_in_flight(static_cast<const char*>(data), bytes);
   c10::free_cpu(data);
 }
 
@@ -358,7 +544,7 @@ class PinnedAllocator final : public at::HostAllocator {
     void* data = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
     if (data) {
       std::lock_guard<std::mutex> lock(g_pinned_mutex);
-      g_pinned.insert(data);
+      g_pinned[data] = nbytes;
     }
     return {data, data, &free_pinned, c10::Device(c10::DeviceType::CPU)};
   }
@@ -418,7 +604,19 @@ struct EventRecord {
   int64_t graph = 0;   // recorded on a stream of this capture
   int64_t stream = 0;  // ... on this stream
   int64_t seq = 0;     // ... after the capture's op of this sequence number
+  Clock clock;         // the in-flight copies it follows (its stream's clock at record)
 };
+
+Clock stream_clock(int device, int64_t stream) {
+  std::lock_guard<std::mutex> lock(g_flight_mutex);
+  auto it = g_stream_clock.find({device, stream});
+  return it == g_stream_clock.end() ? Clock() : it->second;
+}
+
+void order_clock(const Clock& clock, const std::string& what) {
+  std::lock_guard<std::mutex> lock(g_flight_mutex);
+  order_locked(clock, what);
+}
 
 // Refusals during a capture. `where` names the op and what it does; the capture(s) it
 // breaks are marked so that capture_end fails too, as a real capture is invalidated.
@@ -545,6 +743,7 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     auto* ev = static_cast<EventRecord*>(*event);
     ev->millis = now_millis();
     ev->graph = 0;
+    ev->clock = stream_clock(stream.device_index(), stream.id());
     if (auto g = graph_on(stream.device_index(), stream.id())) {
       // Recorded inside a capture: a stream that waits for it joins the capture.
       std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
@@ -557,6 +756,11 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   // wait forks the waiting stream into the capture, or joins a side stream back.
   void block(void* event, const c10::Stream& stream) const override {
     auto* ev = static_cast<EventRecord*>(event);
+    if (ev != nullptr && !ev->clock.empty()) {  // the stream's later work follows the event's
+      std::lock_guard<std::mutex> lock(g_flight_mutex);
+      auto& clock = g_stream_clock[{stream.device_index(), stream.id()}];
+      for (const auto& [key, seq] : ev->clock) clock[key] = std::max(clock[key], seq);
+    }
     if (ev == nullptr || ev->graph == 0) return;
     std::lock_guard<std::recursive_mutex> lock(g_graph_mutex);
     auto found = g_graphs.find(ev->graph);
@@ -573,19 +777,30 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
       side.joined = std::max(side.joined, ev->seq);
     }
   }
-  bool queryEvent(void*) const override { return true; }
-  bool queryStream(const c10::Stream&) const override { return true; }
+  // Work runs when issued, so a query finds it done: the host then knows it ran.
+  bool queryEvent(void* event) const override {
+    if (event != nullptr) order_clock(static_cast<EventRecord*>(event)->clock, "Event.query()");
+    return true;
+  }
+  bool queryStream(const c10::Stream& stream) const override {
+    order_stream(stream.device_index(), stream.id(), "Stream.query()");
+    return true;
+  }
   void synchronizeStream(const c10::Stream& stream) const override {
     const int device = stream.device_index();
     if (graph_on(device, stream.id()) || !captures_refusing(device).empty()) {
       refuse(device, "a stream synchronisation", "Synchronise before or after the capture.");
     }
     check_not_blocked(device, stream.id(), "a stream synchronisation");
+    order_stream(device, stream.id(), "a synchronisation of its stream");
   }
-  void synchronizeEvent(void*) const override {
+  void synchronizeEvent(void* event) const override {
     if (!captures_refusing(t_current_device).empty()) {
       refuse(t_current_device, "an event synchronisation",
              "Synchronise before or after the capture.");
+    }
+    if (event != nullptr) {
+      order_clock(static_cast<EventRecord*>(event)->clock, "Event.synchronize()");
     }
   }
   void synchronizeDevice(const c10::DeviceIndex device) const override {
@@ -598,6 +813,7 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                   " while a stream waits for an ExternalEvent that nothing has recorded: "
                   "on an NPU this hangs. Record the event first.");
     }
+    order_device(device, "a device synchronisation (torch.npu.synchronize())");
   }
   double elapsedTime(void* a, void* b, const c10::DeviceIndex) const override {
     TORCH_CHECK(a && b, "elapsedTime: both events must have been recorded");
@@ -779,6 +995,38 @@ bool is_pinned(const at::Tensor& t) {
   return g_pinned.count(t.storage().data()) > 0;
 }
 
+bool is_pinned_at(const void* data) {
+  std::lock_guard<std::mutex> lock(g_pinned_mutex);
+  return g_pinned.count(data) > 0;
+}
+
+// What a copy tells about copies in flight: a non_blocking one from pinned memory is one
+// (a pageable source is staged before the call returns); a blocking one, or a copy to the
+// host that waits (to pageable memory, or blocking), orders its stream's copies on the host.
+void track_copy(const at::Tensor& src, const at::Tensor& dst, bool src_dev, bool dst_dev,
+                bool non_blocking, int device) {
+  const int64_t stream = t_current_stream[device];
+  if (!src_dev && dst_dev) {
+    if (non_blocking && src.is_contiguous() && src.numel() > 0 && is_pinned(src)) {
+      copy_in_flight(static_cast<const char*>(src.data_ptr()), src.nbytes(), {device, stream},
+                     false);
+    } else if (!non_blocking) {
+      order_stream(device, stream, "a blocking host-to-device copy on its stream");
+    }
+  } else if (src_dev && !dst_dev) {
+    const bool pinned_dst = dst.has_storage() && is_pinned_at(dst.storage().data());
+    if (pinned_dst && dst.numel() > 0) {
+      const auto* start = static_cast<const char*>(dst.storage().data()) +
+                          dst.storage_offset() * static_cast<int64_t>(dst.element_size());
+      forget_in_flight(start, at::detail::computeStorageNbytes(
+                                  dst.sizes(), dst.strides(), dst.element_size(), 0));
+    }
+    if (!(non_blocking && pinned_dst)) {
+      order_stream(device, stream, "a device-to-host copy that waits for its stream");
+    }
+  }
+}
+
 at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   const bool src_dev = self.device().type() == kNpu;
   const bool dst_dev = dst.device().type() == kNpu;
@@ -804,6 +1052,7 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non
       check_not_blocked(device, t_current_stream[device], "aten::copy_");
     }
     graph = graph_on_current(device);
+    if (!graph) track_copy(self, dst, src_dev, dst_dev, non_blocking, device);
   }
   if (graph) {
     // Captured: a copy node over the same memory (a host source is read again at each
@@ -886,6 +1135,7 @@ at::Scalar npu_local_scalar_dense(const at::Tensor& self) {
     }
     check_not_blocked(device, t_current_stream[device], "a scalar read (.item())");
     g_counters.scalar_reads.fetch_add(1);
+    order_stream(device, t_current_stream[device], "a scalar read (.item()) on its stream");
   }
   return at::_local_scalar_dense(host_alias(self));
 }
@@ -1121,6 +1371,7 @@ void npu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
     check_not_blocked(index, t_current_stream[index], name);
     graph = graph_on_current(index);
+    if (waits && !graph) order_stream(index, t_current_stream[index], name + " (it waits for its stream)");
   }
   c10::DeviceGuard guard(device);
 
@@ -1505,6 +1756,11 @@ int64_t graph_replay(int64_t id, int64_t start, py::function callback) {
     if (node.kind == 0) {
       replay_aten(node);
     } else if (node.kind == 1) {
+      const auto& src = node.src;
+      if (src.is_cpu() && src.is_contiguous() && src.numel() > 0 && is_pinned(src)) {
+        copy_in_flight(static_cast<const char*>(src.data_ptr()), src.nbytes(),
+                       {device, t_current_stream[device]}, true);
+      }
       host_view(node.dst).copy_(host_view(node.src));
     } else if (!callback(node.py_index).cast<bool>()) {
       return i;
@@ -1621,6 +1877,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     if (!captures_refusing(t_current_device).empty()) refuse(t_current_device, what, fix);
   });
   m.def("weak_ref", &weak_ref);
+  m.def("in_flight", &in_flight_count,
+        "Non_blocking copies from pinned memory the host has not ordered yet");
   // torch_npu's MemPool over an NPUPluggableAllocator, and use_mem_pool.
   m.def("mempool_new", [](uint64_t alloc, uint64_t free) {
     TORCH_CHECK(alloc != 0 && free != 0, "MemPool: the allocator's functions are null");

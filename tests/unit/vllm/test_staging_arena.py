@@ -43,3 +43,26 @@ def test_an_arena_too_small_says_so() -> None:
     arena.take(8, torch.int64)
     with pytest.raises(RuntimeError, match="holds 64 bytes; 65 were asked"):
         arena.take(1, torch.int8)
+
+
+class _Event:
+    """A device event as the arena uses it: what was recorded and waited for."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def record(self) -> None:
+        self.calls.append("record")
+
+    def synchronize(self) -> None:
+        self.calls.append("synchronize")
+
+
+def test_a_host_arena_orders_nothing() -> None:
+    """The host's arena copies at once: its event is neither recorded nor waited for (a
+    device arena's ordering is checked on the emulated NPU, tests/integration/npu_ops)."""
+    event = _Event()
+    arena = StagingArena(256, torch.device("cpu"), event=event)
+    arena.send(64)
+    arena.writable()
+    assert event.calls == [] and arena.waits == 0

@@ -90,7 +90,13 @@ class HostDecodeInputsMixin(GPUModelRunner):
             logger.info("NPU decode inputs: one copy each, not one staging copy: %s", reason)
             return
         builders = [b for g in self.attn_groups[0] for b in g.metadata_builders]
-        arena = StagingArena(self._staging_arena_bytes(len(builders)), self.device, PIN_MEMORY)
+        # vLLM synchronizes its prepare_inputs_event before each step writes its inputs;
+        # the arena's copy comes after vLLM records it, so the arena records it again
+        # (staging_arena.py; None without async scheduling: each step reads back first).
+        arena = StagingArena(
+            self._staging_arena_bytes(len(builders)), self.device, PIN_MEMORY,
+            getattr(self, "prepare_inputs_event", None),
+        )  # fmt: skip
         arena.bind(self.query_start_loc)
         arena.bind(self.discard_request_mask)
         self._host_positions, self.positions = arena.twin(self.positions)

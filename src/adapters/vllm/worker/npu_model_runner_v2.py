@@ -209,10 +209,15 @@ class NpuModelRunnerV2(GPUModelRunnerV2):
             logger.info("NPU V2 runner: the block tables and slots stay V2's kernels: %s", why)
         elif inputs is not None:
             tables = mirror_block_tables(self.block_tables)
+        # Recorded after each copy of the tail's pinned arena; a step waits for it before
+        # writing the arena (staging_arena.py: async scheduling prepares a step while the
+        # last one runs). Blocking, as vLLM's own input event: the host sleeps, not spins.
+        with self._runtime.runner_scope():
+            sent = torch.cuda.Event(blocking=True)
         self._tail = V2DecodeTail(
             max(sizes), self.req_states, self.sampler.penalties_state.output_bin_counts,
             self.device, PIN_MEMORY, inputs, self.block_tables, tables,
-            self._arena_builders(), staging_size(self.vllm_config),
+            self._arena_builders(), staging_size(self.vllm_config), sent,
         )  # fmt: skip
         if tables is not None and not self._tail.defers:
             logger.info(

@@ -13,6 +13,17 @@ the same memory: a value left in a stale buffer gives other ids).
 Only a step whose every arena slice was written on the host may flush the whole span
 (`defer`): a step of vLLM's own way computes some of them on the device (positions,
 slots) and copies the rest itself, as before.
+
+The copy is non_blocking from pinned memory: on an NPU it reads the host arena when its
+stream gets there, not when it is issued. Under async scheduling the host prepares step
+N+1 while step N runs, so a write of the arena before step N's copy ran would be sent by
+it. Each copy (`send`) records the arena's event after it, and the host writes the arena
+again only once that event is reached: V1's runner passes vLLM's own
+`prepare_inputs_event`, which vLLM synchronizes before each step's input preparation (the
+arena's copy comes after vLLM records it, so it is recorded again); V2's tail waits for it
+itself (`writable`). Either wait is normally already over: the copy precedes step N's
+model, and the host has seen step N-1's output. The emulated NPU refuses a rewrite before
+that (docs/emulated-npu.md).
 """
 
 from __future__ import annotations
@@ -28,7 +39,11 @@ ALIGN = 64
 class StagingArena:
     """A pinned host arena and its device twin, handed out in slices of one type."""
 
-    def __init__(self, nbytes: int, device: torch.device, pin_memory: bool = True) -> None:
+    def __init__(
+        self, nbytes: int, device: torch.device, pin_memory: bool = True, event: Any = None
+    ) -> None:
+        """`event`: a device event (the runner's, made in its scope) recorded after each
+        copy of a pinned arena; None where nothing orders the copies (a host arena)."""
         self.nbytes = nbytes
         pinned = pin_memory and torch.device(device).type != "cpu"
         self.host = torch.zeros(nbytes, dtype=torch.uint8, pin_memory=pinned)
@@ -37,6 +52,9 @@ class StagingArena:
         # Set by a step whose every slice was written on the host, until its one copy.
         self.deferred = False
         self.flushes = 0
+        self._event = event if pinned else None
+        self._unordered = False  # a copy was sent since the host last waited for it
+        self.waits = 0  # waits for a copy (`writable`), normally already complete
 
     def fits(self, nbytes: int) -> bool:
         return _aligned(self.used) + nbytes <= self.nbytes
@@ -81,8 +99,24 @@ class StagingArena:
             return False
         self.deferred = False
         self.flushes += 1
-        self.device[: self.used].copy_(self.host[: self.used], non_blocking=True)
+        self.send(self.used)
         return True
+
+    def send(self, nbytes: int) -> None:
+        """One non_blocking copy of the arena's first `nbytes` to the device, the event
+        recorded after it."""
+        self.device[:nbytes].copy_(self.host[:nbytes], non_blocking=True)
+        if self._event is not None:
+            self._event.record()
+            self._unordered = True
+
+    def writable(self) -> None:
+        """Before the host writes the arena: wait for its last copy to have run (its
+        event), where one was sent since the last wait."""
+        if self._unordered:
+            self._event.synchronize()
+            self._unordered = False
+            self.waits += 1
 
 
 def _aligned(offset: int) -> int:

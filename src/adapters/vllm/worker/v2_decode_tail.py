@@ -66,7 +66,7 @@ class V2DecodeTail:
         self, rows: int, req_states: Any, output_bin_counts: torch.Tensor | None,
         device: torch.device, pin_memory: bool, inputs: Any = None,
         block_tables: Any = None, tables: HostBlockTables | None = None,
-        builders: Sequence[Any] = (), staging_numel: int = 0,
+        builders: Sequence[Any] = (), staging_numel: int = 0, event: Any = None,
     ) -> None:  # fmt: skip
         """`inputs`: V2's InputBuffers, whose query offsets, sequence lengths and positions
         become slices of the arena after the tail's rows (their values kept; made before
@@ -76,7 +76,8 @@ class V2DecodeTail:
         pass's block tables and slots become slices too, before the positions, and the
         attention metadata `builders`' staged indices (`staging_numel` int64 each) after
         them (their `use_arena`): a step may then send everything in one copy, made just
-        before its replay (`defers`)."""
+        before its replay (`defers`). `event`: a device event recorded after each copy,
+        which a step waits for before it writes the arena (staging_arena.py)."""
         self.rows = rows
         self.req_states = req_states
         self.output_bin_counts = output_bin_counts
@@ -93,7 +94,7 @@ class V2DecodeTail:
             _aligned(t.numel() * t.element_size()) for t in (*bound, *forward)
         )
         nbytes += len(builders) * _aligned(staging_numel * 8)
-        arena = StagingArena(nbytes, device, pin_memory)
+        arena = StagingArena(nbytes, device, pin_memory, event)
         self.arena = arena
         host, dev = arena.take(STEP_ROWS * rows, torch.int64)
         self.host, self.device = host.view(STEP_ROWS, rows), dev.view(STEP_ROWS, rows)
@@ -178,7 +179,7 @@ class V2DecodeTail:
         deferred: builders of later steps send their own staging."""
         if self._pending is not None:
             span, self._pending = self._pending, None
-            self.arena.device[:span].copy_(self.arena.host[:span], non_blocking=True)
+            self.arena.send(span)
         self.arena.deferred = False
 
     def fits(self, rows: int, vocab: int) -> bool:
@@ -248,8 +249,11 @@ class V2DecodeTail:
         reads these buffers before the replay) and `defers`, the copy waits for the
         attention builders' staged indices and is made before the replay (`flush`;
         `padded`: the step's padded tokens, whose slots are then the null block's).
-        Returns the request slots on the device (V2's idx_mapping)."""
+        Returns the request slots on the device (V2's idx_mapping). The host writes the
+        arena only after the last step's copy of it ran (`writable`: under async
+        scheduling that step may still be running)."""
         self.flush()
+        self.arena.writable()
         n = len(slots)
         host = self.host.numpy()
         host[SLOT, :n] = slots
@@ -294,7 +298,7 @@ class V2DecodeTail:
             self.arena.deferred = True
             self.deferred_steps += 1
         else:
-            self.arena.device[:span].copy_(self.arena.host[:span], non_blocking=True)
+            self.arena.send(span)
         self._staged = True
         self._live = samples is not None or self.host_ids
         return self.device[SLOT, :n]
