@@ -15,13 +15,19 @@ models of another vocabulary) are speculative decoding, which the NPU's V2 does 
 at all; pipeline parallelism under an external launcher and micro-batching (DBO) are not
 served on the NPU on either runner.
 
-Served on V2, so not listed here: tensor parallelism (its collectives run in the model on
-either runner, and V2's FULL graphs record them as V1's do; checked at TP=2 with the plan's
-graphs, tests/integration/npu/test_tensor_parallel_graphs_on_emulated_npu.py), and sleep
-mode (the worker's sleep port releases the weights and the KV cache whichever runner
-holds them; where their addresses come back elsewhere it drops V2's FULL graphs from its
-graph manager beside the pieces' and captures both again on waking; checked at levels 1
-and 2 with the plan's graphs, tests/integration/npu/test_sleep_on_emulated_npu.py).
+Served on V2, so not listed here: LoRA (V2 keeps each request's adapter in its LoraState
+and activates a step's adapters through the platform's punica wrapper, whose shrink and
+expand on the NPU's LoRA port read each row's slot from buffers written in place, so a
+FULL graph captured for one of V2's active-adapter counts (vllm/v1/worker/gpu/lora_utils.py)
+replays for any mix of adapters, the logits it records with the LM head's adapter; checked
+with the plan's graphs, tests/integration/npu/test_lora_on_emulated_npu.py), tensor
+parallelism (its collectives run in the model on either runner, and V2's FULL graphs
+record them as V1's do; checked at TP=2 with the plan's graphs,
+tests/integration/npu/test_tensor_parallel_graphs_on_emulated_npu.py), and sleep mode
+(the worker's sleep port releases the weights and the KV cache whichever runner holds
+them; where their addresses come back elsewhere it drops V2's FULL graphs from its graph
+manager beside the pieces' and captures both again on waking; checked at levels 1 and 2
+with the plan's graphs, tests/integration/npu/test_sleep_on_emulated_npu.py).
 """
 
 from __future__ import annotations
@@ -39,10 +45,6 @@ WHY_SPECULATIVE = (
     "managers give the NPU's attention no per-replay lengths and their Triton kernels are "
     "not checked on the NPU; V1's drafters serve it"
 )
-WHY_LORA = (
-    "V2's adapter state and per-adapter-count graph cases (vllm/v1/worker/gpu/lora_utils.py) "
-    "are not checked with the NPU's LoRA ops; V1 serves LoRA"
-)
 WHY_KV_TRANSFER = (
     "V2 drives a connector through its own wrapper (vllm/v1/worker/gpu/kv_connector.py), "
     "not checked with the NPU's connectors; V1 serves P/D"
@@ -59,7 +61,6 @@ class RunnerFeatures:
     """The features of a deployment the runner decision reads."""
 
     speculative_method: str | None = None  # None: no speculative decoding
-    lora: bool = False
     kv_transfer: bool = False  # a KV connector (P/D disaggregation, KV offload)
     hybrid: bool = False  # attention plus mamba/linear-attention layers
 
@@ -68,7 +69,6 @@ class RunnerFeatures:
         speculative = deployment.speculative.method
         return cls(
             speculative_method=speculative,
-            lora=deployment.lora,
             kv_transfer=deployment.kv_transfer_role is not None
             or deployment.kv_transfer is not None,
             hybrid=deployment.model.hybrid,
@@ -87,8 +87,6 @@ def v2_not_served(features: RunnerFeatures) -> tuple[str, ...]:
             )
         else:
             found.append(f"speculative decoding ('{method}'): {WHY_SPECULATIVE}")
-    if features.lora:
-        found.append(f"LoRA: {WHY_LORA}")
     if features.kv_transfer:
         found.append(f"a KV connector (P/D): {WHY_KV_TRANSFER}")
     if features.hybrid:

@@ -197,8 +197,8 @@ _LORA_HOST = Supported(
 )
 _LORA_NPU = Supported(
     "vLLM's LoRA layers with the plugin's punica wrapper on the NPU's LoRA ops (plain torch "
-    "on the device; torch_npu 2.14.0 has no multi-adapter BGMV/SGMV op), eager or with "
-    "graphs captured; proven on the emulated NPU, not on hardware"
+    "on the device; torch_npu 2.14.0 has no multi-adapter BGMV/SGMV op), with the plan's "
+    "graphs on vLLM's V1 and V2 runners; proven on the emulated NPU, not on hardware"
 )
 _MERGE = "merge the adapter into the weights (e.g. peft's merge_and_unload) and serve the result"
 _NO_LORA_QUANT = Refused(

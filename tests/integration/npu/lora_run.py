@@ -4,6 +4,9 @@ a fresh process, printed as JSON.
 Run as: python lora_run.py {host,npu} BASE ADAPTER_A ADAPTER_B [graphs]
 `npu`: the emulated torch_npu and `npu` device (see generate_run.py); bf16 on both.
 `graphs`: no enforce_eager; the plan's graph mode, capturing CAPTURE_SIZES.
+The runner is the environment's (VLLM_USE_V2_MODEL_RUNNER=1 on the NPU: V2); the result
+says which the worker built and, on V2, the active-adapter counts its FULL graphs were
+captured for and the steps sampled from a FULL graph's recorded logits.
 """
 
 from __future__ import annotations
@@ -29,7 +32,15 @@ def describe(worker: object) -> dict[str, object]:
         for t in (*getattr(module, "lora_a_stacked", ()), *getattr(module, "lora_b_stacked", ()))
     ]
     devices = {str(t.device.type) for t in stacked}
+    graphs = getattr(getattr(runner, "cudagraph_manager", None), "graphs", None) or {}
     return {
+        "runner": type(runner).__name__,
+        "mro": [f"{c.__module__}.{c.__qualname__}" for c in type(runner).__mro__],
+        # V2: the active-adapter counts it captures graphs for, and its FULL graphs' counts.
+        "lora_capture_cases": getattr(runner, "lora_capture_cases", None),
+        "full_graph_lora_counts": sorted({d.num_active_loras for d in graphs}),
+        "graph_logits_steps": getattr(runner, "graph_logits_steps", None),
+        "tail_steps": getattr(getattr(runner, "_tail", None), "served_steps", None),
         "wrapper": type(wrapper).__name__,
         "lora_ops": type(wrapper.lora_ops).__name__,
         "lora_weight_devices": sorted(devices),
@@ -78,6 +89,7 @@ def main(device: str, base: str, adapter_a: str, adapter_b: str, graphs: str = "
     compilation = llm.llm_engine.vllm_config.compilation_config
     print("RESULT " + json.dumps({
         "platform": type(current_platform).__name__,
+        "engine_v2": bool(llm.llm_engine.vllm_config.use_v2_model_runner),
         "ids": [list(o.outputs[0].token_ids) for o in outs],
         "adapters": [r.lora_name if r else None for r, _ in batch],
         "prompts": [p for _, p in batch],

@@ -292,7 +292,8 @@ def test_the_doctor_reports_the_runner_serve_configures(
 NPU_RUNNER_ROWS: list[tuple[str, str | None, list[str], str, str]] = [
     ("unset", None, [], "V1", "V2 is opt-in on the NPU"),
     ("V2 asked", "1", [], "V2", "the NPU worker builds it (NpuModelRunnerV2, eager"),
-    ("V2 asked, LoRA", "1", ["--enable-lora", "--max-lora-rank", "8"], "V1", "LoRA: "),
+    ("V2 asked, LoRA", "1", ["--enable-lora", "--max-lora-rank", "8"], "V2",
+     "the NPU worker builds it (NpuModelRunnerV2, eager"),
     ("V2 asked, TP=2", "1", ["--tensor-parallel-size", "2"], "V2",
      "the NPU worker builds it (NpuModelRunnerV2, eager"),
     ("V2 asked, speculative", "1",

@@ -43,12 +43,14 @@ NOT_NAMED: tuple[tuple[str, str], ...] = (
     ("vllm.utils.torch_utils:current_stream", "asks Platform.current_stream off CUDA/CPU"),
     ("vllm.config:VllmConfig.lora_config", "the LoRA switch for the support matrix"),
     # LoRA: vLLM asks Platform.get_punica_wrapper for our wrapper class by its path; the
-    # wrapper reads the base's mapping buffers (_token_lora_indices, _sampler_indices,
-    # set in its __init__: checked by tests/integration/vllm/test_lora_generate.py).
+    # wrapper writes and reads the base's mapping buffers (_token_lora_indices,
+    # _sampler_indices, _sampler_indices_padded, _embeddings_indices and indices_len, set
+    # in its __init__; vLLM's embedding layer reads _embeddings_indices: checked by
+    # tests/integration/vllm/test_lora_generate.py and unit/vllm/test_punica_metadata.py).
     ("vllm.lora.punica_wrapper.punica_selector:get_punica_wrapper",
      "builds the class Platform.get_punica_wrapper names"),
     ("vllm.lora.punica_wrapper.punica_base:PunicaWrapperBase.update_metadata",
-     "fills the per-token adapter slots the wrapper reads"),
+     "overridden: vLLM's LoRA model manager hands it each step's mapping"),
     ("vllm.lora.punica_wrapper.punica_base:PunicaWrapperBase._select_full_linear_output",
      "private: apply_lora_full_linear's row selection"),
     ("vllm.config:VllmConfig.speculative_config", "MLA: are the host seq lens exact"),

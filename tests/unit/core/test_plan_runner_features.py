@@ -26,7 +26,6 @@ RULES: dict[str, tuple[dict[str, Any], str]] = {
         {"speculative": {"method": "mtp", "num_speculative_tokens": 1}},
         "speculative decoding ('mtp'): V2 drafts with its own speculators",
     ),
-    "lora": ({"lora": True}, "LoRA: V2's adapter state"),
     "kv_connector": (
         {"kv_transfer_role": KvTransferRole.PRODUCER},
         "a KV connector (P/D): V2 drives a connector through its own wrapper",
@@ -59,9 +58,11 @@ def test_without_those_features_v2_asked_on_the_npu_is_built() -> None:
 
 
 @pytest.mark.parametrize(
-    "given", [{"parallel": {"tp": 2}}, {"cache": {"enable_sleep_mode": True}}], ids=["tp2", "sleep"]
+    "given",
+    [{"parallel": {"tp": 2}}, {"cache": {"enable_sleep_mode": True}}, {"lora": True}],
+    ids=["tp2", "sleep", "lora"],
 )
-def test_tensor_parallelism_and_sleep_mode_are_served_on_v2(given: dict[str, Any]) -> None:
+def test_tensor_parallelism_sleep_mode_and_lora_are_served_on_v2(given: dict[str, Any]) -> None:
     plan = plan_config(npu(v2_model_runner="1", compilation=EAGER, **given))
     assert plan.model_runner is ModelRunner.V2, plan.describe()
     assert "the NPU worker builds it (NpuModelRunnerV2" in plan.decisions.model_runner_reason
@@ -76,9 +77,11 @@ def test_v2_not_asked_is_v1_without_a_warning_whatever_the_features() -> None:
 
 
 def test_every_feature_found_is_named_in_one_reason() -> None:
-    features = RunnerFeatures(lora=True, kv_transfer=True, hybrid=True)
+    features = RunnerFeatures(speculative_method="mtp", kv_transfer=True, hybrid=True)
     reasons = v2_not_served(features)
-    assert [r.split(":")[0] for r in reasons] == ["LoRA", "a KV connector (P/D)", "a hybrid model"]
+    assert [r.split(":")[0] for r in reasons] == [
+        "speculative decoding ('mtp')", "a KV connector (P/D)", "a hybrid model"
+    ]
     decision = decide_model_runner(DeviceKind.NPU, "1", features=features)
     assert decision.runner is ModelRunner.V1 and decision.overrides_request
     assert all(r in decision.reason for r in reasons)
@@ -99,5 +102,5 @@ def test_the_features_read_from_the_deployment() -> None:
         speculative={"method": "eagle3", "num_speculative_tokens": 2},
         kv_transfer_role=KvTransferRole.BOTH,
     )
-    assert RunnerFeatures.of(deployment) == RunnerFeatures("eagle3", True, True, True)
+    assert RunnerFeatures.of(deployment) == RunnerFeatures("eagle3", True, True)
     assert RunnerFeatures.of(attrs.evolve(deployment, kv_transfer_role=None)).kv_transfer is False

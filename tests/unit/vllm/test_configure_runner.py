@@ -105,18 +105,18 @@ def test_before_config_falls_back_as_the_plan_does_from_the_engine_args() -> Non
     kinds = ["linear_attention", "full_attention"]
     hybrid = FakeModelFiles({"config.json": {"layer_types": kinds}})
     features = configure.runner_features(args, hybrid)
-    assert features == RunnerFeatures("the method vLLM infers", True, True, True)
+    assert features == RunnerFeatures("the method vLLM infers", True, True)
     plain = configure.runner_features(SimpleNamespace(), FakeModelFiles(exists=False))
     assert plain == RunnerFeatures()
-    for one in (RunnerFeatures(lora=True), RunnerFeatures(hybrid=True)):
+    for one in (RunnerFeatures(kv_transfer=True), RunnerFeatures(hybrid=True)):
         environ = {"VLLM_USE_V2_MODEL_RUNNER": "1"}
         configure.before_config(DeviceKind.NPU, environ, one)
         assert environ["VLLM_USE_V2_MODEL_RUNNER"] == "0", one
     environ = {"VLLM_USE_V2_MODEL_RUNNER": "1"}
     configure.before_config(DeviceKind.NPU, environ, plain)
     assert environ["VLLM_USE_V2_MODEL_RUNNER"] == "1"
-    # TP > 1 and sleep mode are served on V2: not features the decision reads.
-    served = SimpleNamespace(tensor_parallel_size=2, enable_sleep_mode=True)
+    # TP > 1, sleep mode and LoRA are served on V2: not features the decision reads.
+    served = SimpleNamespace(tensor_parallel_size=2, enable_sleep_mode=True, enable_lora=True)
     assert configure.runner_features(served, None) == plain
 
 

@@ -343,7 +343,6 @@ def runner_features(engine_args: Any, files: ModelFiles | None) -> RunnerFeature
     config = files.read_json("config.json") if files is not None and files.exists() else None
     return RunnerFeatures(
         speculative_method=method if spec is not None else None,
-        lora=bool(getattr(engine_args, "enable_lora", False)),
         kv_transfer=getattr(engine_args, "kv_transfer_config", None) is not None,
         hybrid=isinstance(config, Mapping) and config_is_hybrid(config),
     )

@@ -6,17 +6,23 @@ buffers (PunicaWrapperBase.update_metadata); every op here reads the first rows 
 buffers as many as the layer's input has, so prefill, decode and a mixed batch take one
 path, and a padded batch (a captured graph) reads the padding's stale, in-range slots
 whose rows are dropped later. The buffers start at -1 so no row reads uninitialized
-memory.
+memory. A step's slots are made on the host (`update_metadata`): nothing is read back
+from the device for them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from vllm.lora.punica_wrapper.punica_base import PunicaWrapperBase
+from vllm.utils.torch_utils import PIN_MEMORY
 
 from adapters.container import container
+
+if TYPE_CHECKING:
+    from vllm.lora.layers import LoRAMapping
 
 
 class AscendPunicaWrapper(PunicaWrapperBase):
@@ -33,6 +39,43 @@ class AscendPunicaWrapper(PunicaWrapperBase):
         self.lora_ops = container().lora_ops()
         self._token_lora_indices.fill_(-1)
         self._sampler_indices.fill_(-1)
+
+    def update_metadata(
+        self,
+        mapping: LoRAMapping,
+        lora_index_to_id: list[int | None],
+        max_loras: int,
+        vocab_size: int,
+        **kwargs: Any,
+    ) -> None:
+        """The step's slots, made on the host and sent in one copy, then written in place
+        into vLLM's four index buffers (what PunicaWrapperBase._update_base_metadata
+        writes, there with device ops). Not the prefill metadata the base class adds for
+        vLLM's SGMV kernels (compute_meta: `unique_consecutive` and two `.item()` reads,
+        three device-to-host syncs a step, as vLLM's runners mark every mapping a
+        prefill): the ops here take a slot a row."""
+        slot_of = {lora_id: i for i, lora_id in enumerate(lora_index_to_id) if lora_id is not None}
+        tokens = np.array([slot_of[i] if i > 0 else -1 for i in mapping.index_mapping], np.int64)
+        rows = np.array([slot_of[i] if i > 0 else -1 for i in mapping.prompt_mapping], np.int64)
+        # vLLM's sampler_indices_padded: row r of slot s (no adapter: max_loras - 1) at
+        # r + s * rows; embeddings_indices: a token's slot (0 without one) * vocab_size.
+        padded = np.arange(len(rows)) + np.where(rows < 0, max_loras - 1, rows) * len(rows)
+        staged = torch.from_numpy(
+            np.concatenate([tokens, rows, padded, np.maximum(tokens, 0) * vocab_size])
+        )
+        device = torch.device(self.device)
+        if device.type != "cpu" and PIN_MEMORY:
+            staged = staged.pin_memory()
+        sent = staged.to(device, non_blocking=True)
+        lengths = [len(tokens), len(rows), len(rows), len(tokens)]
+        buffers = (
+            self._token_lora_indices, self._sampler_indices,
+            self._sampler_indices_padded, self._embeddings_indices,
+        )  # fmt: skip
+        for buffer, part in zip(buffers, sent.split(lengths), strict=True):
+            buffer[: part.shape[0]].copy_(part)
+        self.indices_len[:] = lengths
+        self.is_prefill = mapping.is_prefill
 
     def add_shrink(
         self,
