@@ -24,6 +24,7 @@ from ports.ops import AttentionPlanNeeds, IndexDtype
 from ports.sparse_mla import SparseMlaOps
 
 RIGHT_DOWN_CAUSAL = 3
+MLA_ABSORB = 2  # attention_mode: the only one the op takes (ops-transformer's docs)
 
 
 class NpuSparseMlaOps(SparseMlaOps):
@@ -111,6 +112,7 @@ class NpuSparseMlaOps(SparseMlaOps):
             layout_query="TND",
             layout_kv="PA_BSND",
             sparse_mode=RIGHT_DOWN_CAUSAL,
+            attention_mode=MLA_ABSORB,
         )
         result: torch.Tensor = out
         return result
