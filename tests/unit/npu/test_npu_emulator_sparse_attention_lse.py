@@ -203,3 +203,25 @@ def test_the_documented_refusals() -> None:
         tnpu.npu_attention_update([torch.zeros(6)] * 17, [local] * 17, 0)
     with pytest.raises(ValueError, match="lse: float32"):
         tnpu.npu_attention_update([torch.zeros(6, dtype=BF)] * 2, [local] * 2, 0)
+
+
+def test_tnd_keys_of_two_batches_are_each_batchs_own() -> None:
+    """Tokens 0-2 over keys 0-6 and tokens 3-4 over keys 7-11 (running sums 3, 5 and 7, 12):
+    each batch's indices count from its own first key."""
+    x = _inputs(4)
+    local = torch.full((TOKENS, 1, 4), -1, dtype=torch.int32)
+    local[:3, 0, :3] = torch.tensor([0, 6, 2], dtype=torch.int32)
+    local[3:, 0, :4] = torch.tensor([4, 0, 1, 3], dtype=torch.int32)
+    out, top, total = make_torch_npu().npu_sparse_flash_attention(
+        x["q"], x["k"], x["k"], local, SCALE,
+        actual_seq_lengths_query=torch.tensor([3, 5], dtype=torch.int32),
+        actual_seq_lengths_kv=torch.tensor([7, 12], dtype=torch.int32),
+        query_rope=x["q_rope"], key_rope=x["k_rope"], layout_query="TND", layout_kv="TND",
+        sparse_mode=0, attention_mode=2, return_softmax_lse=True,
+    )
+    visible = torch.zeros(TOKENS, ROWS, dtype=torch.bool)
+    visible[:3, [0, 6, 2]] = True
+    visible[3:, [11, 7, 8, 10]] = True  # 7 + (4, 0, 1, 3)
+    torch.testing.assert_close(out.float(), _reference(x, visible), atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close((top + total.log())[0], torch.logsumexp(_scores(x, visible), -1),
+                               atol=1e-5, rtol=1e-5)
