@@ -124,6 +124,7 @@ def test_the_class_runs_its_ports_on_the_npu_ops_eagerly(runs) -> None:  # type:
     # one of each per request and layer, at V4's shapes (4 heads of 64, TND rows, no
     # `sinks` input: A2 has none), at least three per indexer call (one of three layers).
     launches = npu["op_launches"]
+    print(f"torch_npu launches on the emulated device: {launches}")
     attention = launches.get("npu_sparse_flash_attention", 0)
     assert attention == launches.get("npu_attention_update") > 0, launches
     assert attention >= 3 * launches["npu_lightning_indexer"] > 0, launches
