@@ -193,8 +193,8 @@ REGISTRATIONS: tuple[Registration, ...] = (
         "CPU class needs vllm._C's CPU kernels and an fp8 cache, so the plugin registers its "
         "own: the V4 layers each caching their attention inputs in paged blocks and "
         "recomputing the window, compressed rows and indexer top-k from them; norms, rope, "
-        "the lightning indexer and the routed experts on the device's ops, the rest torch "
-        "on the device; bf16 on the NPU (emulated only)",
+        "the lightning indexer, the attention with its sinks and the routed experts on the "
+        "device's ops, the rest torch on the device; bf16 on the NPU (emulated only)",
         {
             "head_dim": 512, "qk_rope_head_dim": 64, "num_key_value_heads": 1,
             "n_routed_experts": 256, "index_topk": 512, "sliding_window": 128,

@@ -76,3 +76,21 @@ class SparseMlaOps(abc.ABC):
         score = scale * (q_latent . latent + q_rope . rope_key) over the selected rows,
         output [T, N, L] = softmax(score) @ latent, in the query's dtype.
         """
+
+    @abc.abstractmethod
+    def sink_attention(
+        self,
+        query: torch.Tensor,
+        rows: torch.Tensor,
+        visible: torch.Tensor,
+        sinks: torch.Tensor,
+        scale: float,
+    ) -> torch.Tensor:
+        """DeepSeek-V4's attention of one sequence's new tokens over its rows, with a
+        learned sink logit per head.
+
+        query [T, N, D]; rows [R, D], one shared head (keys = values); visible [T, R] bool,
+        the rows each token sees (at least one); sinks [N] float32. For token t, head h:
+        p = softmax over {scale * query[t, h] . rows[r] : visible[t, r]} and sinks[h] (a
+        logit without a value), output [T, N, D] = sum_r p_r rows[r], in the query's dtype.
+        """

@@ -1,5 +1,6 @@
-"""The sparse-MLA role in plain torch on the host: the indexer's key cache and top-k, and
-attention over the selected latent rows. Batched over tokens; math in float32."""
+"""The sparse-MLA role in plain torch on the host: the indexer's key cache and top-k,
+attention over the selected latent rows (batched over tokens; math in float32), and
+DeepSeek-V4's sink attention (one sequence; in the query's dtype, as V4's reference)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,21 @@ class CpuSparseMlaOps(SparseMlaOps):
         scores = scores.masked_fill(~selected[:, None, :], float("-inf"))
         out = torch.bmm(scores.softmax(dim=-1), rows[..., :latent_dim])
         return out.to(query_latent.dtype)
+
+    def sink_attention(
+        self,
+        query: torch.Tensor,
+        rows: torch.Tensor,
+        visible: torch.Tensor,
+        sinks: torch.Tensor,
+        scale: float,
+    ) -> torch.Tensor:
+        """In the query's dtype, as DeepSeek-V4's reference writes it: the sink one more
+        column of the logits, dropped after the softmax."""
+        logits = torch.einsum("thd,kd->thk", query, rows) * scale
+        logits = logits.masked_fill(~visible[:, None, :], float("-inf"))
+        sink = sinks.to(logits.dtype).view(1, -1, 1).expand(query.shape[0], -1, 1)
+        combined = torch.cat([logits, sink], dim=-1)
+        combined = combined - combined.max(dim=-1, keepdim=True).values
+        probs = torch.softmax(combined, dim=-1)[..., :-1]
+        return torch.einsum("thk,kd->thd", probs, rows)

@@ -1,5 +1,6 @@
 """The sparse-MLA role on torch_npu: npu_scatter_nd_update_ for the indexer's keys,
-npu_lightning_indexer for the top-k, npu_sparse_flash_attention over the chosen rows.
+npu_lightning_indexer for the top-k, npu_sparse_flash_attention over the chosen rows;
+DeepSeek-V4's sink attention through npu_sparse_flash_attention and npu_attention_update.
 
 Every torch_npu call goes through `self._torch_npu` (injected; the emulator in tests),
 checked against the 2.14.0 schemas by tests/unit/npu/test_npu_contract.py. Facts and
@@ -24,6 +25,9 @@ from ports.ops import AttentionPlanNeeds, IndexDtype
 from ports.sparse_mla import SparseMlaOps
 
 RIGHT_DOWN_CAUSAL = 3
+ALL_KEYS = 0  # sparse_mode 0: no mask beyond the indices
+ROPE_DIM = 64  # query_rope / key_rope width the op documents (Dr)
+MLA_ABSORB = 2  # attention_mode: the only one the op takes (ops-transformer's docs)
 
 
 class NpuSparseMlaOps(SparseMlaOps):
@@ -111,8 +115,63 @@ class NpuSparseMlaOps(SparseMlaOps):
             layout_query="TND",
             layout_kv="PA_BSND",
             sparse_mode=RIGHT_DOWN_CAUSAL,
+            attention_mode=MLA_ABSORB,
         )
         result: torch.Tensor = out
+        return result
+
+    def sink_attention(
+        self,
+        query: torch.Tensor,
+        rows: torch.Tensor,
+        visible: torch.Tensor,
+        sinks: torch.Tensor,
+        scale: float,
+    ) -> torch.Tensor:
+        """One npu_sparse_flash_attention over the rows as TND keys (one batch; the rows
+        are not paged, V4 rebuilds them each step), each token's visible rows as its
+        indices (valid first: a stable sort, on the device), returning its softmax max and
+        sum; then npu_attention_update folds the sinks in as a second partial attention
+        whose LSE is the sink logit and whose output is zero. The op's own `sinks` input
+        is Ascend 950 only and its LSE is refused with paged keys on A2/A3 (ops-transformer's
+        SparseFlashAttention docs), so this form runs on all three. The rope inputs the op
+        requires are zeros of the documented width (the rows' rope is already in D)."""
+        if query.dtype not in (torch.float16, torch.bfloat16):
+            raise UnsupportedFeatureError(
+                f"DeepSeek-V4's attention on the NPU (npu_sparse_flash_attention) takes "
+                f"float16 or bfloat16, not {query.dtype}.",
+                "serve it with --dtype bfloat16, or on the host device (VLLM_ASCEND_DEVICE=cpu)",
+            )
+        tokens, heads, dim = query.shape
+        count = rows.shape[0]
+        order = torch.argsort((~visible).to(torch.int8), dim=1, stable=True)
+        picks = torch.where(torch.gather(visible, 1, order), order, -1).to(torch.int32)
+        key = rows.to(query.dtype).unsqueeze(1).contiguous()
+        device = query.device
+        out, top, total = self._torch_npu.npu_sparse_flash_attention(
+            query.contiguous(),
+            key,
+            key,
+            picks.view(tokens, 1, count).contiguous(),
+            float(scale),
+            actual_seq_lengths_query=torch.full((1,), tokens, dtype=torch.int32, device=device),
+            actual_seq_lengths_kv=torch.full((1,), count, dtype=torch.int32, device=device),
+            query_rope=query.new_zeros((tokens, heads, ROPE_DIM)),
+            key_rope=key.new_zeros((count, 1, ROPE_DIM)),
+            sparse_block_size=1,
+            layout_query="TND",
+            layout_kv="TND",
+            sparse_mode=ALL_KEYS,
+            attention_mode=MLA_ABSORB,
+            return_softmax_lse=True,
+        )
+        lse = (top + torch.log(total)).reshape(tokens * heads)  # (1, T, N): natural log
+        sink_lse = sinks.float().view(1, heads).expand(tokens, heads).reshape(-1).contiguous()
+        local = out.reshape(tokens * heads, dim)
+        merged, _ = self._torch_npu.npu_attention_update(
+            [lse.contiguous(), sink_lse], [local, torch.zeros_like(local)], 0
+        )
+        result: torch.Tensor = merged.view(tokens, heads, dim)
         return result
 
 

@@ -5,10 +5,11 @@ top-4) and an HCA (rate 128) layer, sliding window 16, hash- and score-routed Mo
 hyper-connections), served by the plugin's own class on both devices. Two fresh processes
 side by side (this file run as a script): the host device, and the NPU platform, worker and
 adapters on the emulated torch_npu and device; both eager (the plan's rule for this class,
-COMPRESSED_MLA_EAGER_REASON). On the NPU the class's norms, rope, indexer top-k and routed
-experts go through the NPU ports (npu_rms_norm, npu_mrope, npu_lightning_indexer, the
-MoE ops with npu_clipped_swiglu; each golden-tested against its host twin in tests/unit/npu),
-the rest is torch on the device. Four prompts past the window, the CSA rate x top-k and the
+COMPRESSED_MLA_EAGER_REASON). On the NPU the class's norms, rope, indexer top-k, attention and
+routed experts go through the NPU ports (npu_rms_norm, npu_mrope, npu_lightning_indexer,
+npu_sparse_flash_attention with npu_attention_update for the sinks, the MoE ops with
+npu_clipped_swiglu; each golden-tested against its host twin in tests/unit/npu), the rest is
+torch on the device. Four prompts past the window, the CSA rate x top-k and the
 HCA rate, chunked (64-token steps). Each request's ids equal the host's up to its first bf16
 near-tie: where they part, the host's top-2 logprob gap there is shown and must be small.
 One engine per device, shared by the cases. An emulator, not Ascend hardware.
@@ -64,9 +65,24 @@ def _run(device: str, model: str) -> None:
         "kv_bytes_per_token": sum(storages.values()) / blocks,
         "graph_mode": config.compilation_config.cudagraph_mode.name,
         "torch_npu_ops": sorted({name for name, _, _ in getattr(tnpu, "calls", [])}),
+        # The emulated device's kernel launches per torch_npu op, and what each sparse
+        # attention call looked like (query heads and D, key layout, LSE asked, sinks).
+        "op_launches": _op_launches() if tnpu is not None else {},
+        "attention_calls": sorted({
+            (*c["query"].shape[1:], c["layout_kv"], c["return_softmax_lse"],
+             c["sinks"] is None)
+            for c in getattr(tnpu, "calls_of", lambda _: [])("npu_sparse_flash_attention")
+        }),
         "model_class": type(runner.model).__name__,
     }
     print("RESULT " + json.dumps(result), flush=True)
+
+
+def _op_launches() -> dict[str, int]:
+    from support.emulated_npu_device import op_counts
+
+    return {k.removeprefix("torch_npu::"): v for k, v in op_counts().items()
+            if k.startswith("torch_npu::")}
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +119,16 @@ def test_the_class_runs_its_ports_on_the_npu_ops_eagerly(runs) -> None:  # type:
     assert {"npu_rms_norm", "npu_mrope", "npu_lightning_indexer", "npu_grouped_matmul",
             "npu_clipped_swiglu", "npu_moe_init_routing_v2", "npu_moe_token_unpermute"} <= ops, (
         sorted(ops))
-    # The attention itself (window, compressed rows, sinks) is torch on the device.
-    assert "npu_sparse_flash_attention" not in ops
+    # The attention (window and compressed rows in one call) through
+    # npu_sparse_flash_attention with its LSE, the sinks folded in by npu_attention_update:
+    # one of each per request and layer, at V4's shapes (4 heads of 64, TND rows, no
+    # `sinks` input: A2 has none), at least three per indexer call (one of three layers).
+    launches = npu["op_launches"]
+    print(f"torch_npu launches on the emulated device: {launches}")
+    attention = launches.get("npu_sparse_flash_attention", 0)
+    assert attention == launches.get("npu_attention_update") > 0, launches
+    assert attention >= 3 * launches["npu_lightning_indexer"] > 0, launches
+    assert npu["attention_calls"] == [[4, 64, "TND", True, True]], npu["attention_calls"]
 
 
 def test_kv_bytes_per_token_are_what_the_doctor_plans(runs, model_dir: str) -> None:  # type: ignore[no-untyped-def]

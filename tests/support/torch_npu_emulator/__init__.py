@@ -26,6 +26,7 @@ from support.torch_npu_emulator.semantics_graph import IMPLEMENTED as _GRAPH
 from support.torch_npu_emulator.semantics_mc2 import IMPLEMENTED as _MC2
 from support.torch_npu_emulator.semantics_mla import IMPLEMENTED as _MLA
 from support.torch_npu_emulator.semantics_moe import IMPLEMENTED as _MOE
+from support.torch_npu_emulator.semantics_sparse_mla import CHIP_AWARE
 from support.torch_npu_emulator.semantics_sparse_mla import IMPLEMENTED as _SPARSE
 from support.torch_npu_emulator.semantics_w4a16 import IMPLEMENTED as _W4A16
 from support.torch_npu_emulator.semantics_weight_quant import IMPLEMENTED as _WEIGHT_QUANT
@@ -179,6 +180,8 @@ class EmulatedTorchNpu(types.ModuleType):
             raise NotImplementedError(f"torch_npu.{shown} exists in 2.14.0 but is not emulated")
 
         def run(which: str, values: dict[str, Any]) -> Any:
+            if name in CHIP_AWARE:  # refusals that differ between A2/A3 and A5
+                values = {**values, "_soc": self.npu.soc_name}
             result = impl(values)
             if which != "out":
                 return result

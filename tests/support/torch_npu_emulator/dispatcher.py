@@ -111,8 +111,9 @@ FAKES: dict[str, Callable[[dict[str, Any]], Any]] = {
     ),
     "npu_sparse_flash_attention": lambda a: (
         torch.empty_like(a["query"]),
-        a["query"].new_empty((1,), dtype=torch.float32),
-        a["query"].new_empty((1,), dtype=torch.float32),
+        *[a["query"].new_empty(
+            (1, *a["query"].shape[:2]) if a["return_softmax_lse"] else (0,),
+            dtype=torch.float32) for _ in range(2)],
     ),
     "npu_grouped_matmul": _grouped_matmul,
     "npu_quant_matmul": lambda a: a["x1"].new_empty(

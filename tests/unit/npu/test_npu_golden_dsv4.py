@@ -106,3 +106,57 @@ def test_indexer_top_k_through_the_sparse_mla_port(tnpu, length: int, new: int) 
     assert torch.equal(bf_npu, bf_host)
     (call,) = tnpu.calls_of("npu_lightning_indexer")
     assert call["sparse_count"] == top_k and call["key"].shape[1:] == (128, 1, dim)
+
+
+def _sink_attention_spelled_out(q: torch.Tensor, rows: torch.Tensor, visible: torch.Tensor,
+                                sinks: torch.Tensor, scale: float) -> torch.Tensor:
+    """V4's attention as transformers writes it, in float64: the sink a logit per head in
+    the softmax's denominator, without a value."""
+    logits = torch.einsum("thd,rd->thr", q.double(), rows.double()) * scale
+    logits = logits.masked_fill(~visible[:, None, :], float("-inf"))
+    sink = sinks.double().view(1, -1, 1).expand(q.shape[0], -1, 1)
+    probs = torch.cat([logits, sink], dim=-1).softmax(dim=-1)[..., :-1]
+    return torch.einsum("thr,rd->thd", probs, rows.double())
+
+
+def _v4_rows(tokens: int, count: int, seed: int) -> tuple[torch.Tensor, ...]:
+    """Query [T, 4, 64], rows [R, 64], a window-and-picks-like mask, sinks of std 1."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(tokens, 4, 64, generator=g)
+    rows = torch.randn(count, 64, generator=g)
+    visible = torch.rand(tokens, count, generator=g) < 0.5
+    visible[torch.arange(tokens), torch.randint(0, count, (tokens,), generator=g)] = True
+    return q, rows, visible, torch.randn(4, generator=g)
+
+
+@pytest.mark.parametrize(("tokens", "count"), [(1, 17), (9, 40), (64, 80)])
+def test_sink_attention_through_the_sparse_mla_port(tnpu, tokens: int, count: int) -> None:
+    """A decode, a short prefill and a chunk: the host twin is V4's formula (float32), the
+    NPU's (npu_sparse_flash_attention's LSE, then npu_attention_update with the sinks as
+    a zero-output part) the host's in bf16 within bf16's rounding."""
+    q, rows, visible, sinks = _v4_rows(tokens, count, tokens + count)
+    scale = 64**-0.5
+    want = _sink_attention_spelled_out(q, rows, visible, sinks, scale)
+    host = CpuSparseMlaOps().sink_attention(q, rows, visible, sinks, scale)
+    torch.testing.assert_close(host.double(), want, atol=1e-5, rtol=1e-5)
+    bf_host = CpuSparseMlaOps().sink_attention(q.to(BF), rows.to(BF), visible, sinks, scale)
+    bf_npu = NpuSparseMlaOps(tnpu).sink_attention(q.to(BF), rows.to(BF), visible, sinks, scale)
+    assert bf_npu.shape == (tokens, 4, 64) and bf_npu.dtype == BF
+    torch.testing.assert_close(bf_npu.double(), want, atol=1.2e-2, rtol=1e-2)
+    torch.testing.assert_close(bf_npu.float(), bf_host.float(), atol=1.6e-2, rtol=0)  # 2 ulps
+    (attn,) = tnpu.calls_of("npu_sparse_flash_attention")
+    assert (attn["layout_query"], attn["layout_kv"], attn["return_softmax_lse"]) == (
+        "TND", "TND", True)
+    assert attn["sinks"] is None and attn["attention_mode"] == 2 and attn["sparse_mode"] == 0
+    assert attn["sparse_indices"].shape == (tokens, 1, count)
+    (update,) = tnpu.calls_of("npu_attention_update")
+    assert len(update["lse"]) == 2 and update["update_type"] == 0
+
+
+def test_sink_attention_on_the_npu_refuses_float32(tnpu) -> None:
+    from ascend_core.errors import UnsupportedFeatureError
+
+    q, rows, visible, sinks = _v4_rows(3, 10, 0)
+    with pytest.raises(UnsupportedFeatureError, match="float16 or bfloat16"):
+        NpuSparseMlaOps(tnpu).sink_attention(q, rows, visible, sinks, 0.125)
+    assert not tnpu.calls_of("npu_sparse_flash_attention")

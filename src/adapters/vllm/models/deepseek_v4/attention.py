@@ -1,4 +1,4 @@
-"""DeepSeek-V4's attention for one request, in plain torch, from its per-token inputs.
+"""DeepSeek-V4's attention for one request, from its per-token inputs.
 
 Queries: low-rank (wq_a, q_norm, wq_b), each head RMS-normed, rope on its trailing slice.
 Keys = values: one shared head (wkv, norm, rope), seen through a sliding window of
@@ -7,13 +7,11 @@ its visible rows at rate 128, the indexer's top-k of them at rate 4. A learned s
 per head joins the softmax. The output's rope slice is rotated back by the query position,
 then the grouped low-rank output projection (wo_a per group of heads, wo_b) mixes heads.
 
-Norms and rope through the device's ops port, the indexer's top-k through its sparse-MLA
-port (compressor.py). The attention itself (window rows, compressed rows, sinks) stays
-torch on the device: torch_npu 2.14.0's npu_sparse_flash_attention reads its rows from a
-paged latent cache by index (V4 rebuilds its rows from the cached inputs each step, no such
-cache exists), and V4's learned sink per head would need the op's `sinks` input or its
-softmax LSE (to fold the sink in with npu_attention_update), both of which the emulated
-torch_npu refuses as not modelled, so no golden test could check their use.
+Norms and rope through the device's ops port; the indexer's top-k and the attention itself
+(window rows and compressed rows in one call, the sinks folded in) through its sparse-MLA
+port (SparseMlaOps.index_topk in compressor.py, SparseMlaOps.sink_attention here): on the
+NPU npu_lightning_indexer, then npu_sparse_flash_attention over the rows with its softmax
+LSE and npu_attention_update for the sinks (adapters/npu/sparse_mla.py).
 """
 
 from __future__ import annotations
@@ -84,6 +82,7 @@ class V4Attention(nn.Module):
         self.eps = float(config.rms_norm_eps)
         self.groups = int(config.o_groups)
         self.ops: Ops = container().ops()
+        self.sparse_ops = container().sparse_mla_ops()
         self.wq_a = nn.Linear(hidden, config.q_lora_rank, bias=False)
         self.q_norm = Norm(config.q_lora_rank)
         self.wq_b = nn.Linear(config.q_lora_rank, self.heads * self.dim, bias=False)
@@ -132,13 +131,8 @@ class V4Attention(nn.Module):
                 masks.append(torch.arange(rows.shape[0], device=x.device)[None, :] < seen[:, None])
             values.append(rows)
         kv_all, mask = torch.cat(values, dim=0), torch.cat(masks, dim=1)
-        logits = torch.einsum("thd,kd->thk", q, kv_all) * self.dim**-0.5
-        logits = logits.masked_fill(~mask[:, None, :], float("-inf"))
-        sinks = self.attn_sink.to(logits.dtype).view(1, -1, 1).expand(new, -1, 1)
-        combined = torch.cat([logits, sinks], dim=-1)
-        combined = combined - combined.max(dim=-1, keepdim=True).values
-        probs = torch.softmax(combined, dim=-1)[..., :-1]
-        out = torch.einsum("thk,kd->thd", probs, kv_all)
+        out = self.sparse_ops.sink_attention(q, kv_all, mask, self.attn_sink.float(),
+                                             self.dim**-0.5)
         out = rotate(ops, out, positions, self.freqs, sign=-1.0)
         return self._project_out(out)
 

@@ -5,7 +5,7 @@ out-of-tree platform gets the NVIDIA class (TileLang hyper-connections, DeepGEMM
 FlashMLA, FlashInfer sparse attention, torch.cuda streams) and its CPU class needs vllm._C
 CPU kernels and an fp8_ds_mla cache for head_dim 512. This class is the plugin's own: the
 V4 math in this room's modules (checked against transformers' on the host), its norms,
-rope, lightning indexer and routed experts through the device's ports (the host's plain
+rope, lightning indexer, attention and routed experts through the device's ports (the host's plain
 torch or the NPU's torch_npu ops), the rest torch on the device; each attention layer's
 per-token inputs in a paged cache of its own (input_cache.py). Eager: no
 @support_torch_compile, so vLLM never traces it. One device (no tensor parallelism), no
