@@ -376,6 +376,14 @@ DSV4_SHAPE: dict[str, Any] = {
     "index_n_heads": 4, "index_head_dim": 32, "index_topk": 4, "hc_mult": 4,
     "num_nextn_predict_layers": 0,
 }
+# V4's checkpoints scale the compressed layers' rope with YaRN (factor 16 over a 64K original
+# context); the tiny model does the same at its scale (factor 4 over MAX_POSITIONS / 4), so
+# the rope pairs that turn less than once in the original context are interpolated within
+# the tests' prompts, and an attention factor other than V4's 1.0 checks cos and sin's scale.
+DSV4_COMPRESS_ROPE: dict[str, Any] = {
+    "rope_type": "yarn", "factor": 4.0, "beta_fast": 32, "beta_slow": 1,
+    "attention_factor": 1.1,
+}
 
 
 def make_dsv4_model(
@@ -385,7 +393,8 @@ def make_dsv4_model(
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
     out = Path(out_dir).resolve()
-    stamp = {"style": DSV4_STYLE, "seed": seed, "dtype": dtype, "version": SCRIPT_VERSION}
+    stamp = {"style": DSV4_STYLE, "seed": seed, "dtype": dtype, "version": SCRIPT_VERSION,
+             "compress_rope": DSV4_COMPRESS_ROPE}
     return build_once(out, STAMP_FILE, stamp, lambda tmp: _build_dsv4(tmp, seed, dtype))
 
 
@@ -400,6 +409,8 @@ def _build_dsv4(out: Path, seed: int, dtype: str) -> None:
     ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in SPECIAL_TOKENS}
     config = DeepseekV4Config(
         **DSV4_SHAPE, vocab_size=len(tokenizer), max_position_embeddings=MAX_POSITIONS,
+        rope_parameters={**DSV4_COMPRESS_ROPE,
+                         "original_max_position_embeddings": MAX_POSITIONS // 4},
         rms_norm_eps=1e-6, tie_word_embeddings=False, bos_token_id=ids[BOS],
         eos_token_id=ids[EOS], pad_token_id=ids[PAD], initializer_range=0.02,
     )

@@ -72,8 +72,9 @@ _COMPRESSED_HOST = Supported(
     "128:1) and the lightning indexer's top-k, so chunked prefill and prefix caching need "
     "no carried state; hyper-connections, sinks, the grouped output projection and the "
     "hash/sqrtsoftplus MoE in plain torch; eager, one device (no tensor parallelism), "
-    "float weights (not DeepSeek's fp8/fp4 releases), default rope only (no YaRN), no MTP; "
-    "greedy ids equal transformers' on a tiny V4 (float32)"
+    "float weights (not DeepSeek's fp8/fp4 releases), no MTP; the default rope and YaRN "
+    "(V4's checkpoints scale the compressed layers' rope with it); greedy ids equal "
+    "transformers' on a tiny V4 (float32) whose compressed layers use YaRN"
 )
 _COMPRESSED_NPU = Supported(
     "the same class as on the host, its norms, rope, lightning indexer (npu_lightning_indexer "

@@ -28,7 +28,7 @@ from adapters.vllm.models.deepseek_v4.compressor import (
     visible_rows,
 )
 from adapters.vllm.models.deepseek_v4.norms import rms_norm
-from adapters.vllm.models.deepseek_v4.rope import inv_freq, rotate
+from adapters.vllm.models.deepseek_v4.rope import rope_table, rotate
 from ports.ops import Ops
 
 SLIDING, CSA, HCA = (
@@ -55,9 +55,10 @@ class Compressor(nn.Module):
         self.norm = Norm(dim)
         self.rate, self.overlap = rate, overlap
 
-    def rows(self, ops: Ops, x: torch.Tensor, eps: float, freqs: torch.Tensor) -> torch.Tensor:
+    def rows(self, ops: Ops, x: torch.Tensor, eps: float, freqs: torch.Tensor,
+             scale: float) -> torch.Tensor:
         return compressed_rows(ops, self.wkv(x), self.wgate(x), self.ape, self.norm.weight,
-                               eps, self.rate, self.overlap, freqs)
+                               eps, self.rate, self.overlap, freqs, scale)
 
 
 class Indexer(nn.Module):
@@ -98,9 +99,11 @@ class V4Attention(nn.Module):
             self.compressor = Compressor(hidden, self.dim, self.rate, overlap=layer_type == CSA)
         if layer_type == CSA:
             self.indexer = Indexer(config, self.rate)
-        self.register_buffer("freqs", inv_freq(config, "main" if layer_type == SLIDING
-                                               else "compress"), persistent=False)
-        self.register_buffer("compress_freqs", inv_freq(config, "compress"), persistent=False)
+        freqs, self.rope_scale = rope_table(config, "main" if layer_type == SLIDING
+                                            else "compress")
+        compress_freqs, self.compress_scale = rope_table(config, "compress")
+        self.register_buffer("freqs", freqs, persistent=False)
+        self.register_buffer("compress_freqs", compress_freqs, persistent=False)
 
     def forward(self, context: torch.Tensor, new: int) -> torch.Tensor:
         """context [L, hidden]: the request's attention inputs at positions 0..L-1, its last
@@ -111,19 +114,20 @@ class V4Attention(nn.Module):
         ops = self.ops
         q_res = rms_norm(ops, self.wq_a(x), self.q_norm.weight, self.eps)
         q = rms_norm(ops, self.wq_b(q_res).view(new, self.heads, self.dim), None, self.eps)
-        q = rotate(ops, q, positions, self.freqs)
+        q = rotate(ops, q, positions, self.freqs, scale=self.rope_scale)
 
         first = max(0, length - new - (self.window - 1))
         kv = rms_norm(ops, self.wkv(context[first:]), self.norm.weight, self.eps)
         kv = rotate(ops, kv.unsqueeze(1), torch.arange(first, length, device=x.device),
-                    self.freqs).squeeze(1)
+                    self.freqs, scale=self.rope_scale).squeeze(1)
         keys = torch.arange(first, length, device=x.device)
         in_window = (keys[None, :] <= positions[:, None]) & (
             keys[None, :] > positions[:, None] - self.window
         )
         masks, values = [in_window], [kv]
         if self.rate:
-            rows = self.compressor.rows(ops, context, self.eps, self.compress_freqs)
+            rows = self.compressor.rows(ops, context, self.eps, self.compress_freqs,
+                                        self.compress_scale)
             if self.layer_type == CSA:
                 masks.append(self._indexer_choice(context, x, q_res, positions))
             else:
@@ -133,15 +137,16 @@ class V4Attention(nn.Module):
         kv_all, mask = torch.cat(values, dim=0), torch.cat(masks, dim=1)
         out = self.sparse_ops.sink_attention(q, kv_all, mask, self.attn_sink.float(),
                                              self.dim**-0.5)
-        out = rotate(ops, out, positions, self.freqs, sign=-1.0)
+        out = rotate(ops, out, positions, self.freqs, sign=-1.0, scale=self.rope_scale)
         return self._project_out(out)
 
     def _indexer_choice(self, context: torch.Tensor, x: torch.Tensor, q_res: torch.Tensor,
                         positions: torch.Tensor) -> torch.Tensor:
         ix = self.indexer
-        keys = ix.compressor.rows(self.ops, context, self.eps, self.compress_freqs)
+        keys = ix.compressor.rows(self.ops, context, self.eps, self.compress_freqs,
+                                  self.compress_scale)
         q = ix.wq_b(q_res).view(x.shape[0], ix.heads, ix.dim)
-        q = rotate(self.ops, q, positions, self.compress_freqs)
+        q = rotate(self.ops, q, positions, self.compress_freqs, scale=self.compress_scale)
         weights = ix.weights_proj(x) * ix.heads**-0.5
         return indexer_top_k(ix.sparse_ops, q, keys, weights, positions, self.rate, ix.top_k)
 

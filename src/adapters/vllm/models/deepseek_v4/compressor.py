@@ -37,6 +37,7 @@ def compressed_rows(
     rate: int,
     overlap: bool,
     freqs: torch.Tensor,
+    scale: float = 1.0,
 ) -> torch.Tensor:
     """kv, gate [L, C] (C = 2 * D with overlap, else D) of tokens 0..L-1: the [L // rate, D]
     compressed rows of the complete windows."""
@@ -59,7 +60,7 @@ def compressed_rows(
     pooled = (kv * gate.softmax(dim=1, dtype=torch.float32).to(kv.dtype)).sum(dim=1)
     rows = rms_norm(ops, pooled, norm_weight, eps)
     starts = torch.arange(windows, device=kv.device) * rate
-    return rotate(ops, rows.unsqueeze(1), starts, freqs).squeeze(1)
+    return rotate(ops, rows.unsqueeze(1), starts, freqs, scale=scale).squeeze(1)
 
 
 def visible_rows(positions: torch.Tensor, rate: int) -> torch.Tensor:
