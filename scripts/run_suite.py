@@ -69,10 +69,10 @@ CHUNKS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 # The order the chunks start in: the longest first, so that the two lanes of a 2-core
 # machine end together (the run's wall time is its longest lane). Seconds of a clean run
-# on the 2-core machine (each chunk's line in the output), to rebalance by (2026-12-07, a
-# full run of 46 min with other work beside it, before that day's cuts): npu-b ~1700,
-# vllm-a ~1070, vllm-b ~700, vllm-c ~560, npu-a ~490, e2e-pd-ray ~450, e2e-serve ~290,
-# rest ~150, native ~40, npu-ops-graphs ~30. A chunk not listed starts last.
+# on the 2-core machine (each chunk's line in the output), to rebalance by (2026-12-07,
+# after that day's cuts; e2e's two with a slow Ray start left out): npu-b ~1450,
+# vllm-a ~740, vllm-b ~680, npu-a ~470, e2e-pd-ray ~520, vllm-c ~450, e2e-serve ~350,
+# rest ~120, native ~45, npu-ops-graphs ~35. A chunk not listed starts last.
 RUN_ORDER = ("npu-b", "vllm-a", "vllm-c", "npu-a", "vllm-b", "e2e-pd-ray", "e2e-serve",
              "rest", "native", "npu-ops-graphs")
 
